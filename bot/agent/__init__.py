@@ -1,0 +1,34 @@
+"""Slack-agnostic agent runtime: tools that suspend, the ``ask_user`` tool, runs that resume anywhere.
+
+Public API (mirrors the askUserTool reference's TypeScript API)::
+
+    from bot.agent import Agent, ask_user_tool, OpenAIChatModel
+    from bot.store import RedisRunStore
+"""
+
+from bot.agent.agent import Agent, new_run_id
+from bot.agent.ask_user import AskUserInput, AskUserOption, AskUserPayload, ask_user_tool, make_ask_user_tool
+from bot.agent.model import ChatModel, OpenAIChatModel, TextDelta, ToolCallAssembler, TurnDone
+from bot.agent.state import RunState
+from bot.agent.stream import AgentStream, Chunk
+from bot.agent.tools import Tool, ToolContext
+
+__all__ = [
+    "Agent",
+    "AgentStream",
+    "AskUserInput",
+    "AskUserOption",
+    "AskUserPayload",
+    "ChatModel",
+    "Chunk",
+    "OpenAIChatModel",
+    "RunState",
+    "TextDelta",
+    "Tool",
+    "ToolCallAssembler",
+    "ToolContext",
+    "TurnDone",
+    "ask_user_tool",
+    "make_ask_user_tool",
+    "new_run_id",
+]

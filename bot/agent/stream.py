@@ -1,0 +1,140 @@
+"""Stream chunks and :class:`AgentStream`, the handle a run's caller iterates.
+
+Chunk types (``chunk.type``) and their ``payload``:
+
+- ``text-delta``: :class:`TextDeltaPayload` ``(text)``
+- ``tool-call``: :class:`ToolCallPayload` ``(tool_call_id, tool_name, args)``
+- ``tool-result``: :class:`ToolResultPayload` ``(tool_call_id, tool_name, result, is_error)``
+- ``tool-call-suspended``: :class:`SuspendedPayload` ``(tool_call_id, tool_name, args, suspend_payload)``
+- ``finish``: :class:`FinishPayload` ``(status, text)``; ``status`` is ``completed`` or ``suspended``
+- ``error``: :class:`ErrorPayload` ``(kind, message)``; the run is left resumable where possible
+
+Every stream ends with exactly one ``finish`` or ``error`` chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from bot.agent.state import RunState
+
+ChunkType = Literal["text-delta", "tool-call", "tool-result", "tool-call-suspended", "finish", "error"]
+
+
+@dataclass(frozen=True)
+class TextDeltaPayload:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallPayload:
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolResultPayload:
+    tool_call_id: str
+    tool_name: str
+    result: Any
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class SuspendedPayload:
+    """``suspend_payload`` is the tool's suspend schema object (for ask_user: ``AskUserPayload``)."""
+
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any]
+    suspend_payload: BaseModel | dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FinishPayload:
+    status: Literal["completed", "suspended"]
+    text: str
+
+
+@dataclass(frozen=True)
+class ErrorPayload:
+    """``kind``: ``model`` (model call failed), ``max_turns``, ``store`` (Redis), ``internal``."""
+
+    kind: str
+    message: str
+
+
+ChunkPayload = TextDeltaPayload | ToolCallPayload | ToolResultPayload | SuspendedPayload | FinishPayload | ErrorPayload
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One event of a run's stream."""
+
+    type: ChunkType
+    run_id: str
+    payload: ChunkPayload
+
+
+_END = object()
+
+
+class AgentStream:
+    """The stream of one run segment (start, resume or retry). Single consumer.
+
+    The run executes in a background task whether or not anyone iterates; chunks are buffered.
+    ``async for chunk in stream`` yields :class:`Chunk` objects; ``stream.text_stream`` only the text;
+    ``await stream.result()`` waits for the end and returns the last saved :class:`RunState` (``None`` if
+    the final save failed).
+    """
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._task: asyncio.Task[RunState | None] | None = None
+
+    def _start(self, body: Awaitable[RunState | None]) -> None:
+        async def runner() -> RunState | None:
+            try:
+                return await body
+            finally:
+                self._queue.put_nowait(_END)
+
+        self._task = asyncio.ensure_future(runner())
+
+    def emit(self, type_: ChunkType, payload: ChunkPayload) -> None:
+        """Queue a chunk (used by the agent)."""
+        self._queue.put_nowait(Chunk(type=type_, run_id=self.run_id, payload=payload))
+
+    async def __aiter__(self) -> AsyncIterator[Chunk]:
+        while True:
+            item = await self._queue.get()
+            if item is _END:
+                return
+            yield item
+
+    @property
+    def text_stream(self) -> AsyncIterator[str]:
+        """Only the text deltas, as strings."""
+
+        async def texts() -> AsyncIterator[str]:
+            async for chunk in self:
+                if isinstance(chunk.payload, TextDeltaPayload):
+                    yield chunk.payload.text
+
+        return texts()
+
+    async def result(self) -> RunState | None:
+        """Wait for the run segment to end; the last saved state (``None`` if it could not be saved)."""
+        assert self._task is not None
+        return await asyncio.shield(self._task)
+
+    async def collect(self) -> list[Chunk]:
+        """Consume the rest of the stream and return its chunks."""
+        return [chunk async for chunk in self]

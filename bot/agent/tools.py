@@ -1,0 +1,126 @@
+"""Tool definitions and the suspension primitive.
+
+A :class:`Tool` has an input schema (pydantic), optional suspend and resume schemas, and an ``execute``
+coroutine ``execute(args, ctx) -> result``. Inside an agent run, ``ctx.suspend(payload)`` stops the tool
+and the run (it raises :class:`ToolSuspended`, which the agent catches); on resume the tool runs again
+with ``ctx.resume_data`` set. Outside a run ``ctx`` is ``None`` and a tool must not suspend.
+
+The tool's ``result`` becomes the ``content`` of a Chat Completions ``tool`` message: strings are sent as
+they are, anything else as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from pydantic import BaseModel, ValidationError
+
+from bot.agent.state import ResumeData
+from bot.errors import AnswerError
+
+
+class ToolSuspended(Exception):
+    """Raised by :meth:`ToolContext.suspend`; carries the suspend payload as a JSON-able dict."""
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        super().__init__("tool suspended")
+        self.payload = payload
+
+
+class ToolInputError(Exception):
+    """The model's arguments for a tool are invalid; the message goes back to the model as a tool error."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolContext:
+    """What a tool sees of the run it is called in.
+
+    ``resume_data`` is ``None`` on the first call and the (validated) answer on the call after a resume;
+    ``answered_by`` is the caller-given id of whoever answered (e.g. a Slack user id).
+    """
+
+    run_id: str
+    tool_call_id: str
+    resume_data: ResumeData | None = None
+    answered_by: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def suspend(self, payload: BaseModel | dict[str, Any]) -> NoReturn:
+        """Suspend the run with ``payload`` (the question). Never returns."""
+        data = payload.model_dump(mode="json", exclude_none=True) if isinstance(payload, BaseModel) else payload
+        raise ToolSuspended(data)
+
+
+Execute = Callable[[Any, ToolContext | None], Awaitable[Any]]
+ResumeValidator = Callable[[Any, dict[str, Any]], ResumeData]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tool:
+    """A tool the model may call.
+
+    - ``id``: the function name the model sees (Chat Completions: ``^[a-zA-Z0-9_-]{1,64}$``).
+    - ``input_schema``: pydantic model of the arguments; its JSON schema is sent to the model.
+    - ``suspend_schema``: pydantic model of the suspend payload (turns stored dicts back into objects).
+    - ``validate_resume(resume_data, suspend_payload) -> normalized``: raises :class:`AnswerError`.
+    """
+
+    id: str
+    description: str
+    input_schema: type[BaseModel]
+    execute_fn: Execute
+    suspend_schema: type[BaseModel] | None = None
+    resume_validator: ResumeValidator | None = None
+
+    def spec(self) -> dict[str, Any]:
+        """The Chat Completions ``tools[]`` entry: ``{"type": "function", "function": {...}}``."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.id,
+                "description": self.description,
+                "parameters": self.input_schema.model_json_schema(),
+            },
+        }
+
+    def parse_args(self, args: dict[str, Any]) -> BaseModel:
+        """Validate raw arguments. Raises :class:`ToolInputError` with a model-readable message."""
+        try:
+            return self.input_schema.model_validate(args)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg'].removeprefix('Value error, ')}"
+                for err in exc.errors()
+            )
+            raise ToolInputError(f"invalid arguments for {self.id}: {problems}") from None
+
+    async def execute(self, args: BaseModel | dict[str, Any], ctx: ToolContext | None = None) -> Any:
+        """Run the tool. ``args`` may be raw (validated here). Raises :class:`ToolInputError` or
+        :class:`ToolSuspended` (only when ``ctx`` is given)."""
+        parsed = self.parse_args(args) if isinstance(args, dict) else args
+        return await self.execute_fn(parsed, ctx)
+
+    def validate_resume(self, resume_data: Any, suspend_payload: dict[str, Any]) -> ResumeData:
+        """Check resume data against the stored suspend payload; returns it normalized.
+
+        Raises :class:`AnswerError` for a wrong shape or value.
+        """
+        if self.resume_validator is not None:
+            return self.resume_validator(resume_data, suspend_payload)
+        if isinstance(resume_data, str) or (
+            isinstance(resume_data, list) and all(isinstance(x, str) for x in resume_data)
+        ):
+            return resume_data
+        raise AnswerError(f"resume data for {self.id} must be a string or a list of strings")
+
+    def load_suspend_payload(self, payload: dict[str, Any]) -> BaseModel | dict[str, Any]:
+        """The stored suspend payload as the tool's suspend schema object (or the dict when it has none)."""
+        return self.suspend_schema.model_validate(payload) if self.suspend_schema else payload
+
+
+def tool_result_content(result: Any) -> str:
+    """Chat Completions ``tool`` message content for a tool result (strings as-is, else JSON)."""
+    return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)

@@ -1,0 +1,115 @@
+"""Every error this project raises, typed by fault under one root, :class:`BotError`.
+
+Faults:
+- the caller's input (bad resume data, wrong tool call): :class:`AnswerError` (also a ``ValueError``);
+- the run's lifecycle (unknown, already answered, not retryable): :class:`RunError`;
+- the outside world (model, Redis, Slack): :class:`ModelCallFailed`, :class:`StoreUnavailable`;
+- configuration: :class:`ConfigError`.
+
+Messages never contain tokens, keys or other secrets.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+
+class BotError(Exception):
+    """Root of every error raised on purpose by this project."""
+
+
+class ConfigError(BotError):
+    """A setting is missing or malformed (raised at start-up, before any I/O)."""
+
+
+# --- the caller's input ------------------------------------------------------------------------
+
+
+class AnswerError(BotError, ValueError):
+    """Resume data that does not fit the pending question (wrong shape, blank, label not offered).
+
+    Raised before anything changes: the run stays suspended and may be resumed again.
+    """
+
+
+class ToolCallNotPending(AnswerError):
+    """A resume named a ``tool_call_id`` that is not the one the run is waiting on."""
+
+    def __init__(self, *, run_id: str, tool_call_id: str, pending_tool_call_id: str | None) -> None:
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+        self.pending_tool_call_id = pending_tool_call_id
+        super().__init__(
+            f"run {run_id} is not waiting on tool call {tool_call_id!r}"
+            + (f" (it waits on {pending_tool_call_id!r})" if pending_tool_call_id else "")
+        )
+
+
+# --- the run's lifecycle -----------------------------------------------------------------------
+
+
+class RunError(BotError):
+    """A run cannot do what was asked in its current state."""
+
+
+class RunNotFound(RunError, LookupError):
+    """No run is stored under this ``run_id`` (never created, or its TTL expired)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"no run {run_id!r}: unknown or expired")
+
+
+class RunAlreadyResumed(RunError):
+    """The question was answered already; exactly one resume per ``(run_id, tool_call_id)`` wins.
+
+    ``answered_by`` / ``answered_at`` name the winner when known.
+    """
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str | None,
+        answered_by: str | None,
+        answered_at: datetime | None,
+    ) -> None:
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+        self.answered_by = answered_by
+        self.answered_at = answered_at
+        who = answered_by or "someone"
+        when = f" at {answered_at.isoformat()}" if answered_at else ""
+        super().__init__(f"run {run_id} was already resumed by {who}{when}")
+
+
+class RunNotResumable(RunError):
+    """The run is in a state that this call cannot continue (e.g. retrying a completed run)."""
+
+    def __init__(self, run_id: str, status: str, why: str = "") -> None:
+        self.run_id = run_id
+        self.status = status
+        super().__init__(f"run {run_id} is {status}" + (f": {why}" if why else ""))
+
+
+class RunConflict(RunError):
+    """A compare-and-set save lost: another process changed the run since it was loaded."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"run {run_id} was changed by another process")
+
+
+# --- the outside world -------------------------------------------------------------------------
+
+
+class ModelCallFailed(BotError):
+    """The model call failed after the client's own retries (5xx, timeout, connection, bad reply)."""
+
+
+class StoreUnavailable(BotError):
+    """The run store (Redis) could not be reached or answered with an error."""
+
+
+class StoreCorrupt(BotError):
+    """A stored record could not be read back (malformed JSON, unknown version, or another run's record)."""

@@ -1,0 +1,313 @@
+"""The agent loop end to end: loopback Chat Completions server + fakeredis (several clients = processes)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import fakeredis
+import pytest
+import redis.asyncio as aioredis
+from pydantic import BaseModel
+
+from bot.agent import Agent, AskUserPayload, ask_user_tool
+from bot.agent.stream import Chunk, ErrorPayload, SuspendedPayload
+from bot.agent.tools import Tool, ToolContext
+from bot.errors import AnswerError, RunAlreadyResumed, RunNotFound, RunNotResumable, ToolCallNotPending
+from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
+
+SINGLE = {"question": "Which repo?", "options": [{"label": "api"}, {"label": "web", "description": "frontend"}]}
+
+
+def assert_tool_messages_complete(server: FakeOpenAI) -> None:
+    """Before every model request, every tool_call_id has exactly one tool message."""
+    for body in server.requests:
+        msgs = body["messages"]
+        wanted = [c["id"] for m in msgs if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+        got = [m["tool_call_id"] for m in msgs if m["role"] == "tool"]
+        assert sorted(wanted) == sorted(got), (wanted, got)
+
+
+def tool_messages(server: FakeOpenAI, index: int = -1) -> dict[str, Any]:
+    """tool_call_id -> parsed content of the tool messages in one recorded request."""
+    return {
+        m["tool_call_id"]: json.loads(m["content"]) for m in server.requests[index]["messages"] if m["role"] == "tool"
+    }
+
+
+def suspended(chunks: list[Chunk]) -> SuspendedPayload:
+    found = [c.payload for c in chunks if c.type == "tool-call-suspended"]
+    assert len(found) == 1, [c.type for c in chunks]
+    assert isinstance(found[0], SuspendedPayload)
+    return found[0]
+
+
+class Echo(BaseModel):
+    text: str
+
+
+async def _echo(args: Any, ctx: ToolContext | None) -> Any:
+    return {"echo": args.text}
+
+
+echo_tool = Tool(id="echo", description="Echo text.", input_schema=Echo, execute_fn=_echo)
+
+
+async def test_three_modes_suspend_and_resume(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    agent: Agent = make_agent(fake_redis)
+    cases: list[tuple[dict[str, Any], Any, dict[str, Any]]] = [
+        ({"question": "What is the goal?"}, "ship it", {"answer": "ship it", "answer_type": "text"}),
+        (SINGLE, "web", {"answer": "web", "answer_type": "option"}),
+        (
+            {**SINGLE, "selection_mode": "multi_select"},
+            ["api", "web"],
+            {"answers": ["api", "web"], "answer_type": "options"},
+        ),
+    ]
+    for args, answer, expected in cases:
+        openai_server.requests.clear()
+        openai_server.script(Reply(tool_calls=[tool_call("ask_user", args, id="call_q")]), Reply(text="Done, thanks."))
+        stream = await agent.stream("Summarize my project")
+        chunks = await stream.collect()
+        p = suspended(chunks)
+        assert isinstance(p.suspend_payload, AskUserPayload)
+        assert p.tool_call_id == "call_q" and p.tool_name == "ask_user" and p.args["question"] == args["question"]
+        assert p.suspend_payload.question == args["question"]
+        assert p.suspend_payload.selection_mode == args.get(
+            "selection_mode", "single_select" if "options" in args else None
+        )
+        assert chunks[-1].type == "finish" and chunks[-1].payload.status == "suspended"  # type: ignore[union-attr]
+        assert (await agent.get_run(stream.run_id)).status == "suspended"
+
+        resumed = await agent.resume_stream(answer, run_id=stream.run_id, answered_by="U_ALICE")
+        text = "".join([t async for t in resumed.text_stream])
+        assert text == "Done, thanks."
+        assert tool_messages(openai_server)["call_q"] == {**expected, "answered_by": "U_ALICE"}
+        state = await agent.get_run(stream.run_id)
+        assert state.status == "completed" and state.pending is None
+        assert_tool_messages_complete(openai_server)
+
+
+async def test_typed_text_for_single_select_is_marked(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    agent: Agent = make_agent(fake_redis)
+    openai_server.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="c1")]), Reply(text="ok"))
+    stream = await agent.stream("hi")
+    await stream.collect()
+    await (await agent.resume_stream("the mobile one", run_id=stream.run_id)).collect()
+    result = tool_messages(openai_server)["c1"]
+    assert result["answer_type"] == "typed_text" and result["answer"] == "the mobile one"
+
+
+async def test_invalid_tool_input_goes_back_to_the_model(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    agent: Agent = make_agent(fake_redis)
+    openai_server.script(
+        Reply(
+            tool_calls=[
+                tool_call("ask_user", {"question": "  "}, id="bad"),
+                tool_call("ask_user", {"question": "Pick", "options": [{"label": "a"}, {"label": "a"}]}, id="dup"),
+            ]
+        ),
+        Reply(tool_calls=[("notjson", "ask_user", '{"question": "Wh')]),
+        Reply(tool_calls=[tool_call("no_such_tool", {}, id="nst")]),
+        Reply(text="Sorry, I will not ask."),
+    )
+    stream = await agent.stream("hi")
+    chunks = await stream.collect()
+    assert chunks[-1].type == "finish" and chunks[-1].payload.status == "completed"  # type: ignore[union-attr]
+    errors = {k: v["error"] for k, v in tool_messages(openai_server).items()}
+    assert errors["bad"] == "invalid arguments for ask_user: question: question must not be empty"
+    assert "unique; repeated: a" in errors["dup"]
+    assert "not valid JSON" in errors["notjson"]
+    assert "unknown tool 'no_such_tool'" in errors["nst"]
+    assert [c.payload.is_error for c in chunks if c.type == "tool-result"] == [True] * 4  # type: ignore[union-attr]
+    assert_tool_messages_complete(openai_server)
+
+
+async def test_bad_resume_changes_nothing(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    agent: Agent = make_agent(fake_redis)
+    openai_server.script(
+        Reply(tool_calls=[tool_call("ask_user", {**SINGLE, "selection_mode": "multi_select"}, id="m")])
+    )
+    stream = await agent.stream("hi")
+    await stream.collect()
+    before = await agent.get_run(stream.run_id)
+    for bad in ("api", [], ["api", "nope"], [""]):
+        with pytest.raises(AnswerError):
+            await agent.resume_stream(bad, run_id=stream.run_id)  # type: ignore[arg-type]
+    with pytest.raises(ToolCallNotPending):
+        await agent.resume_stream(["api"], run_id=stream.run_id, tool_call_id="other")
+    after = await agent.get_run(stream.run_id)
+    assert after == before and after.status == "suspended"
+
+
+async def test_two_questions_in_one_message_are_asked_in_turn(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    agent: Agent = make_agent(fake_redis, tools=[ask_user_tool, echo_tool])
+    openai_server.script(
+        Reply(
+            tool_calls=[
+                tool_call("echo", {"text": "before"}, id="e1"),
+                tool_call("ask_user", {"question": "First?"}, id="q1"),
+                tool_call("echo", {"text": "between"}, id="e2"),
+                tool_call("ask_user", SINGLE, id="q2"),
+            ]
+        ),
+        Reply(text="Both answered."),
+    )
+    stream = await agent.stream("hi")
+    first = suspended(await stream.collect())
+    assert first.tool_call_id == "q1"
+    state = await agent.get_run(stream.run_id)
+    assert [m.get("tool_call_id") for m in state.messages if m["role"] == "tool"] == ["e1"]
+    assert [c.id for c in state.queued] == ["e2", "q2"]
+
+    with pytest.raises(ToolCallNotPending, match="waits on 'q1'"):
+        await agent.resume_stream("api", run_id=stream.run_id, tool_call_id="q2")
+
+    second_stream = await agent.resume_stream("one", run_id=stream.run_id, tool_call_id="q1", answered_by="U1")
+    second = suspended(await second_stream.collect())
+    assert second.tool_call_id == "q2" and len(openai_server.requests) == 1  # no model call in between
+    with pytest.raises(RunAlreadyResumed, match="by U1"):
+        await agent.resume_stream("again", run_id=stream.run_id, tool_call_id="q1")
+
+    final = await agent.resume_stream("web", run_id=stream.run_id, tool_call_id="q2", answered_by="U2")
+    assert "".join([t async for t in final.text_stream]) == "Both answered."
+    results = tool_messages(openai_server)
+    assert results["q1"] == {"answer": "one", "answer_type": "text", "answered_by": "U1"}
+    assert results["q2"] == {"answer": "web", "answer_type": "option", "answered_by": "U2"}
+    assert results["e1"] == {"echo": "before"} and results["e2"] == {"echo": "between"}
+    order = [m["tool_call_id"] for m in openai_server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert order == ["e1", "q1", "e2", "q2"]
+    assert_tool_messages_complete(openai_server)
+
+
+async def test_resume_after_restart_from_redis_alone(
+    fake_server: fakeredis.FakeServer, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    first_client = fakeredis.FakeAsyncRedis(server=fake_server)
+    agent: Agent = make_agent(first_client)
+    openai_server.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="c1")]), Reply(text="Using web."))
+    stream = await agent.stream("hi")
+    await stream.collect()
+    await first_client.aclose()
+    del agent
+
+    new_client = fakeredis.FakeAsyncRedis(server=fake_server)  # a new process: nothing shared but Redis
+    new_agent: Agent = make_agent(new_client)
+    resumed = await new_agent.resume_stream("web", run_id=stream.run_id)
+    assert "".join([t async for t in resumed.text_stream]) == "Using web."
+    assert (await new_agent.get_run(stream.run_id)).status == "completed"
+    await new_client.aclose()
+
+
+async def test_second_resume_says_who_and_when(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    agent: Agent = make_agent(fake_redis)
+    openai_server.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="c1")]), Reply(text="ok"))
+    stream = await agent.stream("hi")
+    await stream.collect()
+    await (await agent.resume_stream("api", run_id=stream.run_id, answered_by="U_ALICE")).collect()
+    with pytest.raises(RunAlreadyResumed) as info:
+        await agent.resume_stream("web", run_id=stream.run_id, answered_by="U_BOB")
+    assert info.value.answered_by == "U_ALICE" and info.value.answered_at is not None
+    assert "U_ALICE" in str(info.value)
+
+
+async def test_unknown_run_is_not_found_and_not_created(
+    fake_redis: aioredis.Redis, make_agent: Any, prefix: str
+) -> None:
+    agent: Agent = make_agent(fake_redis)
+    with pytest.raises(RunNotFound):
+        await agent.resume_stream("x", run_id="run_nope")
+    with pytest.raises(RunNotFound):
+        await agent.retry_stream(run_id="run_nope")
+    assert await fake_redis.exists(f"{prefix}run:run_nope") == 0
+
+
+async def test_model_failure_after_resume_loses_nothing_and_retry_continues(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    agent: Agent = make_agent(fake_redis)
+    openai_server.script(
+        Reply(tool_calls=[tool_call("ask_user", SINGLE, id="c1")]),
+        Reply(status=500),
+        Reply(text="Finally: web."),
+    )
+    stream = await agent.stream("hi")
+    await stream.collect()
+    resumed = await agent.resume_stream("web", run_id=stream.run_id, answered_by="U1")
+    chunks = await resumed.collect()
+    assert chunks[-1].type == "error"
+    err = chunks[-1].payload
+    assert isinstance(err, ErrorPayload) and err.kind == "model" and "HTTP 500" in err.message
+    state = await agent.get_run(stream.run_id)
+    assert state.status == "failed" and state.error is not None and state.pending is None
+    assert any(m.get("tool_call_id") == "c1" for m in state.messages)  # the answer is kept
+
+    with pytest.raises(RunAlreadyResumed):
+        await agent.resume_stream("api", run_id=stream.run_id)
+    retried = await agent.retry_stream(run_id=stream.run_id)
+    assert "".join([t async for t in retried.text_stream]) == "Finally: web."
+    assert tool_messages(openai_server)["c1"]["answer"] == "web"
+    assert len(openai_server.requests) == 3
+    with pytest.raises(RunNotResumable, match="finished"):
+        await agent.retry_stream(run_id=stream.run_id)
+
+
+async def test_model_timeout_is_an_error_chunk(
+    fake_redis: aioredis.Redis, openai_server: FakeOpenAI, prefix: str
+) -> None:
+    from bot.agent import OpenAIChatModel
+    from bot.store import RedisRunStore
+
+    model = OpenAIChatModel(model="m", base_url=openai_server.base_url, api_key="sk-x", timeout=0.3, max_retries=0)
+    agent = Agent(
+        id="a",
+        name="A",
+        instructions="",
+        model=model,
+        tools=[ask_user_tool],
+        store=RedisRunStore(fake_redis, prefix=prefix),
+    )
+    openai_server.script(Reply(text="late", delay=1.0))
+    chunks = await (await agent.stream("hi")).collect()
+    assert chunks[-1].type == "error" and "timed out" in chunks[-1].payload.message  # type: ignore[union-attr]
+
+
+async def test_max_turns_stops_the_run(fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI) -> None:
+    agent: Agent = make_agent(fake_redis, tools=[echo_tool], max_turns=3)
+    openai_server.responder = lambda body: Reply(tool_calls=[tool_call("echo", {"text": str(len(body["messages"]))})])
+    stream = await agent.stream("loop forever")
+    chunks = await stream.collect()
+    assert chunks[-1].type == "error" and chunks[-1].payload.kind == "max_turns"  # type: ignore[union-attr]
+    assert len(openai_server.requests) == 3
+    state = await agent.get_run(stream.run_id)
+    assert state.status == "failed" and state.turns == 3
+
+
+async def test_raising_tool_becomes_tool_error(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    async def boom(args: Any, ctx: ToolContext | None) -> Any:
+        raise RuntimeError("disk full")
+
+    agent: Agent = make_agent(fake_redis, tools=[Tool(id="boom", description="x", input_schema=Echo, execute_fn=boom)])
+    openai_server.script(Reply(tool_calls=[tool_call("boom", {"text": "x"}, id="b1")]), Reply(text="It failed."))
+    chunks = await (await agent.stream("hi")).collect()
+    assert chunks[-1].type == "finish"
+    assert tool_messages(openai_server)["b1"]["error"] == "tool boom failed: RuntimeError: disk full"
+
+
+async def test_outside_a_run_ask_user_returns_text() -> None:
+    text = await ask_user_tool.execute(SINGLE)
+    assert "Question: Which repo?" in text and "2. web - frontend" in text and "single_select" in text
