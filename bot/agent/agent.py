@@ -85,6 +85,7 @@ class Agent:
         self.tools = {tool.id: tool for tool in tools}
         if len(self.tools) != len(tools):
             raise ValueError("tool ids must be unique")
+        self._tool_specs = [tool.spec() for tool in self.tools.values()]  # JSON schema: build once, not per turn
         self.store = store
         self.max_turns = max_turns
         self.stale_after = stale_after
@@ -337,10 +338,9 @@ class Agent:
 
     async def _model_turn(self, state: RunState, out: AgentStream) -> TurnDone:
         messages = [{"role": "system", "content": self.instructions}, *state.messages]
-        specs = [tool.spec() for tool in self.tools.values()]
         done: TurnDone | None = None
         try:
-            async for event in self.model.stream_turn(messages, tools=specs):
+            async for event in self.model.stream_turn(messages, tools=self._tool_specs):
                 if isinstance(event, TextDelta):
                     out.emit("text-delta", TextDeltaPayload(event.text))
                 else:
