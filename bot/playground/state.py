@@ -1,0 +1,444 @@
+"""The fake workspace's in-memory state: who is in it, what was said, which modals are open.
+
+Shapes follow what Slack's Web API returns (docs.slack.dev reference/objects/message-object,
+reference/views/modal-views). Everything is plain ``dict`` so it can be sent as JSON unchanged.
+
+- ``Directory``: team ``T_PLAYGROUND``, the bot (user ``U_BOT``, bot ``B_BOT``, app ``A_PLAYGROUND``), users
+  ``U_ALICE``/``U_BOB``/``U_CAROL`` and channels ``C_GENERAL``/``C_RANDOM`` plus a DM channel ``D_<NAME>``
+  per user (``D_ALICE``...).
+- ``Clock``: seconds since the epoch (float); injectable so tests can move time (trigger expiry) without
+  sleeping. ``ManualClock`` is a settable one.
+- ``TsMinter``: message timestamps as Slack writes them, ``"1700000000.000100"`` (seconds, 6-digit micros),
+  strictly increasing even when the clock stands still.
+- ``Conversation``: a channel's messages by ts (thread replies included, linked by ``thread_ts``) and
+  its ephemeral messages (each with the one user who sees it).
+- ``View``: one open modal (``id`` ``V...``, ``hash``, ``state.values``), kept per user as a stack of at
+  most 3 (Slack: views.push "push_limit_reached").
+- ``Trigger``: one minted per interaction; valid 3 s, single use (Slack: expired_trigger_id /
+  exchanged_trigger_id; docs.slack.dev interactivity/handling-user-interaction).
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+import string
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.errors import BotError
+
+Clock = Callable[[], float]
+JSON = dict[str, Any]
+
+TEAM_ID = "T_PLAYGROUND"
+TEAM_DOMAIN = "playground"
+APP_ID = "A_PLAYGROUND"
+BOT_USER_ID = "U_BOT"
+BOT_ID = "B_BOT"
+BOT_NAME = "askbot"
+TRIGGER_TTL_SECONDS = 3.0
+VIEW_STACK_LIMIT = 3
+
+
+class PlaygroundError(BotError):
+    """A playground call cannot be done as asked (unknown button label, nothing to wait for, timeout)."""
+
+
+class ManualClock:
+    """A clock for tests: ``clock()`` returns ``now``; ``advance(seconds)`` moves it forward."""
+
+    def __init__(self, now: float | None = None) -> None:
+        self.now = time.time() if now is None else now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class TsMinter:
+    """Mints Slack message timestamps ``"<seconds>.<6-digit micros>"``, strictly increasing."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._last_us = 0
+
+    def __call__(self) -> str:
+        now_us = int(self._clock() * 1_000_000)
+        self._last_us = max(now_us, self._last_us + 100)
+        return f"{self._last_us // 1_000_000}.{self._last_us % 1_000_000:06d}"
+
+
+def random_id(prefix: str, length: int = 10) -> str:
+    """An id shaped like Slack's: ``prefix`` + upper-case letters and digits."""
+    alphabet = string.ascii_uppercase + string.digits
+    return prefix + "".join(secrets.choice(alphabet) for _ in range(length))
+
+
+@dataclass
+class Directory:
+    """Users and channels of the fake workspace."""
+
+    users: dict[str, JSON] = field(default_factory=dict)
+    channels: dict[str, JSON] = field(default_factory=dict)
+
+    @classmethod
+    def default(cls) -> Directory:
+        directory = cls()
+        directory.add_user(BOT_USER_ID, BOT_NAME, is_bot=True)
+        for name in ("alice", "bob", "carol"):
+            directory.add_user(f"U_{name.upper()}", name)
+        for name in ("general", "random"):
+            directory.channels[f"C_{name.upper()}"] = {
+                "id": f"C_{name.upper()}",
+                "name": name,
+                "is_channel": True,
+                "is_im": False,
+                "is_private": False,
+                "is_member": True,
+            }
+        return directory
+
+    def add_user(self, user_id: str, name: str, *, is_bot: bool = False) -> None:
+        """Add a user (and, for humans, the DM channel ``D_<NAME>`` with the bot)."""
+        self.users[user_id] = {
+            "id": user_id,
+            "team_id": TEAM_ID,
+            "name": name,
+            "deleted": False,
+            "real_name": name.title(),
+            "tz": "Europe/London",
+            "tz_label": "British Summer Time",
+            "tz_offset": 3600,
+            "profile": {"real_name": name.title(), "display_name": name, "team": TEAM_ID},
+            "is_admin": False,
+            "is_owner": False,
+            "is_bot": is_bot,
+            "is_app_user": False,
+            **(
+                {"profile": {"real_name": name, "display_name": name, "bot_id": BOT_ID, "team": TEAM_ID}}
+                if is_bot
+                else {}
+            ),
+        }
+        if not is_bot:
+            dm = dm_channel_id(user_id)
+            self.channels[dm] = {
+                "id": dm,
+                "is_im": True,
+                "is_channel": False,
+                "user": user_id,
+                "is_private": True,
+                "is_member": True,
+            }
+
+    def user_name(self, user_id: str) -> str:
+        return str(self.users[user_id]["name"]) if user_id in self.users else user_id
+
+    def channel_type(self, channel_id: str) -> str:
+        """Slack's ``channel_type`` in message events: ``im`` for DMs, ``channel`` otherwise."""
+        return "im" if self.channels.get(channel_id, {}).get("is_im") else "channel"
+
+
+def dm_channel_id(user_id: str) -> str:
+    """The DM channel between ``user_id`` and the bot: ``U_ALICE`` -> ``D_ALICE``."""
+    return "D_" + user_id.removeprefix("U_")
+
+
+@dataclass
+class Ephemeral:
+    """An ephemeral message: visible to ``user`` only, never in history (chat.postEphemeral)."""
+
+    channel: str
+    user: str
+    message: JSON
+
+
+@dataclass
+class Conversation:
+    """One channel's history: ``messages`` by ts (insertion order = ts order), ``ephemerals``."""
+
+    channel: str
+    messages: dict[str, JSON] = field(default_factory=dict)
+    ephemerals: list[Ephemeral] = field(default_factory=list)
+
+    def replies(self, thread_ts: str) -> list[JSON]:
+        """The thread: parent first, then its replies in ts order (conversations.replies)."""
+        parent = self.messages.get(thread_ts)
+        if parent is None:
+            return []
+        replies = [m for m in self.messages.values() if m.get("thread_ts") == thread_ts and m["ts"] != thread_ts]
+        return [parent, *replies]
+
+    def add(self, message: JSON) -> None:
+        """Store ``message``; a reply updates its parent's reply_count/latest_reply/reply_users."""
+        self.messages[message["ts"]] = message
+        thread_ts = message.get("thread_ts")
+        if thread_ts and thread_ts != message["ts"] and thread_ts in self.messages:
+            parent = self.messages[thread_ts]
+            replies = self.replies(thread_ts)[1:]
+            users = list(dict.fromkeys(m.get("user", "") for m in replies))
+            parent.update(
+                thread_ts=thread_ts,
+                reply_count=len(replies),
+                reply_users_count=len(users),
+                reply_users=users,
+                latest_reply=replies[-1]["ts"],
+            )
+            message["parent_user_id"] = parent.get("user")
+
+
+@dataclass
+class Trigger:
+    """A trigger_id handed to the bot in one interaction payload."""
+
+    trigger_id: str
+    user: str
+    issued_at: float
+    used: bool = False
+
+
+@dataclass
+class InteractionState:
+    """What a user has ticked/typed in one message's elements: ``values[block_id][action_id]``."""
+
+    values: dict[str, dict[str, JSON]] = field(default_factory=dict)
+
+
+INPUT_ELEMENT_TYPES = frozenset(
+    {
+        "checkboxes",
+        "radio_buttons",
+        "static_select",
+        "multi_static_select",
+        "plain_text_input",
+        "users_select",
+        "multi_users_select",
+        "conversations_select",
+        "channels_select",
+        "datepicker",
+        "timepicker",
+        "email_text_input",
+        "url_text_input",
+        "number_input",
+    }
+)
+
+
+def iter_elements(blocks: list[JSON]) -> list[tuple[JSON, JSON]]:
+    """Every interactive element of ``blocks`` as ``(block, element)`` pairs, in order."""
+    found: list[tuple[JSON, JSON]] = []
+    for block in blocks:
+        if block.get("type") == "actions":
+            found.extend((block, e) for e in block.get("elements", []) if isinstance(e, dict))
+        elif block.get("type") == "section" and isinstance(block.get("accessory"), dict):
+            found.append((block, block["accessory"]))
+        elif block.get("type") == "input" and isinstance(block.get("element"), dict):
+            found.append((block, block["element"]))
+    return found
+
+
+def initial_state(blocks: list[JSON]) -> dict[str, dict[str, JSON]]:
+    """``state.values`` before anyone touches the elements: each input-ish element's initial value."""
+    values: dict[str, dict[str, JSON]] = {}
+    for block, element in iter_elements(blocks):
+        kind = element.get("type")
+        if kind not in INPUT_ELEMENT_TYPES:
+            continue
+        entry: JSON = {"type": kind}
+        if kind in ("checkboxes", "multi_static_select"):
+            entry["selected_options"] = copy.deepcopy(element.get("initial_options", []))
+        elif kind in ("radio_buttons", "static_select"):
+            entry["selected_option"] = copy.deepcopy(element.get("initial_option"))
+        elif kind == "multi_users_select":
+            entry["selected_users"] = list(element.get("initial_users", []))
+        elif kind == "users_select":
+            entry["selected_user"] = element.get("initial_user")
+        elif kind in ("conversations_select", "channels_select"):
+            entry["selected_conversation" if kind == "conversations_select" else "selected_channel"] = None
+        elif kind == "datepicker":
+            entry["selected_date"] = element.get("initial_date")
+        elif kind == "timepicker":
+            entry["selected_time"] = element.get("initial_time")
+        else:
+            entry["value"] = element.get("initial_value")
+        values.setdefault(str(block.get("block_id")), {})[str(element.get("action_id"))] = entry
+    return values
+
+
+def fill_ids(blocks: list[JSON]) -> list[JSON]:
+    """A copy of ``blocks`` with the ids Slack generates when absent: block_id and action_id."""
+    filled = copy.deepcopy(blocks)
+    for block in filled:
+        if isinstance(block, dict) and "block_id" not in block:
+            block["block_id"] = random_id("", 5)
+    for _block, element in iter_elements(filled):
+        if "action_id" not in element:
+            element["action_id"] = random_id("", 5)
+    return filled
+
+
+@dataclass
+class View:
+    """An open modal, as views.open returns it in ``view``."""
+
+    data: JSON
+    user: str
+
+    @property
+    def id(self) -> str:
+        return str(self.data["id"])
+
+
+def make_view(
+    view: JSON,
+    *,
+    user: str,
+    view_id: str | None = None,
+    root_view_id: str | None = None,
+    previous_view_id: str | None = None,
+) -> View:
+    """Build the stored view object from the submitted one (ids filled, state from initial values)."""
+    blocks = fill_ids(list(view.get("blocks", [])))
+    vid = view_id or random_id("V")
+    data: JSON = {
+        "id": vid,
+        "team_id": TEAM_ID,
+        "type": view.get("type", "modal"),
+        "blocks": blocks,
+        "private_metadata": view.get("private_metadata", ""),
+        "callback_id": view.get("callback_id", ""),
+        "state": {"values": initial_state(blocks)},
+        "hash": f"{int(time.time())}.{secrets.token_hex(4)}",
+        "title": view.get("title"),
+        "clear_on_close": bool(view.get("clear_on_close", False)),
+        "notify_on_close": bool(view.get("notify_on_close", False)),
+        "close": view.get("close"),
+        "submit": view.get("submit"),
+        "previous_view_id": previous_view_id,
+        "root_view_id": root_view_id or vid,
+        "app_id": APP_ID,
+        "external_id": view.get("external_id", ""),
+        "app_installed_team_id": TEAM_ID,
+        "bot_id": BOT_ID,
+    }
+    return View(data=data, user=user)
+
+
+@dataclass
+class ResponseUrl:
+    """A response_url handed out with one interaction: valid 30 min, at most 5 uses (Slack docs,
+    interactivity/handling-user-interaction#message_responses)."""
+
+    token: str
+    channel: str
+    user: str
+    message_ts: str | None
+    thread_ts: str | None
+    is_ephemeral: bool
+    issued_at: float
+    uses: int = 0
+
+
+RESPONSE_URL_TTL_SECONDS = 30 * 60
+RESPONSE_URL_MAX_USES = 5
+
+Notify = Callable[[JSON], None]
+
+
+class SlackState:
+    """Everything the fake Slack knows; mutated by the Web API and the interaction sender.
+
+    ``on_change`` is called with an event dict (``{"type": "message", ...}``) after every change; the
+    server uses it to wake waiters and feed subscribers.
+    """
+
+    def __init__(self, *, clock: Clock, directory: Directory | None = None, on_change: Notify | None = None):
+        self.clock = clock
+        self.directory = directory or Directory.default()
+        self.mint_ts = TsMinter(clock)
+        self.conversations: dict[str, Conversation] = {cid: Conversation(cid) for cid in self.directory.channels}
+        self.views: dict[str, View] = {}
+        self.view_stacks: dict[str, list[str]] = {}
+        self.triggers: dict[str, Trigger] = {}
+        self.interactions: dict[tuple[str, str, str], InteractionState] = {}
+        self.response_urls: dict[str, ResponseUrl] = {}
+        self.statuses: list[JSON] = []
+        self._on_change = on_change
+        self._trigger_seq = 0
+
+    def changed(self, event: JSON) -> None:
+        if self._on_change is not None:
+            self._on_change(event)
+
+    # -- lookups ----------------------------------------------------------------------------------
+
+    def resolve_channel(self, channel: str) -> str | None:
+        """A channel id, or a user id (posting to a user id goes to the DM with them)."""
+        if channel in self.conversations:
+            return channel
+        if channel in self.directory.users and channel != BOT_USER_ID:
+            return dm_channel_id(channel)
+        return None
+
+    def message(self, channel: str, ts: str) -> JSON | None:
+        conversation = self.conversations.get(channel)
+        return conversation.messages.get(ts) if conversation else None
+
+    def user_stack(self, user: str) -> list[str]:
+        return self.view_stacks.setdefault(user, [])
+
+    # -- triggers ---------------------------------------------------------------------------------
+
+    def mint_trigger(self, user: str) -> str:
+        """A fresh trigger_id for one interaction by ``user``."""
+        self._trigger_seq += 1
+        trigger_id = f"{int(self.clock())}{self._trigger_seq:04d}.{secrets.randbelow(10**10)}.{secrets.token_hex(16)}"
+        self.triggers[trigger_id] = Trigger(trigger_id, user, self.clock())
+        return trigger_id
+
+    def redeem_trigger(self, trigger_id: str) -> tuple[Trigger | None, str | None]:
+        """Use a trigger once: ``(trigger, None)`` or ``(None, slack_error)``."""
+        trigger = self.triggers.get(trigger_id)
+        if trigger is None:
+            return None, "invalid_trigger_id"
+        if trigger.used:
+            return None, "exchanged_trigger_id"
+        if self.clock() - trigger.issued_at > TRIGGER_TTL_SECONDS:
+            return None, "expired_trigger_id"
+        trigger.used = True
+        return trigger, None
+
+    # -- interaction state ------------------------------------------------------------------------
+
+    def interaction_values(self, channel: str, ts: str, user: str, blocks: list[JSON]) -> dict[str, dict[str, JSON]]:
+        """The live ``state.values`` of ``user`` in message ``(channel, ts)``, created from initial values."""
+        key = (channel, ts, user)
+        if key not in self.interactions:
+            self.interactions[key] = InteractionState(initial_state(blocks))
+        return self.interactions[key].values
+
+    def reset_interactions(self, channel: str, ts: str) -> None:
+        """Forget what users ticked in a message (its blocks changed, clients re-render it)."""
+        for key in [k for k in self.interactions if k[0] == channel and k[1] == ts]:
+            del self.interactions[key]
+
+    # -- views ------------------------------------------------------------------------------------
+
+    def top_view(self, user: str) -> View | None:
+        """The modal ``user`` sees now (top of their stack), if any."""
+        stack = self.view_stacks.get(user) or []
+        return self.views.get(stack[-1]) if stack else None
+
+    def close_views(self, user: str, *, view_id: str | None = None, everything: bool = False) -> None:
+        """Close ``view_id`` (default: the top one), or the whole stack when ``everything``."""
+        stack = self.user_stack(user)
+        closing = list(stack) if everything else [view_id or (stack[-1] if stack else "")]
+        for vid in closing:
+            if vid in stack:
+                stack.remove(vid)
+                self.changed({"type": "view_closed", "user": user, "view_id": vid})

@@ -1,0 +1,392 @@
+"""The Slack Web API methods the fake serves, as pure state transitions on a ``SlackState``.
+
+``WebApi(state).call(method, params) -> dict`` returns Slack's JSON body (``{"ok": true, ...}``) or raises
+``ApiError`` carrying Slack's ``error`` code (and extra fields such as ``errors`` /
+``response_metadata``). Transport (HTTP, tokens, records) lives in ``fake_slack``.
+
+Methods (docs.slack.dev reference/methods/<name>; error codes are Slack's):
+auth.test; chat.postMessage, chat.update, chat.postEphemeral, chat.delete (channel_not_found,
+message_not_found, cant_update_message, cant_delete_message, no_text, invalid_blocks, invalid_blocks_format,
+msg_blocks_too_long); views.open, views.push, views.update (invalid_trigger_id, exchanged_trigger_id,
+expired_trigger_id, not_found, hash_conflict, push_limit_reached, invalid_arguments for a bad view);
+reactions.add / reactions.remove (already_reacted, no_reaction, invalid_name); conversations.replies,
+conversations.history (thread_not_found); users.info (user_not_found); assistant.threads.setStatus.
+A missing required argument answers ``invalid_arguments`` with ``[ERROR] missing required field: X``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from bot.playground import blockkit
+from bot.playground.state import (
+    APP_ID,
+    BOT_ID,
+    BOT_NAME,
+    BOT_USER_ID,
+    JSON,
+    TEAM_DOMAIN,
+    TEAM_ID,
+    VIEW_STACK_LIMIT,
+    Ephemeral,
+    SlackState,
+    fill_ids,
+    make_view,
+)
+
+
+class ApiError(Exception):
+    """A Slack error answer: ``{"ok": false, "error": code, **extra}``."""
+
+    def __init__(self, error: str, **extra: Any) -> None:
+        super().__init__(error)
+        self.error = error
+        self.extra = extra
+
+    def body(self) -> JSON:
+        return {"ok": False, "error": self.error, **self.extra}
+
+
+def invalid(error: str, messages: list[str], *, with_errors: bool) -> ApiError:
+    """An invalid_blocks/invalid_arguments error in Slack's shape: ``errors`` plus
+    ``response_metadata.messages`` prefixed ``[ERROR]``."""
+    extra: JSON = {"response_metadata": {"messages": [f"[ERROR] {m}" for m in messages]}}
+    if with_errors:
+        extra["errors"] = list(messages)
+    return ApiError(error, **extra)
+
+
+def _json_arg(params: JSON, key: str, *, error: str) -> Any:
+    """A JSON-valued argument (``blocks``, ``view``) that form bodies carry as a string."""
+    value = params.get(key)
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ApiError(error) from exc
+    return value
+
+
+def _require(params: JSON, *names: str) -> None:
+    missing = [n for n in names if params.get(n) in (None, "")]
+    if missing:
+        raise invalid("invalid_arguments", [f"missing required field: {n}" for n in missing], with_errors=False)
+
+
+Handler = Callable[[JSON], Awaitable[JSON]]
+
+
+class WebApi:
+    """Slack Web API methods over a ``SlackState``."""
+
+    def __init__(self, state: SlackState) -> None:
+        self.state = state
+        self.methods: dict[str, Handler] = {
+            "auth.test": self.auth_test,
+            "chat.postMessage": self.chat_post_message,
+            "chat.update": self.chat_update,
+            "chat.postEphemeral": self.chat_post_ephemeral,
+            "chat.delete": self.chat_delete,
+            "views.open": self.views_open,
+            "views.push": self.views_push,
+            "views.update": self.views_update,
+            "reactions.add": self.reactions_add,
+            "reactions.remove": self.reactions_remove,
+            "conversations.replies": self.conversations_replies,
+            "conversations.history": self.conversations_history,
+            "users.info": self.users_info,
+            "assistant.threads.setStatus": self.assistant_set_status,
+        }
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _channel(self, params: JSON, key: str = "channel") -> str:
+        _require(params, key)
+        channel = self.state.resolve_channel(str(params[key]))
+        if channel is None:
+            raise ApiError("channel_not_found")
+        return channel
+
+    def _message(self, channel: str, ts: Any) -> JSON:
+        message = self.state.message(channel, str(ts))
+        if message is None:
+            raise ApiError("message_not_found")
+        return message
+
+    def message_content(self, params: JSON, *, required: bool = True) -> tuple[str | None, list[JSON] | None]:
+        """Validate ``text``/``blocks`` as Slack does; returns ``(text, blocks)`` (text truncated to 40k)."""
+        blocks = _json_arg(params, "blocks", error="invalid_blocks_format")
+        if blocks is not None and not isinstance(blocks, list):
+            raise ApiError("invalid_blocks_format")
+        text = params.get("text")
+        if required and not text and not blocks and not params.get("attachments"):
+            raise ApiError("no_text")
+        if blocks is not None:
+            errors = blockkit.validate_message_blocks(blocks)
+            if errors:
+                raise invalid("invalid_blocks", errors, with_errors=True)
+            if blockkit.blocks_text_length(blocks) > blockkit.MESSAGE_BLOCKS_TEXT_LIMIT:
+                raise ApiError("msg_blocks_too_long")
+        if text is not None:
+            text = str(text)[: blockkit.MESSAGE_TEXT_LIMIT]
+        return text, blocks
+
+    def bot_message(self, *, text: str | None, blocks: list[JSON] | None, thread_ts: str | None) -> JSON:
+        """A message posted by the bot, shaped as Slack returns and delivers it."""
+        message: JSON = {
+            "user": BOT_USER_ID,
+            "type": "message",
+            "ts": self.state.mint_ts(),
+            "bot_id": BOT_ID,
+            "app_id": APP_ID,
+            "text": text or "",
+            "team": TEAM_ID,
+            "bot_profile": {
+                "id": BOT_ID,
+                "app_id": APP_ID,
+                "name": BOT_NAME,
+                "deleted": False,
+                "team_id": TEAM_ID,
+                "icons": {},
+            },
+        }
+        if blocks is not None:
+            message["blocks"] = fill_ids(blocks)
+        if thread_ts:
+            message["thread_ts"] = thread_ts
+        return message
+
+    def _view(self, params: JSON) -> JSON:
+        _require(params, "view")
+        view = _json_arg(params, "view", error="invalid_arguments")
+        errors = blockkit.validate_view(view)
+        if errors:
+            raise invalid("invalid_arguments", errors, with_errors=False)
+        assert isinstance(view, dict)
+        return view
+
+    def _trigger_user(self, params: JSON) -> str:
+        _require(params, "trigger_id")
+        trigger, error = self.state.redeem_trigger(str(params["trigger_id"]))
+        if trigger is None:
+            raise ApiError(error or "invalid_trigger_id")
+        return trigger.user
+
+    # -- methods ----------------------------------------------------------------------------------
+
+    async def auth_test(self, params: JSON) -> JSON:
+        return {
+            "ok": True,
+            "url": f"https://{TEAM_DOMAIN}.slack.com/",
+            "team": "Playground",
+            "user": BOT_NAME,
+            "team_id": TEAM_ID,
+            "user_id": BOT_USER_ID,
+            "bot_id": BOT_ID,
+            "is_enterprise_install": False,
+        }
+
+    async def chat_post_message(self, params: JSON) -> JSON:
+        channel = self._channel(params)
+        text, blocks = self.message_content(params)
+        thread_ts = params.get("thread_ts") or None
+        if thread_ts is not None:
+            parent = self.state.message(channel, str(thread_ts))
+            # A reply to a reply joins the parent's thread, as in Slack.
+            thread_ts = str(parent.get("thread_ts", thread_ts)) if parent else str(thread_ts)
+        message = self.bot_message(text=text, blocks=blocks, thread_ts=thread_ts)
+        self.state.conversations[channel].add(message)
+        self.state.changed({"type": "message", "channel": channel, "message": copy.deepcopy(message)})
+        return {"ok": True, "channel": channel, "ts": message["ts"], "message": copy.deepcopy(message)}
+
+    async def chat_update(self, params: JSON) -> JSON:
+        channel = self._channel(params)
+        _require(params, "ts")
+        message = self._message(channel, params["ts"])
+        if message.get("user") != BOT_USER_ID:
+            raise ApiError("cant_update_message")
+        text, blocks = self.message_content(params, required=False)
+        if text is not None:
+            message["text"] = text
+        if blocks is not None:
+            message["blocks"] = fill_ids(blocks)
+        message["edited"] = {"user": BOT_USER_ID, "ts": self.state.mint_ts()}
+        self.state.reset_interactions(channel, message["ts"])
+        self.state.changed({"type": "message_changed", "channel": channel, "message": copy.deepcopy(message)})
+        return {
+            "ok": True,
+            "channel": channel,
+            "ts": message["ts"],
+            "text": message["text"],
+            "message": copy.deepcopy(message),
+        }
+
+    async def chat_post_ephemeral(self, params: JSON) -> JSON:
+        channel = self._channel(params)
+        _require(params, "user")
+        user = str(params["user"])
+        if user not in self.state.directory.users:
+            raise ApiError("user_not_in_channel")
+        text, blocks = self.message_content(params)
+        message = self.bot_message(text=text, blocks=blocks, thread_ts=params.get("thread_ts") or None)
+        self.state.conversations[channel].ephemerals.append(Ephemeral(channel, user, message))
+        self.state.changed({"type": "ephemeral", "channel": channel, "user": user, "message": copy.deepcopy(message)})
+        return {"ok": True, "message_ts": message["ts"]}
+
+    async def chat_delete(self, params: JSON) -> JSON:
+        channel = self._channel(params)
+        _require(params, "ts")
+        message = self._message(channel, params["ts"])
+        if message.get("user") != BOT_USER_ID:
+            raise ApiError("cant_delete_message")
+        conversation = self.state.conversations[channel]
+        del conversation.messages[message["ts"]]
+        parent_ts = message.get("thread_ts")
+        if parent_ts and parent_ts != message["ts"] and parent_ts in conversation.messages:
+            parent = conversation.messages[parent_ts]
+            replies = conversation.replies(parent_ts)[1:]
+            parent["reply_count"] = len(replies)
+            if replies:
+                parent["latest_reply"] = replies[-1]["ts"]
+        self.state.changed({"type": "message_deleted", "channel": channel, "ts": message["ts"]})
+        return {"ok": True, "channel": channel, "ts": message["ts"]}
+
+    async def views_open(self, params: JSON) -> JSON:
+        view = self._view(params)
+        user = self._trigger_user(params)
+        stored = make_view(view, user=user)
+        self.state.views[stored.id] = stored
+        self.state.view_stacks[user] = [stored.id]
+        self.state.changed({"type": "view_opened", "user": user, "view": copy.deepcopy(stored.data)})
+        return {"ok": True, "view": copy.deepcopy(stored.data)}
+
+    async def views_push(self, params: JSON) -> JSON:
+        view = self._view(params)
+        user = self._trigger_user(params)
+        stack = self.state.user_stack(user)
+        if len(stack) >= VIEW_STACK_LIMIT:
+            raise ApiError("push_limit_reached")
+        root = self.state.views[stack[0]].id if stack else None
+        stored = make_view(view, user=user, root_view_id=root, previous_view_id=stack[-1] if stack else None)
+        self.state.views[stored.id] = stored
+        stack.append(stored.id)
+        self.state.changed({"type": "view_pushed", "user": user, "view": copy.deepcopy(stored.data)})
+        return {"ok": True, "view": copy.deepcopy(stored.data)}
+
+    async def views_update(self, params: JSON) -> JSON:
+        view = self._view(params)
+        current = None
+        if params.get("view_id"):
+            current = self.state.views.get(str(params["view_id"]))
+        elif params.get("external_id"):
+            current = next(
+                (v for v in self.state.views.values() if v.data.get("external_id") == params["external_id"]), None
+            )
+        else:
+            raise invalid("invalid_arguments", ["missing required field: view_id"], with_errors=False)
+        if current is None:
+            raise ApiError("not_found")
+        if params.get("hash") and params["hash"] != current.data["hash"]:
+            raise ApiError("hash_conflict")
+        stored = self.replace_view(current.id, view)
+        return {"ok": True, "view": copy.deepcopy(stored.data)}
+
+    def replace_view(self, view_id: str, view: JSON) -> Any:
+        """Swap the content of open view ``view_id`` (same id/root/previous, new hash and state)."""
+        current = self.state.views[view_id]
+        stored = make_view(
+            view,
+            user=current.user,
+            view_id=current.id,
+            root_view_id=current.data["root_view_id"],
+            previous_view_id=current.data["previous_view_id"],
+        )
+        self.state.views[view_id] = stored
+        self.state.changed({"type": "view_updated", "user": stored.user, "view": copy.deepcopy(stored.data)})
+        return stored
+
+    async def reactions_add(self, params: JSON) -> JSON:
+        return self._react(params, add=True)
+
+    async def reactions_remove(self, params: JSON) -> JSON:
+        return self._react(params, add=False)
+
+    def _react(self, params: JSON, *, add: bool) -> JSON:
+        channel = self._channel(params)
+        _require(params, "timestamp")
+        if not params.get("name"):
+            raise ApiError("invalid_name")
+        message = self._message(channel, params["timestamp"])
+        name = str(params["name"]).strip(":")
+        reactions: list[JSON] = message.setdefault("reactions", [])
+        entry = next((r for r in reactions if r["name"] == name), None)
+        if add:
+            if entry and BOT_USER_ID in entry["users"]:
+                raise ApiError("already_reacted")
+            if entry is None:
+                entry = {"name": name, "users": [], "count": 0}
+                reactions.append(entry)
+            entry["users"].append(BOT_USER_ID)
+        else:
+            if entry is None or BOT_USER_ID not in entry["users"]:
+                raise ApiError("no_reaction")
+            entry["users"].remove(BOT_USER_ID)
+            if not entry["users"]:
+                reactions.remove(entry)
+        if entry is not None:
+            entry["count"] = len(entry["users"])
+        if not reactions:
+            del message["reactions"]
+        kind = "reaction_added" if add else "reaction_removed"
+        self.state.changed({"type": kind, "channel": channel, "ts": message["ts"], "name": name})
+        return {"ok": True}
+
+    async def conversations_replies(self, params: JSON) -> JSON:
+        channel = self._channel(params)
+        _require(params, "ts")
+        conversation = self.state.conversations[channel]
+        ts = str(params["ts"])
+        if ts not in conversation.messages:
+            raise ApiError("thread_not_found")
+        target = conversation.messages[ts]
+        root = str(target.get("thread_ts", ts))
+        messages = conversation.replies(root) or [target]
+        return {
+            "ok": True,
+            "messages": copy.deepcopy(messages),
+            "has_more": False,
+            "response_metadata": {"next_cursor": ""},
+        }
+
+    async def conversations_history(self, params: JSON) -> JSON:
+        channel = self._channel(params)
+        conversation = self.state.conversations[channel]
+        top = [m for m in conversation.messages.values() if m.get("thread_ts", m["ts"]) == m["ts"]]
+        limit = int(params.get("limit") or 100)
+        return {
+            "ok": True,
+            "messages": copy.deepcopy(list(reversed(top))[:limit]),
+            "has_more": False,
+            "pin_count": 0,
+            "response_metadata": {"next_cursor": ""},
+        }
+
+    async def users_info(self, params: JSON) -> JSON:
+        _require(params, "user")
+        user = self.state.directory.users.get(str(params["user"]))
+        if user is None:
+            raise ApiError("user_not_found")
+        return {"ok": True, "user": copy.deepcopy(user)}
+
+    async def assistant_set_status(self, params: JSON) -> JSON:
+        _require(params, "channel_id", "thread_ts")
+        if "status" not in params:
+            raise invalid("invalid_arguments", ["missing required field: status"], with_errors=False)
+        channel = self._channel(params, "channel_id")
+        record = {"channel_id": channel, "thread_ts": str(params["thread_ts"]), "status": str(params["status"])}
+        self.state.statuses.append(record)
+        self.state.changed({"type": "assistant_status", **record})
+        return {"ok": True}
