@@ -1,0 +1,356 @@
+"""An offline, scripted stand-in for the chat model, so the playground works with no ``OPENAI_API_KEY``.
+
+:class:`DemoModel` implements the model port (:class:`bot.agent.model.ChatModel`): ``stream_turn(messages,
+*, tools)`` yields :class:`~bot.agent.model.TextDelta` pieces (a few words each) and ends with one
+:class:`~bot.agent.model.TurnDone`. It never touches the network and is deterministic: the same messages
+give the same turn, tool call ids included. Every reply starts with ``"(demo model) "``.
+
+What it does is decided from the conversation (Chat Completions messages)::
+
+    [{"role": "system", "content": "..."},
+     {"role": "user", "content": "deploy please"},                       # the LAST user message decides
+     {"role": "assistant", "content": None, "tool_calls": [{"id": "call_demo_...", "type": "function",
+         "function": {"name": "ask_user", "arguments": "{\\"question\\": ...}"}}]},
+     {"role": "tool", "tool_call_id": "call_demo_...",
+      "content": "{\\"answer\\": \\"production\\", \\"answer_type\\": \\"option\\", \\"answered_by\\": \\"U1\\"}"}]
+
+- No assistant tool calls after the last user message: the last user message's text (lower-cased, Slack
+  ``<...>`` mentions and links removed) picks a flow, first match wins:
+
+  ============================================  ==========================================================
+  keywords (a word starting with one of them)   turn
+  ============================================  ==========================================================
+  ``two questions``, ``both``                   two ``ask_user`` calls in one message: free-form "What's
+                                                the project called?", then single_select "Which
+                                                environment should I deploy to?" (staging / production /
+                                                development, each with a description)
+  ``many``                                      single_select with 30 options (Slack shows a select menu)
+  ``lots``                                      multi_select with 12 options (a multi-select menu)
+  ``deploy``, ``pick``, ``choose``, ``single``  single_select with 3 options with descriptions
+  ``plan``, ``features``, ``several``,          multi_select with 5 options with descriptions
+  ``multi``
+  ``help``                                      the help text (no tool call)
+  ``name``, ``free``, ``text``, or a ``?``      a free-form question
+  anything else                                 the help text (no tool call)
+  ============================================  ==========================================================
+
+  When ``tools`` has no ``ask_user`` the turn is text only (the help text, or a note that it would have
+  asked a question).
+- Otherwise (the latest assistant message after the last user message has tool calls, whose results the
+  runtime has all added): a text reply that uses the answers, e.g. ``"(demo model) Deploying to
+  *production*, as <@U1> chose."`` or ``"(demo model) Planned: Search, Dark mode."``; a ``{"error": ...}``
+  result is explained instead. Only tool results after the last user message count, so a conversation
+  can go on with a new user message after a finished exchange.
+
+Tool result contents it reads (see :func:`bot.agent.ask_user.answer_result`): ``{"answer": str,
+"answer_type": "option" | "typed_text" | "text", "answered_by"?: "U.."}``, ``{"answers": [str, ...],
+"answer_type": "options", "answered_by"?}``, ``{"error": str}``; any other content is taken as the answer
+text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from bot.agent.model import ModelEvent, TextDelta, TurnDone
+from bot.agent.state import ToolCall
+
+LABEL = "(demo model) "
+"""Every reply of the demo model starts with this."""
+
+HELP_HINT = "Say `help` to try another flow."
+
+
+@dataclass(frozen=True)
+class _Question:
+    """One scripted ``ask_user`` call: its arguments and how to phrase its answer in the reply."""
+
+    key: str
+    question: str
+    options: tuple[tuple[str, str | None], ...] = ()
+    selection_mode: str | None = None
+
+    def arguments(self) -> dict[str, Any]:
+        """The ``ask_user`` arguments: ``{"question", "options"?: [{"label", "description"?}], "selection_mode"?}``."""
+        args: dict[str, Any] = {"question": self.question}
+        if self.options:
+            args["options"] = [
+                {"label": label, **({"description": desc} if desc else {})} for label, desc in self.options
+            ]
+            args["selection_mode"] = self.selection_mode or "single_select"
+        return args
+
+
+_PROJECT_NAME = _Question(key="project_name", question="What's the project called?")
+_ENVIRONMENT = _Question(
+    key="environment",
+    question="Which environment should I deploy to?",
+    options=(
+        ("staging", "A copy of production for testing; safe to break."),
+        ("production", "What real users see. Deploys here are announced."),
+        ("development", "The shared dev box; rebuilt every night."),
+    ),
+    selection_mode="single_select",
+)
+_FEATURES = _Question(
+    key="features",
+    question="Which features should go into the next release?",
+    options=(
+        ("Dark mode", "A dark theme that follows the system setting."),
+        ("Search", "Full-text search across all projects."),
+        ("Export to CSV", "Download any table as a CSV file."),
+        ("Notifications", "Email and Slack alerts on changes."),
+        ("Single sign-on", "Log in with the company's identity provider."),
+    ),
+    selection_mode="multi_select",
+)
+_CITIES = (
+    "Amsterdam", "Athens", "Bangkok", "Barcelona", "Berlin", "Bogotá", "Buenos Aires", "Cairo", "Cape Town",
+    "Chicago", "Copenhagen", "Dublin", "Helsinki", "Istanbul", "Lagos", "Lisbon", "London", "Madrid",
+    "Melbourne", "Mexico City", "Montreal", "Mumbai", "Nairobi", "Oslo", "Paris", "Prague", "Seoul",
+    "Singapore", "Tokyo", "Vienna",
+)  # fmt: skip
+_CITY = _Question(
+    key="city",
+    question="Which city should host the next meetup?",
+    options=tuple((city, None) for city in _CITIES),
+    selection_mode="single_select",
+)
+_TOPPINGS = (
+    "Mozzarella", "Tomato", "Basil", "Mushrooms", "Olives", "Onions", "Peppers", "Pineapple", "Ham",
+    "Salami", "Anchovies", "Artichokes",
+)  # fmt: skip
+_TOPPING = _Question(
+    key="toppings",
+    question="Which toppings go on the team pizza?",
+    options=tuple((topping, None) for topping in _TOPPINGS),
+    selection_mode="multi_select",
+)
+_QUESTIONS = {q.question: q for q in (_PROJECT_NAME, _ENVIRONMENT, _FEATURES, _CITY, _TOPPING)}
+
+# Flows in the order they are tried; each keyword matches at the start of a word ("deployment", "multi-select").
+FLOWS: tuple[tuple[str, tuple[str, ...], tuple[_Question, ...]], ...] = (
+    ("two_questions", ("two questions", "both"), (_PROJECT_NAME, _ENVIRONMENT)),
+    ("many", ("many",), (_CITY,)),
+    ("lots", ("lots",), (_TOPPING,)),
+    ("single_select", ("deploy", "pick", "choose", "single"), (_ENVIRONMENT,)),
+    ("multi_select", ("plan", "features", "several", "multi"), (_FEATURES,)),
+    ("help", ("help",), ()),
+    ("free_form", ("name", "free", "text", "?"), (_PROJECT_NAME,)),
+)
+"""``(flow, keywords, questions)``; a flow without questions is the help text."""
+
+HELP_TEXT = (
+    LABEL + "I'm the offline demo model (no OPENAI_API_KEY is set), so I follow a script. "
+    "Mention me (or DM me) with one of these words to try a flow:\n"
+    "• `deploy` (or `pick`, `choose`, `single`): a single-select question with three buttons\n"
+    "• `plan` (or `features`, `several`, `multi`): a multi-select question with checkboxes\n"
+    "• `many`: a single-select question with 30 options (a select menu)\n"
+    "• `lots`: a multi-select question with 12 options (a multi-select menu)\n"
+    "• `name` (or `free`, `text`, or anything with a `?`): a free-form question; answer in the modal or reply "
+    "in the thread\n"
+    "• `two questions` (or `both`): two questions in one turn, asked one after the other\n"
+    "• `help`: this message"
+)
+"""The reply to ``help`` and to anything the script does not know; it names every keyword."""
+
+_SLACK_TOKEN = re.compile(r"<[^<>]*>")
+
+
+class DemoModel:
+    """A scripted, offline :class:`bot.agent.model.ChatModel` for trying every flow without an API key.
+
+    ``delay``: seconds to sleep before each streamed text piece (0 for tests; ~0.05 feels live).
+    ``words_per_piece``: how many words each :class:`TextDelta` carries. ``tool_name``: the name of the
+    ask-user tool to call (it must be among the ``tools`` of a turn, else the reply is text only).
+    """
+
+    def __init__(self, *, delay: float = 0.0, words_per_piece: int = 3, tool_name: str = "ask_user") -> None:
+        if delay < 0:
+            raise ValueError("delay must not be negative")
+        if words_per_piece < 1:
+            raise ValueError("words_per_piece must be at least 1")
+        self.delay = delay
+        self.words_per_piece = words_per_piece
+        self.tool_name = tool_name
+
+    async def stream_turn(
+        self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]]
+    ) -> AsyncIterator[ModelEvent]:
+        """One assistant turn: :class:`TextDelta` pieces of the reply text, then one :class:`TurnDone`.
+
+        ``TurnDone.finish_reason`` is ``"tool_calls"`` when it asks (content ``""``) and ``"stop"`` otherwise.
+        """
+        done = self.turn(messages, tools=tools)
+        for piece in split_pieces(done.content, words=self.words_per_piece):
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            yield TextDelta(piece)
+        yield done
+
+    def turn(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]]) -> TurnDone:
+        """The whole turn at once (what :meth:`stream_turn` streams); pure and deterministic."""
+        last_user = _last_index(messages, "user")
+        since_user = messages[last_user + 1 :] if last_user >= 0 else list(messages)
+        asked = next((m for m in reversed(since_user) if m.get("role") == "assistant" and m.get("tool_calls")), None)
+        if asked is not None:
+            return _text_turn(_answers_reply(asked, since_user))
+        text = _text_of(messages[last_user]) if last_user >= 0 else ""
+        flow, questions = choose_flow(text)
+        if not questions:
+            return _text_turn(HELP_TEXT)
+        if not _has_tool(tools, self.tool_name):
+            return _text_turn(
+                f"{LABEL}This is where I'd ask you a question (the {flow.replace('_', '-')} flow), but this run "
+                f"has no `{self.tool_name}` tool, so I can only reply in text. {HELP_HINT}"
+            )
+        return TurnDone(
+            content="",
+            tool_calls=[
+                ToolCall(id=call_id, name=self.tool_name, arguments=json.dumps(q.arguments(), ensure_ascii=False))
+                for call_id, q in zip(_call_ids(messages, len(questions)), questions, strict=True)
+            ],
+            finish_reason="tool_calls",
+        )
+
+
+def choose_flow(text: str) -> tuple[str, tuple[_Question, ...]]:
+    """The flow for a user message: ``(flow name, questions to ask)``; no questions means the help text.
+
+    Slack ``<...>`` tokens (mentions, links) are ignored; matching is case-insensitive, at word starts.
+    """
+    cleaned = _SLACK_TOKEN.sub(" ", text).lower()
+    for flow, keywords, questions in FLOWS:
+        if any(_mentions(cleaned, keyword) for keyword in keywords):
+            return flow, questions
+    return "help", ()
+
+
+def split_pieces(text: str, *, words: int = 3) -> list[str]:
+    """Split ``text`` into pieces of ``words`` words each (whitespace kept), so ``"".join(pieces) == text``."""
+    tokens = re.findall(r"\s*\S+\s*", text) or ([text] if text else [])
+    return ["".join(tokens[i : i + words]) for i in range(0, len(tokens), words)]
+
+
+# --- reading the conversation ------------------------------------------------------------------------
+
+
+def _mentions(text: str, keyword: str) -> bool:
+    if not keyword[0].isalnum():
+        return keyword in text
+    return re.search(r"(?<![a-z0-9])" + re.escape(keyword), text) is not None
+
+
+def _last_index(messages: list[dict[str, Any]], role: str) -> int:
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("role") == role:
+            return i
+    return -1
+
+
+def _text_of(message: dict[str, Any]) -> str:
+    """A message's text: ``content`` as a string, or the ``text`` parts of a content list."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+def _has_tool(tools: list[dict[str, Any]], name: str) -> bool:
+    return any((t.get("function") or {}).get("name") == name for t in tools)
+
+
+def _call_ids(messages: list[dict[str, Any]], count: int) -> list[str]:
+    """``call_demo_<12 hex of the conversation's SHA-256>_<n>``: deterministic, and unique within a run
+    because the conversation grows and ``n`` counts every tool call made so far."""
+    digest = hashlib.sha256(json.dumps(messages, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    made = sum(len(m.get("tool_calls") or []) for m in messages if m.get("role") == "assistant")
+    return [f"call_demo_{digest}_{made + i + 1}" for i in range(count)]
+
+
+def _text_turn(text: str) -> TurnDone:
+    return TurnDone(content=text, tool_calls=[], finish_reason="stop")
+
+
+# --- the reply after the answers ---------------------------------------------------------------------
+
+
+def _answers_reply(asked: dict[str, Any], since_user: list[dict[str, Any]]) -> str:
+    """The reply for the tool calls of ``asked``, from their ``tool`` messages after the last user message."""
+    results = {str(m.get("tool_call_id")): m.get("content") for m in since_user if m.get("role") == "tool"}
+    sentences: list[str] = []
+    errors: list[str] = []
+    for call in asked.get("tool_calls") or []:
+        fn = call.get("function") or {}
+        question = _question_text(str(fn.get("arguments") or ""))
+        what = f"“{question}”" if question else f"the `{fn.get('name')}` call"
+        if call.get("id") not in results:
+            errors.append(f"{what} got no answer")
+            continue
+        result = _parse_result(results[call["id"]])
+        if "error" in result:
+            errors.append(f"I couldn't ask {what}: {result['error']}")
+        else:
+            sentences.append(_phrase(_QUESTIONS.get(question or ""), question, result))
+    if errors:
+        got = (" Still, " + " ".join(s[0].lower() + s[1:] for s in sentences)) if sentences else ""
+        return f"{LABEL}Something went wrong: {'; '.join(errors)}.{got} {HELP_HINT}"
+    return f"{LABEL}{' '.join(sentences) or 'Nothing was asked.'} {HELP_HINT}"
+
+
+def _question_text(arguments: str) -> str | None:
+    try:
+        args = json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        return None
+    question = args.get("question") if isinstance(args, dict) else None
+    return question.strip() if isinstance(question, str) and question.strip() else None
+
+
+def _parse_result(content: Any) -> dict[str, Any]:
+    """A tool message's content as a dict; non-JSON or non-object content becomes ``{"answer": text}``."""
+    text = content if isinstance(content, str) else json.dumps(content)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {"answer": text, "answer_type": "text"}
+    return value if isinstance(value, dict) else {"answer": text, "answer_type": "text"}
+
+
+def _esc(text: str) -> str:
+    """Slack's escaping for text the user typed: ``&``, ``<``, ``>`` (so ``<!channel>`` does not ping)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _phrase(known: _Question | None, question: str | None, result: dict[str, Any]) -> str:
+    """One sentence about one answer, e.g. ``"Deploying to *production*, as <@U1> chose."``."""
+    who = result.get("answered_by")
+    by = f"<@{who}>" if isinstance(who, str) and who else "you"
+    kind = result.get("answer_type")
+    answers = result.get("answers")
+    if isinstance(answers, list):
+        listed = ", ".join(_esc(str(a)) for a in answers) or "nothing"
+        if known is _FEATURES:
+            return f"Planned: {listed}."
+        if known is _TOPPING:
+            return f"Pizza with {listed} ({len(answers)} of {len(_TOPPINGS)} toppings), as {by} chose."
+        return f"You chose {listed} for “{question}”."
+    answer = _esc(str(result.get("answer", "")))
+    if kind == "typed_text":
+        return f"None of the options, then: going with *{answer}*, which {by} typed in."
+    phrases = {
+        "project_name": f"The project is called *{answer}*, as {by} said.",
+        "environment": f"Deploying to *{answer}*, as {by} chose.",
+        "city": f"The next meetup is in *{answer}* (picked from {len(_CITIES)} cities by {by}).",
+    }
+    if known and known.key in phrases:
+        return phrases[known.key]
+    return f"You answered *{answer}* to “{question}”." if question else f"You answered *{answer}*."
