@@ -119,15 +119,19 @@ class Agent:
         run_id: str,
         tool_call_id: str | None = None,
         answered_by: str | None = None,
+        loaded: RunState | None = None,
     ) -> AgentStream:
         """Answer the pending tool call of a suspended run and continue it.
+
+        ``loaded``: the run as the caller just loaded it, to save a round trip (the claim is still a
+        compare-and-set, so a stale copy only makes this call lose with ``RunAlreadyResumed``).
 
         Exactly one resume per ``(run_id, tool_call_id)`` wins, across processes. Raises, before
         anything changes: ``RunNotFound`` (unknown or expired), ``RunAlreadyResumed`` (answered already:
         by whom, when), ``ToolCallNotPending`` (another question is pending), ``AnswerError`` (wrong shape,
         blank, label not offered), ``RunNotResumable``, ``StoreUnavailable``.
         """
-        state = await self.store.load(run_id)
+        state = loaded if loaded is not None and loaded.run_id == run_id else await self.store.load(run_id)
         pending = self._check_resumable(state, tool_call_id)
         tool = self._tool(pending.tool_name)
         data = tool.validate_resume(resume_data, pending.suspend_payload)

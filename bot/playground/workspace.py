@@ -304,10 +304,16 @@ class Workspace:
 
     # -- interactions with messages ---------------------------------------------------------------
 
-    async def click(self, message: JSON, label: str, *, user: str) -> Ack:
+    async def click(self, message: JSON, label: str, *, user: str, as_seen: bool = False) -> Ack:
         """Click the button whose visible text is ``label``; failing that, pick the option ``label`` of a
-        select / radio group / overflow menu (checkbox options are toggled)."""
+        select / radio group / overflow menu (checkbox options are toggled).
+
+        ``as_seen=True`` clicks ``message`` as given, like a client still showing that copy after the
+        message was updated (two people clicking at once, a double click): Slack delivers such clicks.
+        """
         channel, current, is_ephemeral = self._current(message)
+        if as_seen:
+            current = {k: v for k, v in message.items() if k not in ("channel", "is_ephemeral", "recipient")}
         for block, element in iter_elements(current.get("blocks", [])):
             if element.get("type") == "button" and _text(element.get("text")) == label:
                 action = {

@@ -54,6 +54,11 @@ class FakeOpenAI:
         self._runner: web.AppRunner | None = None
         self.base_url = ""
 
+    def reset(self) -> None:
+        """Forget queued replies and recorded requests."""
+        self._queue.clear()
+        self.requests.clear()
+
     def script(self, *replies: Reply) -> None:
         """Queue replies, used one per request in order."""
         self._queue.extend(replies)

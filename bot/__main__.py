@@ -1,0 +1,91 @@
+"""``python -m bot [serve|playground]``: run the bot; the mode comes from the environment.
+
+- no ``SLACK_BOT_TOKEN``: the local playground (fake Slack + browser UI), see ``bot.playground.launcher``;
+- ``SLACK_BOT_TOKEN`` + ``SLACK_SIGNING_SECRET``: HTTP mode, ``POST /slack/events`` on ``$PORT``;
+- ``SLACK_APP_TOKEN`` (xapp-) as well: Socket Mode.
+
+``serve`` insists on Slack credentials; ``playground`` ignores them. Settings: ``bot/config.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+
+from bot.config import Settings
+from bot.errors import ConfigError
+
+log = logging.getLogger("bot")
+
+
+async def serve(settings: Settings) -> None:
+    """Run against a real Slack workspace until SIGINT/SIGTERM. Raises ``ConfigError``."""
+    import redis.asyncio as aioredis
+
+    from bot.agent import OpenAIChatModel
+    from bot.slack.app import build_bot, run_socket_mode, start_http
+
+    if settings.redis_url is None:
+        raise ConfigError("REDIS_URL is not set: runs must outlive the process (e.g. redis://127.0.0.1:6379/0)")
+    if settings.openai_api_key is None:
+        raise ConfigError("OPENAI_API_KEY is not set (any OpenAI-compatible server: set OPENAI_BASE_URL too)")
+    model = OpenAIChatModel(
+        settings.openai_model, base_url=settings.openai_base_url, api_key=settings.openai_api_key.get_secret_value()
+    )
+    redis_client = aioredis.from_url(settings.redis_url.get_secret_value())
+    bot = build_bot(settings, model=model, redis_client=redis_client)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    runner = None
+    socket_task = None
+    if settings.mode == "socket":
+        assert settings.slack_app_token is not None
+        socket_task = asyncio.ensure_future(run_socket_mode(bot, app_token=settings.slack_app_token.get_secret_value()))
+        log.info("Socket Mode: connected as the app; Ctrl-C to stop")
+    else:
+        runner, port = await start_http(bot, port=settings.port)
+        log.info("HTTP mode: POST /slack/events on port %d; Ctrl-C to stop", port)
+    await stop.wait()
+    log.info("stopping: finishing work in flight (up to 10 s)")
+    if socket_task:
+        socket_task.cancel()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(bot.frontend.drain(), 10)
+    if runner:
+        await runner.cleanup()
+    await redis_client.aclose()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m bot", description=__doc__.splitlines()[0])
+    parser.add_argument("command", nargs="?", choices=["serve", "playground"], help="default: from the environment")
+    args = parser.parse_args(argv)
+    settings = Settings()
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    command = args.command or ("playground" if settings.mode == "playground" else "serve")
+    try:
+        if command == "serve":
+            if settings.mode == "playground":
+                raise ConfigError("SLACK_BOT_TOKEN is not set (run `python -m bot playground` to try it locally)")
+            asyncio.run(serve(settings))
+        else:
+            from bot.playground.launcher import run_playground
+
+            with contextlib.suppress(KeyboardInterrupt):
+                asyncio.run(run_playground(settings))
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

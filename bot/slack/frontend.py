@@ -1,0 +1,578 @@
+"""The Slack frontend: Bolt listeners that start runs, ask questions and take the answers.
+
+Rules (DESIGN.md): every request is acked before any model call and before slow I/O; the "Answer"
+button opens its modal before touching Redis (a ``trigger_id`` lives 3 s); one answer per question
+(exactly-once via the run store's compare-and-set); who may answer is a policy; an answer whose channel or
+thread does not match the run is refused; retried events never start a second run.
+
+Conversation model: a mention (or DM) starts a run whose replies go to the thread of that message
+(``thread_ts``). A thread remembers its latest run (:class:`bot.store.conversations.ConversationIndex`):
+a follow-up mention continues the conversation (the previous run's messages are its history); while a
+question is open, a reply in the thread by someone allowed to answer is the answer, as typed text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.agent import Agent, AskUserPayload
+from bot.agent.state import ResumeData, RunState
+from bot.agent.stream import AgentStream, ErrorPayload, FinishPayload, SuspendedPayload
+from bot.errors import AnswerError, BotError, RunAlreadyResumed, RunNotFound, RunNotResumable, StoreUnavailable
+from bot.slack import blocks as bk
+from bot.slack.refs import BadReference, QuestionRef
+from bot.store.conversations import ConversationIndex
+
+log = logging.getLogger(__name__)
+
+WORKING_REACTION = "hourglass_flowing_sand"
+STORE_DOWN = "I couldn't reach my storage, so nothing was recorded. Please try again in a moment."
+
+
+@dataclass(frozen=True)
+class SlackContext:
+    """Where a run lives in Slack; stored as ``RunState.metadata["slack"]``."""
+
+    team_id: str
+    channel_id: str
+    thread_ts: str
+    requester: str
+    message_ts: str  # the message that started (or last continued) the run: gets the working sign
+
+    @classmethod
+    def of(cls, state: RunState) -> SlackContext | None:
+        data = state.metadata.get("slack")
+        try:
+            return cls(**data) if isinstance(data, dict) else None
+        except TypeError:
+            return None
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a payload came from: the clicker, the channel and message, and the message's thread."""
+
+    user: str
+    channel_id: str
+    message_ts: str | None
+    thread_ts: str | None
+    team_id: str | None
+    message_blocks: list[dict[str, Any]] | None = None
+
+
+class SlackFrontend:
+    """Owns the listeners. ``answerers``: ``requester`` (default) or ``channel``."""
+
+    def __init__(
+        self, *, agent: Agent, index: ConversationIndex, client: AsyncWebClient, answerers: str = "requester"
+    ) -> None:
+        self.agent = agent
+        self.index = index
+        self.client = client
+        self.answerers = answerers
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # --- wiring ----------------------------------------------------------------------------------
+
+    def register(self, app: AsyncApp) -> None:
+        """Attach every listener to ``app``."""
+        app.event("app_mention")(self._tracked(self.on_app_mention))
+        app.event("message")(self._tracked(self.on_message))
+        app.action(re.compile(rf"^{bk.ACT_OPTION}_\d+$"))(self._tracked(self.on_option))
+        app.action(bk.ACT_SELECT)(self._tracked(self.on_select))
+        app.action(bk.ACT_CHECKS)(self.on_toggle)
+        app.action(bk.ACT_MULTI)(self.on_toggle)
+        app.action(bk.ACT_SUBMIT)(self._tracked(self.on_submit))
+        app.action(bk.ACT_OPEN)(self._tracked(self.on_open_modal))
+        app.action(bk.ACT_RETRY)(self._tracked(self.on_retry))
+        app.view(bk.MODAL_CALLBACK)(self._tracked(self.on_modal_submit))
+
+    def _tracked(self, listener: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+        """Wrap a listener so :meth:`drain` waits for it (Bolt runs listeners as tasks of its own).
+
+        The wrapper keeps the listener's signature: Bolt passes arguments by parameter name.
+        """
+
+        @functools.wraps(listener)
+        async def run(*args: Any, **kwargs: Any) -> None:
+            task = asyncio.current_task()
+            if task is not None:
+                self._tasks.add(task)
+            try:
+                await listener(*args, **kwargs)
+            finally:
+                if task is not None:
+                    self._tasks.discard(task)
+
+        return run
+
+    def spawn(self, coro: Awaitable[None]) -> None:
+        """Run ``coro`` in the background, keeping a reference until it ends."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Wait for listeners and background work in flight (tests, graceful shutdown)."""
+        me = asyncio.current_task()
+        while pending := [t for t in self._tasks if t is not me and not t.done()]:
+            await asyncio.wait(pending)
+
+    # --- events ----------------------------------------------------------------------------------
+
+    async def on_app_mention(self, body: dict[str, Any], event: dict[str, Any], context: dict[str, Any]) -> None:
+        """A mention in a channel: start or continue the thread's conversation."""
+        if not await self._first_sight(body, event):
+            return
+        await self._converse(body, event, bot_user=context.get("bot_user_id"))
+
+    async def on_message(self, body: dict[str, Any], event: dict[str, Any], context: dict[str, Any]) -> None:
+        """DMs start or continue a conversation; a thread reply in a channel may answer an open question."""
+        if event.get("subtype") or event.get("bot_id") or not event.get("user"):
+            return
+        is_dm = event.get("channel_type") == "im"
+        bot_user = context.get("bot_user_id")
+        mentioned = bool(bot_user) and f"<@{bot_user}>" in (event.get("text") or "")
+        if not is_dm and (not event.get("thread_ts") or mentioned):
+            return  # not a thread reply, or a mention (the app_mention listener takes it)
+        if not await self._first_sight(body, event):
+            return
+        if is_dm:
+            await self._converse(body, event, bot_user=bot_user)
+            return
+        await self._thread_reply(body, event)
+
+    async def _first_sight(self, body: dict[str, Any], event: dict[str, Any]) -> bool:
+        event_id = body.get("event_id") or f"{event.get('channel')}:{event.get('ts')}"
+        try:
+            return await self.index.first_sight(str(event_id))
+        except StoreUnavailable:
+            await self._post(event["channel"], event.get("thread_ts") or event["ts"], text=f":warning: {STORE_DOWN}")
+            return False
+
+    async def _converse(self, body: dict[str, Any], event: dict[str, Any], *, bot_user: str | None) -> None:
+        channel, user, ts = event["channel"], event["user"], event["ts"]
+        thread_ts = event.get("thread_ts") or ts
+        team = body.get("team_id") or event.get("team") or ""
+        text = event.get("text") or ""
+        if bot_user:  # the bot's own mention is addressing, not content; other mentions stay
+            text = re.sub(rf"<@{re.escape(bot_user)}(\|[^>]*)?>", "", text)
+        text = text.strip() or "(empty message)"
+        ctx = SlackContext(team_id=team, channel_id=channel, thread_ts=thread_ts, requester=user, message_ts=ts)
+        history: list[dict[str, Any]] | None = None
+        try:
+            record = await self.index.thread(team, channel, thread_ts)
+            previous = await self._load(record.run_id) if record else None
+            if previous is not None and previous.status == "suspended":
+                where = Where(user=user, channel_id=channel, message_ts=None, thread_ts=thread_ts, team_id=team)
+                await self._answer_typed(previous, where, text, question_ts=record.question_ts if record else None)
+                return
+            if previous is not None and previous.status == "running":
+                await self._ephemeral(channel, user, thread_ts, "I'm still working on this thread; one moment.")
+                return
+            if previous is not None:
+                history = previous.messages
+            stream = await self.agent.stream(text, history=history, metadata={"slack": asdict(ctx)})
+            await self.index.set_thread(team, channel, thread_ts, run_id=stream.run_id)
+        except StoreUnavailable:
+            await self._post(channel, thread_ts, text=f":warning: {STORE_DOWN}")
+            return
+        await self.follow(stream, ctx)
+
+    async def _thread_reply(self, body: dict[str, Any], event: dict[str, Any]) -> None:
+        channel, user, thread_ts = event["channel"], event["user"], event["thread_ts"]
+        team = body.get("team_id") or event.get("team") or ""
+        try:
+            record = await self.index.thread(team, channel, thread_ts)
+            state = await self._load(record.run_id) if record else None
+        except StoreUnavailable:
+            return  # a thread reply is not necessarily meant for us; say nothing
+        if state is None or state.status != "suspended":
+            return
+        ctx = SlackContext.of(state)
+        if ctx is None or not self._may_answer(ctx, user):
+            return  # people talk in threads; only allowed answerers' replies count
+        where = Where(user=user, channel_id=channel, message_ts=None, thread_ts=thread_ts, team_id=team)
+        text = (event.get("text") or "").strip()
+        await self._answer_typed(state, where, text, question_ts=record.question_ts if record else None)
+
+    async def _answer_typed(self, state: RunState, where: Where, text: str, *, question_ts: str | None) -> None:
+        pending = state.pending
+        if pending is None:
+            return
+        payload = AskUserPayload.model_validate(pending.suspend_payload)
+        if payload.selection_mode == "multi_select":
+            await self._ephemeral(
+                where.channel_id, where.user, where.thread_ts, "Please tick the options above and press Submit."
+            )
+            return
+        ref = QuestionRef.of(state.run_id, pending.tool_call_id)
+        await self._answer(
+            ref, where=Where(**{**asdict(where), "message_ts": question_ts}), pick=lambda _p: text, loaded=state
+        )
+
+    # --- actions ---------------------------------------------------------------------------------
+
+    async def on_option(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any], action: dict[str, Any]) -> None:
+        """A single-select button: the answer is the option at the button's index."""
+        await ack()
+        try:
+            ref, index = QuestionRef.from_value(str(action.get("value", "")))
+        except BadReference:
+            return
+        await self._answer(ref, where=_where(body), pick=lambda p: _label(p, index))
+
+    async def on_select(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any], action: dict[str, Any]) -> None:
+        """A single-select menu (more options than buttons allow): answering on selection."""
+        await ack()
+        try:
+            ref, _ = QuestionRef.from_block_id(str(action.get("block_id", "")))
+            index = int((action.get("selected_option") or {}).get("value", ""))
+        except (BadReference, ValueError):
+            return
+        await self._answer(ref, where=_where(body), pick=lambda p: _label(p, index))
+
+    async def on_toggle(self, ack: Callable[..., Awaitable[Any]]) -> None:
+        """Checkbox ticks and multi-select changes fire block_actions too: acked and ignored until Submit."""
+        await ack()
+
+    async def on_submit(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any], action: dict[str, Any]) -> None:
+        """Submit of a multi-select question: reads ``state.values`` of that question's block only."""
+        await ack()
+        try:
+            ref, _ = QuestionRef.from_value(str(action.get("value", "")))
+        except BadReference:
+            return
+        where = _where(body)
+        values = ((body.get("state") or {}).get("values") or {}).get(ref.block_id("picks")) or {}
+        picked = [
+            o.get("value", "")
+            for element in values.values()
+            if isinstance(element, dict)
+            for o in element.get("selected_options") or []
+        ]
+        if not picked:
+            await self._ephemeral(
+                where.channel_id, where.user, where.thread_ts, "Select at least one option, then Submit."
+            )
+            return
+
+        def labels(p: AskUserPayload) -> ResumeData:
+            return [_label(p, int(v)) if v.isdigit() else "" for v in picked]
+
+        await self._answer(ref, where=where, pick=labels)
+
+    async def on_open_modal(
+        self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any], action: dict[str, Any]
+    ) -> None:
+        """The free-form "Answer" button: opens the modal at once, from the payload alone (no Redis)."""
+        await ack()
+        try:
+            ref, _ = QuestionRef.from_value(str(action.get("value", "")))
+        except BadReference:
+            return
+        where = _where(body)
+        question = _question_text(where.message_blocks or [], ref)
+        meta = {
+            "r": ref.run_id,
+            "c": ref.call,
+            "ch": where.channel_id,
+            "m": where.message_ts or "",
+            "t": where.thread_ts or "",
+            "tm": where.team_id or "",
+        }
+        try:
+            await self.client.views_open(
+                trigger_id=body["trigger_id"], view=bk.answer_modal(question, private_metadata=meta)
+            )
+        except SlackApiError as exc:
+            log.warning("views.open failed: %s", exc.response.get("error"))
+            await self._ephemeral(
+                where.channel_id,
+                where.user,
+                where.thread_ts,
+                "Slack didn't let me open the answer form in time; please click Answer again.",
+            )
+
+    async def on_modal_submit(
+        self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any], view: dict[str, Any]
+    ) -> None:
+        """The answer modal: blank -> an error under the input; otherwise close it and resume."""
+        values = (view.get("state") or {}).get("values") or {}
+        text = ((values.get(bk.MODAL_INPUT_BLOCK) or {}).get(bk.ACT_TEXT) or {}).get("value") or ""
+        if not text.strip():
+            await ack(response_action="errors", errors={bk.MODAL_INPUT_BLOCK: "Please write an answer."})
+            return
+        await ack()
+        try:
+            meta = json.loads(view.get("private_metadata") or "{}")
+            ref = QuestionRef(run_id=meta["r"], call=meta["c"])
+        except (ValueError, KeyError, TypeError):
+            return
+        user = (body.get("user") or {}).get("id", "")
+        where = Where(
+            user=user,
+            channel_id=meta.get("ch", ""),
+            message_ts=meta.get("m") or None,
+            thread_ts=meta.get("t") or None,
+            team_id=meta.get("tm") or None,
+        )
+        await self._answer(ref, where=where, pick=lambda _p: text)
+
+    async def on_retry(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any], action: dict[str, Any]) -> None:
+        """Retry after a failure: continues the run without asking again."""
+        await ack()
+        where = _where(body)
+        run_id = str(action.get("value", ""))
+        try:
+            state = await self.agent.get_run(run_id)
+        except RunNotFound:
+            await self._ephemeral(where.channel_id, where.user, where.thread_ts, "This conversation has expired.")
+            return
+        except StoreUnavailable:
+            await self._ephemeral(where.channel_id, where.user, where.thread_ts, STORE_DOWN)
+            return
+        ctx = SlackContext.of(state)
+        if ctx is None or ctx.channel_id != where.channel_id or not self._may_answer(ctx, where.user):
+            await self._ephemeral(where.channel_id, where.user, where.thread_ts, self._refusal(ctx))
+            return
+        try:
+            stream = await self.agent.retry_stream(run_id=run_id)
+        except RunNotResumable:
+            await self._ephemeral(where.channel_id, where.user, where.thread_ts, "This was retried already.")
+            return
+        except StoreUnavailable:
+            await self._ephemeral(where.channel_id, where.user, where.thread_ts, STORE_DOWN)
+            return
+        if where.message_ts:
+            note = f":repeat: <@{where.user}> retried"
+            await self._update(
+                where.channel_id,
+                where.message_ts,
+                text=note,
+                blocks=bk.strip_controls(where.message_blocks or [], note=note),
+            )
+        await self.follow(stream, ctx)
+
+    # --- answering -------------------------------------------------------------------------------
+
+    def _may_answer(self, ctx: SlackContext, user: str) -> bool:
+        return self.answerers == "channel" or user == ctx.requester
+
+    def _refusal(self, ctx: SlackContext | None) -> str:
+        if ctx is None:
+            return "This doesn't belong to a conversation I know."
+        return f"Only <@{ctx.requester}> can answer this question."
+
+    async def _load(self, run_id: str) -> RunState | None:
+        try:
+            return await self.agent.get_run(run_id)
+        except RunNotFound:
+            return None
+
+    async def _answer(
+        self,
+        ref: QuestionRef,
+        *,
+        where: Where,
+        pick: Callable[[AskUserPayload], ResumeData],
+        loaded: RunState | None = None,
+    ) -> None:
+        """Check and claim an answer; on success update the question and follow the resumed run."""
+        say = self._say_to(where)
+        try:
+            state = loaded or await self.agent.get_run(ref.run_id)
+        except RunNotFound:
+            await self._expire(where)
+            return
+        except StoreUnavailable:
+            await say(STORE_DOWN)
+            return
+        ctx = SlackContext.of(state)
+        if ctx is None or ctx.channel_id != where.channel_id or (where.thread_ts and where.thread_ts != ctx.thread_ts):
+            await say("This answer doesn't belong to this conversation, so I ignored it.")
+            return
+        if not self._may_answer(ctx, where.user):
+            await say(self._refusal(ctx))
+            return
+        pending = state.pending
+        if state.status != "suspended" or pending is None or not ref.matches(pending.tool_call_id):
+            answered = next((a for a in reversed(state.answers) if ref.matches(a.tool_call_id)), None)
+            who = f" by <@{answered.answered_by}>" if answered and answered.answered_by else ""
+            await say(f"This question was already answered{who}." if answered else "This question is no longer open.")
+            return
+        payload = AskUserPayload.model_validate(pending.suspend_payload)
+        try:
+            data = pick(payload)
+            stream = await self.agent.resume_stream(
+                data, run_id=state.run_id, tool_call_id=pending.tool_call_id, answered_by=where.user, loaded=state
+            )
+        except RunAlreadyResumed as exc:
+            who = f" by <@{exc.answered_by}>" if exc.answered_by else ""
+            await say(f"This question was already answered{who}.")
+            return
+        except AnswerError as exc:
+            await say(f"I couldn't take that answer: {exc}")
+            return
+        except RunNotFound:
+            await self._expire(where)
+            return
+        except StoreUnavailable:
+            await say(STORE_DOWN)
+            return
+        if where.message_ts:
+            outcome = f":white_check_mark: <@{where.user}> answered: *{bk.answer_display(data)}*"
+            await self._update(
+                where.channel_id,
+                where.message_ts,
+                text=f"{payload.question} (answered)",
+                blocks=bk.outcome_blocks(payload, ref=ref, outcome=outcome),
+            )
+        try:
+            await self.index.set_thread(ctx.team_id, ctx.channel_id, ctx.thread_ts, run_id=state.run_id)
+        except StoreUnavailable:
+            log.warning("run %s: could not clear the thread's open question", state.run_id)
+        await self.follow(stream, ctx)
+
+    async def _expire(self, where: Where) -> None:
+        note = ":hourglass: This question has expired."
+        if where.message_ts:
+            await self._update(
+                where.channel_id,
+                where.message_ts,
+                text=note,
+                blocks=bk.strip_controls(where.message_blocks or [], note=note),
+            )
+        await self._ephemeral(
+            where.channel_id,
+            where.user,
+            where.thread_ts,
+            "This question has expired, so your answer wasn't used. Mention me to start again.",
+        )
+
+    def _say_to(self, where: Where) -> Callable[[str], Awaitable[None]]:
+        async def say(text: str) -> None:
+            await self._ephemeral(where.channel_id, where.user, where.thread_ts, text)
+
+        return say
+
+    # --- following a run -------------------------------------------------------------------------
+
+    async def follow(self, stream: AgentStream, ctx: SlackContext) -> None:
+        """Show a run segment in its thread: the working sign, then a question, a reply or a failure."""
+        await self._react(ctx, add=True)
+        try:
+            async for chunk in stream:
+                if chunk.type == "tool-call-suspended" and isinstance(chunk.payload, SuspendedPayload):
+                    await self._ask(stream.run_id, chunk.payload, ctx)
+                elif chunk.type == "finish" and isinstance(chunk.payload, FinishPayload):
+                    if chunk.payload.status == "completed":
+                        text = chunk.payload.text or "(no reply)"
+                        await self._post(ctx.channel_id, ctx.thread_ts, text=text, blocks=bk.reply_blocks(text))
+                elif chunk.type == "error" and isinstance(chunk.payload, ErrorPayload):
+                    await self._failed(stream.run_id, chunk.payload, ctx)
+        finally:
+            await self._react(ctx, add=False)
+
+    async def _ask(self, run_id: str, suspended: SuspendedPayload, ctx: SlackContext) -> None:
+        payload = suspended.suspend_payload
+        if not isinstance(payload, AskUserPayload):
+            log.warning("run %s: suspended on %s, which Slack cannot show", run_id, suspended.tool_name)
+            return
+        ref = QuestionRef.of(run_id, suspended.tool_call_id)
+        blocks = bk.question_blocks(payload, ref=ref, requester=ctx.requester, answerers=self.answerers)
+        ts = await self._post(ctx.channel_id, ctx.thread_ts, text=bk.clip(payload.question, 3000), blocks=blocks)
+        if ts:
+            try:
+                await self.index.set_thread(ctx.team_id, ctx.channel_id, ctx.thread_ts, run_id=run_id, question_ts=ts)
+            except StoreUnavailable:
+                log.warning("run %s: could not record the question message", run_id)
+
+    async def _failed(self, run_id: str, error: ErrorPayload, ctx: SlackContext) -> None:
+        what = {
+            "model": "The model call failed",
+            "max_turns": "I stopped because the model kept going without finishing",
+            "store": "I couldn't save this conversation",
+        }.get(error.kind, "Something went wrong")
+        retry = error.kind in ("model", "max_turns")
+        text = f"{what}: {error.message}." + (" Nothing is lost; press Retry to continue." if retry else "")
+        await self._post(
+            ctx.channel_id, ctx.thread_ts, text=text, blocks=bk.failure_blocks(text, run_id=run_id, retry=retry)
+        )
+
+    # --- Slack Web API, errors logged with Slack's code ------------------------------------------
+
+    async def _post(
+        self, channel: str, thread_ts: str | None, *, text: str, blocks: list[dict[str, Any]] | None = None
+    ) -> str | None:
+        try:
+            resp = await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text, blocks=blocks)
+            return str(resp.get("ts")) if resp.get("ts") else None
+        except SlackApiError as exc:
+            log.error("chat.postMessage failed: %s %s", exc.response.get("error"), exc.response.get("errors") or "")
+            return None
+
+    async def _update(self, channel: str, ts: str, *, text: str, blocks: list[dict[str, Any]]) -> None:
+        try:
+            await self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+        except SlackApiError as exc:
+            log.error("chat.update failed: %s %s", exc.response.get("error"), exc.response.get("errors") or "")
+
+    async def _ephemeral(self, channel: str, user: str, thread_ts: str | None, text: str) -> None:
+        try:
+            await self.client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
+        except SlackApiError as exc:
+            log.error("chat.postEphemeral failed: %s", exc.response.get("error"))
+
+    async def _react(self, ctx: SlackContext, *, add: bool) -> None:
+        try:
+            call = self.client.reactions_add if add else self.client.reactions_remove
+            await call(channel=ctx.channel_id, timestamp=ctx.message_ts, name=WORKING_REACTION)
+        except SlackApiError as exc:
+            if exc.response.get("error") not in ("already_reacted", "no_reaction"):
+                log.warning("reactions.%s failed: %s", "add" if add else "remove", exc.response.get("error"))
+
+
+def _where(body: dict[str, Any]) -> Where:
+    container = body.get("container") or {}
+    message = body.get("message") or {}
+    return Where(
+        user=(body.get("user") or {}).get("id", ""),
+        channel_id=container.get("channel_id") or (body.get("channel") or {}).get("id", ""),
+        message_ts=container.get("message_ts") or message.get("ts"),
+        thread_ts=message.get("thread_ts") or container.get("thread_ts"),
+        team_id=(body.get("team") or {}).get("id"),
+        message_blocks=message.get("blocks"),
+    )
+
+
+def _label(payload: AskUserPayload, index: int) -> str:
+    labels = payload.labels
+    if not 0 <= index < len(labels):
+        raise AnswerError("that option is not part of this question")
+    return labels[index]
+
+
+def _question_text(blocks: list[dict[str, Any]], ref: QuestionRef) -> str:
+    """The question's mrkdwn as shown in the message (for the modal), without the leading emoji."""
+    parts = [
+        (b.get("text") or {}).get("text", "")
+        for b in blocks
+        if b.get("type") == "section" and re.fullmatch(re.escape(ref.block_id("q")) + r"\d+", b.get("block_id", ""))
+    ]
+    text = "".join(parts).removeprefix(":question: ")
+    return text or "Your answer"
+
+
+__all__ = ["BotError", "SlackContext", "SlackFrontend"]
