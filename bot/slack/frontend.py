@@ -27,6 +27,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import Agent, AskUserPayload
+from bot.agent.ask_user import fallback_text
 from bot.agent.state import ResumeData, RunState
 from bot.agent.stream import AgentStream, ErrorPayload, FinishPayload, SuspendedPayload
 from bot.errors import AnswerError, BotError, RunAlreadyResumed, RunNotFound, RunNotResumable, StoreUnavailable
@@ -447,7 +448,7 @@ class SlackFrontend:
 
     async def _expire(self, where: Where) -> None:
         note = ":hourglass: This question has expired."
-        if where.message_ts:
+        if where.message_ts and where.message_blocks:  # without the blocks, leave the message as it is
             await self._update(
                 where.channel_id,
                 where.message_ts,
@@ -493,6 +494,8 @@ class SlackFrontend:
         ref = QuestionRef.of(run_id, suspended.tool_call_id)
         blocks = bk.question_blocks(payload, ref=ref, requester=ctx.requester, answerers=self.answerers)
         ts = await self._post(ctx.channel_id, ctx.thread_ts, text=bk.clip(payload.question, 3000), blocks=blocks)
+        if ts is None:  # Slack refused the blocks: ask in plain text; a reply in the thread still answers
+            ts = await self._post(ctx.channel_id, ctx.thread_ts, text=bk.clip(fallback_text(payload), 39000))
         if ts:
             try:
                 await self.index.set_thread(ctx.team_id, ctx.channel_id, ctx.thread_ts, run_id=run_id, question_ts=ts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -311,3 +312,24 @@ async def test_raising_tool_becomes_tool_error(
 async def test_outside_a_run_ask_user_returns_text() -> None:
     text = await ask_user_tool.execute(SINGLE)
     assert "Question: Which repo?" in text and "2. web - frontend" in text and "single_select" in text
+
+
+async def test_run_stranded_by_a_dead_process_can_be_retried(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """A process that dies mid-run leaves it 'running'; after ``stale_after`` another process continues it,
+    and the stranded process, if it wakes up, cannot overwrite the newer state."""
+    stuck: Agent = make_agent(fake_redis)
+    openai_server.script(Reply(text="too late", delay=1.5), Reply(text="Continued elsewhere."))
+    stream = await stuck.stream("hi")
+    await asyncio.sleep(0.2)
+    fresh: Agent = make_agent(fake_redis, stale_after=60)
+    with pytest.raises(RunNotResumable, match="running"):
+        await fresh.retry_stream(run_id=stream.run_id)
+    rescuer: Agent = make_agent(fake_redis, stale_after=0.0)
+    rescued = await rescuer.retry_stream(run_id=stream.run_id)
+    assert "".join([t async for t in rescued.text_stream]) == "Continued elsewhere."
+    chunks = await stream.collect()
+    assert chunks[-1].type == "error" and chunks[-1].payload.kind == "store"  # type: ignore[union-attr]
+    state = await rescuer.get_run(stream.run_id)
+    assert state.status == "completed" and state.messages[-1]["content"] == "Continued elsewhere."
