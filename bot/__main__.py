@@ -24,10 +24,9 @@ log = logging.getLogger("bot")
 
 async def serve(settings: Settings) -> None:
     """Run against a real Slack workspace until SIGINT/SIGTERM. Raises ``ConfigError``."""
-    import redis.asyncio as aioredis
-
     from bot.agent import OpenAIChatModel
     from bot.slack.app import build_bot, run_socket_mode, start_http
+    from bot.store import connect_redis
 
     if settings.redis_url is None:
         raise ConfigError("REDIS_URL is not set: runs must outlive the process (e.g. redis://127.0.0.1:6379/0)")
@@ -36,7 +35,7 @@ async def serve(settings: Settings) -> None:
     model = OpenAIChatModel(
         settings.openai_model, base_url=settings.openai_base_url, api_key=settings.openai_api_key.get_secret_value()
     )
-    redis_client = aioredis.from_url(settings.redis_url.get_secret_value())
+    redis_client = connect_redis(settings.redis_url.get_secret_value())
     bot = build_bot(settings, model=model, redis_client=redis_client)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -60,6 +59,7 @@ async def serve(settings: Settings) -> None:
         await asyncio.wait_for(bot.frontend.drain(), 10)
     if runner:
         await runner.cleanup()
+    await bot.aclose()
     await redis_client.aclose()
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import aiohttp
 import redis.asyncio as aioredis
 from aiohttp import web
 from slack_bolt.async_app import AsyncApp
@@ -35,9 +36,19 @@ class Bot:
     agent: Agent
     client: AsyncWebClient
 
+    async def aclose(self) -> None:
+        """Close the Web API client's HTTP session (after :meth:`SlackFrontend.drain`)."""
+        session = self.client.session
+        if session is not None and not session.closed:
+            await session.close()
+
 
 def web_client(settings: Settings) -> AsyncWebClient:
-    """The Web API client: ``SLACK_API_URL`` base, 429s retried (up to 3 times, honouring Retry-After)."""
+    """The Web API client: ``SLACK_API_URL`` base, 429s retried (up to 3 times, honouring Retry-After),
+    one shared aiohttp session (slack_sdk otherwise opens a session and a TCP connection per call).
+
+    Call from a running event loop; close with :meth:`Bot.aclose`.
+    """
     if settings.slack_bot_token is None:
         raise ConfigError("SLACK_BOT_TOKEN is not set")
     base = settings.slack_api_url if settings.slack_api_url.endswith("/") else settings.slack_api_url + "/"
@@ -45,6 +56,7 @@ def web_client(settings: Settings) -> AsyncWebClient:
         token=settings.slack_bot_token.get_secret_value(),
         base_url=base,
         retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=3)],
+        session=aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)),
     )
 
 

@@ -34,6 +34,7 @@ class BotProcess:
     async def stop(self) -> None:
         await self.bot.frontend.drain()
         await self.runner.cleanup()
+        await self.bot.aclose()
 
 
 @dataclass
