@@ -1,10 +1,13 @@
-"""``python -m bot [serve|playground]``: run the bot; the mode comes from the environment.
+"""``python -m bot [serve|web|worker|playground]``: run the bot; the mode comes from the environment.
 
 - no ``SLACK_BOT_TOKEN``: the local playground (fake Slack + browser UI), see ``bot.playground.launcher``;
 - ``SLACK_BOT_TOKEN`` + ``SLACK_SIGNING_SECRET``: HTTP mode, ``POST /slack/events`` on ``$PORT``;
 - ``SLACK_APP_TOKEN`` (xapp-) as well: Socket Mode.
 
-``serve`` insists on Slack credentials; ``playground`` ignores them. Settings: ``bot/config.py``.
+``serve`` insists on Slack credentials and handles everything in one process; ``web`` + ``worker`` split
+it: ``web`` processes only ack and queue (so acks never wait behind model runs), ``worker`` processes run
+the queued work; run as many of each as the load needs, all on one Redis. ``playground`` ignores Slack
+credentials. Settings: ``bot/config.py``.
 """
 
 from __future__ import annotations
@@ -18,11 +21,12 @@ import sys
 
 from bot.config import Settings
 from bot.errors import ConfigError
+from bot.slack.app import Role
 
 log = logging.getLogger("bot")
 
 
-async def serve(settings: Settings) -> None:
+async def serve(settings: Settings, *, role: Role = "all") -> None:
     """Run against a real Slack workspace until SIGINT/SIGTERM. Raises ``ConfigError``."""
     from bot.agent import OpenAIChatModel
     from bot.slack.app import build_bot, run_socket_mode, start_http
@@ -36,7 +40,7 @@ async def serve(settings: Settings) -> None:
         settings.openai_model, base_url=settings.openai_base_url, api_key=settings.openai_api_key.get_secret_value()
     )
     redis_client = connect_redis(settings.redis_url.get_secret_value())
-    bot = build_bot(settings, model=model, redis_client=redis_client)
+    bot = build_bot(settings, model=model, redis_client=redis_client, role=role)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -44,13 +48,16 @@ async def serve(settings: Settings) -> None:
             loop.add_signal_handler(sig, stop.set)
     runner = None
     socket_task = None
-    if settings.mode == "socket":
+    if role == "worker":
+        log.info("worker: handling queued Slack work; Ctrl-C to stop")
+        await bot.work(stop=stop)
+    elif settings.mode == "socket":
         assert settings.slack_app_token is not None
         socket_task = asyncio.ensure_future(run_socket_mode(bot, app_token=settings.slack_app_token.get_secret_value()))
         log.info("Socket Mode: connected as the app; Ctrl-C to stop")
     else:
         runner, port = await start_http(bot, port=settings.port)
-        log.info("HTTP mode: POST /slack/events on port %d; Ctrl-C to stop", port)
+        log.info("HTTP mode (%s): POST /slack/events on port %d; Ctrl-C to stop", role, port)
     await stop.wait()
     log.info("stopping: finishing work in flight (up to 10 s)")
     if socket_task:
@@ -66,16 +73,18 @@ async def serve(settings: Settings) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m bot", description=__doc__.splitlines()[0])
-    parser.add_argument("command", nargs="?", choices=["serve", "playground"], help="default: from the environment")
+    parser.add_argument(
+        "command", nargs="?", choices=["serve", "web", "worker", "playground"], help="default: from the environment"
+    )
     args = parser.parse_args(argv)
     settings = Settings()
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     command = args.command or ("playground" if settings.mode == "playground" else "serve")
     try:
-        if command == "serve":
+        if command in ("serve", "web", "worker"):
             if settings.mode == "playground":
                 raise ConfigError("SLACK_BOT_TOKEN is not set (run `python -m bot playground` to try it locally)")
-            asyncio.run(serve(settings))
+            asyncio.run(serve(settings, role="all" if command == "serve" else command))  # type: ignore[arg-type]
         else:
             from bot.playground.launcher import run_playground
 

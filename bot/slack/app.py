@@ -7,7 +7,9 @@ client honours ``SLACK_API_URL`` and retries 429s with slack_sdk's async rate-li
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
+from typing import Literal
 
 import aiohttp
 import redis.asyncio as aioredis
@@ -23,8 +25,10 @@ from bot.slack.blocks import MAX_SELECT_OPTIONS
 from bot.slack.frontend import SlackFrontend
 from bot.store import Keys, RedisRunStore
 from bot.store.conversations import ConversationIndex
+from bot.store.work_queue import WorkQueue
 
 EVENTS_PATH = "/slack/events"
+Role = Literal["all", "web", "worker"]
 
 
 @dataclass
@@ -35,6 +39,13 @@ class Bot:
     frontend: SlackFrontend
     agent: Agent
     client: AsyncWebClient
+    queue: WorkQueue | None = None
+
+    async def work(self, *, stop: asyncio.Event) -> None:
+        """The ``worker`` role: handle queued jobs until ``stop`` is set, then finish those in hand."""
+        if self.queue is None:
+            raise ConfigError("this bot was not built with a work queue (role 'worker')")
+        await self.queue.consume(self.frontend.handle, stop=stop)
 
     async def aclose(self) -> None:
         """Close the Web API client's HTTP session (after :meth:`SlackFrontend.drain`)."""
@@ -60,8 +71,12 @@ def web_client(settings: Settings) -> AsyncWebClient:
     )
 
 
-def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Redis) -> Bot:
-    """Wire agent, store, listeners and Bolt from ``settings``. Raises ``ConfigError`` when a secret is missing."""
+def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Redis, role: Role = "all") -> Bot:
+    """Wire agent, store, listeners and Bolt from ``settings``. Raises ``ConfigError`` when a secret is missing.
+
+    ``role``: ``all`` handles requests in this process; ``web`` acks and queues them (Redis stream) for
+    ``worker`` processes, which run :meth:`Bot.work`; see :class:`bot.slack.frontend.SlackFrontend`.
+    """
     if settings.slack_signing_secret is None and settings.slack_app_token is None:
         raise ConfigError("SLACK_SIGNING_SECRET is not set (needed in HTTP mode)")
     client = web_client(settings)
@@ -81,9 +96,16 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         signing_secret=settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None,
         process_before_response=False,
     )
-    frontend = SlackFrontend(agent=agent, index=index, client=client, answerers=settings.ask_answerers)
+    queue = WorkQueue(redis_client, keys=keys) if role != "all" else None
+    frontend = SlackFrontend(
+        agent=agent,
+        index=index,
+        client=client,
+        answerers=settings.ask_answerers,
+        queue=queue if role == "web" else None,
+    )
     frontend.register(app)
-    return Bot(app=app, frontend=frontend, agent=agent, client=client)
+    return Bot(app=app, frontend=frontend, agent=agent, client=client, queue=queue)
 
 
 async def start_http(bot: Bot, *, host: str = "0.0.0.0", port: int = 3000) -> tuple[web.AppRunner, int]:

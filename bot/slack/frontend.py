@@ -34,6 +34,7 @@ from bot.errors import AnswerError, BotError, RunAlreadyResumed, RunNotFound, Ru
 from bot.slack import blocks as bk
 from bot.slack.refs import BadReference, QuestionRef
 from bot.store.conversations import ConversationIndex
+from bot.store.work_queue import WorkQueue
 
 log = logging.getLogger(__name__)
 
@@ -73,15 +74,28 @@ class Where:
 
 
 class SlackFrontend:
-    """Owns the listeners. ``answerers``: ``requester`` (default) or ``channel``."""
+    """Owns the listeners. ``answerers``: ``requester`` (default) or ``channel``.
+
+    Two sides: the Bolt listeners (the *ack side*: ack, event dedupe, opening the answer modal, refusing a
+    blank modal) turn each request into a job; :meth:`handle` (the *work side*) does the rest. With no
+    ``queue`` jobs are handled in this process; with one, the ack side only enqueues them and ``worker``
+    processes call :meth:`handle`, so acks never wait behind model runs.
+    """
 
     def __init__(
-        self, *, agent: Agent, index: ConversationIndex, client: AsyncWebClient, answerers: str = "requester"
+        self,
+        *,
+        agent: Agent,
+        index: ConversationIndex,
+        client: AsyncWebClient,
+        answerers: str = "requester",
+        queue: WorkQueue | None = None,
     ) -> None:
         self.agent = agent
         self.index = index
         self.client = client
         self.answerers = answerers
+        self.queue = queue
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # --- wiring ----------------------------------------------------------------------------------
@@ -90,13 +104,11 @@ class SlackFrontend:
         """Attach every listener to ``app``."""
         app.event("app_mention")(self._tracked(self.on_app_mention))
         app.event("message")(self._tracked(self.on_message))
-        app.action(re.compile(rf"^{bk.ACT_OPTION}_\d+$"))(self._tracked(self.on_option))
-        app.action(bk.ACT_SELECT)(self._tracked(self.on_select))
+        answers = rf"^({bk.ACT_OPTION}_\d+|{bk.ACT_SELECT}|{bk.ACT_SUBMIT}|{bk.ACT_RETRY})$"
+        app.action(re.compile(answers))(self._tracked(self.on_answer_action))
         app.action(bk.ACT_CHECKS)(self.on_toggle)
         app.action(bk.ACT_MULTI)(self.on_toggle)
-        app.action(bk.ACT_SUBMIT)(self._tracked(self.on_submit))
         app.action(bk.ACT_OPEN)(self._tracked(self.on_open_modal))
-        app.action(bk.ACT_RETRY)(self._tracked(self.on_retry))
         app.view(bk.MODAL_CALLBACK)(self._tracked(self.on_modal_submit))
 
     def _tracked(self, listener: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
@@ -136,7 +148,7 @@ class SlackFrontend:
         """A mention in a channel: start or continue the thread's conversation."""
         if not await self._first_sight(body, event):
             return
-        await self._converse(body, event, bot_user=context.get("bot_user_id"))
+        await self._dispatch({"kind": "converse", "body": body, "bot_user": context.get("bot_user_id")})
 
     async def on_message(self, body: dict[str, Any], event: dict[str, Any], context: dict[str, Any]) -> None:
         """DMs start or continue a conversation; a thread reply in a channel may answer an open question."""
@@ -149,17 +161,48 @@ class SlackFrontend:
             return  # not a thread reply, or a mention (the app_mention listener takes it)
         if not await self._first_sight(body, event):
             return
-        if is_dm:
-            await self._converse(body, event, bot_user=bot_user)
+        await self._dispatch({"kind": "converse" if is_dm else "thread_reply", "body": body, "bot_user": bot_user})
+
+    async def _dispatch(self, job: dict[str, Any]) -> None:
+        """Handle ``job`` here, or queue it for a worker process."""
+        if self.queue is None:
+            await self.handle(job)
             return
-        await self._thread_reply(body, event)
+        try:
+            await self.queue.enqueue(job)
+        except StoreUnavailable:
+            await self._store_down(job.get("body") or {})
+
+    async def _store_down(self, body: dict[str, Any]) -> None:
+        """Tell whoever sent ``body`` that nothing was recorded: in the thread for events, else ephemerally."""
+        event = body.get("event")
+        if event:
+            await self._post(event["channel"], event.get("thread_ts") or event["ts"], text=f":warning: {STORE_DOWN}")
+        else:
+            where = _where(body)
+            await self._ephemeral(where.channel_id, where.user, where.thread_ts, STORE_DOWN)
+
+    async def handle(self, job: dict[str, Any]) -> None:
+        """The work side of one request. ``job``: ``{"kind": "converse" | "thread_reply" | "action" | "view",
+        "body": <the Slack payload>, "bot_user": <bot user id, events only>}``."""
+        body, kind = job.get("body") or {}, job.get("kind")
+        if kind == "converse":
+            await self._converse(body, body["event"], bot_user=job.get("bot_user"))
+        elif kind == "thread_reply":
+            await self._thread_reply(body, body["event"])
+        elif kind == "action":
+            await self._do_action(body)
+        elif kind == "view":
+            await self._do_view(body)
+        else:
+            log.warning("ignoring a job of unknown kind %r", kind)
 
     async def _first_sight(self, body: dict[str, Any], event: dict[str, Any]) -> bool:
         event_id = body.get("event_id") or f"{event.get('channel')}:{event.get('ts')}"
         try:
             return await self.index.first_sight(str(event_id))
         except StoreUnavailable:
-            await self._post(event["channel"], event.get("thread_ts") or event["ts"], text=f":warning: {STORE_DOWN}")
+            await self._store_down(body)
             return False
 
     async def _converse(self, body: dict[str, Any], event: dict[str, Any], *, bot_user: str | None) -> None:
@@ -225,18 +268,33 @@ class SlackFrontend:
 
     # --- actions ---------------------------------------------------------------------------------
 
-    async def on_option(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any], action: dict[str, Any]) -> None:
-        """A single-select button: the answer is the option at the button's index."""
+    async def on_answer_action(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any]) -> None:
+        """An option button, a select, Submit or Retry: ack, then the work side."""
         await ack()
+        await self._dispatch({"kind": "action", "body": body})
+
+    async def _do_action(self, body: dict[str, Any]) -> None:
+        action = (body.get("actions") or [{}])[0]
+        action_id = str(action.get("action_id", ""))
+        if action_id == bk.ACT_SELECT:
+            await self._do_select(body, action)
+        elif action_id == bk.ACT_SUBMIT:
+            await self._do_submit(body, action)
+        elif action_id == bk.ACT_RETRY:
+            await self._do_retry(body, action)
+        elif action_id.startswith(bk.ACT_OPTION):
+            await self._do_option(body, action)
+
+    async def _do_option(self, body: dict[str, Any], action: dict[str, Any]) -> None:
+        """A single-select button: the answer is the option at the button's index."""
         try:
             ref, index = QuestionRef.from_value(str(action.get("value", "")))
         except BadReference:
             return
         await self._answer(ref, where=_where(body), pick=lambda p: _label(p, index))
 
-    async def on_select(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any], action: dict[str, Any]) -> None:
+    async def _do_select(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         """A single-select menu (more options than buttons allow): answering on selection."""
-        await ack()
         try:
             ref, _ = QuestionRef.from_block_id(str(action.get("block_id", "")))
             index = int((action.get("selected_option") or {}).get("value", ""))
@@ -248,9 +306,8 @@ class SlackFrontend:
         """Checkbox ticks and multi-select changes fire block_actions too: acked and ignored until Submit."""
         await ack()
 
-    async def on_submit(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any], action: dict[str, Any]) -> None:
+    async def _do_submit(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         """Submit of a multi-select question: reads ``state.values`` of that question's block only."""
-        await ack()
         try:
             ref, _ = QuestionRef.from_value(str(action.get("value", "")))
         except BadReference:
@@ -310,12 +367,15 @@ class SlackFrontend:
         self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any], view: dict[str, Any]
     ) -> None:
         """The answer modal: blank -> an error under the input; otherwise close it and resume."""
-        values = (view.get("state") or {}).get("values") or {}
-        text = ((values.get(bk.MODAL_INPUT_BLOCK) or {}).get(bk.ACT_TEXT) or {}).get("value") or ""
-        if not text.strip():
+        if not _modal_text(view).strip():
             await ack(response_action="errors", errors={bk.MODAL_INPUT_BLOCK: "Please write an answer."})
             return
         await ack()
+        await self._dispatch({"kind": "view", "body": body})
+
+    async def _do_view(self, body: dict[str, Any]) -> None:
+        view = body.get("view") or {}
+        text = _modal_text(view)
         try:
             meta = json.loads(view.get("private_metadata") or "{}")
             ref = QuestionRef(run_id=meta["r"], call=meta["c"])
@@ -331,9 +391,8 @@ class SlackFrontend:
         )
         await self._answer(ref, where=where, pick=lambda _p: text)
 
-    async def on_retry(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any], action: dict[str, Any]) -> None:
+    async def _do_retry(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         """Retry after a failure: continues the run without asking again."""
-        await ack()
         where = _where(body)
         run_id = str(action.get("value", ""))
         try:
@@ -558,6 +617,12 @@ def _where(body: dict[str, Any]) -> Where:
         team_id=(body.get("team") or {}).get("id"),
         message_blocks=message.get("blocks"),
     )
+
+
+def _modal_text(view: dict[str, Any]) -> str:
+    """The text typed into the answer modal ('' when absent)."""
+    values = (view.get("state") or {}).get("values") or {}
+    return str(((values.get(bk.MODAL_INPUT_BLOCK) or {}).get(bk.ACT_TEXT) or {}).get("value") or "")
 
 
 def _label(payload: AskUserPayload, index: int) -> str:

@@ -5,7 +5,8 @@ one Redis without seeing each other's data:
 
 - ``{prefix}run:{run_id}`` - hash ``{rev, state}``: one run (see :mod:`bot.store.redis_store`).
 - ``{prefix}event:{event_id}`` - string: a Slack event already taken (retry dedupe).
-- ``{prefix}thread:{team_id}:{channel_id}:{thread_ts}`` - string: the run of a Slack thread.
+- ``{prefix}thread:{team_id}:{channel_id}:{thread_ts}`` - hash: the run of a Slack thread.
+- ``{prefix}work`` - stream: Slack payloads acked by a ``web`` process, for ``worker`` processes.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ class Keys:
     def event(self, event_id: str) -> str:
         """The marker of a Slack ``event_id`` already processed."""
         return f"{self.prefix}event:{event_id}"
+
+    def work(self) -> str:
+        """The stream of jobs from web processes to workers (consumer group ``workers``)."""
+        return f"{self.prefix}work"
 
     def thread(self, team_id: str, channel_id: str, thread_ts: str) -> str:
         """The pointer from a Slack thread to its latest run."""

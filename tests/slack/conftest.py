@@ -48,10 +48,10 @@ class Harness:
     def bot(self) -> Bot:
         return self.processes[0].bot
 
-    async def start_process(self, redis_client: aioredis.Redis) -> BotProcess:
+    async def start_process(self, redis_client: aioredis.Redis, *, role: str = "all") -> BotProcess:
         """Start another bot process on the same Redis (it gets no traffic until routed to)."""
         model = OpenAIChatModel(model="test", base_url=self.model.base_url, api_key="sk-test", max_retries=0)
-        bot = build_bot(self.settings, model=model, redis_client=redis_client)
+        bot = build_bot(self.settings, model=model, redis_client=redis_client, role=role)  # type: ignore[arg-type]
         runner, port = await start_http(bot, host="127.0.0.1", port=0)
         process = BotProcess(bot=bot, runner=runner, url=f"http://127.0.0.1:{port}/slack/events")
         self.processes.append(process)

@@ -330,3 +330,29 @@ async def test_secrets_never_reach_logs(
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert "reactions.add failed: invalid_auth" in text  # Slack errors are logged with Slack's code
     assert token not in text and secret not in text
+
+
+async def test_web_and_worker_processes_split_the_work(fake_server: Any, harness: Any) -> None:
+    """``web`` processes ack and queue; a ``worker`` process (sharing only Redis) runs the work."""
+    import fakeredis
+
+    async with harness(fakeredis.FakeAsyncRedis(server=fake_server)) as h:
+        web = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="web")
+        worker = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="worker")
+        h.route_to(web)
+        stop = asyncio.Event()
+        working = asyncio.ensure_future(worker.bot.work(stop=stop))
+        try:
+            thread, q = await ask(h, then="Split works.")
+            ack = await h.ws.click(q, "api", user=ALICE)
+            assert ack.status == 200
+            await h.ws.wait_for_message(
+                channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Split works."
+            )
+            await h.ws.click(q, "web", user=BOB, as_seen=True)
+            refusal = await h.ws.wait_for_ephemeral(user=BOB)
+            assert "Only <@U_ALICE> can answer" in refusal["text"]
+        finally:
+            stop.set()
+            await asyncio.wait_for(working, 10)
+        assert resumed_requests(h.model) == 1

@@ -1,0 +1,133 @@
+"""A work queue on a Redis stream: ``web`` processes ack Slack and enqueue; ``worker`` processes run the job.
+
+Jobs are JSON objects. Delivery is at least once: a worker acknowledges (``XACK`` + ``XDEL``) a job after
+handling it, and while it works it refreshes its jobs' idle time (``XCLAIM ... JUSTID``) every
+``reclaim_after / 3`` seconds, so only the jobs of a worker that died, idle longer than ``reclaim_after``
+seconds, are claimed again (``XAUTOCLAIM``) by a live worker. Handlers must tolerate that repeat (the run
+store's compare-and-set makes a repeated answer a no-op "already answered").
+
+Round trips: ``enqueue`` 1 (``XADD``); a worker reads up to ``batch`` jobs per ``XREADGROUP``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError, ResponseError
+
+from bot.errors import StoreUnavailable
+from bot.store.keys import Keys
+
+log = logging.getLogger(__name__)
+
+GROUP = "workers"
+Handler = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class WorkQueue:
+    """The job stream at ``Keys.work()``; ``max_len`` caps it (approximately) against runaway growth."""
+
+    def __init__(self, client: aioredis.Redis, *, keys: Keys, max_len: int = 100_000) -> None:
+        self.client = client
+        self.key = keys.work()
+        self.max_len = max_len
+
+    async def enqueue(self, job: dict[str, Any]) -> None:
+        """Add a job. Raises ``StoreUnavailable``."""
+        try:
+            await self.client.xadd(self.key, {"job": json.dumps(job)}, maxlen=self.max_len, approximate=True)
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while queueing work: {type(exc).__name__}") from None
+
+    async def consume(
+        self,
+        handler: Handler,
+        *,
+        consumer: str | None = None,
+        concurrency: int = 500,
+        batch: int = 50,
+        block_ms: int = 1000,
+        reclaim_after: float = 120.0,
+        stop: asyncio.Event | None = None,
+    ) -> None:
+        """Run ``handler`` on jobs until ``stop`` is set (or the task is cancelled), at most ``concurrency``
+        at once. Redis errors are logged and retried after a pause; handler errors are logged and the job is
+        acknowledged (a job that always fails must not loop forever)."""
+        name = consumer or f"{socket.gethostname()}:{os.getpid()}"
+        stop = stop or asyncio.Event()
+        slots = asyncio.Semaphore(concurrency)
+        tasks: set[asyncio.Task[None]] = set()
+        self._in_flight: set[Any] = set()
+        await self._ensure_group()
+        last_reclaim = last_touch = 0.0
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            try:
+                entries: list[tuple[Any, dict[Any, Any]]] = []
+                if self._in_flight and loop.time() - last_touch > reclaim_after / 3:
+                    last_touch = loop.time()
+                    await self.client.xclaim(self.key, GROUP, name, 0, list(self._in_flight), justid=True)
+                if loop.time() - last_reclaim > reclaim_after / 2:
+                    last_reclaim = loop.time()
+                    claimed: Any = await self.client.xautoclaim(
+                        self.key, GROUP, name, min_idle_time=int(reclaim_after * 1000), count=batch
+                    )
+                    entries += [e for e in claimed[1] if e and e[1]]
+                read: Any = await self.client.xreadgroup(GROUP, name, {self.key: ">"}, count=batch, block=block_ms)
+                for _stream, items in read or []:
+                    entries += list(items)
+            except ResponseError as exc:
+                if "NOGROUP" in str(exc):
+                    await self._ensure_group()
+                    continue
+                log.warning("work queue: Redis error %s; retrying", type(exc).__name__)
+                await asyncio.sleep(1)
+                continue
+            except RedisError as exc:
+                log.warning("work queue: Redis error %s; retrying", type(exc).__name__)
+                await asyncio.sleep(1)
+                continue
+            for entry_id, fields in entries:
+                if entry_id in self._in_flight:
+                    continue
+                self._in_flight.add(entry_id)
+                await slots.acquire()
+                task = asyncio.ensure_future(self._run(handler, entry_id, fields, slots))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        if tasks:
+            await asyncio.wait(tasks)
+
+    async def _run(self, handler: Handler, entry_id: Any, fields: dict[Any, Any], slots: asyncio.Semaphore) -> None:
+        try:
+            raw = fields.get(b"job", fields.get("job"))
+            job = json.loads(raw) if raw is not None else None
+            if isinstance(job, dict):
+                await handler(job)
+            else:
+                log.warning("work queue: dropping a malformed job")
+        except Exception:
+            log.exception("work queue: job failed")
+        finally:
+            slots.release()
+            self._in_flight.discard(entry_id)
+            with contextlib.suppress(RedisError):
+                async with self.client.pipeline(transaction=True) as pipe:
+                    pipe.xack(self.key, GROUP, entry_id)
+                    pipe.xdel(self.key, entry_id)
+                    await pipe.execute()
+
+    async def _ensure_group(self) -> None:
+        try:
+            await self.client.xgroup_create(self.key, GROUP, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise

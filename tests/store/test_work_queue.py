@@ -1,0 +1,86 @@
+"""WorkQueue: jobs reach a worker once acknowledged; a dead worker's jobs are reclaimed; bad jobs are dropped."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from bot.store import Keys
+from bot.store.work_queue import GROUP, WorkQueue
+
+
+async def run_until(queue: WorkQueue, seen: list[dict[str, Any]], n: int, **kwargs: Any) -> None:
+    stop = asyncio.Event()
+
+    async def handler(job: dict[str, Any]) -> None:
+        seen.append(job)
+        if len(seen) >= n:
+            stop.set()
+
+    await asyncio.wait_for(queue.consume(handler, stop=stop, block_ms=50, **kwargs), 10)
+
+
+async def test_jobs_are_handled_once_and_removed(fake_redis: aioredis.Redis, prefix: str) -> None:
+    queue = WorkQueue(fake_redis, keys=Keys(prefix))
+    for i in range(5):
+        await queue.enqueue({"kind": "action", "n": i})
+    seen: list[dict[str, Any]] = []
+    await run_until(queue, seen, 5)
+    assert sorted(j["n"] for j in seen) == [0, 1, 2, 3, 4]
+    assert await fake_redis.xlen(Keys(prefix).work()) == 0
+    assert (await fake_redis.xpending(Keys(prefix).work(), GROUP))["pending"] == 0
+
+
+async def test_a_dead_workers_jobs_are_reclaimed(fake_redis: aioredis.Redis, prefix: str) -> None:
+    queue = WorkQueue(fake_redis, keys=Keys(prefix))
+    await queue.enqueue({"kind": "converse", "n": 1})
+    await fake_redis.xgroup_create(Keys(prefix).work(), GROUP, id="0", mkstream=True)
+    taken = await fake_redis.xreadgroup(GROUP, "dead-worker", {Keys(prefix).work(): ">"}, count=10)
+    assert len(taken[0][1]) == 1  # a worker took it, then died without acknowledging
+    await asyncio.sleep(0.3)  # longer than reclaim_after below
+    seen: list[dict[str, Any]] = []
+    await run_until(queue, seen, 1, reclaim_after=0.2)
+    assert seen == [{"kind": "converse", "n": 1}]
+
+
+async def test_a_long_job_of_a_live_worker_is_not_taken_again(fake_redis: aioredis.Redis, prefix: str) -> None:
+    """A job that runs five times ``reclaim_after`` stays with its live worker: the worker keeps it fresh."""
+    queue = WorkQueue(fake_redis, keys=Keys(prefix))
+    await queue.enqueue({"kind": "converse", "n": 1})
+    started, stop = asyncio.Event(), asyncio.Event()
+
+    async def slow(job: dict[str, Any]) -> None:
+        started.set()
+        await asyncio.sleep(1.0)
+        stop.set()
+
+    worker = asyncio.ensure_future(queue.consume(slow, stop=stop, block_ms=50, reclaim_after=0.2))
+    await started.wait()
+    stolen = []
+    while not stop.is_set():  # another worker looking for dead workers' jobs, more often than the owner
+        claimed = await fake_redis.xautoclaim(Keys(prefix).work(), GROUP, "intruder", min_idle_time=200, count=10)
+        stolen += claimed[1]
+        await asyncio.sleep(0.05)
+    await asyncio.wait_for(worker, 10)
+    assert stolen == []
+
+
+async def test_malformed_and_failing_jobs_do_not_stop_the_worker(fake_redis: aioredis.Redis, prefix: str) -> None:
+    queue = WorkQueue(fake_redis, keys=Keys(prefix))
+    await fake_redis.xadd(Keys(prefix).work(), {"job": "{not json"})
+    await queue.enqueue({"boom": True})
+    await queue.enqueue({"n": 2})
+    seen: list[dict[str, Any]] = []
+    stop = asyncio.Event()
+
+    async def handler(job: dict[str, Any]) -> None:
+        if job.get("boom"):
+            raise RuntimeError("handler bug")
+        seen.append(job)
+        stop.set()
+
+    await asyncio.wait_for(queue.consume(handler, stop=stop, block_ms=50), 10)
+    assert seen == [{"n": 2}]
+    assert await fake_redis.xlen(Keys(prefix).work()) == 0
