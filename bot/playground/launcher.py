@@ -1,0 +1,207 @@
+"""Run the bot and the playground side by side on loopback: what ``python -m bot`` does without Slack credentials.
+
+``await run_playground(settings, host="127.0.0.1", ui_port=None, ready=None)`` serves until cancelled
+(Ctrl-C), printing ``Playground: http://127.0.0.1:3000/  (demo model (offline); in-process Redis)``.
+
+``Playground(settings, *, host="127.0.0.1", ui_port=None)`` is the same as an async context manager, for
+tests and embedding: ``async with Playground(settings, ui_port=0) as pg: pg.url, pg.workspace, pg.bot``.
+
+What runs (all in this process, on loopback):
+
+- a fake Slack (:class:`~bot.playground.workspace.Workspace`) with a random bot token and signing secret;
+- the real bot (``build_bot`` + ``start_http`` on a free port), its ``SLACK_BOT_TOKEN`` /
+  ``SLACK_SIGNING_SECRET`` / ``SLACK_API_URL`` pointed at the fake; every other setting as given;
+- the browser UI (:class:`~bot.playground.ui.PlaygroundUI`) on ``ui_port`` (default ``settings.port``;
+  0 = a free port) and ``host``.
+
+Embedded defaults: ``REDIS_URL`` unset -> in-process Redis (``fakeredis``); ``OPENAI_API_KEY`` unset -> the
+offline :class:`~bot.playground.demo_model.DemoModel`. With them set, the real Redis / OpenAI-compatible
+model (``OPENAI_BASE_URL``, ``OPENAI_MODEL``) are used. Nothing secret is printed: the Redis URL is shown
+without its credentials.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+import redis.asyncio as aioredis
+from pydantic import SecretStr
+
+from bot.agent import ChatModel, OpenAIChatModel
+from bot.config import Settings
+from bot.errors import ConfigError
+from bot.playground.ui import PlaygroundInfo, PlaygroundUI
+from bot.playground.workspace import Workspace
+from bot.slack.app import EVENTS_PATH, Bot, build_bot, start_http
+
+log = logging.getLogger(__name__)
+
+BOT_HOST = "127.0.0.1"
+DRAIN_SECONDS = 3.0
+
+
+def redis_label(url: str) -> str:
+    """``redis://:pw@db.example:6380/2`` -> ``Redis at db.example:6380/2`` (never the credentials)."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return "Redis on a unix socket"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    where = f"{parts.hostname or 'localhost'}:{port or 6379}"
+    db = parts.path.strip("/")
+    return f"Redis at {where}" + (f"/{db}" if db else "")
+
+
+def model_label(settings: Settings) -> str:
+    """``gpt-4.1-mini via api.openai.com`` (the base URL's host only)."""
+    host = urlsplit(settings.openai_base_url).hostname if settings.openai_base_url else None
+    return f"{settings.openai_model} via {host or 'api.openai.com'}"
+
+
+def make_redis(settings: Settings) -> tuple[aioredis.Redis, str, str]:
+    """``(client, kind, label)``: the configured Redis, or an in-process one when ``REDIS_URL`` is unset."""
+    if settings.redis_url is not None:
+        url = settings.redis_url.get_secret_value()
+        return aioredis.from_url(url), "redis", redis_label(url)
+    try:
+        import fakeredis
+    except ImportError as exc:  # pragma: no cover - fakeredis ships with the package
+        raise ConfigError("the in-process Redis needs the fakeredis package; install it or set REDIS_URL") from exc
+    client: aioredis.Redis = fakeredis.FakeAsyncRedis()
+    return client, "memory", "in-process Redis"
+
+
+def make_model(settings: Settings) -> tuple[ChatModel, str, str]:
+    """``(model, kind, label)``: the OpenAI-compatible model with a key, else the offline demo model."""
+    if settings.openai_api_key is not None:
+        model = OpenAIChatModel(
+            settings.openai_model,
+            api_key=settings.openai_api_key.get_secret_value(),
+            base_url=settings.openai_base_url,
+        )
+        return model, "openai", model_label(settings)
+    from bot.playground.demo_model import DemoModel
+
+    return DemoModel(), "demo", "demo model (offline)"
+
+
+class Playground:
+    """Fake Slack + the real bot + the browser UI, started and stopped together. See the module docstring."""
+
+    def __init__(self, settings: Settings, *, host: str = "127.0.0.1", ui_port: int | None = None) -> None:
+        self.settings = settings
+        self.host = host
+        self.ui_port = settings.port if ui_port is None else ui_port
+        self.workspace: Workspace | None = None
+        self.bot: Bot | None = None
+        self.ui: PlaygroundUI | None = None
+        self.info = PlaygroundInfo()
+        self._stack = contextlib.AsyncExitStack()
+
+    @property
+    def url(self) -> str:
+        """The page to open, e.g. ``http://127.0.0.1:3000/``."""
+        return self.ui.url if self.ui is not None else ""
+
+    async def start(self) -> None:
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _start(self) -> None:
+        redis_client, redis_kind, redis_text = make_redis(self.settings)
+        self._stack.push_async_callback(_close_redis, redis_client)
+        model, model_kind, model_text = make_model(self.settings)
+        self.info = PlaygroundInfo(
+            model=model_kind,
+            model_label=model_text,
+            redis=redis_kind,
+            redis_label=redis_text,
+            answerers=self.settings.ask_answerers,
+        )
+
+        secret = secrets.token_urlsafe(24)
+        workspace = Workspace(
+            f"http://{BOT_HOST}:1{EVENTS_PATH}",  # replaced below, once the bot listens
+            secret,
+            f"xoxb-playground-{secrets.token_hex(8)}",
+        )
+        await workspace.start()
+        self._stack.push_async_callback(workspace.stop)
+        self.workspace = workspace
+
+        bot_settings = self.settings.model_copy(
+            update={
+                "slack_bot_token": SecretStr(workspace.fake.bot_token),
+                "slack_signing_secret": SecretStr(secret),
+                "slack_app_token": None,
+                "slack_api_url": workspace.api_url,
+            }
+        )
+        bot = build_bot(bot_settings, model=model, redis_client=redis_client)
+        self.bot = bot
+        self._stack.push_async_callback(bot.aclose)  # last: after the runs in flight are drained
+        runner, bot_port = await start_http(bot, host=BOT_HOST, port=0)
+        self._stack.push_async_callback(runner.cleanup)
+        self._stack.push_async_callback(_drain, bot)
+        workspace.sender.bot_url = f"http://{BOT_HOST}:{bot_port}{EVENTS_PATH}"
+
+        ui = PlaygroundUI(workspace, self.info)
+        self.ui = ui
+        self._stack.push_async_callback(ui.stop)
+        try:
+            await ui.start(self.host, self.ui_port)
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on {self.host}:{self.ui_port} ({exc.strerror}); set PORT") from exc
+
+    async def stop(self) -> None:
+        """Stop the UI, let the bot's background work finish (a few seconds at most), stop the rest."""
+        await self._stack.aclose()
+
+    async def __aenter__(self) -> Playground:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+
+async def run_playground(
+    settings: Settings,
+    *,
+    host: str = "127.0.0.1",
+    ui_port: int | None = None,
+    ready: asyncio.Event | None = None,
+) -> None:
+    """Serve the playground until cancelled; ``ready`` is set once the URL is printed."""
+    async with Playground(settings, host=host, ui_port=ui_port) as playground:
+        info = playground.info
+        print(f"Playground: {playground.url}  ({info.model_label}; {info.redis_label})", flush=True)
+        if ready is not None:
+            ready.set()
+        await asyncio.Event().wait()
+
+
+async def _drain(bot: Bot) -> None:
+    """Wait briefly for runs in flight; cancel what is still running after ``DRAIN_SECONDS``."""
+    try:
+        await asyncio.wait_for(bot.frontend.drain(), DRAIN_SECONDS)
+    except TimeoutError:
+        log.warning("stopped with bot work still running")
+
+
+async def _close_redis(client: Any) -> None:
+    with contextlib.suppress(Exception):
+        await client.aclose()

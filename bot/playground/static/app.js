@@ -1,0 +1,243 @@
+// The playground page: header (model, Redis, answer policy, acting user), sidebar, channel, thread,
+// modal and developer panel, kept live by /api/events (server-sent events).
+
+import { makeComposer } from "./composer.js";
+import { initDevPanel, renderLog } from "./devpanel.js";
+import { el, toast } from "./dom.js";
+import { renderMessageList } from "./messages.js";
+import { renderModal } from "./modal.js";
+import { S, api, applyEvent, applySnapshot, channelName, dmOf, valuesKey } from "./store.js";
+
+const $ = (id) => document.getElementById(id);
+const layout = $("layout");
+const pending = new Set();
+let frame = 0;
+let channelComposer = null;
+let threadComposer = null;
+
+// --- rendering ----------------------------------------------------------------------------------------
+
+function schedule(...parts) {
+  for (const p of parts) pending.add(p);
+  if (!frame) frame = requestAnimationFrame(flush);
+}
+
+function flush() {
+  frame = 0;
+  const parts = new Set(pending);
+  pending.clear();
+  const all = parts.has("all");
+  if (all || parts.has("header")) renderHeader();
+  if (all || parts.has("sidebar") || parts.has("messages")) renderSidebar();
+  if (all || parts.has("messages") || parts.has("values")) {
+    renderChannel();
+    renderThread();
+  }
+  if (all || parts.has("views")) renderModal($("modal-root"));
+  if (all || parts.has("log")) renderLog();
+}
+
+function renderHeader() {
+  const info = S.info;
+  const model = $("model-badge");
+  model.textContent = info.model === "demo" ? "Demo model (offline)" : `Model: ${info.model_label || "?"}`;
+  model.className = `badge ${info.model === "demo" ? "demo" : "live"}`;
+  model.title = info.model === "demo" ? "No OPENAI_API_KEY: a scripted offline model. Mention the bot with “help”." : "An OpenAI-compatible model";
+  const redis = $("redis-badge");
+  redis.textContent = info.redis === "memory" ? "In-process Redis" : info.redis_label || "Redis";
+  redis.className = `badge ${info.redis === "memory" ? "demo" : "live"}`;
+  redis.title = info.redis === "memory" ? "REDIS_URL is unset: runs live in this process and vanish on restart" : "REDIS_URL";
+  const policy = $("policy-badge");
+  policy.textContent = info.answerers === "channel" ? "Anyone may answer" : "Only the asker may answer";
+  policy.className = "badge";
+  policy.title = "ASK_ANSWERERS: switch “Acting as” to try the policy";
+  const select = $("user-select");
+  if (select.options.length !== S.users.length) {
+    select.replaceChildren(...S.users.map((u) => el("option", { value: u.id }, [`${u.real_name || u.name} (@${u.name})`])));
+  }
+  select.value = S.me;
+  $("sidebar-hint").textContent =
+    info.model === "demo" ? `Try: “@${S.bot.name} deploy”, “plan”, “name” or “help”.` : `Mention @${S.bot.name} to start.`;
+}
+
+function navItem(channel, label, prefix) {
+  const unread = S.unread.get(channel) || 0;
+  const current = S.current === channel;
+  return el("li", {}, [
+    el(
+      "button",
+      {
+        type: "button",
+        class: `nav-item${current ? " current" : ""}${unread ? " unread" : ""}`,
+        "aria-current": current ? "page" : null,
+        dataset: { channel },
+        onclick: () => openChannel(channel),
+      },
+      [el("span", { class: "prefix", "aria-hidden": "true" }, [prefix]), label, unread ? el("span", { class: "count" }, [String(unread)]) : null],
+    ),
+  ]);
+}
+
+function renderSidebar() {
+  $("channel-list").replaceChildren(...S.channels.filter((c) => !c.is_im).map((c) => navItem(c.id, c.name, "#")));
+  const dm = dmOf(S.me);
+  $("dm-list").replaceChildren(...(dm ? [navItem(dm, S.bot.name, "@")] : []));
+}
+
+const handlers = {
+  openThread,
+  act,
+  dismiss(item) {
+    S.dismissed.add(item.key);
+    schedule("messages");
+  },
+};
+
+function renderChannel() {
+  const channel = S.channels.find((c) => c.id === S.current);
+  $("channel-title").textContent = channel ? (channel.is_im ? `@${S.bot.name}` : `# ${channel.name}`) : S.current;
+  $("channel-sub").textContent = channel && channel.is_im ? "direct message" : "";
+  renderMessageList($("messages"), { channel: S.current, threadTs: null }, handlers);
+  if (channelComposer) channelComposer.refresh();
+}
+
+function renderThread() {
+  const pane = $("thread-pane");
+  const open = Boolean(S.thread);
+  pane.hidden = !open;
+  layout.classList.toggle("thread-open", open);
+  if (!open) return;
+  const where = S.channels.find((c) => c.id === S.thread.channel);
+  $("thread-sub").textContent = where ? (where.is_im ? `with @${S.bot.name}` : `in #${where.name}`) : "";
+  renderMessageList($("thread-messages"), { channel: S.thread.channel, threadTs: S.thread.ts }, handlers);
+  if (threadComposer) threadComposer.refresh();
+}
+
+// --- actions ------------------------------------------------------------------------------------------
+
+function openChannel(channel) {
+  if (S.current !== channel) S.thread = null;
+  S.current = channel;
+  S.unread.delete(channel);
+  document.body.classList.remove("nav-open");
+  $("nav-toggle").setAttribute("aria-expanded", "false");
+  schedule("sidebar", "messages");
+  requestAnimationFrame(() => channelComposer && channelComposer.focus());
+}
+
+function openThread(channel, ts) {
+  S.thread = { channel, ts };
+  schedule("messages");
+  requestAnimationFrame(() => threadComposer && threadComposer.focus());
+}
+
+async function act(target, kind, detail) {
+  const result = await api(`/api/${kind}`, { user: S.me, channel: target.channel, ts: target.ts, ephemeral: target.ephemeral, ...detail });
+  if (result.values) {
+    S.values.set(valuesKey(target.channel, target.ts, S.me), result.values);
+    schedule("values");
+  }
+  if (!result.ok) {
+    const ack = result.ack;
+    toast(result.error || (ack ? `The app answered ${ack.error || ack.status} (see the developer panel)` : "failed"));
+  }
+}
+
+function switchUser(user) {
+  const wasDm = S.channels.find((c) => c.id === S.current)?.is_im;
+  S.me = user;
+  localStorage.setItem("playground.me", user);
+  if (wasDm) {
+    S.current = dmOf(user) || "C_GENERAL";
+    S.thread = null;
+  }
+  schedule("all");
+}
+
+function setDevOpen(open) {
+  layout.classList.toggle("dev-open", open);
+  $("dev-toggle").setAttribute("aria-pressed", String(open));
+  localStorage.setItem("playground.dev", open ? "1" : "0");
+}
+
+// --- live updates -------------------------------------------------------------------------------------
+
+function trackUnread(ev) {
+  if (ev.type !== "message" || ev.channel === S.current || ev.message.user === S.me) return;
+  const dm = S.channels.find((c) => c.id === ev.channel);
+  if (dm && dm.is_im && dm.user !== S.me) return;
+  S.unread.set(ev.channel, (S.unread.get(ev.channel) || 0) + 1);
+}
+
+function connect() {
+  const source = new EventSource("/api/events");
+  const conn = $("conn");
+  source.onopen = () => {
+    conn.textContent = "";
+    conn.className = "conn ok";
+  };
+  source.onerror = () => {
+    conn.textContent = "reconnecting…";
+    conn.className = "conn bad";
+  };
+  source.onmessage = (message) => {
+    const ev = JSON.parse(message.data);
+    if (ev.type === "snapshot") {
+      applySnapshot(ev.state);
+      if (!S.users.some((u) => u.id === S.me) && S.users.length) S.me = S.users[0].id;
+      document.body.dataset.ready = "1";
+      schedule("all");
+      return;
+    }
+    trackUnread(ev);
+    const touched = applyEvent(ev);
+    if (touched) schedule(touched);
+  };
+}
+
+// --- start --------------------------------------------------------------------------------------------
+
+function init() {
+  S.me = localStorage.getItem("playground.me") || S.me;
+  channelComposer = makeComposer($("composer"), {
+    target: () => ({ channel: S.current, thread_ts: null }),
+    placeholder: () => {
+      const channel = S.channels.find((c) => c.id === S.current);
+      const where = channel && channel.is_im ? S.bot.name : `#${channel ? channel.name : ""}`;
+      return `Message ${where}`;
+    },
+    sent: (result) => {
+      const message = result.message;
+      const channel = S.channels.find((c) => c.id === S.current);
+      if (message && (message.text.includes(`<@${S.bot.id}>`) || (channel && channel.is_im))) openThread(S.current, message.ts);
+    },
+  });
+  threadComposer = makeComposer($("thread-composer"), {
+    target: () => ({ channel: S.thread.channel, thread_ts: S.thread.ts }),
+    placeholder: () => "Reply…",
+  });
+  initDevPanel($("devpanel"), (errors) => {
+    const badge = $("dev-errors");
+    badge.hidden = !errors;
+    badge.textContent = String(errors);
+    badge.title = `${errors} failed call${errors === 1 ? "" : "s"}`;
+  });
+  $("user-select").addEventListener("change", (e) => switchUser(e.target.value));
+  $("dev-toggle").addEventListener("click", () => setDevOpen(!layout.classList.contains("dev-open")));
+  $("dev-close").addEventListener("click", () => setDevOpen(false));
+  $("thread-close").addEventListener("click", () => {
+    S.thread = null;
+    schedule("messages");
+    channelComposer.focus();
+  });
+  $("nav-toggle").addEventListener("click", () => {
+    const open = !document.body.classList.contains("nav-open");
+    document.body.classList.toggle("nav-open", open);
+    $("nav-toggle").setAttribute("aria-expanded", String(open));
+  });
+  const saved = localStorage.getItem("playground.dev");
+  setDevOpen(saved === null ? window.innerWidth >= 1200 : saved === "1");
+  connect();
+}
+
+init();

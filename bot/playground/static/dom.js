@@ -1,0 +1,78 @@
+// Small DOM helpers: el() builds nodes from text (never HTML); syncList() reconciles keyed children.
+
+export function el(tag, attrs, children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else if (key === "style") node.style.cssText = value; // CSSOM: allowed by the page's CSP, unlike the attribute
+    else if (value === true) node.setAttribute(key, "");
+    else node.setAttribute(key, String(value));
+  }
+  for (const child of children || []) if (child !== null && child !== undefined) node.append(child);
+  return node;
+}
+
+// items: [{key, sig, build() -> Element}]. Children whose key and sig are unchanged are kept as they are
+// (so focus and open menus survive live updates); changed ones are rebuilt; order follows items.
+export function syncList(container, items) {
+  const existing = new Map();
+  for (const child of [...container.children]) {
+    if (child.dataset.key) existing.set(child.dataset.key, child);
+    else child.remove();
+  }
+  let prev = null;
+  for (const item of items) {
+    let node = existing.get(item.key);
+    if (!node || node.dataset.sig !== item.sig) {
+      const fresh = item.build();
+      fresh.dataset.key = item.key;
+      fresh.dataset.sig = item.sig;
+      if (node) {
+        keepUiState(node, fresh);
+        const focusAt = focusIndex(node);
+        node.replaceWith(fresh);
+        if (focusAt >= 0) [...fresh.querySelectorAll(FOCUSABLE)][focusAt]?.focus();
+      }
+      node = fresh;
+    }
+    existing.delete(item.key);
+    const want = prev ? prev.nextElementSibling : container.firstElementChild;
+    if (node !== want) container.insertBefore(node, want);
+    prev = node;
+  }
+  for (const node of existing.values()) node.remove();
+}
+
+export function formatTime(ts) {
+  const date = new Date(parseFloat(ts) * 1000);
+  return date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+}
+
+export function toast(message, kind = "error") {
+  const root = document.getElementById("toasts");
+  const node = el("div", { class: `toast ${kind}`, role: kind === "error" ? "alert" : "status" }, [message]);
+  root.append(node);
+  setTimeout(() => node.remove(), 6000);
+}
+
+const FOCUSABLE = "button, input, select, textarea, summary, a[href]";
+
+// Open disclosures (multi-select menus, overflow menus) stay open when a message is re-rendered.
+function keepUiState(old, fresh) {
+  const before = [...old.querySelectorAll("details")];
+  const after = [...fresh.querySelectorAll("details")];
+  before.forEach((d, i) => {
+    if (d.open && after[i]) after[i].open = true;
+  });
+}
+
+// Keyboard users keep their place: the index of the focused control, to focus the same one after a re-render.
+function focusIndex(node) {
+  const active = document.activeElement;
+  if (!active || !node.contains(active)) return -1;
+  return [...node.querySelectorAll(FOCUSABLE)].indexOf(active);
+}

@@ -1,0 +1,150 @@
+// The page's model of the fake workspace, fed by /api/events (a snapshot, then change events).
+//
+// S.messages: Map channel -> Map ts -> message        S.ephemerals: Map key -> {channel, user, message}
+// S.views: Map user -> [view] (top last)              S.viewErrors: Map view_id -> {block_id: message}
+// S.values: Map "channel|ts|user" -> state.values     S.log: Map seq -> LogEntry (bot.playground.ui_events)
+// Every event is applied idempotently (upserts keyed by ts/seq), so replays after a snapshot are harmless.
+
+export const S = {
+  info: {},
+  bot: { id: "U_BOT", name: "askbot" },
+  users: [],
+  channels: [],
+  messages: new Map(),
+  ephemerals: new Map(),
+  views: new Map(),
+  viewErrors: new Map(),
+  values: new Map(),
+  log: new Map(),
+  dismissed: new Set(),
+  unread: new Map(),
+  me: "U_ALICE",
+  current: "C_GENERAL",
+  thread: null, // {channel, ts}
+};
+
+const LOG_LIMIT = 1000; // as the server keeps
+
+const ephKey = (channel, user, ts) => `${channel}|${user}|${ts}`;
+export const valuesKey = (channel, ts, user) => `${channel}|${ts}|${user}`;
+
+function channelMap(channel) {
+  if (!S.messages.has(channel)) S.messages.set(channel, new Map());
+  return S.messages.get(channel);
+}
+
+export function applySnapshot(state) {
+  S.info = state.info || {};
+  S.bot = state.bot || S.bot;
+  S.users = state.users || [];
+  S.channels = state.channels || [];
+  S.messages = new Map();
+  for (const [channel, list] of Object.entries(state.messages || {})) {
+    const map = channelMap(channel);
+    for (const m of list) map.set(m.ts, m);
+  }
+  S.ephemerals = new Map();
+  for (const e of state.ephemerals || []) S.ephemerals.set(ephKey(e.channel, e.user, e.message.ts), e);
+  S.views = new Map(Object.entries(state.views || {}));
+  S.viewErrors = new Map(Object.entries(state.view_errors || {}));
+  S.values = new Map();
+  for (const v of state.values || []) S.values.set(valuesKey(v.channel, v.ts, v.user), v.values);
+  S.log = new Map();
+  for (const entry of state.log || []) S.log.set(entry.seq, entry);
+}
+
+function forgetValues(channel, ts) {
+  for (const key of [...S.values.keys()]) if (key.startsWith(`${channel}|${ts}|`)) S.values.delete(key);
+}
+
+// Applies one change event; returns what it touched: "messages" | "views" | "log" | "values" | null.
+export function applyEvent(ev) {
+  switch (ev.type) {
+    case "message": {
+      channelMap(ev.channel).set(ev.message.ts, ev.message);
+      return "messages";
+    }
+    case "message_changed": {
+      const map = channelMap(ev.channel);
+      const before = map.get(ev.message.ts);
+      if (!before || JSON.stringify(before.blocks) !== JSON.stringify(ev.message.blocks)) forgetValues(ev.channel, ev.message.ts);
+      map.set(ev.message.ts, ev.message);
+      return "messages";
+    }
+    case "message_deleted":
+      channelMap(ev.channel).delete(ev.ts);
+      return "messages";
+    case "ephemeral":
+      S.ephemerals.set(ephKey(ev.channel, ev.user, ev.message.ts), { channel: ev.channel, user: ev.user, message: ev.message });
+      return "messages";
+    case "ephemeral_deleted":
+      for (const [key, e] of S.ephemerals) if (e.channel === ev.channel && e.message.ts === ev.ts) S.ephemerals.delete(key);
+      return "messages";
+    case "view_opened":
+      S.views.set(ev.user, [ev.view]);
+      return "views";
+    case "view_pushed": {
+      const stack = (S.views.get(ev.user) || []).filter((v) => v.id !== ev.view.id);
+      S.views.set(ev.user, [...stack, ev.view]);
+      return "views";
+    }
+    case "view_updated": {
+      const stack = S.views.get(ev.user) || [];
+      S.views.set(ev.user, stack.map((v) => (v.id === ev.view.id ? ev.view : v)));
+      S.viewErrors.delete(ev.view.id);
+      return "views";
+    }
+    case "view_closed":
+      S.views.set(ev.user, (S.views.get(ev.user) || []).filter((v) => v.id !== ev.view_id));
+      S.viewErrors.delete(ev.view_id);
+      return "views";
+    case "view_errors":
+      S.viewErrors.set(ev.view_id, ev.errors || {});
+      return "views";
+    case "values":
+      S.values.set(valuesKey(ev.channel, ev.ts, ev.user), ev.values || {});
+      return "values";
+    case "log":
+      S.log.set(ev.entry.seq, ev.entry);
+      if (S.log.size > LOG_LIMIT) S.log.delete(S.log.keys().next().value); // oldest first (insertion order)
+      return "log";
+    default:
+      return null;
+  }
+}
+
+export function userName(id) {
+  if (id === S.bot.id) return S.bot.name;
+  const user = S.users.find((u) => u.id === id);
+  return user ? user.name : null;
+}
+
+export function channelName(id) {
+  const channel = S.channels.find((c) => c.id === id);
+  if (!channel) return null;
+  return channel.is_im ? S.bot.name : channel.name;
+}
+
+export function textCtx() {
+  return { userName, channelName, me: S.me };
+}
+
+export function dmOf(user) {
+  const channel = S.channels.find((c) => c.is_im && c.user === user);
+  return channel ? channel.id : null;
+}
+
+// POST JSON to the playground server; resolves to its answer ({ok, error?, ...}), never throws.
+export async function api(path, body) {
+  try {
+    const response = await fetch(path, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    const data = await response.json().catch(() => ({ ok: false, error: `HTTP ${response.status}` }));
+    return data;
+  } catch (err) {
+    return { ok: false, error: `the playground server did not answer (${err})` };
+  }
+}

@@ -1,0 +1,290 @@
+// Slack text → DOM nodes. Never uses innerHTML: every piece of text becomes a text node.
+//
+//   mrkdwn(text, ctx)    Slack mrkdwn: *bold* _italic_ ~strike~ `code` ```pre``` > quote, <@U>, <#C|name>,
+//                        <!here>, <url|label>, :emoji:; &amp; &lt; &gt; unescaped (once, safely).
+//   markdown(text, ctx)  the `markdown` block's standard Markdown: # headings, **bold**, *italic*, lists,
+//                        [label](url), `code`, ``` fences, > quotes (plus Slack's <@U> mentions).
+//   richText(block, ctx) a rich_text block (what people's messages carry).
+//   plainText(obj)       a plain_text object (:emoji: converted when emoji is not false).
+// ctx: { userName(id) -> string, channelName(id) -> string, me: "U_ALICE" }
+
+const EMOJI = {
+  question: "❓", grey_question: "❔", white_check_mark: "✅", heavy_check_mark: "✔️", x: "❌",
+  warning: "⚠️", hourglass: "⌛", hourglass_flowing_sand: "⏳", repeat: "🔁", tada: "🎉",
+  "+1": "👍", thumbsup: "👍", "-1": "👎", thumbsdown: "👎", wave: "👋", robot_face: "🤖", bulb: "💡",
+  no_entry: "⛔", no_entry_sign: "🚫", lock: "🔒", memo: "📝", rocket: "🚀", eyes: "👀", sparkles: "✨",
+  speech_balloon: "💬", information_source: "ℹ️", point_right: "👉", pizza: "🍕", calendar: "📅",
+  star: "⭐", fire: "🔥", heart: "❤️", smile: "😄", slightly_smiling_face: "🙂", thinking_face: "🤔",
+  white_circle: "⚪", red_circle: "🔴", large_green_circle: "🟢", arrows_counterclockwise: "🔄",
+};
+
+export function emojiFor(name) {
+  return EMOJI[name] || null;
+}
+
+export function unescapeSlack(text) {
+  return text.replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
+}
+
+export function safeUrl(url) {
+  return /^(https?:|mailto:)/i.test(url) ? url : null;
+}
+
+function el(tag, className, children) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  for (const child of children || []) node.append(child);
+  return node;
+}
+
+// Text with :emoji: shortcodes turned into characters (unknown names stay as typed).
+function textWithEmoji(text) {
+  const out = [];
+  const re = /:([a-z0-9_+\-]+):/g;
+  let last = 0;
+  let m;
+  while ((m = re.exec(text))) {
+    const emoji = emojiFor(m[1]);
+    if (!emoji) continue;
+    if (m.index > last) out.push(document.createTextNode(text.slice(last, m.index)));
+    const span = el("span", "emoji", [emoji]);
+    span.title = `:${m[1]}:`;
+    out.push(span);
+    last = m.index + m[0].length;
+  }
+  if (last < text.length) out.push(document.createTextNode(text.slice(last)));
+  return out;
+}
+
+function link(href, label) {
+  const url = safeUrl(href);
+  if (!url) return document.createTextNode(label || href);
+  const a = el("a", "link", [label || href]);
+  a.href = url;
+  a.target = "_blank";
+  a.rel = "noopener noreferrer";
+  return a;
+}
+
+function mention(userId, label, ctx) {
+  const name = ctx.userName(userId) || label || userId;
+  const span = el("span", userId === ctx.me ? "mention me" : "mention", ["@" + name]);
+  span.dataset.user = userId;
+  return span;
+}
+
+// A <...> control sequence of mrkdwn (already escaped text inside). Unknown forms stay literal.
+function controlToken(inner, ctx) {
+  const bar = inner.indexOf("|");
+  const target = bar >= 0 ? inner.slice(0, bar) : inner;
+  const label = bar >= 0 ? unescapeSlack(inner.slice(bar + 1)) : "";
+  if (target.startsWith("@U") || target.startsWith("@W")) return mention(target.slice(1), label, ctx);
+  if (target.startsWith("#C") || target.startsWith("#D") || target.startsWith("#G")) {
+    return el("span", "mention channel", ["#" + (ctx.channelName(target.slice(1)) || label || target.slice(1))]);
+  }
+  if (target.startsWith("!")) {
+    const word = target.slice(1).split("^")[0];
+    if (["here", "channel", "everyone"].includes(word)) return el("span", "mention broadcast", ["@" + word]);
+    return document.createTextNode(label || target);
+  }
+  const href = unescapeSlack(target);
+  if (safeUrl(href)) return link(href, label || href);
+  return null;
+}
+
+const MRKDWN_INLINE =
+  /`([^`\n]+)`|<([^<>\n]+)>|(?<![\p{L}\p{N}*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\p{L}\p{N}*])|(?<![\p{L}\p{N}_])_(?=\S)([^_\n]+?)(?<=\S)_(?![\p{L}\p{N}_])|(?<![\p{L}\p{N}~])~(?=\S)([^~\n]+?)(?<=\S)~(?![\p{L}\p{N}~])/gu;
+
+function mrkdwnInline(text, ctx) {
+  const out = [];
+  const re = new RegExp(MRKDWN_INLINE.source, "gu");
+  let last = 0;
+  let m;
+  while ((m = re.exec(text))) {
+    let node = null;
+    if (m[1] !== undefined) node = el("code", "", [unescapeSlack(m[1])]);
+    else if (m[2] !== undefined) node = controlToken(m[2], ctx);
+    else if (m[3] !== undefined) node = el("strong", "", mrkdwnInline(m[3], ctx));
+    else if (m[4] !== undefined) node = el("em", "", mrkdwnInline(m[4], ctx));
+    else if (m[5] !== undefined) node = el("s", "", mrkdwnInline(m[5], ctx));
+    if (!node) continue; // an unknown <...>: left as literal text
+    if (m.index > last) out.push(...textWithEmoji(unescapeSlack(text.slice(last, m.index))));
+    out.push(node);
+    last = m.index + m[0].length;
+  }
+  if (last < text.length) out.push(...textWithEmoji(unescapeSlack(text.slice(last))));
+  return out;
+}
+
+// Lines of mrkdwn outside code fences: "> " (escaped as "&gt; ") quote lines, line breaks kept.
+function mrkdwnLines(text, ctx, frag) {
+  const lines = text.split("\n");
+  let quote = null;
+  lines.forEach((line, i) => {
+    const q = /^(?:&gt;|>)\s?(.*)$/.exec(line);
+    if (q) {
+      if (!quote) {
+        quote = el("blockquote");
+        frag.append(quote);
+      } else quote.append(el("br"));
+      quote.append(...mrkdwnInline(q[1], ctx));
+      return;
+    }
+    quote = null;
+    frag.append(...mrkdwnInline(line, ctx));
+    if (i < lines.length - 1 && !/^(?:&gt;|>)/.test(lines[i + 1] || "")) frag.append(el("br"));
+  });
+}
+
+export function mrkdwn(text, ctx) {
+  const frag = document.createDocumentFragment();
+  const parts = String(text ?? "").split("```");
+  parts.forEach((part, i) => {
+    const isCode = i % 2 === 1 && i < parts.length - 1;
+    if (isCode) frag.append(el("pre", "code-block", [unescapeSlack(part.replace(/^\n/, ""))]));
+    else mrkdwnLines(i % 2 === 1 ? "```" + part : part, ctx, frag);
+  });
+  return frag;
+}
+
+export function plainText(obj) {
+  const text = String((obj && obj.text) ?? "");
+  if (obj && obj.emoji === false) return document.createTextNode(text);
+  const frag = document.createDocumentFragment();
+  frag.append(...textWithEmoji(text));
+  return frag;
+}
+
+// A text object: plain_text or mrkdwn.
+export function textObject(obj, ctx) {
+  if (!obj) return document.createTextNode("");
+  if (obj.type === "mrkdwn") return mrkdwn(obj.text, ctx);
+  return plainText(obj);
+}
+
+// --- standard Markdown (markdown block) ------------------------------------------------------------
+
+const MD_INLINE =
+  /`([^`\n]+)`|\[([^\]\n]+)\]\(([^)\s]+)\)|<([^<>\n]+)>|\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__|~~(?=\S)(.+?)(?<=\S)~~|(?<![\p{L}\p{N}*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\p{L}\p{N}*])|(?<![\p{L}\p{N}_])_(?=\S)([^_\n]+?)(?<=\S)_(?![\p{L}\p{N}_])/gu;
+
+function mdInline(text, ctx) {
+  const out = [];
+  const re = new RegExp(MD_INLINE.source, "gu");
+  let last = 0;
+  let m;
+  while ((m = re.exec(text))) {
+    let node = null;
+    if (m[1] !== undefined) node = el("code", "", [unescapeSlack(m[1])]);
+    else if (m[2] !== undefined) node = link(unescapeSlack(m[3]), unescapeSlack(m[2]));
+    else if (m[4] !== undefined) node = controlToken(m[4], ctx);
+    else if (m[5] !== undefined || m[6] !== undefined) node = el("strong", "", mdInline(m[5] ?? m[6], ctx));
+    else if (m[7] !== undefined) node = el("s", "", mdInline(m[7], ctx));
+    else if (m[8] !== undefined || m[9] !== undefined) node = el("em", "", mdInline(m[8] ?? m[9], ctx));
+    if (!node) continue;
+    if (m.index > last) out.push(...textWithEmoji(unescapeSlack(text.slice(last, m.index))));
+    out.push(node);
+    last = m.index + m[0].length;
+  }
+  if (last < text.length) out.push(...textWithEmoji(unescapeSlack(text.slice(last))));
+  return out;
+}
+
+export function markdown(text, ctx) {
+  const root = el("div", "md");
+  const lines = String(text ?? "").split("\n");
+  let para = null;
+  let list = null;
+  const close = () => {
+    para = null;
+    list = null;
+  };
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i];
+    if (/^```/.test(line)) {
+      close();
+      const body = [];
+      for (i++; i < lines.length && !/^```/.test(lines[i]); i++) body.push(lines[i]);
+      root.append(el("pre", "code-block", [body.join("\n")]));
+      continue;
+    }
+    if (!line.trim()) {
+      close();
+      continue;
+    }
+    let m;
+    if ((m = /^(#{1,6})\s+(.*)$/.exec(line))) {
+      close();
+      root.append(el("p", `md-h md-h${m[1].length}`, mdInline(m[2], ctx)));
+    } else if (/^(-{3,}|\*{3,})$/.test(line.trim())) {
+      close();
+      root.append(el("hr"));
+    } else if ((m = /^\s*(?:[-*+•])\s+(.*)$/.exec(line)) || (m = /^\s*(\d+)[.)]\s+(.*)$/.exec(line))) {
+      const ordered = m.length === 3;
+      const tag = ordered ? "OL" : "UL";
+      if (!list || list.tagName !== tag) {
+        para = null;
+        list = el(tag.toLowerCase());
+        if (ordered) list.start = Number(m[1]);
+        root.append(list);
+      }
+      list.append(el("li", "", mdInline(ordered ? m[2] : m[1], ctx)));
+    } else if ((m = /^(?:>|&gt;)\s?(.*)$/.exec(line))) {
+      close();
+      root.append(el("blockquote", "", mdInline(m[1], ctx)));
+    } else {
+      list = null;
+      if (!para) {
+        para = el("p");
+        root.append(para);
+      } else para.append(el("br"));
+      para.append(...mdInline(line, ctx));
+    }
+  }
+  return root;
+}
+
+// --- rich_text ---------------------------------------------------------------------------------------
+
+function styled(node, style) {
+  let out = node;
+  if (!style) return out;
+  if (style.code) out = el("code", "", [out]);
+  if (style.strike) out = el("s", "", [out]);
+  if (style.italic) out = el("em", "", [out]);
+  if (style.bold) out = el("strong", "", [out]);
+  return out;
+}
+
+function richElements(elements, ctx) {
+  const out = [];
+  for (const e of elements || []) {
+    if (e.type === "text") {
+      const parts = String(e.text ?? "").split("\n");
+      parts.forEach((p, i) => {
+        if (i) out.push(el("br"));
+        if (p) out.push(styled(document.createTextNode(p), e.style));
+      });
+    } else if (e.type === "link") out.push(styled(link(e.url, e.text || e.url), e.style));
+    else if (e.type === "user") out.push(mention(e.user_id, "", ctx));
+    else if (e.type === "channel") out.push(el("span", "mention channel", ["#" + (ctx.channelName(e.channel_id) || e.channel_id)]));
+    else if (e.type === "emoji") out.push(el("span", "emoji", [emojiFor(e.name) || `:${e.name}:`]));
+    else if (e.type === "broadcast") out.push(el("span", "mention broadcast", ["@" + e.range]));
+    else if (e.text) out.push(document.createTextNode(String(e.text)));
+  }
+  return out;
+}
+
+export function richText(block, ctx) {
+  const root = el("div", "rich-text");
+  for (const part of block.elements || []) {
+    if (part.type === "rich_text_section") root.append(el("div", "", richElements(part.elements, ctx)));
+    else if (part.type === "rich_text_preformatted") root.append(el("pre", "code-block", richElements(part.elements, ctx)));
+    else if (part.type === "rich_text_quote") root.append(el("blockquote", "", richElements(part.elements, ctx)));
+    else if (part.type === "rich_text_list") {
+      const list = el(part.style === "ordered" ? "ol" : "ul");
+      for (const item of part.elements || []) list.append(el("li", "", richElements(item.elements, ctx)));
+      root.append(list);
+    }
+  }
+  return root;
+}

@@ -1,0 +1,327 @@
+"""The playground UI in headless Chromium (Playwright, async API), through the REAL bot on the DemoModel.
+
+Needs ``/usr/bin/chromium`` (Debian's ``chromium`` package; no Playwright browser download) and the
+``playwright`` Python package. Without them these tests skip, unless ``REQUIRE_BROWSER=1`` (CI), which
+turns the skip into a failure. Screenshots of each finished flow go to ``test-artifacts/``; the README's
+``docs/playground.png`` is (re)written when missing or when ``UPDATE_SCREENSHOTS=1``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.config import Settings
+from bot.playground.launcher import Playground
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+DOCS_SHOT = ROOT / "docs" / "playground.png"
+TIMEOUT_MS = 8000
+
+
+def missing_browser() -> str | None:
+    if not Path(CHROMIUM).exists():
+        return f"{CHROMIUM} is missing (apt-get install chromium)"
+    if importlib.util.find_spec("playwright") is None:
+        return "the playwright package is missing (pip install playwright)"
+    return None
+
+
+@pytest.fixture
+async def playground() -> AsyncIterator[Playground]:
+    settings = Settings(slack_bot_token=None, openai_api_key=None, redis_url=None, port=0)
+    async with Playground(settings, ui_port=0) as pg:
+        yield pg
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    reason = missing_browser()
+    if reason is not None:
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(f"REQUIRE_BROWSER=1 but {reason}")
+        pytest.skip(reason)
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        instance = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield instance
+        await instance.close()
+
+
+@pytest.fixture
+async def page(browser: Any, playground: Playground) -> AsyncIterator[Any]:
+    from playwright.async_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    context = await browser.new_context(viewport={"width": 1280, "height": 800})
+    tab = await context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    tab.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    await tab.goto(playground.url)
+    await tab.wait_for_selector("body[data-ready='1']", timeout=TIMEOUT_MS)
+    yield tab
+    await context.close()
+    assert errors == [], errors  # no script errors, no CSP violations
+
+
+async def shoot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    await page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+
+
+async def mention(page: Any, text: str) -> Any:
+    """Alice (or whoever acts) types ``@askbot <text>`` in #general and presses Enter; returns the thread pane."""
+    box = page.locator("#composer-text")
+    await box.click()
+    await box.press_sequentially("@ask")
+    await page.locator(".mention-popup li.active").filter(has_text="@askbot").wait_for()
+    await box.press("Enter")  # picks the bot from the suggestions
+    await box.press_sequentially(text)
+    await box.press("Enter")  # sends
+    return page.locator("#thread-pane")
+
+
+async def test_ui_single_select(page: Any, playground: Playground) -> None:
+    from playwright.async_api import expect
+
+    thread = await mention(page, "deploy please")
+    assert playground.workspace is not None
+    sent = playground.workspace.messages("C_GENERAL")[0]
+    assert sent["text"] == "<@U_BOT> deploy please" and sent["user"] == "U_ALICE"
+    await thread.get_by_role("button", name="production").click()
+    await expect(thread.get_by_text("Deploying to")).to_be_visible()
+    await expect(thread.get_by_text("answered: production")).to_be_visible()
+    await expect(thread.get_by_role("button", name="production")).to_have_count(0)  # the question was updated
+    await expect(page.locator("#messages").get_by_role("button", name="2 replies")).to_be_visible()
+    await shoot(page, "ui-single-select")
+
+
+async def test_ui_multi_select(page: Any, playground: Playground) -> None:
+    from playwright.async_api import expect
+
+    thread = await mention(page, "plan the release")
+    await thread.get_by_label("Dark mode").check()
+    await thread.get_by_label("Search").check()
+    await thread.get_by_role("button", name="Submit").click()
+    await expect(thread.get_by_text("Planned: Dark mode, Search")).to_be_visible()
+    await expect(thread.get_by_role("checkbox")).to_have_count(0)
+    await shoot(page, "ui-multi-select")
+
+
+async def test_ui_free_form_modal(page: Any, playground: Playground) -> None:
+    from playwright.async_api import expect
+
+    thread = await mention(page, "what's the name?")
+    await thread.get_by_role("button", name="Answer").click()
+    dialog = page.get_by_role("dialog", name="Your answer")
+    await expect(dialog).to_be_visible()
+    answer = dialog.get_by_label("Answer")
+    await expect(answer).to_be_focused()
+
+    await dialog.get_by_role("button", name="Send").click()  # blank: Slack's client refuses to send
+    await expect(dialog.get_by_text("Please complete this required field.")).to_be_visible()
+    await answer.fill("   ")  # only spaces: the bot answers response_action=errors
+    await dialog.get_by_role("button", name="Send").click()
+    await expect(dialog.get_by_text("Please write an answer.")).to_be_visible()
+    await expect(answer).to_have_attribute("aria-invalid", "")
+    await shoot(page, "ui-modal-error")
+
+    await answer.fill("Apollo & <Zeus>")
+    await dialog.get_by_role("button", name="Send").click()
+    await expect(dialog).to_have_count(0)
+    await expect(thread.get_by_text("The project is called")).to_be_visible()
+    await expect(thread.get_by_text("Apollo & <Zeus>").first).to_be_visible()  # unescaped, shown as text
+    await shoot(page, "ui-free-form")
+
+
+async def test_ui_other_user_is_refused(page: Any, playground: Playground) -> None:
+    from playwright.async_api import expect
+
+    thread = await mention(page, "deploy")
+    await expect(thread.get_by_role("button", name="staging")).to_be_visible()
+    await page.select_option("#user-select", "U_BOB")
+    await thread.get_by_role("button", name="staging").click()
+    await expect(thread.get_by_text("Only visible to you")).to_be_visible()
+    await expect(thread.locator(".msg.ephemeral")).to_contain_text("Only @alice can answer")
+    await expect(thread.get_by_role("button", name="staging")).to_be_visible()  # still open for Alice
+    await shoot(page, "ui-refused")
+    await page.select_option("#user-select", "U_ALICE")  # Alice does not see Bob's ephemeral
+    await expect(thread.get_by_text("Only visible to you")).to_have_count(0)
+
+
+async def test_ui_select_menus(page: Any, playground: Playground) -> None:
+    """More options than buttons/checkboxes allow: a multi-select menu, then a single-select menu."""
+    from playwright.async_api import expect
+
+    thread = await mention(page, "lots of toppings")
+    await thread.locator(".bk-multi summary").click()
+    await thread.get_by_label("Basil").check()
+    await thread.get_by_label("Olives").check()
+    await expect(thread.locator(".bk-multi summary")).to_have_text("Basil, Olives")
+    await thread.get_by_role("button", name="Submit").click()
+    await expect(thread.get_by_text("Pizza with Basil, Olives")).to_be_visible()
+    await page.locator("#thread-close").click()
+    thread = await mention(page, "many cities")
+    await thread.get_by_role("combobox", name="Choose one").select_option(label="Lisbon")
+    await expect(thread.get_by_text("The next meetup is in")).to_be_visible()
+    await shoot(page, "ui-select-menus")
+
+
+async def test_ui_renders_block_kit_and_developer_panel(page: Any, playground: Playground) -> None:
+    """Every block type the bot may send, mrkdwn escaping (no markup injection), and an invalid_blocks error."""
+    from playwright.async_api import expect
+
+    assert playground.workspace is not None
+    client = AsyncWebClient(token=playground.workspace.fake.bot_token, base_url=playground.workspace.api_url)
+    blocks = [
+        {"type": "header", "text": {"type": "plain_text", "text": "Release check"}},
+        {
+            "type": "section",
+            "text": {
+                "type": "mrkdwn",
+                "text": "*bold* _italic_ ~gone~ `code` <https://example.com|a link> <@U_BOB> "
+                "&lt;img src=x onerror=alert(1)&gt; a &amp; b :white_check_mark:",
+            },
+            "fields": [{"type": "mrkdwn", "text": "*Env*\nstaging"}, {"type": "plain_text", "text": "Owner: bob"}],
+            "accessory": {"type": "button", "text": {"type": "plain_text", "text": "Side"}, "action_id": "side"},
+        },
+        {"type": "divider"},
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": "context note"}]},
+        {"type": "image", "image_url": "https://example.com/x.png", "alt_text": "a chart"},
+        {"type": "markdown", "text": "**Done** with [docs](https://example.com/docs)\n- one\n- two"},
+        {
+            "type": "actions",
+            "elements": [
+                {"type": "button", "text": {"type": "plain_text", "text": "Go"}, "style": "primary", "action_id": "a"},
+                {"type": "button", "text": {"type": "plain_text", "text": "Stop"}, "style": "danger", "action_id": "b"},
+                {
+                    "type": "static_select",
+                    "action_id": "c",
+                    "placeholder": {"type": "plain_text", "text": "Pick"},
+                    "options": [{"text": {"type": "plain_text", "text": "Tea"}, "value": "t"}],
+                },
+                {
+                    "type": "multi_static_select",
+                    "action_id": "d",
+                    "placeholder": {"type": "plain_text", "text": "Many"},
+                    "options": [{"text": {"type": "plain_text", "text": "Cake"}, "value": "k"}],
+                },
+            ],
+        },
+    ]
+    await client.chat_postMessage(channel="C_GENERAL", text="fallback", blocks=blocks)
+    bad = [{"type": "section", "text": {"type": "mrkdwn", "text": ""}}]
+    with pytest.raises(Exception, match="invalid_blocks"):
+        await client.chat_postMessage(channel="C_GENERAL", text="broken", blocks=bad)
+
+    msg = page.locator("#messages .msg.bot")
+    await expect(msg.locator(".bk-header")).to_have_text("Release check")
+    await expect(msg.locator("strong", has_text="bold")).to_be_visible()
+    await expect(msg.locator("em", has_text="italic")).to_be_visible()
+    await expect(msg.locator("s", has_text="gone")).to_be_visible()
+    await expect(msg.locator("code", has_text="code")).to_be_visible()
+    await expect(msg.get_by_role("link", name="a link")).to_have_attribute("href", "https://example.com")
+    await expect(msg.locator(".mention", has_text="@bob")).to_be_visible()
+    await expect(msg.get_by_text("<img src=x onerror=alert(1)> a & b")).to_be_visible()
+    assert await msg.locator("img[src=x]").count() == 0
+    await expect(msg.locator(".bk-field")).to_have_count(2)
+    await expect(msg.locator(".bk-accessory").get_by_role("button", name="Side")).to_be_visible()
+    await expect(msg.locator("hr.bk-divider")).to_have_count(1)
+    await expect(msg.locator(".bk-context")).to_have_text("context note")
+    await expect(msg.get_by_role("link", name="a chart")).to_have_attribute("href", "https://example.com/x.png")
+    await expect(msg.locator(".md strong", has_text="Done")).to_be_visible()
+    await expect(msg.locator(".md li")).to_have_count(2)
+    await expect(msg.get_by_role("button", name="Go")).to_have_class("bk-btn primary")
+    await expect(msg.get_by_role("button", name="Stop")).to_have_class("bk-btn danger")
+    await expect(msg.get_by_role("combobox", name="Pick")).to_be_visible()
+    await expect(msg.locator(".bk-multi summary")).to_have_text("Many")
+
+    panel = page.locator("#devpanel")
+    failed = panel.locator(".entry.bad", has_text="chat.postMessage")
+    await expect(failed).to_contain_text("invalid_blocks")
+    await expect(failed).to_contain_text("json-pointer:/blocks/0/text")
+    await failed.locator("summary").click()
+    await expect(failed.locator("pre.json").first).to_contain_text('"type": "section"')
+    await expect(page.locator("#dev-errors")).to_have_text("1")
+    await shoot(page, "ui-block-kit")
+
+
+async def test_ui_keyboard_only(page: Any, playground: Playground) -> None:
+    """Enter sends; Tab reaches the question's buttons; Enter/Space on them answers."""
+    from playwright.async_api import expect
+
+    box = page.locator("#composer-text")
+    await box.focus()
+    await box.press_sequentially("@askbot deploy")
+    await page.keyboard.press("Escape")  # close the suggestions, keep the typed name
+    await page.keyboard.press("Enter")
+    thread = page.locator("#thread-pane")
+    staging = thread.get_by_role("button", name="staging")
+    await expect(staging).to_be_visible()
+    await page.locator("#thread-close").focus()
+    for _ in range(12):
+        await page.keyboard.press("Tab")
+        if await staging.evaluate("node => node === document.activeElement"):
+            break
+    await expect(staging).to_be_focused()
+    await page.keyboard.press("Enter")
+    await expect(thread.get_by_text("Deploying to")).to_be_visible()
+
+
+async def test_ui_narrow_window(page: Any, playground: Playground) -> None:
+    from playwright.async_api import expect
+
+    await page.set_viewport_size({"width": 390, "height": 760})
+    if await page.locator("#devpanel").is_visible():
+        await page.locator("#dev-toggle").click()
+    await expect(page.locator("#sidebar")).to_be_hidden()
+    await expect(page.locator("#model-badge")).to_have_text("Demo model (offline)")
+    await page.get_by_role("button", name="Channels").click()
+    await page.locator("#sidebar").get_by_role("button", name="random").click()
+    await expect(page.locator("#channel-title")).to_have_text("# random")
+    thread = await mention(page, "deploy")
+    await thread.get_by_role("button", name="development").click()
+    await expect(thread.get_by_text("Deploying to")).to_be_visible()
+    width = await page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390
+    await shoot(page, "ui-narrow")
+
+
+async def test_ui_playground_screenshot(page: Any, playground: Playground) -> None:
+    """The whole playground at 1280x800 for the README: a finished flow, a fresh question, the developer panel."""
+    from playwright.async_api import expect
+
+    await expect(page.locator("#model-badge")).to_have_text("Demo model (offline)")
+    await expect(page.locator("#redis-badge")).to_have_text("In-process Redis")
+    thread = await mention(page, "plan the release")
+    await thread.get_by_label("Search").check()
+    await thread.get_by_label("Notifications").check()
+    await thread.get_by_role("button", name="Submit").click()
+    await expect(thread.get_by_text("Planned: Search, Notifications")).to_be_visible()
+    await page.locator("#thread-close").click()
+    thread = await mention(page, "deploy the new build")
+    await expect(thread.get_by_role("button", name="production")).to_be_visible()
+    await expect(page.locator("#devpanel")).to_be_visible()
+    await page.locator("#composer-text").blur()
+    await shoot(page, "playground")
+    if not DOCS_SHOT.exists() or os.environ.get("UPDATE_SCREENSHOTS") == "1":
+        DOCS_SHOT.parent.mkdir(exist_ok=True)
+        await page.screenshot(path=str(DOCS_SHOT))

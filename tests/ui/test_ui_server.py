@@ -1,0 +1,339 @@
+"""The playground UI server without a browser: its JSON endpoints, event stream and launcher, through the real bot.
+
+Each test starts ``Playground`` (fake Slack + the real bot on the offline DemoModel and in-process Redis +
+the UI server) on free loopback ports and talks to the UI server as the page does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from pydantic import SecretStr
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.agent import OpenAIChatModel
+from bot.config import Settings
+from bot.playground.fake_slack import ApiCall
+from bot.playground.launcher import Playground, make_model, model_label, redis_label, run_playground
+from bot.playground.sender import Ack
+from bot.playground.ui import STATIC_DIR
+from bot.playground.ui_events import ack_entry, api_call_entry, decode_params, error_messages
+
+BOT = "<@U_BOT>"
+
+
+def settings(**overrides: Any) -> Settings:
+    values: dict[str, Any] = {"slack_bot_token": None, "openai_api_key": None, "redis_url": None, "port": 0}
+    return Settings(**{**values, **overrides})
+
+
+@pytest.fixture
+async def pg() -> AsyncIterator[Playground]:
+    async with Playground(settings(), ui_port=0) as playground:
+        yield playground
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15)) as session:
+        yield session
+
+
+async def post(http: aiohttp.ClientSession, pg: Playground, name: str, body: Any) -> tuple[int, dict[str, Any]]:
+    async with http.post(f"{pg.url}api/{name}", json=body) as response:
+        return response.status, await response.json()
+
+
+async def bot_message(pg: Playground, thread_ts: str, needle: str) -> dict[str, Any]:
+    assert pg.workspace is not None
+    return await pg.workspace.wait_for_message(
+        channel="C_GENERAL", thread_ts=thread_ts, predicate=lambda m: needle in json.dumps(m), timeout=10
+    )
+
+
+async def test_state_snapshot_describes_the_workspace(pg: Playground, http: aiohttp.ClientSession) -> None:
+    async with http.get(f"{pg.url}api/state") as response:
+        assert response.status == 200
+        state = await response.json()
+    assert state["info"] == {
+        "model": "demo",
+        "model_label": "demo model (offline)",
+        "redis": "memory",
+        "redis_label": "in-process Redis",
+        "answerers": "requester",
+    }
+    assert state["bot"] == {"id": "U_BOT", "name": "askbot"}
+    assert [u["id"] for u in state["users"]] == ["U_ALICE", "U_BOB", "U_CAROL"]
+    channels = {c["id"]: c for c in state["channels"]}
+    assert channels["C_GENERAL"]["name"] == "general" and not channels["C_GENERAL"]["is_im"]
+    assert channels["D_ALICE"] == {"id": "D_ALICE", "name": "alice", "is_im": True, "user": "U_ALICE"}
+    assert state["messages"]["C_GENERAL"] == [] and state["ephemerals"] == [] and state["views"] == {}
+
+
+async def test_page_and_assets_are_served_from_the_package(pg: Playground, http: aiohttp.ClientSession) -> None:
+    async with http.get(pg.url) as response:
+        assert response.status == 200
+        html = await response.text()
+        csp = response.headers["Content-Security-Policy"]
+    assert "default-src 'self'" in csp and "script-src 'self'" in csp
+    assets = re.findall(r'(?:src|href)="(/static/[^"]+)"', html)
+    assert "/static/app.js" in assets and "/static/app.css" in assets
+    for asset in assets:
+        async with http.get(pg.url.rstrip("/") + asset) as response:
+            assert response.status == 200, asset
+            body = await response.text()
+        assert "http://" not in body.replace("http://www.w3.org/2000/svg", "") and "https://" not in body, asset
+    for module in sorted(p.name for p in STATIC_DIR.glob("*.js")):
+        async with http.get(f"{pg.url}static/{module}") as response:
+            assert response.status == 200 and "javascript" in response.content_type, module
+            source = await response.text()
+        assert not re.search(r"\.(inner|outer)HTML\s*=|insertAdjacentHTML|document\.write|\beval\(", source), module
+
+
+async def test_single_select_flow_through_the_endpoints(pg: Playground, http: aiohttp.ClientSession) -> None:
+    status, said = await post(http, pg, "say", {"user": "U_ALICE", "channel": "C_GENERAL", "text": f"{BOT} deploy"})
+    assert status == 200 and said["ok"]
+    assert [a["name"] for a in said["acks"]] == ["app_mention", "message"]
+    assert all(a["kind"] == "event" and a["status"] == 200 for a in said["acks"])
+    ts = said["message"]["ts"]
+    question = await bot_message(pg, ts, "Which environment")
+
+    status, clicked = await post(
+        http, pg, "click", {"user": "U_ALICE", "channel": "C_GENERAL", "ts": question["ts"], "label": "production"}
+    )
+    assert status == 200 and clicked["ok"]
+    assert clicked["ack"]["kind"] == "interaction" and clicked["ack"]["name"] == "block_actions"
+    assert clicked["ack"]["request"]["actions"][0]["value"]  # the real signed payload, as sent to the app
+    reply = await bot_message(pg, ts, "Deploying to")
+    assert "production" in reply["text"]
+
+
+async def test_refusal_reaches_the_other_user_as_an_ephemeral(pg: Playground, http: aiohttp.ClientSession) -> None:
+    _, said = await post(http, pg, "say", {"user": "U_ALICE", "channel": "C_GENERAL", "text": f"{BOT} pick one"})
+    question = await bot_message(pg, said["message"]["ts"], "Which environment")
+    body = {"user": "U_BOB", "channel": "C_GENERAL", "ts": question["ts"], "label": "staging"}
+    status, clicked = await post(http, pg, "click", body)
+    assert status == 200 and clicked["ok"]
+    assert pg.workspace is not None
+    refusal = await pg.workspace.wait_for_ephemeral(user="U_BOB", timeout=10)
+    assert "U_ALICE" in refusal["text"]
+    async with http.get(f"{pg.url}api/state") as response:
+        state = await response.json()
+    assert [e["user"] for e in state["ephemerals"]] == ["U_BOB"]
+
+
+async def test_checkboxes_toggle_then_submit(pg: Playground, http: aiohttp.ClientSession) -> None:
+    _, said = await post(http, pg, "say", {"user": "U_ALICE", "channel": "C_GENERAL", "text": f"{BOT} plan"})
+    ts = said["message"]["ts"]
+    question = await bot_message(pg, ts, "Which features")
+    target = {"user": "U_ALICE", "channel": "C_GENERAL", "ts": question["ts"]}
+    for label in ("Search", "Dark mode"):
+        status, toggled = await post(http, pg, "toggle", {**target, "label": label})
+        assert status == 200 and toggled["ok"]
+    picked = [
+        o["text"]["text"]
+        for entry in toggled["values"].values()
+        for element in entry.values()
+        for o in element.get("selected_options", [])
+    ]
+    assert picked == ["Dark mode", "Search"]  # the group's selection, in option order
+    status, submitted = await post(http, pg, "click", {**target, "label": "Submit"})
+    assert status == 200 and submitted["ok"]
+    reply = await bot_message(pg, ts, "Planned:")
+    assert "Dark mode, Search" in reply["text"]
+
+
+async def test_modal_errors_then_answer(pg: Playground, http: aiohttp.ClientSession) -> None:
+    _, said = await post(http, pg, "say", {"user": "U_ALICE", "channel": "C_GENERAL", "text": f"{BOT} name it"})
+    ts = said["message"]["ts"]
+    question = await bot_message(pg, ts, "project called")
+    await post(http, pg, "click", {"user": "U_ALICE", "channel": "C_GENERAL", "ts": question["ts"], "label": "Answer"})
+    assert pg.workspace is not None
+    view = await pg.workspace.wait_for_view(user="U_ALICE", timeout=10)
+    block = next(b for b in view["blocks"] if b["type"] == "input")
+    field = {block["block_id"]: {block["element"]["action_id"]: "   "}}
+
+    status, blank = await post(http, pg, "submit_view", {"user": "U_ALICE", "view_id": view["id"], "values": {}})
+    assert status == 400 and "required" in blank["error"]  # Slack's client refuses an empty required input
+    status, spaces = await post(http, pg, "submit_view", {"user": "U_ALICE", "view_id": view["id"], "values": field})
+    assert status == 200 and spaces["errors"] == {block["block_id"]: "Please write an answer."}
+    assert spaces["ack"]["response"]["response_action"] == "errors"
+
+    field[block["block_id"]][block["element"]["action_id"]] = "Apollo"
+    status, done = await post(http, pg, "submit_view", {"user": "U_ALICE", "view_id": view["id"], "values": field})
+    assert status == 200 and done["ok"] and done["errors"] == {}
+    assert pg.workspace.state.top_view("U_ALICE") is None
+    assert "Apollo" in (await bot_message(pg, ts, "project is called"))["text"]
+
+
+async def test_close_view(pg: Playground, http: aiohttp.ClientSession) -> None:
+    _, said = await post(http, pg, "say", {"user": "U_ALICE", "channel": "C_GENERAL", "text": f"{BOT} free text"})
+    question = await bot_message(pg, said["message"]["ts"], "project called")
+    await post(http, pg, "click", {"user": "U_ALICE", "channel": "C_GENERAL", "ts": question["ts"], "label": "Answer"})
+    assert pg.workspace is not None
+    view = await pg.workspace.wait_for_view(user="U_ALICE", timeout=10)
+    status, closed = await post(http, pg, "close_view", {"user": "U_ALICE", "view_id": view["id"]})
+    assert status == 200 and closed == {"ok": True, "ack": None}  # the bot's modal has no notify_on_close
+    assert pg.workspace.state.top_view("U_ALICE") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "status", "needle"),
+    [
+        ("say", {"user": "U_NOBODY", "channel": "C_GENERAL", "text": "hi"}, 400, "no person"),
+        ("say", {"user": "U_BOT", "channel": "C_GENERAL", "text": "hi"}, 400, "no person"),
+        ("say", {"user": "U_ALICE", "channel": "C_GENERAL", "text": "   "}, 400, "write something"),
+        ("say", {"user": "U_ALICE", "channel": "C_NOWHERE", "text": "hi"}, 400, "no channel"),
+        ("say", {"user": "U_ALICE", "text": "hi"}, 400, "channel must be"),
+        ("click", {"user": "U_ALICE", "channel": "C_GENERAL", "ts": "1.000000", "label": "x"}, 400, "deleted"),
+        ("select", {"user": "U_ALICE", "channel": "C_GENERAL", "ts": "1.0", "labels": []}, 400, "labels"),
+        ("submit_view", {"user": "U_ALICE", "view_id": "V_NONE"}, 400, "not open"),
+        ("submit_view", {"user": "U_ALICE", "view_id": "V1", "values": {"b": "flat"}}, 400, "values must be"),
+        ("close_view", {"user": "U_ALICE", "view_id": "V_NONE"}, 400, "no view"),
+    ],
+)
+async def test_bad_requests_answer_400(
+    pg: Playground, http: aiohttp.ClientSession, name: str, body: Any, status: int, needle: str
+) -> None:
+    got_status, answer = await post(http, pg, name, body)
+    assert got_status == status and answer["ok"] is False and needle in answer["error"]
+
+
+async def test_posts_must_be_json_from_this_origin(pg: Playground, http: aiohttp.ClientSession) -> None:
+    form = {"user": "U_ALICE", "channel": "C_GENERAL", "text": "hi"}
+    async with http.post(f"{pg.url}api/say", data=form) as response:
+        assert response.status == 415
+    headers = {"Origin": "https://evil.example"}
+    async with http.post(f"{pg.url}api/say", json=form, headers=headers) as response:
+        assert response.status == 403
+    async with http.post(f"{pg.url}api/say", data=b"[1, 2]", headers={"Content-Type": "application/json"}) as response:
+        assert response.status == 400
+    assert pg.workspace is not None and pg.workspace.messages("C_GENERAL") == []
+
+
+async def read_events(response: aiohttp.ClientResponse) -> AsyncIterator[dict[str, Any]]:
+    async for raw in response.content:
+        line = raw.decode().strip()
+        if line.startswith("data: "):
+            yield json.loads(line[6:])
+
+
+async def test_event_stream_starts_with_a_snapshot_then_goes_live(pg: Playground, http: aiohttp.ClientSession) -> None:
+    async with http.get(f"{pg.url}api/events") as response:
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        events = read_events(response)
+        first = await anext(events)
+        assert first["type"] == "snapshot" and first["state"]["bot"]["id"] == "U_BOT"
+        await post(http, pg, "say", {"user": "U_ALICE", "channel": "C_GENERAL", "text": f"{BOT} deploy"})
+        seen: list[dict[str, Any]] = []
+
+        async def until_question() -> None:
+            async for event in events:
+                seen.append(event)
+                if event["type"] == "log" and event["entry"]["name"] == "chat.postMessage":
+                    return  # logged once answered, so after the message event it caused
+
+        await asyncio.wait_for(until_question(), 10)
+    kinds = {e["type"] for e in seen}
+    assert any(e["type"] == "message" and "Which environment" in e["message"]["text"] for e in seen)
+    assert {"message", "log", "message_changed"} <= kinds  # message_changed: the working reaction
+    logged = [e["entry"] for e in seen if e["type"] == "log"]
+    assert {"app_mention", "auth.test", "reactions.add", "chat.postMessage"} <= {x["name"] for x in logged}
+    assert [x["seq"] for x in logged] == sorted(x["seq"] for x in logged)
+
+
+async def test_invalid_blocks_show_slack_error_with_json_pointers(pg: Playground) -> None:
+    assert pg.workspace is not None and pg.ui is not None
+    client = AsyncWebClient(token=pg.workspace.fake.bot_token, base_url=pg.workspace.api_url)
+    blocks = [{"type": "actions", "elements": [{"type": "button", "text": {"type": "plain_text", "text": "x" * 80}}]}]
+    with pytest.raises(Exception, match="invalid_blocks"):
+        await client.chat_postMessage(channel="C_GENERAL", text="t", blocks=blocks)
+
+    async def logged() -> dict[str, Any]:
+        while True:
+            entry = next((e for e in pg.ui.hub.log if e["name"] == "chat.postMessage"), None)  # type: ignore[union-attr]
+            if entry is not None:
+                return entry
+            await asyncio.sleep(0.01)
+
+    entry = await asyncio.wait_for(logged(), 5)
+    assert entry["ok"] is False and entry["error"] == "invalid_blocks"
+    assert any("json-pointer:/blocks/0/elements/0/text" in m for m in entry["messages"])
+    assert entry["request"]["blocks"] == blocks
+    assert "xoxb" not in json.dumps(list(pg.ui.hub.log))  # no token in the developer log
+
+
+# -- pure pieces ------------------------------------------------------------------------------------
+
+
+def test_log_entries() -> None:
+    call = ApiCall(
+        method="chat.postMessage",
+        params={"channel": "C1", "blocks": '[{"type": "divider"}]', "token": "[redacted]"},
+        response={"ok": False, "error": "invalid_blocks", "response_metadata": {"messages": ["[ERROR] bad"]}},
+        status=200,
+        duration_ms=1.234,
+        at=1.0,
+        error="invalid_blocks",
+    )
+    entry = api_call_entry(3, call)
+    assert entry["seq"] == 3 and entry["ok"] is False and entry["messages"] == ["[ERROR] bad"]
+    assert entry["request"]["blocks"] == [{"type": "divider"}] and entry["duration_ms"] == 1.23
+    assert decode_params({"view": "{not json"}) == {"view": "{not json"}
+    assert error_messages("nope") == [] and error_messages({"response_metadata": {}}) == []
+
+    form = "payload=" + aiohttp.helpers.quote('{"type": "block_actions"}', safe="")
+    ack = Ack("block_actions", 200, 4000.0, "", None, form, "application/x-www-form-urlencoded")
+    slow = ack_entry(4, ack)
+    assert slow["kind"] == "interaction" and slow["request"] == {"type": "block_actions"}
+    assert slow["ok"] is False and "3 s" in slow["error"]
+    failed = ack_entry(5, Ack("app_mention", 401, 2.0, "", None, "{}", "application/json"))
+    assert failed["kind"] == "event" and failed["error"] == "HTTP 401"
+
+
+def test_labels_never_show_secrets() -> None:
+    assert redis_label("redis://:s3cret@db.example:6380/2") == "Redis at db.example:6380/2"
+    assert redis_label("rediss://user:pw@cache") == "Redis at cache:6379"
+    assert redis_label("unix:///tmp/redis.sock") == "Redis on a unix socket"
+    live = settings(openai_api_key=SecretStr("sk-x"), openai_base_url="http://10.0.0.5:8000/v1", openai_model="m")
+    assert model_label(live) == "m via 10.0.0.5"
+    model, kind, label = make_model(live)
+    assert isinstance(model, OpenAIChatModel) and kind == "openai" and "sk-x" not in label
+
+
+async def test_real_redis_url_is_used_and_shown_without_password() -> None:
+    async with Playground(settings(redis_url=SecretStr("redis://:pw@127.0.0.1:1/0")), ui_port=0) as playground:
+        assert playground.info.redis == "redis" and playground.info.redis_label == "Redis at 127.0.0.1:1/0"
+
+
+async def test_run_playground_prints_the_url_and_stops_on_cancel(capsys: pytest.CaptureFixture[str]) -> None:
+    ready = asyncio.Event()
+    task = asyncio.create_task(run_playground(settings(), ui_port=0, ready=ready))
+    await asyncio.wait_for(ready.wait(), 10)
+    out = capsys.readouterr().out
+    match = re.search(r"Playground: (http://127\.0\.0\.1:\d+/)  \(demo model \(offline\); in-process Redis\)", out)
+    assert match, out
+    async with aiohttp.ClientSession() as http, http.get(match.group(1) + "api/state") as response:
+        assert response.status == 200
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 10)
+    async with aiohttp.ClientSession() as http:
+        with pytest.raises(aiohttp.ClientConnectionError):
+            await http.get(match.group(1))
+
+
+async def test_busy_port_is_a_config_error() -> None:
+    async with Playground(settings(), ui_port=0) as first:
+        port = int(first.url.rsplit(":", 1)[1].strip("/"))
+        from bot.errors import ConfigError
+
+        with pytest.raises(ConfigError, match="set PORT"):
+            async with Playground(settings(), ui_port=port):
+                pass
