@@ -163,11 +163,19 @@ class Child:
         return [line for line in self.log.read_text(errors="replace").splitlines() if line.strip()]
 
 
-def spawn(name: str, module: str, env: dict[str, str], port: int, logdir: Path, *, command: str = "") -> Child:
+def spawn(
+    name: str, module: str, env: dict[str, str], port: int, logdir: Path, *, command: str = "", nice: int = 0
+) -> Child:
     log = logdir / f"{name}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", module, *([command] if command else [])],
+            [
+                *(["nice", "-n", str(nice)] if nice else []),
+                sys.executable,
+                "-m",
+                module,
+                *([command] if command else []),
+            ],
             cwd=ROOT,
             env={**os.environ, **env, "PORT": str(port)},
             stdin=subprocess.DEVNULL,
@@ -375,7 +383,8 @@ async def run(args: argparse.Namespace, prefix: str, logdir: Path, children: lis
         bot = spawn("bot", "bot", bot_env, free_port(), logdir, command="web" if args.split else "serve")
         children.append(bot)
         if args.split:  # the web process only acks and queues; this worker runs the queued work
-            children.append(spawn("worker", "bot", bot_env, free_port(), logdir, command="worker"))
+            worker = spawn("worker", "bot", bot_env, free_port(), logdir, command="worker", nice=args.worker_nice)
+            children.append(worker)
         bare = spawn("bare", "benchmarks.bare_bolt", common, free_port(), logdir)
         children.append(bare)
         try:
@@ -557,6 +566,7 @@ async def main() -> int:
     parser.add_argument(
         "--split", action="store_true", help="run the bot as `python -m bot web` + `python -m bot worker` processes"
     )
+    parser.add_argument("--worker-nice", type=int, default=0, help="with --split: run the worker under `nice -n N`")
     args = parser.parse_args()
 
     prefix = f"bench-ack:{uuid.uuid4().hex[:8]}:"

@@ -7,7 +7,7 @@ import redis.asyncio as aioredis
 
 
 def connect_redis(
-    url: str, *, max_connections: int = 64, wait_timeout: float = 10.0, socket_timeout: float = 10.0
+    url: str, *, max_connections: int = 100, wait_timeout: float = 30.0, socket_timeout: float = 10.0
 ) -> aioredis.Redis:
     """A ``redis.asyncio.Redis`` for ``url`` with at most ``max_connections`` connections; a command waits
     up to ``wait_timeout`` seconds for a free one (then ``redis.exceptions.ConnectionError``)."""

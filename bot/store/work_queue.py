@@ -52,7 +52,7 @@ class WorkQueue:
         handler: Handler,
         *,
         consumer: str | None = None,
-        concurrency: int = 500,
+        concurrency: int = 200,
         batch: int = 50,
         block_ms: int = 1000,
         reclaim_after: float = 120.0,
