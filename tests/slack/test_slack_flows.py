@@ -149,3 +149,15 @@ async def test_working_sign_shows_while_the_model_runs(fake_redis: aioredis.Redi
         )
         removed = await h.ws.wait_for_call("reactions.remove")
         assert removed.params["timestamp"] == d.message["ts"]
+
+
+async def test_rate_limited_web_api_calls_are_retried(fake_redis: aioredis.Redis, harness: Any) -> None:
+    """slack_sdk's rate-limit retry handler: a 429 with Retry-After is retried, the question still arrives."""
+    async with harness(fake_redis) as h:
+        h.ws.fake.fail_next("chat.postMessage", "ratelimited", status=429)
+        h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="c1")]), Reply(text="ok"))
+        d = await h.ws.mention(ALICE, GENERAL, "go")
+        q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_buttons)
+        posts = h.ws.calls("chat.postMessage")
+        assert [p.status for p in posts[:2]] == [429, 200]
+        assert q["ts"] == posts[1].response["ts"]
