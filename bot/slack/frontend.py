@@ -394,26 +394,23 @@ class SlackFrontend:
     async def _do_retry(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         """Retry after a failure: continues the run without asking again."""
         where = _where(body)
+        say = self._say_to(where)
         run_id = str(action.get("value", ""))
         try:
             state = await self.agent.get_run(run_id)
-        except RunNotFound:
-            await self._ephemeral(where.channel_id, where.user, where.thread_ts, "This conversation has expired.")
-            return
-        except StoreUnavailable:
-            await self._ephemeral(where.channel_id, where.user, where.thread_ts, STORE_DOWN)
-            return
-        ctx = SlackContext.of(state)
-        if ctx is None or ctx.channel_id != where.channel_id or not self._may_answer(ctx, where.user):
-            await self._ephemeral(where.channel_id, where.user, where.thread_ts, self._refusal(ctx))
-            return
-        try:
+            ctx = SlackContext.of(state)
+            if ctx is None or ctx.channel_id != where.channel_id or not self._may_answer(ctx, where.user):
+                await say(self._refusal(ctx))
+                return
             stream = await self.agent.retry_stream(run_id=run_id)
+        except RunNotFound:
+            await say("This conversation has expired.")
+            return
         except RunNotResumable:
-            await self._ephemeral(where.channel_id, where.user, where.thread_ts, "This was retried already.")
+            await say("This was retried already.")
             return
         except StoreUnavailable:
-            await self._ephemeral(where.channel_id, where.user, where.thread_ts, STORE_DOWN)
+            await say(STORE_DOWN)
             return
         if where.message_ts:
             note = f":repeat: <@{where.user}> retried"
