@@ -71,8 +71,12 @@ AgentFactory = Callable[..., Agent]
 
 
 @pytest.fixture
-def make_agent(openai_server: FakeOpenAI, prefix: str) -> AgentFactory:
-    """Build an agent on the loopback model: ``make_agent(redis_client, tools=..., **agent_kwargs)``."""
+async def make_agent(openai_server: FakeOpenAI, prefix: str) -> AsyncIterator[AgentFactory]:
+    """Build an agent on the loopback model: ``make_agent(redis_client, tools=..., **agent_kwargs)``.
+
+    The models' HTTP clients are closed at teardown, inside the test's event loop.
+    """
+    models: list[OpenAIChatModel] = []
 
     def build(
         client: aioredis.Redis,
@@ -84,6 +88,7 @@ def make_agent(openai_server: FakeOpenAI, prefix: str) -> AgentFactory:
         model = OpenAIChatModel(
             model="test-model", base_url=openai_server.base_url, api_key="sk-test", max_retries=0, timeout=10
         )
+        models.append(model)
         return Agent(
             id="assistant",
             name="Assistant",
@@ -94,4 +99,6 @@ def make_agent(openai_server: FakeOpenAI, prefix: str) -> AgentFactory:
             **kwargs,
         )
 
-    return build
+    yield build
+    for model in models:
+        await model.aclose()

@@ -13,6 +13,7 @@ run ``failed`` but resumable with :meth:`Agent.retry_stream`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 from collections.abc import Sequence
@@ -63,7 +64,8 @@ class Agent:
 
     ``max_turns`` bounds the model turns between two human inputs (start, resume or retry); a run that
     exceeds it stops with an ``error`` chunk. ``stale_after`` (seconds): a run left ``running`` that long
-    (its process died) may be continued with :meth:`retry_stream`.
+    (its process died) may be continued with :meth:`retry_stream`. ``persist_for`` (seconds): how long a
+    save that failed because the store was down keeps being retried in the background.
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class Agent:
         store: RunStore,
         max_turns: int = DEFAULT_MAX_TURNS,
         stale_after: float = 600.0,
+        persist_for: float = 600.0,
     ) -> None:
         self.id = id
         self.name = name
@@ -89,6 +92,8 @@ class Agent:
         self.store = store
         self.max_turns = max_turns
         self.stale_after = stale_after
+        self.persist_for = persist_for
+        self._background: set[asyncio.Task[None]] = set()
 
     # --- public API ------------------------------------------------------------------------------
 
@@ -167,8 +172,7 @@ class Agent:
         retried first), ``StoreUnavailable``.
         """
         state = await self.store.load(run_id)
-        stale = state.status == "running" and utcnow() - state.updated_at > timedelta(seconds=self.stale_after)
-        if state.status != "failed" and not stale:
+        if state.status != "failed" and not self.is_stale(state):
             why = {
                 "suspended": "it waits for an answer; resume it instead",
                 "completed": "it has finished",
@@ -232,22 +236,22 @@ class Agent:
             try:
                 state = await self._advance(state, out)
             except _Suspend:
-                state = await self.store.save(state)
+                state = await self._save_final(state)
                 assert state.pending is not None
                 out.emit("tool-call-suspended", self._suspended_payload(state.pending))
                 out.emit("finish", FinishPayload(status="suspended", text=_last_text(state)))
                 return state
             except ModelCallFailed as exc:
                 state.status, state.error = "failed", RunFailure(kind="model", message=str(exc))
-                state = await self.store.save(state)
+                state = await self._save_final(state)
                 out.emit("error", ErrorPayload(kind="model", message=str(exc)))
                 return state
             if state.error is not None:  # turn limit
                 failure = state.error
-                state = await self.store.save(state)
+                state = await self._save_final(state)
                 out.emit("error", ErrorPayload(kind=failure.kind, message=failure.message))
                 return state
-            state = await self.store.save(state)
+            state = await self._save_final(state)
             out.emit("finish", FinishPayload(status="completed", text=_last_text(state)))
             return state
         except StoreUnavailable as exc:
@@ -260,6 +264,59 @@ class Agent:
             log.exception("run %s: internal error", state.run_id)
             out.emit("error", ErrorPayload(kind="internal", message="internal error in the agent runtime"))
         return None
+
+    async def _save_final(self, state: RunState) -> RunState:
+        """Save the state a segment ends in. A store outage is retried quickly (a blip costs < 2 s); if it
+        lasts, the segment still ends as computed (the person sees the reply or question) and the save goes
+        on in the background with backoff for up to ``persist_for`` seconds, so nothing is lost once the
+        store is back. A conflict (another process took the run over) or an expired run still raises."""
+        for pause in (0.2, 0.5, 1.0):
+            try:
+                return await self.store.save(state)
+            except StoreUnavailable:
+                await asyncio.sleep(pause)
+        try:
+            return await self.store.save(state)
+        except StoreUnavailable as exc:
+            log.warning("run %s: could not save (%s); saving in the background", state.run_id, exc)
+            task = asyncio.ensure_future(self._persist_later(state))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+            return state
+
+    async def _persist_later(self, state: RunState) -> None:
+        pause, deadline = 2.0, asyncio.get_running_loop().time() + self.persist_for
+        while asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(pause)
+            try:
+                await self.store.save(state)
+                log.info("run %s: saved after the store came back", state.run_id)
+                return
+            except StoreUnavailable:
+                pause = min(pause * 2, 30.0)
+            except BotError as exc:  # taken over or expired meanwhile: the newer state wins
+                log.warning("run %s: background save abandoned: %s", state.run_id, exc)
+                return
+        log.error("run %s: could not be saved for %.0f s; its last step is lost", state.run_id, self.persist_for)
+
+    def is_stale(self, state: RunState) -> bool:
+        """True for a run left ``running`` longer than ``stale_after`` (its process died or lost the store)."""
+        return state.status == "running" and utcnow() - state.updated_at > timedelta(seconds=self.stale_after)
+
+    @staticmethod
+    def history_of(state: RunState) -> list[dict[str, Any]]:
+        """The run's messages up to its last consistent point, to continue the conversation in a new run:
+        a trailing assistant message whose tool calls are not all answered is dropped with its partial
+        tool results (Chat Completions rejects unanswered ``tool_call_id``s)."""
+        messages = list(state.messages)
+        for i in range(len(messages) - 1, -1, -1):
+            calls = messages[i].get("tool_calls") if messages[i].get("role") == "assistant" else None
+            if calls:
+                answered = {m.get("tool_call_id") for m in messages[i + 1 :] if m.get("role") == "tool"}
+                if not {c["id"] for c in calls} <= answered:
+                    return messages[:i]
+                break
+        return messages
 
     async def _advance(self, state: RunState, out: AgentStream) -> RunState:
         """Run until the model answers without tool calls (returns), a tool suspends (raises ``_Suspend``
@@ -287,15 +344,16 @@ class Agent:
                 return state
             _check_tool_messages(state.messages)
             turn = await self._model_turn(state, out)
+            calls = _unique_ids(turn.tool_calls, state.messages)
             state.turns += 1
             message: dict[str, Any] = {"role": "assistant", "content": turn.content or None}
-            if turn.tool_calls:
-                message["tool_calls"] = [c.to_message_part() for c in turn.tool_calls]
+            if calls:
+                message["tool_calls"] = [c.to_message_part() for c in calls]
             state.messages.append(message)
-            if not turn.tool_calls:
+            if not calls:
                 state.status = "completed"
                 return state
-            state.queued = list(turn.tool_calls)
+            state.queued = calls
 
     async def _run_call(
         self, state: RunState, call: ToolCall, args: dict[str, Any], out: AgentStream, *, resume: Answer | None
@@ -362,6 +420,22 @@ class Agent:
         tool = self.tools.get(pending.tool_name)
         payload = tool.load_suspend_payload(pending.suspend_payload) if tool else pending.suspend_payload
         return SuspendedPayload(pending.tool_call_id, pending.tool_name, pending.args, payload)
+
+
+def _unique_ids(calls: list[ToolCall], messages: list[dict[str, Any]]) -> list[ToolCall]:
+    """The turn's tool calls with every ``tool_call_id`` unique within the run.
+
+    Some OpenAI-compatible servers omit ids or reuse ``call_0`` every turn; answers are matched to questions
+    by ``tool_call_id`` (across processes and late clicks), so a repeated or empty id is replaced by a fresh one.
+    """
+    used = {c["id"] for m in messages if m.get("role") == "assistant" for c in m.get("tool_calls") or []}
+    out = []
+    for call in calls:
+        if not call.id or call.id in used:
+            call = call.model_copy(update={"id": "call_" + secrets.token_hex(12)})
+        used.add(call.id)
+        out.append(call)
+    return out
 
 
 def _check_tool_messages(messages: list[dict[str, Any]]) -> None:

@@ -116,9 +116,15 @@ class OpenAIChatModel:
     ) -> None:
         self.model = model
         self.temperature = temperature
+        self._owns_client = client is None
         self._client = client or AsyncOpenAI(
             base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries
         )
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this model created (a client passed in is the caller's to close)."""
+        if self._owns_client:
+            await self._client.close()
 
     async def stream_turn(
         self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]]

@@ -15,7 +15,11 @@ import aiohttp
 import redis.asyncio as aioredis
 from aiohttp import web
 from slack_bolt.async_app import AsyncApp
-from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import Agent, ChatModel, make_ask_user_tool
@@ -48,14 +52,19 @@ class Bot:
         await self.queue.consume(self.frontend.handle, stop=stop)
 
     async def aclose(self) -> None:
-        """Close the Web API client's HTTP session (after :meth:`SlackFrontend.drain`)."""
+        """Close the Web API client's HTTP session and the model's client, if it has one to close (after
+        :meth:`SlackFrontend.drain`)."""
         session = self.client.session
         if session is not None and not session.closed:
             await session.close()
+        close_model = getattr(self.agent.model, "aclose", None)
+        if close_model is not None:
+            await close_model()
 
 
 def web_client(settings: Settings) -> AsyncWebClient:
     """The Web API client: ``SLACK_API_URL`` base, 429s retried (up to 3 times, honouring Retry-After),
+    5xx answers and connection errors retried twice (with backoff),
     one shared aiohttp session (slack_sdk otherwise opens a session and a TCP connection per call).
 
     Call from a running event loop; close with :meth:`Bot.aclose`.
@@ -66,7 +75,11 @@ def web_client(settings: Settings) -> AsyncWebClient:
     return AsyncWebClient(
         token=settings.slack_bot_token.get_secret_value(),
         base_url=base,
-        retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=3)],
+        retry_handlers=[
+            AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+            AsyncServerErrorRetryHandler(max_retry_count=2),  # Slack's 5xx: transient by nature
+            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+        ],
         session=aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)),
     )
 

@@ -15,6 +15,7 @@ free-form -> an "Answer" button that opens a modal.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from slack_sdk.models.blocks import (
@@ -51,8 +52,8 @@ PRIVATE_METADATA = 3000
 INPUT_LABEL = 2000
 ANSWER_MAX = 3000  # plain_text_input max_length
 MARKDOWN_BLOCK = 12000
-QUESTION_BUDGET = 6000  # of the ~12,000 characters a message's blocks may hold in all
-LIST_BUDGET = 3000
+MESSAGE_TEXT_BUDGET = 11_000  # Slack refuses a message whose blocks' texts add up to ~12,000 (msg_blocks_too_long)
+BUDGETS = ((6000, 3000), (3000, 1500), (2000, 0), (600, 0))  # (question, option list) tried in turn
 
 # action_ids (<= 255)
 ACT_OPTION = "ask_option"
@@ -77,6 +78,11 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def unescape(text: str) -> str:
+    """Slack's escaped message text back to what the person typed (``&lt;`` ``&gt;`` ``&amp;``)."""
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
 def split_mrkdwn(text: str, limit: int = SECTION_TEXT) -> list[str]:
     """Split escaped mrkdwn into pieces of <= ``limit`` chars, never inside an ``&...;`` entity."""
     pieces: list[str] = []
@@ -92,11 +98,10 @@ def split_mrkdwn(text: str, limit: int = SECTION_TEXT) -> list[str]:
     return [*pieces, text] if text else pieces
 
 
-def _question_sections(question: str, ref: QuestionRef, prefix: str) -> list[Block]:
+def _question_sections(question: str, ref: QuestionRef, prefix: str, budget: int = 6000) -> list[Block]:
     body = escape(question)
-    if len(body) > QUESTION_BUDGET:
-        body = body[: QUESTION_BUDGET - 40].rsplit("&", 1)[0] if "&" in body[-6:] else body[: QUESTION_BUDGET - 40]
-        body += "… _(question shortened)_"
+    if len(body) > budget:
+        body = split_mrkdwn(body, budget - 40)[0] + "… _(question shortened)_"
     chunks = split_mrkdwn(body)
     chunks[0] = f"{prefix}{chunks[0]}" if len(prefix) + len(chunks[0]) <= SECTION_TEXT else chunks[0]
     return [
@@ -105,7 +110,7 @@ def _question_sections(question: str, ref: QuestionRef, prefix: str) -> list[Blo
     ]
 
 
-def _option_list(payload: AskUserPayload, ref: QuestionRef) -> list[Block]:
+def _option_list(payload: AskUserPayload, ref: QuestionRef, budget: int) -> list[Block]:
     """A bullet list of options whose label was shortened or that have a description."""
     options = payload.options or []
     lines = [
@@ -113,9 +118,9 @@ def _option_list(payload: AskUserPayload, ref: QuestionRef) -> list[Block]:
         for o in options
         if o.description or len(o.label) > BUTTON_TEXT
     ]
-    if not lines:
+    if not lines or budget < 100:
         return []
-    text = clip("\n".join(clip(line, 600) for line in lines), LIST_BUDGET)
+    text = clip("\n".join(clip(line, 600) for line in lines), budget)
     return [SectionBlock(block_id=ref.block_id("list"), text=MarkdownTextObject(text=text))]
 
 
@@ -132,10 +137,34 @@ def question_blocks(
 
     Raises ``ValueError`` for more than 100 options (the agent caps ``ask_user`` at 100 first).
     """
-    options = payload.options or []
-    if len(options) > MAX_SELECT_OPTIONS:
+    if len(payload.options or []) > MAX_SELECT_OPTIONS:
         raise ValueError(f"at most {MAX_SELECT_OPTIONS} options can be shown in Slack")
-    blocks: list[Block] = _question_sections(payload.question, ref, ":question: ")
+    for question_budget, list_budget in BUDGETS:
+        rendered = _question_message(payload, ref, requester, answerers, question_budget, list_budget)
+        if text_length(rendered) <= MESSAGE_TEXT_BUDGET:
+            break
+    return rendered
+
+
+def text_length(blocks: Any) -> int:
+    """The characters of every ``text`` string in ``blocks`` (what Slack's ~12,000 limit counts)."""
+    if isinstance(blocks, dict):
+        return sum(len(v) if k == "text" and isinstance(v, str) else text_length(v) for k, v in blocks.items())
+    if isinstance(blocks, list):
+        return sum(text_length(item) for item in blocks)
+    return 0
+
+
+def _question_message(
+    payload: AskUserPayload,
+    ref: QuestionRef,
+    requester: str | None,
+    answerers: str,
+    question_budget: int,
+    list_budget: int,
+) -> list[dict[str, Any]]:
+    options = payload.options or []
+    blocks: list[Block] = _question_sections(payload.question, ref, ":question: ", question_budget)
     hint = ""
     if payload.selection_mode is None:
         blocks.append(
@@ -146,7 +175,7 @@ def question_blocks(
         )
         hint = "or reply in this thread"
     elif payload.selection_mode == "single_select":
-        blocks += _option_list(payload, ref)
+        blocks += _option_list(payload, ref, list_budget)
         if len(options) <= MAX_BUTTONS:
             buttons = [
                 ButtonElement(text=clip(o.label, BUTTON_TEXT), action_id=f"{ACT_OPTION}_{i}", value=ref.value(i))
@@ -165,7 +194,7 @@ def question_blocks(
                 action_id=ACT_CHECKS, options=_options(payload, with_descriptions=True)
             )
         else:
-            blocks += _option_list(payload, ref)
+            blocks += _option_list(payload, ref, list_budget)
             element = StaticMultiSelectElement(
                 placeholder="Choose one or more",
                 action_id=ACT_MULTI,
@@ -209,6 +238,29 @@ def outcome_blocks(
     return [b.to_dict() for b in blocks]
 
 
+def labels_in_text(text: str, labels: list[str]) -> list[str] | None:
+    """The options a typed multi-select answer names, or None when it does not name only options.
+
+    Pieces are separated by commas, semicolons or new lines; each is an option's label (case and
+    surrounding spaces ignored) or its number in the list (1-based, as the plain-text question shows them).
+    """
+    by_name = {label.casefold(): label for label in labels}
+    if text.strip().casefold() in by_name:  # one label, even one with a comma in it
+        return [by_name[text.strip().casefold()]]
+    picked: list[str] = []
+    for piece in re.split(r"[,;\n]", text):
+        key = piece.strip().strip(".").strip().casefold()
+        if not key:
+            continue
+        if key in by_name:
+            picked.append(by_name[key])
+        elif key.isascii() and key.isdigit() and 1 <= int(key) <= len(labels):
+            picked.append(labels[int(key) - 1])
+        else:
+            return None
+    return list(dict.fromkeys(picked)) or None
+
+
 def answer_display(answer: str | list[str]) -> str:
     """How an answer is shown in the answered state (escaped mrkdwn, shortened)."""
     text = ", ".join(answer) if isinstance(answer, list) else answer
@@ -225,8 +277,9 @@ def strip_controls(blocks: list[dict[str, Any]], *, note: str) -> list[dict[str,
     return kept
 
 
-def answer_modal(question: str, *, private_metadata: dict[str, str]) -> dict[str, Any]:
-    """The free-form answer modal. ``private_metadata`` is JSON-encoded (<= 3000 chars)."""
+def answer_modal(question_mrkdwn: str, *, private_metadata: dict[str, str]) -> dict[str, Any]:
+    """The free-form answer modal. ``question_mrkdwn`` is already escaped (taken from the question message);
+    ``private_metadata`` is JSON-encoded (<= 3000 chars)."""
     meta = json.dumps(private_metadata, separators=(",", ":"))
     if len(meta) > PRIVATE_METADATA:
         raise ValueError("private_metadata too long")
@@ -238,7 +291,7 @@ def answer_modal(question: str, *, private_metadata: dict[str, str]) -> dict[str
         close=PlainTextObject(text="Cancel"),
         private_metadata=meta,
         blocks=[
-            SectionBlock(block_id="question", text=MarkdownTextObject(text=clip(escape(question), SECTION_TEXT))),
+            SectionBlock(block_id="question", text=MarkdownTextObject(text=split_mrkdwn(question_mrkdwn)[0])),
             InputBlock(
                 block_id=MODAL_INPUT_BLOCK,
                 label=PlainTextObject(text="Answer"),
@@ -247,6 +300,20 @@ def answer_modal(question: str, *, private_metadata: dict[str, str]) -> dict[str
         ],
     )
     return dict(view.to_dict())
+
+
+def split_reply(text: str, limit: int = MARKDOWN_BLOCK) -> list[str]:
+    """A long reply cut into messages of <= ``limit`` chars, at a paragraph, line or word break when there
+    is one in the last quarter (Slack truncates a message's text beyond 40,000 chars; a markdown block holds
+    12,000)."""
+    parts: list[str] = []
+    while len(text) > limit:
+        window = text[:limit]
+        cut = max(window.rfind("\n\n"), window.rfind("\n"), window.rfind(" "))
+        cut = cut if cut > limit * 3 // 4 else limit
+        parts.append(text[:cut].rstrip())
+        text = text[cut:].lstrip()
+    return [*parts, text] if text or not parts else parts
 
 
 def reply_blocks(text: str) -> list[dict[str, Any]] | None:

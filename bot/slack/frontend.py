@@ -32,7 +32,7 @@ from bot.agent.state import ResumeData, RunState
 from bot.agent.stream import AgentStream, ErrorPayload, FinishPayload, SuspendedPayload
 from bot.errors import AnswerError, BotError, RunAlreadyResumed, RunNotFound, RunNotResumable, StoreUnavailable
 from bot.slack import blocks as bk
-from bot.slack.refs import BadReference, QuestionRef
+from bot.slack.refs import BadReference, QuestionRef, parse_index
 from bot.store.conversations import ConversationIndex
 from bot.store.work_queue import WorkQueue
 
@@ -212,7 +212,7 @@ class SlackFrontend:
         text = event.get("text") or ""
         if bot_user:  # the bot's own mention is addressing, not content; other mentions stay
             text = re.sub(rf"<@{re.escape(bot_user)}(\|[^>]*)?>", "", text)
-        text = text.strip() or "(empty message)"
+        text = bk.unescape(text).strip()
         ctx = SlackContext(team_id=team, channel_id=channel, thread_ts=thread_ts, requester=user, message_ts=ts)
         history: list[dict[str, Any]] | None = None
         try:
@@ -220,14 +220,19 @@ class SlackFrontend:
             previous = await self._load(record.run_id) if record else None
             if previous is not None and previous.status == "suspended":
                 where = Where(user=user, channel_id=channel, message_ts=None, thread_ts=thread_ts, team_id=team)
+                if not text:
+                    await self._ephemeral(channel, user, thread_ts, "A question above is waiting for an answer.")
+                    return
                 await self._answer_typed(previous, where, text, question_ts=record.question_ts if record else None)
                 return
-            if previous is not None and previous.status == "running":
+            if previous is not None and previous.status == "running" and not self.agent.is_stale(previous):
                 await self._ephemeral(channel, user, thread_ts, "I'm still working on this thread; one moment.")
                 return
-            if previous is not None:
-                history = previous.messages
-            stream = await self.agent.stream(text, history=history, metadata={"slack": asdict(ctx)})
+            if previous is not None:  # finished, failed, or abandoned by a dead process: continue from it
+                history = self.agent.history_of(previous)
+            stream = await self.agent.stream(
+                text or "(empty message)", history=history, metadata={"slack": asdict(ctx)}
+            )
             await self.index.set_thread(team, channel, thread_ts, run_id=stream.run_id)
         except StoreUnavailable:
             await self._post(channel, thread_ts, text=f":warning: {STORE_DOWN}")
@@ -248,22 +253,29 @@ class SlackFrontend:
         if ctx is None or not self._may_answer(ctx, user):
             return  # people talk in threads; only allowed answerers' replies count
         where = Where(user=user, channel_id=channel, message_ts=None, thread_ts=thread_ts, team_id=team)
-        text = (event.get("text") or "").strip()
+        text = bk.unescape(event.get("text") or "").strip()
         await self._answer_typed(state, where, text, question_ts=record.question_ts if record else None)
 
     async def _answer_typed(self, state: RunState, where: Where, text: str, *, question_ts: str | None) -> None:
+        """A typed reply to the open question: the text itself, or for multi select the options it names."""
         pending = state.pending
-        if pending is None:
+        if pending is None or not text:
             return
         payload = AskUserPayload.model_validate(pending.suspend_payload)
+        answer: ResumeData = text
         if payload.selection_mode == "multi_select":
-            await self._ephemeral(
-                where.channel_id, where.user, where.thread_ts, "Please tick the options above and press Submit."
-            )
-            return
+            picked = bk.labels_in_text(text, payload.labels)
+            if picked is None:
+                hint = (
+                    "Tick the options and press Submit, or reply with the options' names (or numbers) "
+                    "separated by commas."
+                )
+                await self._ephemeral(where.channel_id, where.user, where.thread_ts, hint)
+                return
+            answer = picked
         ref = QuestionRef.of(state.run_id, pending.tool_call_id)
         await self._answer(
-            ref, where=Where(**{**asdict(where), "message_ts": question_ts}), pick=lambda _p: text, loaded=state
+            ref, where=Where(**{**asdict(where), "message_ts": question_ts}), pick=lambda _p: answer, loaded=state
         )
 
     # --- actions ---------------------------------------------------------------------------------
@@ -297,8 +309,10 @@ class SlackFrontend:
         """A single-select menu (more options than buttons allow): answering on selection."""
         try:
             ref, _ = QuestionRef.from_block_id(str(action.get("block_id", "")))
-            index = int((action.get("selected_option") or {}).get("value", ""))
-        except (BadReference, ValueError):
+        except BadReference:
+            return
+        index = parse_index(str((action.get("selected_option") or {}).get("value", "")))
+        if index is None:
             return
         await self._answer(ref, where=_where(body), pick=lambda p: _label(p, index))
 
@@ -327,7 +341,7 @@ class SlackFrontend:
             return
 
         def labels(p: AskUserPayload) -> ResumeData:
-            return [_label(p, int(v)) if v.isdigit() else "" for v in picked]
+            return [_label(p, parse_index(v)) for v in picked]
 
         await self._answer(ref, where=where, pick=labels)
 
@@ -493,7 +507,7 @@ class SlackFrontend:
             await self._update(
                 where.channel_id,
                 where.message_ts,
-                text=f"{payload.question} (answered)",
+                text=bk.escape(bk.clip(payload.question, 3000)) + " (answered)",
                 blocks=bk.outcome_blocks(payload, ref=ref, outcome=outcome),
             )
         try:
@@ -536,7 +550,10 @@ class SlackFrontend:
                 elif chunk.type == "finish" and isinstance(chunk.payload, FinishPayload):
                     if chunk.payload.status == "completed":
                         text = chunk.payload.text or "(no reply)"
-                        await self._post(ctx.channel_id, ctx.thread_ts, text=text, blocks=bk.reply_blocks(text))
+                        for part in bk.split_reply(text):
+                            await self._post(
+                                ctx.channel_id, ctx.thread_ts, text=bk.escape(part), blocks=bk.reply_blocks(part)
+                            )
                 elif chunk.type == "error" and isinstance(chunk.payload, ErrorPayload):
                     await self._failed(stream.run_id, chunk.payload, ctx)
         finally:
@@ -549,9 +566,10 @@ class SlackFrontend:
             return
         ref = QuestionRef.of(run_id, suspended.tool_call_id)
         blocks = bk.question_blocks(payload, ref=ref, requester=ctx.requester, answerers=self.answerers)
-        ts = await self._post(ctx.channel_id, ctx.thread_ts, text=bk.clip(payload.question, 3000), blocks=blocks)
+        text = bk.escape(bk.clip(payload.question, 3000))  # notifications: escaped, so <!channel> pings nobody
+        ts = await self._post(ctx.channel_id, ctx.thread_ts, text=text, blocks=blocks)
         if ts is None:  # Slack refused the blocks: ask in plain text; a reply in the thread still answers
-            ts = await self._post(ctx.channel_id, ctx.thread_ts, text=bk.clip(fallback_text(payload), 39000))
+            ts = await self._post(ctx.channel_id, ctx.thread_ts, text=bk.escape(bk.clip(fallback_text(payload), 39000)))
         if ts:
             try:
                 await self.index.set_thread(ctx.team_id, ctx.channel_id, ctx.thread_ts, run_id=run_id, question_ts=ts)
@@ -566,9 +584,8 @@ class SlackFrontend:
         }.get(error.kind, "Something went wrong")
         retry = error.kind in ("model", "max_turns")
         text = f"{what}: {error.message}." + (" Nothing is lost; press Retry to continue." if retry else "")
-        await self._post(
-            ctx.channel_id, ctx.thread_ts, text=text, blocks=bk.failure_blocks(text, run_id=run_id, retry=retry)
-        )
+        blocks = bk.failure_blocks(text, run_id=run_id, retry=retry)
+        await self._post(ctx.channel_id, ctx.thread_ts, text=bk.escape(text), blocks=blocks)
 
     # --- Slack Web API, errors logged with Slack's code ------------------------------------------
 
@@ -622,9 +639,10 @@ def _modal_text(view: dict[str, Any]) -> str:
     return str(((values.get(bk.MODAL_INPUT_BLOCK) or {}).get(bk.ACT_TEXT) or {}).get("value") or "")
 
 
-def _label(payload: AskUserPayload, index: int) -> str:
+def _label(payload: AskUserPayload, index: int | None) -> str:
+    """The full label of option ``index``. Raises ``AnswerError`` for an index the question does not have."""
     labels = payload.labels
-    if not 0 <= index < len(labels):
+    if index is None or not 0 <= index < len(labels):
         raise AnswerError("that option is not part of this question")
     return labels[index]
 

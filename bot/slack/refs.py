@@ -64,6 +64,16 @@ class QuestionRef:
     def from_value(cls, value: str) -> tuple[QuestionRef, int]:
         """Parse a button value made by :meth:`value`; returns ``(ref, index)``. Raises :class:`BadReference`."""
         parts = value.split("|")
-        if len(parts) != 3 or not parts[0] or not parts[1] or not parts[2].isdigit():
+        if len(parts) != 3 or not parts[0] or not parts[1] or not _is_index(parts[2]):
             raise BadReference("not a question button")
         return cls(run_id=parts[0], call=parts[1]), int(parts[2])
+
+
+def _is_index(text: str) -> bool:
+    """ASCII digits only (``"²".isdigit()`` is true, yet ``int("²")`` fails)."""
+    return text.isascii() and text.isdigit()
+
+
+def parse_index(text: str) -> int | None:
+    """An option index from a payload value, or None when it is not one (tampered, odd unicode)."""
+    return int(text) if _is_index(text) and len(text) <= 6 else None

@@ -7,8 +7,8 @@ one Lua script, so a reader never sees them disagree.
 Round trips: ``load`` 1 (HGET), ``save``/``create`` 1 (EVALSHA). A resume is load + claim-save + final save
 = 3 round trips.
 
-TTLs (seconds): suspended, running and failed runs live ``suspended_ttl`` (default 24 h) from their last
-save; completed runs ``finished_ttl`` (default 1 h).
+TTLs (seconds, from the last save): suspended runs ``suspended_ttl`` (default 24 h), completed runs
+``finished_ttl`` (default 1 h), running and failed runs the longer of the two.
 """
 
 from __future__ import annotations
@@ -63,8 +63,14 @@ class RedisRunStore:
         self._cas = client.register_script(_CAS)
 
     def ttl_for(self, state: RunState) -> int:
-        """Seconds a record in this status is kept after a save."""
-        return self.finished_ttl if state.status == "completed" else self.suspended_ttl
+        """Seconds a record in this status is kept after a save: a suspended run as long as its question
+        waits, a completed one ``finished_ttl``; a running or failed one at least as long as either (a model
+        turn may outlast a short question TTL; a failed run waits for Retry)."""
+        if state.status == "suspended":
+            return self.suspended_ttl
+        if state.status == "completed":
+            return self.finished_ttl
+        return max(self.suspended_ttl, self.finished_ttl)
 
     async def create(self, state: RunState) -> RunState:
         """Store a new run (revision 1). Raises ``RunConflict`` if the id exists, ``StoreUnavailable``."""
