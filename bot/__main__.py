@@ -32,10 +32,16 @@ async def serve(settings: Settings, *, role: Role = "all") -> None:
     from bot.slack.app import build_bot, run_socket_mode, start_http
     from bot.store import connect_redis
 
-    if settings.redis_url is None:
-        raise ConfigError("REDIS_URL is not set: runs must outlive the process (e.g. redis://127.0.0.1:6379/0)")
-    if settings.openai_api_key is None:
-        raise ConfigError("OPENAI_API_KEY is not set (any OpenAI-compatible server: set OPENAI_BASE_URL too)")
+    required = (
+        ("SLACK_SIGNING_SECRET", settings.slack_signing_secret or settings.slack_app_token, "verifies requests"),
+        ("REDIS_URL", settings.redis_url, "runs must outlive the process, e.g. redis://127.0.0.1:6379/0"),
+        ("OPENAI_API_KEY", settings.openai_api_key, "any OpenAI-compatible server; set OPENAI_BASE_URL too"),
+    )
+    missing = [f"{name} ({why})" for name, value, why in required if value is None]
+    if missing:  # all at once, so setting up takes one round
+        see = "See the README, 'Running against a real Slack workspace'."
+        raise ConfigError("not set: " + "; ".join(missing) + ". " + see)
+    assert settings.redis_url is not None and settings.openai_api_key is not None
     model = OpenAIChatModel(
         settings.openai_model, base_url=settings.openai_base_url, api_key=settings.openai_api_key.get_secret_value()
     )
@@ -79,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = Settings()
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Bolt warns that its token is unused when given a ready client; that is this bot's design, not a mistake.
+    logging.getLogger("slack_bolt.AsyncApp").addFilter(lambda r: "token will be unused" not in r.getMessage())
     command = args.command or ("playground" if settings.mode == "playground" else "serve")
     try:
         if command in ("serve", "web", "worker"):
@@ -88,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from bot.playground.launcher import run_playground
 
+            signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops it as cleanly as Ctrl-C
             with contextlib.suppress(KeyboardInterrupt):
                 asyncio.run(run_playground(settings))
     except ConfigError as exc:

@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
 from pydantic import SecretStr
+from redis.exceptions import RedisError
 
 from bot.agent import ChatModel, OpenAIChatModel
 from bot.config import Settings
@@ -39,6 +40,7 @@ from bot.errors import ConfigError
 from bot.playground.ui import PlaygroundInfo, PlaygroundUI
 from bot.playground.workspace import Workspace
 from bot.slack.app import EVENTS_PATH, Bot, build_bot, start_http
+from bot.store import connect_redis
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +72,7 @@ def make_redis(settings: Settings) -> tuple[aioredis.Redis, str, str]:
     """``(client, kind, label)``: the configured Redis, or an in-process one when ``REDIS_URL`` is unset."""
     if settings.redis_url is not None:
         url = settings.redis_url.get_secret_value()
-        return aioredis.from_url(url), "redis", redis_label(url)
+        return connect_redis(url), "redis", redis_label(url)
     try:
         import fakeredis
     except ImportError as exc:  # pragma: no cover - fakeredis ships with the package
@@ -121,6 +123,10 @@ class Playground:
     async def _start(self) -> None:
         redis_client, redis_kind, redis_text = make_redis(self.settings)
         self._stack.push_async_callback(_close_redis, redis_client)
+        try:
+            await redis_client.ping()
+        except RedisError as exc:
+            raise ConfigError(f"{redis_text} is not reachable ({type(exc).__name__}); check REDIS_URL") from None
         model, model_kind, model_text = make_model(self.settings)
         self.info = PlaygroundInfo(
             model=model_kind,

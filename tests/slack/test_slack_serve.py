@@ -34,10 +34,11 @@ def clean_env(**extra: str) -> dict[str, str]:
     ("extra", "message"),
     [
         ({}, "SLACK_BOT_TOKEN is not set"),
-        ({"SLACK_BOT_TOKEN": "xoxb-x", "SLACK_SIGNING_SECRET": "s"}, "REDIS_URL is not set"),
+        ({"SLACK_BOT_TOKEN": "xoxb-x"}, "not set: SLACK_SIGNING_SECRET (verifies requests); REDIS_URL ("),
+        ({"SLACK_BOT_TOKEN": "xoxb-x", "SLACK_SIGNING_SECRET": "s"}, "not set: REDIS_URL ("),
         (
             {"SLACK_BOT_TOKEN": "xoxb-x", "SLACK_SIGNING_SECRET": "s", "REDIS_URL": "redis://127.0.0.1:6379/0"},
-            "OPENAI_API_KEY is not set",
+            "not set: OPENAI_API_KEY (",
         ),
         ({"SLACK_BOT_TOKEN": "xoxb-x", "ASK_ANSWERERS": "everyone"}, "ask_answerers"),
     ],
