@@ -307,9 +307,23 @@ def test_labels_never_show_secrets() -> None:
     assert isinstance(model, OpenAIChatModel) and kind == "openai" and "sk-x" not in label
 
 
-async def test_real_redis_url_is_used_and_shown_without_password() -> None:
-    async with Playground(settings(redis_url=SecretStr("redis://:pw@127.0.0.1:1/0")), ui_port=0) as playground:
-        assert playground.info.redis == "redis" and playground.info.redis_label == "Redis at 127.0.0.1:1/0"
+def test_redis_label_never_shows_the_password() -> None:
+    assert redis_label("redis://:pw@127.0.0.1:1/0") == "Redis at 127.0.0.1:1/0"
+
+
+async def test_unreachable_redis_url_is_a_clear_config_error() -> None:
+    from bot.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"Redis at 127\.0\.0\.1:1/0 is not reachable.*check REDIS_URL") as info:
+        async with Playground(settings(redis_url=SecretStr("redis://:pw@127.0.0.1:1/0")), ui_port=0):
+            pass
+    assert "pw" not in str(info.value)
+
+
+@pytest.mark.real_redis
+async def test_real_redis_url_is_used(real_redis: Any) -> None:
+    async with Playground(settings(redis_url=SecretStr("redis://127.0.0.1:6379/0")), ui_port=0) as playground:
+        assert playground.info.redis == "redis" and playground.info.redis_label == "Redis at 127.0.0.1:6379/0"
 
 
 async def test_run_playground_prints_the_url_and_stops_on_cancel(capsys: pytest.CaptureFixture[str]) -> None:
