@@ -164,15 +164,18 @@ class Agent:
             ) from None
         return self._launch(claimed)
 
-    async def retry_stream(self, *, run_id: str) -> AgentStream:
+    async def retry_stream(self, *, run_id: str, stale_after: float | None = None) -> AgentStream:
         """Continue a run that stopped on an error (model failure, turn limit) or whose process died while
         it was running (older than ``stale_after``), without asking anything again.
+
+        ``stale_after`` overrides the agent's threshold, for a caller that knows the process running it is
+        gone (e.g. a work queue that reclaimed the job from a dead worker).
 
         Raises ``RunNotFound``, ``RunNotResumable`` (suspended, completed, running, or another process
         retried first), ``StoreUnavailable``.
         """
         state = await self.store.load(run_id)
-        if state.status != "failed" and not self.is_stale(state):
+        if state.status != "failed" and not self.is_stale(state, stale_after=stale_after):
             why = {
                 "suspended": "it waits for an answer; resume it instead",
                 "completed": "it has finished",
@@ -270,26 +273,37 @@ class Agent:
         lasts, the segment still ends as computed (the person sees the reply or question) and the save goes
         on in the background with backoff for up to ``persist_for`` seconds, so nothing is lost once the
         store is back. A conflict (another process took the run over) or an expired run still raises."""
-        for pause in (0.2, 0.5, 1.0):
+        for pause in (0.2, 0.5, 1.0, None):
             try:
-                return await self.store.save(state)
-            except StoreUnavailable:
+                return await self._save_once(state)
+            except StoreUnavailable as exc:
+                if pause is None:
+                    log.warning("run %s: could not save (%s); saving in the background", state.run_id, exc)
+                    task = asyncio.ensure_future(self._persist_later(state))
+                    self._background.add(task)
+                    task.add_done_callback(self._background.discard)
+                    return state
                 await asyncio.sleep(pause)
+        raise AssertionError("unreachable")
+
+    async def _save_once(self, state: RunState) -> RunState:
+        """One save. A conflict right after an outage may be our own write whose reply was lost: if the
+        stored run is exactly the state we wrote, that save succeeded."""
         try:
             return await self.store.save(state)
-        except StoreUnavailable as exc:
-            log.warning("run %s: could not save (%s); saving in the background", state.run_id, exc)
-            task = asyncio.ensure_future(self._persist_later(state))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-            return state
+        except RunConflict:
+            stored = await self.store.load(state.run_id)
+            mine = state.model_copy(update={"revision": state.revision + 1, "updated_at": stored.updated_at})
+            if stored == mine:
+                return stored
+            raise
 
     async def _persist_later(self, state: RunState) -> None:
         pause, deadline = 2.0, asyncio.get_running_loop().time() + self.persist_for
         while asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(pause)
             try:
-                await self.store.save(state)
+                await self._save_once(state)
                 log.info("run %s: saved after the store came back", state.run_id)
                 return
             except StoreUnavailable:
@@ -299,9 +313,11 @@ class Agent:
                 return
         log.error("run %s: could not be saved for %.0f s; its last step is lost", state.run_id, self.persist_for)
 
-    def is_stale(self, state: RunState) -> bool:
-        """True for a run left ``running`` longer than ``stale_after`` (its process died or lost the store)."""
-        return state.status == "running" and utcnow() - state.updated_at > timedelta(seconds=self.stale_after)
+    def is_stale(self, state: RunState, *, stale_after: float | None = None) -> bool:
+        """True for a run left ``running`` longer than ``stale_after`` seconds (default: the agent's) - its
+        process died or lost the store."""
+        limit = self.stale_after if stale_after is None else stale_after
+        return state.status == "running" and utcnow() - state.updated_at > timedelta(seconds=limit)
 
     @staticmethod
     def history_of(state: RunState) -> list[dict[str, Any]]:

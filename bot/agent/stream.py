@@ -15,6 +15,7 @@ Every stream ends with exactly one ``finish`` or ``error`` chunk.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -101,12 +102,15 @@ class AgentStream:
 
     def _start(self, body: Awaitable[RunState | None]) -> None:
         async def runner() -> RunState | None:
-            try:
-                return await body
-            finally:
-                self._queue.put_nowait(_END)
+            return await body
+
+        def ended(_task: asyncio.Task[RunState | None]) -> None:
+            if inspect.iscoroutine(body):
+                body.close()  # a task cancelled before it started never ran its coroutine
+            self._queue.put_nowait(_END)  # also then: consumers must not wait forever
 
         self._task = asyncio.ensure_future(runner())
+        self._task.add_done_callback(ended)
 
     def emit(self, type_: ChunkType, payload: ChunkPayload) -> None:
         """Queue a chunk (used by the agent)."""

@@ -239,26 +239,45 @@ def outcome_blocks(
 
 
 def labels_in_text(text: str, labels: list[str]) -> list[str] | None:
-    """The options a typed multi-select answer names, or None when it does not name only options.
+    """The options a typed multi-select answer names, in the order typed, or None when it names anything else.
 
-    Pieces are separated by commas, semicolons or new lines; each is an option's label (case and
-    surrounding spaces ignored) or its number in the list (1-based, as the plain-text question shows them).
+    Pieces are separated by commas, semicolons or new lines; each is an option's label (exactly, else
+    ignoring case when that is unambiguous; a trailing full stop is forgiven) or its number in the list
+    (1-based, as the plain-text question shows them). Labels that themselves contain a separator are
+    recognised where they appear verbatim.
     """
-    by_name = {label.casefold(): label for label in labels}
-    if text.strip().casefold() in by_name:  # one label, even one with a comma in it
-        return [by_name[text.strip().casefold()]]
-    picked: list[str] = []
-    for piece in re.split(r"[,;\n]", text):
-        key = piece.strip().strip(".").strip().casefold()
-        if not key:
+    folded: dict[str, list[str]] = {}
+    for label in labels:
+        folded.setdefault(label.casefold(), []).append(label)
+
+    def match(piece: str) -> str | None:
+        if piece in labels:
+            return piece
+        same = folded.get(piece.casefold(), [])
+        if len(same) == 1:
+            return same[0]
+        if piece.isascii() and piece.isdigit() and 1 <= int(piece) <= len(labels):
+            return labels[int(piece) - 1]
+        return None
+
+    whole = match(text.strip())
+    if whole is not None:
+        return [whole]
+    picked: list[tuple[int, str]] = []
+    rest = text
+    for label in sorted((x for x in labels if re.search(r"[,;\n]", x)), key=len, reverse=True):
+        while (at := rest.find(label)) != -1:
+            picked.append((at, label))
+            rest = rest[:at] + "\n" * len(label) + rest[at + len(label) :]  # keeps positions
+    for found in re.finditer(r"[^,;\n]+", rest):
+        piece = found.group().strip()
+        if not piece:
             continue
-        if key in by_name:
-            picked.append(by_name[key])
-        elif key.isascii() and key.isdigit() and 1 <= int(key) <= len(labels):
-            picked.append(labels[int(key) - 1])
-        else:
+        named = match(piece) or (match(piece[:-1].strip()) if piece.endswith(".") else None)
+        if named is None:
             return None
-    return list(dict.fromkeys(picked)) or None
+        picked.append((found.start(), named))
+    return list(dict.fromkeys(label for _at, label in sorted(picked))) or None
 
 
 def answer_display(answer: str | list[str]) -> str:
@@ -305,15 +324,20 @@ def answer_modal(question_mrkdwn: str, *, private_metadata: dict[str, str]) -> d
 def split_reply(text: str, limit: int = MARKDOWN_BLOCK) -> list[str]:
     """A long reply cut into messages of <= ``limit`` chars, at a paragraph, line or word break when there
     is one in the last quarter (Slack truncates a message's text beyond 40,000 chars; a markdown block holds
-    12,000)."""
+    12,000). Nothing is dropped but whitespace-only pieces; the parts joined give ``text`` back."""
     parts: list[str] = []
     while len(text) > limit:
-        window = text[:limit]
-        cut = max(window.rfind("\n\n"), window.rfind("\n"), window.rfind(" "))
-        cut = cut if cut > limit * 3 // 4 else limit
-        parts.append(text[:cut].rstrip())
-        text = text[cut:].lstrip()
-    return [*parts, text] if text or not parts else parts
+        window, cut = text[:limit], limit
+        for sep in ("\n\n", "\n", " "):  # the coarsest break in the last quarter: a paragraph, a line, a word
+            at = window.rfind(sep)
+            if at > limit * 3 // 4:
+                cut = at + len(sep)
+                break
+        parts.append(text[:cut])
+        text = text[cut:]
+    parts.append(text)
+    kept = [part for part in parts if part.strip()]
+    return kept or [text]
 
 
 def reply_blocks(text: str) -> list[dict[str, Any]] | None:

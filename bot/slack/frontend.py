@@ -71,6 +71,10 @@ class Where:
     thread_ts: str | None
     team_id: str | None
     message_blocks: list[dict[str, Any]] | None = None
+    redelivered: bool = False  # the job was reclaimed from a worker that died while handling it
+
+
+REDELIVERED = "_redelivered"  # marks a payload whose job was reclaimed (see WorkQueue)
 
 
 class SlackFrontend:
@@ -186,6 +190,8 @@ class SlackFrontend:
         """The work side of one request. ``job``: ``{"kind": "converse" | "thread_reply" | "action" | "view",
         "body": <the Slack payload>, "bot_user": <bot user id, events only>}``."""
         body, kind = job.get("body") or {}, job.get("kind")
+        if job.get("redelivered"):
+            body[REDELIVERED] = True
         if kind == "converse":
             await self._converse(body, body["event"], bot_user=job.get("bot_user"))
         elif kind == "thread_reply":
@@ -416,6 +422,10 @@ class SlackFrontend:
             if ctx is None or ctx.channel_id != where.channel_id or not self._may_answer(ctx, where.user):
                 await say(self._refusal(ctx))
                 return
+            record = await self.index.thread(ctx.team_id, ctx.channel_id, ctx.thread_ts)
+            if record is not None and record.run_id != run_id:
+                await say("This conversation has moved on since then; mention me in the thread to continue.")
+                return
             stream = await self.agent.retry_stream(run_id=run_id)
         except RunNotFound:
             await say("This conversation has expired.")
@@ -480,6 +490,9 @@ class SlackFrontend:
         pending = state.pending
         if state.status != "suspended" or pending is None or not ref.matches(pending.tool_call_id):
             answered = next((a for a in reversed(state.answers) if ref.matches(a.tool_call_id)), None)
+            if where.redelivered and state.status == "running" and answered and answered.answered_by == where.user:
+                await self._finish_for_dead_worker(state, ctx)  # this job claimed it, then its worker died
+                return
             who = f" by <@{answered.answered_by}>" if answered and answered.answered_by else ""
             await say(f"This question was already answered{who}." if answered else "This question is no longer open.")
             return
@@ -514,6 +527,15 @@ class SlackFrontend:
             await self.index.set_thread(ctx.team_id, ctx.channel_id, ctx.thread_ts, run_id=state.run_id)
         except StoreUnavailable:
             log.warning("run %s: could not clear the thread's open question", state.run_id)
+        await self.follow(stream, ctx)
+
+    async def _finish_for_dead_worker(self, state: RunState, ctx: SlackContext) -> None:
+        """Continue a run whose answer was claimed by a worker that died before finishing it."""
+        try:
+            stream = await self.agent.retry_stream(run_id=state.run_id, stale_after=0.0)
+        except (RunNotResumable, StoreUnavailable) as exc:
+            log.warning("run %s: could not take over from a dead worker: %s", state.run_id, exc)
+            return
         await self.follow(stream, ctx)
 
     async def _expire(self, where: Where) -> None:
@@ -630,6 +652,7 @@ def _where(body: dict[str, Any]) -> Where:
         thread_ts=message.get("thread_ts") or container.get("thread_ts"),
         team_id=(body.get("team") or {}).get("id"),
         message_blocks=message.get("blocks"),
+        redelivered=bool(body.get(REDELIVERED)),
     )
 
 

@@ -66,6 +66,7 @@ class WorkQueue:
         slots = asyncio.Semaphore(concurrency)
         tasks: set[asyncio.Task[None]] = set()
         self._in_flight: set[Any] = set()
+        self._redelivered: set[Any] = set()
         await self._ensure_group()
         last_reclaim = last_touch = 0.0
         loop = asyncio.get_running_loop()
@@ -80,7 +81,9 @@ class WorkQueue:
                     claimed: Any = await self.client.xautoclaim(
                         self.key, GROUP, name, min_idle_time=int(reclaim_after * 1000), count=batch
                     )
-                    entries += [e for e in claimed[1] if e and e[1]]
+                    reclaimed = [e for e in claimed[1] if e and e[1]]
+                    self._redelivered.update(entry_id for entry_id, _fields in reclaimed)
+                    entries += reclaimed
                 read: Any = await self.client.xreadgroup(GROUP, name, {self.key: ">"}, count=batch, block=block_ms)
                 for _stream, items in read or []:
                     entries += list(items)
@@ -111,6 +114,8 @@ class WorkQueue:
             raw = fields.get(b"job", fields.get("job"))
             job = json.loads(raw) if raw is not None else None
             if isinstance(job, dict):
+                if entry_id in self._redelivered:
+                    job["redelivered"] = True  # a dead worker held it: the handler may have to finish its work
                 await handler(job)
             else:
                 log.warning("work queue: dropping a malformed job")
@@ -119,6 +124,7 @@ class WorkQueue:
         finally:
             slots.release()
             self._in_flight.discard(entry_id)
+            self._redelivered.discard(entry_id)
             with contextlib.suppress(RedisError):
                 async with self.client.pipeline(transaction=True) as pipe:
                     pipe.xack(self.key, GROUP, entry_id)

@@ -1,7 +1,7 @@
 """Second attack pass: typed multi-select parsing, repeated tool_call_ids, continuing failed/stale runs,
 background saves, the web/worker split, Block Kit budgets and long replies.
 
-Each test asserts what a user would expect. Known bugs are ``xfail(strict=True)`` with the reason.
+Each test asserts what a user would expect (the bugs this pass found are fixed).
 """
 
 from __future__ import annotations
@@ -95,25 +95,15 @@ def test_numeric_labels_names_win_over_numbers_and_blank_or_repeated_pieces_are_
     assert labels_in_text("\u0661", ["a"]) is None  # ARABIC-INDIC DIGIT ONE: not a list number
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a label containing a comma is recognised only when typed alone")
 def test_label_with_a_comma_can_be_named_with_another() -> None:
     assert labels_in_text("Yes, please; No", ["Yes, please", "No"]) == ["Yes, please", "No"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: pieces have '.' stripped from both ends, so labels like '.NET' or 'Misc.' never match in a list",
-)
 def test_labels_starting_or_ending_with_a_dot_can_be_listed() -> None:
     assert labels_in_text(".NET, Java", [".NET", "Java"]) == [".NET", "Java"]
     assert labels_in_text("Misc., Java", ["Misc.", "Java"]) == ["Misc.", "Java"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: labels differing only by case ('api'/'API' are allowed as distinct) collapse in the casefold map; "
-    "typing the exact label 'api' answers 'API'",
-)
 def test_labels_differing_only_by_case_keep_the_exact_one_typed() -> None:
     assert labels_in_text("api", ["api", "API"]) == ["api"]
     assert labels_in_text("api, web", ["api", "API", "web"]) == ["api", "web"]
@@ -135,7 +125,6 @@ def test_split_reply_of_unicode_without_spaces_loses_nothing() -> None:
     assert "".join(parts) == text and all(0 < len(p) <= MARKDOWN_BLOCK for p in parts)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: split_reply lstrips every continuation, so indented code loses its indent")
 def test_split_reply_keeps_indentation_of_a_long_code_listing() -> None:
     text = "Here is the file:\n" + "".join(f"    line_{i:05d} = {i}\n" for i in range(1500))
     parts = split_reply(text)
@@ -143,7 +132,6 @@ def test_split_reply_keeps_indentation_of_a_long_code_listing() -> None:
     assert all(line.startswith("    ") for line in lines[1:] if line), [p[:30] for p in parts]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a reply starting with a long run of whitespace yields an empty first part")
 def test_split_reply_never_yields_an_empty_part() -> None:
     parts = split_reply(" " * 13_000 + "hi")
     assert parts and all(p.strip() for p in parts), [len(p) for p in parts]
@@ -287,11 +275,6 @@ async def test_follow_up_after_a_crash_with_queued_questions_sends_a_valid_histo
         assert h.model.requests[-1]["messages"][-1] == {"role": "user", "content": "anyone?"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Retry on a failure the thread has already moved past (a follow-up started a new run) still "
-    "runs the old run: a second, forked reply in the thread",
-)
 async def test_retry_on_an_old_failure_after_the_thread_moved_on_does_not_fork(
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:
@@ -346,11 +329,6 @@ async def test_background_save_does_not_overwrite_a_run_taken_over_meanwhile(
     assert final.status == "completed" and final.messages[-1]["content"] == "second process"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a save that Redis applied but whose reply was lost (timeout) is retried, hits RunConflict "
-    "against its own write, and the segment ends as a 'store' error: the model's reply is never posted",
-)
 async def test_save_applied_but_acknowledgement_lost_still_delivers_the_reply(
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:
@@ -463,11 +441,6 @@ async def test_job_of_a_worker_that_died_before_handling_it_is_answered_exactly_
         assert not [e for e in h.ws.ephemerals(user=ALICE) if "already answered" in e["text"]]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a worker that dies after claiming the answer strands the run: the reclaimed job only tells the "
-    "answerer 'already answered by you' and the reply never comes (until stale_after + a new mention)",
-)
 async def test_job_of_a_worker_that_died_after_claiming_the_answer_still_gets_its_reply(
     fake_server: fakeredis.FakeServer, harness: Any, prefix: str
 ) -> None:

@@ -42,7 +42,7 @@ async def test_a_dead_workers_jobs_are_reclaimed(fake_redis: aioredis.Redis, pre
     await asyncio.sleep(0.3)  # longer than reclaim_after below
     seen: list[dict[str, Any]] = []
     await run_until(queue, seen, 1, reclaim_after=0.2)
-    assert seen == [{"kind": "converse", "n": 1}]
+    assert seen == [{"kind": "converse", "n": 1, "redelivered": True}]  # the handler knows it is a second try
 
 
 async def test_a_long_job_of_a_live_worker_is_not_taken_again(fake_redis: aioredis.Redis, prefix: str) -> None:
