@@ -2,7 +2,8 @@
 
 Modules: ``blockkit`` (Block Kit validation as Slack does it), ``state`` (the fake workspace's data),
 ``webapi`` (the Web API methods), ``fake_slack`` (the HTTP server: ``FakeSlack``), ``sender`` (signed
-requests to the app: ``Sender``), ``workspace`` (``Workspace``: people acting in the fake workspace).
+requests to the app: ``Sender``), ``socket_mode`` (the same over Socket Mode: ``SocketModeHub``,
+``SocketSender``), ``workspace`` (``Workspace``: people acting in the fake workspace).
 """
 
 from bot.playground.fake_slack import ApiCall, FakeSlack

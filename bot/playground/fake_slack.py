@@ -1,6 +1,7 @@
 """A headless fake of Slack's Web API (and response_url endpoints) on loopback, for tests and the playground.
 
-``FakeSlack(bot_token="xoxb-playground", *, clock=time.time, directory=None, host="127.0.0.1", port=0)``
+``FakeSlack(bot_token="xoxb-playground", *, app_token=None, clock=time.time, directory=None, host="127.0.0.1",
+port=0)``
     ``await start()`` / ``await stop()`` (or ``async with``). ``api_url`` is ``http://127.0.0.1:PORT/api/``,
     usable as ``AsyncWebClient(token=..., base_url=fake.api_url)``.
 
@@ -9,6 +10,9 @@ Transport, as Slack does it:
   ``blocks``/``view`` may arrive as strings in forms). Token from ``Authorization: Bearer`` or ``token``.
   Missing token -> ``not_authed``, wrong token -> ``invalid_auth``, unknown method -> ``unknown_method``
   with ``req_method``; all with HTTP 200 (Slack answers errors in the body; observed for unknown_method).
+  ``apps.connections.open`` takes only the app-level token (``app_token``, ``xapp-...``); the other methods
+  only the bot token; the other kind of token -> ``not_allowed_token_type``.
+- ``GET /socket-mode?ticket=...``: Socket Mode's websocket (``socket_mode``, a ``SocketModeHub``).
 - ``POST /actions/<id>``: the ``response_url`` of one interaction (JSON body: ``text``, ``blocks``,
   ``replace_original``, ``delete_original``, ``response_type`` ``ephemeral`` (default) | ``in_channel``,
   ``thread_ts``). Valid 30 minutes, 5 uses; answers ``{"ok": true}`` or ``{"ok": false, "error": ...}``.
@@ -18,7 +22,8 @@ For tests:
   HTTP status, duration_ms, error); ``calls_to(method)`` filters.
 - ``subscribe() -> asyncio.Queue[dict]``: change events (``{"type": "message" | "message_changed" |
   "message_deleted" | "ephemeral" | "ephemeral_deleted" | "view_opened" | "view_pushed" | "view_updated" |
-  "view_closed" | "reaction_added" | "reaction_removed" | "assistant_status" | "api_call", ...}``);
+  "view_closed" | "reaction_added" | "reaction_removed" | "assistant_status" | "api_call" |
+  "socket_connected" | "socket_disconnected", ...}``);
   ``unsubscribe(q)``.
 - ``await wait_until(probe, timeout=..., what=...)``: event-driven wait until ``probe()`` returns a truthy
   value, which it returns; raises ``PlaygroundError`` on timeout.
@@ -44,6 +49,7 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
+from bot.playground.socket_mode import SOCKET_PATH, SocketModeHub
 from bot.playground.state import (
     JSON,
     RESPONSE_URL_MAX_USES,
@@ -56,7 +62,7 @@ from bot.playground.state import (
     SlackState,
     fill_ids,
 )
-from bot.playground.webapi import ApiError, WebApi
+from bot.playground.webapi import APP_TOKEN_METHODS, ApiError, WebApi
 
 T = TypeVar("T")
 REDACTED = "[redacted]"
@@ -89,6 +95,7 @@ class FakeSlack:
         self,
         bot_token: str = "xoxb-playground",
         *,
+        app_token: str | None = None,
         clock: Clock = time.time,
         directory: Directory | None = None,
         host: str = "127.0.0.1",
@@ -98,6 +105,9 @@ class FakeSlack:
         self.clock = clock
         self.state = SlackState(clock=clock, directory=directory, on_change=self._on_change)
         self.api = WebApi(self.state)
+        self.app_token = app_token
+        self.socket_mode = SocketModeHub(app_token, on_change=self.state.changed)
+        self.api.methods["apps.connections.open"] = self._apps_connections_open
         self.calls: list[ApiCall] = []
         self._host, self._port = host, port
         self._runner: web.AppRunner | None = None
@@ -114,6 +124,7 @@ class FakeSlack:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._handle_api)
         app.router.add_post("/actions/{token}", self._handle_response_url)
+        app.router.add_get(SOCKET_PATH, self.socket_mode.handle)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port)
@@ -122,6 +133,7 @@ class FakeSlack:
         self._base_url = f"http://{host}:{port}"
 
     async def stop(self) -> None:
+        await self.socket_mode.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -292,10 +304,12 @@ class FakeSlack:
             await asyncio.sleep(delay)
         status = 200
         faults = self._faults.get(method)
+        expected = self.app_token if method in APP_TOKEN_METHODS else self.bot_token
         if not token:
             body: JSON = {"ok": False, "error": "not_authed"}
-        elif token != self.bot_token:
-            body = {"ok": False, "error": "invalid_auth"}
+        elif token != expected:
+            known = token in (self.bot_token, self.app_token)
+            body = {"ok": False, "error": "not_allowed_token_type" if known else "invalid_auth"}
         elif faults:
             fault = faults.popleft()
             body, status = {"ok": False, "error": fault.error, **fault.extra}, fault.status
@@ -309,6 +323,9 @@ class FakeSlack:
         self._record(method, params, body, status, started)
         headers = {"Retry-After": "1"} if status == 429 else None
         return web.json_response(body, status=status, headers=headers)
+
+    async def _apps_connections_open(self, params: JSON) -> JSON:
+        return self.socket_mode.open_connection(self.base_url)
 
     def _record(self, method: str, params: JSON, body: JSON, status: int, started: float) -> None:
         call = ApiCall(

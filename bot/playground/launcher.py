@@ -37,6 +37,7 @@ from redis.exceptions import RedisError
 from bot.agent import ChatModel, OpenAIChatModel
 from bot.config import Settings
 from bot.errors import ConfigError
+from bot.playground.sender import Sender
 from bot.playground.ui import PlaygroundInfo, PlaygroundUI
 from bot.playground.workspace import Workspace
 from bot.slack.app import EVENTS_PATH, Bot, build_bot, start_http
@@ -160,6 +161,7 @@ class Playground:
         runner, bot_port = await start_http(bot, host=BOT_HOST, port=0)
         self._stack.push_async_callback(runner.cleanup)
         self._stack.push_async_callback(_drain, bot)
+        assert isinstance(workspace.sender, Sender)  # the playground's workspace is HTTP
         workspace.sender.bot_url = f"http://{BOT_HOST}:{bot_port}{EVENTS_PATH}"
 
         ui = PlaygroundUI(workspace, self.info)

@@ -17,7 +17,8 @@ Events go as JSON; interactions as ``application/x-www-form-urlencoded`` ``paylo
 
 ``Ack`` records: ``kind`` (event type or payload type), ``status`` (HTTP), ``duration_ms`` (time to ack),
 ``body`` (text), ``json`` (the body parsed, ``None`` when empty/not JSON), ``event_id``, ``retry_num``,
-``request_body`` and ``content_type``. ``ok`` is ``status == 200``; ``in_time`` is ok within 3 s.
+``request_body`` and ``content_type`` (and ``envelope_id`` when delivered over Socket Mode).
+``ok`` is ``status == 200``; ``in_time`` is ok within 3 s.
 
 Payload builders (pure): ``event_envelope``, ``block_actions_payload``, ``view_submission_payload``,
 ``user_ref``.
@@ -60,6 +61,7 @@ class Ack:
     content_type: str
     event_id: str | None = None
     retry_num: int | None = None
+    envelope_id: str | None = None  # Socket Mode deliveries (``socket_mode.SocketSender``)
 
     @property
     def ok(self) -> bool:

@@ -11,6 +11,8 @@ msg_blocks_too_long); views.open, views.push, views.update (invalid_trigger_id, 
 expired_trigger_id, not_found, hash_conflict, push_limit_reached, invalid_arguments for a bad view);
 reactions.add / reactions.remove (already_reacted, no_reaction, invalid_name); conversations.replies,
 conversations.history (thread_not_found); users.info (user_not_found); assistant.threads.setStatus.
+``apps.connections.open`` (Socket Mode, app-level token only: ``APP_TOKEN_METHODS``) needs the server's
+address, so ``fake_slack`` serves it (see ``socket_mode``).
 A missing required argument answers ``invalid_arguments`` with ``[ERROR] missing required field: X``.
 """
 
@@ -77,6 +79,7 @@ def _require(params: JSON, *names: str) -> None:
 
 
 Handler = Callable[[JSON], Awaitable[JSON]]
+APP_TOKEN_METHODS = frozenset({"apps.connections.open"})  # called with the app-level token (xapp-...)
 
 
 class WebApi:

@@ -18,9 +18,14 @@ async with Workspace(bot_url="http://127.0.0.1:3000/slack/events", signing_secre
 ```
 
 Names
-- ``Workspace(bot_url, signing_secret, bot_token="xoxb-playground", *, clock=time.time,
-  subscriptions=DEFAULT_SUBSCRIPTIONS, directory=None, ack_timeout=10.0)``; ``start()``/``stop()`` or
-  ``async with``. ``fake`` (``FakeSlack``), ``sender`` (``Sender``), ``state`` (``SlackState``).
+- ``Workspace(bot_url="", signing_secret="", bot_token="xoxb-playground", *, transport="http",
+  app_token=None, clock=time.time, subscriptions=DEFAULT_SUBSCRIPTIONS, directory=None, ack_timeout=10.0)``;
+  ``start()``/``stop()`` or ``async with``. ``fake`` (``FakeSlack``), ``sender``, ``state`` (``SlackState``).
+- ``transport="http"``: ``sender`` is a ``Sender`` posting signed requests to ``bot_url``.
+  ``transport="socket"`` (needs ``app_token``, ``xapp-...``): the app connects over Socket Mode
+  (``apps.connections.open`` on ``api_url``) and ``sender`` is a ``SocketSender``: the same calls deliver
+  the same payloads as envelopes over the websocket and return the app's acks as ``Ack``s
+  (``await ws.fake.socket_mode.wait_connected()`` waits for the app).
 - ``subscriptions``: the app's bot events. Default ``app_mention``, ``message.im``, ``message.channels``:
   like Slack, a mention in a channel then sends BOTH an ``app_mention`` and a ``message`` event.
 - People: ``say(user, channel, text, *, thread_ts=None)`` (the general "user posts" - sends what the
@@ -47,11 +52,12 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from bot.playground import blockkit
 from bot.playground.fake_slack import ApiCall, FakeSlack
 from bot.playground.sender import Ack, Sender, block_actions_payload, view_submission_payload
+from bot.playground.socket_mode import SocketSender
 from bot.playground.state import (
     APP_ID,
     BOT_USER_ID,
@@ -89,18 +95,26 @@ class Workspace:
 
     def __init__(
         self,
-        bot_url: str,
-        signing_secret: str,
+        bot_url: str = "",
+        signing_secret: str = "",
         bot_token: str = "xoxb-playground",
         *,
+        transport: Literal["http", "socket"] = "http",
+        app_token: str | None = None,
         clock: Clock = time.time,
         subscriptions: Iterable[str] = DEFAULT_SUBSCRIPTIONS,
         directory: Directory | None = None,
         ack_timeout: float = 10.0,
     ) -> None:
         self.clock = clock
-        self.fake = FakeSlack(bot_token, clock=clock, directory=directory)
-        self.sender = Sender(bot_url, signing_secret, clock=clock, timeout=ack_timeout)
+        self.fake = FakeSlack(bot_token, app_token=app_token, clock=clock, directory=directory)
+        self.sender: Sender | SocketSender
+        if transport == "socket":
+            if not app_token:
+                raise PlaygroundError("transport='socket' needs an app_token (xapp-...)")
+            self.sender = SocketSender(self.fake.socket_mode, clock=clock, timeout=ack_timeout)
+        else:
+            self.sender = Sender(bot_url, signing_secret, clock=clock, timeout=ack_timeout)
         self.subscriptions = frozenset(subscriptions)
         self.view_errors: dict[str, JSON] = {}
 

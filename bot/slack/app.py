@@ -132,9 +132,16 @@ async def start_http(bot: Bot, *, host: str = "0.0.0.0", port: int = 3000) -> tu
     return runner, int(bound)
 
 
-async def run_socket_mode(bot: Bot, *, app_token: str) -> None:
-    """Connect over Socket Mode and serve until cancelled."""
+async def run_socket_mode(bot: Bot, *, app_token: str, ping_interval: float = 10) -> None:
+    """Connect over Socket Mode and serve until cancelled; then close the websocket, its session and tasks.
+
+    ``apps.connections.open`` goes through the bot's Web API client (so ``SLACK_API_URL`` applies), with
+    ``app_token`` (``xapp-...``) instead of the bot token.
+    """
     from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
-    handler = AsyncSocketModeHandler(bot.app, app_token)
-    await handler.start_async()  # type: ignore[no-untyped-call]
+    handler = AsyncSocketModeHandler(bot.app, app_token, web_client=bot.client, ping_interval=ping_interval)
+    try:
+        await handler.start_async()  # type: ignore[no-untyped-call]
+    finally:
+        await handler.close_async()  # type: ignore[no-untyped-call]
