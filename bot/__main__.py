@@ -68,6 +68,8 @@ async def serve(settings: Settings, *, role: Role = "all") -> None:
     log.info("stopping: finishing work in flight (up to 10 s)")
     if socket_task:
         socket_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await socket_task  # closes the websocket and its session
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(bot.frontend.drain(), 10)
     if runner:
