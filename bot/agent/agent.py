@@ -138,7 +138,7 @@ class Agent:
         """
         state = loaded if loaded is not None and loaded.run_id == run_id else await self.store.load(run_id)
         pending = self._check_resumable(state, tool_call_id)
-        tool = self._tool(pending.tool_name)
+        tool = self._tool(state.run_id, pending.tool_name)
         data = tool.validate_resume(resume_data, pending.suspend_payload)
         answer = Answer(
             tool_call_id=pending.tool_call_id, resume_data=data, answered_by=answered_by, answered_at=utcnow()
@@ -192,15 +192,6 @@ class Agent:
         """The stored state of a run. Raises ``RunNotFound``, ``StoreUnavailable``."""
         return await self.store.load(run_id)
 
-    def pending_payload(self, state: RunState) -> SuspendedPayload | None:
-        """The pending question of a suspended run as a :class:`SuspendedPayload` (``None`` if none)."""
-        if state.status != "suspended" or state.pending is None:
-            return None
-        p = state.pending
-        tool = self.tools.get(p.tool_name)
-        payload = tool.load_suspend_payload(p.suspend_payload) if tool else p.suspend_payload
-        return SuspendedPayload(p.tool_call_id, p.tool_name, p.args, payload)
-
     # --- the loop --------------------------------------------------------------------------------
 
     def _check_resumable(self, state: RunState, tool_call_id: str | None) -> PendingCall:
@@ -223,10 +214,10 @@ class Agent:
             )
         raise RunNotResumable(state.run_id, state.status, "it is not waiting for an answer")
 
-    def _tool(self, name: str) -> Tool:
+    def _tool(self, run_id: str, name: str) -> Tool:
         tool = self.tools.get(name)
         if tool is None:
-            raise RunNotResumable("?", "suspended", f"this agent has no tool {name!r}")
+            raise RunNotResumable(run_id, "suspended", f"this agent has no tool {name!r}")
         return tool
 
     def _launch(self, state: RunState) -> AgentStream:

@@ -120,8 +120,7 @@ class PlaygroundUI:
         await self._runner.setup()
         await web.TCPSite(self._runner, host, port).start()
         bound_host, bound_port = self._runner.addresses[0][:2]
-        shown = "127.0.0.1" if bound_host in ("0.0.0.0", "::", "") else bound_host
-        self._url = f"http://{shown}:{bound_port}/"
+        self._url = f"http://{display_host(bound_host)}:{bound_port}/"
         return self._url
 
     async def stop(self) -> None:

@@ -134,12 +134,6 @@ class SlackFrontend:
 
         return run
 
-    def spawn(self, coro: Awaitable[None]) -> None:
-        """Run ``coro`` in the background, keeping a reference until it ends."""
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     async def drain(self) -> None:
         """Wait for listeners and background work in flight (tests, graceful shutdown)."""
         me = asyncio.current_task()

@@ -39,6 +39,8 @@ class WorkQueue:
         self.client = client
         self.key = keys.work()
         self.max_len = max_len
+        self._in_flight: set[Any] = set()  # entry ids being handled by this consumer (heartbeated)
+        self._redelivered: set[Any] = set()  # entry ids reclaimed from a dead consumer
 
     async def enqueue(self, job: dict[str, Any]) -> None:
         """Add a job. Raises ``StoreUnavailable``."""
@@ -65,8 +67,6 @@ class WorkQueue:
         stop = stop or asyncio.Event()
         slots = asyncio.Semaphore(concurrency)
         tasks: set[asyncio.Task[None]] = set()
-        self._in_flight: set[Any] = set()
-        self._redelivered: set[Any] = set()
         await self._ensure_group()
         last_reclaim = last_touch = 0.0
         loop = asyncio.get_running_loop()
