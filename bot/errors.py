@@ -92,6 +92,20 @@ class RunNotResumable(RunError):
         super().__init__(f"run {run_id} is {status}" + (f": {why}" if why else ""))
 
 
+class QuestionExpired(RunError):
+    """The pending question's deadline passed (judged by the store's clock) before this answer was claimed.
+
+    The run is marked ``expired``; ``expires_at`` is the deadline.
+    """
+
+    def __init__(self, *, run_id: str, tool_call_id: str | None, expires_at: datetime | None) -> None:
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+        self.expires_at = expires_at
+        when = f" at {expires_at.isoformat()}" if expires_at else ""
+        super().__init__(f"the question of run {run_id} expired{when}")
+
+
 class RunConflict(RunError):
     """A compare-and-set save lost: another process changed the run since it was loaded."""
 
@@ -112,4 +126,17 @@ class StoreUnavailable(BotError):
 
 
 class StoreCorrupt(BotError):
-    """A stored record could not be read back (malformed JSON, unknown version, or another run's record)."""
+    """A stored record could not be read back (malformed JSON, unknown version, or another run's record).
+
+    ``run_id`` names the record when known (the store sets it).
+    """
+
+    run_id: str | None = None
+
+
+class UnknownSchemaVersion(StoreCorrupt):
+    """A stored run has a ``schema_version`` this release cannot read (e.g. written by a newer release)."""
+
+    def __init__(self, version: object) -> None:
+        self.version = version
+        super().__init__(f"unknown schema_version {version!r} (written by another release?)")

@@ -9,32 +9,49 @@ failed), never in between, so a resume costs three Redis round trips: load, clai
 Failures never escape the run as exceptions: bad tool arguments and tool errors go back to the model as
 tool results; a failed model call or the turn limit ends the stream with an ``error`` chunk and leaves the
 run ``failed`` but resumable with :meth:`Agent.retry_stream`.
+
+Who drives a run: while a process works on a run it holds the run's lease in the store (set atomically with
+the save that makes it ``running``, renewed every ``lease_renew_every`` seconds, dropped by the save that ends
+the segment). A ``running`` run with no lease (its process died, or a claim's reply was lost before the run
+started) is *orphaned*: :meth:`Agent.retry_stream` takes it over from its last saved state, answer included.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import secrets
+import socket
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from bot.agent.answers import Answered, AnswerCheck, Closed, Expired, Open, check_answer
 from bot.agent.model import ChatModel, TextDelta, TurnDone, parse_arguments
 from bot.agent.state import Answer, PendingCall, ResumeData, RunFailure, RunState, ToolCall, utcnow
+from bot.agent.store import RunStore
 from bot.agent.stream import (
     AgentStream,
+    ErrorChunk,
     ErrorPayload,
+    FinishChunk,
     FinishPayload,
+    SuspendedChunk,
     SuspendedPayload,
+    TextDeltaChunk,
     TextDeltaPayload,
+    ToolCallChunk,
     ToolCallPayload,
+    ToolResultChunk,
     ToolResultPayload,
 )
 from bot.agent.tools import Tool, ToolContext, ToolInputError, ToolSuspended, tool_result_content
 from bot.errors import (
     BotError,
     ModelCallFailed,
+    QuestionExpired,
     RunAlreadyResumed,
     RunConflict,
     RunNotResumable,
@@ -42,12 +59,10 @@ from bot.errors import (
     ToolCallNotPending,
 )
 
-if TYPE_CHECKING:
-    from bot.store.base import RunStore
-
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_TURNS = 20
+DEFAULT_ASK_TTL = 24 * 3600.0
 
 
 def new_run_id() -> str:
@@ -63,9 +78,10 @@ class Agent:
     """An agent: instructions, a model, tools and a run store.
 
     ``max_turns`` bounds the model turns between two human inputs (start, resume or retry); a run that
-    exceeds it stops with an ``error`` chunk. ``stale_after`` (seconds): a run left ``running`` that long
-    (its process died) may be continued with :meth:`retry_stream`. ``persist_for`` (seconds): how long a
-    save that failed because the store was down keeps being retried in the background.
+    exceeds it stops with an ``error`` chunk. ``ask_ttl`` (seconds, ``None`` for none): how long a suspended
+    question waits for its answer (its deadline is stored with it). ``persist_for`` (seconds): how long a save
+    that failed because the store was down keeps being retried in the background. ``lease_renew_every``
+    (seconds): how often a driven run's lease is renewed (keep it well under the store's lease TTL).
     """
 
     def __init__(
@@ -78,8 +94,9 @@ class Agent:
         tools: Sequence[Tool] = (),
         store: RunStore,
         max_turns: int = DEFAULT_MAX_TURNS,
-        stale_after: float = 600.0,
+        ask_ttl: float | None = DEFAULT_ASK_TTL,
         persist_for: float = 600.0,
+        lease_renew_every: float = 10.0,
     ) -> None:
         self.id = id
         self.name = name
@@ -91,8 +108,11 @@ class Agent:
         self._tool_specs = [tool.spec() for tool in self.tools.values()]  # JSON schema: build once, not per turn
         self.store = store
         self.max_turns = max_turns
-        self.stale_after = stale_after
+        self.ask_ttl = ask_ttl
         self.persist_for = persist_for
+        self.lease_renew_every = lease_renew_every
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"  # this agent's lease id
+        self._driving: set[str] = set()  # run ids this agent drives now
         self._background: set[asyncio.Task[None]] = set()
 
     # --- public API ------------------------------------------------------------------------------
@@ -114,7 +134,7 @@ class Agent:
         state = RunState(
             run_id=run_id or new_run_id(), agent_id=self.id, messages=messages, metadata=dict(metadata or {})
         )
-        state = await self.store.create(state)
+        state = await self.store.create(state, owner=self.owner)
         return self._launch(state)
 
     async def resume_stream(
@@ -131,13 +151,16 @@ class Agent:
         ``loaded``: the run as the caller just loaded it, to save a round trip (the claim is still a
         compare-and-set, so a stale copy only makes this call lose with ``RunAlreadyResumed``).
 
-        Exactly one resume per ``(run_id, tool_call_id)`` wins, across processes. Raises, before
-        anything changes: ``RunNotFound`` (unknown or expired), ``RunAlreadyResumed`` (answered already:
-        by whom, when), ``ToolCallNotPending`` (another question is pending), ``AnswerError`` (wrong shape,
-        blank, label not offered), ``RunNotResumable``, ``StoreUnavailable``.
+        Exactly one resume per ``(run_id, tool_call_id)`` wins, across processes; the claim is refused once the
+        question's deadline passed by the store's clock. Raises, before anything changes: ``RunNotFound``
+        (unknown or past retention), ``RunAlreadyResumed`` (answered already: by whom, when),
+        ``QuestionExpired`` (the run is then marked ``expired``), ``ToolCallNotPending`` (another question is
+        pending), ``AnswerError`` (wrong shape, blank, label not offered), ``RunNotResumable``,
+        ``StoreUnavailable`` (the claim's outcome is then unknown: a later call finds it applied or not, and an
+        applied claim whose run nobody drives is taken over by :meth:`retry_stream`).
         """
         state = loaded if loaded is not None and loaded.run_id == run_id else await self.store.load(run_id)
-        pending = self._check_resumable(state, tool_call_id)
+        pending = await self._require_open(state, tool_call_id)
         tool = self._tool(state.run_id, pending.tool_name)
         data = tool.validate_resume(resume_data, pending.suspend_payload)
         answer = Answer(
@@ -153,66 +176,95 @@ class Agent:
             }
         )
         try:
-            claimed = await self.store.save(claimed)
+            claimed = await self.store.save(claimed, owner=self.owner, not_after=pending.expires_at)
         except RunConflict:
-            winner = (await self.store.load(run_id)).answer_for(pending.tool_call_id)
-            raise RunAlreadyResumed(
-                run_id=run_id,
-                tool_call_id=pending.tool_call_id,
-                answered_by=winner.answered_by if winner else None,
-                answered_at=winner.answered_at if winner else None,
-            ) from None
+            await self._require_open(await self.store.load(run_id), pending.tool_call_id)
+            raise  # still open after a conflict: another write raced this one; the caller may try again
+        except QuestionExpired:
+            await self._mark_expired(state)
+            raise
         return self._launch(claimed)
 
-    async def retry_stream(self, *, run_id: str, stale_after: float | None = None) -> AgentStream:
-        """Continue a run that stopped on an error (model failure, turn limit) or whose process died while
-        it was running (older than ``stale_after``), without asking anything again.
+    async def retry_stream(self, *, run_id: str) -> AgentStream:
+        """Continue a run that stopped on an error (model failure, turn limit), or an orphaned one (``running``
+        but nobody drives it: its process died, or a claim's reply was lost), without asking anything again.
 
-        ``stale_after`` overrides the agent's threshold, for a caller that knows the process running it is
-        gone (e.g. a work queue that reclaimed the job from a dead worker).
-
-        Raises ``RunNotFound``, ``RunNotResumable`` (suspended, completed, running, or another process
-        retried first), ``StoreUnavailable``.
+        Raises ``RunNotFound``, ``RunNotResumable`` (suspended, completed, expired, driven by a live process,
+        or another process took it first), ``StoreUnavailable``.
         """
         state = await self.store.load(run_id)
-        if state.status != "failed" and not self.is_stale(state, stale_after=stale_after):
+        if state.status != "failed" and not await self.is_orphaned(state):
             why = {
                 "suspended": "it waits for an answer; resume it instead",
                 "completed": "it has finished",
+                "expired": "its question expired",
                 "running": "it is running",
             }.get(state.status, "")
             raise RunNotResumable(run_id, state.status, why)
         try:
-            claimed = await self.store.save(state.model_copy(update={"status": "running", "error": None, "turns": 0}))
+            claimed = await self.store.save(
+                state.model_copy(update={"status": "running", "error": None, "turns": 0}), owner=self.owner
+            )
         except RunConflict:
-            raise RunNotResumable(run_id, "running", "another process retried it first") from None
+            raise RunNotResumable(run_id, "running", "another process took it first") from None
         return self._launch(claimed)
 
     async def get_run(self, run_id: str) -> RunState:
-        """The stored state of a run. Raises ``RunNotFound``, ``StoreUnavailable``."""
+        """The stored state of a run. Raises ``RunNotFound``, ``StoreCorrupt``, ``StoreUnavailable``."""
         return await self.store.load(run_id)
 
-    # --- the loop --------------------------------------------------------------------------------
+    def check_answer(self, state: RunState, tool_call_id: str | None = None) -> AnswerCheck:
+        """Whether ``state`` can take an answer to ``tool_call_id`` now (see :mod:`bot.agent.answers`)."""
+        return check_answer(state, tool_call_id, now=utcnow())
 
-    def _check_resumable(self, state: RunState, tool_call_id: str | None) -> PendingCall:
-        pending = state.pending
-        asked = tool_call_id or (pending.tool_call_id if pending else None)
-        answered = state.answer_for(asked)
-        if state.status == "suspended" and pending is not None and pending.resume is None:
-            if tool_call_id is None or tool_call_id == pending.tool_call_id:
+    async def is_orphaned(self, state: RunState) -> bool:
+        """True for a ``running`` run that no live process drives (no lease, or this agent's lease on a run it
+        is not driving). Raises ``StoreUnavailable``."""
+        if state.status != "running":
+            return False
+        holder = await self.store.lease_owner(state.run_id)
+        return holder is None or (holder == self.owner and state.run_id not in self._driving)
+
+    async def expire(self, state: RunState) -> RunState:
+        """Close ``state``'s question if its deadline passed unanswered (status ``expired``); returns the state
+        as stored afterwards (unchanged when there was nothing to close). Raises ``StoreUnavailable``."""
+        if isinstance(self.check_answer(state), Expired):
+            await self._mark_expired(state)
+            return await self.store.load(state.run_id)
+        return state
+
+    # --- answers ---------------------------------------------------------------------------------
+
+    async def _require_open(self, state: RunState, tool_call_id: str | None) -> PendingCall:
+        """The pending call ``tool_call_id`` names, or the typed error that says why it can't take an answer."""
+        match self.check_answer(state, tool_call_id):
+            case Open(pending=pending):
                 return pending
-            if answered is None:
-                raise ToolCallNotPending(
-                    run_id=state.run_id, tool_call_id=tool_call_id, pending_tool_call_id=pending.tool_call_id
+            case Answered(answer=answer):
+                raise RunAlreadyResumed(
+                    run_id=state.run_id,
+                    tool_call_id=answer.tool_call_id,
+                    answered_by=answer.answered_by,
+                    answered_at=answer.answered_at,
                 )
-        if answered is not None:
-            raise RunAlreadyResumed(
-                run_id=state.run_id,
-                tool_call_id=asked,
-                answered_by=answered.answered_by,
-                answered_at=answered.answered_at,
-            )
-        raise RunNotResumable(state.run_id, state.status, "it is not waiting for an answer")
+            case Expired(expires_at=expires_at):
+                await self._mark_expired(state)
+                raise QuestionExpired(run_id=state.run_id, tool_call_id=tool_call_id, expires_at=expires_at)
+            case Closed(waiting_on=waiting_on) if waiting_on is not None and tool_call_id is not None:
+                raise ToolCallNotPending(
+                    run_id=state.run_id, tool_call_id=tool_call_id, pending_tool_call_id=waiting_on
+                )
+            case Closed(status=status):
+                raise RunNotResumable(state.run_id, status, "it is not waiting for an answer")
+        raise AssertionError("unreachable")
+
+    async def _mark_expired(self, state: RunState) -> None:
+        """Record that the run's question expired unanswered (best effort: a newer write wins)."""
+        if state.status != "suspended":
+            return
+        with contextlib.suppress(BotError):
+            await self.store.save(state.model_copy(update={"status": "expired"}), owner=self.owner)
+            log.info("run %s: question expired unanswered", state.run_id)
 
     def _tool(self, run_id: str, name: str) -> Tool:
         tool = self.tools.get(name)
@@ -220,81 +272,92 @@ class Agent:
             raise RunNotResumable(run_id, "suspended", f"this agent has no tool {name!r}")
         return tool
 
+    # --- the loop --------------------------------------------------------------------------------
+
     def _launch(self, state: RunState) -> AgentStream:
         stream = AgentStream(state.run_id)
-        stream._start(self._drive(state, stream))
+        stream._start(self._drive_leased(state, stream))
         return stream
 
+    async def _drive_leased(self, state: RunState, out: AgentStream) -> RunState | None:
+        """Drive the run while renewing its lease; the final save drops the lease."""
+        run_id = state.run_id
+        self._driving.add(run_id)
+        heartbeat = asyncio.ensure_future(self._renew_lease(run_id))
+        try:
+            return await self._drive(state, out)
+        finally:
+            heartbeat.cancel()
+            self._driving.discard(run_id)
+
+    async def _renew_lease(self, run_id: str) -> None:
+        while True:
+            await asyncio.sleep(self.lease_renew_every)
+            try:
+                if not await self.store.renew_lease(run_id, owner=self.owner):
+                    log.warning("run %s: lost its lease; another process may take it over", run_id)
+            except StoreUnavailable as exc:
+                log.warning("run %s: could not renew its lease: %s", run_id, exc)
+
     async def _drive(self, state: RunState, out: AgentStream) -> RunState | None:
+        run_id = state.run_id
         try:
             try:
                 state = await self._advance(state, out)
             except _Suspend:
                 state = await self._save_final(state)
                 assert state.pending is not None
-                out.emit("tool-call-suspended", self._suspended_payload(state.pending))
-                out.emit("finish", FinishPayload(status="suspended", text=_last_text(state)))
+                out.emit(SuspendedChunk(run_id, self._suspended_payload(state.pending)))
+                out.emit(FinishChunk(run_id, FinishPayload(status="suspended", text=_last_text(state))))
                 return state
             except ModelCallFailed as exc:
                 state.status, state.error = "failed", RunFailure(kind="model", message=str(exc))
                 state = await self._save_final(state)
-                out.emit("error", ErrorPayload(kind="model", message=str(exc)))
+                out.emit(ErrorChunk(run_id, ErrorPayload(kind="model", message=str(exc))))
                 return state
             if state.error is not None:  # turn limit
                 failure = state.error
                 state = await self._save_final(state)
-                out.emit("error", ErrorPayload(kind=failure.kind, message=failure.message))
+                out.emit(ErrorChunk(run_id, ErrorPayload(kind="max_turns", message=failure.message)))
                 return state
             state = await self._save_final(state)
-            out.emit("finish", FinishPayload(status="completed", text=_last_text(state)))
+            out.emit(FinishChunk(run_id, FinishPayload(status="completed", text=_last_text(state))))
             return state
-        except StoreUnavailable as exc:
-            log.warning("run %s: could not save: %s", state.run_id, exc)
-            out.emit("error", ErrorPayload(kind="store", message=str(exc)))
-        except BotError as exc:
-            log.warning("run %s: %s", state.run_id, exc)
-            out.emit("error", ErrorPayload(kind="store", message=str(exc)))
+        except BotError as exc:  # the store is down for good, or another process took the run over
+            log.warning("run %s: could not save: %s", run_id, exc)
+            out.emit(ErrorChunk(run_id, ErrorPayload(kind="store", message=str(exc))))
         except Exception:
-            log.exception("run %s: internal error", state.run_id)
-            out.emit("error", ErrorPayload(kind="internal", message="internal error in the agent runtime"))
+            log.exception("run %s: internal error", run_id)
+            message = "internal error in the agent runtime"
+            out.emit(ErrorChunk(run_id, ErrorPayload(kind="internal", message=message)))
         return None
 
     async def _save_final(self, state: RunState) -> RunState:
-        """Save the state a segment ends in. A store outage is retried quickly (a blip costs < 2 s); if it
-        lasts, the segment still ends as computed (the person sees the reply or question) and the save goes
-        on in the background with backoff for up to ``persist_for`` seconds, so nothing is lost once the
-        store is back. A conflict (another process took the run over) or an expired run still raises."""
+        """Save the state a segment ends in. A store outage is retried quickly (a blip costs < 2 s), always as
+        the same write (one write id), so a retry of a save whose reply was lost is recognised as applied. If
+        the outage lasts, the segment still ends as computed (the person sees the reply or question) and the
+        save goes on in the background with backoff for up to ``persist_for`` seconds, so nothing is lost once
+        the store is back. A conflict (another process took the run over) or an expired run still raises."""
+        write_id = secrets.token_hex(8)
         for pause in (0.2, 0.5, 1.0, None):
             try:
-                return await self._save_once(state)
+                return await self.store.save(state, owner=self.owner, write_id=write_id)
             except StoreUnavailable as exc:
                 if pause is None:
                     log.warning("run %s: could not save (%s); saving in the background", state.run_id, exc)
-                    task = asyncio.ensure_future(self._persist_later(state))
+                    task = asyncio.ensure_future(self._persist_later(state, write_id))
                     self._background.add(task)
                     task.add_done_callback(self._background.discard)
                     return state
                 await asyncio.sleep(pause)
         raise AssertionError("unreachable")
 
-    async def _save_once(self, state: RunState) -> RunState:
-        """One save. A conflict right after an outage may be our own write whose reply was lost: if the
-        stored run is exactly the state we wrote, that save succeeded."""
-        try:
-            return await self.store.save(state)
-        except RunConflict:
-            stored = await self.store.load(state.run_id)
-            mine = state.model_copy(update={"revision": state.revision + 1, "updated_at": stored.updated_at})
-            if stored == mine:
-                return stored
-            raise
-
-    async def _persist_later(self, state: RunState) -> None:
+    async def _persist_later(self, state: RunState, write_id: str) -> None:
         pause, deadline = 2.0, asyncio.get_running_loop().time() + self.persist_for
         while asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(pause)
             try:
-                await self._save_once(state)
+                await self.store.save(state, owner=self.owner, write_id=write_id)
                 log.info("run %s: saved after the store came back", state.run_id)
                 return
             except StoreUnavailable:
@@ -303,12 +366,6 @@ class Agent:
                 log.warning("run %s: background save abandoned: %s", state.run_id, exc)
                 return
         log.error("run %s: could not be saved for %.0f s; its last step is lost", state.run_id, self.persist_for)
-
-    def is_stale(self, state: RunState, *, stale_after: float | None = None) -> bool:
-        """True for a run left ``running`` longer than ``stale_after`` seconds (default: the agent's) - its
-        process died or lost the store."""
-        limit = self.stale_after if stale_after is None else stale_after
-        return state.status == "running" and utcnow() - state.updated_at > timedelta(seconds=limit)
 
     @staticmethod
     def history_of(state: RunState) -> list[dict[str, Any]]:
@@ -338,10 +395,10 @@ class Agent:
                 try:
                     args = parse_arguments(call.arguments)
                 except ValueError as exc:
-                    out.emit("tool-call", ToolCallPayload(call.id, call.name, {}))
+                    out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, {})))
                     self._add_result(state, call, {"error": f"{call.name}: {exc}"}, out, is_error=True)
                     continue
-                out.emit("tool-call", ToolCallPayload(call.id, call.name, args))
+                out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, args)))
                 await self._run_call(state, call, args, out, resume=None)
             if state.turns >= self.max_turns:
                 state.status = "failed"
@@ -353,7 +410,8 @@ class Agent:
             turn = await self._model_turn(state, out)
             calls = _unique_ids(turn.tool_calls, state.messages)
             state.turns += 1
-            message: dict[str, Any] = {"role": "assistant", "content": turn.content or None}
+            # Provider fields that must go back with this message (e.g. reasoning_content) are kept in history.
+            message: dict[str, Any] = {**turn.extra, "role": "assistant", "content": turn.content or None}
             if calls:
                 message["tool_calls"] = [c.to_message_part() for c in calls]
             state.messages.append(message)
@@ -380,12 +438,14 @@ class Agent:
         try:
             result = await tool.execute(args, ctx)
         except ToolSuspended as signal:
+            now = utcnow()
             state.pending = PendingCall(
                 tool_call_id=call.id,
                 tool_name=call.name,
                 args=args,
                 suspend_payload=signal.payload,
-                suspended_at=utcnow(),
+                suspended_at=now,
+                expires_at=now + timedelta(seconds=self.ask_ttl) if self.ask_ttl is not None else None,
             )
             state.status = "suspended"
             raise _Suspend() from None
@@ -403,7 +463,7 @@ class Agent:
     @staticmethod
     def _add_result(state: RunState, call: ToolCall, result: Any, out: AgentStream, *, is_error: bool = False) -> None:
         state.messages.append({"role": "tool", "tool_call_id": call.id, "content": tool_result_content(result)})
-        out.emit("tool-result", ToolResultPayload(call.id, call.name, result, is_error))
+        out.emit(ToolResultChunk(state.run_id, ToolResultPayload(call.id, call.name, result, is_error)))
 
     async def _model_turn(self, state: RunState, out: AgentStream) -> TurnDone:
         messages = [{"role": "system", "content": self.instructions}, *state.messages]
@@ -411,7 +471,7 @@ class Agent:
         try:
             async for event in self.model.stream_turn(messages, tools=self._tool_specs):
                 if isinstance(event, TextDelta):
-                    out.emit("text-delta", TextDeltaPayload(event.text))
+                    out.emit(TextDeltaChunk(state.run_id, TextDeltaPayload(event.text)))
                 else:
                     done = event
         except ModelCallFailed:

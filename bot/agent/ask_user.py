@@ -1,8 +1,9 @@
 """The ``ask_user`` tool: ask a person a free-form, single-choice or multiple-choice question.
 
-Modelled on the askUserTool reference (``../shared/seed-askUserTool.md``):
+Modelled on the askUserTool reference (Mastra's TypeScript ``askUserTool``):
 
-- input: ``question`` (non-empty; whitespace-only counts as empty), ``options`` (list of
+- input: ``question`` (non-empty; text with no visible character counts as empty, see
+  :func:`bot.agent.text.is_blank`), ``options`` (list of
   ``{label, description?}``; omitted or empty -> free-form), ``selection_mode`` (``single_select`` |
   ``multi_select``; defaults to ``single_select`` when options are given; requires options). The
   reference's camelCase ``selectionMode`` is accepted too. Labels must be non-empty and unique.
@@ -19,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bot.agent.state import ResumeData
+from bot.agent.text import is_blank
 from bot.agent.tools import Tool, ToolContext, ToolInputError
 from bot.errors import AnswerError
 
@@ -42,7 +44,7 @@ class AskUserOption(BaseModel):
     @field_validator("label")
     @classmethod
     def _label_not_blank(cls, value: str) -> str:
-        if not value.strip():
+        if is_blank(value):
             raise ValueError("option label must not be empty")
         return value.strip()
 
@@ -65,7 +67,7 @@ class AskUserInput(BaseModel):
     @field_validator("question")
     @classmethod
     def _question_not_blank(cls, value: str) -> str:
-        if not value.strip():
+        if is_blank(value):
             raise ValueError("question must not be empty")
         return value.strip()
 
@@ -124,7 +126,7 @@ def validate_answer(resume_data: Any, suspend_payload: dict[str, Any]) -> Resume
     if question.selection_mode == "multi_select":
         if not isinstance(resume_data, list) or not all(isinstance(x, str) for x in resume_data):
             raise AnswerError("a multi_select answer must be a list of option labels")
-        chosen = list(dict.fromkeys(x.strip() for x in resume_data))
+        chosen = list(dict.fromkeys(x.strip() for x in resume_data if not is_blank(x)))
         if not chosen:
             raise AnswerError("select at least one option")
         offered = set(question.labels)
@@ -134,7 +136,7 @@ def validate_answer(resume_data: Any, suspend_payload: dict[str, Any]) -> Resume
         return chosen
     if not isinstance(resume_data, str):
         raise AnswerError("a free-form or single_select answer must be a string")
-    if not resume_data.strip():
+    if is_blank(resume_data):
         raise AnswerError("the answer must not be blank")
     return resume_data.strip()
 

@@ -1,15 +1,20 @@
 """The persisted state of one agent run: :class:`RunState`, versioned, JSON round-trips exactly.
 
-Shape (``schema_version`` 1)::
+Shape (``schema_version`` 2)::
 
-    {"schema_version": 1, "run_id": "run_...", "agent_id": "assistant", "revision": 3,
-     "status": "running" | "suspended" | "completed" | "failed",
-     "messages": [ ...Chat Completions messages (user / assistant with tool_calls / tool)... ],
-     "pending": {tool_call_id, tool_name, args, suspend_payload, suspended_at, resume} | null,
-     "queued": [{id, name, arguments}, ...],          # tool calls of the last assistant turn not run yet
+    {"schema_version": 2, "run_id": "run_...", "agent_id": "assistant", "revision": 3,
+     "status": "running" | "suspended" | "completed" | "failed" | "expired",
+     "messages": [ ...Chat Completions messages (user / assistant with tool_calls / tool), assistant
+                   messages keeping the provider fields that must be sent back (e.g. reasoning_content)... ],
+     "pending": {tool_call_id, tool_name, args, suspend_payload, suspended_at, expires_at, resume} | null,
+     "queued": [{id, name, arguments, extra}, ...],   # tool calls of the last assistant turn not run yet
      "answers": [{tool_call_id, answered_by, answered_at, resume_data}, ...],
      "error": {kind, message} | null, "turns": 2, "metadata": {...caller's...},
      "created_at": "...", "updated_at": "..."}
+
+Versions: 1 (first release) had no ``expires_at``, no ``extra`` on queued calls and no ``expired`` status;
+:meth:`RunState.from_json` upgrades it on load (:data:`MIGRATIONS`). Every released version has a frozen
+fixture under ``tests/fixtures/`` that must keep loading and resuming.
 
 The system prompt is not stored: it is the agent's, prepended at each model call. ``revision`` is the
 compare-and-set counter the store checks (see :mod:`bot.store.redis_store`).
@@ -17,14 +22,18 @@ compare-and-set counter the store checks (see :mod:`bot.store.redis_store`).
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-SCHEMA_VERSION: Literal[1] = 1
+from bot.errors import StoreCorrupt, UnknownSchemaVersion
 
-RunStatus = Literal["running", "suspended", "completed", "failed"]
+SCHEMA_VERSION: Literal[2] = 2
+
+RunStatus = Literal["running", "suspended", "completed", "failed", "expired"]
 ResumeData = str | list[str]
 
 
@@ -38,15 +47,25 @@ class _Model(BaseModel):
 
 
 class ToolCall(_Model):
-    """One tool call of an assistant message, as Chat Completions names it (``arguments`` is raw JSON text)."""
+    """One tool call of an assistant message, as Chat Completions names it (``arguments`` is raw JSON text).
+
+    ``extra``: fields the provider returned on this call beside ``id``/``type``/``function`` that must be sent
+    back with it in later requests (e.g. Gemini's ``extra_content`` carrying a thought signature).
+    """
 
     id: str
     name: str
     arguments: str
+    extra: dict[str, Any] = Field(default_factory=dict)
 
     def to_message_part(self) -> dict[str, Any]:
-        """The ``tool_calls[]`` entry of an assistant message."""
-        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+        """The ``tool_calls[]`` entry of an assistant message (provider extras included)."""
+        part: dict[str, Any] = {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+        return {**self.extra, **part}
 
 
 class Answer(_Model):
@@ -70,6 +89,7 @@ class PendingCall(_Model):
     args: dict[str, Any]
     suspend_payload: dict[str, Any]
     suspended_at: datetime
+    expires_at: datetime | None = None  # the answer's deadline (None: none beyond the record's retention)
     resume: Answer | None = None
 
 
@@ -83,7 +103,7 @@ class RunFailure(_Model):
 class RunState(_Model):
     """Everything needed to continue a run in any process. See the module docstring for the JSON shape."""
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[2] = SCHEMA_VERSION
     run_id: str
     agent_id: str
     revision: int = 0
@@ -104,8 +124,28 @@ class RunState(_Model):
 
     @classmethod
     def from_json(cls, data: str | bytes) -> RunState:
-        """Parse stored JSON. Raises ``pydantic.ValidationError`` on a malformed or unknown-version record."""
-        return cls.model_validate_json(data)
+        """Parse stored JSON of any released version (older ones are upgraded, see :data:`MIGRATIONS`).
+
+        Raises :class:`bot.errors.UnknownSchemaVersion` for a version this release does not know (e.g. written
+        by a newer release) and :class:`bot.errors.StoreCorrupt` for anything else unreadable.
+        """
+        try:
+            raw = json.loads(data)
+        except ValueError:
+            raise StoreCorrupt("the record is not JSON") from None
+        if not isinstance(raw, dict):
+            raise StoreCorrupt("the record is not a JSON object")
+        version = raw.get("schema_version")
+        while version != SCHEMA_VERSION:
+            upgrade = MIGRATIONS.get(version) if isinstance(version, int) else None
+            if upgrade is None:
+                raise UnknownSchemaVersion(version)
+            raw = upgrade(raw)
+            version = raw.get("schema_version")
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as exc:
+            raise StoreCorrupt(f"the record does not fit schema version {SCHEMA_VERSION} ({exc.error_count()} problems)")
 
     def answer_for(self, tool_call_id: str | None) -> Answer | None:
         """The latest claimed answer for ``tool_call_id`` (or the latest of all when ``None``)."""
@@ -113,3 +153,12 @@ class RunState(_Model):
             if tool_call_id is None or answer.tool_call_id == tool_call_id:
                 return answer
         return None
+
+
+def _v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 -> 2: new fields all have defaults (``expires_at``, ``ToolCall.extra``); only the number moves."""
+    return {**raw, "schema_version": 2}
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+"""``{version: upgrade}``: each turns a record of that version into the next version's shape."""

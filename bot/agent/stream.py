@@ -1,13 +1,18 @@
 """Stream chunks and :class:`AgentStream`, the handle a run's caller iterates.
 
-Chunk types (``chunk.type``) and their ``payload``:
+A chunk is one of the classes below, told apart by ``chunk.type`` (a discriminated union: ``match chunk:`` on
+the class, or compare ``chunk.type``); each has ``run_id`` and a ``payload``:
 
-- ``text-delta``: :class:`TextDeltaPayload` ``(text)``
-- ``tool-call``: :class:`ToolCallPayload` ``(tool_call_id, tool_name, args)``
-- ``tool-result``: :class:`ToolResultPayload` ``(tool_call_id, tool_name, result, is_error)``
-- ``tool-call-suspended``: :class:`SuspendedPayload` ``(tool_call_id, tool_name, args, suspend_payload)``
-- ``finish``: :class:`FinishPayload` ``(status, text)``; ``status`` is ``completed`` or ``suspended``
-- ``error``: :class:`ErrorPayload` ``(kind, message)``; the run is left resumable where possible
+- ``text-delta``: :class:`TextDeltaChunk`, payload :class:`TextDeltaPayload` ``(text)``
+- ``tool-call``: :class:`ToolCallChunk`, payload :class:`ToolCallPayload` ``(tool_call_id, tool_name, args)``
+- ``tool-result``: :class:`ToolResultChunk`, payload :class:`ToolResultPayload`
+  ``(tool_call_id, tool_name, result, is_error)``
+- ``tool-call-suspended``: :class:`SuspendedChunk`, payload :class:`SuspendedPayload`
+  ``(tool_call_id, tool_name, args, suspend_payload)``
+- ``finish``: :class:`FinishChunk`, payload :class:`FinishPayload` ``(status, text)``; ``status`` is
+  ``completed`` or ``suspended``
+- ``error``: :class:`ErrorChunk`, payload :class:`ErrorPayload` ``(kind, message)``; the run is left resumable
+  where possible (``kind`` is an :data:`ErrorKind`)
 
 Every stream ends with exactly one ``finish`` or ``error`` chunk.
 """
@@ -24,7 +29,9 @@ from pydantic import BaseModel
 
 from bot.agent.state import RunState
 
-ChunkType = Literal["text-delta", "tool-call", "tool-result", "tool-call-suspended", "finish", "error"]
+ErrorKind = Literal["model", "max_turns", "store", "internal"]
+"""``model``: the model call failed; ``max_turns``: too many turns without human input; ``store``: the run could
+not be saved or was taken over; ``internal``: a bug in the runtime."""
 
 
 @dataclass(frozen=True)
@@ -65,23 +72,54 @@ class FinishPayload:
 
 @dataclass(frozen=True)
 class ErrorPayload:
-    """``kind``: ``model`` (model call failed), ``max_turns``, ``store`` (Redis), ``internal``."""
-
-    kind: str
+    kind: ErrorKind
     message: str
 
 
-ChunkPayload = TextDeltaPayload | ToolCallPayload | ToolResultPayload | SuspendedPayload | FinishPayload | ErrorPayload
+@dataclass(frozen=True)
+class TextDeltaChunk:
+    run_id: str
+    payload: TextDeltaPayload
+    type: Literal["text-delta"] = "text-delta"
 
 
 @dataclass(frozen=True)
-class Chunk:
-    """One event of a run's stream."""
-
-    type: ChunkType
+class ToolCallChunk:
     run_id: str
-    payload: ChunkPayload
+    payload: ToolCallPayload
+    type: Literal["tool-call"] = "tool-call"
 
+
+@dataclass(frozen=True)
+class ToolResultChunk:
+    run_id: str
+    payload: ToolResultPayload
+    type: Literal["tool-result"] = "tool-result"
+
+
+@dataclass(frozen=True)
+class SuspendedChunk:
+    run_id: str
+    payload: SuspendedPayload
+    type: Literal["tool-call-suspended"] = "tool-call-suspended"
+
+
+@dataclass(frozen=True)
+class FinishChunk:
+    run_id: str
+    payload: FinishPayload
+    type: Literal["finish"] = "finish"
+
+
+@dataclass(frozen=True)
+class ErrorChunk:
+    run_id: str
+    payload: ErrorPayload
+    type: Literal["error"] = "error"
+
+
+Chunk = TextDeltaChunk | ToolCallChunk | ToolResultChunk | SuspendedChunk | FinishChunk | ErrorChunk
+"""One event of a run's stream (see the module docstring)."""
 
 _END = object()
 
@@ -90,7 +128,7 @@ class AgentStream:
     """The stream of one run segment (start, resume or retry). Single consumer.
 
     The run executes in a background task whether or not anyone iterates; chunks are buffered.
-    ``async for chunk in stream`` yields :class:`Chunk` objects; ``stream.text_stream`` only the text;
+    ``async for chunk in stream`` yields :data:`Chunk` objects; ``stream.text_stream`` only the text;
     ``await stream.result()`` waits for the end and returns the last saved :class:`RunState` (``None`` if
     the final save failed).
     """
@@ -112,9 +150,9 @@ class AgentStream:
         self._task = asyncio.ensure_future(runner())
         self._task.add_done_callback(ended)
 
-    def emit(self, type_: ChunkType, payload: ChunkPayload) -> None:
+    def emit(self, chunk: Chunk) -> None:
         """Queue a chunk (used by the agent)."""
-        self._queue.put_nowait(Chunk(type=type_, run_id=self.run_id, payload=payload))
+        self._queue.put_nowait(chunk)
 
     async def __aiter__(self) -> AsyncIterator[Chunk]:
         while True:
@@ -129,7 +167,7 @@ class AgentStream:
 
         async def texts() -> AsyncIterator[str]:
             async for chunk in self:
-                if isinstance(chunk.payload, TextDeltaPayload):
+                if isinstance(chunk, TextDeltaChunk):
                     yield chunk.payload.text
 
         return texts()

@@ -1,14 +1,22 @@
-"""Slack-side bookkeeping in Redis: event dedupe and the thread -> run pointer.
+"""Slack-side bookkeeping in Redis: event dedupe, the thread -> run pointer, where questions are shown.
 
-- :meth:`ConversationIndex.first_sight` marks a Slack ``event_id`` (``SET NX EX``); only the first
-  delivery (original or retry, whichever arrives first) gets ``True``. The window is ``event_ttl``
-  seconds (default 2 h; Slack retries for about 5 minutes).
-- A thread record (hash) holds the thread's latest ``run_id`` and the ``ts`` of its open question
-  message, so follow-ups continue the conversation and typed replies can close the question.
+- :meth:`ConversationIndex.first_sight` marks a Slack ``event_id``; only the first delivery (original or retry,
+  whichever arrives first) gets ``True``. Each caller marks with a token of its own, so a mark resent after its
+  reply was lost is still recognised as the caller's. The window is ``event_ttl`` seconds (default 2 h; Slack
+  retries for about 5 minutes).
+- A thread record (hash) holds the thread's latest ``run_id``, so follow-ups continue the conversation and
+  typed replies reach the open question.
+- Question messages: for each ``(run_id, tool_call_id)``, the messages the bot posted for that question
+  (``{"channel_id", "ts"}`` each). Only these are ever updated for it, whatever a payload claims.
+- Refusal marks: a person told once that they may not answer a question is not told again for every reply.
+
+Records are kept ``retention`` seconds after their last write (default 7 days, like runs).
 """
 
 from __future__ import annotations
 
+import json
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,13 +26,31 @@ from redis.exceptions import RedisError
 from bot.errors import StoreUnavailable
 from bot.store.keys import Keys
 
+# KEYS[1] event marker; ARGV: [1] token, [2] ttl s. 1: first sight (or our own earlier mark), 0: seen before.
+_FIRST_SIGHT = """
+local cur = redis.call('GET', KEYS[1])
+if not cur then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+  return 1
+end
+if cur == ARGV[1] then return 1 end
+return 0
+"""
+
 
 @dataclass(frozen=True)
 class ThreadRecord:
-    """The latest run of a thread and the ``ts`` of its open question message (``None`` when none)."""
+    """The latest run of a thread."""
 
     run_id: str
-    question_ts: str | None = None
+
+
+@dataclass(frozen=True)
+class MessageRef:
+    """A message the bot posted: ``channel_id`` and ``ts``."""
+
+    channel_id: str
+    ts: str
 
 
 def _text(value: Any) -> str | None:
@@ -34,40 +60,79 @@ def _text(value: Any) -> str | None:
 
 
 class ConversationIndex:
-    """Event dedupe and thread records; ``thread_ttl`` should be at least the question TTL (seconds)."""
+    """Event dedupe, thread records and question messages (see the module docstring). Times in seconds."""
 
-    def __init__(self, client: aioredis.Redis, *, keys: Keys, thread_ttl: int, event_ttl: int = 7200) -> None:
+    def __init__(
+        self, client: aioredis.Redis, *, keys: Keys, retention: int = 7 * 24 * 3600, event_ttl: int = 7200
+    ) -> None:
         self.client = client
         self.keys = keys
-        self.thread_ttl = thread_ttl
+        self.retention = retention
         self.event_ttl = event_ttl
+        self._first_sight = client.register_script(_FIRST_SIGHT)
 
     async def first_sight(self, event_id: str) -> bool:
         """True the first time ``event_id`` is seen in the window. Raises ``StoreUnavailable``."""
         try:
-            return bool(await self.client.set(self.keys.event(event_id), 1, nx=True, ex=self.event_ttl))
+            token = secrets.token_hex(8)
+            return bool(await self._first_sight(keys=[self.keys.event(event_id)], args=[token, self.event_ttl]))
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while checking an event: {type(exc).__name__}") from None
 
     async def thread(self, team_id: str, channel_id: str, thread_ts: str) -> ThreadRecord | None:
         """The thread's record, or None. Raises ``StoreUnavailable``."""
         try:
-            raw = await self.client.hgetall(self.keys.thread(team_id, channel_id, thread_ts))
+            run_id = await self.client.hget(self.keys.thread(team_id, channel_id, thread_ts), "run_id")
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while reading a thread: {type(exc).__name__}") from None
-        fields = {_text(k): _text(v) for k, v in raw.items()}
-        run_id = fields.get("run_id")
-        return ThreadRecord(run_id=run_id, question_ts=fields.get("question_ts") or None) if run_id else None
+        text = _text(run_id)
+        return ThreadRecord(run_id=text) if text else None
 
-    async def set_thread(
-        self, team_id: str, channel_id: str, thread_ts: str, *, run_id: str, question_ts: str | None = None
-    ) -> None:
-        """Point the thread at ``run_id`` (and its open question message). Raises ``StoreUnavailable``."""
+    async def set_thread(self, team_id: str, channel_id: str, thread_ts: str, *, run_id: str) -> None:
+        """Point the thread at ``run_id``. Raises ``StoreUnavailable``."""
         key = self.keys.thread(team_id, channel_id, thread_ts)
         try:
             async with self.client.pipeline(transaction=True) as pipe:
-                pipe.hset(key, mapping={"run_id": run_id, "question_ts": question_ts or ""})
-                pipe.expire(key, self.thread_ttl)
+                pipe.hset(key, "run_id", run_id)
+                pipe.expire(key, self.retention)
                 await pipe.execute()
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while writing a thread: {type(exc).__name__}") from None
+
+    async def add_question_message(self, run_id: str, tool_call_id: str, ref: MessageRef) -> None:
+        """Record that the question ``(run_id, tool_call_id)`` is shown in message ``ref`` (idempotent; one hash
+        field per message, so concurrent posts never lose each other). Raises ``StoreUnavailable``."""
+        key = self.keys.question_messages(run_id)
+        field = json.dumps([tool_call_id, ref.channel_id, ref.ts])
+        try:
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.hset(key, field, "1")
+                pipe.expire(key, self.retention)
+                await pipe.execute()
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while recording a question message: {type(exc).__name__}") from None
+
+    async def question_messages(self, run_id: str, tool_call_id: str) -> list[MessageRef]:
+        """The messages showing question ``(run_id, tool_call_id)`` (by ``ts``). Raises ``StoreUnavailable``."""
+        try:
+            fields = await self.client.hkeys(self.keys.question_messages(run_id))
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while reading question messages: {type(exc).__name__}") from None
+        refs = []
+        for field in fields:
+            try:
+                call, channel_id, ts = json.loads(_text(field) or "")
+            except (ValueError, TypeError):
+                continue
+            if call == tool_call_id:
+                refs.append(MessageRef(channel_id=str(channel_id), ts=str(ts)))
+        return sorted(refs, key=lambda r: r.ts)
+
+    async def refuse_once(self, run_id: str, tool_call_id: str, user: str) -> bool:
+        """True the first time ``user`` is refused for this question (then tell them). Raises
+        ``StoreUnavailable``."""
+        try:
+            key = self.keys.refused(run_id, tool_call_id, user)
+            return bool(await self.client.set(key, 1, nx=True, ex=self.retention))
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while recording a refusal: {type(exc).__name__}") from None

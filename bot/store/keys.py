@@ -1,12 +1,19 @@
 """Every Redis key this project uses, built in one place.
 
 All keys share a configurable prefix (default ``askbot:``) so several deployments, or tests, can share
-one Redis without seeing each other's data:
+one Redis without seeing each other's data. Keys that one Lua script touches together share a hash tag
+(the part in ``{...}``), so they live in one Redis Cluster slot:
 
-- ``{prefix}run:{run_id}`` - hash ``{rev, state}``: one run (see :mod:`bot.store.redis_store`).
+- ``{prefix}run:{<run_id>}`` - hash ``{rev, state, wid}``: one run (see :mod:`bot.store.redis_store`).
+- ``{prefix}lease:{<run_id>}`` - string with a TTL: the process driving the run (owner id); absent when no
+  live process is driving it.
+- ``{prefix}qmsg:{<run_id>}`` - hash ``tool_call_id -> JSON list of message references``: where each of the
+  run's questions is shown (see :mod:`bot.store.conversations`).
 - ``{prefix}event:{event_id}`` - string: a Slack event already taken (retry dedupe).
 - ``{prefix}thread:{team_id}:{channel_id}:{thread_ts}`` - hash: the run of a Slack thread.
-- ``{prefix}work`` - stream: Slack payloads acked by a ``web`` process, for ``worker`` processes.
+- ``{prefix}refused:{<run_id>}:{tool_call_id}:{user}`` - string: a person was told once they may not answer.
+- ``{prefix}{work}`` - stream: jobs from ``web`` processes for ``worker`` processes; ``{prefix}{work}:job:{id}``
+  marks a job id already queued (a resent XADD queues nothing).
 """
 
 from __future__ import annotations
@@ -24,16 +31,32 @@ class Keys:
 
     def run(self, run_id: str) -> str:
         """The hash holding run ``run_id``."""
-        return f"{self.prefix}run:{run_id}"
+        return f"{self.prefix}run:{{{run_id}}}"
+
+    def lease(self, run_id: str) -> str:
+        """Who drives run ``run_id`` now (same slot as :meth:`run`)."""
+        return f"{self.prefix}lease:{{{run_id}}}"
+
+    def question_messages(self, run_id: str) -> str:
+        """Where the run's questions are shown (same slot as :meth:`run`)."""
+        return f"{self.prefix}qmsg:{{{run_id}}}"
 
     def event(self, event_id: str) -> str:
         """The marker of a Slack ``event_id`` already processed."""
         return f"{self.prefix}event:{event_id}"
 
-    def work(self) -> str:
-        """The stream of jobs from web processes to workers (consumer group ``workers``)."""
-        return f"{self.prefix}work"
-
     def thread(self, team_id: str, channel_id: str, thread_ts: str) -> str:
         """The pointer from a Slack thread to its latest run."""
         return f"{self.prefix}thread:{team_id}:{channel_id}:{thread_ts}"
+
+    def refused(self, run_id: str, tool_call_id: str, user: str) -> str:
+        """Marks that ``user`` was told once that they may not answer this question."""
+        return f"{self.prefix}refused:{{{run_id}}}:{tool_call_id}:{user}"
+
+    def work(self) -> str:
+        """The stream of jobs from web processes to workers (consumer group ``workers``)."""
+        return f"{self.prefix}{{work}}"
+
+    def work_job(self, job_id: str) -> str:
+        """Marks job ``job_id`` as queued (same slot as :meth:`work`)."""
+        return f"{self.prefix}{{work}}:job:{job_id}"

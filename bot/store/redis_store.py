@@ -1,51 +1,91 @@
-"""``RedisRunStore``: runs in Redis (``redis.asyncio``), compare-and-set saves, TTLs.
+"""``RedisRunStore``: runs in Redis (``redis.asyncio``), idempotent compare-and-set saves, deadlines, leases.
 
-Layout: one hash per run at ``Keys.run(run_id)`` with fields ``rev`` (the revision, decimal) and
-``state`` (the :class:`RunState` JSON, whose own ``revision`` equals ``rev``). Both fields change together in
-one Lua script, so a reader never sees them disagree.
+Layout: one hash per run at ``Keys.run(run_id)`` with fields ``rev`` (the revision, decimal), ``state`` (the
+:class:`RunState` JSON, whose own ``revision`` equals ``rev``) and ``wid`` (the id of the write that stored
+it); the lease at ``Keys.lease(run_id)`` (same hash slot). One Lua script changes them together, so a reader
+never sees them disagree.
 
-Round trips: ``load`` 1 (HGET), ``save``/``create`` 1 (EVALSHA). A resume is load + claim-save + final save
-= 3 round trips.
+Lost replies: every save carries a write id. When Redis applied a save but the reply was lost and the save is
+sent again (by redis-py's own retry, or by a caller retrying with the same ``write_id``), the script sees its
+own write id at the new revision and answers "applied" instead of a conflict.
 
-TTLs (seconds, from the last save): suspended runs ``suspended_ttl`` (default 24 h), completed runs
-``finished_ttl`` (default 1 h), running and failed runs the longer of the two.
+Deadlines: ``save(..., not_after=t)`` is refused when Redis's clock (``TIME``) is at or past ``t``, so which
+of an answer and a deadline came first is judged by one clock, whichever process writes.
+
+Round trips: ``load`` 1 (HGET), ``save``/``create`` 1 (EVALSHA). A resume is load + claim + final save = 3.
+
+Retention (seconds): a suspended run is kept until its question's deadline plus ``retention``; every other run
+``retention`` after its last save (default 7 days), so late answers are told "expired" from stored state and
+who answered what stays auditable that long.
 """
 
 from __future__ import annotations
 
+import secrets
+from datetime import datetime
 from typing import Any
 
 import redis.asyncio as aioredis
-from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from bot.agent.state import RunState, utcnow
-from bot.errors import RunConflict, RunNotFound, StoreCorrupt, StoreUnavailable
+from bot.errors import QuestionExpired, RunConflict, RunNotFound, StoreCorrupt, StoreUnavailable
 from bot.store.keys import Keys
 
-DEFAULT_SUSPENDED_TTL = 24 * 3600
-DEFAULT_FINISHED_TTL = 3600
+DEFAULT_RETENTION = 7 * 24 * 3600
+DEFAULT_LEASE_TTL = 30.0
 
-# KEYS[1] run hash; ARGV: expected rev ("0" = must not exist), new rev, state JSON, ttl ms.
-# Returns 1 written, 0 revision mismatch, -1 missing (nothing created).
+# KEYS[1] run hash, KEYS[2] lease. ARGV: [1] expected rev ("0" = must not exist), [2] new rev, [3] state JSON,
+# [4] ttl ms, [5] write id, [6] deadline in ms since the epoch ("0" = none), [7] lease owner ("" = drop the
+# lease), [8] lease ttl ms.
+# Returns 1 written, 2 this write was applied before (lost reply), 0 revision mismatch, -1 missing (nothing
+# created), -2 deadline passed.
 _CAS = """
 local cur = redis.call('HGET', KEYS[1], 'rev')
+if cur == ARGV[2] and redis.call('HGET', KEYS[1], 'wid') == ARGV[5] then
+  return 2
+end
 if ARGV[1] == '0' then
   if cur then return 0 end
 else
   if not cur then return -1 end
   if cur ~= ARGV[1] then return 0 end
 end
-redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'state', ARGV[3])
+if ARGV[6] ~= '0' then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if now >= tonumber(ARGV[6]) then return -2 end
+end
+redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'state', ARGV[3], 'wid', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
+if ARGV[7] ~= '' then
+  redis.call('SET', KEYS[2], ARGV[7], 'PX', ARGV[8])
+else
+  redis.call('DEL', KEYS[2])
+end
 return 1
 """
 
+# KEYS[1] lease; ARGV: [1] owner, [2] ttl ms. 1 renewed, 0 held by someone else or gone.
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+
+def new_write_id() -> str:
+    """A unique id for one logical write (reused when that write is retried)."""
+    return secrets.token_hex(8)
+
 
 class RedisRunStore:
-    """Run store on Redis; see the module docstring for layout, round trips and TTLs.
+    """Run store on Redis; implements :class:`bot.agent.store.RunStore` (see the module docstring).
 
-    ``client``: a ``redis.asyncio.Redis`` (``decode_responses`` either way). ``prefix``: key prefix.
+    ``client``: a ``redis.asyncio.Redis`` (``decode_responses`` either way); use
+    :func:`bot.store.connect_redis` for retries and health checks. ``retention`` and ``lease_ttl`` in seconds.
     """
 
     def __init__(
@@ -53,31 +93,31 @@ class RedisRunStore:
         client: aioredis.Redis,
         *,
         prefix: str | None = None,
-        suspended_ttl: int = DEFAULT_SUSPENDED_TTL,
-        finished_ttl: int = DEFAULT_FINISHED_TTL,
+        retention: int = DEFAULT_RETENTION,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
     ) -> None:
         self.client = client
         self.keys = Keys(prefix) if prefix is not None else Keys()
-        self.suspended_ttl = suspended_ttl
-        self.finished_ttl = finished_ttl
+        self.retention = retention
+        self.lease_ttl = lease_ttl
         self._cas = client.register_script(_CAS)
+        self._renew = client.register_script(_RENEW)
 
     def ttl_for(self, state: RunState) -> int:
-        """Seconds a record in this status is kept after a save: a suspended run as long as its question
-        waits, a completed one ``finished_ttl``; a running or failed one at least as long as either (a model
-        turn may outlast a short question TTL; a failed run waits for Retry)."""
-        if state.status == "suspended":
-            return self.suspended_ttl
-        if state.status == "completed":
-            return self.finished_ttl
-        return max(self.suspended_ttl, self.finished_ttl)
+        """Seconds to keep a record in this state after a save: a suspended run until its question's deadline
+        plus ``retention``, any other ``retention``."""
+        pending = state.pending
+        if state.status == "suspended" and pending is not None and pending.expires_at is not None:
+            left = (pending.expires_at - utcnow()).total_seconds()
+            return max(1, int(left) + 1) + self.retention
+        return self.retention
 
-    async def create(self, state: RunState) -> RunState:
+    async def create(self, state: RunState, *, owner: str, write_id: str | None = None) -> RunState:
         """Store a new run (revision 1). Raises ``RunConflict`` if the id exists, ``StoreUnavailable``."""
-        return await self._write(state.model_copy(update={"revision": 0}))
+        return await self._write(state.model_copy(update={"revision": 0}), owner=owner, write_id=write_id)
 
     async def load(self, run_id: str) -> RunState:
-        """Load a run. Raises ``RunNotFound``, ``StoreCorrupt``, ``StoreUnavailable``."""
+        """Load a run. Raises ``RunNotFound``, ``StoreCorrupt`` (with ``run_id``), ``StoreUnavailable``."""
         try:
             raw: Any = await self.client.hget(self.keys.run(run_id), "state")
         except RedisError as exc:
@@ -86,29 +126,79 @@ class RedisRunStore:
             raise RunNotFound(run_id)
         try:
             state = RunState.from_json(raw)
-        except ValidationError as exc:
-            raise StoreCorrupt(f"run {run_id}: unreadable record ({exc.error_count()} problems)") from None
+        except StoreCorrupt as exc:
+            exc.run_id = run_id
+            raise
         if state.run_id != run_id:
-            raise StoreCorrupt(f"record under run {run_id} belongs to run {state.run_id}")
+            wrong = StoreCorrupt(f"record under run {run_id} belongs to run {state.run_id}")
+            wrong.run_id = run_id
+            raise wrong
         return state
 
-    async def save(self, state: RunState) -> RunState:
-        """Compare-and-set on ``state.revision`` (must be >= 1). Raises ``RunConflict``, ``RunNotFound``."""
+    async def save(
+        self,
+        state: RunState,
+        *,
+        owner: str,
+        not_after: datetime | None = None,
+        write_id: str | None = None,
+    ) -> RunState:
+        """Compare-and-set on ``state.revision`` (must be >= 1); see the module docstring.
+
+        ``write_id``: pass the same value when retrying one logical write (a fresh one is made otherwise).
+        Raises ``RunConflict``, ``RunNotFound``, ``QuestionExpired`` (``not_after`` passed), ``StoreUnavailable``.
+        """
         if state.revision < 1:
             raise ValueError("save() needs a loaded or created state (revision >= 1); use create()")
-        return await self._write(state)
+        return await self._write(state, owner=owner, not_after=not_after, write_id=write_id)
 
-    async def _write(self, state: RunState) -> RunState:
+    async def renew_lease(self, run_id: str, *, owner: str) -> bool:
+        """Extend ``owner``'s lease by ``lease_ttl``. Raises ``StoreUnavailable``."""
+        try:
+            renewed = await self._renew(keys=[self.keys.lease(run_id)], args=[owner, int(self.lease_ttl * 1000)])
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while renewing a lease: {type(exc).__name__}") from None
+        return int(renewed) == 1
+
+    async def lease_owner(self, run_id: str) -> str | None:
+        """Who holds the run's lease, or None. Raises ``StoreUnavailable``."""
+        try:
+            value: Any = await self.client.get(self.keys.lease(run_id))
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while reading a lease: {type(exc).__name__}") from None
+        if value is None:
+            return None
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    async def _write(
+        self, state: RunState, *, owner: str, not_after: datetime | None = None, write_id: str | None = None
+    ) -> RunState:
         new = state.model_copy(update={"revision": state.revision + 1, "updated_at": utcnow()})
+        deadline = int(not_after.timestamp() * 1000) if not_after is not None else 0
         try:
             result = await self._cas(
-                keys=[self.keys.run(state.run_id)],
-                args=[str(state.revision), str(new.revision), new.to_json(), self.ttl_for(new) * 1000],
+                keys=[self.keys.run(state.run_id), self.keys.lease(state.run_id)],
+                args=[
+                    str(state.revision),
+                    str(new.revision),
+                    new.to_json(),
+                    self.ttl_for(new) * 1000,
+                    write_id or new_write_id(),
+                    deadline,
+                    owner if new.status == "running" else "",
+                    int(self.lease_ttl * 1000),
+                ],
             )
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while saving a run: {type(exc).__name__}") from None
-        if int(result) == 1:
+        code = int(result)
+        if code in (1, 2):
             return new
-        if int(result) == -1:
+        if code == -1:
             raise RunNotFound(state.run_id)
+        if code == -2:
+            pending = state.pending
+            raise QuestionExpired(
+                run_id=state.run_id, tool_call_id=pending.tool_call_id if pending else None, expires_at=not_after
+            )
         raise RunConflict(state.run_id)

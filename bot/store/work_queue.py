@@ -1,12 +1,15 @@
 """A work queue on a Redis stream: ``web`` processes ack Slack and enqueue; ``worker`` processes run the job.
 
-Jobs are JSON objects. Delivery is at least once: a worker acknowledges (``XACK`` + ``XDEL``) a job after
+Jobs are JSON objects carrying ``"v"`` (:data:`JOB_VERSION`, so a deploy can tell jobs queued by an older
+release) and a unique ``"id"``. Enqueueing is idempotent: a marker key per job id is set with the XADD in one
+script, so an XADD resent after its reply was lost (by redis-py's retry) queues nothing twice. Delivery is at
+least once: a worker acknowledges (``XACK`` + ``XDEL``) a job after
 handling it, and while it works it refreshes its jobs' idle time (``XCLAIM ... JUSTID``) every
 ``reclaim_after / 3`` seconds, so only the jobs of a worker that died, idle longer than ``reclaim_after``
 seconds, are claimed again (``XAUTOCLAIM``) by a live worker. Handlers must tolerate that repeat (the run
 store's compare-and-set makes a repeated answer a no-op "already answered").
 
-Round trips: ``enqueue`` 1 (``XADD``); a worker reads up to ``batch`` jobs per ``XREADGROUP``.
+Round trips: ``enqueue`` 1 (the script: ``SET NX`` + ``XADD``); a worker reads up to ``batch`` jobs per ``XREADGROUP``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import json
 import logging
 import os
 import socket
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -29,6 +33,15 @@ from bot.store.keys import Keys
 log = logging.getLogger(__name__)
 
 GROUP = "workers"
+JOB_VERSION = 1
+JOB_MARKER_TTL = 24 * 3600  # seconds a job id is remembered (longer than any job waits in the stream)
+
+# KEYS[1] stream, KEYS[2] job marker; ARGV: [1] job JSON, [2] maxlen, [3] marker ttl s. Returns the entry id, or
+# false when this job id was queued already.
+_ENQUEUE = """
+if not redis.call('SET', KEYS[2], 1, 'NX', 'EX', ARGV[3]) then return false end
+return redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'job', ARGV[1])
+"""
 Handler = Callable[[dict[str, Any]], Awaitable[None]]
 
 
@@ -37,15 +50,23 @@ class WorkQueue:
 
     def __init__(self, client: aioredis.Redis, *, keys: Keys, max_len: int = 100_000) -> None:
         self.client = client
+        self.keys = keys
         self.key = keys.work()
+        self._enqueue = client.register_script(_ENQUEUE)
         self.max_len = max_len
         self._in_flight: set[Any] = set()  # entry ids being handled by this consumer (heartbeated)
         self._redelivered: set[Any] = set()  # entry ids reclaimed from a dead consumer
 
-    async def enqueue(self, job: dict[str, Any]) -> None:
-        """Add a job. Raises ``StoreUnavailable``."""
+    async def enqueue(self, job: dict[str, Any]) -> str:
+        """Add a job (``"v"`` and a unique ``"id"`` are added when absent); returns its id. Sending the same job
+        id twice queues it once. Raises ``StoreUnavailable``."""
+        job = {"v": JOB_VERSION, "id": uuid.uuid4().hex, **job}
         try:
-            await self.client.xadd(self.key, {"job": json.dumps(job)}, maxlen=self.max_len, approximate=True)
+            await self._enqueue(
+                keys=[self.key, self.keys.work_job(str(job["id"]))],
+                args=[json.dumps(job), self.max_len, JOB_MARKER_TTL],
+            )
+            return str(job["id"])
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while queueing work: {type(exc).__name__}") from None
 

@@ -1,14 +1,23 @@
-"""A loopback TCP proxy for fault injection: add latency to a service (e.g. Redis) or cut it off.
+"""A loopback TCP proxy for fault injection: add latency to a service (e.g. Redis), cut it off, or lose a reply.
 
 ``async with TcpProxy("127.0.0.1", 6379) as proxy``: connect to ``127.0.0.1:proxy.port`` instead.
 ``proxy.delay`` (seconds) is added before each chunk sent towards the service; ``proxy.cut()`` closes
-every connection and refuses new ones until ``proxy.restore()``.
+every connection and refuses new ones until ``proxy.restore()``. ``proxy.lose_next_reply(containing=b"...")``
+forwards the next request whose bytes contain the pattern, so the service executes it, then closes that
+connection instead of passing the reply back (a reply lost in the network); ``replies_lost`` counts them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+
+
+class _Pair:
+    """One proxied connection: whether the reply to its last request must be dropped."""
+
+    def __init__(self) -> None:
+        self.drop_reply = False
 
 
 class TcpProxy:
@@ -20,6 +29,8 @@ class TcpProxy:
         self.delay = delay
         self.down = False
         self.port = 0
+        self.replies_lost = 0
+        self._lose: bytes | None = None
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
@@ -45,6 +56,10 @@ class TcpProxy:
         """Accept connections again."""
         self.down = False
 
+    def lose_next_reply(self, *, containing: bytes) -> None:
+        """Let the next request containing ``containing`` through, then drop its connection before the reply."""
+        self._lose = containing
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.down:
             writer.close()
@@ -55,14 +70,25 @@ class TcpProxy:
             writer.close()
             return
         self._writers.update((writer, up_writer))
-        await asyncio.gather(self._pump(reader, up_writer, slow=True), self._pump(up_reader, writer, slow=False))
+        pair = _Pair()
+        await asyncio.gather(
+            self._pump(reader, up_writer, pair, upstream=True), self._pump(up_reader, writer, pair, upstream=False)
+        )
 
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, slow: bool) -> None:
+    async def _pump(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pair: _Pair, *, upstream: bool
+    ) -> None:
         try:
             while data := await reader.read(65536):
-                if slow and self.delay:
+                if upstream and self.delay:
                     await asyncio.sleep(self.delay)
                 if self.down:
+                    break
+                if upstream and self._lose is not None and self._lose in data:
+                    self._lose, pair.drop_reply = None, True
+                if not upstream and pair.drop_reply:
+                    self.replies_lost += 1
+                    writer.transport.abort()  # a reset, as when the network drops mid-reply
                     break
                 writer.write(data)
                 await writer.drain()

@@ -314,22 +314,55 @@ async def test_outside_a_run_ask_user_returns_text() -> None:
     assert "Question: Which repo?" in text and "2. web - frontend" in text and "single_select" in text
 
 
-async def test_run_stranded_by_a_dead_process_can_be_retried(
-    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+async def test_run_whose_driver_died_is_taken_over_at_once_and_the_old_driver_cannot_overwrite(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI, prefix: str
 ) -> None:
-    """A process that dies mid-run leaves it 'running'; after ``stale_after`` another process continues it,
-    and the stranded process, if it wakes up, cannot overwrite the newer state."""
-    stuck: Agent = make_agent(fake_redis)
+    """A process that dies mid-run leaves it 'running' with a lease that stops being renewed: while the lease
+    lives nobody else takes the run; once it is gone (lease TTL, no waiting for a long stale window) another
+    process continues it, and the stranded process, if it wakes up, cannot overwrite the newer state."""
+    stuck: Agent = make_agent(fake_redis, store_kwargs={"lease_ttl": 0.3}, lease_renew_every=60)
     openai_server.script(Reply(text="too late", delay=1.5), Reply(text="Continued elsewhere."))
     stream = await stuck.stream("hi")
-    await asyncio.sleep(0.2)
-    fresh: Agent = make_agent(fake_redis, stale_after=60)
+    await asyncio.sleep(0.1)
+    rescuer: Agent = make_agent(fake_redis)
     with pytest.raises(RunNotResumable, match="running"):
-        await fresh.retry_stream(run_id=stream.run_id)
-    rescuer: Agent = make_agent(fake_redis, stale_after=0.0)
+        await rescuer.retry_stream(run_id=stream.run_id)  # its lease is alive: someone is driving it
+    await asyncio.sleep(0.4)  # the lease runs out (the process "died": it no longer renews it)
     rescued = await rescuer.retry_stream(run_id=stream.run_id)
     assert "".join([t async for t in rescued.text_stream]) == "Continued elsewhere."
     chunks = await stream.collect()
-    assert chunks[-1].type == "error" and chunks[-1].payload.kind == "store"  # type: ignore[union-attr]
+    assert chunks[-1].type == "error" and chunks[-1].payload.kind == "store"
     state = await rescuer.get_run(stream.run_id)
     assert state.status == "completed" and state.messages[-1]["content"] == "Continued elsewhere."
+
+
+async def test_a_live_driver_keeps_its_lease_through_a_long_model_turn(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    agent: Agent = make_agent(fake_redis, store_kwargs={"lease_ttl": 0.3}, lease_renew_every=0.1)
+    openai_server.script(Reply(text="slow but alive", delay=1.0))
+    stream = await agent.stream("hi")
+    await asyncio.sleep(0.6)  # twice the lease TTL
+    other: Agent = make_agent(fake_redis)
+    with pytest.raises(RunNotResumable, match="running"):
+        await other.retry_stream(run_id=stream.run_id)
+    assert "".join([t async for t in stream.text_stream]) == "slow but alive"
+
+
+async def test_reasoning_content_goes_back_with_the_tool_call_message(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """A thinking-mode server refuses (400) a request whose assistant tool-call message lacks the
+    reasoning_content it returned; the run keeps it in history, so the request after the answer succeeds."""
+    openai_server.require_reasoning_roundtrip = True
+    openai_server.script(
+        Reply(tool_calls=[tool_call("ask_user", SINGLE, id="c1")], reasoning="Which repo? Ask."), Reply(text="ok")
+    )
+    agent: Agent = make_agent(fake_redis)
+    stream = await agent.stream("hi")
+    await stream.collect()
+    resumed = await agent.resume_stream("api", run_id=stream.run_id)
+    chunks = await resumed.collect()
+    assert chunks[-1].type == "finish", chunks[-1]
+    sent = [m for m in openai_server.requests[-1]["messages"] if m.get("tool_calls")]
+    assert sent[0]["reasoning_content"] == "Which repo? Ask."

@@ -1,4 +1,4 @@
-"""RunState: exact JSON round trips, the frozen version-1 fixture, refusal of unknown versions."""
+"""RunState: exact JSON round trips, every released version's frozen fixture, refusal of unknown versions."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
-from bot.agent.state import Answer, PendingCall, RunFailure, RunState, ToolCall, utcnow
+from bot.agent.state import SCHEMA_VERSION, Answer, PendingCall, RunFailure, RunState, ToolCall, utcnow
+from bot.errors import StoreCorrupt, UnknownSchemaVersion
 
-FIXTURE = Path(__file__).parent.parent / "fixtures" / "run_state_v1.json"
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+FIXTURE = FIXTURES / "run_state_v1.json"
 
 
 def full_state() -> RunState:
@@ -35,9 +36,10 @@ def full_state() -> RunState:
             args={"question": "q", "n": 1.25},
             suspend_payload={"question": "q"},
             suspended_at=now,
+            expires_at=now,
             resume=Answer(tool_call_id="c2", resume_data=["a", "b"], answered_by="U1", answered_at=now),
         ),
-        queued=[ToolCall(id="c3", name="other", arguments='{"x": [1, {}]}')],
+        queued=[ToolCall(id="c3", name="other", arguments='{"x": [1, {}]}', extra={"extra_content": {"k": "v"}})],
         answers=[Answer(tool_call_id="c1", resume_data="x", answered_at=now)],
         error=RunFailure(kind="model", message="HTTP 500"),
         turns=3,
@@ -53,22 +55,38 @@ def test_json_round_trip_is_exact() -> None:
     assert again.to_json() == text
 
 
-def test_frozen_v1_fixture_loads_and_round_trips() -> None:
+def test_frozen_v1_fixture_loads_as_the_current_version() -> None:
     raw = FIXTURE.read_text().strip()
     state = RunState.from_json(raw)
-    assert state.schema_version == 1 and state.status == "suspended"
+    assert state.schema_version == SCHEMA_VERSION and state.status == "suspended"
     assert state.pending is not None and state.pending.tool_call_id == "call_1"
+    assert state.pending.expires_at is None  # version 1 had no deadline: none beyond the record's retention
     assert [c.id for c in state.queued] == ["call_2"]
     assert state.metadata["slack"]["thread_ts"] == "1700000000.000100"
-    assert state.to_json() == raw  # byte-exact: version 1 records written earlier stay readable as they are
+    assert RunState.from_json(state.to_json()) == state
 
 
-def test_unknown_schema_version_is_refused() -> None:
+def test_every_frozen_fixture_loads() -> None:
+    """A fixture per released schema version (``run_state_v<N>.json``); the current one round-trips byte-exact."""
+    found = sorted(FIXTURES.glob("run_state_v*.json"))
+    versions = {int(p.stem.removeprefix("run_state_v")) for p in found}
+    assert versions == set(range(1, SCHEMA_VERSION + 1)), "add a frozen fixture for each released version"
+    for path in found:
+        raw = path.read_text().strip()
+        state = RunState.from_json(raw)
+        assert state.schema_version == SCHEMA_VERSION
+        if path.stem == f"run_state_v{SCHEMA_VERSION}":
+            assert state.to_json() == raw
+
+
+def test_unknown_schema_version_or_unexpected_fields_are_refused() -> None:
     data = json.loads(FIXTURE.read_text())
-    data["schema_version"] = 2
-    with pytest.raises(ValidationError):
-        RunState.model_validate(data)
+    data["schema_version"] = 99
+    with pytest.raises(UnknownSchemaVersion):
+        RunState.from_json(json.dumps(data))
     data["schema_version"] = 1
     data["surprise"] = True
-    with pytest.raises(ValidationError):
-        RunState.model_validate(data)
+    with pytest.raises(StoreCorrupt):
+        RunState.from_json(json.dumps(data))
+    with pytest.raises(StoreCorrupt):
+        RunState.from_json("[1, 2]")

@@ -1,65 +1,125 @@
-"""RedisRunStore: compare-and-set, TTLs, record checks (fakeredis), races and expiry on the real Redis."""
+"""RedisRunStore: compare-and-set, retention, record checks, leases, deadlines (fakeredis); races, expiry and lost
+replies on the real Redis."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
 from bot.agent import Agent
-from bot.agent.state import RunState
-from bot.errors import RunAlreadyResumed, RunConflict, RunNotFound, StoreCorrupt, StoreUnavailable
-from bot.store import Keys, RedisRunStore
+from bot.agent.state import PendingCall, RunState, utcnow
+from bot.errors import (
+    QuestionExpired,
+    RunAlreadyResumed,
+    RunConflict,
+    RunNotFound,
+    StoreCorrupt,
+    StoreUnavailable,
+    UnknownSchemaVersion,
+)
+from bot.store import Keys, RedisRunStore, connect_redis
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
+from bot.testing.tcp_proxy import TcpProxy
+
+ME = "host:1:me"
 
 
 async def test_create_load_save_compare_and_set(fake_redis: aioredis.Redis, prefix: str) -> None:
     store = RedisRunStore(fake_redis, prefix=prefix)
-    created = await store.create(RunState(run_id="r1", agent_id="a"))
+    created = await store.create(RunState(run_id="r1", agent_id="a"), owner=ME)
     assert created.revision == 1
     with pytest.raises(RunConflict):
-        await store.create(RunState(run_id="r1", agent_id="a"))
+        await store.create(RunState(run_id="r1", agent_id="a"), owner=ME)
     loaded = await store.load("r1")
     assert loaded == created
-    saved = await store.save(loaded.model_copy(update={"status": "suspended"}))
+    saved = await store.save(loaded.model_copy(update={"status": "suspended"}), owner=ME)
     assert saved.revision == 2 and (await store.load("r1")).status == "suspended"
     with pytest.raises(RunConflict):
-        await store.save(loaded)  # stale revision 1
+        await store.save(loaded, owner=ME)  # stale revision 1
     assert (await store.load("r1")).revision == 2
 
 
 async def test_save_never_creates(fake_redis: aioredis.Redis, prefix: str) -> None:
     store = RedisRunStore(fake_redis, prefix=prefix)
     with pytest.raises(RunNotFound):
-        await store.save(RunState(run_id="ghost", agent_id="a", revision=3))
+        await store.save(RunState(run_id="ghost", agent_id="a", revision=3), owner=ME)
     assert await fake_redis.exists(Keys(prefix).run("ghost")) == 0
     with pytest.raises(RunNotFound):
         await store.load("ghost")
 
 
-async def test_ttls_by_status(fake_redis: aioredis.Redis, prefix: str) -> None:
-    store = RedisRunStore(fake_redis, prefix=prefix, suspended_ttl=500, finished_ttl=100)
-    state = await store.create(RunState(run_id="r", agent_id="a", status="suspended"))
+async def test_retention_after_the_end_and_after_a_questions_deadline(fake_redis: aioredis.Redis, prefix: str) -> None:
+    store = RedisRunStore(fake_redis, prefix=prefix, retention=100)
+    now = utcnow()
+    pending = PendingCall(
+        tool_call_id="c", tool_name="ask_user", args={}, suspend_payload={}, suspended_at=now,
+        expires_at=now + timedelta(seconds=500),
+    )
+    state = await store.create(RunState(run_id="r", agent_id="a", status="suspended", pending=pending), owner=ME)
     key = Keys(prefix).run("r")
-    assert 499_000 < await fake_redis.pttl(key) <= 500_000
-    await store.save(state.model_copy(update={"status": "completed"}))
+    assert 598_000 < await fake_redis.pttl(key) <= 602_000  # until the deadline, then the retention window
+    await store.save(state.model_copy(update={"status": "completed"}), owner=ME)
     assert 99_000 < await fake_redis.pttl(key) <= 100_000
-    default = RedisRunStore(fake_redis, prefix=prefix)
-    assert (default.suspended_ttl, default.finished_ttl) == (24 * 3600, 3600)
+    assert RedisRunStore(fake_redis, prefix=prefix).retention == 7 * 24 * 3600
 
 
-async def test_record_of_another_run_or_garbage_is_corrupt(fake_redis: aioredis.Redis, prefix: str) -> None:
+async def test_record_of_another_run_garbage_or_unknown_version_is_corrupt_with_its_run_id(
+    fake_redis: aioredis.Redis, prefix: str
+) -> None:
     store = RedisRunStore(fake_redis, prefix=prefix)
-    await store.create(RunState(run_id="a", agent_id="x"))
+    await store.create(RunState(run_id="a", agent_id="x"), owner=ME)
     raw = await fake_redis.hget(Keys(prefix).run("a"), "state")
     await fake_redis.hset(Keys(prefix).run("b"), mapping={"rev": 1, "state": raw})
-    with pytest.raises(StoreCorrupt, match="belongs to run a"):
+    with pytest.raises(StoreCorrupt, match="belongs to run a") as wrong:
         await store.load("b")
+    assert wrong.value.run_id == "b"
     await fake_redis.hset(Keys(prefix).run("c"), mapping={"rev": 1, "state": "{not json"})
-    with pytest.raises(StoreCorrupt, match="unreadable"):
+    with pytest.raises(StoreCorrupt, match="not JSON") as garbage:
         await store.load("c")
+    assert garbage.value.run_id == "c"
+    await fake_redis.hset(Keys(prefix).run("d"), mapping={"rev": 1, "state": raw.replace(b'"schema_version":2', b'"schema_version":9')})
+    with pytest.raises(UnknownSchemaVersion) as newer:
+        await store.load("d")
+    assert newer.value.run_id == "d" and newer.value.version == 9
+
+
+async def test_a_resent_write_is_recognised_as_applied_not_a_conflict(fake_redis: aioredis.Redis, prefix: str) -> None:
+    """What redis-py's retry does after a lost reply: the same script, same arguments, sent again."""
+    store = RedisRunStore(fake_redis, prefix=prefix)
+    base = await store.create(RunState(run_id="r", agent_id="a", status="suspended"), owner=ME)
+    claimed = base.model_copy(update={"status": "running"})
+    first = await store.save(claimed, owner=ME, write_id="w1")
+    again = await store.save(claimed, owner=ME, write_id="w1")  # the reply to the first one was lost
+    assert first.revision == again.revision == 2
+    with pytest.raises(RunConflict):
+        await store.save(claimed, owner="someone-else", write_id="w2")  # a different write still conflicts
+
+
+async def test_deadline_is_judged_by_the_stores_clock(fake_redis: aioredis.Redis, prefix: str) -> None:
+    store = RedisRunStore(fake_redis, prefix=prefix)
+    base = await store.create(RunState(run_id="r", agent_id="a", status="suspended"), owner=ME)
+    with pytest.raises(QuestionExpired):
+        await store.save(base.model_copy(update={"status": "running"}), owner=ME, not_after=utcnow() - timedelta(seconds=1))
+    assert (await store.load("r")).revision == 1  # nothing written
+    ok = await store.save(base.model_copy(update={"status": "running"}), owner=ME, not_after=utcnow() + timedelta(minutes=1))
+    assert ok.revision == 2
+
+
+async def test_running_saves_hold_a_lease_that_others_see_and_other_saves_drop(
+    fake_redis: aioredis.Redis, prefix: str
+) -> None:
+    store = RedisRunStore(fake_redis, prefix=prefix, lease_ttl=5)
+    state = await store.create(RunState(run_id="r", agent_id="a"), owner=ME)
+    assert await store.lease_owner("r") == ME
+    assert 4_000 < await fake_redis.pttl(Keys(prefix).lease("r")) <= 5_000
+    assert await store.renew_lease("r", owner=ME) and not await store.renew_lease("r", owner="other")
+    await store.save(state.model_copy(update={"status": "completed"}), owner=ME)
+    assert await store.lease_owner("r") is None
+    assert not await store.renew_lease("r", owner=ME)
 
 
 async def test_redis_down_is_store_unavailable(prefix: str) -> None:
@@ -68,7 +128,7 @@ async def test_redis_down_is_store_unavailable(prefix: str) -> None:
     with pytest.raises(StoreUnavailable):
         await store.load("r")
     with pytest.raises(StoreUnavailable):
-        await store.create(RunState(run_id="r", agent_id="a"))
+        await store.create(RunState(run_id="r", agent_id="a"), owner=ME)
     await client.aclose()
 
 
@@ -123,10 +183,14 @@ async def test_ttl_expiry_is_run_not_found(
     real_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI, prefix: str
 ) -> None:
     openai_server.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="c1")]))
-    agent: Agent = make_agent(real_redis, store_kwargs={"suspended_ttl": 1})
+    agent: Agent = make_agent(real_redis, store_kwargs={"retention": 1}, ask_ttl=0.2)
     stream = await agent.stream("hi")
     await stream.collect()
     assert (await agent.get_run(stream.run_id)).status == "suspended"
+    await asyncio.sleep(0.3)
+    with pytest.raises(QuestionExpired):  # past the deadline, within retention: told it expired
+        await agent.resume_stream("a", run_id=stream.run_id)
+    assert (await agent.get_run(stream.run_id)).status == "expired"
     await asyncio.sleep(1.3)
     with pytest.raises(RunNotFound):
         await agent.resume_stream("a", run_id=stream.run_id)
@@ -136,9 +200,31 @@ async def test_ttl_expiry_is_run_not_found(
 @pytest.mark.real_redis
 async def test_cas_race_on_real_redis(real_redis: aioredis.Redis, prefix: str) -> None:
     store = RedisRunStore(real_redis, prefix=prefix)
-    base = await store.create(RunState(run_id="race", agent_id="a", status="suspended"))
+    base = await store.create(RunState(run_id="race", agent_id="a", status="suspended"), owner=ME)
     outcomes = await asyncio.gather(
-        *(store.save(base.model_copy(update={"metadata": {"n": i}})) for i in range(20)), return_exceptions=True
+        *(store.save(base.model_copy(update={"metadata": {"n": i}}), owner=ME) for i in range(20)),
+        return_exceptions=True,
     )
     assert sum(not isinstance(o, BaseException) for o in outcomes) == 1
     assert all(isinstance(o, RunConflict) for o in outcomes if isinstance(o, BaseException))
+
+
+@pytest.mark.real_redis
+async def test_a_claim_whose_reply_is_lost_is_applied_once_and_recognised(
+    real_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """Redis executes the claim, the connection drops before the reply: the client's retry resends it and the
+    claim is recognised as ours (not 'already answered'); the run goes on with the answer."""
+    openai_server.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="c1")]), Reply(text="done"))
+    async with TcpProxy("127.0.0.1", 6379) as proxy:
+        client = connect_redis(f"redis://127.0.0.1:{proxy.port}/0")
+        agent: Agent = make_agent(client)
+        stream = await agent.stream("hi")
+        await stream.collect()
+        proxy.lose_next_reply(containing=b'"status":"running"')
+        resumed = await agent.resume_stream("a", run_id=stream.run_id, answered_by="U1")
+        await resumed.collect()
+        assert proxy.replies_lost == 1
+        state = await agent.get_run(stream.run_id)
+        assert state.status == "completed" and [a.answered_by for a in state.answers] == ["U1"]
+        await client.aclose()

@@ -1,0 +1,80 @@
+"""Whether a run can take an answer now: the one place that decides it (the Slack layer asks, then renders).
+
+:func:`check_answer` returns one of:
+
+- :class:`Open` - the run waits for this answer (``pending`` is the question);
+- :class:`Answered` - it was answered already (``answer`` says by whom and when);
+- :class:`Expired` - the question's deadline passed (or the run was closed as expired) with no answer;
+- :class:`Closed` - the run is not waiting for this answer (finished, failed, running, or waiting on another
+  question: ``waiting_on`` names it).
+
+The deadline is judged here by the caller's clock for an early answer to the person; the claim itself is
+judged again by the store's clock (:mod:`bot.agent.store`), which wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from bot.agent.state import Answer, PendingCall, RunState, RunStatus
+
+
+@dataclass(frozen=True)
+class Open:
+    pending: PendingCall
+    kind: Literal["open"] = "open"
+
+
+@dataclass(frozen=True)
+class Answered:
+    answer: Answer
+    kind: Literal["answered"] = "answered"
+
+
+@dataclass(frozen=True)
+class Expired:
+    expires_at: datetime | None
+    kind: Literal["expired"] = "expired"
+
+
+@dataclass(frozen=True)
+class Closed:
+    status: RunStatus
+    waiting_on: str | None = None
+    kind: Literal["closed"] = "closed"
+
+
+AnswerCheck = Open | Answered | Expired | Closed
+
+
+def check_answer(state: RunState, tool_call_id: str | None, *, now: datetime) -> AnswerCheck:
+    """Can ``state`` take an answer to ``tool_call_id`` (``None``: to whatever it waits on) at ``now``?"""
+    pending = state.pending
+    asked = tool_call_id or (pending.tool_call_id if pending is not None else None)
+    answered = state.answer_for(asked)  # asked None: the latest answer of the run
+    if answered is not None and (asked is not None or state.status != "suspended"):
+        return Answered(answered)
+    same = pending is not None and asked == pending.tool_call_id
+    if pending is not None and same and state.status == "expired":
+        return Expired(pending.expires_at)
+    if state.status == "suspended" and pending is not None and pending.resume is None:
+        if not same:
+            return Closed(state.status, waiting_on=pending.tool_call_id)
+        if pending.expires_at is not None and now >= pending.expires_at:
+            return Expired(pending.expires_at)
+        return Open(pending)
+    return Closed(state.status)
+
+
+def question_of(state: RunState, matches: Callable[[str], bool]) -> str | None:
+    """The ``tool_call_id`` of the run's question that ``matches(tool_call_id)`` accepts: the pending one first,
+    then an answered one (so a late click learns who answered). ``None`` when no question matches."""
+    if state.pending is not None and matches(state.pending.tool_call_id):
+        return state.pending.tool_call_id
+    for answer in reversed(state.answers):
+        if matches(answer.tool_call_id):
+            return answer.tool_call_id
+    return None

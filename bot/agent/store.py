@@ -1,0 +1,53 @@
+"""The run store port: what the agent runtime needs from persistence (``bot.store`` implements it on Redis).
+
+Every implementation keeps these promises:
+
+- ``create`` never overwrites: a second create of the same ``run_id`` raises ``RunConflict``.
+- ``load`` raises ``RunNotFound`` for an unknown or expired id and ``StoreCorrupt`` (its ``run_id`` set) when
+  the record is unreadable, of an unknown schema version, or belongs to another run.
+- ``save`` is compare-and-set on ``state.revision``: it writes only if the stored revision is the one the
+  caller loaded, and returns the state with ``revision + 1``; otherwise ``RunConflict`` (someone else wrote)
+  or ``RunNotFound`` (expired meanwhile; nothing is created). This makes resume exactly-once.
+- Every write is idempotent under retries: a write whose reply was lost and that is sent again (by the store or
+  by its client library) is recognised as already applied and succeeds, it never answers ``RunConflict``.
+- ``save(..., not_after=t)`` refuses (``QuestionExpired``) when the store's own clock is at or past ``t``: a
+  deadline is judged by one clock, whichever process writes.
+- Leases: a state saved with ``status == "running"`` carries a lease for ``owner`` that lasts ``lease_ttl``
+  seconds unless renewed; any other status drops it. ``lease_owner`` tells who holds it (``None``: nobody is
+  driving the run, e.g. its process died).
+- Outages raise ``StoreUnavailable`` (the outcome of a write is then unknown).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Protocol
+
+from bot.agent.state import RunState
+
+
+class RunStore(Protocol):
+    """Persistence of :class:`RunState` by ``run_id``; see the module docstring for the contract."""
+
+    async def create(self, state: RunState, *, owner: str, write_id: str | None = None) -> RunState:
+        """Store a new run; returns it with ``revision`` 1."""
+        ...
+
+    async def load(self, run_id: str) -> RunState:
+        """Load run ``run_id``."""
+        ...
+
+    async def save(
+        self, state: RunState, *, owner: str, not_after: datetime | None = None, write_id: str | None = None
+    ) -> RunState:
+        """Compare-and-set on ``state.revision``; returns the saved state (``revision + 1``). ``write_id``: the
+        same value for every retry of one logical write (fresh when omitted)."""
+        ...
+
+    async def renew_lease(self, run_id: str, *, owner: str) -> bool:
+        """Extend ``owner``'s lease on a running run; False when it no longer holds it."""
+        ...
+
+    async def lease_owner(self, run_id: str) -> str | None:
+        """The owner id holding the run's lease, or None."""
+        ...
