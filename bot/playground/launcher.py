@@ -205,7 +205,7 @@ async def run_playground(
 async def _drain(bot: Bot) -> None:
     """Wait briefly for runs in flight; cancel what is still running after ``DRAIN_SECONDS``."""
     try:
-        await asyncio.wait_for(bot.frontend.drain(), DRAIN_SECONDS)
+        await asyncio.wait_for(bot.drain(), DRAIN_SECONDS)
     except TimeoutError:
         log.warning("stopped with bot work still running")
 

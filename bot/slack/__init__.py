@@ -1,2 +1,4 @@
-"""The Slack frontend: Bolt ``AsyncApp`` listeners (:mod:`bot.slack.frontend`), Block Kit rendering
-(:mod:`bot.slack.blocks`), payload references (:mod:`bot.slack.refs`) and assembly (:mod:`bot.slack.app`)."""
+"""The Slack layer: Bolt listeners (:mod:`bot.slack.listeners`) and their runner (:mod:`bot.slack.runner`),
+answering (:mod:`bot.slack.answering`), conversations in threads (:mod:`bot.slack.threads`), following a run into
+Slack (:mod:`bot.slack.follow`), Web API calls (:mod:`bot.slack.webapi`), Block Kit (:mod:`bot.slack.blocks`,
+:mod:`bot.slack.modals`); assembled by :mod:`bot.slack.app`."""

@@ -1,15 +1,19 @@
-"""Assembling the bot: the agent, the Bolt ``AsyncApp`` with its listeners, and the HTTP server.
+"""Assembling the bot: the agent, the Bolt ``AsyncApp`` with its listeners and runner, and the HTTP server.
 
-``build_bot(settings, model=..., redis_client=...)`` returns a :class:`Bot` whose ``app`` serves
-``POST /slack/events`` (events and interactivity) in HTTP mode, or runs over Socket Mode. The Web API
-client honours ``SLACK_API_URL`` and retries 429s with slack_sdk's async rate-limit retry handler.
+``build_bot(settings, model=..., redis_client=..., role=...)`` returns a :class:`Bot` whose ``app`` serves
+``POST /slack/events`` (events and interactivity) in HTTP mode, or runs over Socket Mode. The Web API client
+honours ``SLACK_API_URL`` and retries 429s, 5xx answers and connection errors with slack_sdk's retry handlers.
+
+Roles: ``all`` runs the work in this process; ``web`` acks and queues it on Redis for ``worker`` processes, which
+run :meth:`Bot.work` (see :mod:`bot.slack.runner`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import aiohttp
 import redis.asyncio as aioredis
@@ -25,35 +29,53 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.agent import Agent, ChatModel, make_ask_user_tool
 from bot.config import Settings
 from bot.errors import ConfigError
+from bot.slack.answering import STORE_DOWN, Answering
 from bot.slack.blocks import MAX_SELECT_OPTIONS
-from bot.slack.frontend import SlackFrontend
+from bot.slack.context import Where
+from bot.slack.follow import Follower
+from bot.slack.listeners import register
+from bot.slack.runner import InProcessRunner, LazyJobs, QueueRunner, SharedWebClient, use_client
+from bot.slack.threads import Threads
+from bot.slack.webapi import SlackWeb
 from bot.store import Keys, RedisRunStore
 from bot.store.conversations import ConversationIndex
 from bot.store.work_queue import WorkQueue
 
 EVENTS_PATH = "/slack/events"
 Role = Literal["all", "web", "worker"]
+log = logging.getLogger(__name__)
 
 
 @dataclass
 class Bot:
-    """A ready bot: ``app`` (Bolt), ``frontend`` (listeners), ``agent`` and the Web API ``client``."""
+    """A ready bot: ``app`` (Bolt), ``agent``, the Web API ``client``, the lazy-listener ``runner`` and, in the
+    split roles, the work ``queue``."""
 
     app: AsyncApp
-    frontend: SlackFrontend
     agent: Agent
     client: AsyncWebClient
+    runner: InProcessRunner
+    jobs: LazyJobs
     queue: WorkQueue | None = None
 
+    async def drain(self) -> None:
+        """Wait for the work in flight in this process (tests, graceful shutdown)."""
+        await self.runner.drain()
+
     async def work(self, *, stop: asyncio.Event) -> None:
-        """The ``worker`` role: handle queued jobs until ``stop`` is set, then finish those in hand."""
+        """The ``worker`` role: run queued jobs until ``stop`` is set, then finish those in hand. Raises
+        ``ConfigError`` for a bot built without a queue."""
         if self.queue is None:
             raise ConfigError("this bot was not built with a work queue (role 'worker')")
-        await self.queue.consume(self.frontend.handle, stop=stop)
+
+        async def handle(job: dict[str, Any]) -> None:
+            await self.jobs.run_job(job, client=self.client, runner=self.runner)
+
+        await self.queue.consume(handle, stop=stop)
 
     async def aclose(self) -> None:
         """Close the Web API client's HTTP session and the model's client, if it has one to close (after
-        :meth:`SlackFrontend.drain`)."""
+        :meth:`drain`)."""
         session = self.client.session
         if session is not None and not session.closed:
             await session.close()
@@ -62,17 +84,17 @@ class Bot:
             await close_model()
 
 
-def web_client(settings: Settings) -> AsyncWebClient:
+def web_client(settings: Settings) -> SharedWebClient:
     """The Web API client: ``SLACK_API_URL`` base, 429s retried (up to 3 times, honouring Retry-After),
     5xx answers and connection errors retried twice (with backoff),
     one shared aiohttp session (slack_sdk otherwise opens a session and a TCP connection per call).
 
-    Call from a running event loop; close with :meth:`Bot.aclose`.
+    Call from a running event loop; close with :meth:`Bot.aclose`. Raises ``ConfigError`` without a bot token.
     """
     if settings.slack_bot_token is None:
         raise ConfigError("SLACK_BOT_TOKEN is not set")
     base = settings.slack_api_url if settings.slack_api_url.endswith("/") else settings.slack_api_url + "/"
-    return AsyncWebClient(
+    return SharedWebClient(
         token=settings.slack_bot_token.get_secret_value(),
         base_url=base,
         retry_handlers=[
@@ -85,16 +107,13 @@ def web_client(settings: Settings) -> AsyncWebClient:
 
 
 def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Redis, role: Role = "all") -> Bot:
-    """Wire agent, store, listeners and Bolt from ``settings``. Raises ``ConfigError`` when a secret is missing.
-
-    ``role``: ``all`` handles requests in this process; ``web`` acks and queues them (Redis stream) for
-    ``worker`` processes, which run :meth:`Bot.work`; see :class:`bot.slack.frontend.SlackFrontend`.
-    """
+    """Wire agent, store, listeners and Bolt from ``settings``. Raises ``ConfigError`` when a secret is missing."""
     if settings.slack_signing_secret is None and settings.slack_app_token is None:
         raise ConfigError("SLACK_SIGNING_SECRET is not set (needed in HTTP mode)")
     client = web_client(settings)
     keys = Keys(settings.redis_prefix)
-    store = RedisRunStore(redis_client, prefix=settings.redis_prefix, suspended_ttl=settings.ask_ttl_seconds)
+    retention = int(settings.run_retention_seconds)
+    store = RedisRunStore(redis_client, prefix=settings.redis_prefix, retention=retention)
     agent = Agent(
         id="slack-assistant",
         name="Assistant",
@@ -102,23 +121,43 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         model=model,
         tools=[make_ask_user_tool(max_options=MAX_SELECT_OPTIONS)],
         store=store,
+        ask_ttl=float(settings.ask_ttl_seconds),
     )
-    index = ConversationIndex(redis_client, keys=keys, thread_ttl=settings.ask_ttl_seconds)
+    index = ConversationIndex(redis_client, keys=keys, retention=retention)
+    web_api = SlackWeb(client)
+    follower = Follower(web=web_api, index=index, answerers=settings.ask_answerers)
+    answering = Answering(agent=agent, index=index, web=web_api, follower=follower, answerers=settings.ask_answerers)
+    threads = Threads(agent=agent, index=index, web=web_api, follower=follower, answering=answering)
     app = AsyncApp(
         client=client,
         signing_secret=settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None,
         process_before_response=False,
     )
     queue = WorkQueue(redis_client, keys=keys) if role != "all" else None
-    frontend = SlackFrontend(
-        agent=agent,
-        index=index,
-        client=client,
-        answerers=settings.ask_answerers,
-        queue=queue if role == "web" else None,
-    )
-    frontend.register(app)
-    return Bot(app=app, frontend=frontend, agent=agent, client=client, queue=queue)
+    runner: InProcessRunner
+    if role == "web" and queue is not None:
+
+        async def store_down(body: dict[str, Any]) -> None:
+            await tell_store_down(web_api, body)
+
+        runner = QueueRunner(log, queue=queue, on_store_down=store_down)
+    else:
+        runner = InProcessRunner(log)
+    app.listener_runner.lazy_listener_runner = runner
+    app.middleware(use_client(client))  # first: the middleware and listeners after it get this client
+    jobs = register(app, threads=threads, answering=answering, runner=runner)
+    return Bot(app=app, agent=agent, client=client, runner=runner, jobs=jobs, queue=queue)
+
+
+async def tell_store_down(web_api: SlackWeb, body: dict[str, Any]) -> None:
+    """Tell whoever sent ``body`` that nothing was recorded: in the thread for events, else privately."""
+    if body.get("event"):
+        where = Where.of_event(body)
+        if where.channel_id:
+            await web_api.post(where.channel_id, thread_ts=where.thread_ts, text=f":warning: {STORE_DOWN}")
+        return
+    where = Where.of_action(body)
+    await web_api.tell(where.user, STORE_DOWN, channel=where.channel_id, thread_ts=where.thread_ts)
 
 
 async def start_http(bot: Bot, *, host: str = "0.0.0.0", port: int = 3000) -> tuple[web.AppRunner, int]:

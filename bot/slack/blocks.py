@@ -1,4 +1,7 @@
-"""Block Kit for questions, their outcomes, replies and failures (``slack_sdk.models.blocks``).
+"""Block Kit messages for questions, their outcomes, replies and failures (``slack_sdk.models.blocks``).
+
+Modals live in :mod:`bot.slack.modals`, text helpers in :mod:`bot.slack.mrkdwn`. Everything a message shows
+about a question is rendered from the stored run (its suspend payload), never echoed from a payload.
 
 Every Slack limit holds by construction (docs.slack.dev reference/block-kit): section text <= 3000,
 button text <= 75, option text/description <= 75, option value <= 150, actions <= 25 elements,
@@ -14,8 +17,6 @@ free-form -> an "Answer" button that opens a modal.
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
 from slack_sdk.models.blocks import (
@@ -24,34 +25,26 @@ from slack_sdk.models.blocks import (
     ButtonElement,
     CheckboxesElement,
     ContextBlock,
-    InputBlock,
     MarkdownBlock,
     MarkdownTextObject,
     Option,
-    PlainTextInputElement,
     PlainTextObject,
     SectionBlock,
     StaticMultiSelectElement,
     StaticSelectElement,
 )
-from slack_sdk.models.views import View
 
 from bot.agent.ask_user import AskUserPayload
+from bot.slack.mrkdwn import MARKDOWN_BLOCK, SECTION_TEXT, clip, escape, split_mrkdwn, text_length
 from bot.slack.refs import QuestionRef
 
 # Slack limits (docs.slack.dev reference/block-kit/...); see the module docstring.
-SECTION_TEXT = 3000
 BUTTON_TEXT = 75
 OPTION_TEXT = 75
 OPTION_DESCRIPTION = 75
 MAX_BUTTONS = 25
 MAX_CHECKBOXES = 10
 MAX_SELECT_OPTIONS = 100
-MODAL_TITLE = 24
-PRIVATE_METADATA = 3000
-INPUT_LABEL = 2000
-ANSWER_MAX = 3000  # plain_text_input max_length
-MARKDOWN_BLOCK = 12000
 MESSAGE_TEXT_BUDGET = 11_000  # Slack refuses a message whose blocks' texts add up to ~12,000 (msg_blocks_too_long)
 BUDGETS = ((6000, 3000), (3000, 1500), (2000, 0), (600, 0))  # (question, option list) tried in turn
 
@@ -63,39 +56,6 @@ ACT_MULTI = "ask_multi"
 ACT_SUBMIT = "ask_submit"
 ACT_OPEN = "ask_open_modal"
 ACT_RETRY = "ask_retry"
-ACT_TEXT = "answer_text"
-MODAL_CALLBACK = "ask_answer_modal"
-MODAL_INPUT_BLOCK = "answer_input"
-
-
-def clip(text: str, limit: int) -> str:
-    """``text`` shortened to ``limit`` characters with a trailing ellipsis when it was longer."""
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def escape(text: str) -> str:
-    """Escape mrkdwn control characters (Slack: ``&``, ``<``, ``>``; docs.slack.dev formatting)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def unescape(text: str) -> str:
-    """Slack's escaped message text back to what the person typed (``&lt;`` ``&gt;`` ``&amp;``)."""
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-
-
-def split_mrkdwn(text: str, limit: int = SECTION_TEXT) -> list[str]:
-    """Split escaped mrkdwn into pieces of <= ``limit`` chars, never inside an ``&...;`` entity."""
-    pieces: list[str] = []
-    while len(text) > limit:
-        cut = limit
-        amp = text.rfind("&", cut - 5, cut)
-        if amp != -1 and ";" not in text[amp:cut]:
-            cut = amp
-        newline = text.rfind("\n", cut - 200, cut)
-        cut = newline + 1 if newline > 0 else cut
-        pieces.append(text[:cut])
-        text = text[cut:]
-    return [*pieces, text] if text else pieces
 
 
 def _question_sections(question: str, ref: QuestionRef, prefix: str, budget: int = 6000) -> list[Block]:
@@ -144,15 +104,6 @@ def question_blocks(
         if text_length(rendered) <= MESSAGE_TEXT_BUDGET:
             break
     return rendered
-
-
-def text_length(blocks: Any) -> int:
-    """The characters of every ``text`` string in ``blocks`` (what Slack's ~12,000 limit counts)."""
-    if isinstance(blocks, dict):
-        return sum(len(v) if k == "text" and isinstance(v, str) else text_length(v) for k, v in blocks.items())
-    if isinstance(blocks, list):
-        return sum(text_length(item) for item in blocks)
-    return 0
 
 
 def _question_message(
@@ -238,106 +189,10 @@ def outcome_blocks(
     return [b.to_dict() for b in blocks]
 
 
-def labels_in_text(text: str, labels: list[str]) -> list[str] | None:
-    """The options a typed multi-select answer names, in the order typed, or None when it names anything else.
-
-    Pieces are separated by commas, semicolons or new lines; each is an option's label (exactly, else
-    ignoring case when that is unambiguous; a trailing full stop is forgiven) or its number in the list
-    (1-based, as the plain-text question shows them). Labels that themselves contain a separator are
-    recognised where they appear verbatim.
-    """
-    folded: dict[str, list[str]] = {}
-    for label in labels:
-        folded.setdefault(label.casefold(), []).append(label)
-
-    def match(piece: str) -> str | None:
-        if piece in labels:
-            return piece
-        same = folded.get(piece.casefold(), [])
-        if len(same) == 1:
-            return same[0]
-        if piece.isascii() and piece.isdigit() and 1 <= int(piece) <= len(labels):
-            return labels[int(piece) - 1]
-        return None
-
-    whole = match(text.strip())
-    if whole is not None:
-        return [whole]
-    picked: list[tuple[int, str]] = []
-    rest = text
-    for label in sorted((x for x in labels if re.search(r"[,;\n]", x)), key=len, reverse=True):
-        while (at := rest.find(label)) != -1:
-            picked.append((at, label))
-            rest = rest[:at] + "\n" * len(label) + rest[at + len(label) :]  # keeps positions
-    for found in re.finditer(r"[^,;\n]+", rest):
-        piece = found.group().strip()
-        if not piece:
-            continue
-        named = match(piece) or (match(piece[:-1].strip()) if piece.endswith(".") else None)
-        if named is None:
-            return None
-        picked.append((found.start(), named))
-    return list(dict.fromkeys(label for _at, label in sorted(picked))) or None
-
-
 def answer_display(answer: str | list[str]) -> str:
     """How an answer is shown in the answered state (escaped mrkdwn, shortened)."""
     text = ", ".join(answer) if isinstance(answer, list) else answer
     return clip(escape(text), 2000)
-
-
-def strip_controls(blocks: list[dict[str, Any]], *, note: str) -> list[dict[str, Any]]:
-    """A message's blocks without interactive parts (actions, inputs), with a context ``note`` appended."""
-    kept = [b for b in blocks if b.get("type") not in ("actions", "input")]
-    kept = [b for b in kept if not (b.get("type") == "section" and b.get("accessory"))]
-    for b in kept:
-        b.pop("block_id", None)
-    kept.append(ContextBlock(elements=[MarkdownTextObject(text=clip(note, 3000))]).to_dict())
-    return kept
-
-
-def answer_modal(question_mrkdwn: str, *, private_metadata: dict[str, str]) -> dict[str, Any]:
-    """The free-form answer modal. ``question_mrkdwn`` is already escaped (taken from the question message);
-    ``private_metadata`` is JSON-encoded (<= 3000 chars)."""
-    meta = json.dumps(private_metadata, separators=(",", ":"))
-    if len(meta) > PRIVATE_METADATA:
-        raise ValueError("private_metadata too long")
-    view = View(
-        type="modal",
-        callback_id=MODAL_CALLBACK,
-        title=PlainTextObject(text=clip("Your answer", MODAL_TITLE)),
-        submit=PlainTextObject(text="Send"),
-        close=PlainTextObject(text="Cancel"),
-        private_metadata=meta,
-        blocks=[
-            SectionBlock(block_id="question", text=MarkdownTextObject(text=split_mrkdwn(question_mrkdwn)[0])),
-            InputBlock(
-                block_id=MODAL_INPUT_BLOCK,
-                label=PlainTextObject(text="Answer"),
-                element=PlainTextInputElement(action_id=ACT_TEXT, multiline=True, max_length=ANSWER_MAX),
-            ),
-        ],
-    )
-    return dict(view.to_dict())
-
-
-def split_reply(text: str, limit: int = MARKDOWN_BLOCK) -> list[str]:
-    """A long reply cut into messages of <= ``limit`` chars, at a paragraph, line or word break when there
-    is one in the last quarter (Slack truncates a message's text beyond 40,000 chars; a markdown block holds
-    12,000). Nothing is dropped but whitespace-only pieces; the parts joined give ``text`` back."""
-    parts: list[str] = []
-    while len(text) > limit:
-        window, cut = text[:limit], limit
-        for sep in ("\n\n", "\n", " "):  # the coarsest break in the last quarter: a paragraph, a line, a word
-            at = window.rfind(sep)
-            if at > limit * 3 // 4:
-                cut = at + len(sep)
-                break
-        parts.append(text[:cut])
-        text = text[cut:]
-    parts.append(text)
-    kept = [part for part in parts if part.strip()]
-    return kept or [text]
 
 
 def reply_blocks(text: str) -> list[dict[str, Any]] | None:
@@ -347,11 +202,14 @@ def reply_blocks(text: str) -> list[dict[str, Any]] | None:
     return [MarkdownBlock(text=text).to_dict()]
 
 
-def failure_blocks(message: str, *, run_id: str, retry: bool) -> list[dict[str, Any]]:
-    """A failure notice in the thread, with a Retry button that continues ``run_id`` when ``retry``."""
+def failure_blocks(message: str, *, run_id: str, retry: bool, note: str | None = None) -> list[dict[str, Any]]:
+    """A failure notice in the thread (``message`` is plain text), with a Retry button that continues ``run_id``
+    when ``retry``; ``note`` (mrkdwn) is a context line below it (e.g. who retried)."""
     blocks: list[Block] = [
         SectionBlock(text=MarkdownTextObject(text=clip(f":warning: {escape(message)}", SECTION_TEXT)))
     ]
+    if note:
+        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=clip(note, 3000))]))
     if retry:
         blocks.append(
             ActionsBlock(

@@ -6,9 +6,11 @@
   retries for about 5 minutes).
 - A thread record (hash) holds the thread's latest ``run_id``, so follow-ups continue the conversation and
   typed replies reach the open question.
-- Question messages: for each ``(run_id, tool_call_id)``, the messages the bot posted for that question
-  (``{"channel_id", "ts"}`` each). Only these are ever updated for it, whatever a payload claims.
-- Refusal marks: a person told once that they may not answer a question is not told again for every reply.
+- Run messages: for each ``(run_id, key)``, the messages the bot posted for it (``key`` is a question's
+  ``tool_call_id``, or e.g. ``"failure"`` for a failure notice). Only these are ever updated for it, whatever
+  a payload claims.
+- Told-once marks: a person told once something about a question (e.g. that they may not answer it) is not
+  told again for every reply in the thread.
 
 Records are kept ``retention`` seconds after their last write (default 7 days, like runs).
 """
@@ -99,23 +101,23 @@ class ConversationIndex:
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while writing a thread: {type(exc).__name__}") from None
 
-    async def add_question_message(self, run_id: str, tool_call_id: str, ref: MessageRef) -> None:
-        """Record that the question ``(run_id, tool_call_id)`` is shown in message ``ref`` (idempotent; one hash
-        field per message, so concurrent posts never lose each other). Raises ``StoreUnavailable``."""
-        key = self.keys.question_messages(run_id)
-        field = json.dumps([tool_call_id, ref.channel_id, ref.ts])
+    async def add_message(self, run_id: str, key: str, ref: MessageRef) -> None:
+        """Record that ``(run_id, key)`` is shown in message ``ref`` (idempotent; one hash field per message, so
+        concurrent posts never lose each other). Raises ``StoreUnavailable``."""
+        hash_key = self.keys.run_messages(run_id)
+        field = json.dumps([key, ref.channel_id, ref.ts])
         try:
             async with self.client.pipeline(transaction=True) as pipe:
-                pipe.hset(key, field, "1")
-                pipe.expire(key, self.retention)
+                pipe.hset(hash_key, field, "1")
+                pipe.expire(hash_key, self.retention)
                 await pipe.execute()
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while recording a question message: {type(exc).__name__}") from None
 
-    async def question_messages(self, run_id: str, tool_call_id: str) -> list[MessageRef]:
-        """The messages showing question ``(run_id, tool_call_id)`` (by ``ts``). Raises ``StoreUnavailable``."""
+    async def messages(self, run_id: str, key: str) -> list[MessageRef]:
+        """The messages recorded for ``(run_id, key)`` (by ``ts``). Raises ``StoreUnavailable``."""
         try:
-            fields = await self.client.hkeys(self.keys.question_messages(run_id))
+            fields = await self.client.hkeys(self.keys.run_messages(run_id))
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while reading question messages: {type(exc).__name__}") from None
         refs = []
@@ -124,15 +126,15 @@ class ConversationIndex:
                 call, channel_id, ts = json.loads(_text(field) or "")
             except (ValueError, TypeError):
                 continue
-            if call == tool_call_id:
+            if call == key:
                 refs.append(MessageRef(channel_id=str(channel_id), ts=str(ts)))
         return sorted(refs, key=lambda r: r.ts)
 
-    async def refuse_once(self, run_id: str, tool_call_id: str, user: str) -> bool:
-        """True the first time ``user`` is refused for this question (then tell them). Raises
+    async def tell_once(self, run_id: str, tool_call_id: str, user: str, *, topic: str) -> bool:
+        """True the first time ``user`` is to be told ``topic`` (e.g. ``"refused"``) about this question. Raises
         ``StoreUnavailable``."""
         try:
-            key = self.keys.refused(run_id, tool_call_id, user)
+            key = self.keys.told(run_id, tool_call_id, user, topic)
             return bool(await self.client.set(key, 1, nx=True, ex=self.retention))
         except RedisError as exc:
-            raise StoreUnavailable(f"Redis error while recording a refusal: {type(exc).__name__}") from None
+            raise StoreUnavailable(f"Redis error while marking a notice: {type(exc).__name__}") from None

@@ -7,11 +7,12 @@ one Redis without seeing each other's data. Keys that one Lua script touches tog
 - ``{prefix}run:{<run_id>}`` - hash ``{rev, state, wid}``: one run (see :mod:`bot.store.redis_store`).
 - ``{prefix}lease:{<run_id>}`` - string with a TTL: the process driving the run (owner id); absent when no
   live process is driving it.
-- ``{prefix}qmsg:{<run_id>}`` - hash ``tool_call_id -> JSON list of message references``: where each of the
-  run's questions is shown (see :mod:`bot.store.conversations`).
+- ``{prefix}msgs:{<run_id>}`` - hash whose fields are ``[key, channel_id, ts]`` (JSON): the messages the bot
+  posted for each of the run's questions (``key``: its tool_call_id) and notices (see
+  :mod:`bot.store.conversations`).
 - ``{prefix}event:{event_id}`` - string: a Slack event already taken (retry dedupe).
 - ``{prefix}thread:{team_id}:{channel_id}:{thread_ts}`` - hash: the run of a Slack thread.
-- ``{prefix}refused:{<run_id>}:{tool_call_id}:{user}`` - string: a person was told once they may not answer.
+- ``{prefix}told:{<run_id>}:{tool_call_id}:{user}:{topic}`` - string: a person was told ``topic`` once.
 - ``{prefix}{work}`` - stream: jobs from ``web`` processes for ``worker`` processes; ``{prefix}{work}:job:{id}``
   marks a job id already queued (a resent XADD queues nothing).
 """
@@ -37,9 +38,9 @@ class Keys:
         """Who drives run ``run_id`` now (same slot as :meth:`run`)."""
         return f"{self.prefix}lease:{{{run_id}}}"
 
-    def question_messages(self, run_id: str) -> str:
-        """Where the run's questions are shown (same slot as :meth:`run`)."""
-        return f"{self.prefix}qmsg:{{{run_id}}}"
+    def run_messages(self, run_id: str) -> str:
+        """The messages posted for the run's questions and notices (same slot as :meth:`run`)."""
+        return f"{self.prefix}msgs:{{{run_id}}}"
 
     def event(self, event_id: str) -> str:
         """The marker of a Slack ``event_id`` already processed."""
@@ -49,9 +50,9 @@ class Keys:
         """The pointer from a Slack thread to its latest run."""
         return f"{self.prefix}thread:{team_id}:{channel_id}:{thread_ts}"
 
-    def refused(self, run_id: str, tool_call_id: str, user: str) -> str:
-        """Marks that ``user`` was told once that they may not answer this question."""
-        return f"{self.prefix}refused:{{{run_id}}}:{tool_call_id}:{user}"
+    def told(self, run_id: str, tool_call_id: str, user: str, topic: str) -> str:
+        """Marks that ``user`` was told ``topic`` once about this question."""
+        return f"{self.prefix}told:{{{run_id}}}:{tool_call_id}:{user}:{topic}"
 
     def work(self) -> str:
         """The stream of jobs from web processes to workers (consumer group ``workers``)."""

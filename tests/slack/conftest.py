@@ -32,7 +32,7 @@ class BotProcess:
     url: str
 
     async def stop(self) -> None:
-        await self.bot.frontend.drain()
+        await self.bot.drain()
         await self.runner.cleanup()
         await self.bot.aclose()
 
@@ -64,7 +64,7 @@ class Harness:
     async def settle(self) -> None:
         """Wait until every process has finished its background work."""
         for p in self.processes:
-            await p.bot.frontend.drain()
+            await p.bot.drain()
 
 
 @pytest.fixture

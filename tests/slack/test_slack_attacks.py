@@ -20,7 +20,8 @@ from bot.agent.state import RunState, utcnow
 from bot.errors import StoreUnavailable
 from bot.playground.sender import block_actions_payload, sign, view_submission_payload
 from bot.playground.state import dm_channel_id
-from bot.slack.blocks import ACT_SELECT, ACT_SUBMIT, ACT_TEXT, MODAL_INPUT_BLOCK
+from bot.slack.blocks import ACT_SELECT, ACT_SUBMIT
+from bot.slack.modals import ACT_TEXT, MODAL_INPUT_BLOCK
 from bot.slack.refs import QuestionRef
 from bot.store import Keys
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call

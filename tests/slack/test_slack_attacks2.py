@@ -18,7 +18,8 @@ import redis.asyncio as aioredis
 from bot.agent import Agent
 from bot.agent.state import RunState, utcnow
 from bot.errors import StoreUnavailable
-from bot.slack.blocks import MARKDOWN_BLOCK, labels_in_text, split_reply, text_length
+from bot.slack.mrkdwn import MARKDOWN_BLOCK, split_reply, text_length
+from bot.slack.typed_answers import labels_in_text
 from bot.store import Keys
 from bot.store.work_queue import GROUP
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call

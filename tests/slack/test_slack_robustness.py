@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from bot.slack.blocks import MODAL_INPUT_BLOCK
+from bot.slack.modals import MODAL_INPUT_BLOCK
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
 from bot.testing.tcp_proxy import TcpProxy
 

@@ -50,7 +50,7 @@ async def socket_bot(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            await bot.frontend.drain()
+            await bot.drain()
             await bot.aclose()
             assert ws.fake.socket_mode.connections == [] or all(c.closed for c in ws.fake.socket_mode.connections)
 
@@ -74,7 +74,7 @@ async def test_mention_question_click_reply_over_socket(
     assert ack.status == 200 and ack.in_time and ack.envelope_id
     assert json.loads(ack.request_body)["type"] == "interactive"
     await ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: "Summarizing" in m["text"])
-    await bot.frontend.drain()
+    await bot.drain()
     assert [c for c in ws.calls() if c.error] == []
     assert ws.acks == [*d.acks, ack]
 

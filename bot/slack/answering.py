@@ -1,0 +1,423 @@
+"""Taking answers from Slack: clicks, menu picks, Submit, the answer modal, typed replies, and Retry.
+
+Every path runs the same way: read the question reference the bot itself put in the payload (block_id / value,
+:mod:`bot.slack.refs`), load the run, check that the request comes from the run's channel (and thread, and one of
+the messages the bot posted for that question), apply the answer policy (who may answer), then ask the runtime
+whether the run can take the answer (:meth:`bot.agent.Agent.check_answer`, the one place that decides) and render
+what it says. Messages are updated from the stored question, never from the payload.
+
+Who may answer (``ASK_ANSWERERS``): ``requester`` (default: the person who started the run) or ``channel``
+(anyone in the run's channel). Refusals reach the person on the surface they used (:meth:`SlackWeb.tell`).
+
+The answer modal: the "Answer" button opens a loading modal at once (a ``trigger_id`` lives 3 s), then the
+stored run decides whether it becomes the form or a notice (not allowed, answered, expired), so nobody types an
+answer that cannot be taken; a submission is checked again against the stored run before it is acknowledged
+(errors show in the modal, the typed text kept) and claimed after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from bot.agent import Agent
+from bot.agent.answers import Answered, AnswerCheck, Closed, Expired, Open, question_of
+from bot.agent.ask_user import AskUserPayload
+from bot.agent.state import ResumeData, RunState
+from bot.agent.text import is_blank
+from bot.config import Answerers
+from bot.errors import (
+    AnswerError,
+    QuestionExpired,
+    RunAlreadyResumed,
+    RunConflict,
+    RunNotFound,
+    RunNotResumable,
+    StoreCorrupt,
+    StoreUnavailable,
+    ToolCallNotPending,
+)
+from bot.logs import log_context
+from bot.slack import blocks as bk
+from bot.slack import modals
+from bot.slack.context import SlackContext, Where
+from bot.slack.follow import Follower
+from bot.slack.refs import BadReference, QuestionRef, parse_index
+from bot.slack.typed_answers import labels_in_text
+from bot.slack.webapi import SlackWeb
+from bot.store.conversations import ConversationIndex
+
+log = logging.getLogger(__name__)
+
+Say = Callable[[str], Awaitable[Any]]
+Pick = Callable[[AskUserPayload], ResumeData]
+
+STORE_DOWN = "I couldn't reach my storage, so nothing was recorded. Please try again in a moment."
+UNREADABLE = "I can't read the saved state of this conversation, so I can't take answers for it. Mention me to start again."
+GONE = "This question has expired and its record is gone, so your answer wasn't used. Mention me to start again."
+EXPIRED = "This question has expired, so your answer wasn't used. Mention me to start again."
+NOT_HERE = "This answer doesn't belong to this conversation, so I ignored it."
+NOT_OPEN = "This question is no longer open."
+UNKNOWN_BUTTON = "That control doesn't belong to a question I know, so I ignored it."
+MULTI_HINT = (
+    "Tick the options and press Submit, or reply with the options' names (or numbers) separated by commas."
+)
+EXPIRED_OUTCOME = ":hourglass: This question expired without an answer."
+MODAL_CHECK_SECONDS = 2.0  # a view_submission must be acked within 3 s
+
+
+class Answering:
+    """Takes answers for ``agent``'s runs; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        index: ConversationIndex,
+        web: SlackWeb,
+        follower: Follower,
+        answerers: Answerers,
+    ) -> None:
+        self.agent = agent
+        self.index = index
+        self.web = web
+        self.follower = follower
+        self.answerers: Answerers = answerers
+
+    # --- policy ----------------------------------------------------------------------------------
+
+    def may_answer(self, ctx: SlackContext, user: str) -> bool:
+        """The answer policy: anyone in the run's channel, or only its requester."""
+        return self.answerers == "channel" or user == ctx.requester
+
+    def refusal(self, ctx: SlackContext) -> str:
+        """What a person the policy does not allow is told."""
+        return f"Only <@{ctx.requester}> can answer this question."
+
+    def say_to(self, where: Where, ctx: SlackContext | None = None) -> Say:
+        """Tell ``where.user`` privately, on the surface they used (see :meth:`SlackWeb.tell`); a modal's answers go
+        to the run's thread."""
+        channel, thread = where.channel_id, where.thread_ts
+        if where.surface == "modal" and ctx is not None:
+            channel, thread = ctx.channel_id, ctx.thread_ts
+
+        async def say(text: str) -> None:
+            await self.web.tell(where.user, text, channel=channel, thread_ts=thread)
+
+        return say
+
+    # --- clicks: option buttons, menus, Submit ---------------------------------------------------
+
+    async def on_click(self, body: dict[str, Any]) -> None:
+        """Lazy listener of option buttons, the single-choice menu and Submit (the ack was sent already)."""
+        where = Where.of_action(body)
+        say = self.say_to(where)
+        action = (body.get("actions") or [{}])[0]
+        action_id = str(action.get("action_id", ""))
+        try:
+            if action_id == bk.ACT_SELECT:
+                ref, _ = QuestionRef.from_block_id(str(action.get("block_id", "")))
+                index = parse_index(str((action.get("selected_option") or {}).get("value", "")))
+                pick: Pick = lambda p: _label(p, index)  # noqa: E731
+            elif action_id == bk.ACT_SUBMIT:
+                ref, _ = QuestionRef.from_value(str(action.get("value", "")))
+                picked = _ticked(body, ref)
+                if not picked:
+                    await say("Select at least one option, then Submit.")
+                    return
+                pick = lambda p: [_label(p, parse_index(v)) for v in picked]  # noqa: E731
+            else:
+                ref, index = QuestionRef.from_value(str(action.get("value", "")))
+                pick = lambda p: _label(p, index)  # noqa: E731
+        except BadReference:
+            await say(UNKNOWN_BUTTON)
+            return
+        with log_context(run_id=ref.run_id, user_id=where.user):
+            loaded = await self._load(ref.run_id, say)
+            if loaded is None:
+                return
+            state, ctx = loaded
+            call = question_of(state, ref.matches)
+            if call is None:
+                await say(NOT_OPEN)
+                return
+            if not await self._belongs(where, ctx, state.run_id, call):
+                await say(NOT_HERE)
+                return
+            if not self.may_answer(ctx, where.user):
+                await say(self.refusal(ctx))
+                return
+            await self.take(state, ctx, call, where=where, pick=pick, say=say)
+
+    async def answer_typed(self, state: RunState, ctx: SlackContext, where: Where, text: str) -> None:
+        """A typed reply to the run's open question (the caller applied the policy): the text itself, or for
+        multi select the options it names."""
+        pending = state.pending
+        if pending is None or is_blank(text):
+            return
+        say = self.say_to(where)
+        payload = AskUserPayload.model_validate(pending.suspend_payload)
+        answer: ResumeData = text
+        if payload.selection_mode == "multi_select":
+            picked = labels_in_text(text, payload.labels)
+            if picked is None:
+                await say(MULTI_HINT)
+                return
+            answer = picked
+        await self.take(state, ctx, pending.tool_call_id, where=where, pick=lambda _p: answer, say=say)
+
+    # --- the claim -------------------------------------------------------------------------------
+
+    async def take(
+        self, state: RunState, ctx: SlackContext, call: str, *, where: Where, pick: Pick, say: Say
+    ) -> None:
+        """Claim an answer to question ``call`` of ``state`` (policy already applied); on success update the
+        question's messages and follow the resumed run."""
+        check = self.agent.check_answer(state, call)
+        if not isinstance(check, Open):
+            await self.not_open(check, state, ctx, call, user=where.user, say=say)
+            return
+        payload = AskUserPayload.model_validate(check.pending.suspend_payload)
+        try:
+            data = pick(payload)
+            stream = await self.agent.resume_stream(
+                data, run_id=state.run_id, tool_call_id=call, answered_by=where.user, loaded=state
+            )
+        except AnswerError as exc:
+            await say(f"I couldn't take that answer: {exc}")
+            return
+        except (RunAlreadyResumed, QuestionExpired, RunNotResumable, RunConflict, ToolCallNotPending):
+            loaded = await self._load(state.run_id, say)
+            if loaded is not None:
+                check = self.agent.check_answer(loaded[0], call)
+                if isinstance(check, Open):  # a concurrent write that was not an answer: nothing taken
+                    await say("Someone else changed this conversation at the same moment; please try again.")
+                else:
+                    await self.not_open(check, loaded[0], ctx, call, user=where.user, say=say)
+            return
+        except RunNotFound:
+            await say(GONE)
+            return
+        except StoreUnavailable:
+            await say(STORE_DOWN)
+            return
+        outcome = f":white_check_mark: <@{where.user}> answered: *{bk.answer_display(data)}*"
+        await self.follower.close_question(state.run_id, call, payload, outcome=outcome, summary="answered")
+        await self.follower.follow(stream, ctx)
+
+    async def not_open(
+        self, check: AnswerCheck, state: RunState, ctx: SlackContext, call: str, *, user: str, say: Say
+    ) -> None:
+        """Tell ``user`` why the question can't take their answer, and do what that outcome needs: close an
+        expired question's messages, or continue a run whose answer is recorded but that nobody drives."""
+        await say(explain(check, user))
+        if isinstance(check, Expired):
+            await self.expire(state, call)
+        elif isinstance(check, Answered):
+            await self.continue_orphan(state, ctx)
+
+    async def expire(self, state: RunState, call: str) -> RunState:
+        """Close question ``call`` of ``state`` as expired (stored status and its messages). Raises nothing: a
+        store outage leaves the messages as they are."""
+        try:
+            state = await self.agent.expire(state)
+        except StoreUnavailable:
+            return state
+        pending = state.pending
+        if pending is not None and pending.tool_call_id == call:
+            payload = AskUserPayload.model_validate(pending.suspend_payload)
+            await self.follower.close_question(state.run_id, call, payload, outcome=EXPIRED_OUTCOME, summary="expired")
+        return state
+
+    async def continue_orphan(self, state: RunState, ctx: SlackContext) -> bool:
+        """Continue a run that took its answer but that no live process drives (its process died, or the claim's
+        reply was lost); True when this process took it over."""
+        try:
+            if not await self.agent.is_orphaned(state):
+                return False
+            stream = await self.agent.retry_stream(run_id=state.run_id)
+        except (RunNotResumable, RunNotFound, StoreUnavailable, StoreCorrupt):
+            return False
+        log.info("run %s: continuing it; its answer was recorded but nobody was driving it", state.run_id)
+        await self.follower.follow(stream, ctx)
+        return True
+
+    # --- the answer modal ------------------------------------------------------------------------
+
+    async def open_modal(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any]) -> None:
+        """The free-form "Answer" button (ack side): open a loading modal at once, then turn it into the form or
+        a notice decided from the stored run."""
+        await ack()
+        where = Where.of_action(body)
+        action = (body.get("actions") or [{}])[0]
+        try:
+            ref, _ = QuestionRef.from_value(str(action.get("value", "")))
+        except BadReference:
+            await self.say_to(where)(UNKNOWN_BUTTON)
+            return
+        view_id = await self.web.open_view(str(body.get("trigger_id") or ""), modals.loading_modal())
+        if view_id is None:
+            await self.say_to(where)("Slack didn't let me open the answer form in time; please click Answer again.")
+            return
+
+        async def notice(text: str) -> None:
+            await self.web.update_view(view_id, modals.notice_modal(text))
+
+        with log_context(run_id=ref.run_id, user_id=where.user):
+            loaded = await self._load(ref.run_id, notice)
+            if loaded is None:
+                return
+            state, ctx = loaded
+            call = question_of(state, ref.matches)
+            if call is None:
+                await notice(NOT_OPEN)
+                return
+            if not await self._belongs(where, ctx, state.run_id, call):
+                await notice(NOT_HERE)
+                return
+            if not self.may_answer(ctx, where.user):
+                await notice(self.refusal(ctx))
+                return
+            check = self.agent.check_answer(state, call)
+            if not isinstance(check, Open):
+                await self.not_open(check, state, ctx, call, user=where.user, say=notice)
+                return
+            payload = AskUserPayload.model_validate(check.pending.suspend_payload)
+            meta = {"r": ref.run_id, "c": ref.call}
+            await self.web.update_view(view_id, modals.answer_modal(payload.question, private_metadata=meta))
+
+    async def ack_modal(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any]) -> None:
+        """A submitted answer modal (ack side): a blank answer, a person not allowed, or a question that can't take
+        it any more get an error under the input (the typed text stays); otherwise the modal closes and
+        :meth:`on_modal_answer` claims the answer."""
+        try:
+            problem = await asyncio.wait_for(self._modal_problem(body), MODAL_CHECK_SECONDS)
+        except TimeoutError:
+            problem = "I'm slow to answer right now; please press Send again in a moment."
+        if problem:
+            await ack(response_action="errors", errors={modals.MODAL_INPUT_BLOCK: problem})
+        else:
+            await ack()
+
+    async def _modal_problem(self, body: dict[str, Any]) -> str | None:
+        view = body.get("view") or {}
+        if is_blank(modals.modal_text(view)):
+            return "Please write an answer."
+        user = str((body.get("user") or {}).get("id") or "")
+        found = await self._modal_question(body)
+        if isinstance(found, str):
+            return found
+        state, ctx, call = found
+        if not self.may_answer(ctx, user):
+            return self.refusal(ctx)
+        check = self.agent.check_answer(state, call)
+        if isinstance(check, Open):
+            return None
+        if isinstance(check, Expired):
+            await self.expire(state, call)
+        return explain(check, user)
+
+    async def on_modal_answer(self, body: dict[str, Any]) -> None:
+        """A submitted answer modal (lazy, after the ack): claim the typed answer."""
+        user = str((body.get("user") or {}).get("id") or "")
+        text = modals.modal_text(body.get("view") or {})
+        found = await self._modal_question(body)
+        if isinstance(found, str):
+            await self.web.tell(user, found)
+            return
+        state, ctx, call = found
+        where = Where(user=user, surface="modal", team_id=ctx.team_id)
+        say = self.say_to(where, ctx)
+        with log_context(run_id=state.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id, user_id=user):
+            if not self.may_answer(ctx, user):
+                await say(self.refusal(ctx))
+                return
+            await self.take(state, ctx, call, where=where, pick=lambda _p: text, say=say)
+
+    async def _modal_question(self, body: dict[str, Any]) -> tuple[RunState, SlackContext, str] | str:
+        """The run, context and question an answer modal is about, or what to tell the person instead."""
+        meta = modals.modal_metadata(body.get("view") or {})
+        if not meta.get("r") or not meta.get("c"):
+            return UNKNOWN_BUTTON
+        ref = QuestionRef(run_id=meta["r"], call=meta["c"])
+        told: list[str] = []
+
+        async def keep(text: str) -> None:
+            told.append(text)
+
+        loaded = await self._load(ref.run_id, keep)
+        if loaded is None:
+            return told[0] if told else NOT_OPEN
+        state, ctx = loaded
+        call = question_of(state, ref.matches)
+        return (state, ctx, call) if call is not None else NOT_OPEN
+
+    # --- helpers ---------------------------------------------------------------------------------
+
+    async def _load(self, run_id: str, say: Say) -> tuple[RunState, SlackContext] | None:
+        """The run and its Slack context, or None after telling the person why not."""
+        try:
+            state = await self.agent.get_run(run_id)
+            return state, SlackContext.of(state)
+        except RunNotFound:
+            await say(GONE)
+        except StoreCorrupt as exc:
+            log.error("run %s: stored record unreadable (%s); the person was told to start again", run_id, exc)
+            await say(UNREADABLE)
+        except StoreUnavailable:
+            await say(STORE_DOWN)
+        return None
+
+    async def _belongs(self, where: Where, ctx: SlackContext, run_id: str, call: str) -> bool:
+        """Whether a request from ``where`` may act on question ``call``: from the run's channel and thread, and
+        on a message surface, on one of the messages the bot posted for that question."""
+        if where.surface in ("home", "modal"):
+            return True
+        if where.channel_id != ctx.channel_id or (where.thread_ts and where.thread_ts != ctx.thread_ts):
+            return False
+        if where.surface == "message" and where.message_ts:
+            try:
+                shown = await self.index.messages(run_id, call)
+            except StoreUnavailable:
+                return True  # the claim itself still needs the store; don't refuse for want of this record
+            return not shown or any(m.ts == where.message_ts and m.channel_id == where.channel_id for m in shown)
+        return True
+
+
+def explain(check: AnswerCheck, user: str) -> str:
+    """What a person trying to answer is told for an outcome other than :class:`~bot.agent.answers.Open`."""
+    match check:
+        case Answered(answer=answer) if answer.answered_by == user:
+            return "Your answer was recorded."
+        case Answered(answer=answer):
+            who = f" by <@{answer.answered_by}>" if answer.answered_by else ""
+            return f"This question was already answered{who}."
+        case Expired():
+            return EXPIRED
+        case Closed():
+            return NOT_OPEN
+        case Open():
+            return ""
+    raise AssertionError("unreachable")
+
+
+def _ticked(body: dict[str, Any], ref: QuestionRef) -> list[str]:
+    """The option values ticked in this question's checkboxes / multi-select (``state.values`` of its block)."""
+    values = ((body.get("state") or {}).get("values") or {}).get(ref.block_id("picks")) or {}
+    return [
+        str(o.get("value", ""))
+        for element in values.values()
+        if isinstance(element, dict)
+        for o in element.get("selected_options") or []
+        if isinstance(o, dict)
+    ]
+
+
+def _label(payload: AskUserPayload, index: int | None) -> str:
+    """The full label of option ``index``. Raises ``AnswerError`` for an index the question does not have."""
+    labels = payload.labels
+    if index is None or not 0 <= index < len(labels):
+        raise AnswerError("that option is not part of this question")
+    return labels[index]

@@ -1,0 +1,119 @@
+"""Where things live in Slack: the run's :class:`SlackContext` (stored with it) and a request's :class:`Where`.
+
+:class:`SlackContext` is stored as ``RunState.metadata["slack"]``; it is versioned (``schema_version``) like the
+run itself. Version 1 records written before the field existed have no ``schema_version`` and load as 1.
+Shape (version 1)::
+
+    {"schema_version": 1, "team_id": "T1", "channel_id": "C1", "thread_ts": "1700000000.000100",
+     "requester": "U1", "message_ts": "1700000000.000100"}
+
+:class:`Where` is read from a payload's own structure (``container`` for interactions, ``event`` for events):
+the surface a person used decides where the bot answers them (a channel message, an ephemeral, App Home, a
+modal, a thread reply).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from bot.agent.state import RunState
+from bot.errors import StoreCorrupt
+
+SLACK_KEY = "slack"
+
+
+class SlackContext(BaseModel):
+    """Where a run lives in Slack: its thread, who started it, and the message that started (or last continued)
+    it (``message_ts``: it gets the working sign)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: Literal[1] = 1
+    team_id: str
+    channel_id: str
+    thread_ts: str
+    requester: str
+    message_ts: str
+
+    def to_metadata(self) -> dict[str, Any]:
+        """``{"slack": {...}}`` for ``Agent.stream(metadata=...)``."""
+        return {SLACK_KEY: self.model_dump(mode="json")}
+
+    @classmethod
+    def of(cls, state: RunState) -> SlackContext:
+        """The context stored with ``state``. Raises :class:`bot.errors.StoreCorrupt` (with the run id) when it is
+        missing or unreadable: a run without one was not started from Slack."""
+        data = state.metadata.get(SLACK_KEY)
+        if not isinstance(data, dict):
+            raise _corrupt(state.run_id, "it has no Slack context")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise _corrupt(state.run_id, f"its Slack context is unreadable ({exc.error_count()} problems)") from None
+
+
+def _corrupt(run_id: str, why: str) -> StoreCorrupt:
+    exc = StoreCorrupt(f"run {run_id}: {why}")
+    exc.run_id = run_id
+    return exc
+
+
+Surface = Literal["message", "ephemeral", "home", "modal", "thread"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Where:
+    """Where a request came from: the person (``user``), the surface they used, and for channel surfaces the
+    channel, the message they acted on and its thread. Home and modal surfaces have no channel."""
+
+    user: str
+    surface: Surface
+    team_id: str | None = None
+    channel_id: str | None = None
+    message_ts: str | None = None
+    thread_ts: str | None = None
+
+    @classmethod
+    def of_action(cls, body: dict[str, Any]) -> Where:
+        """From a ``block_actions`` payload, read from its ``container`` (Slack: container.type ``message`` with
+        ``channel_id``/``message_ts``/``is_ephemeral``, or ``view`` for App Home and modals)."""
+        container = _dict(body.get("container"))
+        message = _dict(body.get("message"))
+        user = str(_dict(body.get("user")).get("id") or "")
+        team = _dict(body.get("team")).get("id")
+        if container.get("type") == "view":
+            kind = _dict(body.get("view")).get("type")
+            return cls(user=user, surface="home" if kind == "home" else "modal", team_id=team)
+        return cls(
+            user=user,
+            surface="ephemeral" if container.get("is_ephemeral") else "message",
+            team_id=team,
+            channel_id=_str(container.get("channel_id")),
+            message_ts=_str(container.get("message_ts")),
+            thread_ts=_str(message.get("thread_ts") or container.get("thread_ts")),
+        )
+
+    @classmethod
+    def of_event(cls, body: dict[str, Any]) -> Where:
+        """From an Events API envelope (``message`` / ``app_mention``): the thread is the event's thread, or the
+        thread its message starts."""
+        event = _dict(body.get("event"))
+        return cls(
+            user=str(event.get("user") or ""),
+            surface="thread",
+            team_id=_str(body.get("team_id") or event.get("team")),
+            channel_id=_str(event.get("channel")),
+            message_ts=_str(event.get("ts")),
+            thread_ts=_str(event.get("thread_ts") or event.get("ts")),
+        )
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _str(value: Any) -> str | None:
+    return str(value) if isinstance(value, (str, int, float)) and str(value) else None

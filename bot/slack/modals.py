@@ -1,0 +1,98 @@
+"""The answer modal and the modal notices around it (``slack_sdk.models.views``).
+
+Opening: the "Answer" button's ``trigger_id`` lives 3 seconds, so the bot opens :func:`loading_modal` at once,
+then checks the stored run and turns the modal (``views.update``) into :func:`answer_modal` or a
+:func:`notice_modal` (not allowed, already answered, expired): nobody types an answer that cannot be taken.
+
+Limits (docs.slack.dev reference/views): title, submit and close <= 24 characters, private_metadata <= 3000,
+plain_text_input max_length <= 3000, section text <= 3000.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from slack_sdk.models.blocks import (
+    InputBlock,
+    MarkdownTextObject,
+    PlainTextInputElement,
+    PlainTextObject,
+    SectionBlock,
+)
+from slack_sdk.models.views import View
+
+from bot.slack.mrkdwn import SECTION_TEXT, clip, escape, split_mrkdwn
+
+MODAL_TITLE = 24
+PRIVATE_METADATA = 3000
+ANSWER_MAX = 3000  # plain_text_input max_length
+MODAL_CALLBACK = "ask_answer_modal"
+MODAL_INPUT_BLOCK = "answer_input"
+ACT_TEXT = "answer_text"
+
+
+def _title(text: str) -> PlainTextObject:
+    return PlainTextObject(text=clip(text, MODAL_TITLE))
+
+
+def loading_modal() -> dict[str, Any]:
+    """What the person sees for the moment it takes to check the question (no input yet)."""
+    view = View(
+        type="modal",
+        title=_title("Your answer"),
+        close=PlainTextObject(text="Close"),
+        blocks=[SectionBlock(text=MarkdownTextObject(text=":hourglass_flowing_sand: Opening the question…"))],
+    )
+    return dict(view.to_dict())
+
+
+def notice_modal(text_mrkdwn: str) -> dict[str, Any]:
+    """A modal that only says something (``text_mrkdwn`` is already escaped), with a Close button."""
+    view = View(
+        type="modal",
+        title=_title("Your answer"),
+        close=PlainTextObject(text="Close"),
+        blocks=[SectionBlock(text=MarkdownTextObject(text=clip(text_mrkdwn, SECTION_TEXT)))],
+    )
+    return dict(view.to_dict())
+
+
+def answer_modal(question: str, *, private_metadata: dict[str, str]) -> dict[str, Any]:
+    """The free-form answer form. ``question`` is the stored question's plain text (escaped here);
+    ``private_metadata`` is JSON-encoded (<= 3000 chars). Raises ``ValueError`` when the metadata is too long."""
+    meta = json.dumps(private_metadata, separators=(",", ":"))
+    if len(meta) > PRIVATE_METADATA:
+        raise ValueError("private_metadata too long")
+    view = View(
+        type="modal",
+        callback_id=MODAL_CALLBACK,
+        title=_title("Your answer"),
+        submit=PlainTextObject(text="Send"),
+        close=PlainTextObject(text="Cancel"),
+        private_metadata=meta,
+        blocks=[
+            SectionBlock(block_id="question", text=MarkdownTextObject(text=split_mrkdwn(escape(question))[0])),
+            InputBlock(
+                block_id=MODAL_INPUT_BLOCK,
+                label=PlainTextObject(text="Answer"),
+                element=PlainTextInputElement(action_id=ACT_TEXT, multiline=True, max_length=ANSWER_MAX),
+            ),
+        ],
+    )
+    return dict(view.to_dict())
+
+
+def modal_text(view: dict[str, Any]) -> str:
+    """The text typed into the answer modal (``''`` when absent)."""
+    values = (view.get("state") or {}).get("values") or {}
+    return str(((values.get(MODAL_INPUT_BLOCK) or {}).get(ACT_TEXT) or {}).get("value") or "")
+
+
+def modal_metadata(view: dict[str, Any]) -> dict[str, str]:
+    """The answer modal's ``private_metadata`` as a dict of strings (``{}`` when absent or malformed)."""
+    try:
+        meta = json.loads(view.get("private_metadata") or "{}")
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in meta.items()} if isinstance(meta, dict) else {}

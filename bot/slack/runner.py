@@ -1,0 +1,180 @@
+"""Where Bolt's lazy listeners run: in this process, or queued for ``worker`` processes.
+
+Bolt decides what handles a request (listener registration in :mod:`bot.slack.listeners`): each listener has an
+ack function (answers Slack within 3 s) and lazy functions (the slow work). Bolt hands the lazy functions to its
+lazy-listener runner; this module replaces that runner (as Bolt's AWS Lambda adapter does):
+
+- :class:`InProcessRunner` runs them as tasks of this process (``serve``) and can :meth:`~InProcessRunner.drain`
+  them (tests, graceful shutdown);
+- :class:`QueueRunner` (the ``web`` role) queues ``{"fn": name, "body": payload, "context": {bot_user_id,
+  bot_id}}`` on the Redis work queue; a ``worker`` process runs the named lazy function on that already verified
+  payload with :meth:`LazyJobs.run_job`, never sending it through HTTP verification again (a job may be older than
+  the 5 minutes a signature is valid). Tokens are never queued: the worker uses its own client.
+
+Nothing a request carries selects lazy-only execution: :func:`no_lazy_only_from_outside` clears Bolt's
+``x-slack-bolt-lazy-only`` / ``x-slack-bolt-lazy-function-name`` header switches on every dispatched request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from slack_bolt.kwargs_injection.async_utils import build_async_required_kwargs
+from slack_bolt.lazy_listener.async_runner import AsyncLazyListenerRunner
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.util.utils import get_arg_names_of_callable, get_name_for_callable
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.errors import StoreUnavailable
+from bot.store.work_queue import JOB_VERSION, WorkQueue
+
+log = logging.getLogger(__name__)
+
+LazyFunction = Callable[..., Awaitable[None]]
+QUEUED_CONTEXT = ("bot_user_id", "bot_id")  # what a worker needs of Bolt's context; never a token
+
+
+async def no_lazy_only_from_outside(req: AsyncBoltRequest, next: Callable[[], Awaitable[Any]]) -> Any:
+    """Global middleware: a dispatched request always runs its ack function (Bolt would skip it, and run one lazy
+    function inline, when the request carries the lazy-only headers)."""
+    req.lazy_only = False
+    req.lazy_function_name = None
+    return await next()
+
+
+class SharedWebClient(AsyncWebClient):
+    """The bot's one Web API client (one aiohttp session), shared by every request: Bolt deep-copies a request's
+    context for its lazy functions, and a live HTTP session can't be copied, so a copy is this same client."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SharedWebClient:
+        return self
+
+
+def use_client(client: SharedWebClient) -> Callable[..., Awaitable[Any]]:
+    """Global middleware (register it first): every listener gets ``client``. Bolt makes a client per request
+    around the same session, and helpers bound to it (``say``...), which its lazy-listener copy can't copy."""
+
+    async def middleware(context: dict[str, Any], next: Callable[[], Awaitable[Any]]) -> Any:
+        context["client"] = client
+        for key, value in list(context.items()):  # say/complete/fail... made around the per-request client
+            if key != "client" and getattr(value, "client", client) is not client:
+                del context[key]  # made again on demand around this client
+        return await next()
+
+    return middleware
+
+
+class InProcessRunner(AsyncLazyListenerRunner):
+    """Runs lazy functions as tasks of this process; :meth:`track` wraps ack functions that keep working after
+    their ack (e.g. opening a modal) so :meth:`drain` waits for them too."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self.logger = logger
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    def start(self, function: LazyFunction, request: AsyncBoltRequest) -> None:
+        """Bolt's hook: start ``function`` on ``request`` (a copy with its context) in the background."""
+        self._spawn(self.run(function, request))
+
+    async def run(self, function: LazyFunction, request: AsyncBoltRequest) -> None:
+        """Run ``function`` with Bolt's arguments for ``request``; an exception is logged with its traceback."""
+        kwargs = build_async_required_kwargs(
+            logger=self.logger,
+            required_arg_names=get_arg_names_of_callable(function),
+            request=request,
+            response=None,
+            this_func=function,
+        )
+        try:
+            await function(**kwargs)
+        except Exception:
+            log.exception("listener %s failed", get_name_for_callable(function))
+
+    def track(self, function: LazyFunction) -> LazyFunction:
+        """``function`` wrapped so that :meth:`drain` waits for it; Bolt passes arguments by parameter name, and
+        the wrapper keeps the signature."""
+
+        @functools.wraps(function)
+        async def tracked(*args: Any, **kwargs: Any) -> None:
+            task = asyncio.current_task()
+            if task is not None:
+                self._tasks.add(task)
+            try:
+                await function(*args, **kwargs)
+            finally:
+                if task is not None:
+                    self._tasks.discard(task)
+
+        return tracked
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Wait until the work started here (and any started meanwhile) has finished."""
+        me = asyncio.current_task()
+        while pending := [t for t in self._tasks if t is not me and not t.done()]:
+            await asyncio.wait(pending)
+
+
+class QueueRunner(InProcessRunner):
+    """The ``web`` role: lazy functions are queued for workers. ``on_store_down(body)`` tells the person when the
+    queue can't be reached (their request was acked, but nothing will happen)."""
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        *,
+        queue: WorkQueue,
+        on_store_down: Callable[[dict[str, Any]], Awaitable[None]],
+    ) -> None:
+        super().__init__(logger)
+        self.queue = queue
+        self.on_store_down = on_store_down
+
+    def start(self, function: LazyFunction, request: AsyncBoltRequest) -> None:
+        """Bolt's hook: queue the call instead of running it."""
+        self._spawn(self._enqueue(function, request))
+
+    async def _enqueue(self, function: LazyFunction, request: AsyncBoltRequest) -> None:
+        context = {key: request.context.get(key) for key in QUEUED_CONTEXT if request.context.get(key)}
+        job = {"fn": get_name_for_callable(function), "body": request.body, "context": context}
+        try:
+            await self.queue.enqueue(job)
+        except StoreUnavailable:
+            await self.on_store_down(request.body)
+
+
+class LazyJobs:
+    """The lazy functions a worker may run, by the name Bolt gives them (their ``__name__``)."""
+
+    def __init__(self) -> None:
+        self.functions: dict[str, LazyFunction] = {}
+
+    def add(self, function: LazyFunction) -> LazyFunction:
+        """Register ``function``. Raises ``ValueError`` when another function already has its name."""
+        name = get_name_for_callable(function)
+        known = self.functions.get(name)
+        if known is not None and known != function:
+            raise ValueError(f"two lazy functions are named {name!r}; a worker could not tell them apart")
+        self.functions[name] = function
+        return function
+
+    async def run_job(self, job: dict[str, Any], *, client: AsyncWebClient, runner: InProcessRunner) -> None:
+        """Run one queued job (see the module docstring) with ``client``. A job of an unknown version or function
+        is logged and dropped."""
+        name, body = job.get("fn"), job.get("body")
+        function = self.functions.get(str(name))
+        if job.get("v") != JOB_VERSION or function is None or not isinstance(body, dict):
+            log.error("work queue: dropping job %s (version %r, function %r)", job.get("id"), job.get("v"), name)
+            return
+        context = {**(job.get("context") or {}), "client": client}
+        request = AsyncBoltRequest(body=body, mode="socket_mode", context=context)
+        request.lazy_only, request.lazy_function_name = True, str(name)
+        await runner.run(function, request)

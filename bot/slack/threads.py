@@ -1,0 +1,243 @@
+"""Conversations in threads: a mention (or DM) starts or continues the thread's run; replies reach its question.
+
+A thread remembers its latest run (:class:`bot.store.conversations.ConversationIndex`). A follow-up mention:
+
+- while a question is open: its text is the answer (from someone the policy allows);
+- while a question waits past its deadline: the question is closed as expired and a new run starts;
+- while the run works: "still working", unless nobody drives it any more (its process died): then this process
+  continues it first and starts the new request after;
+- otherwise (finished, failed, expired): a new run continues the conversation (the previous run's messages are
+  its history). A previous run whose record can't be read is reported once in the log and the thread starts
+  fresh.
+
+A reply in the thread (no mention) from someone allowed to answer answers the open question as typed text;
+someone not allowed is told once per question. Retry (after a failure) continues the failed run.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from bot.agent import Agent
+from bot.agent.answers import Expired, Open
+from bot.agent.state import RunState
+from bot.agent.text import is_blank
+from bot.errors import RunNotFound, RunNotResumable, StoreCorrupt, StoreUnavailable
+from bot.logs import log_context
+from bot.slack import blocks as bk
+from bot.slack.answering import EXPIRED, STORE_DOWN, UNREADABLE, Answering
+from bot.slack.context import SlackContext, Where
+from bot.slack.follow import FAILURE, Follower, failure_text
+from bot.slack.mrkdwn import unescape
+from bot.slack.webapi import SlackWeb
+from bot.store.conversations import ConversationIndex
+
+log = logging.getLogger(__name__)
+
+# Message subtypes that are a person speaking (docs.slack.dev reference/events/message); every other subtype
+# (edits, deletions, joins, bot messages, topic changes...) is not.
+PERSON_SUBTYPES = frozenset({"thread_broadcast", "file_share", "me_message"})
+
+
+def is_person_speaking(event: dict[str, Any]) -> bool:
+    """A ``message`` event that carries a person's words (plain, sent to the channel too, with a file, /me)."""
+    subtype = event.get("subtype")
+    return (subtype is None or subtype in PERSON_SUBTYPES) and not event.get("bot_id") and bool(event.get("user"))
+
+
+class Threads:
+    """Mentions, DMs, thread replies and Retry for ``agent``'s runs."""
+
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        index: ConversationIndex,
+        web: SlackWeb,
+        follower: Follower,
+        answering: Answering,
+    ) -> None:
+        self.agent = agent
+        self.index = index
+        self.web = web
+        self.follower = follower
+        self.answering = answering
+
+    # --- events ----------------------------------------------------------------------------------
+
+    async def on_mention(self, body: dict[str, Any], context: dict[str, Any]) -> None:
+        """Lazy listener of ``app_mention``: start or continue the thread's conversation."""
+        if await self._first_sight(body):
+            await self._converse(body, bot_user=context.get("bot_user_id"))
+
+    async def on_message(self, body: dict[str, Any], context: dict[str, Any]) -> None:
+        """Lazy listener of ``message`` events a person wrote in a DM or as a thread reply (see the listener's
+        matchers): DMs converse, thread replies may answer the open question."""
+        if not await self._first_sight(body):
+            return
+        if (body.get("event") or {}).get("channel_type") == "im":
+            await self._converse(body, bot_user=context.get("bot_user_id"))
+        else:
+            await self._thread_reply(body)
+
+    async def _first_sight(self, body: dict[str, Any]) -> bool:
+        event = body.get("event") or {}
+        event_id = body.get("event_id") or f"{event.get('channel')}:{event.get('ts')}"
+        try:
+            return await self.index.first_sight(str(event_id))
+        except StoreUnavailable:
+            where = Where.of_event(body)
+            if where.channel_id:
+                await self.web.post(where.channel_id, thread_ts=where.thread_ts, text=f":warning: {STORE_DOWN}")
+            return False
+
+    # --- conversations ---------------------------------------------------------------------------
+
+    async def _converse(self, body: dict[str, Any], *, bot_user: str | None) -> None:
+        where = Where.of_event(body)
+        channel, thread_ts, team = where.channel_id or "", where.thread_ts or "", where.team_id or ""
+        text = str((body.get("event") or {}).get("text") or "")
+        if bot_user:  # the bot's own mention is addressing, not content; other mentions stay
+            text = re.sub(rf"<@{re.escape(bot_user)}(\|[^>]*)?>", "", text)
+        text = unescape(text).strip()
+        ctx = SlackContext(
+            team_id=team, channel_id=channel, thread_ts=thread_ts, requester=where.user, message_ts=where.message_ts or ""
+        )
+        with log_context(team_id=team, channel_id=channel, user_id=where.user):
+            try:
+                previous = await self._previous(ctx)
+                if previous is not None and await self._answered_or_busy(previous, where, text):
+                    return
+                history = self.agent.history_of(previous) if previous is not None else None
+                stream = await self.agent.stream(
+                    text or "(empty message)", history=history, metadata=ctx.to_metadata()
+                )
+                await self.index.set_thread(team, channel, thread_ts, run_id=stream.run_id)
+            except StoreUnavailable:
+                await self.web.post(channel, thread_ts=thread_ts, text=f":warning: {STORE_DOWN}")
+                return
+            await self.follower.follow(stream, ctx)
+
+    async def _previous(self, ctx: SlackContext) -> RunState | None:
+        """The thread's latest run, or None (none yet, past retention, or unreadable: logged once, started over).
+        Raises ``StoreUnavailable``."""
+        record = await self.index.thread(ctx.team_id, ctx.channel_id, ctx.thread_ts)
+        if record is None:
+            return None
+        try:
+            state = await self.agent.get_run(record.run_id)
+            SlackContext.of(state)
+            return state
+        except RunNotFound:
+            return None
+        except StoreCorrupt as exc:
+            log.error("run %s: stored record unreadable (%s); the thread starts a new conversation", record.run_id, exc)
+            return None
+
+    async def _answered_or_busy(self, previous: RunState, where: Where, text: str) -> bool:
+        """Handle a mention that the thread's previous run takes (an answer, "still working"); True when it did.
+        Closes an expired question and continues an orphaned run on the way. Raises ``StoreUnavailable``."""
+        prev_ctx = SlackContext.of(previous)
+        say = self.answering.say_to(where)
+        check = self.agent.check_answer(previous)
+        if isinstance(check, Expired) and previous.pending is not None:
+            await self.answering.expire(previous, previous.pending.tool_call_id)
+            return False
+        if isinstance(check, Open):
+            if is_blank(text):
+                await say("A question above is waiting for an answer.")
+            elif not self.answering.may_answer(prev_ctx, where.user):
+                await say(self.answering.refusal(prev_ctx))
+            else:
+                await self.answering.answer_typed(previous, prev_ctx, where, text)
+            return True
+        if previous.status == "running":
+            if not await self.answering.continue_orphan(previous, prev_ctx):
+                await say("I'm still working on this thread; one moment.")
+                return True
+        return False
+
+    async def _thread_reply(self, body: dict[str, Any]) -> None:
+        where = Where.of_event(body)
+        try:
+            record = await self.index.thread(where.team_id or "", where.channel_id or "", where.thread_ts or "")
+            state = await self.agent.get_run(record.run_id) if record else None
+            ctx = SlackContext.of(state) if state else None
+        except (RunNotFound, StoreUnavailable):
+            return  # a thread reply is not necessarily meant for us; say nothing
+        except StoreCorrupt as exc:
+            log.error("run %s: stored record unreadable (%s); thread reply ignored", exc.run_id, exc)
+            return
+        if state is None or ctx is None or state.pending is None or state.status not in ("suspended", "expired"):
+            return
+        call = state.pending.tool_call_id
+        text = unescape(str((body.get("event") or {}).get("text") or "")).strip()
+        with log_context(run_id=state.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id, user_id=where.user):
+            try:
+                if not self.answering.may_answer(ctx, where.user):
+                    if await self.index.tell_once(state.run_id, call, where.user, topic="refused"):
+                        await self.answering.say_to(where)(
+                            self.answering.refusal(ctx) + " Your reply wasn't taken as an answer."
+                        )
+                    return
+                check = self.agent.check_answer(state, call)
+                if isinstance(check, Expired):
+                    await self.answering.expire(state, call)
+                    if await self.index.tell_once(state.run_id, call, where.user, topic="expired"):
+                        await self.answering.say_to(where)(EXPIRED)
+                    return
+            except StoreUnavailable:
+                return
+            await self.answering.answer_typed(state, ctx, where, text)
+
+    # --- Retry -----------------------------------------------------------------------------------
+
+    async def on_retry(self, body: dict[str, Any]) -> None:
+        """Lazy listener of Retry (after a failure): continue the run without asking again."""
+        where = Where.of_action(body)
+        say = self.answering.say_to(where)
+        run_id = str(((body.get("actions") or [{}])[0]).get("value", ""))
+        with log_context(run_id=run_id, user_id=where.user):
+            try:
+                state = await self.agent.get_run(run_id)
+                ctx = SlackContext.of(state)
+                if where.channel_id != ctx.channel_id:
+                    await say("This doesn't belong to a conversation I know.")
+                    return
+                if not self.answering.may_answer(ctx, where.user):
+                    await say(f"Only <@{ctx.requester}> can retry this.")
+                    return
+                record = await self.index.thread(ctx.team_id, ctx.channel_id, ctx.thread_ts)
+                if record is not None and record.run_id != run_id:
+                    await say("This conversation has moved on since then; mention me in the thread to continue.")
+                    return
+                stream = await self.agent.retry_stream(run_id=run_id)
+            except RunNotFound:
+                await say("This conversation has expired.")
+                return
+            except RunNotResumable:
+                await say("This was retried already.")
+                return
+            except StoreCorrupt:
+                await say(UNREADABLE)
+                return
+            except StoreUnavailable:
+                await say(STORE_DOWN)
+                return
+            await self._mark_retried(state, where.user)
+            await self.follower.follow(stream, ctx)
+
+    async def _mark_retried(self, failed: RunState, user: str) -> None:
+        """Turn the run's failure notices into "retried by" (rendered from the stored failure)."""
+        try:
+            notices = await self.index.messages(failed.run_id, FAILURE)
+        except StoreUnavailable:
+            return
+        error = failed.error
+        message = failure_text(error.kind, error.message, retry=False) if error else "The run stopped."
+        note = f":repeat: <@{user}> retried"
+        blocks = bk.failure_blocks(message, run_id=failed.run_id, retry=False, note=note)
+        for notice in notices:
+            await self.web.update(notice.channel_id, notice.ts, text=note, blocks=blocks)

@@ -1,0 +1,96 @@
+"""The Slack Web API calls the bot makes, each in one place, failures logged with Slack's error code.
+
+Nothing here raises on a Slack error: posting returns ``None``, updating returns ``False``, and the caller
+decides what the person is told. Tokens never reach a log line (only Slack's error codes do). Retries of
+429s, 5xx answers and connection errors happen inside the client (see :func:`bot.slack.app.web_client`).
+
+Telling a person something privately (:meth:`SlackWeb.tell`) goes to the surface they used: an ephemeral in the
+channel (and thread) of a message surface; a DM (``chat.postMessage`` to their user id, which Slack posts in the
+app's Messages tab) from App Home or a modal, which have no channel, and when the ephemeral is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+log = logging.getLogger(__name__)
+
+WORKING_REACTION = "hourglass_flowing_sand"
+
+
+def _error(exc: SlackApiError) -> str:
+    response: Any = exc.response
+    code = response.get("error") if response is not None else None
+    details = response.get("errors") if response is not None else None
+    return f"{code}{' ' + str(details) if details else ''}"
+
+
+class SlackWeb:
+    """Web API calls on ``client`` (an ``AsyncWebClient`` with the bot token)."""
+
+    def __init__(self, client: AsyncWebClient) -> None:
+        self.client = client
+
+    async def post(
+        self, channel: str, *, thread_ts: str | None, text: str, blocks: list[dict[str, Any]] | None = None
+    ) -> str | None:
+        """``chat.postMessage``; the new message's ``ts``, or None when Slack refused it."""
+        try:
+            resp = await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text, blocks=blocks)
+            return str(resp.get("ts")) if resp.get("ts") else None
+        except SlackApiError as exc:
+            log.error("chat.postMessage failed: %s", _error(exc))
+            return None
+
+    async def update(self, channel: str, ts: str, *, text: str, blocks: list[dict[str, Any]]) -> bool:
+        """``chat.update`` of a message the bot posted; False when Slack refused it."""
+        try:
+            await self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+            return True
+        except SlackApiError as exc:
+            log.error("chat.update failed: %s", _error(exc))
+            return False
+
+    async def tell(self, user: str, text: str, *, channel: str | None = None, thread_ts: str | None = None) -> None:
+        """Tell ``user`` privately: an ephemeral in ``channel`` (and thread) when given, else (or when Slack
+        refuses the ephemeral, e.g. ``user_not_in_channel``) a DM from the app."""
+        if not user:
+            return
+        if channel:
+            try:
+                await self.client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
+                return
+            except SlackApiError as exc:
+                log.warning("chat.postEphemeral failed: %s; telling the person by DM", _error(exc))
+        await self.post(user, thread_ts=None, text=text)
+
+    async def react(self, channel: str, ts: str, *, add: bool, name: str = WORKING_REACTION) -> None:
+        """Add or remove the bot's reaction ``name`` on a message (already there / already gone is fine)."""
+        try:
+            call = self.client.reactions_add if add else self.client.reactions_remove
+            await call(channel=channel, timestamp=ts, name=name)
+        except SlackApiError as exc:
+            if exc.response.get("error") not in ("already_reacted", "no_reaction"):
+                log.warning("reactions.%s failed: %s", "add" if add else "remove", _error(exc))
+
+    async def open_view(self, trigger_id: str, view: dict[str, Any]) -> str | None:
+        """``views.open``; the view id, or None when Slack refused (e.g. the 3-second trigger expired)."""
+        try:
+            resp = await self.client.views_open(trigger_id=trigger_id, view=view)
+            return str((resp.get("view") or {}).get("id") or "") or None
+        except SlackApiError as exc:
+            log.warning("views.open failed: %s", _error(exc))
+            return None
+
+    async def update_view(self, view_id: str, view: dict[str, Any]) -> bool:
+        """``views.update`` of an open view; False when Slack refused (e.g. the person closed it)."""
+        try:
+            await self.client.views_update(view_id=view_id, view=view)
+            return True
+        except SlackApiError as exc:
+            log.warning("views.update failed: %s", _error(exc))
+            return False
