@@ -1,13 +1,17 @@
-"""``python -m bot [serve|web|worker|playground]``: run the bot; the mode comes from the environment.
+"""``python -m bot [serve|web|worker|playground] [--http|--socket]``: run the bot.
 
 - no ``SLACK_BOT_TOKEN``: the local playground (fake Slack + browser UI), see ``bot.playground.launcher``;
 - ``SLACK_BOT_TOKEN`` + ``SLACK_SIGNING_SECRET``: HTTP mode, ``POST /slack/events`` on ``$PORT``;
-- ``SLACK_APP_TOKEN`` (xapp-) as well: Socket Mode.
+- ``SLACK_APP_TOKEN`` (xapp-) as well: Socket Mode (an outgoing websocket; nothing listens on ``$PORT``).
 
-``serve`` insists on Slack credentials and handles everything in one process; ``web`` + ``worker`` split
-it: ``web`` processes only ack and queue (so acks never wait behind model runs), ``worker`` processes run
-the queued work; run as many of each as the load needs, all on one Redis. ``playground`` ignores Slack
-credentials. Settings: ``bot/config.py``.
+``--http`` / ``--socket`` (``serve`` and ``web``) choose the transport explicitly instead of by
+``SLACK_APP_TOKEN``. ``serve`` insists on Slack credentials and handles everything in one process; ``web`` +
+``worker`` split it: ``web`` processes only ack and queue (so acks never wait behind model runs), ``worker``
+processes run the queued work; run as many of each as the load needs, all on one Redis. ``playground``
+ignores Slack credentials. Settings: ``bot/config.py``.
+
+Start-up refuses with one ``error: ...`` line per problem on stderr and exit status 2: malformed or missing
+settings, an unreachable Redis, a port in use, Slack refusing the Socket Mode connection.
 """
 
 from __future__ import annotations
@@ -15,86 +19,189 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import logging
 import signal
 import sys
+from typing import TYPE_CHECKING
 
-from bot.config import Settings
-from bot.errors import ConfigError
-from bot.slack.app import Role
+from bot.config import Settings, Transport, load_settings, redis_address
+from bot.errors import ConfigError, describe_error, describe_os_error
+from bot.logs import configure_logging, redact
+
+if TYPE_CHECKING:  # bot.slack imports Bolt, openai and redis: only what starts needs them
+    import redis.asyncio as aioredis
+
+    from bot.slack.app import Role
 
 log = logging.getLogger("bot")
 
+HTTP_HOST = "0.0.0.0"
+REDIS_CHECK_SECONDS = 10.0
+DRAIN_SECONDS = 10.0
+SEE_README = "See the README, 'Running against a real Slack workspace'."
 
-async def serve(settings: Settings, *, role: Role = "all") -> None:
-    """Run against a real Slack workspace until SIGINT/SIGTERM. Raises ``ConfigError``."""
-    from bot.agent import OpenAIChatModel
-    from bot.slack.app import build_bot, run_socket_mode, start_http
-    from bot.store import connect_redis
 
-    required = (
-        ("SLACK_SIGNING_SECRET", settings.slack_signing_secret or settings.slack_app_token, "verifies requests"),
+def choose_transport(settings: Settings, requested: Transport | None) -> Transport:
+    """``requested`` (``--http`` / ``--socket``) if given, else ``socket`` when ``SLACK_APP_TOKEN`` is set."""
+    if requested is not None:
+        return requested
+    return "socket" if settings.slack_app_token is not None else "http"
+
+
+def check_required(settings: Settings, *, role: Role, transport: Transport, explicit: bool = False) -> None:
+    """Raise ``ConfigError`` naming every setting ``role`` over ``transport`` needs but lacks, all in one line."""
+    flag = f"; --{transport} needs it" if explicit else ""
+    required: list[tuple[str, object, str]] = []
+    if role == "worker":  # no requests arrive, but the bot is built as for either transport
+        required.append(
+            ("SLACK_SIGNING_SECRET", settings.slack_signing_secret or settings.slack_app_token, "verifies requests")
+        )
+    elif transport == "socket":
+        required.append(("SLACK_APP_TOKEN", settings.slack_app_token, "xapp-, scope connections:write" + flag))
+    else:
+        required.append(("SLACK_SIGNING_SECRET", settings.slack_signing_secret, "verifies requests" + flag))
+    required += [
         ("REDIS_URL", settings.redis_url, "runs must outlive the process, e.g. redis://127.0.0.1:6379/0"),
         ("OPENAI_API_KEY", settings.openai_api_key, "any OpenAI-compatible server; set OPENAI_BASE_URL too"),
-    )
+    ]
     missing = [f"{name} ({why})" for name, value, why in required if value is None]
     if missing:  # all at once, so setting up takes one round
-        see = "See the README, 'Running against a real Slack workspace'."
-        raise ConfigError("not set: " + "; ".join(missing) + ". " + see)
+        raise ConfigError("not set: " + "; ".join(missing) + ". " + SEE_README)
+
+
+async def check_redis(client: aioredis.Redis, url: str, *, within: float = REDIS_CHECK_SECONDS) -> None:
+    """PING the Redis at ``url``; raise ``ConfigError`` naming its host:port (never its credentials) when it
+    does not answer within ``within`` seconds or refuses."""
+    from redis.exceptions import AuthenticationError, RedisError
+
+    try:
+        await asyncio.wait_for(client.ping(), within)
+    except AuthenticationError:
+        raise ConfigError(f"Redis at {redis_address(url)} refused the credentials; check REDIS_URL") from None
+    except TimeoutError:
+        raise ConfigError(
+            f"Redis at {redis_address(url)} did not answer within {within:.0f} s; check REDIS_URL"
+        ) from None
+    except (RedisError, OSError) as exc:
+        raise ConfigError(
+            f"cannot reach Redis at {redis_address(url)} ({describe_os_error(exc)}); is it running? check REDIS_URL"
+        ) from None
+
+
+def _listen_error(exc: OSError, port: int) -> ConfigError:
+    if exc.errno == errno.EADDRINUSE:
+        return ConfigError(f"cannot listen on port {port}: it is in use by another process; stop it or set PORT")
+    if exc.errno == errno.EACCES:
+        return ConfigError(
+            f"cannot listen on port {port}: permission denied (ports below 1024 need privileges); set PORT"
+        )
+    return ConfigError(f"cannot listen on port {port} ({describe_error(exc)}); set PORT")
+
+
+async def serve(settings: Settings, *, role: Role = "all", transport: Transport | None = None) -> None:
+    """Run against a real Slack workspace until SIGINT/SIGTERM; ``transport`` overrides the choice by
+    ``SLACK_APP_TOKEN`` (ignored by the ``worker`` role). Raises ``ConfigError`` for missing settings, an
+    unreachable Redis, a port in use or a refused Socket Mode connection (nothing keeps running then)."""
+    from bot.agent import OpenAIChatModel
+    from bot.slack.app import build_bot, start_http
+    from bot.slack.socket_mode import connect_socket_mode
+    from bot.store import connect_redis
+
+    chosen = choose_transport(settings, transport)
+    check_required(settings, role=role, transport=chosen, explicit=transport is not None)
     assert settings.redis_url is not None and settings.openai_api_key is not None
-    model = OpenAIChatModel(
-        settings.openai_model, base_url=settings.openai_base_url, api_key=settings.openai_api_key.get_secret_value()
-    )
-    redis_client = connect_redis(settings.redis_url.get_secret_value())
-    bot = build_bot(settings, model=model, redis_client=redis_client, role=role)
+    redis_url = settings.redis_url.get_secret_value()
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
-    runner = None
-    socket_task = None
-    if role == "worker":
-        log.info("worker: handling queued Slack work; Ctrl-C to stop")
-        await bot.work(stop=stop)
-    elif settings.mode == "socket":
-        assert settings.slack_app_token is not None
-        socket_task = asyncio.ensure_future(run_socket_mode(bot, app_token=settings.slack_app_token.get_secret_value()))
-        log.info("Socket Mode: connected as the app; Ctrl-C to stop")
-    else:
-        runner, port = await start_http(bot, port=settings.port)
-        log.info("HTTP mode (%s): POST /slack/events on port %d; Ctrl-C to stop", role, port)
-    await stop.wait()
-    log.info("stopping: finishing work in flight (up to 10 s)")
-    if socket_task:
-        socket_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await socket_task  # closes the websocket and its session
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(bot.frontend.drain(), 10)
-    if runner:
-        await runner.cleanup()
-    await bot.aclose()
-    await redis_client.aclose()
+
+    async with contextlib.AsyncExitStack() as stack:  # unwinds in reverse: stop listening, drain, close
+        redis_client = connect_redis(redis_url)
+        stack.push_async_callback(redis_client.aclose)
+        await check_redis(redis_client, redis_url)
+        model = OpenAIChatModel(
+            settings.openai_model,
+            base_url=settings.openai_base_url,
+            api_key=settings.openai_api_key.get_secret_value(),
+        )
+        bot = build_bot(settings, model=model, redis_client=redis_client, role=role)
+        stack.push_async_callback(bot.aclose)
+
+        async def drain() -> None:
+            log.info("stopping: finishing work in flight (up to %.0f s)", DRAIN_SECONDS)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(bot.drain(), DRAIN_SECONDS)
+
+        if role == "worker":
+            stack.push_async_callback(drain)
+            log.info("worker: handling queued Slack work; Ctrl-C to stop")
+            await bot.work(stop=stop)
+            return
+        if chosen == "socket":
+            assert settings.slack_app_token is not None
+            connecting = asyncio.ensure_future(
+                connect_socket_mode(
+                    bot, app_token=settings.slack_app_token.get_secret_value(), api_url=settings.slack_api_url
+                )
+            )
+            stopping = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not connecting.done():  # stopped while connecting: connect_socket_mode closes what it opened
+                connecting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await connecting
+                return
+            handler = connecting.result()
+
+            async def disconnect_then_drain() -> None:
+                await handler.close_async()
+                await drain()
+
+            stack.push_async_callback(disconnect_then_drain)
+            log.info("Socket Mode: connected as the app (%s); Ctrl-C to stop", role)
+        else:
+            try:
+                runner, port = await start_http(bot, host=HTTP_HOST, port=settings.port)
+            except OSError as exc:
+                raise _listen_error(exc, settings.port) from None
+            stack.push_async_callback(runner.cleanup)
+            stack.push_async_callback(drain)  # before the server stops, as the requests in flight finish
+            log.info("HTTP mode (%s): POST /slack/events on port %d; Ctrl-C to stop", role, port)
+        await stop.wait()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m bot", description=__doc__.splitlines()[0])
+    """Entry point: parse ``argv``, load the settings and run; returns the exit status (2: refused to start,
+    with one ``error: ...`` line per problem on stderr)."""
+    parser = argparse.ArgumentParser(prog="python -m bot", description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
         "command", nargs="?", choices=["serve", "web", "worker", "playground"], help="default: from the environment"
     )
+    transport = parser.add_mutually_exclusive_group()
+    transport.add_argument(
+        "--http", dest="transport", action="store_const", const="http", help="serve POST /slack/events on $PORT"
+    )
+    transport.add_argument(
+        "--socket", dest="transport", action="store_const", const="socket", help="connect over Socket Mode"
+    )
     args = parser.parse_args(argv)
-    settings = Settings()
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # Bolt warns that its token is unused when given a ready client; that is this bot's design, not a mistake.
-    logging.getLogger("slack_bolt.AsyncApp").addFilter(lambda r: "token will be unused" not in r.getMessage())
-    command = args.command or ("playground" if settings.mode == "playground" else "serve")
     try:
+        settings = load_settings()
+        configure_logging(settings.log_level, settings.log_format, secrets=settings.secret_values())
+        default = "serve" if args.transport or settings.mode != "playground" else "playground"
+        command = args.command or default
+        if args.transport and command not in ("serve", "web"):
+            raise ConfigError(f"--{args.transport} applies to serve and web only, not {command}")
         if command in ("serve", "web", "worker"):
             if settings.mode == "playground":
                 raise ConfigError("SLACK_BOT_TOKEN is not set (run `python -m bot playground` to try it locally)")
-            asyncio.run(serve(settings, role="all" if command == "serve" else command))  # type: ignore[arg-type]
+            roles: dict[str, Role] = {"serve": "all", "web": "web", "worker": "worker"}
+            asyncio.run(serve(settings, role=roles[command], transport=args.transport))
         else:
             from bot.playground.launcher import run_playground
 
@@ -102,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
             with contextlib.suppress(KeyboardInterrupt):
                 asyncio.run(run_playground(settings))
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():
+            print(f"error: {redact(line)}", file=sys.stderr)
         return 2
     return 0
 

@@ -1,28 +1,41 @@
-"""All settings, from the environment (pydantic-settings). Secrets are ``SecretStr``: never printed.
+"""All settings, from the environment (pydantic-settings), validated here once. Secrets are ``SecretStr``.
 
 | variable | default | meaning |
 |---|---|---|
 | ``SLACK_BOT_TOKEN`` | unset | xoxb- token; unset -> the local playground |
 | ``SLACK_SIGNING_SECRET`` | unset | verifies requests in HTTP mode |
-| ``SLACK_APP_TOKEN`` | unset | xapp- token; set -> Socket Mode |
-| ``SLACK_API_URL`` | ``https://slack.com/api/`` | Web API base (point at a fake) |
+| ``SLACK_APP_TOKEN`` | unset | xapp- token; set -> Socket Mode (unless ``--http``) |
+| ``SLACK_API_URL`` | ``https://slack.com/api/`` | Web API base (point at a fake); an http(s) URL |
 | ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` | unset | read by the openai client; no key -> demo model in the playground |
 | ``OPENAI_MODEL`` | ``gpt-4.1-mini`` | chat model name |
-| ``REDIS_URL`` | unset | Redis; unset -> in-process (playground only) |
+| ``REDIS_URL`` | unset | ``redis://``, ``rediss://`` or ``unix://``; unset -> in-process (playground only) |
 | ``REDIS_PREFIX`` | ``askbot:`` | key prefix |
-| ``PORT`` | ``3000`` | HTTP port for ``POST /slack/events`` |
+| ``PORT`` | ``3000`` | HTTP port for ``POST /slack/events`` (0..65535; 0 = any free port) |
 | ``ASK_ANSWERERS`` | ``requester`` | who may answer: ``requester`` or ``channel`` |
-| ``ASK_TTL_SECONDS`` | ``86400`` | how long a question waits |
+| ``ASK_TTL_SECONDS`` | ``86400`` (1 day) | how long a question waits (a duration) |
+| ``RUN_RETENTION_SECONDS`` | ``604800`` (7 days) | how long an ended or expired run (and its message refs) is kept |
 | ``AGENT_INSTRUCTIONS`` | see below | the system prompt |
-| ``LOG_LEVEL`` | ``INFO`` | logging level |
+| ``LOG_LEVEL`` | ``INFO`` | ``DEBUG``, ``INFO``, ``WARNING``, ``ERROR`` or ``CRITICAL`` (any case) |
+| ``LOG_FORMAT`` | ``text`` | ``text`` (one line per record) or ``json`` (one JSON object per line) |
+
+Durations are whole seconds (``90``) or a number with a unit, ``30s`` / ``30m`` / ``1h`` / ``2d``, or several
+(``1h30m``); each must be more than 0. A variable set to the empty string counts as unset.
+
+:func:`load_settings` reads and checks them all at once: every malformed value becomes one line
+``NAME: reason (got 'value')`` of the :class:`SettingsError` it raises (a secret's value never appears:
+``(value hidden)``).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Any, Literal, get_args
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr
+from pydantic import BeforeValidator, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from bot.errors import ConfigError
 
 DEFAULT_INSTRUCTIONS = (
     "You are a helpful assistant in a Slack workspace. When a request is ambiguous or needs a human "
@@ -30,11 +43,137 @@ DEFAULT_INSTRUCTIONS = (
     "sensible choices (multi_select when several may apply), or none for a free-form answer. Keep replies short."
 )
 
+Answerers = Literal["requester", "channel"]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+LogFormat = Literal["text", "json"]
+Mode = Literal["playground", "http", "socket"]
+Transport = Literal["http", "socket"]
+
+MAX_DURATION = 10 * 365 * 86400  # ten years: beyond that a TTL is a typo, and Redis expiry times overflow
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION_PART = re.compile(r"(\d+)([smhd])")
+_DURATION_FORMS = "whole seconds or a duration like 30s, 30m, 1h, 2d"
+_SECRET_NAME = re.compile(r"(TOKEN|SECRET|KEY|PASSWORD)$", re.IGNORECASE)
+
+
+class SettingsError(ConfigError):
+    """Malformed settings: ``problems`` holds one ``NAME: reason (got 'value')`` line per bad setting.
+
+    ``str(error)`` is those lines joined by newlines. No line contains a secret's value.
+    """
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+def parse_duration(value: object) -> int:
+    """Seconds from ``90``, ``"90"``, ``"30s"``, ``"30m"``, ``"1h"``, ``"2d"`` or ``"1h30m"`` (units s/m/h/d,
+    any case, surrounding spaces ignored). Negative values come back negative (callers set the bounds).
+
+    Raises ``ValueError`` (whose message never repeats the value) for anything else.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"must be {_DURATION_FORMS}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if not isinstance(value, str):
+        raise ValueError(f"must be {_DURATION_FORMS}")
+    text = value.strip().lower().replace(" ", "")
+    sign = -1 if text.startswith("-") else 1
+    text = text.removeprefix("-").removeprefix("+")
+    if text.isdigit():
+        return sign * int(text)
+    if not text or _DURATION_PART.sub("", text):
+        raise ValueError(f"must be {_DURATION_FORMS}")
+    return sign * sum(int(n) * _UNITS[unit] for n, unit in _DURATION_PART.findall(text))
+
+
+def _positive_duration(value: object) -> int:
+    seconds = parse_duration(value)
+    if seconds <= 0:
+        raise ValueError("must be more than 0 seconds")
+    if seconds > MAX_DURATION:
+        raise ValueError("must be at most 3650d (ten years)")
+    return seconds
+
+
+PositiveDuration = Annotated[int, BeforeValidator(_positive_duration)]
+"""An ``int`` of seconds, given as seconds or ``30s`` / ``30m`` / ``1h`` / ``2d``; more than 0."""
+
+
+def _choice(value: object, choices: tuple[str, ...], *, upper: bool = False) -> str:
+    if isinstance(value, str):
+        text = value.strip().upper() if upper else value.strip().lower()
+        if text in choices:
+            return text
+    listed = " or ".join(choices) if len(choices) == 2 else "one of " + ", ".join(choices)
+    raise ValueError(f"must be {listed}")
+
+
+def _http_url(value: object, example: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be an http:// or https:// URL, e.g. {example}")
+    text = value.strip()
+    parts = urlsplit(text)
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"must be an http:// or https:// URL with a host, e.g. {example}")
+    try:
+        parts.port  # noqa: B018 - raises ValueError on a malformed port
+    except ValueError:
+        raise ValueError("has a port that is not a number from 0 to 65535") from None
+    return text
+
+
+def _redis_url(value: object) -> str:
+    example = "e.g. redis://127.0.0.1:6379/0"
+    if not isinstance(value, str):
+        raise ValueError(f"must be a redis://, rediss:// or unix:// URL, {example}")
+    text = value.strip()
+    parts = urlsplit(text)
+    scheme = parts.scheme.lower()
+    if scheme == "unix":
+        if not parts.path:
+            raise ValueError("must name the socket's path, e.g. unix:///run/redis/redis.sock")
+        return text
+    if scheme not in ("redis", "rediss") or "://" not in text:
+        raise ValueError(f"must be a redis://, rediss:// or unix:// URL, {example}")
+    if not parts.hostname:
+        raise ValueError(f"must name a host, {example}")
+    try:
+        parts.port  # noqa: B018 - raises ValueError on a malformed port
+    except ValueError:
+        raise ValueError(f"has a port that is not a number from 0 to 65535, {example}") from None
+    db = parts.path.strip("/")
+    if db and not db.isdigit():
+        raise ValueError(f"has a database (the path after the host) that is not a number, {example}")
+    return text
+
+
+def redis_address(url: str) -> str:
+    """Where a Redis URL points, without credentials: ``redis://:pw@db.example:6380/2`` -> ``db.example:6380``,
+    ``unix:///run/redis.sock`` -> ``unix:/run/redis.sock``. Never raises (a malformed port shows as 6379)."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() == "unix":
+        return f"unix:{parts.path}"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    host = parts.hostname or "localhost"
+    return f"[{host}]:{port or 6379}" if ":" in host else f"{host}:{port or 6379}"
+
 
 class Settings(BaseSettings):
-    """The bot's settings; see the module docstring for the variables."""
+    """The bot's settings; see the module docstring for the variables.
 
-    model_config = SettingsConfigDict(env_file=None, extra="ignore", case_sensitive=False)
+    Construct it with :func:`load_settings` to get readable errors; ``Settings(**values)`` raises pydantic's
+    ``ValidationError`` (keyword values override the environment).
+    """
+
+    model_config = SettingsConfigDict(env_file=None, extra="ignore", case_sensitive=False, env_ignore_empty=True)
 
     slack_bot_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
@@ -45,15 +184,138 @@ class Settings(BaseSettings):
     openai_model: str = "gpt-4.1-mini"
     redis_url: SecretStr | None = None  # may carry a password
     redis_prefix: str = "askbot:"
-    port: int = Field(default=3000, ge=0, le=65535)
-    ask_answerers: Literal["requester", "channel"] = "requester"
-    ask_ttl_seconds: int = Field(default=24 * 3600, ge=1)
+    port: int = 3000
+    ask_answerers: Answerers = "requester"
+    ask_ttl_seconds: PositiveDuration = 24 * 3600
+    run_retention_seconds: PositiveDuration = 7 * 24 * 3600
     agent_instructions: str = DEFAULT_INSTRUCTIONS
-    log_level: str = "INFO"
+    log_level: LogLevel = "INFO"
+    log_format: LogFormat = "text"
+
+    @field_validator("slack_bot_token", mode="before")
+    @classmethod
+    def _bot_token(cls, value: object) -> object:
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if isinstance(text, str) and text.strip().startswith("xapp-"):
+            raise ValueError("is an app-level token (xapp-); it belongs in SLACK_APP_TOKEN, the bot token is xoxb-")
+        if isinstance(text, str) and not text.strip().startswith(("xoxb-", "xoxe.xoxb-")):
+            raise ValueError("must be a bot token, starting with xoxb-")
+        return text.strip() if isinstance(text, str) else value
+
+    @field_validator("slack_app_token", mode="before")
+    @classmethod
+    def _app_token(cls, value: object) -> object:
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if isinstance(text, str) and text.strip().startswith(("xoxb-", "xoxe.xoxb-")):
+            raise ValueError("is a bot token (xoxb-); it belongs in SLACK_BOT_TOKEN, the app-level token is xapp-")
+        if isinstance(text, str) and not text.strip().startswith("xapp-"):
+            raise ValueError("must be an app-level token, starting with xapp- (scope connections:write)")
+        return text.strip() if isinstance(text, str) else value
+
+    @field_validator("slack_api_url", mode="before")
+    @classmethod
+    def _slack_api_url(cls, value: object) -> str:
+        return _http_url(value, "https://slack.com/api/")
+
+    @field_validator("openai_base_url", mode="before")
+    @classmethod
+    def _openai_base_url(cls, value: object) -> str | None:
+        return None if value is None else _http_url(value, "https://api.openai.com/v1")
+
+    @field_validator("redis_url", mode="before")
+    @classmethod
+    def _redis_url(cls, value: object) -> SecretStr | None:
+        if value is None:
+            return None
+        return SecretStr(_redis_url(value.get_secret_value() if isinstance(value, SecretStr) else value))
+
+    @field_validator("port", mode="before")
+    @classmethod
+    def _port(cls, value: object) -> int:
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value.strip())
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 65535:
+            return value
+        raise ValueError("must be a whole number from 0 to 65535")
+
+    @field_validator("ask_answerers", mode="before")
+    @classmethod
+    def _ask_answerers(cls, value: object) -> str:
+        return _choice(value, get_args(Answerers))
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _log_level(cls, value: object) -> str:
+        return _choice(value, get_args(LogLevel), upper=True)
+
+    @field_validator("log_format", mode="before")
+    @classmethod
+    def _log_format(cls, value: object) -> str:
+        return _choice(value, get_args(LogFormat))
 
     @property
-    def mode(self) -> Literal["playground", "http", "socket"]:
+    def mode(self) -> Mode:
         """``playground`` without a bot token, ``socket`` with an app token, else ``http``."""
         if self.slack_bot_token is None:
             return "playground"
         return "socket" if self.slack_app_token is not None else "http"
+
+    def secret_values(self) -> list[str]:
+        """Every secret set (tokens, keys, the Redis URL's password), e.g. to redact them from logs."""
+        values = [
+            v.get_secret_value()
+            for name, v in self.__dict__.items()
+            if isinstance(v, SecretStr) and v.get_secret_value() and name != "redis_url"
+        ]
+        if self.redis_url is not None:
+            password = urlsplit(self.redis_url.get_secret_value()).password
+            if password:
+                values.append(password)
+        return values
+
+
+def _is_secret(field: str) -> bool:
+    info = Settings.model_fields.get(field)
+    return bool(_SECRET_NAME.search(field)) or (info is not None and "SecretStr" in repr(info.annotation))
+
+
+def _shown(field: str, value: object) -> str:
+    """``got 'value'``, or ``value hidden`` for a secret (and for a Redis URL that may carry a password)."""
+    if isinstance(value, SecretStr):
+        return "value hidden"
+    text = value if isinstance(value, str) else repr(value)
+    if field == "redis_url":  # shown unless it may carry credentials (user:password@ or ?password=)
+        if "@" in text or "password" in text.lower():
+            return "value hidden"
+    elif _is_secret(field):
+        return "value hidden"
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return f"got {text!r}"
+
+
+def describe_errors(error: ValidationError) -> list[str]:
+    """One ``NAME: reason (got 'value')`` line per setting that failed (the first reason of each), in field order."""
+    problems: dict[str, str] = {}
+    for item in error.errors(include_url=False):
+        field = str(item["loc"][0]) if item["loc"] else "settings"
+        if field in problems:
+            continue
+        if item["type"] == "value_error":
+            reason = str(item.get("ctx", {}).get("error", item["msg"]))
+        else:
+            reason = item["msg"].replace("Input should be", "must be")
+        problems[field] = f"{field.upper()}: {reason} ({_shown(field, item.get('input'))})"
+    order = list(Settings.model_fields)
+    return [problems[f] for f in sorted(problems, key=lambda f: order.index(f) if f in order else len(order))]
+
+
+def load_settings(**values: Any) -> Settings:
+    """The settings from the environment (``values``, by field name, take precedence over it).
+
+    Raises :class:`SettingsError` (a ``ConfigError``) listing every malformed setting at once, one line each.
+    """
+    try:
+        return Settings(**values)
+    except ValidationError as exc:
+        raise SettingsError(describe_errors(exc)) from None

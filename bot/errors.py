@@ -11,6 +11,8 @@ Messages never contain tokens, keys or other secrets.
 
 from __future__ import annotations
 
+import os
+import socket
 from datetime import datetime
 
 
@@ -140,3 +142,28 @@ class UnknownSchemaVersion(StoreCorrupt):
     def __init__(self, version: object) -> None:
         self.version = version
         super().__init__(f"unknown schema_version {version!r} (written by another release?)")
+
+
+# --- describing errors for people --------------------------------------------------------------
+
+
+def describe_error(exc: BaseException) -> str:
+    """``Type: first line of the message`` (at most 160 characters), secrets redacted."""
+    from bot.logs import redact
+
+    text = str(exc).strip().splitlines()
+    return redact(f"{type(exc).__name__}: {text[0][:160]}" if text else type(exc).__name__)
+
+
+def describe_os_error(exc: BaseException) -> str:
+    """``Connection refused`` / ``Name or service not known`` from the OS error under ``exc``, else its first line."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            break
+        if isinstance(seen, OSError) and seen.errno is not None:
+            if isinstance(seen, socket.gaierror) and seen.strerror:
+                return seen.strerror
+            return os.strerror(seen.errno) if seen.errno > 0 else (seen.strerror or describe_error(exc))
+        seen = seen.__cause__ or seen.__context__
+    return describe_error(exc)

@@ -8,7 +8,9 @@ Public API (mirrors the askUserTool reference's TypeScript API)::
 
 from bot.agent.agent import Agent, new_run_id
 from bot.agent.ask_user import AskUserInput, AskUserOption, AskUserPayload, ask_user_tool, make_ask_user_tool
-from bot.agent.model import ChatModel, OpenAIChatModel, TextDelta, ToolCallAssembler, TurnDone
+from bot.agent.assembler import ToolCallAssembler
+from bot.agent.model import ChatModel, TextDelta, TurnDone
+from bot.agent.openai_model import OpenAIChatModel
 from bot.agent.state import RunState
 from bot.agent.stream import AgentStream, Chunk
 from bot.agent.tools import Tool, ToolContext

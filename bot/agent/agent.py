@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from bot.agent.answers import Answered, AnswerCheck, Closed, Expired, Open, check_answer
+from bot.agent.answers import AnswerCheck, Answered, Closed, Expired, Open, check_answer
 from bot.agent.model import ChatModel, TextDelta, TurnDone, parse_arguments
 from bot.agent.state import Answer, PendingCall, ResumeData, RunFailure, RunState, ToolCall, utcnow
 from bot.agent.store import RunStore

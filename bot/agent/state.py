@@ -145,7 +145,9 @@ class RunState(_Model):
         try:
             return cls.model_validate(raw)
         except ValidationError as exc:
-            raise StoreCorrupt(f"the record does not fit schema version {SCHEMA_VERSION} ({exc.error_count()} problems)")
+            raise StoreCorrupt(
+                f"the record does not fit schema version {SCHEMA_VERSION} ({exc.error_count()} problems)"
+            ) from None
 
     def answer_for(self, tool_call_id: str | None) -> Answer | None:
         """The latest claimed answer for ``tool_call_id`` (or the latest of all when ``None``)."""

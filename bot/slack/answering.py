@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bot.agent import Agent
-from bot.agent.answers import Answered, AnswerCheck, Closed, Expired, Open, question_of
+from bot.agent.answers import AnswerCheck, Answered, Closed, Expired, Open, question_of
 from bot.agent.ask_user import AskUserPayload
 from bot.agent.state import ResumeData, RunState
 from bot.agent.text import is_blank
@@ -55,17 +55,20 @@ Say = Callable[[str], Awaitable[Any]]
 Pick = Callable[[AskUserPayload], ResumeData]
 
 STORE_DOWN = "I couldn't reach my storage, so nothing was recorded. Please try again in a moment."
-UNREADABLE = "I can't read the saved state of this conversation, so I can't take answers for it. Mention me to start again."
+UNREADABLE = (
+    "I can't read the saved state of this conversation, so I can't take answers for it. Mention me to start again."
+)
 GONE = "This question has expired and its record is gone, so your answer wasn't used. Mention me to start again."
 EXPIRED = "This question has expired, so your answer wasn't used. Mention me to start again."
 NOT_HERE = "This answer doesn't belong to this conversation, so I ignored it."
 NOT_OPEN = "This question is no longer open."
 UNKNOWN_BUTTON = "That control doesn't belong to a question I know, so I ignored it."
-MULTI_HINT = (
-    "Tick the options and press Submit, or reply with the options' names (or numbers) separated by commas."
-)
+MULTI_HINT = "Tick the options and press Submit, or reply with the options' names (or numbers) separated by commas."
 EXPIRED_OUTCOME = ":hourglass: This question expired without an answer."
 MODAL_CHECK_SECONDS = 2.0  # a view_submission must be acked within 3 s
+# Context keys an ack function leaves for its lazy function (Bolt copies the context to it after the ack).
+LOADING_VIEW = "answer_loading_view_id"
+ACCEPTED = "answer_accepted"
 
 
 class Answering:
@@ -170,9 +173,7 @@ class Answering:
 
     # --- the claim -------------------------------------------------------------------------------
 
-    async def take(
-        self, state: RunState, ctx: SlackContext, call: str, *, where: Where, pick: Pick, say: Say
-    ) -> None:
+    async def take(self, state: RunState, ctx: SlackContext, call: str, *, where: Where, pick: Pick, say: Say) -> None:
         """Claim an answer to question ``call`` of ``state`` (policy already applied); on success update the
         question's messages and follow the resumed run."""
         check = self.agent.check_answer(state, call)
@@ -246,25 +247,34 @@ class Answering:
 
     # --- the answer modal ------------------------------------------------------------------------
 
-    async def open_modal(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any]) -> None:
-        """The free-form "Answer" button (ack side): open a loading modal at once, then turn it into the form or
-        a notice decided from the stored run."""
+    async def open_modal(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any], context: Any) -> None:
+        """The free-form "Answer" button (ack side): open a loading modal at once (the ``trigger_id`` lives 3 s)
+        and leave its view id in the context for :meth:`on_open_modal`."""
         await ack()
-        where = Where.of_action(body)
-        action = (body.get("actions") or [{}])[0]
-        try:
-            ref, _ = QuestionRef.from_value(str(action.get("value", "")))
-        except BadReference:
-            await self.say_to(where)(UNKNOWN_BUTTON)
-            return
         view_id = await self.web.open_view(str(body.get("trigger_id") or ""), modals.loading_modal())
         if view_id is None:
+            where = Where.of_action(body)
             await self.say_to(where)("Slack didn't let me open the answer form in time; please click Answer again.")
             return
+        context[LOADING_VIEW] = view_id
+
+    async def on_open_modal(self, body: dict[str, Any], context: Any) -> None:
+        """The free-form "Answer" button (lazy): turn the loading modal into the form, or into a notice decided
+        from the stored run (not allowed, already answered, expired)."""
+        view_id = context.get(LOADING_VIEW) if context else None
+        if not view_id:
+            return
+        where = Where.of_action(body)
+        action = (body.get("actions") or [{}])[0]
 
         async def notice(text: str) -> None:
             await self.web.update_view(view_id, modals.notice_modal(text))
 
+        try:
+            ref, _ = QuestionRef.from_value(str(action.get("value", "")))
+        except BadReference:
+            await notice(UNKNOWN_BUTTON)
+            return
         with log_context(run_id=ref.run_id, user_id=where.user):
             loaded = await self._load(ref.run_id, notice)
             if loaded is None:
@@ -288,10 +298,10 @@ class Answering:
             meta = {"r": ref.run_id, "c": ref.call}
             await self.web.update_view(view_id, modals.answer_modal(payload.question, private_metadata=meta))
 
-    async def ack_modal(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any]) -> None:
+    async def ack_modal(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any], context: Any) -> None:
         """A submitted answer modal (ack side): a blank answer, a person not allowed, or a question that can't take
         it any more get an error under the input (the typed text stays); otherwise the modal closes and
-        :meth:`on_modal_answer` claims the answer."""
+        :meth:`on_modal_answer` claims the answer (the context says it was accepted)."""
         try:
             problem = await asyncio.wait_for(self._modal_problem(body), MODAL_CHECK_SECONDS)
         except TimeoutError:
@@ -299,6 +309,7 @@ class Answering:
         if problem:
             await ack(response_action="errors", errors={modals.MODAL_INPUT_BLOCK: problem})
         else:
+            context[ACCEPTED] = True
             await ack()
 
     async def _modal_problem(self, body: dict[str, Any]) -> str | None:
@@ -319,8 +330,10 @@ class Answering:
             await self.expire(state, call)
         return explain(check, user)
 
-    async def on_modal_answer(self, body: dict[str, Any]) -> None:
-        """A submitted answer modal (lazy, after the ack): claim the typed answer."""
+    async def on_modal_answer(self, body: dict[str, Any], context: Any) -> None:
+        """A submitted answer modal (lazy, after the ack): claim the typed answer, if the ack side accepted it."""
+        if not (context and context.get(ACCEPTED)):
+            return
         user = str((body.get("user") or {}).get("id") or "")
         text = modals.modal_text(body.get("view") or {})
         found = await self._modal_question(body)

@@ -68,10 +68,11 @@ class Bot:
         if self.queue is None:
             raise ConfigError("this bot was not built with a work queue (role 'worker')")
 
-        async def handle(job: dict[str, Any]) -> None:
-            await self.jobs.run_job(job, client=self.client, runner=self.runner)
+        await self.queue.consume(self.run_job, stop=stop)
 
-        await self.queue.consume(handle, stop=stop)
+    async def run_job(self, job: dict[str, Any]) -> None:
+        """Run one queued job here (see :meth:`bot.slack.runner.LazyJobs.run_job`)."""
+        await self.jobs.run_job(job, client=self.client, runner=self.runner)
 
     async def aclose(self) -> None:
         """Close the Web API client's HTTP session and the model's client, if it has one to close (after
@@ -131,7 +132,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     app = AsyncApp(
         client=client,
         signing_secret=settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None,
-        process_before_response=False,
+        process_before_response=True,  # ack functions finish before their lazy functions start (listeners.py)
     )
     queue = WorkQueue(redis_client, keys=keys) if role != "all" else None
     runner: InProcessRunner
@@ -145,7 +146,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         runner = InProcessRunner(log)
     app.listener_runner.lazy_listener_runner = runner
     app.middleware(use_client(client))  # first: the middleware and listeners after it get this client
-    jobs = register(app, threads=threads, answering=answering, runner=runner)
+    jobs = register(app, threads=threads, answering=answering)
     return Bot(app=app, agent=agent, client=client, runner=runner, jobs=jobs, queue=queue)
 
 
@@ -169,18 +170,3 @@ async def start_http(bot: Bot, *, host: str = "0.0.0.0", port: int = 3000) -> tu
     await site.start()
     bound = runner.addresses[0][1]
     return runner, int(bound)
-
-
-async def run_socket_mode(bot: Bot, *, app_token: str, ping_interval: float = 10) -> None:
-    """Connect over Socket Mode and serve until cancelled; then close the websocket, its session and tasks.
-
-    ``apps.connections.open`` goes through the bot's Web API client (so ``SLACK_API_URL`` applies), with
-    ``app_token`` (``xapp-...``) instead of the bot token.
-    """
-    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-
-    handler = AsyncSocketModeHandler(bot.app, app_token, web_client=bot.client, ping_interval=ping_interval)
-    try:
-        await handler.start_async()  # type: ignore[no-untyped-call]
-    finally:
-        await handler.close_async()  # type: ignore[no-untyped-call]

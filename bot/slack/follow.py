@@ -79,7 +79,9 @@ class Follower:
             ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=plain)
         if ts:
             try:
-                await self.index.add_message(run_id, suspended.tool_call_id, MessageRef(channel_id=ctx.channel_id, ts=ts))
+                await self.index.add_message(
+                    run_id, suspended.tool_call_id, MessageRef(channel_id=ctx.channel_id, ts=ts)
+                )
             except StoreUnavailable:
                 log.warning("run %s: could not record the question's message", run_id)
 

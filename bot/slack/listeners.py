@@ -1,13 +1,15 @@
 """Bolt listener registration: the one router. Each listener pairs an ack function (answers Slack within its 3 s)
 with lazy functions (the work after the ack), run by the app's lazy-listener runner (:mod:`bot.slack.runner`).
+The app runs with ``process_before_response``: an ack function finishes before the response goes out and before
+its lazy functions start, so what it decides (e.g. a modal's errors) reaches them in the request's context.
 
 | request | ack side | lazy (work side) |
 |---|---|---|
 | ``app_mention`` event | auto-ack | :meth:`Threads.on_mention` |
-| ``message`` event a person wrote, in a DM or as a thread reply (not mentioning the bot outside DMs) | auto-ack | :meth:`Threads.on_message` |
+| ``message`` a person wrote in a DM, or as a thread reply without a mention | auto-ack | :meth:`Threads.on_message` |
 | option button, single-choice menu, Submit | ack | :meth:`Answering.on_click` |
 | checkbox tick / multi-select change | ack (nothing until Submit) | - |
-| "Answer" button | ack, open a loading modal, turn it into the form or a notice | - |
+| "Answer" button | ack, open a loading modal | :meth:`Answering.on_open_modal`: the form or a notice |
 | answer modal ``view_submission`` | checks, errors under the input or close | :meth:`Answering.on_modal_answer` |
 | Retry | ack | :meth:`Threads.on_retry` |
 
@@ -25,7 +27,7 @@ from slack_bolt.async_app import AsyncApp
 from bot.slack import blocks as bk
 from bot.slack import modals
 from bot.slack.answering import Answering
-from bot.slack.runner import InProcessRunner, LazyJobs, no_lazy_only_from_outside
+from bot.slack.runner import LazyJobs, no_lazy_only_from_outside
 from bot.slack.threads import Threads, is_person_speaking
 
 
@@ -50,12 +52,12 @@ async def _person_in_dm_or_thread(body: dict[str, Any], context: dict[str, Any])
     return bool(event.get("thread_ts")) and not mentioned
 
 
-def register(app: AsyncApp, *, threads: Threads, answering: Answering, runner: InProcessRunner) -> LazyJobs:
+def register(app: AsyncApp, *, threads: Threads, answering: Answering) -> LazyJobs:
     """Attach every listener to ``app``; returns the lazy functions a worker may run."""
     jobs = LazyJobs()
     on_mention, on_message = jobs.add(threads.on_mention), jobs.add(threads.on_message)
     on_click, on_retry = jobs.add(answering.on_click), jobs.add(threads.on_retry)
-    on_modal_answer = jobs.add(answering.on_modal_answer)
+    on_open_modal, on_modal_answer = jobs.add(answering.on_open_modal), jobs.add(answering.on_modal_answer)
 
     app.middleware(no_lazy_only_from_outside)
     app.event("app_mention")(ack=_acked, lazy=[on_mention])
@@ -66,7 +68,7 @@ def register(app: AsyncApp, *, threads: Threads, answering: Answering, runner: I
     app.action(bk.ACT_SUBMIT)(ack=_ack, lazy=[on_click])
     app.action(bk.ACT_CHECKS)(_ack)
     app.action(bk.ACT_MULTI)(_ack)
-    app.action(bk.ACT_OPEN)(runner.track(answering.open_modal))
+    app.action(bk.ACT_OPEN)(ack=answering.open_modal, lazy=[on_open_modal])
     app.action(bk.ACT_RETRY)(ack=_ack, lazy=[on_retry])
-    app.view(modals.MODAL_CALLBACK)(ack=runner.track(answering.ack_modal), lazy=[on_modal_answer])
+    app.view(modals.MODAL_CALLBACK)(ack=answering.ack_modal, lazy=[on_modal_answer])
     return jobs

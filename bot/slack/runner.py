@@ -18,7 +18,6 @@ Nothing a request carries selects lazy-only execution: :func:`no_lazy_only_from_
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -35,7 +34,8 @@ from bot.store.work_queue import JOB_VERSION, WorkQueue
 log = logging.getLogger(__name__)
 
 LazyFunction = Callable[..., Awaitable[None]]
-QUEUED_CONTEXT = ("bot_user_id", "bot_id")  # what a worker needs of Bolt's context; never a token
+# What a worker needs of Bolt's context (and what ack functions leave for their lazy functions); never a token.
+QUEUED_CONTEXT = ("bot_user_id", "bot_id", "answer_loading_view_id", "answer_accepted")
 
 
 async def no_lazy_only_from_outside(req: AsyncBoltRequest, next: Callable[[], Awaitable[Any]]) -> Any:
@@ -69,8 +69,7 @@ def use_client(client: SharedWebClient) -> Callable[..., Awaitable[Any]]:
 
 
 class InProcessRunner(AsyncLazyListenerRunner):
-    """Runs lazy functions as tasks of this process; :meth:`track` wraps ack functions that keep working after
-    their ack (e.g. opening a modal) so :meth:`drain` waits for them too."""
+    """Runs lazy functions as tasks of this process; :meth:`drain` waits for them."""
 
     def __init__(self, logger: logging.Logger) -> None:
         self.logger = logger
@@ -93,23 +92,6 @@ class InProcessRunner(AsyncLazyListenerRunner):
             await function(**kwargs)
         except Exception:
             log.exception("listener %s failed", get_name_for_callable(function))
-
-    def track(self, function: LazyFunction) -> LazyFunction:
-        """``function`` wrapped so that :meth:`drain` waits for it; Bolt passes arguments by parameter name, and
-        the wrapper keeps the signature."""
-
-        @functools.wraps(function)
-        async def tracked(*args: Any, **kwargs: Any) -> None:
-            task = asyncio.current_task()
-            if task is not None:
-                self._tasks.add(task)
-            try:
-                await function(*args, **kwargs)
-            finally:
-                if task is not None:
-                    self._tasks.discard(task)
-
-        return tracked
 
     def _spawn(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)

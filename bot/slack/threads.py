@@ -103,17 +103,21 @@ class Threads:
             text = re.sub(rf"<@{re.escape(bot_user)}(\|[^>]*)?>", "", text)
         text = unescape(text).strip()
         ctx = SlackContext(
-            team_id=team, channel_id=channel, thread_ts=thread_ts, requester=where.user, message_ts=where.message_ts or ""
+            team_id=team,
+            channel_id=channel,
+            thread_ts=thread_ts,
+            requester=where.user,
+            message_ts=where.message_ts or "",
         )
         with log_context(team_id=team, channel_id=channel, user_id=where.user):
             try:
                 previous = await self._previous(ctx)
                 if previous is not None and await self._answered_or_busy(previous, where, text):
                     return
+                if previous is not None and previous.status == "running":  # continued above: take its final state
+                    previous = await self.agent.get_run(previous.run_id)
                 history = self.agent.history_of(previous) if previous is not None else None
-                stream = await self.agent.stream(
-                    text or "(empty message)", history=history, metadata=ctx.to_metadata()
-                )
+                stream = await self.agent.stream(text or "(empty message)", history=history, metadata=ctx.to_metadata())
                 await self.index.set_thread(team, channel, thread_ts, run_id=stream.run_id)
             except StoreUnavailable:
                 await self.web.post(channel, thread_ts=thread_ts, text=f":warning: {STORE_DOWN}")
@@ -157,6 +161,11 @@ class Threads:
             if not await self.answering.continue_orphan(previous, prev_ctx):
                 await say("I'm still working on this thread; one moment.")
                 return True
+            after = await self.agent.get_run(previous.run_id)  # continued to its next stop
+            if after.status == "suspended":  # it asked something: that question comes first
+                await say("I picked up where I left off; please answer the question above, then mention me again.")
+                return True
+            return False
         return False
 
     async def _thread_reply(self, body: dict[str, Any]) -> None:

@@ -5,8 +5,14 @@ Point ``AsyncOpenAI(base_url=server.base_url, api_key="test")`` at it. Answers c
 optional ``responder(request_json) -> Reply`` decides. Every request body is recorded in ``requests``.
 
 Both ``stream=True`` (server-sent events, ``data: {chunk}`` lines, ``data: [DONE]``) and plain JSON are
-served. A reply can carry raw streamed ``chunks`` (for odd delta layouts), an HTTP error ``status``, or a
-``delay`` in seconds before the first byte.
+served. A reply can also carry raw streamed ``chunks`` (any delta dicts, for odd layouts), a raw
+``json_body`` (answered as plain JSON even to a stream request, as some servers do), provider extras
+(``reasoning`` text sent as ``reasoning_content``, other message fields, per-call fields), an HTTP error
+``status``, or a ``delay``.
+
+``FakeOpenAI(require_reasoning_roundtrip=True)`` behaves like DeepSeek's thinking mode: it refuses (HTTP 400)
+a request whose assistant message with ``tool_calls`` lacks ``reasoning_content``, or does not send back
+exactly the extras this server returned with those calls. :func:`collect_turn` runs one model turn for tests.
 """
 
 from __future__ import annotations
@@ -21,21 +27,44 @@ from typing import Any
 
 from aiohttp import web
 
+from bot.agent.model import ChatModel, TextDelta, TurnDone
+
 
 @dataclass
 class Reply:
     """One scripted answer.
 
     - ``text``: assistant content; ``tool_calls``: ``[(id, name, arguments_json_text), ...]``.
-    - ``chunks``: raw ``choices[0].delta`` dicts to stream instead (stream mode only).
+    - ``reasoning``: thinking text, streamed as ``delta.reasoning_content`` pieces before the text (or set as the
+      message's ``reasoning_content`` when not streaming), as DeepSeek's thinking mode does. (OpenRouter's own
+      ``reasoning`` field: put it in ``message_extra``.)
+    - ``message_extra``: other assistant-message fields, e.g. ``{"reasoning_details": [...]}``; sent in one
+      delta before the text (or set on the message).
+    - ``tool_call_extra``: ``{call_id: {field: value}}``, fields added to that call's first streamed entry
+      (or its message entry), e.g. ``{"c1": {"extra_content": {"google": {"thought_signature": "..."}}}}``.
+    - ``chunks``: raw ``choices[0].delta`` dicts to stream instead (stream requests only; any keys and values,
+      e.g. ``arguments`` as an object, no ``index``).
+    - ``json_body``: a raw JSON body answered as ``application/json`` with ``status``, whatever the request's
+      ``stream`` flag (a server that ignores ``stream: true``, or an ``{"error": ...}`` body).
+    - ``finish_reason``: overrides the default (``"tool_calls"`` when there are calls, else ``"stop"``).
     - ``status``: HTTP error status to answer with (e.g. 500), ``delay``: seconds to wait first.
     """
 
     text: str = ""
     tool_calls: list[tuple[str, str, str]] = field(default_factory=list)
+    reasoning: str = ""
+    message_extra: dict[str, Any] = field(default_factory=dict)
+    tool_call_extra: dict[str, dict[str, Any]] = field(default_factory=dict)
     chunks: list[dict[str, Any]] | None = None
+    json_body: dict[str, Any] | None = None
+    finish_reason: str | None = None
     status: int = 200
     delay: float = 0.0
+
+    def message_fields(self) -> dict[str, Any]:
+        """The assistant message's provider extras: ``reasoning_content`` (from ``reasoning``), ``message_extra``."""
+        fields = {"reasoning_content": self.reasoning} if self.reasoning else {}
+        return {**fields, **self.message_extra}
 
 
 def tool_call(name: str, arguments: dict[str, Any] | str, *, id: str | None = None) -> tuple[str, str, str]:
@@ -44,20 +73,58 @@ def tool_call(name: str, arguments: dict[str, Any] | str, *, id: str | None = No
     return (id or f"call_{abs(hash((name, args))) % 10**8}", name, args)
 
 
-class FakeOpenAI:
-    """The loopback Chat Completions server; ``async with FakeOpenAI() as server: server.base_url``."""
+async def collect_turn(
+    model: ChatModel,
+    messages: list[dict[str, Any]] | None = None,
+    *,
+    tools: list[dict[str, Any]] | None = None,
+) -> tuple[list[str], TurnDone]:
+    """Run one ``model.stream_turn`` (default messages: one user "hi"); returns its text pieces and the turn.
 
-    def __init__(self, *, responder: Callable[[dict[str, Any]], Reply] | None = None) -> None:
+    Raises ``AssertionError`` when the stream ends without a :class:`TurnDone` or yields something after it.
+    """
+    texts: list[str] = []
+    done: TurnDone | None = None
+    async for event in model.stream_turn(messages or [{"role": "user", "content": "hi"}], tools=tools or []):
+        assert done is None, f"event after TurnDone: {event!r}"
+        if isinstance(event, TextDelta):
+            texts.append(event.text)
+        else:
+            done = event
+    assert done is not None, "the model stream ended without a TurnDone"
+    return texts, done
+
+
+class FakeOpenAI:
+    """The loopback Chat Completions server; ``async with FakeOpenAI() as server: server.base_url``.
+
+    ``require_reasoning_roundtrip``: refuse with HTTP 400 (DeepSeek's wording) any request with an assistant
+    message that has ``tool_calls`` but no ``reasoning_content``, or whose calls this server returned with
+    extras (:meth:`Reply.message_fields`, ``tool_call_extra``) not sent back exactly. The reason of every
+    refusal is appended to ``rejections``.
+    """
+
+    def __init__(
+        self,
+        *,
+        responder: Callable[[dict[str, Any]], Reply] | None = None,
+        require_reasoning_roundtrip: bool = False,
+    ) -> None:
         self.responder = responder
+        self.require_reasoning_roundtrip = require_reasoning_roundtrip
         self.requests: list[dict[str, Any]] = []
+        self.rejections: list[str] = []
+        self._issued: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # call id -> (message, call) extras
         self._queue: deque[Reply] = deque()
         self._runner: web.AppRunner | None = None
         self.base_url = ""
 
     def reset(self) -> None:
-        """Forget queued replies and recorded requests."""
+        """Forget queued replies, recorded requests, rejections and the extras issued so far."""
         self._queue.clear()
         self.requests.clear()
+        self.rejections.clear()
+        self._issued.clear()
 
     def script(self, *replies: Reply) -> None:
         """Queue replies, used one per request in order."""
@@ -94,23 +161,67 @@ class FakeOpenAI:
             return self.responder(body)
         return Reply(text="(no scripted reply)")
 
+    def _roundtrip_problem(self, body: dict[str, Any]) -> str | None:
+        """Why a reasoning-mode server would refuse ``body`` (``None`` when it would not)."""
+        for i, message in enumerate(body.get("messages") or []):
+            if not isinstance(message, dict) or message.get("role") != "assistant" or not message.get("tool_calls"):
+                continue
+            if not isinstance(message.get("reasoning_content"), str):
+                return (
+                    f"Missing `reasoning_content` field in the assistant message at message index {i}. "
+                    "The `reasoning_content` in the thinking mode must be passed back to the API."
+                )
+            for call in message["tool_calls"]:
+                issued = self._issued.get(str(call.get("id"))) if isinstance(call, dict) else None
+                if issued is None:
+                    continue
+                message_fields, call_fields = issued
+                for key, value in message_fields.items():
+                    if message.get(key) != value:
+                        return f"The `{key}` of the assistant message at message index {i} is not the one returned."
+                for key, value in call_fields.items():
+                    if call.get(key) != value:
+                        return f"The `{key}` of tool call {call['id']} at message index {i} is not the one returned."
+        return None
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(body)
+        if self.require_reasoning_roundtrip:
+            problem = self._roundtrip_problem(body)
+            if problem:
+                self.rejections.append(problem)
+                error = {
+                    "message": problem,
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "invalid_request_error",
+                }
+                return web.json_response({"error": error}, status=400)
         reply = self._next(body)
         if reply.delay:
             await asyncio.sleep(reply.delay)
+        if reply.json_body is not None:
+            return web.json_response(reply.json_body, status=reply.status)
         if reply.status != 200:
             return web.json_response(
                 {"error": {"message": "scripted failure", "type": "server_error", "code": None}}, status=reply.status
             )
+        for cid, _, _ in reply.tool_calls:
+            self._issued[cid] = (reply.message_fields(), reply.tool_call_extra.get(cid, {}))
         cid, created, model = f"chatcmpl-{len(self.requests)}", int(time.time()), body.get("model", "fake")
-        finish = "tool_calls" if reply.tool_calls else "stop"
+        has_calls = bool(reply.tool_calls) or any(d.get("tool_calls") for d in reply.chunks or [])
+        finish = reply.finish_reason or ("tool_calls" if has_calls else "stop")
         if not body.get("stream"):
-            message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+            message: dict[str, Any] = {"role": "assistant", "content": reply.text or None, **reply.message_fields()}
             if reply.tool_calls:
                 message["tool_calls"] = [
-                    {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                    {
+                        **reply.tool_call_extra.get(i, {}),
+                        "id": i,
+                        "type": "function",
+                        "function": {"name": n, "arguments": a},
+                    }
                     for i, n, a in reply.tool_calls
                 ]
             return web.json_response(
@@ -148,17 +259,17 @@ class FakeOpenAI:
     @staticmethod
     def _deltas(reply: Reply) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
+        if reply.reasoning:
+            words = reply.reasoning.split(" ")
+            out += [{"reasoning_content": w + (" " if i < len(words) - 1 else "")} for i, w in enumerate(words)]
+        if reply.message_extra:
+            out.append(dict(reply.message_extra))
         if reply.text:
             words = reply.text.split(" ")
             out += [{"content": w + (" " if i < len(words) - 1 else "")} for i, w in enumerate(words)]
         for index, (cid, name, args) in enumerate(reply.tool_calls):
-            out.append(
-                {
-                    "tool_calls": [
-                        {"index": index, "id": cid, "type": "function", "function": {"name": name, "arguments": ""}}
-                    ]
-                }
-            )
+            first = {"index": index, "id": cid, "type": "function", "function": {"name": name, "arguments": ""}}
+            out.append({"tool_calls": [{**reply.tool_call_extra.get(cid, {}), **first}]})
             half = len(args) // 2
             for piece in (args[:half], args[half:]):
                 out.append({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})

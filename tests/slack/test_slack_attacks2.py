@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import timedelta
 from typing import Any
 
 import fakeredis
@@ -16,7 +15,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.agent import Agent
-from bot.agent.state import RunState, utcnow
+from bot.agent.state import RunState
 from bot.errors import StoreUnavailable
 from bot.slack.mrkdwn import MARKDOWN_BLOCK, split_reply, text_length
 from bot.slack.typed_answers import labels_in_text
@@ -198,7 +197,7 @@ async def test_two_questions_with_the_same_id_in_one_turn_each_get_their_own_ans
         assert "Which env?" in json.dumps(q2["blocks"])
         await h.ws.click(q1, "api", user=ALICE, as_seen=True)  # late double click on the first question
         await h.settle()
-        assert "already answered" in h.ws.ephemerals(user=ALICE)[-1]["text"]
+        assert h.ws.ephemerals(user=ALICE)[-1]["text"] == "Your answer was recorded."
         await h.ws.click(q2, "prod", user=ALICE)
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Both answered."))
         await h.settle()
@@ -247,33 +246,37 @@ async def test_follow_up_after_a_model_500_sends_a_valid_history_with_the_earlie
         assert len(ids) == len(set(ids)) == 3
 
 
-async def test_follow_up_after_a_crash_with_queued_questions_sends_a_valid_history(
+async def test_mention_after_a_crash_with_a_queued_question_continues_the_run_first(
     fake_redis: aioredis.Redis, harness: Any, prefix: str
 ) -> None:
-    """A process died after the first of two questions was answered: the run is left running with a queued
-    call. A later mention continues from the last consistent point: no dangling tool_call_id."""
+    """A process died right after the first of two questions was answered: the run is left running (the answer
+    claimed) with a queued call, and nobody drives it. A later mention continues it at once (no stale window):
+    the second question is asked, the first answer is kept, and the mention is not taken as its answer."""
     async with harness(fake_redis) as h:
         h.model.script(
             Reply(tool_calls=[tool_call("ask_user", SINGLE, id="a"), tool_call("ask_user", SECOND, id="b")]),
         )
         d = await h.ws.mention(ALICE, GENERAL, "go")
         thread = d.message["ts"]
-        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+        first = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
         await h.settle()
         state = await thread_run(fake_redis, prefix, thread)
         assert state.status == "suspended" and [c.id for c in state.queued] == ["b"]
         stream = await h.bot.agent.resume_stream("web", run_id=state.run_id, answered_by=ALICE)
         assert stream._task is not None
         stream._task.cancel()  # the process dies right after claiming the answer
+        await asyncio.sleep(0)
         claimed = await thread_run(fake_redis, prefix, thread)
         assert claimed.status == "running" and claimed.queued
-        await put_state(fake_redis, prefix, claimed.model_copy(update={"updated_at": utcnow() - timedelta(hours=1)}))
-        h.model.script(Reply(text="Fresh start."))
         await h.ws.mention(ALICE, GENERAL, "anyone?", thread_ts=thread)
-        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Fresh start."))
+        second = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: has_controls(m) and m["ts"] != first["ts"]
+        )
         await h.settle()
-        assert_tool_messages_complete(h.model)
-        assert h.model.requests[-1]["messages"][-1] == {"role": "user", "content": "anyone?"}
+        assert "Which env?" in json.dumps(second["blocks"])
+        resumed = await thread_run(fake_redis, prefix, thread)
+        assert resumed.status == "suspended" and [a.resume_data for a in resumed.answers] == ["web"]
+        assert "picked up where I left off" in h.ws.ephemerals(user=ALICE)[-1]["text"]
 
 
 async def test_retry_on_an_old_failure_after_the_thread_moved_on_does_not_fork(
@@ -303,16 +306,16 @@ async def test_retry_on_an_old_failure_after_the_thread_moved_on_does_not_fork(
 async def test_background_save_does_not_overwrite_a_run_taken_over_meanwhile(
     fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
 ) -> None:
-    first: Agent = make_agent(fake_redis, persist_for=10)
-    other: Agent = make_agent(fake_redis, stale_after=0)
+    first: Agent = make_agent(fake_redis, persist_for=10, store_kwargs={"lease_ttl": 0.2})
+    other: Agent = make_agent(fake_redis)
     store = first.store
     real_save = store.save
     down = {"on": True}
 
-    async def outage(state: RunState) -> RunState:
+    async def outage(state: RunState, **kwargs: Any) -> RunState:
         if down["on"] and state.status == "completed":
             raise StoreUnavailable("Redis error while saving a run: ConnectionError")
-        saved: RunState = await real_save(state)
+        saved: RunState = await real_save(state, **kwargs)
         return saved
 
     store.save = outage  # type: ignore[method-assign]
@@ -322,6 +325,7 @@ async def test_background_save_does_not_overwrite_a_run_taken_over_meanwhile(
     await (await first.resume_stream("api", run_id=stream.run_id)).collect()  # reply shown; save goes on later
     assert len(first._background) == 1
     assert (await other.get_run(stream.run_id)).status == "running"
+    await asyncio.sleep(0.3)  # its lease runs out: the first process is no longer driving it
     openai_server.script(Reply(text="second process"))
     await (await other.retry_stream(run_id=stream.run_id)).collect()  # the 'dead' run is taken over
     down["on"] = False
@@ -339,8 +343,8 @@ async def test_save_applied_but_acknowledgement_lost_still_delivers_the_reply(
         real_save = store.save
         lost: list[str] = []
 
-        async def ack_lost(state: RunState) -> RunState:
-            saved: RunState = await real_save(state)
+        async def ack_lost(state: RunState, **kwargs: Any) -> RunState:
+            saved: RunState = await real_save(state, **kwargs)
             if state.status == "completed" and not lost:
                 lost.append(state.run_id)
                 raise StoreUnavailable("Redis error while saving a run: TimeoutError")
@@ -366,7 +370,7 @@ async def start_split(h: Any, server: fakeredis.FakeServer) -> tuple[Any, Any]:
 
 def consume(worker: Any, stop: asyncio.Event, **kwargs: Any) -> asyncio.Future[None]:
     return asyncio.ensure_future(
-        worker.bot.queue.consume(worker.bot.frontend.handle, stop=stop, block_ms=50, consumer="live", **kwargs)
+        worker.bot.queue.consume(worker.bot.run_job, stop=stop, block_ms=50, consumer="live", **kwargs)
     )
 
 

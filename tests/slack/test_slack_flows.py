@@ -19,6 +19,11 @@ MULTI = {
 }
 
 
+def is_answer_form(view: dict[str, Any]) -> bool:
+    """The answer modal's form (it opens as a loading modal first)."""
+    return view.get("callback_id") == "ask_answer_modal"
+
+
 def last_tool_result(model: FakeOpenAI) -> dict[str, Any]:
     msgs = model.requests[-1]["messages"]
     return json.loads(next(m for m in reversed(msgs) if m["role"] == "tool")["content"])
@@ -82,7 +87,7 @@ async def test_free_form_modal_blank_then_typed(fake_redis: aioredis.Redis, harn
         d = await h.ws.mention(ALICE, GENERAL, "help me")
         q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_buttons)
         await h.ws.click(q, "Answer", user=ALICE)
-        view = await h.ws.wait_for_view(user=ALICE)
+        view = await h.ws.wait_for_view(user=ALICE, predicate=is_answer_form)
         assert "What is the goal?" in json.dumps(view["blocks"])
         blank = await h.ws.submit_view(view, {"answer_input": {"answer_text": "   "}}, user=ALICE)
         assert blank.json == {"response_action": "errors", "errors": {"answer_input": "Please write an answer."}}

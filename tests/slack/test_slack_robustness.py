@@ -5,18 +5,26 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from datetime import timedelta
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
+from bot.agent.state import utcnow
 from bot.slack.modals import MODAL_INPUT_BLOCK
+from bot.store import Keys
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
 from bot.testing.tcp_proxy import TcpProxy
 
 ALICE, BOB = "U_ALICE", "U_BOB"
 GENERAL, RANDOM = "C_GENERAL", "C_RANDOM"
 SINGLE = {"question": "Which repo?", "options": [{"label": "api"}, {"label": "web"}]}
+
+
+def is_answer_form(view: dict[str, Any]) -> bool:
+    """The answer modal's form (it opens as a loading modal first)."""
+    return view.get("callback_id") == "ask_answer_modal"
 
 
 def has_controls(message: dict[str, Any]) -> bool:
@@ -110,11 +118,13 @@ async def test_answer_button_opens_modal_while_redis_is_slow(real_redis: aioredi
             proxy.delay = 3.5
             ack = await h.ws.click(q, "Answer", user=ALICE)
             assert ack.status == 200 and ack.duration_ms < 1000
-            view = await h.ws.wait_for_view(user=ALICE, timeout=2)
-            assert [b["block_id"] for b in view["blocks"]][-1] == MODAL_INPUT_BLOCK
+            loading = await h.ws.wait_for_view(user=ALICE, timeout=2)  # within the trigger's 3 s, Redis or not
+            assert "Opening" in json.dumps(loading["blocks"])
             opened = h.ws.calls("views.open")
             assert len(opened) == 1 and not opened[0].error
             proxy.delay = 0
+            view = await h.ws.wait_for_view(user=ALICE, predicate=is_answer_form, timeout=10)
+            assert [b["block_id"] for b in view["blocks"]][-1] == MODAL_INPUT_BLOCK
         await client.aclose()
 
 
@@ -134,7 +144,7 @@ async def test_double_click_and_second_user_resume_once(fake_redis: aioredis.Red
         refusal = await h.ws.wait_for_ephemeral(user=BOB)
         assert "Only <@U_ALICE> can answer" in refusal["text"]
         dup = await h.ws.wait_for_ephemeral(user=ALICE)
-        assert "already answered by <@U_ALICE>" in dup["text"]
+        assert dup["text"] == "Your answer was recorded."  # her own double click: not "answered by @her"
 
 
 async def test_channel_policy_lets_anyone_answer_once(fake_redis: aioredis.Redis, harness: Any) -> None:
@@ -179,14 +189,26 @@ async def test_restart_and_second_process(fake_server: Any, harness: Any) -> Non
         )
 
 
-async def test_expired_question_click_closes_it_and_starts_nothing(
-    fake_redis: aioredis.Redis, harness: Any, prefix: str
+async def past_deadline(h: Any, thread: str) -> str:
+    """Move the thread's open question past its deadline (as the clock would after ASK_TTL_SECONDS)."""
+    record = await h.bot.agent.store.client.hget(
+        Keys(h.settings.redis_prefix).thread("T_PLAYGROUND", GENERAL, thread), "run_id"
+    )
+    run_id = record.decode()
+    state = await h.bot.agent.get_run(run_id)
+    assert state.pending is not None
+    late = state.pending.model_copy(update={"expires_at": utcnow() - timedelta(seconds=1)})
+    await h.bot.agent.store.save(state.model_copy(update={"pending": late}), owner="test")
+    return run_id
+
+
+async def test_expired_question_click_closes_it_from_stored_state_and_starts_nothing(
+    fake_redis: aioredis.Redis, harness: Any
 ) -> None:
     async with harness(fake_redis) as h:
-        _thread, q = await ask(h)
+        thread, q = await ask(h)
         await h.settle()
-        keys = [k async for k in fake_redis.scan_iter(match=f"{prefix}run:*")]
-        await fake_redis.delete(*keys)  # what the TTL does after ASK_TTL_SECONDS
+        run_id = await past_deadline(h, thread)
         before = len(h.model.requests)
         await h.ws.click(q, "api", user=ALICE)
         note = await h.ws.wait_for_ephemeral(user=ALICE)
@@ -194,10 +216,25 @@ async def test_expired_question_click_closes_it_and_starts_nothing(
         closed = await h.ws.wait_for_message(
             channel=GENERAL, predicate=lambda m: m["ts"] == q["ts"] and not has_controls(m)
         )
-        assert "expired" in json.dumps(closed["blocks"])
+        assert "expired" in json.dumps(closed["blocks"]) and "Which repo?" in json.dumps(closed["blocks"])
         await h.settle()
         assert len(h.model.requests) == before
-        assert await fake_redis.exists(*keys) == 0
+        assert (await h.bot.agent.get_run(run_id)).status == "expired"  # kept for the retention window
+
+
+async def test_click_after_the_record_is_gone_writes_nothing_to_the_message(
+    fake_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    async with harness(fake_redis) as h:
+        _thread, q = await ask(h)
+        await h.settle()
+        keys = [k async for k in fake_redis.scan_iter(match=f"{prefix}run:*")]
+        await fake_redis.delete(*keys)  # past the retention window
+        await h.ws.click(q, "api", user=ALICE)
+        note = await h.ws.wait_for_ephemeral(user=ALICE)
+        assert "expired" in note["text"]
+        await h.settle()
+        assert h.ws.calls("chat.update") == []  # nothing stored to render it from: the message is left alone
 
 
 async def test_model_failure_posts_retry_that_continues(fake_redis: aioredis.Redis, harness: Any) -> None:

@@ -17,13 +17,19 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.agent import OpenAIChatModel
 from bot.config import Settings
 from bot.playground import Workspace
-from bot.slack.app import Bot, build_bot, run_socket_mode
+from bot.slack.app import Bot, build_bot
+from bot.slack.socket_mode import run_socket_mode
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
 
 TOKEN = "xoxb-socket-test-0123456789"
 APP_TOKEN = "xapp-1-A0PLAYGRND-socket-test"
 ALICE, GENERAL = "U_ALICE", "C_GENERAL"
 SINGLE = {"question": "Which repo?", "options": [{"label": "api"}, {"label": "web"}]}
+
+
+def is_answer_form(view: dict[str, Any]) -> bool:
+    """The answer modal's form (it opens as a loading modal first)."""
+    return view.get("callback_id") == "ask_answer_modal"
 
 
 def has_buttons(message: dict[str, Any]) -> bool:
@@ -90,7 +96,7 @@ async def test_blank_modal_submit_gets_errors_ack_over_socket(
     d = await ws.mention(ALICE, GENERAL, "help me")
     q = await ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_buttons)
     await ws.click(q, "Answer", user=ALICE)
-    view = await ws.wait_for_view(user=ALICE)
+    view = await ws.wait_for_view(user=ALICE, predicate=is_answer_form)
     blank = await ws.submit_view(view, {"answer_input": {"answer_text": "   "}}, user=ALICE)
     assert blank.status == 200 and blank.envelope_id
     assert json.loads(blank.request_body)["accepts_response_payload"] is True

@@ -56,7 +56,11 @@ async def test_retention_after_the_end_and_after_a_questions_deadline(fake_redis
     store = RedisRunStore(fake_redis, prefix=prefix, retention=100)
     now = utcnow()
     pending = PendingCall(
-        tool_call_id="c", tool_name="ask_user", args={}, suspend_payload={}, suspended_at=now,
+        tool_call_id="c",
+        tool_name="ask_user",
+        args={},
+        suspend_payload={},
+        suspended_at=now,
         expires_at=now + timedelta(seconds=500),
     )
     state = await store.create(RunState(run_id="r", agent_id="a", status="suspended", pending=pending), owner=ME)
@@ -81,7 +85,9 @@ async def test_record_of_another_run_garbage_or_unknown_version_is_corrupt_with_
     with pytest.raises(StoreCorrupt, match="not JSON") as garbage:
         await store.load("c")
     assert garbage.value.run_id == "c"
-    await fake_redis.hset(Keys(prefix).run("d"), mapping={"rev": 1, "state": raw.replace(b'"schema_version":2', b'"schema_version":9')})
+    await fake_redis.hset(
+        Keys(prefix).run("d"), mapping={"rev": 1, "state": raw.replace(b'"schema_version":2', b'"schema_version":9')}
+    )
     with pytest.raises(UnknownSchemaVersion) as newer:
         await store.load("d")
     assert newer.value.run_id == "d" and newer.value.version == 9
@@ -103,9 +109,13 @@ async def test_deadline_is_judged_by_the_stores_clock(fake_redis: aioredis.Redis
     store = RedisRunStore(fake_redis, prefix=prefix)
     base = await store.create(RunState(run_id="r", agent_id="a", status="suspended"), owner=ME)
     with pytest.raises(QuestionExpired):
-        await store.save(base.model_copy(update={"status": "running"}), owner=ME, not_after=utcnow() - timedelta(seconds=1))
+        await store.save(
+            base.model_copy(update={"status": "running"}), owner=ME, not_after=utcnow() - timedelta(seconds=1)
+        )
     assert (await store.load("r")).revision == 1  # nothing written
-    ok = await store.save(base.model_copy(update={"status": "running"}), owner=ME, not_after=utcnow() + timedelta(minutes=1))
+    ok = await store.save(
+        base.model_copy(update={"status": "running"}), owner=ME, not_after=utcnow() + timedelta(minutes=1)
+    )
     assert ok.revision == 2
 
 

@@ -28,6 +28,11 @@ from bot.playground.ui_events import ack_entry, api_call_entry, decode_params, e
 BOT = "<@U_BOT>"
 
 
+def is_answer_form(view: dict[str, Any]) -> bool:
+    """The answer modal's form (it opens as a loading modal first)."""
+    return view.get("callback_id") == "ask_answer_modal"
+
+
 def settings(**overrides: Any) -> Settings:
     values: dict[str, Any] = {"slack_bot_token": None, "openai_api_key": None, "redis_url": None, "port": 0}
     return Settings(**{**values, **overrides})
@@ -155,7 +160,7 @@ async def test_modal_errors_then_answer(pg: Playground, http: aiohttp.ClientSess
     question = await bot_message(pg, ts, "project called")
     await post(http, pg, "click", {"user": "U_ALICE", "channel": "C_GENERAL", "ts": question["ts"], "label": "Answer"})
     assert pg.workspace is not None
-    view = await pg.workspace.wait_for_view(user="U_ALICE", timeout=10)
+    view = await pg.workspace.wait_for_view(user="U_ALICE", predicate=is_answer_form, timeout=10)
     block = next(b for b in view["blocks"] if b["type"] == "input")
     field = {block["block_id"]: {block["element"]["action_id"]: "   "}}
 
@@ -177,7 +182,7 @@ async def test_close_view(pg: Playground, http: aiohttp.ClientSession) -> None:
     question = await bot_message(pg, said["message"]["ts"], "project called")
     await post(http, pg, "click", {"user": "U_ALICE", "channel": "C_GENERAL", "ts": question["ts"], "label": "Answer"})
     assert pg.workspace is not None
-    view = await pg.workspace.wait_for_view(user="U_ALICE", timeout=10)
+    view = await pg.workspace.wait_for_view(user="U_ALICE", predicate=is_answer_form, timeout=10)
     status, closed = await post(http, pg, "close_view", {"user": "U_ALICE", "view_id": view["id"]})
     assert status == 200 and closed == {"ok": True, "ack": None}  # the bot's modal has no notify_on_close
     assert pg.workspace.state.top_view("U_ALICE") is None

@@ -1,0 +1,196 @@
+"""The OpenAI Chat Completions adapter of the model port (:class:`bot.agent.model.ChatModel`).
+
+:class:`OpenAIChatModel` talks to any OpenAI-compatible server through ``AsyncOpenAI``, which reads
+``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` itself. Shapes it accepts beside OpenAI's own:
+
+- tool-call entries with repeated, missing or reused ``index`` / ``id`` / ``name``, and ``arguments`` sent as a
+  JSON object (:class:`bot.agent.assembler.ToolCallAssembler`);
+- a plain ``application/json`` ``chat.completion`` body in answer to a stream request (the server ignored
+  ``stream: true``); with ``stream=False`` the model never asks for a stream;
+- provider fields beside the standard ones, kept so they can be sent back: on the message
+  (``reasoning_content``, ``reasoning``, ``reasoning_details``, ...) in :attr:`TurnDone.extra`, on a tool call
+  (``extra_content``, ...) in ``ToolCall.extra``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any, cast
+
+import openai
+from openai import AsyncOpenAI, AsyncStream
+from openai.types.chat import ChatCompletionChunk
+
+from bot.agent.assembler import ToolCallAssembler, merge_extra
+from bot.agent.model import ModelEvent, TextDelta, TurnDone
+from bot.errors import ModelCallFailed
+
+MESSAGE_FIELDS = frozenset(
+    {"role", "content", "refusal", "tool_calls", "function_call", "audio", "annotations", "name"}
+)
+"""The keys Chat Completions defines for an assistant message; any other key is a provider extra."""
+
+_ERROR_CODE = re.compile(r"[\w.:-]{1,64}")
+
+
+class _Turn:
+    """Accumulates one assistant turn from streamed chunks or from a whole message."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.assembler = ToolCallAssembler()
+        self.finish_reason: str | None = None
+        self.extra: dict[str, Any] = {}
+
+    def add_chunk(self, chunk: ChatCompletionChunk) -> Iterator[str]:
+        """Take one streamed chunk (attribute reads only); yields its text pieces."""
+        for choice in getattr(chunk, "choices", None) or ():
+            delta = getattr(choice, "delta", None)
+            if delta is not None:
+                content = delta.content
+                if content:
+                    self.text.append(content)
+                    yield content
+                if delta.tool_calls:
+                    self.assembler.feed(delta.tool_calls)
+                extra = delta.model_extra
+                if extra:
+                    merge_extra(self.extra, extra)
+            finish = getattr(choice, "finish_reason", None)
+            if finish:
+                self.finish_reason = finish
+
+    def add_body(self, body: Any) -> str:
+        """Take a whole ``chat.completion`` JSON body; returns its text. Raises ``ModelCallFailed``."""
+        if not isinstance(body, Mapping):
+            raise ModelCallFailed("model server sent an unexpected reply (not a JSON object)")
+        error = body.get("error")
+        if error:
+            code = (error.get("code") or error.get("type")) if isinstance(error, Mapping) else None
+            shown = f" ({code})" if isinstance(code, str) and _ERROR_CODE.fullmatch(code) else ""
+            raise ModelCallFailed(f"model request failed: the model server answered with an error{shown}")
+        choices = body.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+            raise ModelCallFailed("model server sent a reply without choices")
+        choice = choices[0]
+        # "delta": a server that answered a stream request with one whole chunk object.
+        message = choice.get("message") or choice.get("delta") or {}
+        if not isinstance(message, Mapping):
+            raise ModelCallFailed("model server sent a reply whose message is not an object")
+        text = _text_of(message.get("content"))
+        if text:
+            self.text.append(text)
+        calls = message.get("tool_calls")
+        if isinstance(calls, list):
+            self.assembler.feed({**c, "index": i} for i, c in enumerate(calls) if isinstance(c, Mapping))
+        merge_extra(self.extra, {k: v for k, v in message.items() if k not in MESSAGE_FIELDS})
+        finish = choice.get("finish_reason")
+        self.finish_reason = finish if isinstance(finish, str) else None
+        return text
+
+    def done(self) -> TurnDone:
+        return TurnDone(
+            content="".join(self.text),
+            tool_calls=self.assembler.calls(),
+            finish_reason=self.finish_reason,
+            extra=self.extra,
+        )
+
+
+def _text_of(content: Any) -> str:
+    """A message's ``content``: a string, ``None``, or a list of parts (``{"type": "text", "text": ...}``)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            p["text"]
+            for p in content
+            if isinstance(p, Mapping) and p.get("type") == "text" and isinstance(p.get("text"), str)
+        )
+    return ""
+
+
+class OpenAIChatModel:
+    """Chat Completions over ``AsyncOpenAI``; implements :class:`bot.agent.model.ChatModel`.
+
+    ``client`` defaults to ``AsyncOpenAI()`` (reads ``OPENAI_API_KEY``/``OPENAI_BASE_URL``); ``base_url``
+    and ``api_key`` override them. ``timeout`` is seconds per request; ``max_retries`` is the client's own
+    retry count for connection errors, 408/409/429 and 5xx. ``stream=False`` asks for a whole
+    ``chat.completion`` instead of a stream (for servers that cannot stream with tools); the text then arrives
+    as one :class:`TextDelta`. With ``stream=True`` a server that answers with a plain JSON body anyway is
+    handled the same way.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: AsyncOpenAI | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        temperature: float | None = None,
+        stream: bool = True,
+    ) -> None:
+        self.model = model
+        self.temperature = temperature
+        self.stream = stream
+        self._owns_client = client is None
+        self._client = client or AsyncOpenAI(
+            base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this model created (a client passed in is the caller's to close)."""
+        if self._owns_client:
+            await self._client.close()
+
+    async def stream_turn(
+        self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]]
+    ) -> AsyncIterator[ModelEvent]:
+        """One assistant turn; see :class:`bot.agent.model.ChatModel`.
+
+        Raises ``ModelCallFailed`` for an HTTP error status (after the client's retries), a timeout, a
+        connection failure, an error object in the reply (a JSON body or a stream event), or a reply that is
+        not a Chat Completions response. Messages name no key or server text.
+        """
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
+        if self.stream:
+            kwargs["stream"] = True
+        if tools:
+            kwargs["tools"] = tools
+        if self.temperature is not None:
+            kwargs["temperature"] = self.temperature
+        turn = _Turn()
+        try:
+            raw = await self._client.chat.completions.with_raw_response.create(**kwargs)
+            content_type = raw.headers.get("content-type", "").lower()
+            if self.stream and "json" not in content_type:
+                stream = cast("AsyncStream[ChatCompletionChunk]", raw.parse())
+                async for chunk in stream:
+                    for text in turn.add_chunk(chunk):
+                        yield TextDelta(text)
+            else:
+                try:
+                    data = await raw.http_response.aread()
+                except Exception as exc:  # the body is read outside the SDK's error mapping
+                    raise ModelCallFailed(f"model request failed: reply not read ({type(exc).__name__})") from None
+                try:
+                    body = json.loads(data)
+                except ValueError:
+                    raise ModelCallFailed("model server sent a reply that is not valid JSON") from None
+                text = turn.add_body(body)
+                if text:
+                    yield TextDelta(text)
+        except openai.APIStatusError as exc:
+            raise ModelCallFailed(f"model request failed: HTTP {exc.status_code} from the model server") from None
+        except openai.APITimeoutError:
+            raise ModelCallFailed("model request timed out") from None
+        except openai.APIConnectionError:
+            raise ModelCallFailed("could not connect to the model server") from None
+        except openai.OpenAIError as exc:
+            raise ModelCallFailed(f"model request failed: {type(exc).__name__}") from None
+        yield turn.done()

@@ -1,0 +1,320 @@
+"""``python -m bot serve|web|worker`` as a real process, configured only by its environment and its flags.
+
+Start-up either works or refuses with one ``error: ...`` line per problem and exit status 2 (never a
+traceback, never a secret); Socket Mode says it is connected only once it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.__main__ import main
+from bot.playground import Workspace
+from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+SETTING_PREFIXES = ("SLACK_", "OPENAI_", "REDIS_", "ASK_", "RUN_", "LOG_", "PORT", "AGENT_")
+TOKEN = "xoxb-serve-test-0123456789"
+APP_TOKEN = "xapp-1-A0PLAYGRND-serve-test"
+REAL_REDIS = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/0")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith(SETTING_PREFIXES)}
+    env.update(extra)
+    return env
+
+
+def complete_env(**extra: str) -> dict[str, str]:
+    """Every setting ``serve`` needs in HTTP mode (Redis and the model are only contacted when used)."""
+    settings = {
+        "SLACK_BOT_TOKEN": TOKEN,
+        "SLACK_SIGNING_SECRET": "serve-test-signing-secret",
+        "OPENAI_API_KEY": "sk-serve-test-key",
+        "REDIS_URL": REAL_REDIS,
+        "PORT": "0",
+    }
+    return clean_env(**{**settings, **extra})
+
+
+def run_bot(*args: str, env: dict[str, str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
+
+
+def error_lines(out: subprocess.CompletedProcess[str]) -> list[str]:
+    """stderr's lines, checked to be a clean refusal: exit status 2, no traceback, nothing on stdout."""
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""
+    return out.stderr.splitlines()
+
+
+# --- malformed and missing settings ------------------------------------------------------------
+
+BAD_SETTINGS = {
+    "PORT": ("abc", "must be a whole number from 0 to 65535"),
+    "ASK_ANSWERERS": ("everyone", "must be requester or channel"),
+    "ASK_TTL_SECONDS": ("-5", "must be more than 0 seconds"),
+    "REDIS_URL": ("notaurl", "must be a redis://, rediss:// or unix:// URL"),
+    "LOG_LEVEL": ("LOUD", "must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
+}
+
+
+@pytest.mark.parametrize(("name", "value"), [("PORT", "99999"), *((n, v) for n, (v, _) in BAD_SETTINGS.items())])
+def test_each_bad_setting_is_one_error_line(name: str, value: str) -> None:
+    reason = BAD_SETTINGS[name][1]
+    [line] = error_lines(run_bot("serve", env=complete_env(**{name: value})))
+    assert line.startswith(f"error: {name}: {reason}")
+    assert line.endswith(f"(got {value!r})")
+
+
+def test_every_bad_setting_is_reported_at_once() -> None:
+    env = complete_env(**{name: value for name, (value, _reason) in BAD_SETTINGS.items()})
+    lines = error_lines(run_bot("serve", env=env))
+    assert len(lines) == len(BAD_SETTINGS)
+    for name, (value, reason) in BAD_SETTINGS.items():
+        [line] = [line for line in lines if line.startswith(f"error: {name}: ")]
+        assert line.startswith(f"error: {name}: {reason}") and line.endswith(f"(got {value!r})")
+
+
+def test_bad_secret_settings_are_not_echoed() -> None:
+    env = complete_env(SLACK_BOT_TOKEN="xapp-1-A0-hunter2", REDIS_URL="redis//:hunter2@db.example:6379")
+    lines = error_lines(run_bot("serve", env=env))
+    assert [line.split(":")[1] for line in lines] == [" SLACK_BOT_TOKEN", " REDIS_URL"]
+    assert all(line.endswith("(value hidden)") for line in lines)
+    assert "hunter2" not in "".join(lines)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({}, "SLACK_BOT_TOKEN is not set"),
+        ({"SLACK_BOT_TOKEN": "xoxb-x"}, "not set: SLACK_SIGNING_SECRET (verifies requests); REDIS_URL ("),
+        ({"SLACK_BOT_TOKEN": "xoxb-x", "SLACK_SIGNING_SECRET": "s"}, "not set: REDIS_URL ("),
+        (
+            {"SLACK_BOT_TOKEN": "xoxb-x", "SLACK_SIGNING_SECRET": "s", "REDIS_URL": "redis://127.0.0.1:6379/0"},
+            "not set: OPENAI_API_KEY (",
+        ),
+        ({"SLACK_BOT_TOKEN": "xoxb-x", "ASK_ANSWERERS": "everyone"}, "ASK_ANSWERERS: must be requester or channel"),
+    ],
+)
+def test_serve_refuses_incomplete_settings(extra: dict[str, str], message: str) -> None:
+    [line] = error_lines(run_bot("serve", env=clean_env(**extra)))
+    assert line.startswith("error: ") and message in line
+    assert "xoxb-x" not in line
+
+
+# --- transport flags ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["serve", "web"])
+def test_socket_flag_needs_an_app_token(command: str) -> None:
+    [line] = error_lines(run_bot(command, "--socket", env=complete_env()))
+    assert line.startswith("error: not set: SLACK_APP_TOKEN (") and "--socket needs it" in line
+
+
+@pytest.mark.parametrize("command", ["serve", "web"])
+def test_http_flag_needs_a_signing_secret_even_with_an_app_token(command: str) -> None:
+    env = complete_env(SLACK_APP_TOKEN=APP_TOKEN)
+    del env["SLACK_SIGNING_SECRET"]
+    [line] = error_lines(run_bot(command, "--http", env=env))
+    assert line.startswith("error: not set: SLACK_SIGNING_SECRET (") and "--http needs it" in line
+
+
+def test_transport_flags_are_for_serve_and_web_only() -> None:
+    [line] = error_lines(run_bot("worker", "--socket", env=complete_env()))
+    assert line == "error: --socket applies to serve and web only, not worker"
+
+
+def test_procfile_process_types_fit_their_transport(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    """Every Procfile command parses; ``web`` (the type Heroku-like hosts route $PORT to) is HTTP; Socket Mode
+    (which never binds $PORT) is another type."""
+    entries = dict(line.split(":", 1) for line in (ROOT / "Procfile").read_text().splitlines() if line.strip())
+    commands = {name.strip(): command.split() for name, command in entries.items()}
+    assert commands["web"] == ["python", "-m", "bot", "serve", "--http"]
+    socket_types = [name for name, argv in commands.items() if "--socket" in argv]
+    assert socket_types and "web" not in socket_types
+    assert {argv[3] for argv in commands.values()} == {"serve", "web", "worker"}
+    for name in os.environ:
+        if name.upper().startswith(SETTING_PREFIXES):
+            monkeypatch.delenv(name)
+    for argv in commands.values():
+        assert argv[:3] == ["python", "-m", "bot"]
+        assert main(argv[3:]) == 2  # parsed, then refused for want of SLACK_BOT_TOKEN (argparse would exit)
+        assert "error: SLACK_BOT_TOKEN is not set" in capsys.readouterr().err
+
+
+# --- what the process finds at start -------------------------------------------------------------
+
+
+def test_unreachable_redis_is_refused_at_start() -> None:
+    port = free_port()  # nothing listens there
+    env = complete_env(REDIS_URL=f"redis://admin:hunter2@127.0.0.1:{port}/0")
+    [line] = error_lines(run_bot("serve", env=env, timeout=20))
+    assert line == f"error: cannot reach Redis at 127.0.0.1:{port} (Connection refused); is it running? check REDIS_URL"
+
+
+@pytest.mark.parametrize("command", ["web", "worker"])
+def test_unreachable_redis_is_refused_by_every_role(command: str) -> None:
+    env = complete_env(REDIS_URL="redis://nosuchhost.invalid:6379/0")
+    [line] = error_lines(run_bot(command, env=env, timeout=20))
+    assert line.startswith("error: cannot reach Redis at nosuchhost.invalid:6379 (")
+
+
+@pytest.mark.real_redis
+def test_busy_port_is_refused(real_redis: Any) -> None:
+    with socket.socket() as busy:
+        busy.bind(("0.0.0.0", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        [line] = error_lines(run_bot("serve", env=complete_env(PORT=str(port)), timeout=20))
+    assert line == f"error: cannot listen on port {port}: it is in use by another process; stop it or set PORT"
+
+
+async def start_bot(*args: str, env: dict[str, str]) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        *args,
+        env=env,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+
+
+async def read_until(proc: asyncio.subprocess.Process, marker: str, *, within: float = 20) -> list[str]:
+    """The process's output lines up to the first containing ``marker`` (or its end)."""
+    assert proc.stdout is not None
+    lines: list[str] = []
+
+    async def read() -> None:
+        assert proc.stdout is not None
+        while raw := await proc.stdout.readline():
+            lines.append(raw.decode().rstrip("\n"))
+            if marker in lines[-1]:
+                return
+
+    try:
+        await asyncio.wait_for(read(), within)
+    except TimeoutError:
+        pytest.fail(f"no {marker!r} within {within} s; output so far:\n" + "\n".join(lines))
+    if not lines or marker not in lines[-1]:
+        pytest.fail(f"the process ended before {marker!r}; its output:\n" + "\n".join(lines))
+    return lines
+
+
+async def stop(proc: asyncio.subprocess.Process) -> str:
+    with contextlib.suppress(ProcessLookupError):
+        proc.terminate()
+    output, _ = await asyncio.wait_for(proc.communicate(), 20)
+    return output.decode()
+
+
+@pytest.mark.real_redis
+async def test_socket_mode_says_connected_only_once_connected(real_redis: Any, prefix: str) -> None:
+    async with Workspace(bot_token=TOKEN, transport="socket", app_token=APP_TOKEN) as ws:
+        env = complete_env(SLACK_APP_TOKEN=APP_TOKEN, SLACK_API_URL=ws.api_url, REDIS_PREFIX=prefix, LOG_LEVEL="info")
+        del env["SLACK_SIGNING_SECRET"]
+        proc = await start_bot("serve", env=env)
+        try:
+            lines = await read_until(proc, "Socket Mode: connected")
+            assert [c for c in ws.fake.socket_mode.connections if not c.closed], "logged before the socket opened"
+        finally:
+            rest = await stop(proc)
+    established = [i for i, line in enumerate(lines) if "has been established" in line]
+    assert established and established[0] < len(lines) - 1, "\n".join(lines)  # slack_sdk's own line comes first
+    assert proc.returncode == 0, rest
+    assert TOKEN not in rest and APP_TOKEN not in rest and APP_TOKEN not in "\n".join(lines)
+
+
+@pytest.mark.real_redis
+async def test_socket_mode_refused_app_token_is_a_clear_error(real_redis: Any, prefix: str) -> None:
+    async with Workspace(bot_token=TOKEN, transport="socket", app_token=APP_TOKEN) as ws:
+        wrong = "xapp-1-A0PLAYGRND-not-this-one"
+        env = complete_env(SLACK_APP_TOKEN=wrong, SLACK_API_URL=ws.api_url, REDIS_PREFIX=prefix)
+        proc = await start_bot("serve", "--socket", env=env)
+        try:
+            await asyncio.wait_for(proc.wait(), 20)
+        except TimeoutError:
+            pytest.fail("still running with a refused app token:\n" + await stop(proc))
+        output = await stop(proc)
+    assert proc.returncode == 2, output
+    assert output.splitlines() == [
+        "error: Socket Mode: Slack refused SLACK_APP_TOKEN (invalid_auth); it must be the app's app-level token "
+        "(xapp-) with the connections:write scope, and the app must have Socket Mode enabled"
+    ]
+    assert wrong not in output
+
+
+# --- end to end --------------------------------------------------------------------------------
+
+
+@pytest.mark.real_redis
+@pytest.mark.parametrize(
+    ("args", "extra"),
+    [(("serve",), {}), (("serve", "--http"), {"SLACK_APP_TOKEN": APP_TOKEN})],
+    ids=["auto", "http-flag-over-app-token"],
+)
+async def test_serve_answers_a_mention_end_to_end(
+    real_redis: Any, prefix: str, openai_server: FakeOpenAI, args: tuple[str, ...], extra: dict[str, str]
+) -> None:
+    port = free_port()
+    secret = "serve-test-secret"
+    async with Workspace(f"http://127.0.0.1:{port}/slack/events", secret, bot_token=TOKEN) as ws:
+        env = clean_env(
+            SLACK_BOT_TOKEN=TOKEN,
+            SLACK_SIGNING_SECRET=secret,
+            SLACK_API_URL=ws.api_url,
+            OPENAI_API_KEY="sk-test",
+            OPENAI_BASE_URL=openai_server.base_url,
+            REDIS_URL=REAL_REDIS,
+            REDIS_PREFIX=prefix,
+            PORT=str(port),
+            LOG_LEVEL="INFO",
+            **extra,
+        )
+        proc = await start_bot(*args, env=env)
+        started: list[str] = []
+        try:
+            started = await read_until(proc, "HTTP mode")
+            openai_server.script(
+                Reply(
+                    tool_calls=[
+                        tool_call("ask_user", {"question": "Which?", "options": [{"label": "a"}, {"label": "b"}]})
+                    ]
+                ),
+                Reply(text="Served: b."),
+            )
+            d = await ws.mention("U_ALICE", "C_GENERAL", "hello")
+            q = await ws.wait_for_message(
+                channel="C_GENERAL",
+                thread_ts=d.message["ts"],
+                predicate=lambda m: any(b["type"] == "actions" for b in m.get("blocks", [])),
+            )
+            await ws.click(q, "b", user="U_ALICE")
+            await ws.wait_for_message(
+                channel="C_GENERAL", thread_ts=d.message["ts"], predicate=lambda m: m["text"] == "Served: b."
+            )
+        finally:
+            log = "\n".join(started) + "\n" + await stop(proc)
+        assert proc.returncode == 0, log
+        assert "stopping" in log
+        assert TOKEN not in log and secret not in log and "sk-test" not in log

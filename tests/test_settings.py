@@ -1,0 +1,302 @@
+"""Settings from the environment (``bot.config``) and what ``LOG_LEVEL`` / ``LOG_FORMAT`` produce (``bot.logs``).
+
+Malformed values give one ``NAME: reason (got 'value')`` line each, all at once, and never a secret's value;
+durations take seconds or 30s / 30m / 1h / 2d; log lines carry the run's context and never a token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from bot.config import (
+    DEFAULT_INSTRUCTIONS,
+    Settings,
+    SettingsError,
+    load_settings,
+    parse_duration,
+    redis_address,
+)
+from bot.errors import ConfigError
+from bot.logs import (
+    bind_log_context,
+    configure_logging,
+    current_log_context,
+    log_context,
+    redact,
+    register_secrets,
+)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No setting leaks in from the environment the tests run in."""
+    import os
+
+    for name in list(os.environ):
+        if name.upper() in {n.upper() for n in Settings.model_fields}:
+            monkeypatch.delenv(name)
+
+
+def problems(monkeypatch: pytest.MonkeyPatch, **env: str) -> list[str]:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    assert isinstance(info.value, ConfigError)
+    assert str(info.value).splitlines() == info.value.problems
+    return info.value.problems
+
+
+BAD_VALUES = [
+    ("PORT", "abc", "must be a whole number from 0 to 65535"),
+    ("PORT", "99999", "must be a whole number from 0 to 65535"),
+    ("PORT", "-1", "must be a whole number from 0 to 65535"),
+    ("ASK_ANSWERERS", "everyone", "must be requester or channel"),
+    ("ASK_TTL_SECONDS", "-5", "must be more than 0 seconds"),
+    ("ASK_TTL_SECONDS", "0", "must be more than 0 seconds"),
+    ("ASK_TTL_SECONDS", "soon", "must be whole seconds or a duration like 30s, 30m, 1h, 2d"),
+    ("RUN_RETENTION_SECONDS", "1w", "must be whole seconds or a duration like 30s, 30m, 1h, 2d"),
+    ("REDIS_URL", "notaurl", "must be a redis://, rediss:// or unix:// URL"),
+    ("REDIS_URL", "http://127.0.0.1:6379", "must be a redis://, rediss:// or unix:// URL"),
+    ("REDIS_URL", "redis://", "must name a host"),
+    ("REDIS_URL", "redis://localhost:six", "has a port that is not a number"),
+    ("LOG_LEVEL", "LOUD", "must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
+    ("LOG_FORMAT", "xml", "must be text or json"),
+    ("SLACK_API_URL", "ftp://slack.example", "must be an http:// or https:// URL"),
+    ("OPENAI_BASE_URL", "localhost:8080", "must be an http:// or https:// URL"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "reason"), BAD_VALUES)
+def test_each_bad_value_is_one_line(monkeypatch: pytest.MonkeyPatch, name: str, value: str, reason: str) -> None:
+    [line] = problems(monkeypatch, **{name: value})
+    assert line.startswith(f"{name}: {reason}")
+    assert line.endswith(f"(got {value!r})")
+
+
+def test_every_bad_value_is_reported_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = {
+        "PORT": "abc",
+        "ASK_ANSWERERS": "everyone",
+        "ASK_TTL_SECONDS": "-5",
+        "REDIS_URL": "notaurl",
+        "LOG_LEVEL": "LOUD",
+        "SLACK_API_URL": "nope",
+    }
+    lines = problems(monkeypatch, **env)
+    assert sorted(line.split(":")[0] for line in lines) == sorted(env)
+    assert all(line.endswith(f"(got {env[line.split(':')[0]]!r})") for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "reason"),
+    [
+        ("SLACK_BOT_TOKEN", "xapp-1-A1-secretvalue", "is an app-level token (xapp-); it belongs in SLACK_APP_TOKEN"),
+        ("SLACK_BOT_TOKEN", "hunter2-secretvalue", "must be a bot token, starting with xoxb-"),
+        ("SLACK_APP_TOKEN", "xoxb-1-secretvalue", "is a bot token (xoxb-); it belongs in SLACK_BOT_TOKEN"),
+        ("SLACK_APP_TOKEN", "secretvalue", "must be an app-level token, starting with xapp-"),
+        ("REDIS_URL", "redis//:secretvalue@db.example", "must be a redis://, rediss:// or unix:// URL"),
+        ("REDIS_URL", "redis://db.example:x?password=secretvalue", "has a port that is not a number"),
+        ("REDIS_URL", "http://user:secretvalue@db.example", "must be a redis://, rediss:// or unix:// URL"),
+    ],
+)
+def test_secret_values_are_never_echoed(monkeypatch: pytest.MonkeyPatch, name: str, value: str, reason: str) -> None:
+    [line] = problems(monkeypatch, **{name: value})
+    assert line.startswith(f"{name}: {reason}")
+    assert line.endswith("(value hidden)")
+    assert "secretvalue" not in line
+
+
+def test_defaults_are_kept() -> None:
+    s = load_settings()
+    assert (s.port, s.ask_answerers, s.ask_ttl_seconds, s.run_retention_seconds) == (3000, "requester", 86400, 604800)
+    assert (s.log_level, s.log_format, s.slack_api_url) == ("INFO", "text", "https://slack.com/api/")
+    assert (s.openai_model, s.redis_prefix, s.agent_instructions) == ("gpt-4.1-mini", "askbot:", DEFAULT_INSTRUCTIONS)
+    assert s.mode == "playground" and s.redis_url is None and s.openai_base_url is None
+
+
+def test_good_values_are_normalised(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {
+        "LOG_LEVEL": "debug",
+        "ASK_ANSWERERS": " Channel ",
+        "PORT": "0",
+        "ASK_TTL_SECONDS": "30m",
+        "RUN_RETENTION_SECONDS": "2d",
+        "REDIS_URL": "rediss://:pw@db.example:6380/2",
+        "SLACK_APP_TOKEN": "",  # empty counts as unset
+        "SLACK_BOT_TOKEN": "xoxb-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    s = load_settings()
+    assert (s.log_level, s.ask_answerers, s.port) == ("DEBUG", "channel", 0)
+    assert (s.ask_ttl_seconds, s.run_retention_seconds) == (1800, 2 * 86400)
+    assert s.slack_app_token is None and s.mode == "http"
+    assert s.redis_url is not None and redis_address(s.redis_url.get_secret_value()) == "db.example:6380"
+    assert "pw" in s.secret_values() and "xoxb-1" in s.secret_values()
+
+
+@pytest.mark.parametrize(
+    "url", ["redis://127.0.0.1:6379/0", "rediss://user:pw@cache.example:6380", "unix:///run/redis.sock", "redis://h"]
+)
+def test_redis_urls_accepted(url: str) -> None:
+    settings = load_settings(redis_url=url)
+    assert settings.redis_url is not None and settings.redis_url.get_secret_value() == url
+
+
+def test_keyword_values_override_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PORT", "abc")
+    assert load_settings(port=0).port == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("90", 90),
+        (90, 90),
+        ("30s", 30),
+        ("30m", 1800),
+        ("1h", 3600),
+        ("2d", 172800),
+        (" 2D ", 172800),
+        ("1h30m", 5400),
+        ("-5", -5),
+    ],
+)
+def test_durations_parse(text: str | int, seconds: int) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "h", "1.5h", "1w", "10 minutes", "1hh", None, True])
+def test_malformed_durations_raise(text: object) -> None:
+    with pytest.raises(ValueError, match=r"^must be whole seconds or a duration like 30s, 30m, 1h, 2d$"):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize("name", ["ASK_TTL_SECONDS", "RUN_RETENTION_SECONDS"])
+def test_duration_settings_take_units(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    monkeypatch.setenv(name, "1h")
+    assert getattr(load_settings(), name.lower()) == 3600
+    monkeypatch.setenv(name, "45")
+    assert getattr(load_settings(), name.lower()) == 45
+
+
+# --- LOG_LEVEL / LOG_FORMAT: the run's context on every line, never a secret -------------------
+
+
+@pytest.fixture
+def captured() -> Iterator[io.StringIO]:
+    """Root logging through ``configure_logging`` into a buffer; the previous handlers and level come back."""
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    stream = io.StringIO()
+    handler = configure_logging("INFO", stream=stream)
+    yield stream
+    root.removeHandler(handler)
+    root.handlers[:] = saved[0]
+    root.setLevel(saved[1])
+
+
+def test_log_lines_carry_the_known_context(captured: io.StringIO) -> None:
+    log = logging.getLogger("bot.test")
+    log.info("outside")
+    with log_context(run_id="r-1", channel_id="C1"):
+        log.info("inside")
+        with log_context(user_id="U1", team_id="T1"):
+            log.info("nested")
+    log.info("run %s", "r-2", extra={"run_id": "r-2"})
+    lines = captured.getvalue().splitlines()
+    assert lines[0].endswith("INFO bot.test: outside")
+    assert lines[1].endswith("bot.test: inside [run=r-1 channel=C1]")
+    assert lines[2].endswith("bot.test: nested [run=r-1 team=T1 channel=C1 user=U1]")
+    assert lines[3].endswith("bot.test: run r-2 [run=r-2]")
+    assert current_log_context() == {}
+
+
+async def test_tasks_inherit_the_context(captured: io.StringIO) -> None:
+    log = logging.getLogger("bot.test")
+
+    async def background() -> None:
+        await asyncio.sleep(0)
+        log.warning("later")
+
+    with log_context(run_id="r-9", team_id="T9"):
+        task = asyncio.create_task(background())
+    await task
+
+    async def bound() -> dict[str, str]:
+        bind_log_context(run_id="r-10")
+        return current_log_context()
+
+    assert await asyncio.create_task(bound()) == {"run_id": "r-10"}
+    assert current_log_context() == {}  # the task's binding stayed in the task
+    assert captured.getvalue().strip().endswith("WARNING bot.test: later [run=r-9 team=T9]")
+
+
+SECRETS = [
+    "xoxb-123-456-abcdefSECRET",
+    "xoxp-1-2-SECRET",
+    "xapp-1-A0-123-SECRET",
+    "xoxe.xoxb-1-SECRET",
+    "sk-proj-SECRETSECRET",
+    "Bearer SECRETtoken.value",
+    "redis://:SECRETpw@db.example:6379/0",
+    "rediss://user:SECRETpw@db.example",
+    "https://hooks.example/?token=SECRET&x=1",
+]
+
+
+@pytest.mark.parametrize("secret", SECRETS)
+def test_tokens_never_reach_a_log_line(captured: io.StringIO, secret: str) -> None:
+    log = logging.getLogger("bot.test")
+    log.info("message %s", secret)
+    log.info(f"f-string {secret}")
+    try:
+        raise RuntimeError(f"failed with {secret}")
+    except RuntimeError:
+        log.exception("boom")
+    text = captured.getvalue()
+    assert "SECRET" not in text
+    assert text.count("[redacted]") >= 3 and "Traceback" in text
+
+
+def test_registered_secrets_are_redacted(captured: io.StringIO) -> None:
+    register_secrets("plain-signing-secret-4f2a", None, "")
+    logging.getLogger("bot.test").warning("signature by %s", "plain-signing-secret-4f2a")
+    assert "plain-signing-secret-4f2a" not in captured.getvalue()
+    assert redact("no secret here: desk-top risk-free") == "no secret here: desk-top risk-free"
+
+
+def test_json_format_carries_context_and_redacts() -> None:
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    stream = io.StringIO()
+    handler = configure_logging("debug", "json", stream=stream)
+    try:
+        with log_context(run_id="r-3", user_id="U3"):
+            logging.getLogger("bot.test").debug("token %s", "xoxb-1-SECRET")
+    finally:
+        root.removeHandler(handler)
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    line = json.loads(stream.getvalue())
+    assert line["level"] == "DEBUG" and line["logger"] == "bot.test"
+    assert (line["run_id"], line["user_id"], "team_id" in line) == ("r-3", "U3", False)
+    assert "SECRET" not in line["message"]
+
+
+def test_bolts_unused_token_warning_is_dropped(captured: io.StringIO) -> None:
+    logging.getLogger("slack_bolt.AsyncApp").warning("As you gave `client` as well, `token` will be unused.")
+    assert captured.getvalue() == ""
+
+
+def test_configure_logging_rejects_unknown_values() -> None:
+    with pytest.raises(ValueError, match="unknown log level"):
+        configure_logging("LOUD")
+    with pytest.raises(ValueError, match="unknown log format"):
+        configure_logging("INFO", "xml")  # type: ignore[arg-type]
