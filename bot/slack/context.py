@@ -36,7 +36,11 @@ class SlackContext(BaseModel):
     channel_id: str
     thread_ts: str
     requester: str
-    message_ts: str
+    message_ts: str = ""  # records of the earliest version may lack it: then the thread's first message
+
+    def model_post_init(self, __context: Any) -> None:
+        if not self.message_ts:
+            object.__setattr__(self, "message_ts", self.thread_ts)
 
     def to_metadata(self) -> dict[str, Any]:
         """``{"slack": {...}}`` for ``Agent.stream(metadata=...)``."""

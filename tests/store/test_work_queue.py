@@ -6,10 +6,12 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 
-from bot.store import Keys
+from bot.store import Keys, connect_redis
 from bot.store.work_queue import GROUP, JOB_VERSION, WorkQueue
+from bot.testing.tcp_proxy import TcpProxy
 
 
 async def run_until(queue: WorkQueue, seen: list[dict[str, Any]], n: int, **kwargs: Any) -> None:
@@ -102,3 +104,18 @@ async def test_jobs_carry_a_version_and_an_id_and_a_resent_enqueue_queues_once(
     jobs = [json.loads(fields[b"job"]) for _id, fields in entries]
     assert [j["n"] for j in jobs] == [1, 2]
     assert all(j["v"] == JOB_VERSION and j["id"] for j in jobs)
+
+
+@pytest.mark.real_redis
+async def test_an_enqueue_whose_reply_is_lost_queues_the_job_once(real_redis: aioredis.Redis, prefix: str) -> None:
+    """Redis adds the job, the reply is lost, redis-py's retry sends the same script again: still one job."""
+    async with TcpProxy("127.0.0.1", 6379) as proxy:
+        client = connect_redis(f"redis://127.0.0.1:{proxy.port}/0")
+        try:
+            queue = WorkQueue(client, keys=Keys(prefix))
+            proxy.lose_next_reply(containing=b"lost-reply-job")
+            await queue.enqueue({"kind": "lost-reply-job"})
+            assert proxy.replies_lost == 1
+            assert await real_redis.xlen(Keys(prefix).work()) == 1
+        finally:
+            await client.aclose()

@@ -1,0 +1,86 @@
+"""Helpers for end-to-end tests of the bot through the fake Slack (``bot.playground.Workspace``).
+
+``h`` is a test harness with ``ws`` (the Workspace), ``model`` (``FakeOpenAI``), ``bot`` (the bot under test) and
+``settle()`` (waits for the bot's background work); see ``tests/slack/conftest.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from bot.agent.state import RunState, utcnow
+from bot.playground.state import TEAM_ID
+from bot.store import Keys
+from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
+
+ALICE, BOB, CAROL = "U_ALICE", "U_BOB", "U_CAROL"
+GENERAL = "C_GENERAL"
+SINGLE = {"question": "Which repo?", "options": [{"label": "api"}, {"label": "web"}]}
+MULTI = {
+    "question": "What next?",
+    "selection_mode": "multi_select",
+    "options": [{"label": "Add tests"}, {"label": "Update docs"}, {"label": "Refactor"}],
+}
+FREE = {"question": "What is the goal?"}
+ANSWER_FORM = "ask_answer_modal"
+
+
+def has_controls(message: dict[str, Any]) -> bool:
+    """Whether a message still shows buttons, menus or checkboxes."""
+    return any(b["type"] == "actions" for b in message.get("blocks", []))
+
+
+def is_answer_form(view: dict[str, Any]) -> bool:
+    """The answer modal's form (it opens as a loading modal first)."""
+    return view.get("callback_id") == ANSWER_FORM
+
+
+def resumed_requests(model: FakeOpenAI) -> int:
+    """Model requests that carried a tool result last (a resumed run's turns)."""
+    return sum(1 for r in model.requests if r["messages"][-1]["role"] == "tool")
+
+
+async def ask(
+    h: Any, args: dict[str, Any] = SINGLE, *, user: str = ALICE, then: str | Reply = "Done.", call_id: str = "c1"
+) -> tuple[str, dict[str, Any]]:
+    """Mention the bot, have the model ask ``args``, and return (thread_ts, the question message)."""
+    h.model.script(
+        Reply(tool_calls=[tool_call("ask_user", args, id=call_id)]),
+        then if isinstance(then, Reply) else Reply(text=then),
+    )
+    d = await h.ws.mention(user, GENERAL, "go")
+    q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+    return d.message["ts"], q
+
+
+async def current(h: Any, message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` as it is now (after the bot's background work settled)."""
+    await h.settle()
+    return next(
+        m for m in h.ws.messages(message["channel"], thread_ts=message.get("thread_ts")) if m["ts"] == message["ts"]
+    )
+
+
+async def thread_run_id(h: Any, thread_ts: str, *, channel: str = GENERAL) -> str:
+    """The run id the thread points at."""
+    raw = await h.bot.agent.store.client.hget(
+        Keys(h.settings.redis_prefix).thread(TEAM_ID, channel, thread_ts), "run_id"
+    )
+    assert raw is not None, "the thread has no run"
+    return str(raw.decode() if isinstance(raw, bytes) else raw)
+
+
+async def past_deadline(h: Any, thread_ts: str) -> RunState:
+    """Move the thread's open question past its deadline (as the clock would after ASK_TTL_SECONDS)."""
+    state = await h.bot.agent.get_run(await thread_run_id(h, thread_ts))
+    assert state.pending is not None
+    late = state.pending.model_copy(update={"expires_at": utcnow() - timedelta(seconds=1)})
+    saved: RunState = await h.bot.agent.store.save(state.model_copy(update={"pending": late}), owner="test")
+    return saved
+
+
+def blocks_text(message: dict[str, Any]) -> str:
+    """A message's blocks as JSON text (to look for words in)."""
+    return json.dumps(message.get("blocks", []))

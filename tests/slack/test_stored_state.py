@@ -1,0 +1,102 @@
+"""Stored runs the bot can't read (corrupt, an unknown schema version) and runs stored by earlier releases.
+
+An unreadable run under an open question: every request is still acked, the person is told plainly, the operator
+gets one log line naming the run, and the thread starts fresh. A run suspended by an earlier release (a frozen
+fixture per released RunState version, with the Slack context stored with it) resumes after an upgrade.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from bot.playground.state import TEAM_ID
+from bot.store import Keys
+from bot.testing.openai_server import Reply
+from bot.testing.slack_scenarios import ALICE, GENERAL, ask, has_controls, thread_run_id
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+
+
+async def spoil(h: Any, thread: str, how: str) -> str:
+    """Replace the thread's stored run with an unreadable record; returns its run id."""
+    run_id = await thread_run_id(h, thread)
+    key = Keys(h.settings.redis_prefix).run(run_id)
+    client = h.bot.agent.store.client
+    if how == "corrupt":
+        await client.hset(key, "state", '{"schema_version": 2, "run_id": ')
+    else:
+        raw = json.loads(await client.hget(key, "state"))
+        raw["schema_version"] = 99  # written by a newer release, then rolled back
+        await client.hset(key, "state", json.dumps(raw))
+    return run_id
+
+
+@pytest.mark.parametrize("how", ["corrupt", "unknown-version"])
+async def test_an_unreadable_run_is_reported_once_and_the_thread_starts_fresh(
+    fake_redis: aioredis.Redis, harness: Any, caplog: pytest.LogCaptureFixture, how: str
+) -> None:
+    async with harness(fake_redis) as h:
+        thread, q = await ask(h)
+        await h.settle()
+        run_id = await spoil(h, thread, how)
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            ack = await h.ws.click(q, "api", user=ALICE)
+            assert ack.status == 200
+            note = await h.ws.wait_for_ephemeral(user=ALICE)
+            assert "can't read" in note["text"] and "start again" in note["text"]
+            await h.settle()
+        lines = [r for r in caplog.records if r.levelno >= logging.ERROR]
+        assert len(lines) == 1 and run_id in lines[0].getMessage(), [r.getMessage() for r in lines]
+        h.model.reset()
+        h.model.script(Reply(text="Fresh start."))
+        await h.ws.mention(ALICE, GENERAL, "let's try again", thread_ts=thread)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Fresh start.")
+        assert h.model.requests[-1]["messages"][1:] == [{"role": "user", "content": "let's try again"}]
+
+
+@pytest.mark.parametrize("fixture", sorted(p.name for p in FIXTURES.glob("run_state_v*.json")))
+async def test_a_run_suspended_by_an_earlier_release_resumes(
+    fake_redis: aioredis.Redis, harness: Any, fixture: str
+) -> None:
+    """The frozen record, with its Slack context pointed at this workspace's thread (same shape), answered by a
+    reply in the thread: the answer and the queued second question go on where the old release stopped."""
+    async with harness(fake_redis) as h:
+        d = await h.ws.mention(ALICE, GENERAL, "started before the upgrade")
+        thread = d.message["ts"]
+        await h.settle()
+        raw = json.loads((FIXTURES / fixture).read_text())
+        slack = raw["metadata"]["slack"]
+        slack.update(team_id=TEAM_ID, channel_id=GENERAL, thread_ts=thread, requester=ALICE)
+        if "message_ts" in slack:
+            slack["message_ts"] = thread
+        raw["pending"]["expires_at"] = None if raw.get("schema_version") == 1 else "2999-01-01T00:00:00Z"
+        keys = Keys(h.settings.redis_prefix)
+        run_id = raw["run_id"]
+        client = h.bot.agent.store.client
+        await client.hset(keys.run(run_id), mapping={"rev": str(raw["revision"]), "state": json.dumps(raw)})
+        await client.hset(keys.thread(TEAM_ID, GENERAL, thread), "run_id", run_id)
+        h.model.reset()
+        h.model.script(Reply(text="Resumed after the upgrade."))
+        await h.ws.reply_in_thread(ALICE, GENERAL, thread, "api")
+        second = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+        assert "Anything else?" in json.dumps(second["blocks"])  # the queued call, asked without a model turn
+        assert h.model.requests == []
+        await h.ws.click(second, "Answer", user=ALICE)
+        form = await h.ws.wait_for_view(user=ALICE, predicate=lambda v: v.get("callback_id") == "ask_answer_modal")
+        await h.ws.submit_view(form, {"answer_input": {"answer_text": "no"}}, user=ALICE)
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Resumed after the upgrade."
+        )
+        sent = h.model.requests[-1]["messages"]
+        results = [json.loads(m["content"]) for m in sent if m["role"] == "tool"]
+        assert [r["answer"] for r in results] == ["api", "no"]
+        assistant = next(m for m in sent if m.get("tool_calls"))
+        stored = next(m for m in raw["messages"] if m.get("tool_calls"))
+        assert assistant == stored  # provider fields of the old record go back as they were
