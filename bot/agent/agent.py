@@ -25,11 +25,12 @@ import os
 import secrets
 import socket
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
 from bot.agent.answers import AnswerCheck, Answered, Closed, Expired, Open, check_answer
+from bot.agent.history import check_tool_messages, history_of, last_text, unique_ids
 from bot.agent.model import ChatModel, TextDelta, TurnDone, parse_arguments
+from bot.agent.saving import RunSaver
 from bot.agent.state import Answer, PendingCall, ResumeData, RunFailure, RunState, ToolCall, utcnow
 from bot.agent.store import RunStore
 from bot.agent.stream import (
@@ -44,10 +45,9 @@ from bot.agent.stream import (
     TextDeltaPayload,
     ToolCallChunk,
     ToolCallPayload,
-    ToolResultChunk,
-    ToolResultPayload,
 )
-from bot.agent.tools import Tool, ToolContext, ToolInputError, ToolSuspended, tool_result_content
+from bot.agent.tool_calls import Suspended, add_result, run_tool_call
+from bot.agent.tools import Tool
 from bot.errors import (
     BotError,
     ModelCallFailed,
@@ -55,7 +55,6 @@ from bot.errors import (
     RunAlreadyResumed,
     RunConflict,
     RunNotResumable,
-    StoreUnavailable,
     ToolCallNotPending,
 )
 
@@ -68,10 +67,6 @@ DEFAULT_ASK_TTL = 24 * 3600.0
 def new_run_id() -> str:
     """A fresh, unguessable run id: ``run_`` + 22 url-safe characters (128 bits)."""
     return "run_" + secrets.token_urlsafe(16)
-
-
-class _Suspend(Exception):
-    pass
 
 
 class Agent:
@@ -109,11 +104,9 @@ class Agent:
         self.store = store
         self.max_turns = max_turns
         self.ask_ttl = ask_ttl
-        self.persist_for = persist_for
-        self.lease_renew_every = lease_renew_every
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"  # this agent's lease id
+        self.saver = RunSaver(store, owner=self.owner, persist_for=persist_for, lease_renew_every=lease_renew_every)
         self._driving: set[str] = set()  # run ids this agent drives now
-        self._background: set[asyncio.Task[None]] = set()
 
     # --- public API ------------------------------------------------------------------------------
 
@@ -283,45 +276,36 @@ class Agent:
         """Drive the run while renewing its lease; the final save drops the lease."""
         run_id = state.run_id
         self._driving.add(run_id)
-        heartbeat = asyncio.ensure_future(self._renew_lease(run_id))
+        heartbeat = asyncio.ensure_future(self.saver.keep_lease(run_id))
         try:
             return await self._drive(state, out)
         finally:
             heartbeat.cancel()
             self._driving.discard(run_id)
 
-    async def _renew_lease(self, run_id: str) -> None:
-        while True:
-            await asyncio.sleep(self.lease_renew_every)
-            try:
-                if not await self.store.renew_lease(run_id, owner=self.owner):
-                    log.warning("run %s: lost its lease; another process may take it over", run_id)
-            except StoreUnavailable as exc:
-                log.warning("run %s: could not renew its lease: %s", run_id, exc)
-
     async def _drive(self, state: RunState, out: AgentStream) -> RunState | None:
         run_id = state.run_id
         try:
             try:
                 state = await self._advance(state, out)
-            except _Suspend:
-                state = await self._save_final(state)
+            except Suspended:
+                state = await self.saver.save_final(state)
                 assert state.pending is not None
                 out.emit(SuspendedChunk(run_id, self._suspended_payload(state.pending)))
-                out.emit(FinishChunk(run_id, FinishPayload(status="suspended", text=_last_text(state))))
+                out.emit(FinishChunk(run_id, FinishPayload(status="suspended", text=last_text(state))))
                 return state
             except ModelCallFailed as exc:
                 state.status, state.error = "failed", RunFailure(kind="model", message=str(exc))
-                state = await self._save_final(state)
+                state = await self.saver.save_final(state)
                 out.emit(ErrorChunk(run_id, ErrorPayload(kind="model", message=str(exc))))
                 return state
             if state.error is not None:  # turn limit
                 failure = state.error
-                state = await self._save_final(state)
+                state = await self.saver.save_final(state)
                 out.emit(ErrorChunk(run_id, ErrorPayload(kind="max_turns", message=failure.message)))
                 return state
-            state = await self._save_final(state)
-            out.emit(FinishChunk(run_id, FinishPayload(status="completed", text=_last_text(state))))
+            state = await self.saver.save_final(state)
+            out.emit(FinishChunk(run_id, FinishPayload(status="completed", text=last_text(state))))
             return state
         except BotError as exc:  # the store is down for good, or another process took the run over
             log.warning("run %s: could not save: %s", run_id, exc)
@@ -332,63 +316,16 @@ class Agent:
             out.emit(ErrorChunk(run_id, ErrorPayload(kind="internal", message=message)))
         return None
 
-    async def _save_final(self, state: RunState) -> RunState:
-        """Save the state a segment ends in. A store outage is retried quickly (a blip costs < 2 s), always as
-        the same write (one write id), so a retry of a save whose reply was lost is recognised as applied. If
-        the outage lasts, the segment still ends as computed (the person sees the reply or question) and the
-        save goes on in the background with backoff for up to ``persist_for`` seconds, so nothing is lost once
-        the store is back. A conflict (another process took the run over) or an expired run still raises."""
-        write_id = secrets.token_hex(8)
-        for pause in (0.2, 0.5, 1.0, None):
-            try:
-                return await self.store.save(state, owner=self.owner, write_id=write_id)
-            except StoreUnavailable as exc:
-                if pause is None:
-                    log.warning("run %s: could not save (%s); saving in the background", state.run_id, exc)
-                    task = asyncio.ensure_future(self._persist_later(state, write_id))
-                    self._background.add(task)
-                    task.add_done_callback(self._background.discard)
-                    return state
-                await asyncio.sleep(pause)
-        raise AssertionError("unreachable")
-
-    async def _persist_later(self, state: RunState, write_id: str) -> None:
-        pause, deadline = 2.0, asyncio.get_running_loop().time() + self.persist_for
-        while asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(pause)
-            try:
-                await self.store.save(state, owner=self.owner, write_id=write_id)
-                log.info("run %s: saved after the store came back", state.run_id)
-                return
-            except StoreUnavailable:
-                pause = min(pause * 2, 30.0)
-            except BotError as exc:  # taken over or expired meanwhile: the newer state wins
-                log.warning("run %s: background save abandoned: %s", state.run_id, exc)
-                return
-        log.error("run %s: could not be saved for %.0f s; its last step is lost", state.run_id, self.persist_for)
-
-    @staticmethod
-    def history_of(state: RunState) -> list[dict[str, Any]]:
-        """The run's messages up to its last consistent point, to continue the conversation in a new run:
-        a trailing assistant message whose tool calls are not all answered is dropped with its partial
-        tool results (Chat Completions rejects unanswered ``tool_call_id``s)."""
-        messages = list(state.messages)
-        for i in range(len(messages) - 1, -1, -1):
-            calls = messages[i].get("tool_calls") if messages[i].get("role") == "assistant" else None
-            if calls:
-                answered = {m.get("tool_call_id") for m in messages[i + 1 :] if m.get("role") == "tool"}
-                if not {c["id"] for c in calls} <= answered:
-                    return messages[:i]
-                break
-        return messages
+    history_of = staticmethod(history_of)
+    """The run's messages up to its last consistent point (see :func:`bot.agent.history.history_of`)."""
 
     async def _advance(self, state: RunState, out: AgentStream) -> RunState:
-        """Run until the model answers without tool calls (returns), a tool suspends (raises ``_Suspend``
+        """Run until the model answers without tool calls (returns), a tool suspends (raises ``Suspended``
         with ``state`` updated in place) or the model fails (raises ``ModelCallFailed``)."""
         if state.pending is not None:
             pending, state.pending = state.pending, None
             call = ToolCall(id=pending.tool_call_id, name=pending.tool_name, arguments="")
-            await self._run_call(state, call, pending.args, out, resume=pending.resume)
+            await run_tool_call(self.tools, state, call, pending.args, out, resume=pending.resume, ask_ttl=self.ask_ttl)
         while True:
             while state.queued:
                 call = state.queued.pop(0)
@@ -396,19 +333,19 @@ class Agent:
                     args = parse_arguments(call.arguments)
                 except ValueError as exc:
                     out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, {})))
-                    self._add_result(state, call, {"error": f"{call.name}: {exc}"}, out, is_error=True)
+                    add_result(state, call, {"error": f"{call.name}: {exc}"}, out, is_error=True)
                     continue
                 out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, args)))
-                await self._run_call(state, call, args, out, resume=None)
+                await run_tool_call(self.tools, state, call, args, out, resume=None, ask_ttl=self.ask_ttl)
             if state.turns >= self.max_turns:
                 state.status = "failed"
                 state.error = RunFailure(
                     kind="max_turns", message=f"stopped after {self.max_turns} model turns without finishing"
                 )
                 return state
-            _check_tool_messages(state.messages)
+            check_tool_messages(state.messages)
             turn = await self._model_turn(state, out)
-            calls = _unique_ids(turn.tool_calls, state.messages)
+            calls = unique_ids(turn.tool_calls, state.messages)
             state.turns += 1
             # Provider fields that must go back with this message (e.g. reasoning_content) are kept in history.
             message: dict[str, Any] = {**turn.extra, "role": "assistant", "content": turn.content or None}
@@ -419,51 +356,6 @@ class Agent:
                 state.status = "completed"
                 return state
             state.queued = calls
-
-    async def _run_call(
-        self, state: RunState, call: ToolCall, args: dict[str, Any], out: AgentStream, *, resume: Answer | None
-    ) -> None:
-        tool = self.tools.get(call.name)
-        if tool is None:
-            known = ", ".join(sorted(self.tools)) or "none"
-            self._add_result(state, call, {"error": f"unknown tool {call.name!r}; tools: {known}"}, out, is_error=True)
-            return
-        ctx = ToolContext(
-            run_id=state.run_id,
-            tool_call_id=call.id,
-            resume_data=resume.resume_data if resume else None,
-            answered_by=resume.answered_by if resume else None,
-            metadata=state.metadata,
-        )
-        try:
-            result = await tool.execute(args, ctx)
-        except ToolSuspended as signal:
-            now = utcnow()
-            state.pending = PendingCall(
-                tool_call_id=call.id,
-                tool_name=call.name,
-                args=args,
-                suspend_payload=signal.payload,
-                suspended_at=now,
-                expires_at=now + timedelta(seconds=self.ask_ttl) if self.ask_ttl is not None else None,
-            )
-            state.status = "suspended"
-            raise _Suspend() from None
-        except ToolInputError as exc:
-            self._add_result(state, call, {"error": str(exc)}, out, is_error=True)
-            return
-        except Exception as exc:
-            log.warning("run %s: tool %s raised %s", state.run_id, call.name, type(exc).__name__)
-            self._add_result(
-                state, call, {"error": f"tool {call.name} failed: {type(exc).__name__}: {exc}"}, out, is_error=True
-            )
-            return
-        self._add_result(state, call, result, out)
-
-    @staticmethod
-    def _add_result(state: RunState, call: ToolCall, result: Any, out: AgentStream, *, is_error: bool = False) -> None:
-        state.messages.append({"role": "tool", "tool_call_id": call.id, "content": tool_result_content(result)})
-        out.emit(ToolResultChunk(state.run_id, ToolResultPayload(call.id, call.name, result, is_error)))
 
     async def _model_turn(self, state: RunState, out: AgentStream) -> TurnDone:
         messages = [{"role": "system", "content": self.instructions}, *state.messages]
@@ -487,37 +379,3 @@ class Agent:
         tool = self.tools.get(pending.tool_name)
         payload = tool.load_suspend_payload(pending.suspend_payload) if tool else pending.suspend_payload
         return SuspendedPayload(pending.tool_call_id, pending.tool_name, pending.args, payload)
-
-
-def _unique_ids(calls: list[ToolCall], messages: list[dict[str, Any]]) -> list[ToolCall]:
-    """The turn's tool calls with every ``tool_call_id`` unique within the run.
-
-    Some OpenAI-compatible servers omit ids or reuse ``call_0`` every turn; answers are matched to questions
-    by ``tool_call_id`` (across processes and late clicks), so a repeated or empty id is replaced by a fresh one.
-    """
-    used = {c["id"] for m in messages if m.get("role") == "assistant" for c in m.get("tool_calls") or []}
-    out = []
-    for call in calls:
-        if not call.id or call.id in used:
-            call = call.model_copy(update={"id": "call_" + secrets.token_hex(12)})
-        used.add(call.id)
-        out.append(call)
-    return out
-
-
-def _check_tool_messages(messages: list[dict[str, Any]]) -> None:
-    """Chat Completions invariant: every assistant ``tool_calls[].id`` has exactly one ``tool`` message.
-
-    Raises ``AssertionError`` (a bug in the loop, never user input) when it does not hold.
-    """
-    wanted = [c["id"] for m in messages if m.get("role") == "assistant" for c in m.get("tool_calls") or []]
-    answered = [str(m.get("tool_call_id")) for m in messages if m.get("role") == "tool"]
-    if sorted(wanted) != sorted(answered):
-        raise AssertionError(f"tool messages do not match tool calls: {wanted} vs {answered}")
-
-
-def _last_text(state: RunState) -> str:
-    for message in reversed(state.messages):
-        if message.get("role") == "assistant" and message.get("content"):
-            return str(message["content"])
-    return ""

@@ -9,15 +9,11 @@ what it says. Messages are updated from the stored question, never from the payl
 Who may answer (``ASK_ANSWERERS``): ``requester`` (default: the person who started the run) or ``channel``
 (anyone in the run's channel). Refusals reach the person on the surface they used (:meth:`SlackWeb.tell`).
 
-The answer modal: the "Answer" button opens a loading modal at once (a ``trigger_id`` lives 3 s), then the
-stored run decides whether it becomes the form or a notice (not allowed, answered, expired), so nobody types an
-answer that cannot be taken; a submission is checked again against the stored run before it is acknowledged
-(errors show in the modal, the typed text kept) and claimed after.
+The answer modal's flow is in :mod:`bot.slack.answer_modal`; it ends in :meth:`Answering.take` like the others.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -41,7 +37,6 @@ from bot.errors import (
 )
 from bot.logs import log_context
 from bot.slack import blocks as bk
-from bot.slack import modals
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import Follower
 from bot.slack.refs import BadReference, QuestionRef, parse_index
@@ -65,10 +60,6 @@ NOT_OPEN = "This question is no longer open."
 UNKNOWN_BUTTON = "That control doesn't belong to a question I know, so I ignored it."
 MULTI_HINT = "Tick the options and press Submit, or reply with the options' names (or numbers) separated by commas."
 EXPIRED_OUTCOME = ":hourglass: This question expired without an answer."
-MODAL_CHECK_SECONDS = 2.0  # a view_submission must be acked within 3 s
-# Context keys an ack function leaves for its lazy function (Bolt copies the context to it after the ack).
-LOADING_VIEW = "answer_loading_view_id"
-ACCEPTED = "answer_accepted"
 
 
 class Answering:
@@ -138,7 +129,7 @@ class Answering:
             await say(UNKNOWN_BUTTON)
             return
         with log_context(run_id=ref.run_id, user_id=where.user):
-            loaded = await self._load(ref.run_id, say)
+            loaded = await self.load(ref.run_id, say)
             if loaded is None:
                 return
             state, ctx = loaded
@@ -146,7 +137,7 @@ class Answering:
             if call is None:
                 await say(NOT_OPEN)
                 return
-            if not await self._belongs(where, ctx, state.run_id, call):
+            if not await self.belongs(where, ctx, state.run_id, call):
                 await say(NOT_HERE)
                 return
             if not self.may_answer(ctx, where.user):
@@ -190,7 +181,7 @@ class Answering:
             await say(f"I couldn't take that answer: {exc}")
             return
         except (RunAlreadyResumed, QuestionExpired, RunNotResumable, RunConflict, ToolCallNotPending):
-            loaded = await self._load(state.run_id, say)
+            loaded = await self.load(state.run_id, say)
             if loaded is not None:
                 check = self.agent.check_answer(loaded[0], call)
                 if isinstance(check, Open):  # a concurrent write that was not an answer: nothing taken
@@ -245,131 +236,9 @@ class Answering:
         await self.follower.follow(stream, ctx)
         return True
 
-    # --- the answer modal ------------------------------------------------------------------------
-
-    async def open_modal(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any], context: Any) -> None:
-        """The free-form "Answer" button (ack side): open a loading modal at once (the ``trigger_id`` lives 3 s)
-        and leave its view id in the context for :meth:`on_open_modal`."""
-        await ack()
-        view_id = await self.web.open_view(str(body.get("trigger_id") or ""), modals.loading_modal())
-        if view_id is None:
-            where = Where.of_action(body)
-            await self.say_to(where)("Slack didn't let me open the answer form in time; please click Answer again.")
-            return
-        context[LOADING_VIEW] = view_id
-
-    async def on_open_modal(self, body: dict[str, Any], context: Any) -> None:
-        """The free-form "Answer" button (lazy): turn the loading modal into the form, or into a notice decided
-        from the stored run (not allowed, already answered, expired)."""
-        view_id = context.get(LOADING_VIEW) if context else None
-        if not view_id:
-            return
-        where = Where.of_action(body)
-        action = (body.get("actions") or [{}])[0]
-
-        async def notice(text: str) -> None:
-            await self.web.update_view(view_id, modals.notice_modal(text))
-
-        try:
-            ref, _ = QuestionRef.from_value(str(action.get("value", "")))
-        except BadReference:
-            await notice(UNKNOWN_BUTTON)
-            return
-        with log_context(run_id=ref.run_id, user_id=where.user):
-            loaded = await self._load(ref.run_id, notice)
-            if loaded is None:
-                return
-            state, ctx = loaded
-            call = question_of(state, ref.matches)
-            if call is None:
-                await notice(NOT_OPEN)
-                return
-            if not await self._belongs(where, ctx, state.run_id, call):
-                await notice(NOT_HERE)
-                return
-            if not self.may_answer(ctx, where.user):
-                await notice(self.refusal(ctx))
-                return
-            check = self.agent.check_answer(state, call)
-            if not isinstance(check, Open):
-                await self.not_open(check, state, ctx, call, user=where.user, say=notice)
-                return
-            payload = AskUserPayload.model_validate(check.pending.suspend_payload)
-            meta = {"r": ref.run_id, "c": ref.call}
-            await self.web.update_view(view_id, modals.answer_modal(payload.question, private_metadata=meta))
-
-    async def ack_modal(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any], context: Any) -> None:
-        """A submitted answer modal (ack side): a blank answer, a person not allowed, or a question that can't take
-        it any more get an error under the input (the typed text stays); otherwise the modal closes and
-        :meth:`on_modal_answer` claims the answer (the context says it was accepted)."""
-        try:
-            problem = await asyncio.wait_for(self._modal_problem(body), MODAL_CHECK_SECONDS)
-        except TimeoutError:
-            problem = "I'm slow to answer right now; please press Send again in a moment."
-        if problem:
-            await ack(response_action="errors", errors={modals.MODAL_INPUT_BLOCK: problem})
-        else:
-            context[ACCEPTED] = True
-            await ack()
-
-    async def _modal_problem(self, body: dict[str, Any]) -> str | None:
-        view = body.get("view") or {}
-        if is_blank(modals.modal_text(view)):
-            return "Please write an answer."
-        user = str((body.get("user") or {}).get("id") or "")
-        found = await self._modal_question(body)
-        if isinstance(found, str):
-            return found
-        state, ctx, call = found
-        if not self.may_answer(ctx, user):
-            return self.refusal(ctx)
-        check = self.agent.check_answer(state, call)
-        if isinstance(check, Open):
-            return None
-        if isinstance(check, Expired):
-            await self.expire(state, call)
-        return explain(check, user)
-
-    async def on_modal_answer(self, body: dict[str, Any], context: Any) -> None:
-        """A submitted answer modal (lazy, after the ack): claim the typed answer, if the ack side accepted it."""
-        if not (context and context.get(ACCEPTED)):
-            return
-        user = str((body.get("user") or {}).get("id") or "")
-        text = modals.modal_text(body.get("view") or {})
-        found = await self._modal_question(body)
-        if isinstance(found, str):
-            await self.web.tell(user, found)
-            return
-        state, ctx, call = found
-        where = Where(user=user, surface="modal", team_id=ctx.team_id)
-        say = self.say_to(where, ctx)
-        with log_context(run_id=state.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id, user_id=user):
-            if not self.may_answer(ctx, user):
-                await say(self.refusal(ctx))
-                return
-            await self.take(state, ctx, call, where=where, pick=lambda _p: text, say=say)
-
-    async def _modal_question(self, body: dict[str, Any]) -> tuple[RunState, SlackContext, str] | str:
-        """The run, context and question an answer modal is about, or what to tell the person instead."""
-        meta = modals.modal_metadata(body.get("view") or {})
-        if not meta.get("r") or not meta.get("c"):
-            return UNKNOWN_BUTTON
-        ref = QuestionRef(run_id=meta["r"], call=meta["c"])
-        told: list[str] = []
-
-        async def keep(text: str) -> None:
-            told.append(text)
-
-        loaded = await self._load(ref.run_id, keep)
-        if loaded is None:
-            return told[0] if told else NOT_OPEN
-        state, ctx = loaded
-        call = question_of(state, ref.matches)
-        return (state, ctx, call) if call is not None else NOT_OPEN
-
     # --- helpers ---------------------------------------------------------------------------------
 
-    async def _load(self, run_id: str, say: Say) -> tuple[RunState, SlackContext] | None:
+    async def load(self, run_id: str, say: Say) -> tuple[RunState, SlackContext] | None:
         """The run and its Slack context, or None after telling the person why not."""
         try:
             state = await self.agent.get_run(run_id)
@@ -383,7 +252,7 @@ class Answering:
             await say(STORE_DOWN)
         return None
 
-    async def _belongs(self, where: Where, ctx: SlackContext, run_id: str, call: str) -> bool:
+    async def belongs(self, where: Where, ctx: SlackContext, run_id: str, call: str) -> bool:
         """Whether a request from ``where`` may act on question ``call``: from the run's channel and thread, and
         on a message surface, on one of the messages the bot posted for that question."""
         if where.surface in ("home", "modal"):

@@ -29,6 +29,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.agent import Agent, ChatModel, make_ask_user_tool
 from bot.config import Settings
 from bot.errors import ConfigError
+from bot.slack.answer_modal import AnswerModal
 from bot.slack.answering import STORE_DOWN, Answering
 from bot.slack.blocks import MAX_SELECT_OPTIONS
 from bot.slack.context import Where
@@ -146,7 +147,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         runner = InProcessRunner(log)
     app.listener_runner.lazy_listener_runner = runner
     app.middleware(use_client(client))  # first: the middleware and listeners after it get this client
-    jobs = register(app, threads=threads, answering=answering)
+    jobs = register(app, threads=threads, answering=answering, modal=AnswerModal(answering))
     return Bot(app=app, agent=agent, client=client, runner=runner, jobs=jobs, queue=queue)
 
 

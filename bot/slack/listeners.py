@@ -9,8 +9,8 @@ its lazy functions start, so what it decides (e.g. a modal's errors) reaches the
 | ``message`` a person wrote in a DM, or as a thread reply without a mention | auto-ack | :meth:`Threads.on_message` |
 | option button, single-choice menu, Submit | ack | :meth:`Answering.on_click` |
 | checkbox tick / multi-select change | ack (nothing until Submit) | - |
-| "Answer" button | ack, open a loading modal | :meth:`Answering.on_open_modal`: the form or a notice |
-| answer modal ``view_submission`` | checks, errors under the input or close | :meth:`Answering.on_modal_answer` |
+| "Answer" button | ack, open a loading modal | :meth:`AnswerModal.on_open_modal`: the form or a notice |
+| answer modal ``view_submission`` | checks, errors under the input or close | :meth:`AnswerModal.on_modal_answer` |
 | Retry | ack | :meth:`Threads.on_retry` |
 
 Every ack function acks whatever happens: a listener that fails after its ack is logged, never a 404/500 to Slack.
@@ -26,6 +26,7 @@ from slack_bolt.async_app import AsyncApp
 
 from bot.slack import blocks as bk
 from bot.slack import modals
+from bot.slack.answer_modal import AnswerModal
 from bot.slack.answering import Answering
 from bot.slack.runner import LazyJobs, no_lazy_only_from_outside
 from bot.slack.threads import Threads, is_person_speaking
@@ -52,12 +53,12 @@ async def _person_in_dm_or_thread(body: dict[str, Any], context: dict[str, Any])
     return bool(event.get("thread_ts")) and not mentioned
 
 
-def register(app: AsyncApp, *, threads: Threads, answering: Answering) -> LazyJobs:
+def register(app: AsyncApp, *, threads: Threads, answering: Answering, modal: AnswerModal) -> LazyJobs:
     """Attach every listener to ``app``; returns the lazy functions a worker may run."""
     jobs = LazyJobs()
     on_mention, on_message = jobs.add(threads.on_mention), jobs.add(threads.on_message)
     on_click, on_retry = jobs.add(answering.on_click), jobs.add(threads.on_retry)
-    on_open_modal, on_modal_answer = jobs.add(answering.on_open_modal), jobs.add(answering.on_modal_answer)
+    on_open_modal, on_modal_answer = jobs.add(modal.on_open_modal), jobs.add(modal.on_modal_answer)
 
     app.middleware(no_lazy_only_from_outside)
     app.event("app_mention")(ack=_acked, lazy=[on_mention])
@@ -68,7 +69,7 @@ def register(app: AsyncApp, *, threads: Threads, answering: Answering) -> LazyJo
     app.action(bk.ACT_SUBMIT)(ack=_ack, lazy=[on_click])
     app.action(bk.ACT_CHECKS)(_ack)
     app.action(bk.ACT_MULTI)(_ack)
-    app.action(bk.ACT_OPEN)(ack=answering.open_modal, lazy=[on_open_modal])
+    app.action(bk.ACT_OPEN)(ack=modal.open_modal, lazy=[on_open_modal])
     app.action(bk.ACT_RETRY)(ack=_ack, lazy=[on_retry])
-    app.view(modals.MODAL_CALLBACK)(ack=answering.ack_modal, lazy=[on_modal_answer])
+    app.view(modals.MODAL_CALLBACK)(ack=modal.ack_modal, lazy=[on_modal_answer])
     return jobs

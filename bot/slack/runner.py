@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 LazyFunction = Callable[..., Awaitable[None]]
 # What a worker needs of Bolt's context (and what ack functions leave for their lazy functions); never a token.
-QUEUED_CONTEXT = ("bot_user_id", "bot_id", "answer_loading_view_id", "answer_accepted")
+QUEUED_CONTEXT = ("bot_user_id", "bot_id", "answer_loading_view_id", "answer_accepted")  # answer_modal's keys
 
 
 async def no_lazy_only_from_outside(req: AsyncBoltRequest, next: Callable[[], Awaitable[Any]]) -> Any:

@@ -323,13 +323,13 @@ async def test_background_save_does_not_overwrite_a_run_taken_over_meanwhile(
     stream = await first.stream("hi")
     await stream.collect()
     await (await first.resume_stream("api", run_id=stream.run_id)).collect()  # reply shown; save goes on later
-    assert len(first._background) == 1
+    assert len(first.saver.background) == 1
     assert (await other.get_run(stream.run_id)).status == "running"
     await asyncio.sleep(0.3)  # its lease runs out: the first process is no longer driving it
     openai_server.script(Reply(text="second process"))
     await (await other.retry_stream(run_id=stream.run_id)).collect()  # the 'dead' run is taken over
     down["on"] = False
-    await asyncio.wait_for(asyncio.gather(*first._background), 10)
+    await asyncio.wait_for(asyncio.gather(*first.saver.background), 10)
     final = await other.get_run(stream.run_id)
     assert final.status == "completed" and final.messages[-1]["content"] == "second process"
 

@@ -1,0 +1,75 @@
+"""Saving where a run segment ends, and keeping the lease of a run while it is driven.
+
+:meth:`RunSaver.save_final` survives store blips (quick retries of the same write, then the save goes on in the
+background so the person still sees the reply or question); :meth:`RunSaver.keep_lease` renews the lease that
+tells other processes this run is being driven (see :mod:`bot.agent.store`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+
+from bot.agent.state import RunState
+from bot.agent.store import RunStore
+from bot.errors import BotError, StoreUnavailable
+
+log = logging.getLogger("bot.agent.agent")
+
+
+class RunSaver:
+    """Saves runs for one agent (``owner``: its lease id). Seconds: ``persist_for`` (how long a failed save keeps
+    being retried in the background), ``lease_renew_every``."""
+
+    def __init__(self, store: RunStore, *, owner: str, persist_for: float, lease_renew_every: float) -> None:
+        self.store = store
+        self.owner = owner
+        self.persist_for = persist_for
+        self.lease_renew_every = lease_renew_every
+        self.background: set[asyncio.Task[None]] = set()  # saves going on after an outage
+
+    async def save_final(self, state: RunState) -> RunState:
+        """Save the state a segment ends in. A store outage is retried quickly (a blip costs < 2 s), always as
+        the same write (one write id), so a retry of a save whose reply was lost is recognised as applied. If
+        the outage lasts, the segment still ends as computed (the person sees the reply or question) and the
+        save goes on in the background with backoff for up to ``persist_for`` seconds, so nothing is lost once
+        the store is back. A conflict (another process took the run over) or an expired run still raises."""
+        write_id = secrets.token_hex(8)
+        for pause in (0.2, 0.5, 1.0, None):
+            try:
+                return await self.store.save(state, owner=self.owner, write_id=write_id)
+            except StoreUnavailable as exc:
+                if pause is None:
+                    log.warning("run %s: could not save (%s); saving in the background", state.run_id, exc)
+                    task = asyncio.ensure_future(self._persist_later(state, write_id))
+                    self.background.add(task)
+                    task.add_done_callback(self.background.discard)
+                    return state
+                await asyncio.sleep(pause)
+        raise AssertionError("unreachable")
+
+    async def _persist_later(self, state: RunState, write_id: str) -> None:
+        pause, deadline = 2.0, asyncio.get_running_loop().time() + self.persist_for
+        while asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(pause)
+            try:
+                await self.store.save(state, owner=self.owner, write_id=write_id)
+                log.info("run %s: saved after the store came back", state.run_id)
+                return
+            except StoreUnavailable:
+                pause = min(pause * 2, 30.0)
+            except BotError as exc:  # taken over or expired meanwhile: the newer state wins
+                log.warning("run %s: background save abandoned: %s", state.run_id, exc)
+                return
+        log.error("run %s: could not be saved for %.0f s; its last step is lost", state.run_id, self.persist_for)
+
+    async def keep_lease(self, run_id: str) -> None:
+        """Renew ``owner``'s lease on ``run_id`` every ``lease_renew_every`` seconds until cancelled."""
+        while True:
+            await asyncio.sleep(self.lease_renew_every)
+            try:
+                if not await self.store.renew_lease(run_id, owner=self.owner):
+                    log.warning("run %s: lost its lease; another process may take it over", run_id)
+            except StoreUnavailable as exc:
+                log.warning("run %s: could not renew its lease: %s", run_id, exc)

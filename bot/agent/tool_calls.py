@@ -1,0 +1,74 @@
+"""Running one tool call inside a run: its result becomes the call's ``tool`` message; a suspension becomes the
+run's pending call (with its deadline) and stops the batch."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from bot.agent.state import Answer, PendingCall, RunState, ToolCall, utcnow
+from bot.agent.stream import AgentStream, ToolResultChunk, ToolResultPayload
+from bot.agent.tools import Tool, ToolContext, ToolInputError, ToolSuspended, tool_result_content
+
+log = logging.getLogger("bot.agent.agent")
+
+
+class Suspended(Exception):
+    """A tool suspended the run: ``state`` was updated in place (``pending``, ``status``)."""
+
+
+async def run_tool_call(
+    tools: dict[str, Tool],
+    state: RunState,
+    call: ToolCall,
+    args: dict[str, Any],
+    out: AgentStream,
+    *,
+    resume: Answer | None,
+    ask_ttl: float | None,
+) -> None:
+    """Run ``call`` with ``args`` (``resume``: the answer it was suspended for). Unknown tools, invalid arguments
+    and tools that raise become error results for the model; never raises except :class:`Suspended`, after
+    setting the run's pending call (its deadline ``ask_ttl`` seconds from now, when given)."""
+    tool = tools.get(call.name)
+    if tool is None:
+        known = ", ".join(sorted(tools)) or "none"
+        add_result(state, call, {"error": f"unknown tool {call.name!r}; tools: {known}"}, out, is_error=True)
+        return
+    ctx = ToolContext(
+        run_id=state.run_id,
+        tool_call_id=call.id,
+        resume_data=resume.resume_data if resume else None,
+        answered_by=resume.answered_by if resume else None,
+        metadata=state.metadata,
+    )
+    try:
+        result = await tool.execute(args, ctx)
+    except ToolSuspended as signal:
+        now = utcnow()
+        state.pending = PendingCall(
+            tool_call_id=call.id,
+            tool_name=call.name,
+            args=args,
+            suspend_payload=signal.payload,
+            suspended_at=now,
+            expires_at=now + timedelta(seconds=ask_ttl) if ask_ttl is not None else None,
+        )
+        state.status = "suspended"
+        raise Suspended() from None
+    except ToolInputError as exc:
+        add_result(state, call, {"error": str(exc)}, out, is_error=True)
+        return
+    except Exception as exc:
+        log.warning("run %s: tool %s raised %s", state.run_id, call.name, type(exc).__name__)
+        error = f"tool {call.name} failed: {type(exc).__name__}: {exc}"
+        add_result(state, call, {"error": error}, out, is_error=True)
+        return
+    add_result(state, call, result, out)
+
+
+def add_result(state: RunState, call: ToolCall, result: Any, out: AgentStream, *, is_error: bool = False) -> None:
+    """Append ``result`` as ``call``'s ``tool`` message and emit a ``tool-result`` chunk."""
+    state.messages.append({"role": "tool", "tool_call_id": call.id, "content": tool_result_content(result)})
+    out.emit(ToolResultChunk(state.run_id, ToolResultPayload(call.id, call.name, result, is_error)))
