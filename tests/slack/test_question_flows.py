@@ -8,8 +8,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
+from bot.testing.slack_scenarios import ALICE, BOB, is_answer_form
 
-ALICE, BOB = "U_ALICE", "U_BOB"
 GENERAL = "C_GENERAL"
 SINGLE = {"question": "Which repo?", "options": [{"label": "api", "description": "Backend"}, {"label": "web"}]}
 MULTI = {
@@ -17,11 +17,6 @@ MULTI = {
     "selection_mode": "multi_select",
     "options": [{"label": "Add tests"}, {"label": "Update docs"}, {"label": "Refactor"}],
 }
-
-
-def is_answer_form(view: dict[str, Any]) -> bool:
-    """The answer modal's form (it opens as a loading modal first)."""
-    return view.get("callback_id") == "ask_answer_modal"
 
 
 def last_tool_result(model: FakeOpenAI) -> dict[str, Any]:

@@ -14,37 +14,11 @@ import redis.asyncio as aioredis
 from bot.agent.state import utcnow
 from bot.slack.modals import MODAL_INPUT_BLOCK
 from bot.store import Keys
-from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
+from bot.testing.openai_server import Reply, tool_call
+from bot.testing.slack_scenarios import ALICE, BOB, SINGLE, ask, has_controls, is_answer_form, resumed_requests
 from bot.testing.tcp_proxy import TcpProxy
 
-ALICE, BOB = "U_ALICE", "U_BOB"
 GENERAL, RANDOM = "C_GENERAL", "C_RANDOM"
-SINGLE = {"question": "Which repo?", "options": [{"label": "api"}, {"label": "web"}]}
-
-
-def is_answer_form(view: dict[str, Any]) -> bool:
-    """The answer modal's form (it opens as a loading modal first)."""
-    return view.get("callback_id") == "ask_answer_modal"
-
-
-def has_controls(message: dict[str, Any]) -> bool:
-    return any(b["type"] == "actions" for b in message.get("blocks", []))
-
-
-def resumed_requests(model: FakeOpenAI) -> int:
-    return sum(1 for r in model.requests if r["messages"][-1]["role"] == "tool")
-
-
-async def ask(
-    h: Any, args: dict[str, Any] = SINGLE, *, user: str = ALICE, then: str | Reply = "Done."
-) -> tuple[str, dict[str, Any]]:
-    """Mention the bot, have the model ask ``args``, and return (thread_ts, the question message)."""
-    h.model.script(
-        Reply(tool_calls=[tool_call("ask_user", args, id="c1")]), then if isinstance(then, Reply) else Reply(text=then)
-    )
-    d = await h.ws.mention(user, GENERAL, "go")
-    q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
-    return d.message["ts"], q
 
 
 async def test_retried_mention_while_thinking_starts_one_run(fake_redis: aioredis.Redis, harness: Any) -> None:

@@ -20,16 +20,11 @@ from bot.playground import Workspace
 from bot.slack.app import Bot, build_bot
 from bot.slack.socket_mode import run_socket_mode
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
+from bot.testing.slack_scenarios import SINGLE, is_answer_form
 
 TOKEN = "xoxb-socket-test-0123456789"
 APP_TOKEN = "xapp-1-A0PLAYGRND-socket-test"
 ALICE, GENERAL = "U_ALICE", "C_GENERAL"
-SINGLE = {"question": "Which repo?", "options": [{"label": "api"}, {"label": "web"}]}
-
-
-def is_answer_form(view: dict[str, Any]) -> bool:
-    """The answer modal's form (it opens as a loading modal first)."""
-    return view.get("callback_id") == "ask_answer_modal"
 
 
 def has_buttons(message: dict[str, Any]) -> bool:

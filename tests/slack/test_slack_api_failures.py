@@ -1,0 +1,93 @@
+"""Slack refusing or failing Web API calls: the answer is never lost and the person always sees a way on."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
+from bot.testing.slack_scenarios import ALICE, FREE, GENERAL, MULTI, SINGLE, ask, has_controls, resumed_requests
+
+
+def tool_results(model: FakeOpenAI) -> list[dict[str, Any]]:
+    """Every tool message of the last model request, parsed when JSON."""
+    out = []
+    for m in model.requests[-1]["messages"]:
+        if m["role"] == "tool":
+            try:
+                out.append(json.loads(m["content"]))
+            except ValueError:
+                out.append({"raw": m["content"]})
+    return out
+
+
+async def still_open(h: Any, q: dict[str, Any]) -> bool:
+    await h.settle()
+    current = next(m for m in h.ws.messages(q["channel"], thread_ts=q["thread_ts"]) if m["ts"] == q["ts"])
+    return has_controls(current)
+
+
+async def test_chat_update_failing_after_click_still_resumes_once(fake_redis: aioredis.Redis, harness: Any) -> None:
+    async with harness(fake_redis) as h:
+        thread, q = await ask(h, then="Went on.")
+        h.ws.fake.fail_next("chat.update", "internal_error")
+        await h.ws.click(q, "api", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Went on.")
+        await h.ws.click(q, "web", user=ALICE)  # the buttons are still shown
+        note = await h.ws.wait_for_ephemeral(user=ALICE)
+        assert note["text"] == "Your answer was recorded."
+        await h.settle()
+        assert resumed_requests(h.model) == 1
+
+
+async def test_question_post_failing_falls_back_to_text_answerable_by_reply(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis) as h:
+        h.ws.fake.fail_next("chat.postMessage", "internal_error")
+        h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="c1")]), Reply(text="Typed ok."))
+        d = await h.ws.mention(ALICE, GENERAL, "go")
+        thread = d.message["ts"]
+        plain = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread)
+        assert "Which repo?" in plain["text"] and "api" in plain["text"]
+        await h.ws.reply_in_thread(ALICE, GENERAL, thread, "web")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Typed ok.")
+        assert tool_results(h.model)[-1] == {"answer": "web", "answer_type": "option", "answered_by": ALICE}
+
+
+async def test_multi_select_question_stays_answerable_when_blocks_are_refused(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis) as h:
+        h.ws.fake.fail_next("chat.postMessage", "invalid_blocks")
+        h.model.script(Reply(tool_calls=[tool_call("ask_user", MULTI, id="m1")]), Reply(text="Planned."))
+        d = await h.ws.mention(ALICE, GENERAL, "go")
+        thread = d.message["ts"]
+        plain = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread)
+        assert not has_controls(plain)
+        await h.ws.reply_in_thread(ALICE, GENERAL, thread, "Add tests, Refactor")
+        await h.settle()
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Planned.")
+
+
+async def test_rate_limited_question_post_is_retried_with_its_buttons(fake_redis: aioredis.Redis, harness: Any) -> None:
+    async with harness(fake_redis) as h:
+        h.ws.fake.fail_next("chat.postMessage", "ratelimited", status=429)
+        _thread, q = await ask(h)
+        assert has_controls(q)
+        statuses = [c.status for c in h.ws.calls("chat.postMessage")]
+        assert statuses == [429, 200]
+
+
+async def test_views_open_failure_tells_the_user_and_question_stays_open(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis) as h:
+        _thread, q = await ask(h, FREE)
+        h.ws.fake.fail_next("views.open", "expired_trigger_id")
+        await h.ws.click(q, "Answer", user=ALICE)
+        note = await h.ws.wait_for_ephemeral(user=ALICE)
+        assert "click Answer again" in note["text"]
+        assert await still_open(h, q)

@@ -1,0 +1,154 @@
+"""The web/worker split: queued work is done at least once and answers stay exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import fakeredis
+import pytest
+import redis.asyncio as aioredis
+
+from bot.agent.state import RunState
+from bot.errors import StoreUnavailable
+from bot.store import Keys
+from bot.store.work_queue import GROUP
+from bot.testing.openai_server import Reply
+from bot.testing.slack_scenarios import ALICE, GENERAL, ask, resumed_requests
+
+
+def text_is(text: str) -> Any:
+    return lambda m: m["text"] == text
+
+
+async def thread_run(client: aioredis.Redis, prefix: str, thread: str) -> RunState:
+    keys = [k async for k in client.scan_iter(match=f"{prefix}thread:*{thread}")]
+    assert len(keys) == 1, keys
+    run_id = (await client.hget(keys[0], "run_id")).decode()
+    raw = await client.hget(Keys(prefix).run(run_id), "state")
+    assert raw is not None
+    return RunState.from_json(raw)
+
+
+async def start_split(h: Any, server: fakeredis.FakeServer) -> tuple[Any, Any]:
+    web = await h.start_process(fakeredis.FakeAsyncRedis(server=server), role="web")
+    worker = await h.start_process(fakeredis.FakeAsyncRedis(server=server), role="worker")
+    h.route_to(web)
+    return web, worker
+
+
+def consume(worker: Any, stop: asyncio.Event, **kwargs: Any) -> asyncio.Future[None]:
+    return asyncio.ensure_future(
+        worker.bot.queue.consume(worker.bot.run_job, stop=stop, block_ms=50, consumer="live", **kwargs)
+    )
+
+
+async def test_queue_down_at_enqueue_tells_the_user_and_loses_or_doubles_nothing(
+    fake_server: fakeredis.FakeServer, harness: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with harness(fakeredis.FakeAsyncRedis(server=fake_server)) as h:
+        web, worker = await start_split(h, fake_server)
+        stop = asyncio.Event()
+        working = consume(worker, stop)
+        try:
+            thread, q = await ask(h, then="Answered once.")
+            real_enqueue = web.bot.queue.enqueue
+
+            async def down(job: dict[str, Any]) -> None:
+                raise StoreUnavailable("Redis error while queueing work: ConnectionError")
+
+            monkeypatch.setattr(web.bot.queue, "enqueue", down)
+            ack = await h.ws.click(q, "api", user=ALICE)
+            assert ack.status == 200
+            note = await h.ws.wait_for_ephemeral(user=ALICE)
+            assert "try again" in note["text"]
+            h.model.script(Reply(text="never"))
+            await h.ws.mention(ALICE, GENERAL, "hello?", thread_ts=thread)
+            await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: "storage" in m["text"])
+            await asyncio.sleep(0.3)
+            await h.settle()
+            assert resumed_requests(h.model) == 0 and len(h.model.requests) == 1
+            monkeypatch.setattr(web.bot.queue, "enqueue", real_enqueue)
+            h.model.reset()
+            h.model.script(Reply(text="Answered once."))
+            await h.ws.click(q, "web", user=ALICE)
+            await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Answered once."))
+            await asyncio.sleep(0.3)
+            await h.settle()
+        finally:
+            stop.set()
+            await asyncio.wait_for(working, 10)
+        assert len(h.model.requests) == 1 and resumed_requests(h.model) == 1
+        assert json.loads(h.model.requests[0]["messages"][-1]["content"])["answer"] == "web"
+
+
+async def test_job_of_a_worker_that_died_before_handling_it_is_answered_exactly_once(
+    fake_server: fakeredis.FakeServer, harness: Any, prefix: str
+) -> None:
+    client = fakeredis.FakeAsyncRedis(server=fake_server)
+    async with harness(client) as h:
+        _web, worker = await start_split(h, fake_server)
+        key = Keys(prefix).work()
+        await client.xgroup_create(key, GROUP, id="0", mkstream=True)
+        stop = asyncio.Event()
+        working = consume(worker, stop)
+        try:
+            thread, q = await ask(h, then="Once.")
+        finally:
+            stop.set()
+            await asyncio.wait_for(working, 10)
+        await h.ws.click(q, "api", user=ALICE)
+        taken = await client.xreadgroup(GROUP, "dead", {key: ">"}, count=10)
+        assert len(taken[0][1]) == 1  # the dead worker took the click and never acknowledged it
+        await asyncio.sleep(0.35)
+        stop = asyncio.Event()
+        working = consume(worker, stop, reclaim_after=0.3)
+        try:
+            await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Once."))
+            await asyncio.sleep(0.5)  # several reclaim rounds
+            await h.settle()
+        finally:
+            stop.set()
+            await asyncio.wait_for(working, 10)
+        assert resumed_requests(h.model) == 1
+        assert (await client.xpending(key, GROUP))["pending"] == 0
+        assert not [e for e in h.ws.ephemerals(user=ALICE) if "already answered" in e["text"]]
+
+
+async def test_job_of_a_worker_that_died_after_claiming_the_answer_still_gets_its_reply(
+    fake_server: fakeredis.FakeServer, harness: Any, prefix: str
+) -> None:
+    client = fakeredis.FakeAsyncRedis(server=fake_server)
+    async with harness(client) as h:
+        _web, worker = await start_split(h, fake_server)
+        key = Keys(prefix).work()
+        await client.xgroup_create(key, GROUP, id="0", mkstream=True)
+        stop = asyncio.Event()
+        working = consume(worker, stop)
+        try:
+            thread, q = await ask(h, then="Reply after crash.")
+        finally:
+            stop.set()
+            await asyncio.wait_for(working, 10)
+        await h.ws.click(q, "api", user=ALICE)
+        taken = await client.xreadgroup(GROUP, "dead", {key: ">"}, count=10)
+        assert len(taken[0][1]) == 1
+        state = await thread_run(client, prefix, thread)
+        stream = await worker.bot.agent.resume_stream("api", run_id=state.run_id, answered_by=ALICE)
+        assert stream._task is not None
+        stream._task.cancel()  # ... claimed the answer, then the process died
+        await asyncio.sleep(0.35)
+        stop = asyncio.Event()
+        working = consume(worker, stop, reclaim_after=0.3)
+        try:
+            await h.ws.wait_for_message(
+                channel=GENERAL, thread_ts=thread, predicate=text_is("Reply after crash."), timeout=3
+            )
+            await h.settle()
+        finally:
+            stop.set()
+            await asyncio.wait_for(working, 10)
+        assert resumed_requests(h.model) == 1
+        texts = [m["text"] for m in h.ws.messages(GENERAL, thread_ts=thread)]
+        assert "Reply after crash." in texts
