@@ -1,5 +1,6 @@
 """Human-in-the-loop Slack frontend for AI agents.
 
 Packages: ``bot.agent`` (Slack-agnostic runtime), ``bot.store`` (Redis run store),
-``bot.slack`` (Bolt app), ``bot.playground`` (a local fake Slack). See ``../shared/DESIGN.md``.
+``bot.slack`` (Bolt app), ``bot.playground`` (a local fake Slack).
+The README's "Where things are" maps the modules.
 """

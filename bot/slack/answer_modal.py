@@ -76,7 +76,7 @@ class AnswerModal:
             if call is None:
                 await notice(NOT_OPEN)
                 return
-            if not await self.answering.belongs(where, ctx, state.run_id, call):
+            if not await self.answering.belongs(where, ctx, run_id=state.run_id, call=call):
                 await notice(NOT_HERE)
                 return
             if not self.answering.may_answer(ctx, where.user):
@@ -84,7 +84,7 @@ class AnswerModal:
                 return
             check = self.answering.agent.check_answer(state, call)
             if not isinstance(check, Open):
-                await self.answering.not_open(check, state, ctx, call, user=where.user, say=notice)
+                await self.answering.not_open(check, state, ctx=ctx, call=call, user=where.user, say=notice)
                 return
             payload = AskUserPayload.model_validate(check.pending.suspend_payload)
             meta = {"r": ref.run_id, "c": ref.call}
@@ -139,7 +139,7 @@ class AnswerModal:
             if not self.answering.may_answer(ctx, user):
                 await say(self.answering.refusal(ctx))
                 return
-            await self.answering.take(state, ctx, call, where=where, pick=lambda _p: text, say=say)
+            await self.answering.take(state, ctx, call=call, where=where, pick=lambda _p: text, say=say)
 
     async def _modal_question(self, body: dict[str, Any]) -> tuple[RunState, SlackContext, str] | str:
         """The run, context and question an answer modal is about, or what to tell the person instead."""

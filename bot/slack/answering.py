@@ -137,13 +137,13 @@ class Answering:
             if call is None:
                 await say(NOT_OPEN)
                 return
-            if not await self.belongs(where, ctx, state.run_id, call):
+            if not await self.belongs(where, ctx, run_id=state.run_id, call=call):
                 await say(NOT_HERE)
                 return
             if not self.may_answer(ctx, where.user):
                 await say(self.refusal(ctx))
                 return
-            await self.take(state, ctx, call, where=where, pick=pick, say=say)
+            await self.take(state, ctx, call=call, where=where, pick=pick, say=say)
 
     async def answer_typed(self, state: RunState, ctx: SlackContext, where: Where, text: str) -> None:
         """A typed reply to the run's open question (the caller applied the policy): the text itself, or for
@@ -160,16 +160,16 @@ class Answering:
                 await say(MULTI_HINT)
                 return
             answer = picked
-        await self.take(state, ctx, pending.tool_call_id, where=where, pick=lambda _p: answer, say=say)
+        await self.take(state, ctx, call=pending.tool_call_id, where=where, pick=lambda _p: answer, say=say)
 
     # --- the claim -------------------------------------------------------------------------------
 
-    async def take(self, state: RunState, ctx: SlackContext, call: str, *, where: Where, pick: Pick, say: Say) -> None:
+    async def take(self, state: RunState, ctx: SlackContext, *, call: str, where: Where, pick: Pick, say: Say) -> None:
         """Claim an answer to question ``call`` of ``state`` (policy already applied); on success update the
         question's messages and follow the resumed run."""
         check = self.agent.check_answer(state, call)
         if not isinstance(check, Open):
-            await self.not_open(check, state, ctx, call, user=where.user, say=say)
+            await self.not_open(check, state, ctx=ctx, call=call, user=where.user, say=say)
             return
         payload = AskUserPayload.model_validate(check.pending.suspend_payload)
         try:
@@ -187,7 +187,7 @@ class Answering:
                 if isinstance(check, Open):  # a concurrent write that was not an answer: nothing taken
                     await say("Someone else changed this conversation at the same moment; please try again.")
                 else:
-                    await self.not_open(check, loaded[0], ctx, call, user=where.user, say=say)
+                    await self.not_open(check, loaded[0], ctx=ctx, call=call, user=where.user, say=say)
             return
         except RunNotFound:
             await say(GONE)
@@ -196,11 +196,13 @@ class Answering:
             await say(STORE_DOWN)
             return
         outcome = f":white_check_mark: <@{where.user}> answered: *{bk.answer_display(data)}*"
-        await self.follower.close_question(state.run_id, call, payload, outcome=outcome, summary="answered")
+        await self.follower.close_question(
+            state.run_id, tool_call_id=call, payload=payload, outcome=outcome, summary="answered"
+        )
         await self.follower.follow(stream, ctx)
 
     async def not_open(
-        self, check: AnswerCheck, state: RunState, ctx: SlackContext, call: str, *, user: str, say: Say
+        self, check: AnswerCheck, state: RunState, *, ctx: SlackContext, call: str, user: str, say: Say
     ) -> None:
         """Tell ``user`` why the question can't take their answer, and do what that outcome needs: close an
         expired question's messages, or continue a run whose answer is recorded but that nobody drives."""
@@ -220,7 +222,9 @@ class Answering:
         pending = state.pending
         if pending is not None and pending.tool_call_id == call:
             payload = AskUserPayload.model_validate(pending.suspend_payload)
-            await self.follower.close_question(state.run_id, call, payload, outcome=EXPIRED_OUTCOME, summary="expired")
+            await self.follower.close_question(
+                state.run_id, tool_call_id=call, payload=payload, outcome=EXPIRED_OUTCOME, summary="expired"
+            )
         return state
 
     async def continue_orphan(self, state: RunState, ctx: SlackContext) -> bool:
@@ -252,7 +256,7 @@ class Answering:
             await say(STORE_DOWN)
         return None
 
-    async def belongs(self, where: Where, ctx: SlackContext, run_id: str, call: str) -> bool:
+    async def belongs(self, where: Where, ctx: SlackContext, *, run_id: str, call: str) -> bool:
         """Whether a request from ``where`` may act on question ``call``: from the run's channel and thread, and
         on a message surface, on one of the messages the bot posted for that question."""
         if where.surface in ("home", "modal"):

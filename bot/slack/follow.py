@@ -80,7 +80,7 @@ class Follower:
         if ts:
             try:
                 await self.index.add_message(
-                    run_id, suspended.tool_call_id, MessageRef(channel_id=ctx.channel_id, ts=ts)
+                    run_id, key=suspended.tool_call_id, ref=MessageRef(channel_id=ctx.channel_id, ts=ts)
                 )
             except StoreUnavailable:
                 log.warning("run %s: could not record the question's message", run_id)
@@ -92,12 +92,12 @@ class Follower:
         ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=escape(text), blocks=blocks)
         if ts and retry:
             try:
-                await self.index.add_message(run_id, FAILURE, MessageRef(channel_id=ctx.channel_id, ts=ts))
+                await self.index.add_message(run_id, key=FAILURE, ref=MessageRef(channel_id=ctx.channel_id, ts=ts))
             except StoreUnavailable:
                 log.warning("run %s: could not record the failure notice", run_id)
 
     async def close_question(
-        self, run_id: str, tool_call_id: str, payload: AskUserPayload, *, outcome: str, summary: str
+        self, run_id: str, *, tool_call_id: str, payload: AskUserPayload, outcome: str, summary: str
     ) -> None:
         """Update every message showing the question to its outcome: the question without controls and
         ``outcome`` (mrkdwn) below it; ``summary`` is the notification text's suffix (e.g. ``"answered"``)."""

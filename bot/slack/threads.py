@@ -118,7 +118,7 @@ class Threads:
                     previous = await self.agent.get_run(previous.run_id)
                 history = self.agent.history_of(previous) if previous is not None else None
                 stream = await self.agent.stream(text or "(empty message)", history=history, metadata=ctx.to_metadata())
-                await self.index.set_thread(team, channel, thread_ts, run_id=stream.run_id)
+                await self.index.set_thread(team, channel_id=channel, thread_ts=thread_ts, run_id=stream.run_id)
             except StoreUnavailable:
                 await self.web.post(channel, thread_ts=thread_ts, text=f":warning: {STORE_DOWN}")
                 return
@@ -127,7 +127,7 @@ class Threads:
     async def _previous(self, ctx: SlackContext) -> RunState | None:
         """The thread's latest run, or None (none yet, past retention, or unreadable: logged once, started over).
         Raises ``StoreUnavailable``."""
-        record = await self.index.thread(ctx.team_id, ctx.channel_id, ctx.thread_ts)
+        record = await self.index.thread(ctx.team_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts)
         if record is None:
             return None
         try:
@@ -171,7 +171,9 @@ class Threads:
     async def _thread_reply(self, body: dict[str, Any]) -> None:
         where = Where.of_event(body)
         try:
-            record = await self.index.thread(where.team_id or "", where.channel_id or "", where.thread_ts or "")
+            record = await self.index.thread(
+                where.team_id or "", channel_id=where.channel_id or "", thread_ts=where.thread_ts or ""
+            )
             state = await self.agent.get_run(record.run_id) if record else None
             ctx = SlackContext.of(state) if state else None
         except (RunNotFound, StoreUnavailable):
@@ -186,7 +188,7 @@ class Threads:
         with log_context(run_id=state.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id, user_id=where.user):
             try:
                 if not self.answering.may_answer(ctx, where.user):
-                    if await self.index.tell_once(state.run_id, call, where.user, topic="refused"):
+                    if await self.index.tell_once(state.run_id, tool_call_id=call, user=where.user, topic="refused"):
                         await self.answering.say_to(where)(
                             self.answering.refusal(ctx) + " Your reply wasn't taken as an answer."
                         )
@@ -194,7 +196,7 @@ class Threads:
                 check = self.agent.check_answer(state, call)
                 if isinstance(check, Expired):
                     await self.answering.expire(state, call)
-                    if await self.index.tell_once(state.run_id, call, where.user, topic="expired"):
+                    if await self.index.tell_once(state.run_id, tool_call_id=call, user=where.user, topic="expired"):
                         await self.answering.say_to(where)(EXPIRED)
                     return
             except StoreUnavailable:
@@ -218,7 +220,7 @@ class Threads:
                 if not self.answering.may_answer(ctx, where.user):
                     await say(f"Only <@{ctx.requester}> can retry this.")
                     return
-                record = await self.index.thread(ctx.team_id, ctx.channel_id, ctx.thread_ts)
+                record = await self.index.thread(ctx.team_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts)
                 if record is not None and record.run_id != run_id:
                     await say("This conversation has moved on since then; mention me in the thread to continue.")
                     return

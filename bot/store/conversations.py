@@ -81,18 +81,20 @@ class ConversationIndex:
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while checking an event: {type(exc).__name__}") from None
 
-    async def thread(self, team_id: str, channel_id: str, thread_ts: str) -> ThreadRecord | None:
+    async def thread(self, team_id: str, *, channel_id: str, thread_ts: str) -> ThreadRecord | None:
         """The thread's record, or None. Raises ``StoreUnavailable``."""
         try:
-            run_id = await self.client.hget(self.keys.thread(team_id, channel_id, thread_ts), "run_id")
+            run_id = await self.client.hget(
+                self.keys.thread(team_id, channel_id=channel_id, thread_ts=thread_ts), "run_id"
+            )
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while reading a thread: {type(exc).__name__}") from None
         text = _text(run_id)
         return ThreadRecord(run_id=text) if text else None
 
-    async def set_thread(self, team_id: str, channel_id: str, thread_ts: str, *, run_id: str) -> None:
+    async def set_thread(self, team_id: str, *, channel_id: str, thread_ts: str, run_id: str) -> None:
         """Point the thread at ``run_id``. Raises ``StoreUnavailable``."""
-        key = self.keys.thread(team_id, channel_id, thread_ts)
+        key = self.keys.thread(team_id, channel_id=channel_id, thread_ts=thread_ts)
         try:
             async with self.client.pipeline(transaction=True) as pipe:
                 pipe.hset(key, "run_id", run_id)
@@ -101,7 +103,7 @@ class ConversationIndex:
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while writing a thread: {type(exc).__name__}") from None
 
-    async def add_message(self, run_id: str, key: str, ref: MessageRef) -> None:
+    async def add_message(self, run_id: str, *, key: str, ref: MessageRef) -> None:
         """Record that ``(run_id, key)`` is shown in message ``ref`` (idempotent; one hash field per message, so
         concurrent posts never lose each other). Raises ``StoreUnavailable``."""
         hash_key = self.keys.run_messages(run_id)
@@ -130,11 +132,11 @@ class ConversationIndex:
                 refs.append(MessageRef(channel_id=str(channel_id), ts=str(ts)))
         return sorted(refs, key=lambda r: r.ts)
 
-    async def tell_once(self, run_id: str, tool_call_id: str, user: str, *, topic: str) -> bool:
+    async def tell_once(self, run_id: str, *, tool_call_id: str, user: str, topic: str) -> bool:
         """True the first time ``user`` is to be told ``topic`` (e.g. ``"refused"``) about this question. Raises
         ``StoreUnavailable``."""
         try:
-            key = self.keys.told(run_id, tool_call_id, user, topic)
+            key = self.keys.told(run_id, tool_call_id=tool_call_id, user=user, topic=topic)
             return bool(await self.client.set(key, 1, nx=True, ex=self.retention))
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while marking a notice: {type(exc).__name__}") from None

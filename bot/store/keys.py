@@ -46,11 +46,11 @@ class Keys:
         """The marker of a Slack ``event_id`` already processed."""
         return f"{self.prefix}event:{event_id}"
 
-    def thread(self, team_id: str, channel_id: str, thread_ts: str) -> str:
+    def thread(self, team_id: str, *, channel_id: str, thread_ts: str) -> str:
         """The pointer from a Slack thread to its latest run."""
         return f"{self.prefix}thread:{team_id}:{channel_id}:{thread_ts}"
 
-    def told(self, run_id: str, tool_call_id: str, user: str, topic: str) -> str:
+    def told(self, run_id: str, *, tool_call_id: str, user: str, topic: str) -> str:
         """Marks that ``user`` was told ``topic`` once about this question."""
         return f"{self.prefix}told:{{{run_id}}}:{tool_call_id}:{user}:{topic}"
 

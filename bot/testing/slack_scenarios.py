@@ -66,7 +66,7 @@ async def current(h: Any, message: dict[str, Any]) -> dict[str, Any]:
 async def thread_run_id(h: Any, thread_ts: str, *, channel: str = GENERAL) -> str:
     """The run id the thread points at."""
     raw = await h.bot.agent.store.client.hget(
-        Keys(h.settings.redis_prefix).thread(TEAM_ID, channel, thread_ts), "run_id"
+        Keys(h.settings.redis_prefix).thread(TEAM_ID, channel_id=channel, thread_ts=thread_ts), "run_id"
     )
     assert raw is not None, "the thread has no run"
     return str(raw.decode() if isinstance(raw, bytes) else raw)

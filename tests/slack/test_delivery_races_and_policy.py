@@ -166,7 +166,7 @@ async def test_restart_and_second_process(fake_server: Any, harness: Any) -> Non
 async def past_deadline(h: Any, thread: str) -> str:
     """Move the thread's open question past its deadline (as the clock would after ASK_TTL_SECONDS)."""
     record = await h.bot.agent.store.client.hget(
-        Keys(h.settings.redis_prefix).thread("T_PLAYGROUND", GENERAL, thread), "run_id"
+        Keys(h.settings.redis_prefix).thread("T_PLAYGROUND", channel_id=GENERAL, thread_ts=thread), "run_id"
     )
     run_id = record.decode()
     state = await h.bot.agent.get_run(run_id)

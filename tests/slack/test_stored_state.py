@@ -81,7 +81,7 @@ async def test_a_run_suspended_by_an_earlier_release_resumes(
         run_id = raw["run_id"]
         client = h.bot.agent.store.client
         await client.hset(keys.run(run_id), mapping={"rev": str(raw["revision"]), "state": json.dumps(raw)})
-        await client.hset(keys.thread(TEAM_ID, GENERAL, thread), "run_id", run_id)
+        await client.hset(keys.thread(TEAM_ID, channel_id=GENERAL, thread_ts=thread), "run_id", run_id)
         h.model.reset()
         h.model.script(Reply(text="Resumed after the upgrade."))
         await h.ws.reply_in_thread(ALICE, GENERAL, thread, "api")
