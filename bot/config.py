@@ -14,6 +14,11 @@
 | ``ASK_ANSWERERS`` | ``requester`` | who may answer: ``requester`` or ``channel`` |
 | ``ASK_TTL_SECONDS`` | ``86400`` (1 day) | how long a question waits (a duration) |
 | ``RUN_RETENTION_SECONDS`` | ``604800`` (7 days) | how long an ended or expired run (and its message refs) is kept |
+| ``MODEL_TURN_TIMEOUT`` | ``300`` (5 min) | longest one model turn may take; past it the run fails, retryable |
+| ``MAX_REPLY_CHARS`` | ``40000`` | longest text one model turn may write; past it the run fails, retryable |
+| ``MAX_RUNS_PER_PERSON`` | ``3`` | runs one person may have working at once, in all processes (not waiting ones) |
+| ``MAX_RUNS_PER_PROCESS`` | ``50`` | runs one process works on at once |
+| ``ALLOW_USER_MENTIONS`` | ``false`` | let model or people text ping a person (never channel/here/everyone/groups) |
 | ``AGENT_INSTRUCTIONS`` | see below | the system prompt |
 | ``LOG_LEVEL`` | ``INFO`` | ``DEBUG``, ``INFO``, ``WARNING``, ``ERROR`` or ``CRITICAL`` (any case) |
 | ``LOG_FORMAT`` | ``text`` | ``text`` (one line per record) or ``json`` (one JSON object per line) |
@@ -32,7 +37,7 @@ import re
 from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
 
-from pydantic import BeforeValidator, SecretStr, ValidationError, field_validator
+from pydantic import BeforeValidator, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigError
@@ -188,6 +193,11 @@ class Settings(BaseSettings):
     ask_answerers: Answerers = "requester"
     ask_ttl_seconds: PositiveDuration = 24 * 3600
     run_retention_seconds: PositiveDuration = 7 * 24 * 3600
+    model_turn_timeout: PositiveDuration = 300
+    max_reply_chars: int = Field(default=40_000, ge=100)
+    max_runs_per_person: int = Field(default=3, ge=1)
+    max_runs_per_process: int = Field(default=50, ge=1)
+    allow_user_mentions: bool = False
     agent_instructions: str = DEFAULT_INSTRUCTIONS
     log_level: LogLevel = "INFO"
     log_format: LogFormat = "text"

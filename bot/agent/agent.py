@@ -24,7 +24,7 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from bot.agent.answers import AnswerCheck, Answered, Closed, Expired, Open, check_answer
@@ -62,6 +62,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_TURNS = 20
 DEFAULT_ASK_TTL = 24 * 3600.0
+DEFAULT_TURN_TIMEOUT = 300.0
+DEFAULT_MAX_REPLY_CHARS = 40_000
 
 
 def new_run_id() -> str:
@@ -74,7 +76,9 @@ class Agent:
 
     ``max_turns`` bounds the model turns between two human inputs (start, resume or retry); a run that
     exceeds it stops with an ``error`` chunk. ``ask_ttl`` (seconds, ``None`` for none): how long a suspended
-    question waits for its answer (its deadline is stored with it). ``persist_for`` (seconds): how long a save
+    question waits for its answer (its deadline is stored with it). ``turn_timeout`` (seconds) and
+    ``max_reply_chars`` bound one model turn (``None``: unbounded); past either the run fails, retryable.
+    ``persist_for`` (seconds): how long a save
     that failed because the store was down keeps being retried in the background. ``lease_renew_every``
     (seconds): how often a driven run's lease is renewed (keep it well under the store's lease TTL).
     """
@@ -90,6 +94,8 @@ class Agent:
         store: RunStore,
         max_turns: int = DEFAULT_MAX_TURNS,
         ask_ttl: float | None = DEFAULT_ASK_TTL,
+        turn_timeout: float | None = DEFAULT_TURN_TIMEOUT,
+        max_reply_chars: int | None = DEFAULT_MAX_REPLY_CHARS,
         persist_for: float = 600.0,
         lease_renew_every: float = 10.0,
     ) -> None:
@@ -104,6 +110,8 @@ class Agent:
         self.store = store
         self.max_turns = max_turns
         self.ask_ttl = ask_ttl
+        self.turn_timeout = turn_timeout
+        self.max_reply_chars = max_reply_chars
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"  # this agent's lease id
         self.saver = RunSaver(store, owner=self.owner, persist_for=persist_for, lease_renew_every=lease_renew_every)
         self._driving: set[str] = set()  # run ids this agent drives now
@@ -358,16 +366,26 @@ class Agent:
             state.queued = calls
 
     async def _model_turn(self, state: RunState, out: AgentStream) -> TurnDone:
+        """One model turn, bounded: at most ``turn_timeout`` seconds and ``max_reply_chars`` characters of text
+        (a server that streams forever must not hold the thread nor fill it). Raises ``ModelCallFailed``."""
         messages = [{"role": "system", "content": self.instructions}, *state.messages]
         done: TurnDone | None = None
+        chars = 0
         try:
-            async for event in self.model.stream_turn(messages, tools=self._tool_specs):
-                if isinstance(event, TextDelta):
-                    out.emit(TextDeltaChunk(state.run_id, TextDeltaPayload(event.text)))
-                else:
-                    done = event
+            events = self.model.stream_turn(messages, tools=self._tool_specs)
+            async with asyncio.timeout(self.turn_timeout), _closing(events):
+                async for event in events:
+                    if isinstance(event, TextDelta):
+                        chars += len(event.text)
+                        if self.max_reply_chars is not None and chars > self.max_reply_chars:
+                            raise ModelCallFailed(f"the reply went past {self.max_reply_chars} characters")
+                        out.emit(TextDeltaChunk(state.run_id, TextDeltaPayload(event.text)))
+                    else:
+                        done = event
         except ModelCallFailed:
             raise
+        except TimeoutError:
+            raise ModelCallFailed(f"the model took longer than {self.turn_timeout:g} s for one turn") from None
         except Exception as exc:  # a model adapter's bug must not strand the run
             log.exception("run %s: model adapter raised", state.run_id)
             raise ModelCallFailed(f"model adapter error: {type(exc).__name__}") from None
@@ -379,3 +397,14 @@ class Agent:
         tool = self.tools.get(pending.tool_name)
         payload = tool.load_suspend_payload(pending.suspend_payload) if tool else pending.suspend_payload
         return SuspendedPayload(pending.tool_call_id, pending.tool_name, pending.args, payload)
+
+
+@contextlib.asynccontextmanager
+async def _closing(events: AsyncIterator[Any]) -> AsyncIterator[None]:
+    """Close an async generator of model events however the ``async for`` over it ends (timeout, limit, error)."""
+    try:
+        yield
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()

@@ -22,6 +22,11 @@ Routes (JSON in and out; POST bodies must be ``application/json`` from this orig
 Failures answer ``{"ok": false, "error": "..."}``: 400 for a request the workspace cannot do (unknown
 button, Slack's client would refuse the submission), 502 when the app does not answer.
 
+Every route, pages included, first refuses a request whose ``Host`` is not this loopback server
+(``127.0.0.1``, ``localhost`` or ``[::1]``, with the UI's port or none): 421 Misdirected Request, so a page
+that rebinds its own name to 127.0.0.1 (DNS rebinding) can neither read the workspace nor post as anyone
+(see :mod:`bot.playground.host_check`).
+
 Snapshot::
 
     {"info": {"model": "demo" | "openai", "model_label", "redis": "memory" | "redis", "redis_label",
@@ -47,8 +52,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from aiohttp import web
+from aiohttp import hdrs, web
+from aiohttp.typedefs import Middleware
 
+from bot.playground.host_check import is_loopback_host
 from bot.playground.sender import Ack
 from bot.playground.state import BOT_NAME, BOT_USER_ID, JSON, PlaygroundError
 from bot.playground.ui_events import EventHub
@@ -92,11 +99,12 @@ class PlaygroundUI:
         self.hub = EventHub(workspace)
         self._runner: web.AppRunner | None = None
         self._url = ""
+        self._port: int | None = None  # known once listening; until then any port (the names still checked)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
     def make_app(self) -> web.Application:
-        app = web.Application(middlewares=[_guard])
+        app = web.Application(middlewares=[_loopback_only(lambda: self._port), _guard])
         app.router.add_get("/", self._index)
         app.router.add_static("/static/", STATIC_DIR, append_version=False)
         app.router.add_get("/api/state", self._state)
@@ -120,6 +128,7 @@ class PlaygroundUI:
         await self._runner.setup()
         await web.TCPSite(self._runner, host, port).start()
         bound_host, bound_port = self._runner.addresses[0][:2]
+        self._port = int(bound_port)
         self._url = f"http://{display_host(bound_host)}:{bound_port}/"
         return self._url
 
@@ -327,6 +336,20 @@ def _json_endpoint(action: Callable[[JSON], Awaitable[JSON]]) -> Handler:
 
 def _error(status: int, message: str) -> web.Response:
     return web.json_response({"ok": False, "error": message}, status=status, dumps=_dumps)
+
+
+def _loopback_only(port: Callable[[], int | None]) -> Middleware:
+    """Refuse (421, security headers on) every request whose ``Host`` is not this loopback server: the
+    DNS-rebinding defence of :mod:`bot.playground.host_check`."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if not is_loopback_host(request.headers.get(hdrs.HOST), port=port()):
+            message = "this server answers only to 127.0.0.1, localhost or [::1] on its own port"
+            return _with_headers(_error(421, message))
+        return await handler(request)
+
+    return middleware
 
 
 @web.middleware

@@ -10,6 +10,8 @@ before it is acknowledged (problems show under the input, the typed text kept) a
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -27,13 +29,34 @@ MODAL_CHECK_SECONDS = 2.0  # a view_submission must be acked within 3 s
 # Context keys an ack function leaves for its lazy function (Bolt copies the context to it after the ack).
 LOADING_VIEW = "answer_loading_view_id"
 ACCEPTED = "answer_accepted"
+NOT_OURS = "This form wasn't opened for you by this question; press Answer on the question to get one."
 
 
 class AnswerModal:
-    """The answer modal's listeners; answers are taken by ``answering``."""
+    """The answer modal's listeners; answers are taken by ``answering``. ``key`` signs the forms the bot opens
+    (see :meth:`metadata`): derive it from a secret only this deployment has, e.g. with :func:`modal_key`."""
 
-    def __init__(self, answering: Answering) -> None:
+    def __init__(self, answering: Answering, *, key: bytes) -> None:
         self.answering = answering
+        self.key = key
+
+    def metadata(self, *, run_id: str, call: str, user: str, view_id: str) -> dict[str, str]:
+        """The form's ``private_metadata``: the question, the person it was opened for, the view, and a signature
+        of the four (HMAC-SHA256), so a submission is tied to a form this bot opened for that person and
+        question."""
+        fields = {"r": run_id, "c": call, "u": user, "v": view_id}
+        return {**fields, "s": self._sign(fields)}
+
+    def opened_by_us(self, meta: dict[str, str], *, user: str, view_id: str) -> bool:
+        """Whether ``meta`` (a submitted form's metadata) is a form the bot opened for ``user`` as view ``view_id``."""
+        fields = {k: meta.get(k, "") for k in ("r", "c", "u", "v")}
+        if not all(fields.values()) or fields["u"] != user or fields["v"] != view_id:
+            return False
+        return hmac.compare_digest(self._sign(fields), meta.get("s", ""))
+
+    def _sign(self, fields: dict[str, str]) -> str:
+        text = "|".join(fields[k] for k in ("r", "c", "u", "v"))
+        return hmac.new(self.key, text.encode(), hashlib.sha256).hexdigest()[:32]
 
     # --- the answer modal ------------------------------------------------------------------------
 
@@ -87,7 +110,7 @@ class AnswerModal:
                 await self.answering.not_open(check, state, ctx=ctx, call=call, user=where.user, say=notice)
                 return
             payload = AskUserPayload.model_validate(check.pending.suspend_payload)
-            meta = {"r": ref.run_id, "c": ref.call}
+            meta = self.metadata(run_id=ref.run_id, call=ref.call, user=where.user, view_id=view_id)
             await self.answering.web.update_view(view_id, modals.answer_modal(payload.question, private_metadata=meta))
 
     async def ack_modal(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any], context: Any) -> None:
@@ -143,9 +166,11 @@ class AnswerModal:
 
     async def _modal_question(self, body: dict[str, Any]) -> tuple[RunState, SlackContext, str] | str:
         """The run, context and question an answer modal is about, or what to tell the person instead."""
-        meta = modals.modal_metadata(body.get("view") or {})
-        if not meta.get("r") or not meta.get("c"):
-            return UNKNOWN_BUTTON
+        view = body.get("view") or {}
+        meta = modals.modal_metadata(view)
+        user = str((body.get("user") or {}).get("id") or "")
+        if not self.opened_by_us(meta, user=user, view_id=str(view.get("id") or "")):
+            return NOT_OURS
         ref = QuestionRef(run_id=meta["r"], call=meta["c"])
         told: list[str] = []
 
@@ -158,3 +183,9 @@ class AnswerModal:
         state, ctx = loaded
         call = question_of(state, ref.matches)
         return (state, ctx, call) if call is not None else NOT_OPEN
+
+
+def modal_key(secret: str) -> bytes:
+    """The form-signing key derived from ``secret`` (the bot token: a forged request signed with a leaked signing
+    secret still can't forge a form)."""
+    return hmac.new(secret.encode(), b"askbot answer-modal metadata", hashlib.sha256).digest()

@@ -39,6 +39,7 @@ from bot.logs import log_context
 from bot.slack import blocks as bk
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import Follower
+from bot.slack.limits import RunGate, Slot
 from bot.slack.refs import BadReference, QuestionRef, parse_index
 from bot.slack.typed_answers import labels_in_text
 from bot.slack.webapi import SlackWeb
@@ -73,8 +74,10 @@ class Answering:
         web: SlackWeb,
         follower: Follower,
         answerers: Answerers,
+        gate: RunGate,
     ) -> None:
         self.agent = agent
+        self.gate = gate
         self.index = index
         self.web = web
         self.follower = follower
@@ -166,12 +169,31 @@ class Answering:
 
     async def take(self, state: RunState, ctx: SlackContext, *, call: str, where: Where, pick: Pick, say: Say) -> None:
         """Claim an answer to question ``call`` of ``state`` (policy already applied); on success update the
-        question's messages and follow the resumed run."""
+        question's messages and follow the resumed run (in a run slot: past the limits nothing is taken)."""
         check = self.agent.check_answer(state, call)
         if not isinstance(check, Open):
             await self.not_open(check, state, ctx=ctx, call=call, user=where.user, say=say)
             return
-        payload = AskUserPayload.model_validate(check.pending.suspend_payload)
+        slot = await self.slot(ctx, say)
+        if slot is None:
+            return
+        try:
+            await self._claim(state, ctx, check.pending.suspend_payload, call=call, where=where, pick=pick, say=say)
+        finally:
+            await slot.release()
+
+    async def _claim(
+        self,
+        state: RunState,
+        ctx: SlackContext,
+        question: dict[str, Any],
+        *,
+        call: str,
+        where: Where,
+        pick: Pick,
+        say: Say,
+    ) -> None:
+        payload = AskUserPayload.model_validate(question)
         try:
             data = pick(payload)
             stream = await self.agent.resume_stream(
@@ -200,6 +222,19 @@ class Answering:
             state.run_id, tool_call_id=call, payload=payload, outcome=outcome, summary="answered"
         )
         await self.follower.follow(stream, ctx)
+
+    async def slot(self, ctx: SlackContext, say: Say) -> Slot | None:
+        """A run slot for a run of ``ctx``'s requester, or None after telling the person why not (the limits, or
+        the store down)."""
+        try:
+            slot = await self.gate.enter(team_id=ctx.team_id, user=ctx.requester)
+        except StoreUnavailable:
+            await say(STORE_DOWN)
+            return None
+        if isinstance(slot, str):
+            await say(slot)
+            return None
+        return slot
 
     async def not_open(
         self, check: AnswerCheck, state: RunState, *, ctx: SlackContext, call: str, user: str, say: Say
@@ -233,12 +268,21 @@ class Answering:
         try:
             if not await self.agent.is_orphaned(state):
                 return False
-            stream = await self.agent.retry_stream(run_id=state.run_id)
-        except (RunNotResumable, RunNotFound, StoreUnavailable, StoreCorrupt):
+            slot = await self.gate.enter(team_id=ctx.team_id, user=ctx.requester)
+        except StoreUnavailable:
             return False
-        log.info("run %s: continuing it; its answer was recorded but nobody was driving it", state.run_id)
-        await self.follower.follow(stream, ctx)
-        return True
+        if isinstance(slot, str):
+            return False  # at a limit: it is continued on a later touch
+        try:
+            try:
+                stream = await self.agent.retry_stream(run_id=state.run_id)
+            except (RunNotResumable, RunNotFound, StoreUnavailable, StoreCorrupt):
+                return False
+            log.info("run %s: continuing it; its answer was recorded but nobody was driving it", state.run_id)
+            await self.follower.follow(stream, ctx)
+            return True
+        finally:
+            await slot.release()
 
     # --- helpers ---------------------------------------------------------------------------------
 

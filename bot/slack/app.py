@@ -29,17 +29,20 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.agent import Agent, ChatModel, make_ask_user_tool
 from bot.config import Settings
 from bot.errors import ConfigError
-from bot.slack.answer_modal import AnswerModal
+from bot.slack.answer_modal import AnswerModal, modal_key
 from bot.slack.answering import STORE_DOWN, Answering
 from bot.slack.blocks import MAX_SELECT_OPTIONS
 from bot.slack.context import Where
 from bot.slack.follow import Follower
+from bot.slack.http import events_web_app, server_log
+from bot.slack.limits import RunGate
 from bot.slack.listeners import register
 from bot.slack.runner import InProcessRunner, LazyJobs, QueueRunner, SharedWebClient, use_client
 from bot.slack.threads import Threads
 from bot.slack.webapi import SlackWeb
 from bot.store import Keys, RedisRunStore
 from bot.store.conversations import ConversationIndex
+from bot.store.limits import ActiveRuns
 from bot.store.work_queue import WorkQueue
 
 EVENTS_PATH = "/slack/events"
@@ -58,6 +61,7 @@ class Bot:
     runner: InProcessRunner
     jobs: LazyJobs
     queue: WorkQueue | None = None
+    signing_secret: str | None = None  # HTTP mode verifies requests with it (bot.slack.http)
 
     async def drain(self) -> None:
         """Wait for the work in flight in this process (tests, graceful shutdown)."""
@@ -124,11 +128,20 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         tools=[make_ask_user_tool(max_options=MAX_SELECT_OPTIONS)],
         store=store,
         ask_ttl=float(settings.ask_ttl_seconds),
+        turn_timeout=float(settings.model_turn_timeout),
+        max_reply_chars=settings.max_reply_chars,
     )
     index = ConversationIndex(redis_client, keys=keys, retention=retention)
     web_api = SlackWeb(client)
     follower = Follower(web=web_api, index=index, answerers=settings.ask_answerers)
-    answering = Answering(agent=agent, index=index, web=web_api, follower=follower, answerers=settings.ask_answerers)
+    gate = RunGate(
+        ActiveRuns(redis_client, keys=keys),
+        per_person=settings.max_runs_per_person,
+        per_process=settings.max_runs_per_process,
+    )
+    answering = Answering(
+        agent=agent, index=index, web=web_api, follower=follower, answerers=settings.ask_answerers, gate=gate
+    )
     threads = Threads(agent=agent, index=index, web=web_api, follower=follower, answering=answering)
     app = AsyncApp(
         client=client,
@@ -147,8 +160,11 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         runner = InProcessRunner(log)
     app.listener_runner.lazy_listener_runner = runner
     app.middleware(use_client(client))  # first: the middleware and listeners after it get this client
-    jobs = register(app, threads=threads, answering=answering, modal=AnswerModal(answering))
-    return Bot(app=app, agent=agent, client=client, runner=runner, jobs=jobs, queue=queue)
+    jobs = register(
+        app, threads=threads, answering=answering, modal=AnswerModal(answering, key=modal_key(client.token or ""))
+    )
+    secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
+    return Bot(app=app, agent=agent, client=client, runner=runner, jobs=jobs, queue=queue, signing_secret=secret)
 
 
 async def tell_store_down(web_api: SlackWeb, body: dict[str, Any]) -> None:
@@ -163,9 +179,16 @@ async def tell_store_down(web_api: SlackWeb, body: dict[str, Any]) -> None:
 
 
 async def start_http(bot: Bot, *, host: str = "0.0.0.0", port: int = 3000) -> tuple[web.AppRunner, int]:
-    """Serve ``POST /slack/events`` on ``host:port`` (0 = a free port); returns the runner and the port."""
-    web_app = bot.app.web_app(path=EVENTS_PATH, port=port)
-    runner = web.AppRunner(web_app, access_log=None)
+    """Serve ``POST /slack/events`` on ``host:port`` (0 = a free port); returns the runner and the port.
+
+    The body is capped, its Slack signature verified and then parsed before Bolt sees it (413 / 401 / 400, one
+    short log line each; see :mod:`bot.slack.http`). Raises ``ConfigError`` without a signing secret.
+    """
+    signing_secret = bot.signing_secret
+    if not signing_secret:
+        raise ConfigError("SLACK_SIGNING_SECRET is not set (needed in HTTP mode)")
+    web_app = events_web_app(bot.app, signing_secret=signing_secret, path=EVENTS_PATH)
+    runner = web.AppRunner(web_app, access_log=None, logger=server_log)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

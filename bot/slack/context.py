@@ -14,6 +14,7 @@ modal, a thread reply).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -65,13 +66,25 @@ def _corrupt(run_id: str, why: str) -> StoreCorrupt:
     return exc
 
 
+# Slack ids (users U/W..., channels C/G/D..., teams T..., messages' ts aside) are upper-case letters and digits;
+# the playground's readable ids (U_ALICE, C_GENERAL) add underscores. Anything else is refused before use: an
+# id is interpolated into mrkdwn (``<@U123>``), so it must not carry ``<``, ``>``, ``|``, ``!`` or spaces.
+SLACK_ID = re.compile(r"[A-Z0-9][A-Z0-9_]{1,63}")
+
+
+def slack_id(value: Any) -> str | None:
+    """``value`` when it is shaped like a Slack id (see :data:`SLACK_ID`), else None."""
+    return value if isinstance(value, str) and SLACK_ID.fullmatch(value) else None
+
+
 Surface = Literal["message", "ephemeral", "home", "modal", "thread"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class Where:
     """Where a request came from: the person (``user``), the surface they used, and for channel surfaces the
-    channel, the message they acted on and its thread. Home and modal surfaces have no channel."""
+    channel, the message they acted on and its thread. Home and modal surfaces have no channel. Ids not shaped
+    like Slack's are dropped (``user`` is then ``""``: such a request is ignored)."""
 
     user: str
     surface: Surface
@@ -86,8 +99,8 @@ class Where:
         ``channel_id``/``message_ts``/``is_ephemeral``, or ``view`` for App Home and modals)."""
         container = _dict(body.get("container"))
         message = _dict(body.get("message"))
-        user = str(_dict(body.get("user")).get("id") or "")
-        team = _dict(body.get("team")).get("id")
+        user = slack_id(_dict(body.get("user")).get("id")) or ""
+        team = slack_id(_dict(body.get("team")).get("id"))
         if container.get("type") == "view":
             kind = _dict(body.get("view")).get("type")
             return cls(user=user, surface="home" if kind == "home" else "modal", team_id=team)
@@ -95,7 +108,7 @@ class Where:
             user=user,
             surface="ephemeral" if container.get("is_ephemeral") else "message",
             team_id=team,
-            channel_id=_str(container.get("channel_id")),
+            channel_id=slack_id(container.get("channel_id")),
             message_ts=_str(container.get("message_ts")),
             thread_ts=_str(message.get("thread_ts") or container.get("thread_ts")),
         )
@@ -106,10 +119,10 @@ class Where:
         thread its message starts."""
         event = _dict(body.get("event"))
         return cls(
-            user=str(event.get("user") or ""),
+            user=slack_id(event.get("user")) or "",
             surface="thread",
-            team_id=_str(body.get("team_id") or event.get("team")),
-            channel_id=_str(event.get("channel")),
+            team_id=slack_id(body.get("team_id") or event.get("team")),
+            channel_id=slack_id(event.get("channel")),
             message_ts=_str(event.get("ts")),
             thread_ts=_str(event.get("thread_ts") or event.get("ts")),
         )

@@ -18,18 +18,23 @@ Every ack function acks whatever happens: a listener that fails after its ack is
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.response import BoltResponse
 
 from bot.slack import blocks as bk
 from bot.slack import modals
 from bot.slack.answer_modal import AnswerModal
 from bot.slack.answering import Answering
+from bot.slack.context import slack_id
 from bot.slack.runner import LazyJobs, no_lazy_only_from_outside
 from bot.slack.threads import Threads, is_person_speaking
+
+log = logging.getLogger(__name__)
 
 
 async def _ack(ack: Callable[..., Awaitable[Any]]) -> None:
@@ -38,6 +43,23 @@ async def _ack(ack: Callable[..., Awaitable[Any]]) -> None:
 
 async def _acked() -> None:
     """Events are acked by Bolt itself before their ack function runs."""
+
+
+async def drop_forged_ids(body: dict[str, Any], next: Callable[[], Awaitable[Any]]) -> Any:
+    """Global middleware: a request whose person is not shaped like a Slack user id (an interaction's
+    ``user.id``, an event's ``event.user`` when present) is acked and dropped before any listener sees it."""
+    event = body.get("event")
+    if isinstance(event, dict):
+        user = event.get("user")
+        forged = user is not None and slack_id(user) is None
+    elif body.get("type") in ("block_actions", "view_submission", "view_closed", "shortcut", "message_action"):
+        forged = slack_id((body.get("user") or {}).get("id")) is None
+    else:
+        forged = False
+    if forged:
+        log.warning("dropped a %s whose user id is not a Slack id", body.get("type") or "request")
+        return BoltResponse(status=200, body="")
+    return await next()
 
 
 async def _person_in_dm_or_thread(body: dict[str, Any], context: dict[str, Any]) -> bool:
@@ -61,6 +83,7 @@ def register(app: AsyncApp, *, threads: Threads, answering: Answering, modal: An
     on_open_modal, on_modal_answer = jobs.add(modal.on_open_modal), jobs.add(modal.on_modal_answer)
 
     app.middleware(no_lazy_only_from_outside)
+    app.middleware(drop_forged_ids)
     app.event("app_mention")(ack=_acked, lazy=[on_mention])
     app.event("message", matchers=[_person_in_dm_or_thread])(ack=_acked, lazy=[on_message])
     app.event("message")(_acked)  # every other message event (channel chatter, edits, bots): acked, nothing else

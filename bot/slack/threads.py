@@ -116,13 +116,29 @@ class Threads:
                     return
                 if previous is not None and previous.status == "running":  # continued above: take its final state
                     previous = await self.agent.get_run(previous.run_id)
-                history = self.agent.history_of(previous) if previous is not None else None
-                stream = await self.agent.stream(text or "(empty message)", history=history, metadata=ctx.to_metadata())
-                await self.index.set_thread(team, channel_id=channel, thread_ts=thread_ts, run_id=stream.run_id)
             except StoreUnavailable:
                 await self.web.post(channel, thread_ts=thread_ts, text=f":warning: {STORE_DOWN}")
                 return
-            await self.follower.follow(stream, ctx)
+            slot = await self.answering.slot(ctx, self.answering.say_to(where))
+            if slot is None:
+                return
+            try:
+                await self._start(ctx, text, previous)
+            finally:
+                await slot.release()
+
+    async def _start(self, ctx: SlackContext, text: str, previous: RunState | None) -> None:
+        """Start the thread's next run (continuing ``previous``'s conversation) and follow it."""
+        history = self.agent.history_of(previous) if previous is not None else None
+        try:
+            stream = await self.agent.stream(text or "(empty message)", history=history, metadata=ctx.to_metadata())
+            await self.index.set_thread(
+                ctx.team_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts, run_id=stream.run_id
+            )
+        except StoreUnavailable:
+            await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=f":warning: {STORE_DOWN}")
+            return
+        await self.follower.follow(stream, ctx)
 
     async def _previous(self, ctx: SlackContext) -> RunState | None:
         """The thread's latest run, or None (none yet, past retention, or unreadable: logged once, started over).
@@ -224,7 +240,14 @@ class Threads:
                 if record is not None and record.run_id != run_id:
                     await say("This conversation has moved on since then; mention me in the thread to continue.")
                     return
-                stream = await self.agent.retry_stream(run_id=run_id)
+                slot = await self.answering.slot(ctx, say)
+                if slot is None:
+                    return
+                try:
+                    stream = await self.agent.retry_stream(run_id=run_id)
+                except BaseException:
+                    await slot.release()
+                    raise
             except RunNotFound:
                 await say("This conversation has expired.")
                 return
@@ -237,8 +260,11 @@ class Threads:
             except StoreUnavailable:
                 await say(STORE_DOWN)
                 return
-            await self._mark_retried(state, where.user)
-            await self.follower.follow(stream, ctx)
+            try:
+                await self._mark_retried(state, where.user)
+                await self.follower.follow(stream, ctx)
+            finally:
+                await slot.release()
 
     async def _mark_retried(self, failed: RunState, user: str) -> None:
         """Turn the run's failure notices into "retried by" (rendered from the stored failure)."""

@@ -13,6 +13,8 @@ one Redis without seeing each other's data. Keys that one Lua script touches tog
 - ``{prefix}event:{event_id}`` - string: a Slack event already taken (retry dedupe).
 - ``{prefix}thread:{team_id}:{channel_id}:{thread_ts}`` - hash: the run of a Slack thread.
 - ``{prefix}told:{<run_id>}:{tool_call_id}:{user}:{topic}`` - string: a person was told ``topic`` once.
+- ``{prefix}active:{person}`` - sorted set: the person's working runs (slot -> when it lapses, ms), see
+  :mod:`bot.store.limits`.
 - ``{prefix}{work}`` - stream: jobs from ``web`` processes for ``worker`` processes; ``{prefix}{work}:job:{id}``
   marks a job id already queued (a resent XADD queues nothing).
 """
@@ -53,6 +55,10 @@ class Keys:
     def told(self, run_id: str, *, tool_call_id: str, user: str, topic: str) -> str:
         """Marks that ``user`` was told ``topic`` once about this question."""
         return f"{self.prefix}told:{{{run_id}}}:{tool_call_id}:{user}:{topic}"
+
+    def active_runs(self, person: str) -> str:
+        """The slots of ``person``'s working runs (``person``: e.g. ``team:user``)."""
+        return f"{self.prefix}active:{person}"
 
     def work(self) -> str:
         """The stream of jobs from web processes to workers (consumer group ``workers``)."""

@@ -48,6 +48,8 @@ class Reply:
       ``stream`` flag (a server that ignores ``stream: true``, or an ``{"error": ...}`` body).
     - ``finish_reason``: overrides the default (``"tool_calls"`` when there are calls, else ``"stop"``).
     - ``status``: HTTP error status to answer with (e.g. 500), ``delay``: seconds to wait first.
+    - ``chunk_delay``: seconds between streamed deltas; ``endless``: after the deltas, keep streaming ``"x "``
+      every ``chunk_delay`` seconds until the client goes away (a server that never finishes its turn).
     """
 
     text: str = ""
@@ -60,6 +62,8 @@ class Reply:
     finish_reason: str | None = None
     status: int = 200
     delay: float = 0.0
+    chunk_delay: float = 0.0
+    endless: bool = False
 
     def message_fields(self) -> dict[str, Any]:
         """The assistant message's provider extras: ``reasoning_content`` (from ``reasoning``), ``message_extra``."""
@@ -251,6 +255,14 @@ class FakeOpenAI:
         await send({"role": "assistant", "content": ""}, None)
         for delta in deltas:
             await send(delta, None)
+            if reply.chunk_delay:
+                await asyncio.sleep(reply.chunk_delay)
+        while reply.endless:
+            try:
+                await send({"content": "x "}, None)
+            except (ConnectionError, RuntimeError):
+                return resp  # the client went away
+            await asyncio.sleep(reply.chunk_delay or 0.01)
         await send({}, finish)
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()

@@ -7,10 +7,12 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 from typing import Any
 
 from bot.agent.state import RunState, utcnow
+from bot.playground.sender import block_actions_payload
 from bot.playground.state import TEAM_ID
 from bot.store import Keys
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
@@ -84,3 +86,41 @@ async def past_deadline(h: Any, thread_ts: str) -> RunState:
 def blocks_text(message: dict[str, Any]) -> str:
     """A message's blocks as JSON text (to look for words in)."""
     return json.dumps(message.get("blocks", []))
+
+
+def button(q: dict[str, Any], index: int = 0) -> dict[str, Any]:
+    """The ``index``-th button of a question message, as a block_actions ``action``."""
+    found = [(b, e) for b in q["blocks"] if b["type"] == "actions" for e in b["elements"] if e["type"] == "button"]
+    block, element = found[index]
+    return {
+        "type": "button",
+        "action_id": element["action_id"],
+        "block_id": block["block_id"],
+        "text": element["text"],
+        "value": element.get("value", ""),
+        "action_ts": f"{time.time():.6f}",
+    }
+
+
+def action_payload(
+    h: Any,
+    q: dict[str, Any],
+    action: dict[str, Any],
+    *,
+    user: str = ALICE,
+    state_values: dict[str, Any] | None = None,
+    is_ephemeral: bool = False,
+) -> dict[str, Any]:
+    """A signed-ready ``block_actions`` payload for ``action`` on message ``q`` (as the fake Slack would send)."""
+    message = {k: v for k, v in q.items() if k != "channel"}
+    return block_actions_payload(
+        directory=h.ws.state.directory,
+        user=user,
+        channel=q["channel"],
+        message=message,
+        is_ephemeral=is_ephemeral,
+        actions=[action],
+        state_values=state_values or {},
+        trigger_id=h.ws.state.mint_trigger(user),
+        response_url="http://127.0.0.1:9/response",
+    )

@@ -78,11 +78,17 @@ HarnessFactory = Callable[..., AbstractAsyncContextManager[Harness]]
 
 @pytest.fixture
 def harness(openai_server: FakeOpenAI, prefix: str) -> HarnessFactory:
-    """``async with harness(redis_client, answerers=..., ttl=...) as h``: fake Slack + one bot process."""
+    """``async with harness(redis_client, answerers=..., ttl=..., settings={...}) as h``: fake Slack + one bot
+    process (``settings``: more ``Settings`` fields)."""
 
     @asynccontextmanager
     async def make(
-        redis_client: aioredis.Redis, *, answerers: str = "requester", ttl: int = 3600, **ws_kwargs: Any
+        redis_client: aioredis.Redis,
+        *,
+        answerers: str = "requester",
+        ttl: int = 3600,
+        settings: dict[str, Any] | None = None,
+        **ws_kwargs: Any,
     ) -> AsyncIterator[Harness]:
         async with Workspace("http://127.0.0.1:9/unset", SECRET, bot_token=TOKEN, **ws_kwargs) as ws:
             settings = Settings(
@@ -92,6 +98,7 @@ def harness(openai_server: FakeOpenAI, prefix: str) -> HarnessFactory:
                 redis_prefix=prefix,
                 ask_answerers=answerers,
                 ask_ttl_seconds=ttl,
+                **(settings or {}),
             )
             h = Harness(ws=ws, model=openai_server, settings=settings)
             first = await h.start_process(redis_client)
