@@ -217,7 +217,8 @@ class Answering:
         except StoreUnavailable:
             await say(STORE_DOWN)
             return
-        outcome = f":white_check_mark: <@{where.user}> answered: *{bk.answer_display(data)}*"
+        shown = bk.answer_display(data, allow_user_mentions=self.follower.allow_user_mentions)
+        outcome = f":white_check_mark: <@{where.user}> answered: *{shown}*"
         await self.follower.close_question(
             state.run_id, tool_call_id=call, payload=payload, outcome=outcome, summary="answered"
         )

@@ -133,7 +133,9 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     )
     index = ConversationIndex(redis_client, keys=keys, retention=retention)
     web_api = SlackWeb(client)
-    follower = Follower(web=web_api, index=index, answerers=settings.ask_answerers)
+    follower = Follower(
+        web=web_api, index=index, answerers=settings.ask_answerers, allow_user_mentions=settings.allow_user_mentions
+    )
     gate = RunGate(
         ActiveRuns(redis_client, keys=keys),
         per_person=settings.max_runs_per_person,

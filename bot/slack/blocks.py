@@ -8,7 +8,12 @@ button text <= 75, option text/description <= 75, option value <= 150, actions <
 checkboxes <= 10 options, static selects <= 100 options, 50 blocks a message, modal title/submit/close
 <= 24, private_metadata <= 3000, input label <= 2000, markdown block <= 12000, and a message's blocks
 stay under Slack's undocumented ~12,000-character total (``msg_blocks_too_long``). Shortened labels are
-display only: clicks carry the option index, and the full label goes to the model.
+display only and never look alike (:func:`bot.slack.mrkdwn.distinct_clips`): clicks carry the option index, and
+the full label goes to the model.
+
+Text from the model and from people goes through :mod:`bot.slack.safe_text` on every surface (controls and bidi
+characters removed first; mrkdwn escaped; the reply's markdown with links showing their host): nothing pings a
+channel, ``@here``, ``@everyone`` or a user group, and a person only with ``allow_user_mentions``.
 
 Surfaces by selection mode (DESIGN.md): single select -> one button per option up to 25, a static
 select beyond; multi select -> checkboxes + Submit up to 10, a multi-static select + Submit beyond;
@@ -35,8 +40,19 @@ from slack_sdk.models.blocks import (
 )
 
 from bot.agent.ask_user import AskUserPayload
-from bot.slack.mrkdwn import MARKDOWN_BLOCK, SECTION_TEXT, clip, escape, split_mrkdwn, text_length
+from bot.agent.text import is_blank
+from bot.slack.mrkdwn import (
+    MARKDOWN_BLOCK,
+    SECTION_TEXT,
+    clip,
+    clip_mrkdwn,
+    distinct_clips,
+    split_mrkdwn,
+    split_reply,
+    text_length,
+)
 from bot.slack.refs import QuestionRef
+from bot.slack.safe_text import safe_markdown, safe_mrkdwn, safe_plain
 
 # Slack limits (docs.slack.dev reference/block-kit/...); see the module docstring.
 BUTTON_TEXT = 75
@@ -58,8 +74,10 @@ ACT_OPEN = "ask_open_modal"
 ACT_RETRY = "ask_retry"
 
 
-def _question_sections(question: str, ref: QuestionRef, prefix: str, budget: int = 6000) -> list[Block]:
-    body = escape(question)
+def _question_sections(
+    question: str, ref: QuestionRef, prefix: str, budget: int = 6000, *, allow_user_mentions: bool = False
+) -> list[Block]:
+    body = safe_mrkdwn(question, allow_user_mentions=allow_user_mentions)
     if len(body) > budget:
         body = split_mrkdwn(body, budget - 40)[0] + "… _(question shortened)_"
     chunks = split_mrkdwn(body)
@@ -70,18 +88,29 @@ def _question_sections(question: str, ref: QuestionRef, prefix: str, budget: int
     ]
 
 
-def _option_list(payload: AskUserPayload, ref: QuestionRef, budget: int) -> list[Block]:
-    """A bullet list of options whose label was shortened or that have a description."""
-    options = payload.options or []
+def _option_list(payload: AskUserPayload, ref: QuestionRef, budget: int, *, allow_user_mentions: bool) -> list[Block]:
+    """A bullet list (mrkdwn) of the options whose label is shown shortened or that have a description."""
+    shown = display_labels(payload, OPTION_TEXT)
     lines = [
-        f"• *{escape(o.label)}*" + (f" - {escape(o.description)}" if o.description else "")
-        for o in options
-        if o.description or len(o.label) > BUTTON_TEXT
+        f"• *{safe_mrkdwn(o.label, allow_user_mentions=allow_user_mentions)}*"
+        + (f" - {safe_mrkdwn(o.description, allow_user_mentions=allow_user_mentions)}" if o.description else "")
+        for o, label in zip(payload.options or [], shown, strict=True)
+        if o.description or label != safe_plain(o.label)
     ]
     if not lines or budget < 100:
         return []
-    text = clip("\n".join(clip(line, 600) for line in lines), budget)
+    text = clip_mrkdwn("\n".join(clip_mrkdwn(line, 600) for line in lines), budget)
     return [SectionBlock(block_id=ref.block_id("list"), text=MarkdownTextObject(text=text))]
+
+
+def display_labels(payload: AskUserPayload, limit: int) -> list[str]:
+    """The options' labels as shown on buttons and in menus: plain text without controls, at most ``limit``
+    characters, no two alike (:func:`bot.slack.mrkdwn.distinct_clips`); a label with nothing visible left shows
+    as ``"Option N"``. Slack: button text and option text <= 75 chars (docs.slack.dev reference/block-kit/
+    block-elements/button-element, composition-objects/option-object)."""
+    labels = [safe_plain(o.label) for o in payload.options or []]
+    visible = [label if not is_blank(label) else f"Option {i + 1}" for i, label in enumerate(labels)]
+    return distinct_clips(visible, limit)
 
 
 def _who(requester: str | None, answerers: str) -> str:
@@ -91,16 +120,24 @@ def _who(requester: str | None, answerers: str) -> str:
 
 
 def question_blocks(
-    payload: AskUserPayload, *, ref: QuestionRef, requester: str | None, answerers: str = "requester"
+    payload: AskUserPayload,
+    *,
+    ref: QuestionRef,
+    requester: str | None,
+    answerers: str = "requester",
+    allow_user_mentions: bool = False,
 ) -> list[dict[str, Any]]:
-    """The message asking ``payload``; returns Block Kit dicts.
+    """The message asking ``payload``; returns Block Kit dicts. The question's ``<@U…>`` mentions ping only with
+    ``allow_user_mentions`` (nothing else in it ever pings: :mod:`bot.slack.safe_text`).
 
     Raises ``ValueError`` for more than 100 options (the agent caps ``ask_user`` at 100 first).
     """
     if len(payload.options or []) > MAX_SELECT_OPTIONS:
         raise ValueError(f"at most {MAX_SELECT_OPTIONS} options can be shown in Slack")
     for question_budget, list_budget in BUDGETS:
-        rendered = _question_message(payload, ref, requester, answerers, question_budget, list_budget)
+        rendered = _question_message(
+            payload, ref, requester, answerers, question_budget, list_budget, allow_user_mentions=allow_user_mentions
+        )
         if text_length(rendered) <= MESSAGE_TEXT_BUDGET:
             break
     return rendered
@@ -113,9 +150,14 @@ def _question_message(
     answerers: str,
     question_budget: int,
     list_budget: int,
+    *,
+    allow_user_mentions: bool,
 ) -> list[dict[str, Any]]:
+    allow = allow_user_mentions
     options = payload.options or []
-    blocks: list[Block] = _question_sections(payload.question, ref, ":question: ", question_budget)
+    blocks: list[Block] = _question_sections(
+        payload.question, ref, ":question: ", question_budget, allow_user_mentions=allow
+    )
     hint = ""
     if payload.selection_mode is None:
         blocks.append(
@@ -126,11 +168,11 @@ def _question_message(
         )
         hint = "or reply in this thread"
     elif payload.selection_mode == "single_select":
-        blocks += _option_list(payload, ref, list_budget)
+        blocks += _option_list(payload, ref, list_budget, allow_user_mentions=allow)
         if len(options) <= MAX_BUTTONS:
             buttons = [
-                ButtonElement(text=clip(o.label, BUTTON_TEXT), action_id=f"{ACT_OPTION}_{i}", value=ref.value(i))
-                for i, o in enumerate(options)
+                ButtonElement(text=label, action_id=f"{ACT_OPTION}_{i}", value=ref.value(i))
+                for i, label in enumerate(display_labels(payload, BUTTON_TEXT))
             ]
             blocks.append(ActionsBlock(block_id=ref.block_id("choices"), elements=buttons))
         else:
@@ -145,7 +187,7 @@ def _question_message(
                 action_id=ACT_CHECKS, options=_options(payload, with_descriptions=True)
             )
         else:
-            blocks += _option_list(payload, ref, list_budget)
+            blocks += _option_list(payload, ref, list_budget, allow_user_mentions=allow)
             element = StaticMultiSelectElement(
                 placeholder="Choose one or more",
                 action_id=ACT_MULTI,
@@ -164,52 +206,97 @@ def _question_message(
 
 
 def _options(payload: AskUserPayload, *, with_descriptions: bool) -> list[Option]:
+    """Option objects (plain_text) valued by index, labels from :func:`display_labels`; descriptions without
+    controls and clipped (Slack: option description <= 75 chars, composition-objects/option-object)."""
     out = []
-    for i, o in enumerate(payload.options or []):
-        desc = (
-            PlainTextObject(text=clip(o.description, OPTION_DESCRIPTION))
-            if with_descriptions and o.description
-            else None
-        )
-        out.append(Option(value=str(i), text=PlainTextObject(text=clip(o.label, OPTION_TEXT)), description=desc))
+    for i, (o, label) in enumerate(zip(payload.options or [], display_labels(payload, OPTION_TEXT), strict=True)):
+        description = safe_plain(o.description or "") if with_descriptions else ""
+        desc = PlainTextObject(text=clip(description, OPTION_DESCRIPTION)) if not is_blank(description) else None
+        out.append(Option(value=str(i), text=PlainTextObject(text=label), description=desc))
     return out
 
 
 def outcome_blocks(
-    payload: AskUserPayload, *, ref: QuestionRef, outcome: str, revision: str = "done"
+    payload: AskUserPayload,
+    *,
+    ref: QuestionRef,
+    outcome: str,
+    revision: str = "done",
+    allow_user_mentions: bool = False,
 ) -> list[dict[str, Any]]:
-    """The question without controls plus a context line ``outcome`` (e.g. who answered what).
+    """The question without controls plus a context line ``outcome`` (mrkdwn the caller made safe, e.g. with
+    :func:`answer_display`: who answered what).
 
     ``revision`` keeps block_ids new on each update (Slack keeps input state by block_id).
     """
-    blocks: list[Block] = _question_sections(payload.question, QuestionRef(ref.run_id, f"{ref.call}-{revision}"), "")
+    blocks: list[Block] = _question_sections(
+        payload.question,
+        QuestionRef(ref.run_id, f"{ref.call}-{revision}"),
+        "",
+        allow_user_mentions=allow_user_mentions,
+    )
     blocks.append(
-        ContextBlock(block_id=ref.block_id(f"{revision}-ctx"), elements=[MarkdownTextObject(text=clip(outcome, 3000))])
+        ContextBlock(
+            block_id=ref.block_id(f"{revision}-ctx"), elements=[MarkdownTextObject(text=clip_mrkdwn(outcome, 3000))]
+        )
     )
     return [b.to_dict() for b in blocks]
 
 
-def answer_display(answer: str | list[str]) -> str:
-    """How an answer is shown in the answered state (escaped mrkdwn, shortened)."""
+def answer_display(answer: str | list[str], *, allow_user_mentions: bool = False) -> str:
+    """How an answer (a typed text or the picked labels) is quoted in the answered state's mrkdwn outcome line:
+    :func:`bot.slack.safe_text.safe_mrkdwn`, at most 2000 characters."""
     text = ", ".join(answer) if isinstance(answer, list) else answer
-    return clip(escape(text), 2000)
+    return clip_mrkdwn(safe_mrkdwn(text, allow_user_mentions=allow_user_mentions), 2000)
 
 
-def reply_blocks(text: str) -> list[dict[str, Any]] | None:
-    """The model's final reply as a ``markdown`` block (standard Markdown), or None when too long for one."""
-    if not text.strip() or len(text) > MARKDOWN_BLOCK:
+def reply_blocks(text: str, *, allow_user_mentions: bool = False) -> list[dict[str, Any]] | None:
+    """The model's final reply as a ``markdown`` block (standard Markdown made safe by
+    :func:`bot.slack.safe_text.safe_markdown`), or None when blank or too long for one (Slack: markdown block
+    text <= 12,000 chars, cumulative per message; docs.slack.dev reference/block-kit/blocks/markdown-block)."""
+    safe = safe_markdown(text, allow_user_mentions=allow_user_mentions)
+    if not safe.strip() or len(safe) > MARKDOWN_BLOCK:
         return None
-    return [MarkdownBlock(text=text).to_dict()]
+    return [MarkdownBlock(text=safe).to_dict()]
+
+
+def reply_text(text: str, *, allow_user_mentions: bool = False) -> str:
+    """A reply's top-level ``text`` (notifications; the message itself when its blocks are refused): mrkdwn from
+    :func:`bot.slack.safe_text.safe_mrkdwn`."""
+    return safe_mrkdwn(text, allow_user_mentions=allow_user_mentions)
+
+
+def reply_messages(text: str, *, allow_user_mentions: bool = False) -> list[tuple[str, list[dict[str, Any]] | None]]:
+    """The model's final reply as the messages to post in order, each ``(text, blocks)`` for ``chat.postMessage``
+    (``text`` from :func:`reply_text`, ``blocks`` from :func:`reply_blocks`): cut at paragraph, line or word breaks
+    (:func:`bot.slack.mrkdwn.split_reply`) so that each part, once made safe (links get their host), fits one
+    markdown block of 12,000 chars. Only parts with nothing visible (e.g. only bidi controls) are left out; a reply
+    with nothing visible at all is posted as "(no reply)"."""
+    messages = _reply_parts(text, MARKDOWN_BLOCK, allow_user_mentions=allow_user_mentions)
+    return messages or _reply_parts("(no reply)", MARKDOWN_BLOCK, allow_user_mentions=False)
+
+
+def _reply_parts(text: str, limit: int, *, allow_user_mentions: bool) -> list[tuple[str, list[dict[str, Any]] | None]]:
+    """:func:`reply_messages` of ``text`` cut into parts of at most ``limit`` characters (halved again for a part
+    whose safe markdown is still too long)."""
+    messages: list[tuple[str, list[dict[str, Any]] | None]] = []
+    for part in split_reply(text, limit):
+        blocks = reply_blocks(part, allow_user_mentions=allow_user_mentions)
+        if blocks is not None:
+            messages.append((reply_text(part, allow_user_mentions=allow_user_mentions), blocks))
+        elif len(part) > 1 and safe_markdown(part).strip():  # visible, but too long once made safe
+            messages += _reply_parts(part, len(part) // 2, allow_user_mentions=allow_user_mentions)
+    return messages
 
 
 def failure_blocks(message: str, *, run_id: str, retry: bool, note: str | None = None) -> list[dict[str, Any]]:
     """A failure notice in the thread (``message`` is plain text), with a Retry button that continues ``run_id``
     when ``retry``; ``note`` (mrkdwn) is a context line below it (e.g. who retried)."""
     blocks: list[Block] = [
-        SectionBlock(text=MarkdownTextObject(text=clip(f":warning: {escape(message)}", SECTION_TEXT)))
+        SectionBlock(text=MarkdownTextObject(text=clip_mrkdwn(f":warning: {safe_mrkdwn(message)}", SECTION_TEXT)))
     ]
     if note:
-        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=clip(note, 3000))]))
+        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=clip_mrkdwn(note, 3000))]))
     if retry:
         blocks.append(
             ActionsBlock(

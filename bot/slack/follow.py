@@ -18,7 +18,7 @@ from bot.errors import StoreUnavailable
 from bot.logs import log_context
 from bot.slack import blocks as bk
 from bot.slack.context import SlackContext
-from bot.slack.mrkdwn import clip, escape, split_reply
+from bot.slack.mrkdwn import clip, escape
 from bot.slack.refs import QuestionRef
 from bot.slack.webapi import SlackWeb
 from bot.store.conversations import ConversationIndex, MessageRef
@@ -38,10 +38,13 @@ FAILURES = {
 class Follower:
     """Shows runs in Slack through ``web``; records question messages in ``index``."""
 
-    def __init__(self, *, web: SlackWeb, index: ConversationIndex, answerers: Answerers) -> None:
+    def __init__(
+        self, *, web: SlackWeb, index: ConversationIndex, answerers: Answerers, allow_user_mentions: bool = False
+    ) -> None:
         self.web = web
         self.index = index
         self.answerers: Answerers = answerers
+        self.allow_user_mentions = allow_user_mentions  # may text from the model or people ping a person
 
     async def follow(self, stream: AgentStream, ctx: SlackContext) -> None:
         """Show a run segment in its thread: the working sign, then a question, a reply or a failure."""
@@ -60,10 +63,8 @@ class Follower:
                 await self.web.react(ctx.channel_id, ctx.message_ts, add=False)
 
     async def _reply(self, text: str, ctx: SlackContext) -> None:
-        for part in split_reply(text):
-            await self.web.post(
-                ctx.channel_id, thread_ts=ctx.thread_ts, text=escape(part), blocks=bk.reply_blocks(part)
-            )
+        for part, blocks in bk.reply_messages(text, allow_user_mentions=self.allow_user_mentions):
+            await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=part, blocks=blocks)
 
     async def _ask(self, run_id: str, suspended: SuspendedPayload, ctx: SlackContext) -> None:
         payload = suspended.suspend_payload
@@ -71,7 +72,13 @@ class Follower:
             log.warning("run %s: suspended on %s, which Slack cannot show", run_id, suspended.tool_name)
             return
         ref = QuestionRef.of(run_id, suspended.tool_call_id)
-        blocks = bk.question_blocks(payload, ref=ref, requester=ctx.requester, answerers=self.answerers)
+        blocks = bk.question_blocks(
+            payload,
+            ref=ref,
+            requester=ctx.requester,
+            answerers=self.answerers,
+            allow_user_mentions=self.allow_user_mentions,
+        )
         text = escape(clip(payload.question, 3000))  # notifications: escaped, so <!channel> pings nobody
         ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text, blocks=blocks)
         if ts is None:  # Slack refused the blocks: ask in plain text; a reply in the thread still answers
@@ -108,7 +115,7 @@ class Follower:
             return
         ref = QuestionRef.of(run_id, tool_call_id)
         text = f"{escape(clip(payload.question, 3000))} ({summary})"
-        blocks = bk.outcome_blocks(payload, ref=ref, outcome=outcome)
+        blocks = bk.outcome_blocks(payload, ref=ref, outcome=outcome, allow_user_mentions=self.allow_user_mentions)
         for message in refs:
             await self.web.update(message.channel_id, message.ts, text=text, blocks=blocks)
 
