@@ -47,6 +47,17 @@ class ToolCallNotPending(AnswerError):
         )
 
 
+class NotAwaitingThisKind(AnswerError):
+    """An answer sent to a call waiting for an approval, or a decision sent to a question."""
+
+    def __init__(self, *, run_id: str, tool_call_id: str, waits_for: str) -> None:
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+        self.waits_for = waits_for
+        what = "an approval (approve_tool_call / decline_tool_call)" if waits_for == "approval" else "an answer"
+        super().__init__(f"tool call {tool_call_id!r} of run {run_id} waits for {what}")
+
+
 # --- the run's lifecycle -----------------------------------------------------------------------
 
 

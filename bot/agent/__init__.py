@@ -9,6 +9,7 @@ Public API (mirrors the askUserTool reference's TypeScript API)::
 from bot.agent.agent import Agent, new_run_id
 from bot.agent.ask_user import AskUserInput, AskUserOption, AskUserPayload, ask_user_tool, make_ask_user_tool
 from bot.agent.assembler import ToolCallAssembler
+from bot.agent.function_tools import tool
 from bot.agent.model import ChatModel, TextDelta, TurnDone
 from bot.agent.openai_model import OpenAIChatModel
 from bot.agent.state import RunState
@@ -33,4 +34,5 @@ __all__ = [
     "ask_user_tool",
     "make_ask_user_tool",
     "new_run_id",
+    "tool",
 ]

@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from bot.agent.answers import AnswerCheck, Answered, Closed, Expired, Open, check_answer
+from bot.agent.approvals import APPROVED, DECLINED, approval_payload, ask_approval, needs_approval, run_decided
 from bot.agent.history import check_tool_messages, history_of, last_text, unique_ids
 from bot.agent.model import ChatModel, TextDelta, TurnDone, parse_arguments
 from bot.agent.saving import RunSaver
@@ -35,6 +36,7 @@ from bot.agent.state import Answer, PendingCall, ResumeData, RunFailure, RunStat
 from bot.agent.store import RunStore
 from bot.agent.stream import (
     AgentStream,
+    ApprovalChunk,
     ErrorChunk,
     ErrorPayload,
     FinishChunk,
@@ -51,6 +53,7 @@ from bot.agent.tools import Tool
 from bot.errors import (
     BotError,
     ModelCallFailed,
+    NotAwaitingThisKind,
     QuestionExpired,
     RunAlreadyResumed,
     RunConflict,
@@ -78,6 +81,8 @@ class Agent:
     exceeds it stops with an ``error`` chunk. ``ask_ttl`` (seconds, ``None`` for none): how long a suspended
     question waits for its answer (its deadline is stored with it). ``turn_timeout`` (seconds) and
     ``max_reply_chars`` bound one model turn (``None``: unbounded); past either the run fails, retryable.
+    ``require_tool_approval``: every tool call but questions waits for a person's approval (tools can also ask
+    for it one by one, ``require_approval=True``; see :mod:`bot.agent.approvals`).
     ``persist_for`` (seconds): how long a save
     that failed because the store was down keeps being retried in the background. ``lease_renew_every``
     (seconds): how often a driven run's lease is renewed (keep it well under the store's lease TTL).
@@ -96,6 +101,7 @@ class Agent:
         ask_ttl: float | None = DEFAULT_ASK_TTL,
         turn_timeout: float | None = DEFAULT_TURN_TIMEOUT,
         max_reply_chars: int | None = DEFAULT_MAX_REPLY_CHARS,
+        require_tool_approval: bool = False,
         persist_for: float = 600.0,
         lease_renew_every: float = 10.0,
     ) -> None:
@@ -112,6 +118,7 @@ class Agent:
         self.ask_ttl = ask_ttl
         self.turn_timeout = turn_timeout
         self.max_reply_chars = max_reply_chars
+        self.require_tool_approval = require_tool_approval
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"  # this agent's lease id
         self.saver = RunSaver(store, owner=self.owner, persist_for=persist_for, lease_renew_every=lease_renew_every)
         self._driving: set[str] = set()  # run ids this agent drives now
@@ -125,15 +132,21 @@ class Agent:
         run_id: str | None = None,
         metadata: dict[str, Any] | None = None,
         history: list[dict[str, Any]] | None = None,
+        require_tool_approval: bool = False,
     ) -> AgentStream:
         """Start a run. ``input``: the user's text, or Chat Completions messages. ``history``: earlier
         messages of the conversation (e.g. a finished run's ``messages``). ``metadata``: the caller's, kept
-        with the run. Raises ``StoreUnavailable`` or ``RunConflict`` (``run_id`` taken) before anything runs.
+        with the run. ``require_tool_approval``: every tool call of this run but questions waits for approval.
+        Raises ``StoreUnavailable`` or ``RunConflict`` (``run_id`` taken) before anything runs.
         """
         messages = list(history or [])
         messages += [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
         state = RunState(
-            run_id=run_id or new_run_id(), agent_id=self.id, messages=messages, metadata=dict(metadata or {})
+            run_id=run_id or new_run_id(),
+            agent_id=self.id,
+            messages=messages,
+            metadata=dict(metadata or {}),
+            require_tool_approval=require_tool_approval,
         )
         state = await self.store.create(state, owner=self.owner)
         return self._launch(state)
@@ -162,11 +175,53 @@ class Agent:
         """
         state = loaded if loaded is not None and loaded.run_id == run_id else await self.store.load(run_id)
         pending = await self._require_open(state, tool_call_id)
+        if pending.kind != "question":
+            raise NotAwaitingThisKind(run_id=run_id, tool_call_id=pending.tool_call_id, waits_for=pending.kind)
         tool = self._tool(state.run_id, pending.tool_name)
         data = tool.validate_resume(resume_data, pending.suspend_payload)
         answer = Answer(
             tool_call_id=pending.tool_call_id, resume_data=data, answered_by=answered_by, answered_at=utcnow()
         )
+        return await self._claim(state, pending, answer)
+
+    async def approve_tool_call(
+        self, *, run_id: str, tool_call_id: str | None = None, approved_by: str | None = None
+    ) -> AgentStream:
+        """Approve the tool call a run waits on; the tool runs (once) and the run continues. Raises as
+        :meth:`resume_stream`, and ``NotAwaitingThisKind`` (a ``ValueError``) when the call waits for an answer."""
+        return await self._decide(run_id, tool_call_id, decision=APPROVED, by=approved_by, reason=None)
+
+    async def decline_tool_call(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        reason: str | None = None,
+        declined_by: str | None = None,
+    ) -> AgentStream:
+        """Decline the tool call a run waits on; the tool never runs, the model is told (with ``reason``) and the
+        run continues. Raises as :meth:`approve_tool_call`."""
+        return await self._decide(run_id, tool_call_id, decision=DECLINED, by=declined_by, reason=reason)
+
+    async def _decide(
+        self, run_id: str, tool_call_id: str | None, *, decision: str, by: str | None, reason: str | None
+    ) -> AgentStream:
+        state = await self.store.load(run_id)
+        pending = await self._require_open(state, tool_call_id)
+        if pending.kind != "approval":
+            raise NotAwaitingThisKind(run_id=run_id, tool_call_id=pending.tool_call_id, waits_for=pending.kind)
+        answer = Answer(
+            tool_call_id=pending.tool_call_id,
+            resume_data=decision,
+            answered_by=by,
+            answered_at=utcnow(),
+            reason=reason.strip() if reason and reason.strip() else None,
+        )
+        return await self._claim(state, pending, answer)
+
+    async def _claim(self, state: RunState, pending: PendingCall, answer: Answer) -> AgentStream:
+        """Claim ``answer`` for ``pending`` (one compare-and-set wins, before the deadline by the store's clock)
+        and continue the run."""
         claimed = state.model_copy(
             update={
                 "status": "running",
@@ -179,7 +234,7 @@ class Agent:
         try:
             claimed = await self.store.save(claimed, owner=self.owner, not_after=pending.expires_at)
         except RunConflict:
-            await self._require_open(await self.store.load(run_id), pending.tool_call_id)
+            await self._require_open(await self.store.load(state.run_id), pending.tool_call_id)
             raise  # still open after a conflict: another write raced this one; the caller may try again
         except QuestionExpired:
             await self._mark_expired(state)
@@ -299,7 +354,10 @@ class Agent:
             except Suspended:
                 state = await self.saver.save_final(state)
                 assert state.pending is not None
-                out.emit(SuspendedChunk(run_id, self._suspended_payload(state.pending)))
+                if state.pending.kind == "approval":
+                    out.emit(ApprovalChunk(run_id, approval_payload(state.pending)))
+                else:
+                    out.emit(SuspendedChunk(run_id, self._suspended_payload(state.pending)))
                 out.emit(FinishChunk(run_id, FinishPayload(status="suspended", text=last_text(state))))
                 return state
             except ModelCallFailed as exc:
@@ -332,8 +390,12 @@ class Agent:
         with ``state`` updated in place) or the model fails (raises ``ModelCallFailed``)."""
         if state.pending is not None:
             pending, state.pending = state.pending, None
-            call = ToolCall(id=pending.tool_call_id, name=pending.tool_name, arguments="")
-            await run_tool_call(self.tools, state, call, pending.args, out, resume=pending.resume, ask_ttl=self.ask_ttl)
+            if pending.kind == "approval":
+                await run_decided(self.tools, state, pending, out, save=self._save_midway, ask_ttl=self.ask_ttl)
+            else:
+                call = ToolCall(id=pending.tool_call_id, name=pending.tool_name, arguments="")
+                resume = pending.resume
+                await run_tool_call(self.tools, state, call, pending.args, out, resume=resume, ask_ttl=self.ask_ttl)
         while True:
             while state.queued:
                 call = state.queued.pop(0)
@@ -344,6 +406,10 @@ class Agent:
                     add_result(state, call, {"error": f"{call.name}: {exc}"}, out, is_error=True)
                     continue
                 out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, args)))
+                tool = self.tools.get(call.name)
+                if tool is not None and needs_approval(tool, state, agent_wide=self.require_tool_approval):
+                    ask_approval(tool, state, call, args, out, ask_ttl=self.ask_ttl)  # suspends, unless invalid
+                    continue
                 await run_tool_call(self.tools, state, call, args, out, resume=None, ask_ttl=self.ask_ttl)
             if state.turns >= self.max_turns:
                 state.status = "failed"
@@ -364,6 +430,12 @@ class Agent:
                 state.status = "completed"
                 return state
             state.queued = calls
+
+    async def _save_midway(self, state: RunState) -> None:
+        """Save ``state`` in the middle of a segment (keeps the same object: its revision moves on). Raises
+        ``RunConflict`` when another process took the run over, ``StoreUnavailable``."""
+        saved = await self.store.save(state, owner=self.owner)
+        state.revision, state.updated_at = saved.revision, saved.updated_at
 
     async def _model_turn(self, state: RunState, out: AgentStream) -> TurnDone:
         """One model turn, bounded: at most ``turn_timeout`` seconds and ``max_reply_chars`` characters of text

@@ -55,6 +55,15 @@ def check_answer(state: RunState, tool_call_id: str | None, *, now: datetime) ->
     pending = state.pending
     asked = tool_call_id or (pending.tool_call_id if pending is not None else None)
     answered = state.answer_for(asked)  # asked None: the latest answer of the run
+    earlier_round = (
+        answered is not None
+        and pending is not None
+        and pending.resume is None
+        and asked == pending.tool_call_id
+        and answered.answered_at < pending.suspended_at
+    )
+    if earlier_round:
+        answered = None  # a decision of an earlier round: the call was asked again (an interrupted approval)
     if answered is not None and (asked is not None or state.status != "suspended"):
         return Answered(answered)
     same = pending is not None and asked == pending.tool_call_id

@@ -1,19 +1,22 @@
 """The persisted state of one agent run: :class:`RunState`, versioned, JSON round-trips exactly.
 
-Shape (``schema_version`` 2)::
+Shape (``schema_version`` 3)::
 
-    {"schema_version": 2, "run_id": "run_...", "agent_id": "assistant", "revision": 3,
+    {"schema_version": 3, "run_id": "run_...", "agent_id": "assistant", "revision": 3,
      "status": "running" | "suspended" | "completed" | "failed" | "expired",
      "messages": [ ...Chat Completions messages (user / assistant with tool_calls / tool), assistant
                    messages keeping the provider fields that must be sent back (e.g. reasoning_content)... ],
-     "pending": {tool_call_id, tool_name, args, suspend_payload, suspended_at, expires_at, resume} | null,
+     "pending": {kind: "question" | "approval", tool_call_id, tool_name, args, suspend_payload, suspended_at,
+                 expires_at, executing_since, interrupted, resume} | null,
      "queued": [{id, name, arguments, extra}, ...],   # tool calls of the last assistant turn not run yet
-     "answers": [{tool_call_id, answered_by, answered_at, resume_data}, ...],
-     "error": {kind, message} | null, "turns": 2, "metadata": {...caller's...},
+     "answers": [{tool_call_id, answered_by, answered_at, resume_data, reason}, ...],
+     "error": {kind, message} | null, "turns": 2, "require_tool_approval": false, "metadata": {...caller's...},
      "created_at": "...", "updated_at": "..."}
 
-Versions: 1 (first release) had no ``expires_at``, no ``extra`` on queued calls and no ``expired`` status;
-:meth:`RunState.from_json` upgrades it on load (:data:`MIGRATIONS`). Every released version has a frozen
+Versions: 1 (first release) had no ``expires_at``, no ``extra`` on queued calls and no ``expired`` status; 2 had
+no tool approvals (``pending.kind``, ``executing_since``, ``interrupted``, ``answers[].reason``,
+``require_tool_approval``). :meth:`RunState.from_json` upgrades older records on load (:data:`MIGRATIONS`).
+Every released version has a frozen
 fixture under ``tests/fixtures/`` that must keep loading and resuming.
 
 The system prompt is not stored: it is the agent's, prepended at each model call. ``revision`` is the
@@ -31,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.errors import StoreCorrupt, UnknownSchemaVersion
 
-SCHEMA_VERSION: Literal[2] = 2
+SCHEMA_VERSION: Literal[3] = 3
 
 RunStatus = Literal["running", "suspended", "completed", "failed", "expired"]
 ResumeData = str | list[str]
@@ -69,27 +72,35 @@ class ToolCall(_Model):
 
 
 class Answer(_Model):
-    """A claimed answer to a suspended tool call (who, when, the resume data as given)."""
+    """A claimed answer to a suspended tool call (who, when, the resume data as given). For an approval the
+    resume data is ``"approved"`` or ``"declined"`` and ``reason`` says why (optional)."""
 
     tool_call_id: str
     resume_data: ResumeData
     answered_by: str | None = None
     answered_at: datetime
+    reason: str | None = None
 
 
 class PendingCall(_Model):
-    """The tool call a run is suspended on.
+    """The tool call a run is suspended on: a ``question`` (the tool suspended itself, e.g. ``ask_user``) or an
+    ``approval`` (the tool waits for a person's OK before it runs).
 
-    ``resume`` is set by the claim that won; the tool then re-runs with it. A pending call whose
-    ``resume`` is set belongs to a running (or failed) run, never to a suspended one.
+    ``resume`` is set by the claim that won; the tool then re-runs with it (a question) or runs (an approved
+    approval). A pending call whose ``resume`` is set belongs to a running (or failed) run, never to a suspended
+    one. ``executing_since`` is saved just before an approved tool runs, so a process that dies mid-call leaves
+    a trace: the call is then asked again with ``interrupted`` set (it may or may not have run).
     """
 
+    kind: Literal["question", "approval"] = "question"
     tool_call_id: str
     tool_name: str
     args: dict[str, Any]
     suspend_payload: dict[str, Any]
     suspended_at: datetime
     expires_at: datetime | None = None  # the answer's deadline (None: none beyond the record's retention)
+    executing_since: datetime | None = None
+    interrupted: bool = False
     resume: Answer | None = None
 
 
@@ -103,7 +114,7 @@ class RunFailure(_Model):
 class RunState(_Model):
     """Everything needed to continue a run in any process. See the module docstring for the JSON shape."""
 
-    schema_version: Literal[2] = SCHEMA_VERSION
+    schema_version: Literal[3] = SCHEMA_VERSION
     run_id: str
     agent_id: str
     revision: int = 0
@@ -114,6 +125,7 @@ class RunState(_Model):
     answers: list[Answer] = Field(default_factory=list)
     error: RunFailure | None = None
     turns: int = 0
+    require_tool_approval: bool = False  # every tool call but questions waits for approval in this run
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
@@ -162,5 +174,10 @@ def _v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "schema_version": 2}
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+def _v2_to_v3(raw: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 -> 3: the approval fields all have defaults (a pending call of version 2 is a question)."""
+    return {**raw, "schema_version": 3}
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3}
 """``{version: upgrade}``: each turns a record of that version into the next version's shape."""

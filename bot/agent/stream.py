@@ -9,6 +9,10 @@ the class, or compare ``chunk.type``); each has ``run_id`` and a ``payload``:
   ``(tool_call_id, tool_name, result, is_error)``
 - ``tool-call-suspended``: :class:`SuspendedChunk`, payload :class:`SuspendedPayload`
   ``(tool_call_id, tool_name, args, suspend_payload)``
+- ``tool-call-approval``: :class:`ApprovalChunk`, payload :class:`ApprovalPayload`
+  ``(tool_call_id, tool_name, args, description, interrupted)``: the call waits for
+  ``Agent.approve_tool_call`` / ``decline_tool_call`` (``interrupted``: an approved run of it was cut short by a
+  crash; it may or may not have run)
 - ``finish``: :class:`FinishChunk`, payload :class:`FinishPayload` ``(status, text)``; ``status`` is
   ``completed`` or ``suspended``
 - ``error``: :class:`ErrorChunk`, payload :class:`ErrorPayload` ``(kind, message)``; the run is left resumable
@@ -65,6 +69,17 @@ class SuspendedPayload:
 
 
 @dataclass(frozen=True)
+class ApprovalPayload:
+    """A tool call waiting for a person's approval: its validated ``args`` and the tool's ``description``."""
+
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any]
+    description: str
+    interrupted: bool = False
+
+
+@dataclass(frozen=True)
 class FinishPayload:
     status: Literal["completed", "suspended"]
     text: str
@@ -105,6 +120,13 @@ class SuspendedChunk:
 
 
 @dataclass(frozen=True)
+class ApprovalChunk:
+    run_id: str
+    payload: ApprovalPayload
+    type: Literal["tool-call-approval"] = "tool-call-approval"
+
+
+@dataclass(frozen=True)
 class FinishChunk:
     run_id: str
     payload: FinishPayload
@@ -118,7 +140,7 @@ class ErrorChunk:
     type: Literal["error"] = "error"
 
 
-Chunk = TextDeltaChunk | ToolCallChunk | ToolResultChunk | SuspendedChunk | FinishChunk | ErrorChunk
+Chunk = TextDeltaChunk | ToolCallChunk | ToolResultChunk | SuspendedChunk | ApprovalChunk | FinishChunk | ErrorChunk
 """One event of a run's stream (see the module docstring)."""
 
 _END = object()

@@ -66,6 +66,9 @@ class Tool:
     - ``input_schema``: pydantic model of the arguments; its JSON schema is sent to the model.
     - ``suspend_schema``: pydantic model of the suspend payload (turns stored dicts back into objects).
     - ``validate_resume(resume_data, suspend_payload) -> normalized``: raises :class:`AnswerError`.
+    - ``require_approval``: the call waits for a person's approval before it runs.
+
+    Make one from an ``async def`` with :func:`bot.agent.tool`.
     """
 
     id: str
@@ -74,6 +77,7 @@ class Tool:
     execute_fn: Execute
     suspend_schema: type[BaseModel] | None = None
     resume_validator: ResumeValidator | None = None
+    require_approval: bool = False  # a person approves each call before it runs (see bot.agent.approvals)
 
     def spec(self) -> dict[str, Any]:
         """The Chat Completions ``tools[]`` entry: ``{"type": "function", "function": {...}}``."""
@@ -122,5 +126,10 @@ class Tool:
 
 
 def tool_result_content(result: Any) -> str:
-    """Chat Completions ``tool`` message content for a tool result (strings as-is, else JSON)."""
-    return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+    """Chat Completions ``tool`` message content for a tool result (strings as-is, pydantic models and anything
+    else as JSON)."""
+    if isinstance(result, str):
+        return result
+    if isinstance(result, BaseModel):
+        return result.model_dump_json()
+    return json.dumps(result, ensure_ascii=False, default=str)

@@ -1,0 +1,106 @@
+"""Tool approval: a call that needs a person's OK suspends the run before it runs, and runs at most once per
+approval.
+
+- Which calls: a tool with ``require_approval=True``, or every tool but questions (tools that suspend
+  themselves, such as ``ask_user``) when the agent or the run says ``require_tool_approval``.
+- Asking: the call's arguments are validated first (invalid ones go back to the model as a tool error, nobody is
+  asked); then the run suspends with a pending call of kind ``approval`` and the stream emits a
+  ``tool-call-approval`` chunk.
+- Deciding: ``Agent.approve_tool_call`` / ``decline_tool_call`` claim the decision exactly like an answer (one
+  compare-and-set wins). Declined: the tool never runs; the model gets ``{"status": "declined", "reason": ...,
+  "declined_by": ...}``. Approved: ``executing_since`` is saved, then the tool runs once. A process that dies
+  mid-call leaves ``executing_since`` behind: whoever continues the run asks again with ``interrupted`` set (it
+  may or may not have run) instead of running it a second time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+from bot.agent.state import PendingCall, RunState, ToolCall, utcnow
+from bot.agent.stream import AgentStream, ApprovalPayload
+from bot.agent.tool_calls import Suspended, add_result, run_tool_call
+from bot.agent.tools import Tool, ToolInputError
+
+APPROVED, DECLINED = "approved", "declined"
+Save = Callable[[RunState], Awaitable[None]]
+
+
+def needs_approval(tool: Tool | None, state: RunState, *, agent_wide: bool) -> bool:
+    """Whether a call of ``tool`` waits for approval in ``state`` (unknown tools and questions never do)."""
+    if tool is None or tool.suspend_schema is not None:
+        return False
+    return tool.require_approval or agent_wide or state.require_tool_approval
+
+
+def ask_approval(
+    tool: Tool, state: RunState, call: ToolCall, args: dict[str, Any], out: AgentStream, *, ask_ttl: float | None
+) -> None:
+    """Suspend the run on ``call`` until a person decides (raises :class:`Suspended`); invalid arguments become a
+    tool error for the model instead (returns)."""
+    try:
+        valid = tool.parse_args(args).model_dump(mode="json")
+    except ToolInputError as exc:
+        add_result(state, call, {"error": str(exc)}, out, is_error=True)
+        return
+    suspend(state, call.id, tool, valid, ask_ttl=ask_ttl, interrupted=False)
+
+
+def suspend(
+    state: RunState, tool_call_id: str, tool: Tool, args: dict[str, Any], *, ask_ttl: float | None, interrupted: bool
+) -> None:
+    """Make ``state`` wait for a decision on ``tool_call_id``; raises :class:`Suspended`."""
+    now = utcnow()
+    state.pending = PendingCall(
+        kind="approval",
+        tool_call_id=tool_call_id,
+        tool_name=tool.id,
+        args=args,
+        suspend_payload={"tool_name": tool.id, "args": args, "description": tool.description},
+        suspended_at=now,
+        expires_at=now + timedelta(seconds=ask_ttl) if ask_ttl is not None else None,
+        interrupted=interrupted,
+    )
+    state.status = "suspended"
+    raise Suspended()
+
+
+async def run_decided(
+    tools: dict[str, Tool],
+    state: RunState,
+    pending: PendingCall,
+    out: AgentStream,
+    *,
+    save: Save,
+    ask_ttl: float | None,
+) -> None:
+    """Carry out the decision claimed on ``pending`` (the run's pending approval, already taken off ``state``)."""
+    call = ToolCall(id=pending.tool_call_id, name=pending.tool_name, arguments="")
+    decision = pending.resume
+    tool = tools.get(pending.tool_name)
+    if decision is None or decision.resume_data != APPROVED:
+        result: dict[str, Any] = {"status": "declined", "reason": decision.reason if decision else None}
+        if decision is not None and decision.answered_by:
+            result["declined_by"] = decision.answered_by
+        add_result(state, call, result, out)
+        return
+    if pending.executing_since is not None and tool is not None:  # a run of it was cut short: ask again
+        suspend(state, pending.tool_call_id, tool, pending.args, ask_ttl=ask_ttl, interrupted=True)
+    state.pending = pending.model_copy(update={"executing_since": utcnow()})
+    await save(state)  # the trace that makes it run at most once per approval
+    state.pending = None
+    await run_tool_call(tools, state, call, pending.args, out, resume=None, ask_ttl=ask_ttl)
+
+
+def approval_payload(pending: PendingCall) -> ApprovalPayload:
+    """The ``tool-call-approval`` chunk's payload for a pending approval."""
+    stored = pending.suspend_payload
+    return ApprovalPayload(
+        tool_call_id=pending.tool_call_id,
+        tool_name=pending.tool_name,
+        args=dict(pending.args),
+        description=str(stored.get("description") or ""),
+        interrupted=pending.interrupted,
+    )
