@@ -189,9 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     transport.add_argument(
         "--socket", dest="transport", action="store_const", const="socket", help="connect over Socket Mode"
     )
+    parser.add_argument(
+        "--agent", metavar="MODULE:ATTR", help="your agent's factory, build(model=..., store=...) (or AGENT=...)"
+    )
     args = parser.parse_args(argv)
     try:
-        settings = load_settings()
+        settings = load_settings(**({"agent": args.agent} if args.agent else {}))
         configure_logging(settings.log_level, settings.log_format, secrets=settings.secret_values())
         default = "serve" if args.transport or settings.mode != "playground" else "playground"
         command = args.command or default

@@ -12,6 +12,7 @@
 | ``REDIS_PREFIX`` | ``askbot:`` | key prefix |
 | ``PORT`` | ``3000`` | HTTP port for ``POST /slack/events`` (0..65535; 0 = any free port) |
 | ``ASK_ANSWERERS`` | ``requester`` | who may answer: ``requester`` or ``channel`` |
+| ``APPROVERS`` | ``requester`` | who may approve tool calls: ``requester``, ``channel``, or user and user-group ids |
 | ``ASK_TTL_SECONDS`` | ``86400`` (1 day) | how long a question waits (a duration) |
 | ``RUN_RETENTION_SECONDS`` | ``604800`` (7 days) | how long an ended or expired run (and its message refs) is kept |
 | ``MODEL_TURN_TIMEOUT`` | ``300`` (5 min) | longest one model turn may take; past it the run fails, retryable |
@@ -19,7 +20,8 @@
 | ``MAX_RUNS_PER_PERSON`` | ``3`` | runs one person may have working at once, in all processes (not waiting ones) |
 | ``MAX_RUNS_PER_PROCESS`` | ``50`` | runs one process works on at once |
 | ``ALLOW_USER_MENTIONS`` | ``false`` | let model or people text ping a person (never channel/here/everyone/groups) |
-| ``AGENT_INSTRUCTIONS`` | see below | the system prompt |
+| ``AGENT`` | unset | your agent: ``module:attribute`` of a factory ``build(model=..., store=...)`` returning an Agent |
+| ``AGENT_INSTRUCTIONS`` | see below | the system prompt (of the built-in agent) |
 | ``LOG_LEVEL`` | ``INFO`` | ``DEBUG``, ``INFO``, ``WARNING``, ``ERROR`` or ``CRITICAL`` (any case) |
 | ``LOG_FORMAT`` | ``text`` | ``text`` (one line per record) or ``json`` (one JSON object per line) |
 
@@ -191,6 +193,7 @@ class Settings(BaseSettings):
     redis_prefix: str = "askbot:"
     port: int = 3000
     ask_answerers: Answerers = "requester"
+    approvers: str = "requester"
     ask_ttl_seconds: PositiveDuration = 24 * 3600
     run_retention_seconds: PositiveDuration = 7 * 24 * 3600
     model_turn_timeout: PositiveDuration = 300
@@ -198,6 +201,7 @@ class Settings(BaseSettings):
     max_runs_per_person: int = Field(default=3, ge=1)
     max_runs_per_process: int = Field(default=50, ge=1)
     allow_user_mentions: bool = False
+    agent: str | None = None
     agent_instructions: str = DEFAULT_INSTRUCTIONS
     log_level: LogLevel = "INFO"
     log_format: LogFormat = "text"
@@ -252,6 +256,27 @@ class Settings(BaseSettings):
     @classmethod
     def _ask_answerers(cls, value: object) -> str:
         return _choice(value, get_args(Answerers))
+
+    @field_validator("agent", mode="before")
+    @classmethod
+    def _agent(cls, value: object) -> object:
+        if isinstance(value, str) and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", value.strip()):
+            raise ValueError("must look like module:attribute, e.g. mypkg.agents:build")
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator("approvers", mode="before")
+    @classmethod
+    def _approvers(cls, value: object) -> str:
+        text = str(value).strip()
+        if text.lower() in ("requester", "channel"):
+            return text.lower()
+        ids = [part.strip() for part in text.split(",") if part.strip()]
+        bad = [i for i in ids if not re.fullmatch(r"[UWS][A-Z0-9_]{1,63}", i)]
+        if not ids or bad:
+            raise ValueError(
+                "must be requester, channel, or comma-separated user ids (U..., W...) and user-group ids (S...)"
+            )
+        return ",".join(ids)
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -20,6 +20,11 @@ What it does is decided from the conversation (Chat Completions messages)::
   ============================================  ==========================================================
   keywords (a word starting with one of them)   turn
   ============================================  ==========================================================
+  ``restart`` (only when ``tools`` has          a ``restart_service`` call (it waits for a person's
+  ``restart_service``)                          approval): ``{"name": "api"}``, or the service named after
+                                                "restart" ("restart the web service" -> ``"web"``)
+  ``ticket`` (only when ``tools`` has           a ``lookup_ticket`` call: ``{"ticket_id": "SUP-1"}``, or the
+  ``lookup_ticket``)                            id in the text (``SUP-123``; ``ticket 42`` -> ``SUP-42``)
   ``two questions``, ``both``                   two ``ask_user`` calls in one message: free-form "What's
                                                 the project called?", then single_select "Which
                                                 environment should I deploy to?" (staging / production /
@@ -35,17 +40,23 @@ What it does is decided from the conversation (Chat Completions messages)::
   ============================================  ==========================================================
 
   When ``tools`` has no ``ask_user`` the turn is text only (the help text, or a note that it would have
-  asked a question).
+  asked a question). Without the demo tools (``bot.playground.demo_agent``) ``restart`` and ``ticket`` are not
+  keywords: the flows above decide, and where they would give the help text the reply says the tool is missing.
 - Otherwise (the latest assistant message after the last user message has tool calls, whose results the
   runtime has all added): a text reply that uses the answers, e.g. ``"(demo model) Deploying to
   *production*, as <@U1> chose."`` or ``"(demo model) Planned: Search, Dark mode."``; a ``{"error": ...}``
-  result is explained instead. Only tool results after the last user message count, so a conversation
-  can go on with a new user message after a finished exchange.
+  result is explained instead. After the demo tools the reply uses their results: ``"(demo model) Done:
+  restarted web (demo: nothing really restarted)."`` once a restart was approved and ran, ``"(demo model) OK,
+  I won't restart it (<reason>)."`` when it was declined, a one-line summary of a looked-up ticket
+  (``"(demo model) SUP-123 “Login page times out”: *open*, assigned to Bob."``). Only tool results after the
+  last user message count, so a conversation can go on with a new user message after a finished exchange.
 
 Tool result contents it reads (see :func:`bot.agent.ask_user.answer_result`): ``{"answer": str,
 "answer_type": "option" | "typed_text" | "text", "answered_by"?: "U.."}``, ``{"answers": [str, ...],
 "answer_type": "options", "answered_by"?}``, ``{"error": str}``; any other content is taken as the answer
-text.
+text. For the demo tools: a declined call's ``{"status": "declined", "reason": str | None, "declined_by"?}``
+(:mod:`bot.agent.approvals`), ``{"error": str}``, a ticket ``{"id", "title", "status", "assignee"}``, and any
+other content as the tool's text.
 """
 
 from __future__ import annotations
@@ -65,6 +76,14 @@ LABEL = "(demo model) "
 """Every reply of the demo model starts with this."""
 
 HELP_HINT = "Say `help` to try another flow."
+
+RESTART_TOOL = "restart_service"
+"""The demo agent's tool that restarts a service (it needs a person's approval)."""
+TICKET_TOOL = "lookup_ticket"
+"""The demo agent's tool that looks up a support ticket."""
+DEFAULT_SERVICE = "api"
+DEFAULT_TICKET = "SUP-1"
+DEMO_AGENT_SPEC = "bot.playground.demo_agent:build"
 
 
 @dataclass(frozen=True)
@@ -156,7 +175,10 @@ HELP_TEXT = (
     "• `name` (or `free`, `text`, or anything with a `?`): a free-form question; answer in the modal or reply "
     "in the thread\n"
     "• `two questions` (or `both`): two questions in one turn, asked one after the other\n"
-    "• `help`: this message"
+    "• `restart` (e.g. `restart web`): a tool call that waits for someone to Approve or Decline it\n"
+    "• `ticket` (e.g. `ticket SUP-123`): a tool call that looks up a (made-up) support ticket\n"
+    "• `help`: this message\n"
+    f"(`restart` and `ticket` need the demo agent's tools: `AGENT={DEMO_AGENT_SPEC}`)"
 )
 """The reply to ``help`` and to anything the script does not know; it names every keyword."""
 
@@ -200,10 +222,21 @@ class DemoModel:
         since_user = messages[last_user + 1 :] if last_user >= 0 else list(messages)
         asked = next((m for m in reversed(since_user) if m.get("role") == "assistant" and m.get("tool_calls")), None)
         if asked is not None:
-            return _text_turn(_answers_reply(asked, since_user))
+            return _text_turn(_reply(asked, since_user))
         text = _text_of(messages[last_user]) if last_user >= 0 else ""
+        tool_flow = choose_tool_flow(text)
+        if tool_flow is not None and _has_tool(tools, tool_flow[0]):
+            name, arguments = tool_flow
+            (call_id,) = _call_ids(messages, 1)
+            call = ToolCall(id=call_id, name=name, arguments=json.dumps(arguments, ensure_ascii=False))
+            return TurnDone(content="", tool_calls=[call], finish_reason="tool_calls")
         flow, questions = choose_flow(text)
         if not questions:
+            if tool_flow is not None:
+                return _text_turn(
+                    f"{LABEL}This is where I'd call the `{tool_flow[0]}` tool, but this run has no such tool. The "
+                    f"playground's demo agent has it: start it with `AGENT={DEMO_AGENT_SPEC}`. {HELP_HINT}"
+                )
             return _text_turn(HELP_TEXT)
         if not _has_tool(tools, self.tool_name):
             return _text_turn(
@@ -230,6 +263,46 @@ def choose_flow(text: str) -> tuple[str, tuple[_Question, ...]]:
         if any(_mentions(cleaned, keyword) for keyword in keywords):
             return flow, questions
     return "help", ()
+
+
+_RESTART = re.compile(r"(?<![a-z0-9])restart[a-z]*(?P<rest>.*)", re.DOTALL)
+_TICKET_WORD = re.compile(r"(?<![a-z0-9])ticket")
+_TICKET_ID = re.compile(r"(?<![a-z0-9])([a-z][a-z0-9]{0,9}-[0-9]{1,9})(?![a-z0-9])")
+_TICKET_NUMBER = re.compile(r"(?<![a-z0-9])ticket[a-z]*\s*(?:no\.?|number)?\s*#?\s*([0-9]{1,9})(?![a-z0-9])")
+_SERVICE = re.compile(r"[a-z0-9][a-z0-9_-]*(?:\.[a-z0-9_-]+)*")
+_FILLER = frozenset(
+    {"the", "a", "an", "my", "our", "this", "that", "it", "service", "services", "server", "please", "now", "for"}
+)
+
+
+def choose_tool_flow(text: str) -> tuple[str, dict[str, Any]] | None:
+    """The demo tool a user message asks for: ``(tool name, arguments)``, or ``None``.
+
+    ``restart`` -> ``restart_service`` with ``{"name": ...}`` (the service named after "restart", default
+    ``"api"``); ``ticket`` -> ``lookup_ticket`` with ``{"ticket_id": ...}`` (an id such as ``SUP-123`` anywhere
+    in the text, or ``ticket 42`` -> ``SUP-42``, default ``"SUP-1"``). Matching is as in :func:`choose_flow`;
+    ``restart`` wins over ``ticket``.
+    """
+    cleaned = _SLACK_TOKEN.sub(" ", text).lower()
+    restart = _RESTART.search(cleaned)
+    if restart is not None:
+        return RESTART_TOOL, {"name": _service_name(restart.group("rest"))}
+    if _TICKET_WORD.search(cleaned) is None:
+        return None
+    found = _TICKET_ID.search(cleaned)
+    number = _TICKET_NUMBER.search(cleaned)
+    ticket = found.group(1).upper() if found else f"SUP-{number.group(1)}" if number else DEFAULT_TICKET
+    return TICKET_TOOL, {"ticket_id": ticket}
+
+
+def _service_name(rest: str) -> str:
+    """The service named in the words after "restart" (filler words skipped), else :data:`DEFAULT_SERVICE`."""
+    for token in rest.split()[:6]:
+        word = token.strip(".,;:!?\"'()[]{}`*")
+        if not word or word in _FILLER:
+            continue
+        return word if len(word) <= 40 and _SERVICE.fullmatch(word) else DEFAULT_SERVICE
+    return DEFAULT_SERVICE
 
 
 def split_pieces(text: str, *, words: int = 3) -> list[str]:
@@ -281,6 +354,60 @@ def _text_turn(text: str) -> TurnDone:
 
 
 # --- the reply after the answers ---------------------------------------------------------------------
+
+
+def _reply(asked: dict[str, Any], since_user: list[dict[str, Any]]) -> str:
+    """The reply after the tool calls of ``asked``: about the demo tools' results when it called only those, else
+    about the answers to its questions."""
+    calls = asked.get("tool_calls") or []
+    names = {(call.get("function") or {}).get("name") for call in calls}
+    if calls and names <= {RESTART_TOOL, TICKET_TOOL}:
+        return _tools_reply(calls, since_user)
+    return _answers_reply(asked, since_user)
+
+
+def _tools_reply(calls: list[dict[str, Any]], since_user: list[dict[str, Any]]) -> str:
+    """One sentence per demo tool call, from its ``tool`` message after the last user message."""
+    results = {str(m.get("tool_call_id")): m.get("content") for m in since_user if m.get("role") == "tool"}
+    sentences: list[str] = []
+    for call in calls:
+        name = str((call.get("function") or {}).get("name"))
+        if call.get("id") not in results:
+            sentences.append(f"The `{name}` call got no result.")
+            continue
+        content = results[call["id"]]
+        sentences.append(_tool_sentence(name, content, _parse_tool_result(content)))
+    return LABEL + " ".join(sentences)
+
+
+def _parse_tool_result(content: Any) -> dict[str, Any] | None:
+    """A tool message's content as a dict, or ``None`` when it is not a JSON object (a plain text result)."""
+    if not isinstance(content, str):
+        return content if isinstance(content, dict) else None
+    try:
+        value = json.loads(content)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _tool_sentence(name: str, content: Any, result: dict[str, Any] | None) -> str:
+    """e.g. ``"Done: restarted web (demo: nothing really restarted)."`` or ``"OK, I won't restart it (busy)."``."""
+    what = "restart it" if name == RESTART_TOOL else "look up the ticket"
+    if result is not None and result.get("status") == "declined":
+        reason = result.get("reason")
+        because = f" ({_esc(str(reason))})" if isinstance(reason, str) and reason.strip() else ""
+        return f"OK, I won't {what}{because}."
+    if result is not None and "error" in result:
+        return f"I couldn't {what}: {_esc(str(result['error'])).rstrip('.')}."
+    if name == TICKET_TOOL and result is not None and "id" in result:
+        title = _esc(str(result.get("title") or "(no title)"))
+        status = _esc(str(result.get("status") or "unknown"))
+        assignee = result.get("assignee")
+        owner = f"assigned to {_esc(str(assignee))}" if assignee else "unassigned"
+        return f"{_esc(str(result['id']))} “{title}”: *{status}*, {owner}."
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    return f"Done: {_esc(text.strip()).rstrip('.')}."
 
 
 def _answers_reply(asked: dict[str, Any], since_user: list[dict[str, Any]]) -> str:

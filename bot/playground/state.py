@@ -5,7 +5,8 @@ reference/views/modal-views). Everything is plain ``dict`` so it can be sent as 
 
 - ``Directory``: team ``T_PLAYGROUND``, the bot (user ``U_BOT``, bot ``B_BOT``, app ``A_PLAYGROUND``), users
   ``U_ALICE``/``U_BOB``/``U_CAROL`` and channels ``C_GENERAL``/``C_RANDOM`` plus a DM channel ``D_<NAME>``
-  per user (``D_ALICE``...).
+  per user (``D_ALICE``...), and user groups (``usergroups``: group id -> member user ids; ``S_ONCALL`` has
+  ``U_BOB``), as ``usergroups.users.list`` answers them.
 - ``Clock``: seconds since the epoch (float); injectable so tests can move time (trigger expiry) without
   sleeping. ``ManualClock`` is a settable one.
 - ``TsMinter``: message timestamps as Slack writes them, ``"1700000000.000100"`` (seconds, 6-digit micros),
@@ -39,6 +40,7 @@ APP_ID = "A_PLAYGROUND"
 BOT_USER_ID = "U_BOT"
 BOT_ID = "B_BOT"
 BOT_NAME = "askbot"
+ONCALL_GROUP_ID = "S_ONCALL"
 TRIGGER_TTL_SECONDS = 3.0
 VIEW_STACK_LIMIT = 3
 
@@ -81,10 +83,11 @@ def random_id(prefix: str, length: int = 10) -> str:
 
 @dataclass
 class Directory:
-    """Users and channels of the fake workspace."""
+    """Users, channels and user groups of the fake workspace (``usergroups``: group id -> member user ids)."""
 
     users: dict[str, JSON] = field(default_factory=dict)
     channels: dict[str, JSON] = field(default_factory=dict)
+    usergroups: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def default(cls) -> Directory:
@@ -101,6 +104,7 @@ class Directory:
                 "is_private": False,
                 "is_member": True,
             }
+        directory.usergroups[ONCALL_GROUP_ID] = ["U_BOB"]
         return directory
 
     def add_user(self, user_id: str, name: str, *, is_bot: bool = False) -> None:

@@ -10,7 +10,9 @@ message_not_found, cant_update_message, cant_delete_message, no_text, invalid_bl
 msg_blocks_too_long); views.open, views.push, views.update (invalid_trigger_id, exchanged_trigger_id,
 expired_trigger_id, not_found, hash_conflict, push_limit_reached, invalid_arguments for a bad view);
 reactions.add / reactions.remove (already_reacted, no_reaction, invalid_name); conversations.replies,
-conversations.history (thread_not_found); users.info (user_not_found); assistant.threads.setStatus.
+conversations.history (thread_not_found); users.info (user_not_found); usergroups.users.list (no_such_subteam:
+Slack's code for an unknown user group; ``include_disabled`` is accepted, there are no disabled groups);
+assistant.threads.setStatus.
 ``apps.connections.open`` (Socket Mode, app-level token only: ``APP_TOKEN_METHODS``) needs the server's
 address, so ``fake_slack`` serves it (see ``socket_mode``).
 A missing required argument answers ``invalid_arguments`` with ``[ERROR] missing required field: X``.
@@ -101,6 +103,7 @@ class WebApi:
             "conversations.replies": self.conversations_replies,
             "conversations.history": self.conversations_history,
             "users.info": self.users_info,
+            "usergroups.users.list": self.usergroups_users_list,
             "assistant.threads.setStatus": self.assistant_set_status,
         }
 
@@ -383,6 +386,13 @@ class WebApi:
         if user is None:
             raise ApiError("user_not_found")
         return {"ok": True, "user": copy.deepcopy(user)}
+
+    async def usergroups_users_list(self, params: JSON) -> JSON:
+        _require(params, "usergroup")
+        members = self.state.directory.usergroups.get(str(params["usergroup"]))
+        if members is None:
+            raise ApiError("no_such_subteam")
+        return {"ok": True, "users": list(members)}
 
     async def assistant_set_status(self, params: JSON) -> JSON:
         _require(params, "channel_id", "thread_ts")

@@ -27,10 +27,13 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import Agent, ChatModel, make_ask_user_tool
+from bot.agent.loading import load_agent
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.slack.answer_modal import AnswerModal, modal_key
 from bot.slack.answering import STORE_DOWN, Answering
+from bot.slack.approvers import ApproverPolicy
+from bot.slack.approving import Approving
 from bot.slack.blocks import MAX_SELECT_OPTIONS
 from bot.slack.context import Where
 from bot.slack.follow import Follower
@@ -116,25 +119,34 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     """Wire agent, store, listeners and Bolt from ``settings``. Raises ``ConfigError`` when a secret is missing."""
     if settings.slack_signing_secret is None and settings.slack_app_token is None:
         raise ConfigError("SLACK_SIGNING_SECRET is not set (needed in HTTP mode)")
-    client = web_client(settings)
     keys = Keys(settings.redis_prefix)
     retention = int(settings.run_retention_seconds)
     store = RedisRunStore(redis_client, prefix=settings.redis_prefix, retention=retention)
-    agent = Agent(
-        id="slack-assistant",
-        name="Assistant",
-        instructions=settings.agent_instructions,
-        model=model,
-        tools=[make_ask_user_tool(max_options=MAX_SELECT_OPTIONS)],
-        store=store,
-        ask_ttl=float(settings.ask_ttl_seconds),
-        turn_timeout=float(settings.model_turn_timeout),
-        max_reply_chars=settings.max_reply_chars,
-    )
+    if settings.agent:
+        agent = load_agent(settings.agent, model=model, store=store)
+    else:
+        agent = Agent(
+            id="slack-assistant",
+            name="Assistant",
+            instructions=settings.agent_instructions,
+            model=model,
+            tools=[make_ask_user_tool(max_options=MAX_SELECT_OPTIONS)],
+            store=store,
+        )
+    # The deployment's limits apply to every agent, its own or the built-in one.
+    agent.ask_ttl = float(settings.ask_ttl_seconds)
+    agent.turn_timeout = float(settings.model_turn_timeout)
+    agent.max_reply_chars = settings.max_reply_chars
+    client = web_client(settings)  # after the agent: a factory that fails leaves no HTTP session open
     index = ConversationIndex(redis_client, keys=keys, retention=retention)
     web_api = SlackWeb(client)
+    policy = ApproverPolicy(settings.approvers, client=client)
     follower = Follower(
-        web=web_api, index=index, answerers=settings.ask_answerers, allow_user_mentions=settings.allow_user_mentions
+        web=web_api,
+        index=index,
+        answerers=settings.ask_answerers,
+        approvers=policy,
+        allow_user_mentions=settings.allow_user_mentions,
     )
     gate = RunGate(
         ActiveRuns(redis_client, keys=keys),
@@ -162,9 +174,9 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         runner = InProcessRunner(log)
     app.listener_runner.lazy_listener_runner = runner
     app.middleware(use_client(client))  # first: the middleware and listeners after it get this client
-    jobs = register(
-        app, threads=threads, answering=answering, modal=AnswerModal(answering, key=modal_key(client.token or ""))
-    )
+    modal = AnswerModal(answering, key=modal_key(client.token or ""))
+    approving = Approving(answering, policy=policy, modal=modal)
+    jobs = register(app, threads=threads, answering=answering, modal=modal, approving=approving)
     secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
     return Bot(app=app, agent=agent, client=client, runner=runner, jobs=jobs, queue=queue, signing_secret=secret)
 

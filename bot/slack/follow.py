@@ -10,13 +10,27 @@ question's outcome (answered, expired), rendered from the stored question.
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import dataclass, field
 
 from bot.agent.ask_user import AskUserPayload, fallback_text
-from bot.agent.stream import AgentStream, ErrorChunk, ErrorPayload, FinishChunk, SuspendedChunk, SuspendedPayload
+from bot.agent.stream import (
+    AgentStream,
+    ApprovalChunk,
+    ApprovalPayload,
+    ErrorChunk,
+    ErrorPayload,
+    FinishChunk,
+    SuspendedChunk,
+    SuspendedPayload,
+    ToolResultChunk,
+)
 from bot.config import Answerers
 from bot.errors import StoreUnavailable
 from bot.logs import log_context
 from bot.slack import blocks as bk
+from bot.slack.approval_blocks import approval_blocks, approval_outcome_blocks
+from bot.slack.approvers import ApproverPolicy
 from bot.slack.context import SlackContext
 from bot.slack.mrkdwn import clip, escape
 from bot.slack.refs import QuestionRef
@@ -35,19 +49,37 @@ FAILURES = {
 }
 
 
+@dataclass
+class Decided:
+    """An approval decided just now, to show its call's outcome (``outcome``: who decided, mrkdwn) when it ends."""
+
+    tool_call_id: str
+    payload: ApprovalPayload
+    outcome: str
+    started: float = field(default_factory=time.monotonic)
+
+
 class Follower:
     """Shows runs in Slack through ``web``; records question messages in ``index``."""
 
     def __init__(
-        self, *, web: SlackWeb, index: ConversationIndex, answerers: Answerers, allow_user_mentions: bool = False
+        self,
+        *,
+        web: SlackWeb,
+        index: ConversationIndex,
+        answerers: Answerers,
+        approvers: ApproverPolicy,
+        allow_user_mentions: bool = False,
     ) -> None:
         self.web = web
         self.index = index
         self.answerers: Answerers = answerers
+        self.approvers = approvers
         self.allow_user_mentions = allow_user_mentions  # may text from the model or people ping a person
 
-    async def follow(self, stream: AgentStream, ctx: SlackContext) -> None:
-        """Show a run segment in its thread: the working sign, then a question, a reply or a failure."""
+    async def follow(self, stream: AgentStream, ctx: SlackContext, *, decided: Decided | None = None) -> None:
+        """Show a run segment in its thread: the working sign, then a question, an approval request, a reply or a
+        failure; ``decided``: the approval this segment starts with, whose message shows how its call went."""
         with log_context(run_id=stream.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id):
             await self.web.react(ctx.channel_id, ctx.message_ts, add=True)
             try:
@@ -55,6 +87,16 @@ class Follower:
                     match chunk:
                         case SuspendedChunk(payload=suspended):
                             await self._ask(stream.run_id, suspended, ctx)
+                        case ApprovalChunk(payload=approval):
+                            await self._ask_approval(stream.run_id, approval, ctx)
+                        case ToolResultChunk(payload=result) if decided and result.tool_call_id == decided.tool_call_id:
+                            took = time.monotonic() - decided.started
+                            how = (
+                                f"failed: {_result_error(result.result)}" if result.is_error else f"ran in {took:.1f} s"
+                            )
+                            await self.close_approval(
+                                stream.run_id, decided.payload, outcome=f"{decided.outcome} · {how}"
+                            )
                         case FinishChunk(payload=finish) if finish.status == "completed":
                             await self._reply(finish.text or "(no reply)", ctx)
                         case ErrorChunk(payload=error):
@@ -92,6 +134,33 @@ class Follower:
             except StoreUnavailable:
                 log.warning("run %s: could not record the question's message", run_id)
 
+    async def _ask_approval(self, run_id: str, approval: ApprovalPayload, ctx: SlackContext) -> None:
+        ref = QuestionRef.of(run_id, approval.tool_call_id)
+        blocks = approval_blocks(approval, ref=ref, approvers=self.approvers.describe(ctx))
+        text = f"Approval needed to run {escape(approval.tool_name)}"
+        ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text, blocks=blocks)
+        if ts:
+            try:
+                await self.index.add_message(
+                    run_id, key=approval.tool_call_id, ref=MessageRef(channel_id=ctx.channel_id, ts=ts)
+                )
+            except StoreUnavailable:
+                log.warning("run %s: could not record the approval's message", run_id)
+
+    async def close_approval(self, run_id: str, approval: ApprovalPayload, *, outcome: str) -> None:
+        """Update every message showing the approval request to ``outcome`` (mrkdwn), without controls."""
+        try:
+            refs = await self.index.messages(run_id, approval.tool_call_id)
+        except StoreUnavailable:
+            log.warning("run %s: could not read where its approval is shown; left as it is", run_id)
+            return
+        ref = QuestionRef.of(run_id, approval.tool_call_id)
+        blocks = approval_outcome_blocks(approval, ref=ref, outcome=outcome)
+        for message in refs:
+            await self.web.update(
+                message.channel_id, message.ts, text=f"{approval.tool_name}: {outcome}", blocks=blocks
+            )
+
     async def _failed(self, run_id: str, error: ErrorPayload, ctx: SlackContext) -> None:
         retry = error.kind in ("model", "max_turns")
         text = failure_text(error.kind, error.message, retry=retry)
@@ -118,6 +187,11 @@ class Follower:
         blocks = bk.outcome_blocks(payload, ref=ref, outcome=outcome, allow_user_mentions=self.allow_user_mentions)
         for message in refs:
             await self.web.update(message.channel_id, message.ts, text=text, blocks=blocks)
+
+
+def _result_error(result: object) -> str:
+    error = result.get("error") if isinstance(result, dict) else result
+    return escape(clip(str(error), 300))
 
 
 def failure_text(kind: str, message: str, *, retry: bool) -> str:

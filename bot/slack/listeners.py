@@ -12,6 +12,9 @@ its lazy functions start, so what it decides (e.g. a modal's errors) reaches the
 | "Answer" button | ack, open a loading modal | :meth:`AnswerModal.on_open_modal`: the form or a notice |
 | answer modal ``view_submission`` | checks, errors under the input or close | :meth:`AnswerModal.on_modal_answer` |
 | Retry | ack | :meth:`Threads.on_retry` |
+| Approve | ack | :meth:`Approving.on_approve` |
+| Decline / Details | ack, open a loading modal | the reason form / the call's arguments |
+| decline form ``view_submission`` | checks, errors in the modal or close | :meth:`Approving.on_decline` |
 
 Every ack function acks whatever happens: a listener that fails after its ack is logged, never a 404/500 to Slack.
 """
@@ -30,6 +33,8 @@ from bot.slack import blocks as bk
 from bot.slack import modals
 from bot.slack.answer_modal import AnswerModal
 from bot.slack.answering import Answering
+from bot.slack.approval_blocks import ACT_APPROVE, ACT_DECLINE, ACT_DETAILS
+from bot.slack.approving import Approving
 from bot.slack.context import slack_id
 from bot.slack.runner import LazyJobs, no_lazy_only_from_outside
 from bot.slack.threads import Threads, is_person_speaking
@@ -75,7 +80,9 @@ async def _person_in_dm_or_thread(body: dict[str, Any], context: dict[str, Any])
     return bool(event.get("thread_ts")) and not mentioned
 
 
-def register(app: AsyncApp, *, threads: Threads, answering: Answering, modal: AnswerModal) -> LazyJobs:
+def register(
+    app: AsyncApp, *, threads: Threads, answering: Answering, modal: AnswerModal, approving: Approving
+) -> LazyJobs:
     """Attach every listener to ``app``; returns the lazy functions a worker may run."""
     jobs = LazyJobs()
     on_mention, on_message = jobs.add(threads.on_mention), jobs.add(threads.on_message)
@@ -95,4 +102,10 @@ def register(app: AsyncApp, *, threads: Threads, answering: Answering, modal: An
     app.action(bk.ACT_OPEN)(ack=modal.open_modal, lazy=[on_open_modal])
     app.action(bk.ACT_RETRY)(ack=_ack, lazy=[on_retry])
     app.view(modals.MODAL_CALLBACK)(ack=modal.ack_modal, lazy=[on_modal_answer])
+    on_approve, on_decline = jobs.add(approving.on_approve), jobs.add(approving.on_decline)
+    on_open_decline, on_open_details = jobs.add(approving.on_open_decline), jobs.add(approving.on_open_details)
+    app.action(ACT_APPROVE)(ack=_ack, lazy=[on_approve])
+    app.action(ACT_DECLINE)(ack=approving.open_modal, lazy=[on_open_decline])
+    app.action(ACT_DETAILS)(ack=approving.open_modal, lazy=[on_open_details])
+    app.view(modals.DECLINE_CALLBACK)(ack=approving.ack_decline, lazy=[on_decline])
     return jobs

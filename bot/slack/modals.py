@@ -28,6 +28,9 @@ MODAL_TITLE = 24
 PRIVATE_METADATA = 3000
 ANSWER_MAX = 3000  # plain_text_input max_length
 MODAL_CALLBACK = "ask_answer_modal"
+DECLINE_CALLBACK = "approval_decline_modal"
+DECLINE_INPUT_BLOCK = "decline_reason"
+ACT_REASON = "reason_text"
 MODAL_INPUT_BLOCK = "answer_input"
 ACT_TEXT = "answer_text"
 
@@ -47,11 +50,11 @@ def loading_modal() -> dict[str, Any]:
     return dict(view.to_dict())
 
 
-def notice_modal(text_mrkdwn: str) -> dict[str, Any]:
+def notice_modal(text_mrkdwn: str, *, title: str = "Your answer") -> dict[str, Any]:
     """A modal that only says something (``text_mrkdwn`` is already escaped), with a Close button."""
     view = View(
         type="modal",
-        title=_title("Your answer"),
+        title=_title(title),
         close=PlainTextObject(text="Close"),
         blocks=[SectionBlock(text=MarkdownTextObject(text=clip(text_mrkdwn, SECTION_TEXT)))],
     )
@@ -96,3 +99,35 @@ def modal_metadata(view: dict[str, Any]) -> dict[str, str]:
     except ValueError:
         return {}
     return {str(k): str(v) for k, v in meta.items()} if isinstance(meta, dict) else {}
+
+
+def decline_modal(tool_name: str, *, private_metadata: dict[str, str]) -> dict[str, Any]:
+    """The decline form: an optional reason for the model and the thread. Raises ``ValueError`` when the metadata
+    is too long."""
+    meta = json.dumps(private_metadata, separators=(",", ":"))
+    if len(meta) > PRIVATE_METADATA:
+        raise ValueError("private_metadata too long")
+    view = View(
+        type="modal",
+        callback_id=DECLINE_CALLBACK,
+        title=_title("Decline"),
+        submit=PlainTextObject(text="Decline"),
+        close=PlainTextObject(text="Cancel"),
+        private_metadata=meta,
+        blocks=[
+            SectionBlock(text=MarkdownTextObject(text=f"Decline running `{escape(clip(tool_name, 100))}`?")),
+            InputBlock(
+                block_id=DECLINE_INPUT_BLOCK,
+                optional=True,
+                label=PlainTextObject(text="Reason (optional)"),
+                element=PlainTextInputElement(action_id=ACT_REASON, multiline=True, max_length=ANSWER_MAX),
+            ),
+        ],
+    )
+    return dict(view.to_dict())
+
+
+def decline_reason(view: dict[str, Any]) -> str:
+    """The reason typed into the decline form, stripped (``''`` when none)."""
+    values = (view.get("state") or {}).get("values") or {}
+    return str(((values.get(DECLINE_INPUT_BLOCK) or {}).get(ACT_REASON) or {}).get("value") or "").strip()

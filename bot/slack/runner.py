@@ -35,7 +35,13 @@ log = logging.getLogger(__name__)
 
 LazyFunction = Callable[..., Awaitable[None]]
 # What a worker needs of Bolt's context (and what ack functions leave for their lazy functions); never a token.
-QUEUED_CONTEXT = ("bot_user_id", "bot_id", "answer_loading_view_id", "answer_accepted")  # answer_modal's keys
+QUEUED_CONTEXT = (  # the modals' keys: answer_modal.py, approving.py
+    "bot_user_id",
+    "bot_id",
+    "answer_loading_view_id",
+    "answer_accepted",
+    "decline_accepted",
+)
 
 
 async def no_lazy_only_from_outside(req: AsyncBoltRequest, next: Callable[[], Awaitable[Any]]) -> Any:

@@ -12,11 +12,11 @@ from bot.agent import Agent, AskUserPayload, ask_user_tool, make_ask_user_tool
 from bot.agent.model import ChatModel, TextDelta, TurnDone
 from bot.agent.stream import Chunk, FinishPayload, SuspendedPayload
 from bot.agent.tools import Tool
-from bot.playground.demo_model import HELP_TEXT, DemoModel, choose_flow, split_pieces
+from bot.playground.demo_model import HELP_TEXT, DemoModel, choose_flow, choose_tool_flow, split_pieces
 from bot.store import RedisRunStore
 
 KEYWORDS = ["two questions", "both", "deploy", "pick", "choose", "single", "plan", "features", "several", "multi"]
-KEYWORDS += ["many", "lots", "name", "free", "text", "?", "help"]
+KEYWORDS += ["many", "lots", "name", "free", "text", "?", "help", "restart", "ticket"]
 HINT = "Say `help` to try another flow."
 
 
@@ -292,3 +292,42 @@ def test_choose_flow_and_split_pieces() -> None:
         assert "".join(split_pieces(text, words=2)) == text
     with pytest.raises(ValueError):
         DemoModel(delay=-1)
+
+
+# --- the demo tools' keywords (flows through the demo agent: test_playground_demo_tools.py) ------------------
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        ("restart", ("restart_service", {"name": "api"})),
+        ("please restart web", ("restart_service", {"name": "web"})),
+        ("<@UBOT> Restart the web service.", ("restart_service", {"name": "web"})),
+        ("restarting api-gateway now", ("restart_service", {"name": "api-gateway"})),
+        ("can you restart it?", ("restart_service", {"name": "api"})),
+        ("ticket SUP-9 says: restart web", ("restart_service", {"name": "web"})),  # restart wins over ticket
+        ("ticket", ("lookup_ticket", {"ticket_id": "SUP-1"})),
+        ("what is ticket sup-123 about?", ("lookup_ticket", {"ticket_id": "SUP-123"})),
+        ("tickets OPS-7 and SUP-8", ("lookup_ticket", {"ticket_id": "OPS-7"})),
+        ("ticket #42", ("lookup_ticket", {"ticket_id": "SUP-42"})),
+        ("deploy", None),
+        ("unrestarted", None),
+        ("<@URESTART> hi", None),  # Slack mentions are ignored
+    ],
+)
+def test_choose_tool_flow(words: str, expected: tuple[str, dict[str, Any]] | None) -> None:
+    assert choose_tool_flow(words) == expected
+
+
+async def test_without_the_demo_tools_old_flows_win(agent: Agent) -> None:
+    """An agent with only ask_user: ``restart`` / ``ticket`` are not keywords; the old flows decide, and where they
+    would give the help text the reply says which tool is missing and how to get it."""
+    _, question = only_suspension(await (await agent.stream("restart the deploy")).collect())
+    assert question.question == "Which environment should I deploy to?"
+    _, question = only_suspension(await (await agent.stream("which ticket?")).collect())
+    assert question.question == "What's the project called?"
+    for words, tool_name in [("restart web", "restart_service"), ("ticket SUP-3", "lookup_ticket")]:
+        text = final_text(await (await agent.stream(words)).collect())
+        assert text.startswith(f"(demo model) This is where I'd call the `{tool_name}` tool, but this run has no")
+        assert "`AGENT=bot.playground.demo_agent:build`" in text and text.endswith(HINT)
+    assert "AGENT=bot.playground.demo_agent:build" in HELP_TEXT

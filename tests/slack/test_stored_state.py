@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 
 from bot.playground.state import TEAM_ID
 from bot.store import Keys
+from bot.testing import approval_agent
 from bot.testing.openai_server import Reply
 from bot.testing.slack_scenarios import ALICE, GENERAL, ask, has_controls, thread_run_id
 
@@ -67,11 +68,14 @@ async def test_a_run_suspended_by_an_earlier_release_resumes(
 ) -> None:
     """The frozen record, with its Slack context pointed at this workspace's thread (same shape), answered by a
     reply in the thread: the answer and the queued second question go on where the old release stopped."""
+    raw = json.loads((FIXTURES / fixture).read_text())
+    if raw["pending"].get("kind") == "approval":
+        await resume_a_stored_approval(fake_redis, harness, raw)
+        return
     async with harness(fake_redis) as h:
         d = await h.ws.mention(ALICE, GENERAL, "started before the upgrade")
         thread = d.message["ts"]
         await h.settle()
-        raw = json.loads((FIXTURES / fixture).read_text())
         slack = raw["metadata"]["slack"]
         slack.update(team_id=TEAM_ID, channel_id=GENERAL, thread_ts=thread, requester=ALICE)
         if "message_ts" in slack:
@@ -100,3 +104,18 @@ async def test_a_run_suspended_by_an_earlier_release_resumes(
         assistant = next(m for m in sent if m.get("tool_calls"))
         stored = next(m for m in raw["messages"] if m.get("tool_calls"))
         assert assistant == stored  # provider fields of the old record go back as they were
+
+
+async def resume_a_stored_approval(fake_redis: aioredis.Redis, harness: Any, raw: dict[str, Any]) -> None:
+    """A stored run waiting on a tool approval: approving it runs the tool once and the run goes on."""
+    approval_agent.RESTARTS.clear()
+    async with harness(fake_redis, settings={"agent": "bot.testing.approval_agent:build"}) as h:
+        keys = Keys(h.settings.redis_prefix)
+        client = h.bot.agent.store.client
+        await client.hset(keys.run(raw["run_id"]), mapping={"rev": str(raw["revision"]), "state": json.dumps(raw)})
+        h.model.script(Reply(text="Restarted after the upgrade."))
+        resumed = await h.bot.agent.approve_tool_call(run_id=raw["run_id"], approved_by=ALICE)
+        chunks = await resumed.collect()
+        assert chunks[-1].type == "finish" and approval_agent.RESTARTS == ["api"]
+        results = [m for m in h.model.requests[-1]["messages"] if m["role"] == "tool"]
+        assert [m["content"] for m in results][-1] == "api restarted"

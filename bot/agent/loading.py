@@ -1,0 +1,46 @@
+"""Bring your own agent: ``AGENT=mypkg.agents:build`` (or ``python -m bot serve --agent mypkg.agents:build``) names a
+factory, ``module:attribute`` as uvicorn does, called as ``build(model=..., store=...)`` with the bot's configured
+model and run store, and returning an :class:`~bot.agent.Agent`.
+
+Every problem is one :class:`~bot.errors.ConfigError` line, raised at start-up: a malformed string, a module that
+can't be imported (and why), a missing attribute, something not callable, a factory that raises, or a result that
+is not an ``Agent``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any
+
+from bot.agent.agent import Agent
+from bot.agent.model import ChatModel
+from bot.agent.store import RunStore
+from bot.errors import ConfigError
+
+SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+
+
+def load_agent(spec: str, *, model: ChatModel, store: RunStore) -> Agent:
+    """Import ``spec`` (``module:attribute``) and call it as ``factory(model=model, store=store)``. Raises
+    ``ConfigError`` (one line) for every way that can fail."""
+    if not SPEC.fullmatch(spec):
+        raise ConfigError(f"AGENT {spec!r} must look like module:attribute, e.g. mypkg.agents:build")
+    module_name, attribute = spec.split(":", 1)
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as exc:  # an import runs the module: anything can happen there
+        raise ConfigError(f"AGENT {spec!r}: cannot import {module_name} ({type(exc).__name__}: {exc})") from None
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            raise ConfigError(f"AGENT {spec!r}: {module_name} has no attribute {attribute!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise ConfigError(f"AGENT {spec!r}: {attribute} is not callable (a factory build(model=..., store=...))")
+    try:
+        agent = target(model=model, store=store)
+    except Exception as exc:
+        raise ConfigError(f"AGENT {spec!r}: the factory raised {type(exc).__name__}: {exc}") from None
+    if not isinstance(agent, Agent):
+        raise ConfigError(f"AGENT {spec!r}: the factory returned {type(agent).__name__}, not a bot.agent.Agent")
+    return agent

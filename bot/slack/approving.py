@@ -1,0 +1,270 @@
+"""Deciding on tool calls from Slack: Approve, Decline (with an optional reason, in a modal) and Details (the call's
+full arguments, in a modal). The same path as answers: the bot's own reference in the payload, the run loaded, the
+request checked against the run's channel and messages, the approver policy (:mod:`bot.slack.approvers`), then the
+runtime's check and its exactly-once claim (``Agent.approve_tool_call`` / ``decline_tool_call``). The request message
+then says who decided, and once the call ends how it went (ran in N s, or failed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from bot.agent.answers import Open, question_of
+from bot.agent.approvals import approval_payload
+from bot.agent.state import RunState
+from bot.agent.stream import AgentStream
+from bot.errors import (
+    NotAwaitingThisKind,
+    QuestionExpired,
+    RunAlreadyResumed,
+    RunConflict,
+    RunNotFound,
+    RunNotResumable,
+    StoreUnavailable,
+    ToolCallNotPending,
+)
+from bot.logs import log_context
+from bot.slack import modals
+from bot.slack.answer_modal import LOADING_VIEW, NOT_OURS, AnswerModal
+from bot.slack.answering import GONE, NOT_HERE, NOT_OPEN, STORE_DOWN, UNKNOWN_BUTTON, Answering, Say
+from bot.slack.approval_blocks import details_text
+from bot.slack.approvers import ApproverPolicy
+from bot.slack.context import SlackContext, Where
+from bot.slack.follow import Decided
+from bot.slack.refs import BadReference, QuestionRef
+from bot.slack.safe_text import safe_mrkdwn
+
+Ack = Callable[..., Awaitable[Any]]
+
+
+class Approving:
+    """Approve / Decline / Details listeners for ``answering``'s agent, decided by ``policy``."""
+
+    def __init__(self, answering: Answering, *, policy: ApproverPolicy, modal: AnswerModal) -> None:
+        self.answering = answering
+        self.policy = policy
+        self.modal = modal
+
+    # --- Approve ---------------------------------------------------------------------------------
+
+    async def on_approve(self, body: dict[str, Any]) -> None:
+        """Lazy listener of Approve."""
+        where = Where.of_action(body)
+        found = await self._found(body, where, self.answering.say_to(where))
+        if found is not None:
+            state, ctx, call = found
+            await self.decide(state, ctx, call, where=where, approved=True, reason=None)
+
+    async def _found(self, body: dict[str, Any], where: Where, say: Say) -> tuple[RunState, SlackContext, str] | None:
+        """The run, context and call a click is about, checked; or None after telling the person why not."""
+        action = (body.get("actions") or [{}])[0]
+        try:
+            ref, _ = QuestionRef.from_value(str(action.get("value", "")))
+        except BadReference:
+            await say(UNKNOWN_BUTTON)
+            return None
+        loaded = await self.answering.load(ref.run_id, say)
+        if loaded is None:
+            return None
+        state, ctx = loaded
+        call = question_of(state, ref.matches)
+        if call is None:
+            await say(NOT_OPEN)
+            return None
+        if not await self.answering.belongs(where, ctx, run_id=state.run_id, call=call):
+            await say(NOT_HERE)
+            return None
+        if not await self.policy.may_approve(ctx, where.user):
+            await say(self.policy.refusal(ctx))
+            return None
+        return state, ctx, call
+
+    async def decide(
+        self, state: RunState, ctx: SlackContext, call: str, *, where: Where, approved: bool, reason: str | None
+    ) -> None:
+        """Claim the decision on ``call`` (policy already applied) and follow the run it continues."""
+        say = self.answering.say_to(where, ctx)
+        check = self.answering.agent.check_answer(state, call)
+        if not isinstance(check, Open):
+            await self.answering.not_open(check, state, ctx=ctx, call=call, user=where.user, say=say)
+            return
+        if check.pending.kind != "approval":
+            await say(NOT_OPEN)
+            return
+        slot = await self.answering.slot(ctx, say)
+        if slot is None:
+            return
+        try:
+            with log_context(run_id=state.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id, user_id=where.user):
+                stream = await self._claim(state, ctx, call, where=where, approved=approved, reason=reason, say=say)
+                if stream is None:
+                    return
+                payload = approval_payload(check.pending)
+                follower = self.answering.follower
+                if approved:
+                    outcome = f":white_check_mark: Approved by <@{where.user}>"
+                    await follower.close_approval(state.run_id, payload, outcome=f"{outcome} · running…")
+                    decided = Decided(tool_call_id=call, payload=payload, outcome=outcome)
+                    await follower.follow(stream, ctx, decided=decided)
+                else:
+                    why = f": {safe_mrkdwn(reason)}" if reason else ""
+                    await follower.close_approval(
+                        state.run_id, payload, outcome=f":no_entry_sign: Declined by <@{where.user}>{why}"
+                    )
+                    await follower.follow(stream, ctx)
+        finally:
+            await slot.release()
+
+    async def _claim(
+        self,
+        state: RunState,
+        ctx: SlackContext,
+        call: str,
+        *,
+        where: Where,
+        approved: bool,
+        reason: str | None,
+        say: Say,
+    ) -> AgentStream | None:
+        agent = self.answering.agent
+        try:
+            if approved:
+                return await agent.approve_tool_call(run_id=state.run_id, tool_call_id=call, approved_by=where.user)
+            return await agent.decline_tool_call(
+                run_id=state.run_id, tool_call_id=call, reason=reason, declined_by=where.user
+            )
+        except (
+            RunAlreadyResumed,
+            QuestionExpired,
+            RunNotResumable,
+            RunConflict,
+            ToolCallNotPending,
+            NotAwaitingThisKind,
+        ):
+            loaded = await self.answering.load(state.run_id, say)
+            if loaded is not None:
+                check = agent.check_answer(loaded[0], call)
+                if isinstance(check, Open):
+                    await say("Someone else changed this conversation at the same moment; please try again.")
+                else:
+                    await self.answering.not_open(check, loaded[0], ctx=ctx, call=call, user=where.user, say=say)
+        except RunNotFound:
+            await say(GONE)
+        except StoreUnavailable:
+            await say(STORE_DOWN)
+        return None
+
+    # --- Decline (a modal with an optional reason) and Details -------------------------------------
+
+    async def open_modal(self, ack: Ack, body: dict[str, Any], context: Any) -> None:
+        """Decline and Details (ack side): open a loading modal at once (the trigger lives 3 s)."""
+        await self.modal.open_modal(ack, body, context)
+
+    async def on_open_decline(self, body: dict[str, Any], context: Any) -> None:
+        """Decline (lazy): the loading modal becomes the reason form, or a notice."""
+        await self._fill_modal(body, context, decline=True)
+
+    async def on_open_details(self, body: dict[str, Any], context: Any) -> None:
+        """Details (lazy): the loading modal shows the call's full arguments."""
+        await self._fill_modal(body, context, decline=False)
+
+    async def _fill_modal(self, body: dict[str, Any], context: Any, *, decline: bool) -> None:
+        view_id = context.get(LOADING_VIEW) if context else None
+        if not view_id:
+            return
+        web = self.answering.web
+
+        async def notice(text: str) -> None:
+            await web.update_view(view_id, modals.notice_modal(text))
+
+        where = Where.of_action(body)
+        if not decline:
+            where = Where(user=where.user, surface="home", team_id=where.team_id)  # reading needs no decision right
+        found = await self._found(body, where, notice) if decline else await self._found_to_read(body, notice)
+        if found is None:
+            return
+        state, _ctx, call = found
+        check = self.answering.agent.check_answer(state, call)
+        pending = check.pending if isinstance(check, Open) else state.pending
+        if pending is None or pending.kind != "approval":
+            await notice(NOT_OPEN)
+            return
+        payload = approval_payload(pending)
+        if not decline:
+            await web.update_view(view_id, modals.notice_modal(details_text(payload), title="Details"))
+            return
+        if not isinstance(check, Open):
+            await notice(NOT_OPEN)
+            return
+        ref = QuestionRef.of(state.run_id, call)
+        meta = self.modal.metadata(run_id=state.run_id, call=ref.call, user=where.user, view_id=view_id)
+        await web.update_view(view_id, modals.decline_modal(payload.tool_name, private_metadata=meta))
+
+    async def _found_to_read(self, body: dict[str, Any], say: Say) -> tuple[RunState, SlackContext, str] | None:
+        action = (body.get("actions") or [{}])[0]
+        try:
+            ref, _ = QuestionRef.from_value(str(action.get("value", "")))
+        except BadReference:
+            await say(UNKNOWN_BUTTON)
+            return None
+        loaded = await self.answering.load(ref.run_id, say)
+        if loaded is None:
+            return None
+        call = question_of(loaded[0], ref.matches)
+        if call is None:
+            await say(NOT_OPEN)
+            return None
+        return loaded[0], loaded[1], call
+
+    async def ack_decline(self, ack: Ack, body: dict[str, Any], context: Any) -> None:
+        """A submitted decline form (ack side): a form not opened for this person, someone not allowed, or a call
+        no longer waiting get an error in the modal; otherwise it closes and :meth:`on_decline` claims it."""
+        found = await self._decline_form(body)
+        if isinstance(found, str):
+            await ack(response_action="errors", errors={modals.DECLINE_INPUT_BLOCK: found})
+            return
+        context[ACCEPTED_DECLINE] = True
+        await ack()
+
+    async def on_decline(self, body: dict[str, Any], context: Any) -> None:
+        """A submitted decline form (lazy): claim the decision with the reason given (if any)."""
+        if not (context and context.get(ACCEPTED_DECLINE)):
+            return
+        found = await self._decline_form(body)
+        user = str((body.get("user") or {}).get("id") or "")
+        if isinstance(found, str):
+            await self.answering.web.tell(user, found)
+            return
+        state, ctx, call = found
+        reason = modals.decline_reason(body.get("view") or {})
+        where = Where(user=user, surface="modal", team_id=ctx.team_id)
+        await self.decide(state, ctx, call, where=where, approved=False, reason=reason or None)
+
+    async def _decline_form(self, body: dict[str, Any]) -> tuple[RunState, SlackContext, str] | str:
+        view = body.get("view") or {}
+        meta = modals.modal_metadata(view)
+        user = str((body.get("user") or {}).get("id") or "")
+        if not self.modal.opened_by_us(meta, user=user, view_id=str(view.get("id") or "")):
+            return NOT_OURS
+        told: list[str] = []
+
+        async def keep(text: str) -> None:
+            told.append(text)
+
+        loaded = await self.answering.load(meta["r"], keep)
+        if loaded is None:
+            return told[0] if told else NOT_OPEN
+        state, ctx = loaded
+        call = question_of(state, QuestionRef(run_id=meta["r"], call=meta["c"]).matches)
+        if call is None:
+            return NOT_OPEN
+        if not await self.policy.may_approve(ctx, user):
+            return self.policy.refusal(ctx)
+        check = self.answering.agent.check_answer(state, call)
+        if not isinstance(check, Open) or check.pending.kind != "approval":
+            return NOT_OPEN
+        return state, ctx, call
+
+
+ACCEPTED_DECLINE = "decline_accepted"
