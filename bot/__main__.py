@@ -63,7 +63,11 @@ def check_required(settings: Settings, *, role: Role, transport: Transport, expl
         required.append(("SLACK_SIGNING_SECRET", settings.slack_signing_secret, "verifies requests" + flag))
     required += [
         ("REDIS_URL", settings.redis_url, "runs must outlive the process, e.g. redis://127.0.0.1:6379/0"),
-        ("OPENAI_API_KEY", settings.openai_api_key, "any OpenAI-compatible server; set OPENAI_BASE_URL too"),
+        (
+            "OPENAI_API_KEY",
+            settings.openai_api_key,
+            "the model's key; OPENAI_BASE_URL picks another OpenAI-compatible server",
+        ),
     ]
     missing = [f"{name} ({why})" for name, value, why in required if value is None]
     if missing:  # all at once, so setting up takes one round
@@ -178,7 +182,8 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: parse ``argv``, load the settings and run; returns the exit status (2: refused to start,
     with one ``error: ...`` line per problem on stderr)."""
-    parser = argparse.ArgumentParser(prog="python -m bot", description=(__doc__ or "").splitlines()[0])
+    summary = (__doc__ or "").splitlines()[0].replace("``", "")
+    parser = argparse.ArgumentParser(prog="python -m bot", description=summary)
     parser.add_argument(
         "command", nargs="?", choices=["serve", "web", "worker", "playground"], help="default: from the environment"
     )

@@ -46,6 +46,7 @@ from bot.store import connect_redis
 log = logging.getLogger(__name__)
 
 BOT_HOST = "127.0.0.1"
+DEMO_AGENT = "bot.playground.demo_agent:build"
 DRAIN_SECONDS = 3.0
 
 
@@ -153,6 +154,8 @@ class Playground:
                 "slack_signing_secret": SecretStr(secret),
                 "slack_app_token": None,
                 "slack_api_url": workspace.api_url,
+                # The offline demo model comes with the demo agent's tools (one needs approval), unless AGENT is set.
+                "agent": self.settings.agent or (DEMO_AGENT if model_kind == "demo" else None),
             }
         )
         bot = build_bot(bot_settings, model=model, redis_client=redis_client)

@@ -194,6 +194,7 @@ def _question_message(
                 options=_options(payload, with_descriptions=False),
             )
         blocks.append(ActionsBlock(block_id=ref.block_id("picks"), elements=[element]))
+        hint = "or reply in this thread with the options' names or numbers"
         blocks.append(
             ActionsBlock(
                 block_id=ref.block_id("submit"),

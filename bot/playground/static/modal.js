@@ -104,8 +104,13 @@ function build(root, view) {
   });
   const backdrop = el("div", { class: "modal-backdrop" }, [dialog]);
   root.replaceChildren(backdrop);
-  const first = dialog.querySelector("input, textarea, select") || submitButton;
-  first.focus();
+  // Focus the first input, else the submit button, else any button (a notice has only Close): keyboard users can
+  // always act on, or leave, the modal with Tab / Enter / Escape.
+  const first =
+    dialog.querySelector("input, textarea, select") ||
+    (submitButton && submitButton.isConnected ? submitButton : null) ||
+    dialog.querySelector("button");
+  if (first) first.focus();
   return { dialog, inputs };
 }
 
