@@ -1,0 +1,140 @@
+"""Claims on a run: answers, approval decisions and expiry, the part of :class:`~bot.agent.Agent` that decides
+whether a run can take what a person sends (:mod:`bot.agent.answers`) and claims it exactly once.
+
+Every claim is one compare-and-set in the store, refused once the question's deadline passed by the store's clock;
+the loser learns who won (``RunAlreadyResumed``), an expired question is recorded as such (``QuestionExpired``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from bot.agent.answers import AnswerCheck, Answered, Closed, Expired, Open, check_answer
+from bot.agent.approvals import APPROVED, DECLINED
+from bot.agent.state import Answer, PendingCall, RunState, utcnow
+from bot.agent.store import RunStore
+from bot.agent.stream import AgentStream
+from bot.errors import (
+    BotError,
+    NotAwaitingThisKind,
+    QuestionExpired,
+    RunAlreadyResumed,
+    RunConflict,
+    RunNotResumable,
+    ToolCallNotPending,
+)
+
+log = logging.getLogger("bot.agent.agent")
+
+
+class Claims:
+    """Mixed into :class:`~bot.agent.Agent` (which provides ``store``, ``owner`` and ``_launch``)."""
+
+    store: RunStore
+    owner: str
+
+    def _launch(self, state: RunState) -> AgentStream:
+        raise NotImplementedError
+
+    async def approve_tool_call(
+        self, *, run_id: str, tool_call_id: str | None = None, approved_by: str | None = None
+    ) -> AgentStream:
+        """Approve the tool call a run waits on; the tool runs (once) and the run continues. Raises as
+        :meth:`resume_stream`, and ``NotAwaitingThisKind`` (a ``ValueError``) when the call waits for an answer."""
+        return await self._decide(run_id, tool_call_id, decision=APPROVED, by=approved_by, reason=None)
+
+    async def decline_tool_call(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        reason: str | None = None,
+        declined_by: str | None = None,
+    ) -> AgentStream:
+        """Decline the tool call a run waits on; the tool never runs, the model is told (with ``reason``) and the
+        run continues. Raises as :meth:`approve_tool_call`."""
+        return await self._decide(run_id, tool_call_id, decision=DECLINED, by=declined_by, reason=reason)
+
+    async def _decide(
+        self, run_id: str, tool_call_id: str | None, *, decision: str, by: str | None, reason: str | None
+    ) -> AgentStream:
+        state = await self.store.load(run_id)
+        pending = await self._require_open(state, tool_call_id)
+        if pending.kind != "approval":
+            raise NotAwaitingThisKind(run_id=run_id, tool_call_id=pending.tool_call_id, waits_for=pending.kind)
+        answer = Answer(
+            tool_call_id=pending.tool_call_id,
+            resume_data=decision,
+            answered_by=by,
+            answered_at=utcnow(),
+            reason=reason.strip() if reason and reason.strip() else None,
+        )
+        return await self._claim(state, pending, answer)
+
+    async def _claim(self, state: RunState, pending: PendingCall, answer: Answer) -> AgentStream:
+        """Claim ``answer`` for ``pending`` (one compare-and-set wins, before the deadline by the store's clock)
+        and continue the run."""
+        claimed = state.model_copy(
+            update={
+                "status": "running",
+                "pending": pending.model_copy(update={"resume": answer}),
+                "answers": [*state.answers, answer],
+                "error": None,
+                "turns": 0,
+            }
+        )
+        try:
+            claimed = await self.store.save(claimed, owner=self.owner, not_after=pending.expires_at)
+        except RunConflict:
+            await self._require_open(await self.store.load(state.run_id), pending.tool_call_id)
+            raise  # still open after a conflict: another write raced this one; the caller may try again
+        except QuestionExpired:
+            await self._mark_expired(state)
+            raise
+        return self._launch(claimed)
+
+    def check_answer(self, state: RunState, tool_call_id: str | None = None) -> AnswerCheck:
+        """Whether ``state`` can take an answer to ``tool_call_id`` now (see :mod:`bot.agent.answers`)."""
+        return check_answer(state, tool_call_id, now=utcnow())
+
+    async def expire(self, state: RunState) -> RunState:
+        """Close ``state``'s question if its deadline passed unanswered (status ``expired``); returns the state
+        as stored afterwards (unchanged when there was nothing to close). Raises ``StoreUnavailable``."""
+        if isinstance(self.check_answer(state), Expired):
+            await self._mark_expired(state)
+            return await self.store.load(state.run_id)
+        return state
+
+    # --- answers ---------------------------------------------------------------------------------
+
+    async def _require_open(self, state: RunState, tool_call_id: str | None) -> PendingCall:
+        """The pending call ``tool_call_id`` names, or the typed error that says why it can't take an answer."""
+        match self.check_answer(state, tool_call_id):
+            case Open(pending=pending):
+                return pending
+            case Answered(answer=answer):
+                raise RunAlreadyResumed(
+                    run_id=state.run_id,
+                    tool_call_id=answer.tool_call_id,
+                    answered_by=answer.answered_by,
+                    answered_at=answer.answered_at,
+                )
+            case Expired(expires_at=expires_at):
+                await self._mark_expired(state)
+                raise QuestionExpired(run_id=state.run_id, tool_call_id=tool_call_id, expires_at=expires_at)
+            case Closed(waiting_on=waiting_on) if waiting_on is not None and tool_call_id is not None:
+                raise ToolCallNotPending(
+                    run_id=state.run_id, tool_call_id=tool_call_id, pending_tool_call_id=waiting_on
+                )
+            case Closed(status=status):
+                raise RunNotResumable(state.run_id, status, "it is not waiting for an answer")
+        raise AssertionError("unreachable")
+
+    async def _mark_expired(self, state: RunState) -> None:
+        """Record that the run's question expired unanswered (best effort: a newer write wins)."""
+        if state.status != "suspended":
+            return
+        with contextlib.suppress(BotError):
+            await self.store.save(state.model_copy(update={"status": "expired"}), owner=self.owner)
+            log.info("run %s: question expired unanswered", state.run_id)
