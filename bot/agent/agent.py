@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import secrets
@@ -205,6 +206,18 @@ class Agent(Claims):
             raise RunNotResumable(run_id, "running", "another process took it first") from None
         return self._launch(claimed)
 
+    def add_tools(self, tools: Sequence[Tool]) -> None:
+        """Offer ``tools`` too, from the next model turn on (e.g. tools of MCP servers, listed after start-up).
+
+        Raises ``ValueError``, adding none, when an id is already taken or given twice.
+        """
+        ids = [tool.id for tool in tools]
+        clashes = sorted({i for i in ids if i in self.tools or ids.count(i) > 1})
+        if clashes:
+            raise ValueError(f"tool ids must be unique; taken: {', '.join(clashes)}")
+        self.tools.update((tool.id, tool) for tool in tools)
+        self._tool_specs = [tool.spec() for tool in self.tools.values()]
+
     async def get_run(self, run_id: str) -> RunState:
         """The stored state of a run. Raises ``RunNotFound``, ``StoreCorrupt``, ``StoreUnavailable``."""
         return await self.store.load(run_id)
@@ -268,7 +281,10 @@ class Agent(Claims):
             state = await self.saver.save_final(state)
             out.emit(FinishChunk(run_id, FinishPayload(status="completed", text=last_text(state))))
             return state
-        except BotError as exc:  # the store is down for good, or another process took the run over
+        except RunConflict:  # another process took the run over (this one's lease lapsed): its result wins
+            log.warning("run %s: taken over by another process; this segment's result is dropped", run_id)
+            out.emit(ErrorChunk(run_id, ErrorPayload(kind="superseded", message="continued by another process")))
+        except BotError as exc:  # the store is down for good, or the run expired meanwhile
             log.warning("run %s: could not save: %s", run_id, exc)
             out.emit(ErrorChunk(run_id, ErrorPayload(kind="store", message=str(exc))))
         except Exception:
@@ -358,6 +374,10 @@ class Agent(Claims):
             raise ModelCallFailed(f"model adapter error: {type(exc).__name__}") from None
         if done is None:
             raise ModelCallFailed("the model stream ended without finishing the turn")
+        if self.max_reply_chars is not None:
+            size = chars + sum(len(c.arguments) for c in done.tool_calls) + len(json.dumps(done.extra, default=str))
+            if size > 2 * self.max_reply_chars:  # tool arguments and reasoning count too (the run stores them)
+                raise ModelCallFailed(f"the turn's output went past {2 * self.max_reply_chars} characters")
         return done
 
     def _suspended_payload(self, pending: PendingCall) -> SuspendedPayload:

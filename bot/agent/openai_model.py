@@ -173,6 +173,8 @@ class OpenAIChatModel:
                 async for chunk in stream:
                     for text in turn.add_chunk(chunk):
                         yield TextDelta(text)
+                if turn.finish_reason is None:  # cut off: no finish_reason, so no telling what is missing
+                    raise ModelCallFailed("the model's stream ended before the turn was finished")
             else:
                 try:
                     data = await raw.http_response.aread()

@@ -33,9 +33,10 @@ from pydantic import BaseModel
 
 from bot.agent.state import RunState
 
-ErrorKind = Literal["model", "max_turns", "store", "internal"]
+ErrorKind = Literal["model", "max_turns", "store", "superseded", "internal"]
 """``model``: the model call failed; ``max_turns``: too many turns without human input; ``store``: the run could
-not be saved or was taken over; ``internal``: a bug in the runtime."""
+not be saved; ``superseded``: another process took the run over (its result is the one shown); ``internal``: a bug
+in the runtime."""
 
 
 @dataclass(frozen=True)

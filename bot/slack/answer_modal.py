@@ -23,6 +23,7 @@ from bot.logs import log_context
 from bot.slack import modals
 from bot.slack.answering import NOT_HERE, NOT_OPEN, UNKNOWN_BUTTON, Answering, explain
 from bot.slack.context import SlackContext, Where
+from bot.slack.mrkdwn import clip, escape
 from bot.slack.refs import BadReference, QuestionRef
 
 MODAL_CHECK_SECONDS = 2.0  # a view_submission must be acked within 3 s
@@ -111,7 +112,9 @@ class AnswerModal:
                 return
             payload = AskUserPayload.model_validate(check.pending.suspend_payload)
             meta = self.metadata(run_id=ref.run_id, call=ref.call, user=where.user, view_id=view_id)
-            await self.answering.web.update_view(view_id, modals.answer_modal(payload.question, private_metadata=meta))
+            form = modals.answer_modal(payload.question, private_metadata=meta)
+            if not await self.answering.web.update_view(view_id, form):
+                await self.answering.say_to(where)("Slack didn't show the answer form; please press Answer again.")
 
     async def ack_modal(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any], context: Any) -> None:
         """A submitted answer modal (ack side): a blank answer, a person not allowed, or a question that can't take
@@ -157,7 +160,11 @@ class AnswerModal:
             return
         state, ctx, call = found
         where = Where(user=user, surface="modal", team_id=ctx.team_id)
-        say = self.answering.say_to(where, ctx)
+        tell = self.answering.say_to(where, ctx)
+
+        async def say(message: str) -> None:  # the modal is closed: quote the typed answer back, nothing is lost
+            await tell(f"{message}\nYour answer was:\n>>> {escape(clip(text, 2500))}")
+
         with log_context(run_id=state.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id, user_id=user):
             if not self.answering.may_answer(ctx, user):
                 await say(self.answering.refusal(ctx))

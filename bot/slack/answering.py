@@ -174,7 +174,7 @@ class Answering:
         if not isinstance(check, Open):
             await self.not_open(check, state, ctx=ctx, call=call, user=where.user, say=say)
             return
-        slot = await self.slot(ctx, say)
+        slot = await self.slot(ctx, say, user=where.user)  # the answerer's request makes the run work
         if slot is None:
             return
         try:
@@ -224,11 +224,11 @@ class Answering:
         )
         await self.follower.follow(stream, ctx)
 
-    async def slot(self, ctx: SlackContext, say: Say) -> Slot | None:
-        """A run slot for a run of ``ctx``'s requester, or None after telling the person why not (the limits, or
-        the store down)."""
+    async def slot(self, ctx: SlackContext, say: Say, *, user: str | None = None) -> Slot | None:
+        """A run slot charged to ``user`` (default: ``ctx``'s requester), whose request makes the run work, or None
+        after telling the person why not (the limits, or the store down)."""
         try:
-            slot = await self.gate.enter(team_id=ctx.team_id, user=ctx.requester)
+            slot = await self.gate.enter(team_id=ctx.team_id, user=user or ctx.requester)
         except StoreUnavailable:
             await say(STORE_DOWN)
             return None

@@ -11,9 +11,10 @@ run :meth:`Bot.work` (see :mod:`bot.slack.runner`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 import aiohttp
 import redis.asyncio as aioredis
@@ -29,7 +30,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.agent import Agent, ChatModel, make_ask_user_tool
 from bot.agent.loading import load_agent
 from bot.config import Settings
-from bot.errors import ConfigError
+from bot.errors import ConfigError, describe_error
 from bot.slack.answer_modal import AnswerModal, modal_key
 from bot.slack.answering import STORE_DOWN, Answering
 from bot.slack.approvers import ApproverPolicy
@@ -48,6 +49,9 @@ from bot.store.conversations import ConversationIndex
 from bot.store.limits import ActiveRuns
 from bot.store.work_queue import WorkQueue
 
+if TYPE_CHECKING:
+    from bot.agent.mcp_tools import McpTools
+
 EVENTS_PATH = "/slack/events"
 Role = Literal["all", "web", "worker"]
 log = logging.getLogger(__name__)
@@ -65,6 +69,24 @@ class Bot:
     jobs: LazyJobs
     queue: WorkQueue | None = None
     signing_secret: str | None = None  # HTTP mode verifies requests with it (bot.slack.http)
+    mcp: McpTools | None = None  # MCP_CONFIG's servers, whose tools the agent gets once started
+    _mcp_starting: asyncio.Future[None] | None = field(default=None, init=False, repr=False)
+
+    async def start(self) -> None:
+        """Open the MCP servers' sessions and add their tools to the agent (servers that fail are logged and left
+        out). ``build_bot`` starts this in the background when called in a running event loop; awaiting it (any
+        number of times) waits until it is done."""
+        if self.mcp is not None:
+            await asyncio.shield(self._start_in_background(self.mcp))
+
+    def _start_in_background(self, mcp: McpTools) -> asyncio.Future[None]:
+        if self._mcp_starting is None:
+            self._mcp_starting = asyncio.ensure_future(self._start_mcp(mcp))
+            self._mcp_starting.add_done_callback(_log_start_failure)
+        return self._mcp_starting
+
+    async def _start_mcp(self, mcp: McpTools) -> None:
+        self.agent.add_tools(await mcp.start(reserved=set(self.agent.tools)))
 
     async def drain(self) -> None:
         """Wait for the work in flight in this process (tests, graceful shutdown)."""
@@ -75,7 +97,7 @@ class Bot:
         ``ConfigError`` for a bot built without a queue."""
         if self.queue is None:
             raise ConfigError("this bot was not built with a work queue (role 'worker')")
-
+        await self.start()  # the MCP servers' tools before the first job
         await self.queue.consume(self.run_job, stop=stop)
 
     async def run_job(self, job: dict[str, Any]) -> None:
@@ -83,14 +105,25 @@ class Bot:
         await self.jobs.run_job(job, client=self.client, runner=self.runner)
 
     async def aclose(self) -> None:
-        """Close the Web API client's HTTP session and the model's client, if it has one to close (after
-        :meth:`drain`)."""
+        """Close the Web API client's HTTP session, the model's client, if it has one to close, and the MCP servers'
+        sessions (stopping stdio servers) (after :meth:`drain`)."""
+        if self._mcp_starting is not None and not self._mcp_starting.done():
+            self._mcp_starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._mcp_starting
+        if self.mcp is not None:
+            await self.mcp.aclose()
         session = self.client.session
         if session is not None and not session.closed:
             await session.close()
         close_model = getattr(self.agent.model, "aclose", None)
         if close_model is not None:
             await close_model()
+
+
+def _log_start_failure(starting: asyncio.Future[None]) -> None:
+    if not starting.cancelled() and (exc := starting.exception()) is not None:
+        log.error("MCP: could not add the servers' tools: %s", describe_error(exc))
 
 
 def web_client(settings: Settings) -> SharedWebClient:
@@ -137,6 +170,11 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     agent.ask_ttl = float(settings.ask_ttl_seconds)
     agent.turn_timeout = float(settings.model_turn_timeout)
     agent.max_reply_chars = settings.max_reply_chars
+    mcp = None
+    if settings.mcp_config and role != "web":  # web processes run no agent
+        from bot.agent.mcp_tools import McpTools  # the MCP SDK is imported only when MCP_CONFIG is set
+
+        mcp = McpTools.from_file(settings.mcp_config)  # nothing starts yet: Bot.start() (below, or the caller's)
     client = web_client(settings)  # after the agent: a factory that fails leaves no HTTP session open
     index = ConversationIndex(redis_client, keys=keys, retention=retention)
     web_api = SlackWeb(client)
@@ -178,7 +216,20 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     approving = Approving(answering, policy=policy, modal=modal)
     jobs = register(app, threads=threads, answering=answering, modal=modal, approving=approving)
     secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
-    return Bot(app=app, agent=agent, client=client, runner=runner, jobs=jobs, queue=queue, signing_secret=secret)
+    bot = Bot(
+        app=app, agent=agent, client=client, runner=runner, jobs=jobs, queue=queue, signing_secret=secret, mcp=mcp
+    )
+    if mcp is not None and _loop_running():
+        bot._start_in_background(mcp)  # MCP servers start while the caller goes on; Bot.start() waits for them
+    return bot
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 async def tell_store_down(web_api: SlackWeb, body: dict[str, Any]) -> None:

@@ -92,7 +92,7 @@ class Approving:
         if check.pending.kind != "approval":
             await say(NOT_OPEN)
             return
-        slot = await self.answering.slot(ctx, say)
+        slot = await self.answering.slot(ctx, say, user=where.user)
         if slot is None:
             return
         try:

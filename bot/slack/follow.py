@@ -162,6 +162,8 @@ class Follower:
             )
 
     async def _failed(self, run_id: str, error: ErrorPayload, ctx: SlackContext) -> None:
+        if error.kind == "superseded":  # the process that took the run over posts its outcome
+            return
         retry = error.kind in ("model", "max_turns")
         text = failure_text(error.kind, error.message, retry=retry)
         blocks = bk.failure_blocks(text, run_id=run_id, retry=retry)

@@ -120,10 +120,18 @@ def distinct_clips(texts: Sequence[str], limit: int) -> list[str]:
     return shown
 
 
+# Letters of other scripts that look like Latin ones (the common part of Unicode's confusables list).
+_HOMOGLYPHS = str.maketrans(
+    "аеорсухіјѕԁԛԝАВЕКМНОРСТХІЈЅΑΒΕΖΗΙΚΜΝΟΡΤΥΧοϲνᴠ",  # noqa: RUF001 - look-alikes on purpose
+    "aeopcyxijsdqwABEKMHOPCTXIJSABEZHIKMNOPTYXocvv",
+)
+
+
 def _look(text: str) -> str:
-    """What a person sees of ``text``: whitespace runs as one space, invisible format characters (``Cf``) gone."""
-    visible = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
-    return " ".join(visible.split())
+    """What a person sees of ``text``: composed and decomposed forms alike (NFKC), look-alike letters of other
+    scripts as their Latin twins, whitespace runs as one space, invisible format characters (``Cf``) gone."""
+    visible = "".join(ch for ch in unicodedata.normalize("NFKC", text) if unicodedata.category(ch) != "Cf")
+    return " ".join(visible.translate(_HOMOGLYPHS).split())
 
 
 def _alike(shown: Sequence[str]) -> list[list[int]]:

@@ -162,7 +162,9 @@ class LazyJobs:
         if job.get("v") != JOB_VERSION or function is None or not isinstance(body, dict):
             log.error("work queue: dropping job %s (version %r, function %r)", job.get("id"), job.get("v"), name)
             return
-        context = {**(job.get("context") or {}), "client": client}
+        # The job id marks this delivery chain: a job redelivered after its worker died is the same job, so marks it
+        # made (e.g. "event seen") are recognised as its own (see ConversationIndex.first_sight).
+        context = {**(job.get("context") or {}), "client": client, "job_id": str(job.get("id") or "")}
         request = AsyncBoltRequest(body=body, mode="socket_mode", context=context)
         request.lazy_only, request.lazy_function_name = True, str(name)
         await runner.run(function, request)

@@ -69,24 +69,24 @@ class Threads:
 
     async def on_mention(self, body: dict[str, Any], context: dict[str, Any]) -> None:
         """Lazy listener of ``app_mention``: start or continue the thread's conversation."""
-        if await self._first_sight(body):
+        if await self._first_sight(body, context):
             await self._converse(body, bot_user=context.get("bot_user_id"))
 
     async def on_message(self, body: dict[str, Any], context: dict[str, Any]) -> None:
         """Lazy listener of ``message`` events a person wrote in a DM or as a thread reply (see the listener's
         matchers): DMs converse, thread replies may answer the open question."""
-        if not await self._first_sight(body):
+        if not await self._first_sight(body, context):
             return
         if (body.get("event") or {}).get("channel_type") == "im":
             await self._converse(body, bot_user=context.get("bot_user_id"))
         else:
             await self._thread_reply(body)
 
-    async def _first_sight(self, body: dict[str, Any]) -> bool:
+    async def _first_sight(self, body: dict[str, Any], context: dict[str, Any]) -> bool:
         event = body.get("event") or {}
         event_id = body.get("event_id") or f"{event.get('channel')}:{event.get('ts')}"
         try:
-            return await self.index.first_sight(str(event_id))
+            return await self.index.first_sight(str(event_id), token=context.get("job_id") or None)
         except StoreUnavailable:
             where = Where.of_event(body)
             if where.channel_id:

@@ -11,6 +11,7 @@ app's Messages tab) from App Home or a modal, which have no channel, and when th
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -20,6 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 log = logging.getLogger(__name__)
 
 WORKING_REACTION = "hourglass_flowing_sand"
+TRANSIENT = frozenset({"internal_error", "fatal_error", "service_unavailable", "request_timeout"})
 
 
 def _error(exc: SlackApiError) -> str:
@@ -38,13 +40,23 @@ class SlackWeb:
     async def post(
         self, channel: str, *, thread_ts: str | None, text: str, blocks: list[dict[str, Any]] | None = None
     ) -> str | None:
-        """``chat.postMessage``; the new message's ``ts``, or None when Slack refused it."""
-        try:
-            resp = await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text, blocks=blocks)
-            return str(resp.get("ts")) if resp.get("ts") else None
-        except SlackApiError as exc:
-            log.error("chat.postMessage failed: %s", _error(exc))
-            return None
+        """``chat.postMessage``; the new message's ``ts``, or None when Slack refused it. Slack's transient errors
+        answered with HTTP 200 (``internal_error``, ``fatal_error``, ``service_unavailable``, ``request_timeout``,
+        which slack_sdk's retry handlers don't see) are retried twice."""
+        for attempt in range(3):
+            try:
+                resp = await self.client.chat_postMessage(
+                    channel=channel, thread_ts=thread_ts, text=text, blocks=blocks
+                )
+                return str(resp.get("ts")) if resp.get("ts") else None
+            except SlackApiError as exc:
+                code = exc.response.get("error") if exc.response is not None else None
+                if code in TRANSIENT and attempt < 2:
+                    await asyncio.sleep(0.5 * (attempt + 1))
+                    continue
+                log.error("chat.postMessage failed: %s", _error(exc))
+                return None
+        return None
 
     async def update(self, channel: str, ts: str, *, text: str, blocks: list[dict[str, Any]]) -> bool:
         """``chat.update`` of a message the bot posted; False when Slack refused it."""

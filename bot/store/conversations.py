@@ -73,10 +73,11 @@ class ConversationIndex:
         self.event_ttl = event_ttl
         self._first_sight = client.register_script(_FIRST_SIGHT)
 
-    async def first_sight(self, event_id: str) -> bool:
-        """True the first time ``event_id`` is seen in the window. Raises ``StoreUnavailable``."""
+    async def first_sight(self, event_id: str, *, token: str | None = None) -> bool:
+        """True the first time ``event_id`` is seen in the window, and again for the same ``token`` (e.g. a queued
+        job's id: the job redelivered after its worker died is still the first sight). Raises ``StoreUnavailable``."""
         try:
-            token = secrets.token_hex(8)
+            token = token or secrets.token_hex(8)
             return bool(await self._first_sight(keys=[self.keys.event(event_id)], args=[token, self.event_ttl]))
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while checking an event: {type(exc).__name__}") from None
@@ -137,6 +138,7 @@ class ConversationIndex:
         ``StoreUnavailable``."""
         try:
             key = self.keys.told(run_id, tool_call_id=tool_call_id, user=user, topic=topic)
-            return bool(await self.client.set(key, 1, nx=True, ex=self.retention))
+            token = secrets.token_hex(8)  # a mark resent after its reply was lost is still this caller's
+            return bool(await self._first_sight(keys=[key], args=[token, self.retention]))
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while marking a notice: {type(exc).__name__}") from None

@@ -36,24 +36,24 @@ GROUP = "workers"
 JOB_VERSION = 1
 JOB_MARKER_TTL = 24 * 3600  # seconds a job id is remembered (longer than any job waits in the stream)
 
-# KEYS[1] stream, KEYS[2] job marker; ARGV: [1] job JSON, [2] maxlen, [3] marker ttl s. Returns the entry id, or
-# false when this job id was queued already.
+# KEYS[1] stream, KEYS[2] job marker; ARGV: [1] job JSON, [2] marker ttl s. Returns the entry id, or false when
+# this job id was queued already. No MAXLEN: handled jobs are deleted, so the stream holds only unhandled work, and
+# trimming would drop a person's click unseen.
 _ENQUEUE = """
-if not redis.call('SET', KEYS[2], 1, 'NX', 'EX', ARGV[3]) then return false end
-return redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'job', ARGV[1])
+if not redis.call('SET', KEYS[2], 1, 'NX', 'EX', ARGV[2]) then return false end
+return redis.call('XADD', KEYS[1], '*', 'job', ARGV[1])
 """
 Handler = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class WorkQueue:
-    """The job stream at ``Keys.work()``; ``max_len`` caps it (approximately) against runaway growth."""
+    """The job stream at ``Keys.work()`` (it holds only jobs not yet handled: handled ones are deleted)."""
 
-    def __init__(self, client: aioredis.Redis, *, keys: Keys, max_len: int = 100_000) -> None:
+    def __init__(self, client: aioredis.Redis, *, keys: Keys) -> None:
         self.client = client
         self.keys = keys
         self.key = keys.work()
         self._enqueue = client.register_script(_ENQUEUE)
-        self.max_len = max_len
         self._in_flight: set[Any] = set()  # entry ids being handled by this consumer (heartbeated)
         self._redelivered: set[Any] = set()  # entry ids reclaimed from a dead consumer
 
@@ -64,7 +64,7 @@ class WorkQueue:
         try:
             await self._enqueue(
                 keys=[self.key, self.keys.work_job(str(job["id"]))],
-                args=[json.dumps(job), self.max_len, JOB_MARKER_TTL],
+                args=[json.dumps(job), JOB_MARKER_TTL],
             )
             return str(job["id"])
         except RedisError as exc:
@@ -90,6 +90,7 @@ class WorkQueue:
         tasks: set[asyncio.Task[None]] = set()
         await self._ensure_group()
         last_reclaim = last_touch = 0.0
+        own_pending = True  # jobs this consumer name took before a restart are read first
         loop = asyncio.get_running_loop()
         while not stop.is_set():
             try:
@@ -105,7 +106,13 @@ class WorkQueue:
                     reclaimed = [e for e in claimed[1] if e and e[1]]
                     self._redelivered.update(entry_id for entry_id, _fields in reclaimed)
                     entries += reclaimed
-                read: Any = await self.client.xreadgroup(GROUP, name, {self.key: ">"}, count=batch, block=block_ms)
+                # After a Redis error, first re-read this consumer's own pending jobs ("0"): a read whose reply was
+                # lost delivered them to us, and they would otherwise wait for the dead-worker reclaim.
+                start = "0" if own_pending else ">"
+                read: Any = await self.client.xreadgroup(
+                    GROUP, name, {self.key: start}, count=batch, block=None if own_pending else block_ms
+                )
+                own_pending = False
                 for _stream, items in read or []:
                     entries += list(items)
             except ResponseError as exc:
@@ -117,6 +124,7 @@ class WorkQueue:
                 continue
             except RedisError as exc:
                 log.warning("work queue: Redis error %s; retrying", type(exc).__name__)
+                own_pending = True
                 await asyncio.sleep(1)
                 continue
             for entry_id, fields in entries:

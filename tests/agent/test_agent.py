@@ -331,7 +331,7 @@ async def test_run_whose_driver_died_is_taken_over_at_once_and_the_old_driver_ca
     rescued = await rescuer.retry_stream(run_id=stream.run_id)
     assert "".join([t async for t in rescued.text_stream]) == "Continued elsewhere."
     chunks = await stream.collect()
-    assert chunks[-1].type == "error" and chunks[-1].payload.kind == "store"
+    assert chunks[-1].type == "error" and chunks[-1].payload.kind == "superseded"
     state = await rescuer.get_run(stream.run_id)
     assert state.status == "completed" and state.messages[-1]["content"] == "Continued elsewhere."
 

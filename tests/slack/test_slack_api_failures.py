@@ -46,7 +46,7 @@ async def test_question_post_failing_falls_back_to_text_answerable_by_reply(
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:
     async with harness(fake_redis) as h:
-        h.ws.fake.fail_next("chat.postMessage", "internal_error")
+        h.ws.fake.fail_next("chat.postMessage", "invalid_blocks")  # Slack refuses the question's blocks
         h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="c1")]), Reply(text="Typed ok."))
         d = await h.ws.mention(ALICE, GENERAL, "go")
         thread = d.message["ts"]
