@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from datetime import timedelta
 
 from bot.agent.answers import AnswerCheck, Answered, Closed, Expired, Open, check_answer
 from bot.agent.approvals import APPROVED, DECLINED
@@ -26,6 +27,8 @@ from bot.errors import (
 )
 
 log = logging.getLogger("bot.agent.agent")
+
+CLOCK_MARGIN = timedelta(minutes=5)  # closer than this to a deadline, ask the store's clock
 
 
 class Claims:
@@ -94,14 +97,20 @@ class Claims:
             raise
         return self._launch(claimed)
 
-    def check_answer(self, state: RunState, tool_call_id: str | None = None) -> AnswerCheck:
-        """Whether ``state`` can take an answer to ``tool_call_id`` now (see :mod:`bot.agent.answers`)."""
-        return check_answer(state, tool_call_id, now=utcnow())
+    async def check(self, state: RunState, tool_call_id: str | None = None) -> AnswerCheck:
+        """Whether ``state`` can take an answer to ``tool_call_id`` now (see :mod:`bot.agent.answers`). A deadline
+        is judged by the store's clock (one extra round trip, only when this process's clock says it is near or
+        past), so a process whose clock runs fast never closes a question early. Raises ``StoreUnavailable``."""
+        pending = state.pending
+        now = utcnow()
+        if pending is not None and pending.expires_at is not None and now >= pending.expires_at - CLOCK_MARGIN:
+            now = await self.store.now()
+        return check_answer(state, tool_call_id, now=now)
 
     async def expire(self, state: RunState) -> RunState:
         """Close ``state``'s question if its deadline passed unanswered (status ``expired``); returns the state
         as stored afterwards (unchanged when there was nothing to close). Raises ``StoreUnavailable``."""
-        if isinstance(self.check_answer(state), Expired):
+        if isinstance(await self.check(state), Expired):
             await self._mark_expired(state)
             return await self.store.load(state.run_id)
         return state
@@ -110,7 +119,7 @@ class Claims:
 
     async def _require_open(self, state: RunState, tool_call_id: str | None) -> PendingCall:
         """The pending call ``tool_call_id`` names, or the typed error that says why it can't take an answer."""
-        match self.check_answer(state, tool_call_id):
+        match await self.check(state, tool_call_id):
             case Open(pending=pending):
                 return pending
             case Answered(answer=answer):

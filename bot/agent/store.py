@@ -51,3 +51,7 @@ class RunStore(Protocol):
     async def lease_owner(self, run_id: str) -> str | None:
         """The owner id holding the run's lease, or None."""
         ...
+
+    async def now(self) -> datetime:
+        """The store's clock (deadlines are judged by it)."""
+        ...

@@ -106,7 +106,7 @@ class AnswerModal:
             if not self.answering.may_answer(ctx, where.user):
                 await notice(self.answering.refusal(ctx))
                 return
-            check = self.answering.agent.check_answer(state, call)
+            check = await self.answering.agent.check(state, call)
             if not isinstance(check, Open):
                 await self.answering.not_open(check, state, ctx=ctx, call=call, user=where.user, say=notice)
                 return
@@ -141,7 +141,7 @@ class AnswerModal:
         state, ctx, call = found
         if not self.answering.may_answer(ctx, user):
             return self.answering.refusal(ctx)
-        check = self.answering.agent.check_answer(state, call)
+        check = await self.answering.agent.check(state, call)
         if isinstance(check, Open):
             return None
         if isinstance(check, Expired):

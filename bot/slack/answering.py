@@ -170,7 +170,7 @@ class Answering:
     async def take(self, state: RunState, ctx: SlackContext, *, call: str, where: Where, pick: Pick, say: Say) -> None:
         """Claim an answer to question ``call`` of ``state`` (policy already applied); on success update the
         question's messages and follow the resumed run (in a run slot: past the limits nothing is taken)."""
-        check = self.agent.check_answer(state, call)
+        check = await self.agent.check(state, call)
         if not isinstance(check, Open):
             await self.not_open(check, state, ctx=ctx, call=call, user=where.user, say=say)
             return
@@ -205,7 +205,7 @@ class Answering:
         except (RunAlreadyResumed, QuestionExpired, RunNotResumable, RunConflict, ToolCallNotPending):
             loaded = await self.load(state.run_id, say)
             if loaded is not None:
-                check = self.agent.check_answer(loaded[0], call)
+                check = await self.agent.check(loaded[0], call)
                 if isinstance(check, Open):  # a concurrent write that was not an answer: nothing taken
                     await say("Someone else changed this conversation at the same moment; please try again.")
                 else:

@@ -85,7 +85,7 @@ class Approving:
     ) -> None:
         """Claim the decision on ``call`` (policy already applied) and follow the run it continues."""
         say = self.answering.say_to(where, ctx)
-        check = self.answering.agent.check_answer(state, call)
+        check = await self.answering.agent.check(state, call)
         if not isinstance(check, Open):
             await self.answering.not_open(check, state, ctx=ctx, call=call, user=where.user, say=say)
             return
@@ -144,7 +144,7 @@ class Approving:
         ):
             loaded = await self.answering.load(state.run_id, say)
             if loaded is not None:
-                check = agent.check_answer(loaded[0], call)
+                check = await agent.check(loaded[0], call)
                 if isinstance(check, Open):
                     await say("Someone else changed this conversation at the same moment; please try again.")
                 else:
@@ -185,7 +185,7 @@ class Approving:
         if found is None:
             return
         state, _ctx, call = found
-        check = self.answering.agent.check_answer(state, call)
+        check = await self.answering.agent.check(state, call)
         pending = check.pending if isinstance(check, Open) else state.pending
         if pending is None or pending.kind != "approval":
             await notice(NOT_OPEN)
@@ -261,7 +261,7 @@ class Approving:
             return NOT_OPEN
         if not await self.policy.may_approve(ctx, user):
             return self.policy.refusal(ctx)
-        check = self.answering.agent.check_answer(state, call)
+        check = await self.answering.agent.check(state, call)
         if not isinstance(check, Open) or check.pending.kind != "approval":
             return NOT_OPEN
         return state, ctx, call

@@ -161,7 +161,7 @@ class Threads:
         Closes an expired question and continues an orphaned run on the way. Raises ``StoreUnavailable``."""
         prev_ctx = SlackContext.of(previous)
         say = self.answering.say_to(where)
-        check = self.agent.check_answer(previous)
+        check = await self.agent.check(previous)
         if isinstance(check, Expired) and previous.pending is not None:
             await self.answering.expire(previous, previous.pending.tool_call_id)
             return False
@@ -209,7 +209,7 @@ class Threads:
                             self.answering.refusal(ctx) + " Your reply wasn't taken as an answer."
                         )
                     return
-                check = self.agent.check_answer(state, call)
+                check = await self.agent.check(state, call)
                 if isinstance(check, Expired):
                     await self.answering.expire(state, call)
                     if await self.index.tell_once(state.run_id, tool_call_id=call, user=where.user, topic="expired"):

@@ -22,7 +22,7 @@ who answered what stays auditable that long.
 from __future__ import annotations
 
 import secrets
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -169,6 +169,14 @@ class RedisRunStore:
         if value is None:
             return None
         return value.decode() if isinstance(value, bytes) else str(value)
+
+    async def now(self) -> datetime:
+        """Redis's clock (``TIME``), by which deadlines are judged. Raises ``StoreUnavailable``."""
+        try:
+            seconds, micros = await self.client.time()
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while reading its clock: {type(exc).__name__}") from None
+        return datetime.fromtimestamp(int(seconds) + int(micros) / 1e6, tz=UTC)
 
     async def _write(
         self, state: RunState, *, owner: str, not_after: datetime | None = None, write_id: str | None = None
