@@ -20,7 +20,7 @@ import logging
 import re
 from typing import Any
 
-from bot.agent import Agent
+from bot.agent import Agent, new_run_id
 from bot.agent.answers import Expired, Open
 from bot.agent.state import RunState
 from bot.agent.text import is_blank
@@ -35,6 +35,8 @@ from bot.slack.webapi import SlackWeb
 from bot.store.conversations import ConversationIndex
 
 log = logging.getLogger(__name__)
+
+BUSY = "I'm still working on this thread; one moment."
 
 # Message subtypes that are a person speaking (docs.slack.dev reference/events/message); every other subtype
 # (edits, deletions, joins, bot messages, topic changes...) is not.
@@ -111,7 +113,7 @@ class Threads:
         )
         with log_context(team_id=team, channel_id=channel, user_id=where.user):
             try:
-                previous = await self._previous(ctx)
+                pointed, previous = await self._previous(ctx)
                 if previous is not None and await self._answered_or_busy(previous, where, text):
                     return
                 if previous is not None and previous.status == "running":  # continued above: take its final state
@@ -123,38 +125,50 @@ class Threads:
             if slot is None:
                 return
             try:
-                await self._start(ctx, text, previous)
+                await self._start(ctx, text, previous, after=pointed)
             finally:
                 await slot.release()
 
-    async def _start(self, ctx: SlackContext, text: str, previous: RunState | None) -> None:
-        """Start the thread's next run (continuing ``previous``'s conversation) and follow it."""
+    async def _start(self, ctx: SlackContext, text: str, previous: RunState | None, *, after: str | None) -> None:
+        """Start the thread's next run (continuing ``previous``'s conversation) and follow it. The thread is claimed
+        for the new run first, atomically, so two quick mentions can't start two runs (the second is told the
+        thread is busy), and nothing runs before the thread points at it."""
         history = self.agent.history_of(previous) if previous is not None else None
+        run_id = new_run_id()
         try:
-            stream = await self.agent.stream(text or "(empty message)", history=history, metadata=ctx.to_metadata())
-            await self.index.set_thread(
-                ctx.team_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts, run_id=stream.run_id
+            claimed = await self.index.claim_thread(
+                ctx.team_id,
+                channel_id=ctx.channel_id,
+                thread_ts=ctx.thread_ts,
+                run_id=run_id,
+                after=after,
+            )
+            if not claimed:
+                await self.web.tell(ctx.requester, BUSY, channel=ctx.channel_id, thread_ts=ctx.thread_ts)
+                return
+            stream = await self.agent.stream(
+                text or "(empty message)", run_id=run_id, history=history, metadata=ctx.to_metadata()
             )
         except StoreUnavailable:
             await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=f":warning: {STORE_DOWN}")
             return
         await self.follower.follow(stream, ctx)
 
-    async def _previous(self, ctx: SlackContext) -> RunState | None:
-        """The thread's latest run, or None (none yet, past retention, or unreadable: logged once, started over).
-        Raises ``StoreUnavailable``."""
+    async def _previous(self, ctx: SlackContext) -> tuple[str | None, RunState | None]:
+        """``(the run id the thread points at, that run)``: the run is None when there is none yet, it is past
+        retention, or it is unreadable (logged once; the thread starts over). Raises ``StoreUnavailable``."""
         record = await self.index.thread(ctx.team_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts)
         if record is None:
-            return None
+            return None, None
         try:
             state = await self.agent.get_run(record.run_id)
             SlackContext.of(state)
-            return state
+            return record.run_id, state
         except RunNotFound:
-            return None
+            return record.run_id, None
         except StoreCorrupt as exc:
             log.error("run %s: stored record unreadable (%s); the thread starts a new conversation", record.run_id, exc)
-            return None
+            return record.run_id, None
 
     async def _answered_or_busy(self, previous: RunState, where: Where, text: str) -> bool:
         """Handle a mention that the thread's previous run takes (an answer, "still working"); True when it did.
@@ -175,7 +189,7 @@ class Threads:
             return True
         if previous.status == "running":
             if not await self.answering.continue_orphan(previous, prev_ctx):
-                await say("I'm still working on this thread; one moment.")
+                await say(BUSY)
                 return True
             after = await self.agent.get_run(previous.run_id)  # continued to its next stop
             if after.status == "suspended":  # it asked something: that question comes first

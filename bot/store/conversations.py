@@ -40,6 +40,17 @@ return 0
 """
 
 
+# KEYS[1] thread hash; ARGV: [1] the run it must point at now ("" = none), [2] new run, [3] ttl s. 1 claimed.
+_CLAIM_THREAD = """
+local cur = redis.call('HGET', KEYS[1], 'run_id')
+if cur == ARGV[2] then return 1 end
+if (cur or '') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'run_id', ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return 1
+"""
+
+
 @dataclass(frozen=True)
 class ThreadRecord:
     """The latest run of a thread."""
@@ -72,6 +83,7 @@ class ConversationIndex:
         self.retention = retention
         self.event_ttl = event_ttl
         self._first_sight = client.register_script(_FIRST_SIGHT)
+        self._claim_thread = client.register_script(_CLAIM_THREAD)
 
     async def first_sight(self, event_id: str, *, token: str | None = None) -> bool:
         """True the first time ``event_id`` is seen in the window, and again for the same ``token`` (e.g. a queued
@@ -92,6 +104,19 @@ class ConversationIndex:
             raise StoreUnavailable(f"Redis error while reading a thread: {type(exc).__name__}") from None
         text = _text(run_id)
         return ThreadRecord(run_id=text) if text else None
+
+    async def claim_thread(
+        self, team_id: str, *, channel_id: str, thread_ts: str, run_id: str, after: str | None
+    ) -> bool:
+        """Point the thread at a new ``run_id`` if it still points at ``after`` (``None``: at nothing), atomically:
+        of two mentions that both saw ``after``, one starts the next run. Idempotent for the same ``run_id`` (a
+        resent claim whose reply was lost). Raises ``StoreUnavailable``."""
+        key = self.keys.thread(team_id, channel_id=channel_id, thread_ts=thread_ts)
+        try:
+            ok = await self._claim_thread(keys=[key], args=[after or "", run_id, self.retention])
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while claiming a thread: {type(exc).__name__}") from None
+        return bool(ok)
 
     async def set_thread(self, team_id: str, *, channel_id: str, thread_ts: str, run_id: str) -> None:
         """Point the thread at ``run_id``. Raises ``StoreUnavailable``."""
