@@ -200,7 +200,48 @@ class SlackEventsEndpoint:
             raise Refused(400, "empty body")
         if nested_deeper_than(body, self.max_depth):
             raise too_deep
+        problem = shape_problem(body)
+        if problem:
+            raise Refused(400, problem)
         return text
+
+
+# The fields Bolt and the listeners read before any check of their own, with the type Slack always sends.
+_SHAPES: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+    ("type", str),
+    ("event", dict),
+    ("user", dict),
+    ("actions", list),
+    ("view", dict),
+    ("container", dict),
+    ("team", dict),
+    ("channel", dict),
+    ("message", dict),
+    ("state", dict),
+)
+
+
+def shape_problem(body: dict[str, Any]) -> str | None:
+    """Why ``body`` is not shaped as Slack sends it (a known field of the wrong type, an event or action that is
+    not an object, an ``action_id`` that is not a string), or None. Slack's payloads always pass; a forged one that
+    doesn't is refused (400) instead of failing inside Bolt (500 and a traceback)."""
+    for name, kind in _SHAPES:
+        if name in body and body[name] is not None and not isinstance(body[name], kind):
+            return f"field {name} is not {'an object' if kind is dict else 'a list' if kind is list else 'a string'}"
+    event = body.get("event")
+    if isinstance(event, dict):
+        for name in ("type", "subtype", "user", "channel", "text", "ts", "thread_ts"):
+            if name in event and event[name] is not None and not isinstance(event[name], str):
+                return f"event.{name} is not a string"
+    if body.get("type") == "block_actions" and not body.get("actions"):
+        return "block_actions without an action"
+    for action in body.get("actions") or []:
+        if not isinstance(action, dict) or not isinstance(action.get("action_id", ""), str):
+            return "an action is not an object with a string action_id"
+        for name in ("selected_option",):
+            if name in action and not isinstance(action[name], dict | None):
+                return f"action.{name} is not an object"
+    return None
 
 
 def bolt_request_of(text: str, headers: Mapping[str, list[str]], query: str) -> AsyncBoltRequest:

@@ -96,14 +96,19 @@ def safe_markdown(text: str, *, allow_user_mentions: bool = False) -> str:
     """``text`` for a ``markdown`` block: controls removed; disallowed mentions as ``@\\u2060name``; Slack links
     ``<url|text>`` as ``[text](url) (host)``; every Markdown link and image followed by `` (host)``; reference
     definitions (``[id]: url``) shown as text; any other ``<!`` / ``<@`` and bare broadcasts broken with a word
-    joiner. ``"[login](https://evil.example) <!here>"`` -> ``"[login](https://evil.example) (evil.example)
+    joiner; finally every ``[`` and ``]`` escaped, so no Markdown link or image can form at all (whatever tricks
+    of nesting, escapes, code spans or reference definitions a parser and a renderer might disagree on).
+    ``"[login](https://evil.example) <!here>"`` -> ``"\\[login\\](https://evil.example) (evil.example)
     @\\u2060here"``."""
     text = _outside_code(_decode_encoded_syntax(strip_controls(text)), _hosts_after_links)
     text = _SLACK_LINK.sub(_slack_link, text)
     text = _USER.sub(lambda m: _user_mention(m, allow=allow_user_mentions), text)
     text = _SPECIAL.sub(_special_mention, text)
     kept = rf"(?!@{_USER_ID}>)" if allow_user_mentions else ""
-    return defang_broadcasts(re.sub(rf"<(?=[!@]){kept}", "<" + WORD_JOINER, text))
+    text = defang_broadcasts(re.sub(rf"<(?=[!@]){kept}", "<" + WORD_JOINER, text))
+    # Last, and everywhere (code included: a renderer may not see code where a parser does): no bracket can open a
+    # Markdown link or image, so no link text can hide where it goes; a link shows as its text, its URL and host.
+    return re.sub(r"\\*([\[\]])", r"\\\1", text)  # exactly one backslash before each, however many were there
 
 
 def link_host(url: str) -> str:

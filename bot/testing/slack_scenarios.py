@@ -124,3 +124,8 @@ def action_payload(
         trigger_id=h.ws.state.mint_trigger(user),
         response_url="http://127.0.0.1:9/response",
     )
+
+
+def text_is(text: str) -> Any:
+    """A ``wait_for_message`` predicate: the message's text is ``text``."""
+    return lambda m: m["text"] == text

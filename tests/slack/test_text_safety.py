@@ -86,7 +86,7 @@ def test_markdown_reply_pings_nobody_and_shows_every_links_host() -> None:
     for name in ("channel", "here", "everyone", "team", "U123"):
         assert f"@{WJ}{name}" in text  # still visible, pings nobody
     assert text.count("(evil.example)") == 2
-    assert "[login](https://evil.example) (evil.example)" in text
+    assert "\\[login\\](https://evil.example) (evil.example)" in text
 
 
 def reply_markdown(text: str, *, allow_user_mentions: bool = False) -> str:
@@ -117,8 +117,8 @@ def test_mrkdwn_escapes_slack_syntax_and_breaks_bare_broadcasts() -> None:
 def test_markdown_keeps_what_was_written_outside_mentions_and_links() -> None:
     text = 'Use `a < b` & see [docs](https://docs.example/x "t")\n```\nx = [1](2)\n```\n@herein <#C1|general>'
     out = reply_markdown(text)
-    assert out == (
-        'Use `a < b` & see [docs](https://docs.example/x "t") (docs.example)\n```\nx = [1](2)\n```\n'
+    assert out == (  # brackets escaped everywhere (code too): no link can form, whatever a renderer thinks is code
+        'Use `a < b` & see \\[docs\\](https://docs.example/x "t") (docs.example)\n```\nx = \\[1\\](2)\n```\n'
         "@herein <#C1|general>"
     )
 
@@ -141,11 +141,12 @@ def test_every_markdown_link_shows_its_real_host(markdown: str, host: str) -> No
 
 def test_slack_syntax_written_with_html_entities_is_neutralised_too() -> None:
     out = reply_markdown("&lt;!here&gt; &#60;@U123&#62; &lt;https://evil.example|login&gt; &#64;channel &lt;b&gt;")
-    assert out == f"@{WJ}here @{WJ}U123 [login](https://evil.example) (evil.example) @{WJ}channel &lt;b&gt;"
+    assert out == f"@{WJ}here @{WJ}U123 \\[login\\](https://evil.example) (evil.example) @{WJ}channel &lt;b&gt;"
 
 
 def test_reference_links_show_their_definition() -> None:
-    assert reply_markdown("[login][1]\n\n[1]: https://evil.example") == "[login][1]\n\n\\[1]: https://evil.example"
+    shown = reply_markdown("[login][1]\n\n[1]: https://evil.example")
+    assert shown == "\\[login\\]\\[1\\]\n\n\\[1\\]: https://evil.example"
 
 
 def test_link_host_reads_mailto_and_survives_broken_urls() -> None:
@@ -243,7 +244,7 @@ async def test_reply_with_injected_mentions_and_links_pings_nobody(fake_redis: a
         reply = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=markdown_of)
         shown = markdown_of(reply)
         assert not PINGS.search(shown) and not FORBIDDEN.search(shown), shown
-        assert "[login](https://evil.example) (evil.example)" in shown and f"@{WJ}channel" in shown
+        assert "\\[login\\](https://evil.example) (evil.example)" in shown and f"@{WJ}channel" in shown
         assert not PINGS.search(reply["text"]) and not FORBIDDEN.search(reply["text"]), reply["text"]
         await h.settle()
         assert [c.error for c in h.ws.calls() if c.error] == []
@@ -315,3 +316,26 @@ async def test_allow_user_mentions_lets_a_reply_ping_a_person_but_never_a_channe
         reply = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=markdown_of)
         shown = markdown_of(reply)
         assert "<@U_BOB>" in shown and "<!channel>" not in shown, shown
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "[paypal.com](https://evil.example/\\))",  # an escaped ")" in the URL
+        "[paypal.com](https://evil.example/a(b(c)d)e)",  # nested balanced parentheses
+        "\\`x [paypal.com](https://evil.example) \\`",  # escaped backticks are not a code span
+        "```a`b\n[paypal.com](https://evil.example)\n```",  # a backtick fence whose info has a backtick is no fence
+        "[paypal.com][x]\n\n> [x]: https://evil.example",  # a reference definition inside a block quote
+        "[paypal.com][x]\n\n- [x]: https://evil.example",  # ... inside a list item
+        "[paypal.com][x]\n\n[\nx]: https://evil.example",  # ... whose label starts on the line before
+        "\\\\[paypal.com\\\\](https://evil.example)",  # escaped backslashes before the brackets
+        "&#91;paypal.com&#93;(https://evil.example)",  # brackets written as entities
+    ],
+)
+def test_no_markdown_link_can_form_however_the_parser_is_tricked(reply: str) -> None:
+    """Tricks that make a Markdown parser and a renderer disagree on where code or a link is (found by trying
+    them against CommonMark): after neutralising, every bracket is escaped once, so no link text can hide its
+    target and the URL shows as written."""
+    shown = reply_markdown(reply)
+    assert not re.search(r"(?<!\\)[\[\]]", shown) and "\\\\[" not in shown and "\\\\]" not in shown, shown
+    assert "evil.example" in shown
