@@ -134,6 +134,7 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
         )
         bot = build_bot(settings, model=model, redis_client=redis_client, role=role)
         stack.push_async_callback(bot.aclose)
+        await bot.start()  # MCP servers' tools are there before the first request
 
         async def drain() -> None:
             log.info("stopping: finishing work in flight (up to %.0f s)", DRAIN_SECONDS)

@@ -22,6 +22,7 @@
 | ``ALLOW_USER_MENTIONS`` | ``false`` | let model or people text ping a person (never channel/here/everyone/groups) |
 | ``AGENT`` | unset | your agent: ``module:attribute`` of a factory ``build(model=..., store=...)`` returning an Agent |
 | ``AGENT_INSTRUCTIONS`` | see below | the system prompt (of the built-in agent) |
+| ``MCP_CONFIG`` | unset | path of an ``{"mcpServers": {...}}`` file: the agent gets those MCP servers' tools |
 | ``LOG_LEVEL`` | ``INFO`` | ``DEBUG``, ``INFO``, ``WARNING``, ``ERROR`` or ``CRITICAL`` (any case) |
 | ``LOG_FORMAT`` | ``text`` | ``text`` (one line per record) or ``json`` (one JSON object per line) |
 
@@ -203,6 +204,7 @@ class Settings(BaseSettings):
     allow_user_mentions: bool = False
     agent: str | None = None
     agent_instructions: str = DEFAULT_INSTRUCTIONS
+    mcp_config: str | None = None
     log_level: LogLevel = "INFO"
     log_format: LogFormat = "text"
 
@@ -263,6 +265,19 @@ class Settings(BaseSettings):
         if isinstance(value, str) and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", value.strip()):
             raise ValueError("must look like module:attribute, e.g. mypkg.agents:build")
         return value.strip() if isinstance(value, str) else value
+
+    @field_validator("mcp_config", mode="before")
+    @classmethod
+    def _mcp_config(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        from bot.agent.mcp_config import McpConfigError, load_mcp_config  # no MCP SDK import
+
+        try:
+            load_mcp_config(value.strip())
+        except McpConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return value.strip()
 
     @field_validator("approvers", mode="before")
     @classmethod

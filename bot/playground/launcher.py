@@ -161,6 +161,7 @@ class Playground:
         bot = build_bot(bot_settings, model=model, redis_client=redis_client)
         self.bot = bot
         self._stack.push_async_callback(bot.aclose)  # last: after the runs in flight are drained
+        await bot.start()  # MCP servers' tools are there before the first message
         runner, bot_port = await start_http(bot, host=BOT_HOST, port=0)
         self._stack.push_async_callback(runner.cleanup)
         self._stack.push_async_callback(_drain, bot)
