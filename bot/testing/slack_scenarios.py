@@ -11,6 +11,8 @@ import time
 from datetime import timedelta
 from typing import Any
 
+import redis.asyncio as aioredis
+
 from bot.agent.state import RunState, utcnow
 from bot.playground.sender import block_actions_payload
 from bot.playground.state import TEAM_ID
@@ -129,3 +131,57 @@ def action_payload(
 def text_is(text: str) -> Any:
     """A ``wait_for_message`` predicate: the message's text is ``text``."""
     return lambda m: m["text"] == text
+
+
+def tracebacks(caplog: Any) -> list[str]:
+    """Log records (of pytest's ``caplog``) that carry an exception: what Bolt logs when a listener raises."""
+    return [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.exc_info]
+
+
+def assert_tool_messages_complete(model: FakeOpenAI) -> None:
+    """Chat Completions: before every request, every tool_call_id has exactly one tool message."""
+    for body in model.requests:
+        msgs = body["messages"]
+        wanted = [c["id"] for m in msgs if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+        got = [m["tool_call_id"] for m in msgs if m["role"] == "tool"]
+        assert sorted(wanted) == sorted(got), (wanted, got)
+
+
+async def thread_run(client: aioredis.Redis, prefix: str, thread: str) -> RunState:
+    """The stored run a thread points at (read straight from Redis)."""
+    keys = [k async for k in client.scan_iter(match=f"{prefix}thread:*{thread}")]
+    assert len(keys) == 1, keys
+    pointer: Any = await client.hget(keys[0], "run_id")
+    run_id = pointer.decode() if isinstance(pointer, bytes) else str(pointer)
+    raw = await client.hget(Keys(prefix).run(run_id), "state")
+    assert raw is not None
+    return RunState.from_json(raw)
+
+
+async def still_open(h: Any, q: dict[str, Any]) -> bool:
+    """Whether question message ``q`` still shows its controls, once the bot's work settled."""
+    await h.settle()
+    current = next(m for m in h.ws.messages(q["channel"], thread_ts=q["thread_ts"]) if m["ts"] == q["ts"])
+    return has_controls(current)
+
+
+def tool_results(model: FakeOpenAI) -> list[dict[str, Any]]:
+    """Every tool message of the last model request, parsed when JSON."""
+    out = []
+    for m in model.requests[-1]["messages"]:
+        if m["role"] == "tool":
+            try:
+                out.append(json.loads(m["content"]))
+            except ValueError:
+                out.append({"raw": m["content"]})
+    return out
+
+
+def mrkdwn_texts(node: Any) -> list[str]:
+    """Every mrkdwn text object's text in ``node`` (blocks), where Slack parses <!channel>, links and mentions."""
+    if isinstance(node, list):
+        return [t for item in node for t in mrkdwn_texts(item)]
+    if not isinstance(node, dict):
+        return []
+    own = [str(node["text"])] if node.get("type") == "mrkdwn" and "text" in node else []
+    return own + [t for v in node.values() if isinstance(v, (dict, list)) for t in mrkdwn_texts(v)]

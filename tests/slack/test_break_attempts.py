@@ -32,11 +32,8 @@ from bot.testing.slack_scenarios import (
     resumed_requests,
     text_is,
     thread_run_id,
+    tracebacks,
 )
-
-
-def tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.exc_info]
 
 
 def texts_in(h: Any, thread: str) -> list[str]:

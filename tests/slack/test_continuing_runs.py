@@ -8,34 +8,18 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from bot.agent.state import RunState
-from bot.store import Keys
-from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
-from bot.testing.slack_scenarios import ALICE, GENERAL, SINGLE, has_controls
+from bot.testing.openai_server import Reply, tool_call
+from bot.testing.slack_scenarios import (
+    ALICE,
+    GENERAL,
+    SINGLE,
+    assert_tool_messages_complete,
+    has_controls,
+    text_is,
+    thread_run,
+)
 
 SECOND = {"question": "Which env?", "options": [{"label": "staging"}, {"label": "prod"}]}
-
-
-def assert_tool_messages_complete(model: FakeOpenAI) -> None:
-    """Chat Completions: before every request, every tool_call_id has exactly one tool message."""
-    for body in model.requests:
-        msgs = body["messages"]
-        wanted = [c["id"] for m in msgs if m["role"] == "assistant" for c in m.get("tool_calls") or []]
-        got = [m["tool_call_id"] for m in msgs if m["role"] == "tool"]
-        assert sorted(wanted) == sorted(got), (wanted, got)
-
-
-def text_is(text: str) -> Any:
-    return lambda m: m["text"] == text
-
-
-async def thread_run(client: aioredis.Redis, prefix: str, thread: str) -> RunState:
-    keys = [k async for k in client.scan_iter(match=f"{prefix}thread:*{thread}")]
-    assert len(keys) == 1, keys
-    run_id = (await client.hget(keys[0], "run_id")).decode()
-    raw = await client.hget(Keys(prefix).run(run_id), "state")
-    assert raw is not None
-    return RunState.from_json(raw)
 
 
 async def test_follow_up_after_a_model_500_sends_a_valid_history_with_the_earlier_answer(

@@ -8,36 +8,16 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bot.slack.modals import ACT_TEXT, MODAL_INPUT_BLOCK
-from bot.testing.openai_server import FakeOpenAI
-from bot.testing.slack_scenarios import ALICE, FREE, GENERAL, ask, has_controls, is_answer_form
-
-
-def tool_results(model: FakeOpenAI) -> list[dict[str, Any]]:
-    """Every tool message of the last model request, parsed when JSON."""
-    out = []
-    for m in model.requests[-1]["messages"]:
-        if m["role"] == "tool":
-            try:
-                out.append(json.loads(m["content"]))
-            except ValueError:
-                out.append({"raw": m["content"]})
-    return out
-
-
-def mrkdwn_texts(node: Any) -> list[str]:
-    """Every mrkdwn text object's text in ``node`` (blocks), where Slack parses <!channel>, links and mentions."""
-    if isinstance(node, list):
-        return [t for item in node for t in mrkdwn_texts(item)]
-    if not isinstance(node, dict):
-        return []
-    own = [str(node["text"])] if node.get("type") == "mrkdwn" and "text" in node else []
-    return own + [t for v in node.values() if isinstance(v, (dict, list)) for t in mrkdwn_texts(v)]
-
-
-async def still_open(h: Any, q: dict[str, Any]) -> bool:
-    await h.settle()
-    current = next(m for m in h.ws.messages(q["channel"], thread_ts=q["thread_ts"]) if m["ts"] == q["ts"])
-    return has_controls(current)
+from bot.testing.slack_scenarios import (
+    ALICE,
+    FREE,
+    GENERAL,
+    ask,
+    is_answer_form,
+    mrkdwn_texts,
+    still_open,
+    tool_results,
+)
 
 
 async def test_special_characters_in_question_and_labels_are_escaped_and_full_labels_reach_model(

@@ -9,26 +9,19 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bot.playground.state import dm_channel_id
-from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
-from bot.testing.slack_scenarios import ALICE, FREE, GENERAL, MULTI, SINGLE, ask, has_controls, resumed_requests
-
-
-def tool_results(model: FakeOpenAI) -> list[dict[str, Any]]:
-    """Every tool message of the last model request, parsed when JSON."""
-    out = []
-    for m in model.requests[-1]["messages"]:
-        if m["role"] == "tool":
-            try:
-                out.append(json.loads(m["content"]))
-            except ValueError:
-                out.append({"raw": m["content"]})
-    return out
-
-
-async def still_open(h: Any, q: dict[str, Any]) -> bool:
-    await h.settle()
-    current = next(m for m in h.ws.messages(q["channel"], thread_ts=q["thread_ts"]) if m["ts"] == q["ts"])
-    return has_controls(current)
+from bot.testing.openai_server import Reply, tool_call
+from bot.testing.slack_scenarios import (
+    ALICE,
+    FREE,
+    GENERAL,
+    MULTI,
+    SINGLE,
+    ask,
+    has_controls,
+    resumed_requests,
+    still_open,
+    tool_results,
+)
 
 
 async def test_bad_tool_arguments_go_back_to_the_model(fake_redis: aioredis.Redis, harness: Any) -> None:

@@ -13,13 +13,7 @@ from bot.agent.state import RunState, utcnow
 from bot.errors import StoreUnavailable
 from bot.store import Keys
 from bot.testing.openai_server import Reply
-from bot.testing.slack_scenarios import ALICE, GENERAL, ask, has_controls, resumed_requests
-
-
-async def still_open(h: Any, q: dict[str, Any]) -> bool:
-    await h.settle()
-    current = next(m for m in h.ws.messages(q["channel"], thread_ts=q["thread_ts"]) if m["ts"] == q["ts"])
-    return has_controls(current)
+from bot.testing.slack_scenarios import ALICE, GENERAL, ask, resumed_requests, still_open
 
 
 async def test_redis_blip_on_final_save_does_not_brick_the_thread(

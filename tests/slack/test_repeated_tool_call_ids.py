@@ -7,23 +7,10 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
-from bot.testing.slack_scenarios import ALICE, GENERAL, SINGLE, has_controls
+from bot.testing.openai_server import Reply, tool_call
+from bot.testing.slack_scenarios import ALICE, GENERAL, SINGLE, assert_tool_messages_complete, has_controls, text_is
 
 SECOND = {"question": "Which env?", "options": [{"label": "staging"}, {"label": "prod"}]}
-
-
-def assert_tool_messages_complete(model: FakeOpenAI) -> None:
-    """Chat Completions: before every request, every tool_call_id has exactly one tool message."""
-    for body in model.requests:
-        msgs = body["messages"]
-        wanted = [c["id"] for m in msgs if m["role"] == "assistant" for c in m.get("tool_calls") or []]
-        got = [m["tool_call_id"] for m in msgs if m["role"] == "tool"]
-        assert sorted(wanted) == sorted(got), (wanted, got)
-
-
-def text_is(text: str) -> Any:
-    return lambda m: m["text"] == text
 
 
 async def test_two_questions_with_the_same_id_in_one_turn_each_get_their_own_answer(

@@ -14,14 +14,17 @@ from bot.playground.sender import view_submission_payload
 from bot.slack.modals import ACT_TEXT, MODAL_INPUT_BLOCK
 from bot.slack.refs import QuestionRef
 from bot.testing.openai_server import Reply
-from bot.testing.slack_scenarios import ALICE, BOB, FREE, GENERAL, ask, has_controls, is_answer_form, resumed_requests
+from bot.testing.slack_scenarios import (
+    ALICE,
+    BOB,
+    FREE,
+    GENERAL,
+    ask,
+    is_answer_form,
+    resumed_requests,
+    still_open,
+)
 from bot.testing.tcp_proxy import TcpProxy
-
-
-async def still_open(h: Any, q: dict[str, Any]) -> bool:
-    await h.settle()
-    current = next(m for m in h.ws.messages(q["channel"], thread_ts=q["thread_ts"]) if m["ts"] == q["ts"])
-    return has_controls(current)
 
 
 async def test_no_secret_in_logs_even_at_debug_and_on_failures(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Any
 
@@ -13,7 +12,6 @@ import redis.asyncio as aioredis
 from bot.playground.sender import view_submission_payload
 from bot.slack.blocks import ACT_SELECT, ACT_SUBMIT
 from bot.slack.modals import ACT_TEXT, MODAL_INPUT_BLOCK
-from bot.testing.openai_server import FakeOpenAI
 from bot.testing.slack_scenarios import (
     ALICE,
     BOB,
@@ -23,33 +21,12 @@ from bot.testing.slack_scenarios import (
     action_payload,
     ask,
     button,
-    has_controls,
     is_answer_form,
     resumed_requests,
+    still_open,
+    tool_results,
+    tracebacks,
 )
-
-
-def tool_results(model: FakeOpenAI) -> list[dict[str, Any]]:
-    """Every tool message of the last model request, parsed when JSON."""
-    out = []
-    for m in model.requests[-1]["messages"]:
-        if m["role"] == "tool":
-            try:
-                out.append(json.loads(m["content"]))
-            except ValueError:
-                out.append({"raw": m["content"]})
-    return out
-
-
-def tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
-    """Log records that carry an exception (what Bolt logs when a listener raises)."""
-    return [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.exc_info]
-
-
-async def still_open(h: Any, q: dict[str, Any]) -> bool:
-    await h.settle()
-    current = next(m for m in h.ws.messages(q["channel"], thread_ts=q["thread_ts"]) if m["ts"] == q["ts"])
-    return has_controls(current)
 
 
 async def test_malformed_block_actions_never_answer_and_never_crash(

@@ -23,7 +23,7 @@ from bot.slack.safe_text import (
     strip_controls,
 )
 from bot.testing.openai_server import FakeOpenAI, Reply
-from bot.testing.slack_scenarios import ALICE, FREE, GENERAL, ask, current, has_controls
+from bot.testing.slack_scenarios import ALICE, FREE, GENERAL, ask, current, has_controls, mrkdwn_texts
 
 WJ = WORD_JOINER
 ATTACK = (
@@ -53,16 +53,6 @@ def shown_option_texts(blocks: list[dict[str, Any]]) -> list[str]:
                 texts.append(element["text"]["text"])
             texts += [o["text"]["text"] for o in element.get("options", [])]
     return texts
-
-
-def mrkdwn_texts(node: Any) -> list[str]:
-    """Every mrkdwn text object's text in ``node``."""
-    if isinstance(node, list):
-        return [t for item in node for t in mrkdwn_texts(item)]
-    if not isinstance(node, dict):
-        return []
-    own = [str(node["text"])] if node.get("type") == "mrkdwn" and "text" in node else []
-    return own + [t for v in node.values() if isinstance(v, (dict, list)) for t in mrkdwn_texts(v)]
 
 
 def markdown_of(message: dict[str, Any]) -> str:

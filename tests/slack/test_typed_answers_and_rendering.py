@@ -11,15 +11,11 @@ import redis.asyncio as aioredis
 from bot.slack.mrkdwn import MARKDOWN_BLOCK, split_reply, text_length
 from bot.slack.typed_answers import labels_in_text
 from bot.testing.openai_server import Reply, tool_call
-from bot.testing.slack_scenarios import ALICE, GENERAL, has_controls
+from bot.testing.slack_scenarios import ALICE, GENERAL, has_controls, text_is
 
 
 def slack_errors(h: Any) -> list[tuple[str, str]]:
     return [(c.method, c.error) for c in h.ws.calls() if c.error]
-
-
-def text_is(text: str) -> Any:
-    return lambda m: m["text"] == text
 
 
 def test_numeric_labels_names_win_over_numbers_and_blank_or_repeated_pieces_are_ignored() -> None:

@@ -8,27 +8,12 @@ from typing import Any
 
 import fakeredis
 import pytest
-import redis.asyncio as aioredis
 
-from bot.agent.state import RunState
 from bot.errors import StoreUnavailable
 from bot.store import Keys
 from bot.store.work_queue import GROUP
 from bot.testing.openai_server import Reply
-from bot.testing.slack_scenarios import ALICE, GENERAL, ask, resumed_requests
-
-
-def text_is(text: str) -> Any:
-    return lambda m: m["text"] == text
-
-
-async def thread_run(client: aioredis.Redis, prefix: str, thread: str) -> RunState:
-    keys = [k async for k in client.scan_iter(match=f"{prefix}thread:*{thread}")]
-    assert len(keys) == 1, keys
-    run_id = (await client.hget(keys[0], "run_id")).decode()
-    raw = await client.hget(Keys(prefix).run(run_id), "state")
-    assert raw is not None
-    return RunState.from_json(raw)
+from bot.testing.slack_scenarios import ALICE, GENERAL, ask, resumed_requests, text_is, thread_run
 
 
 async def start_split(h: Any, server: fakeredis.FakeServer) -> tuple[Any, Any]:
