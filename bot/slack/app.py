@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -69,6 +70,7 @@ class Bot:
     jobs: LazyJobs
     queue: WorkQueue | None = None
     signing_secret: str | None = None  # HTTP mode verifies requests with it (bot.slack.http)
+    first_sight: Callable[[str], Awaitable[bool]] | None = None  # the replay guard's store (bot.slack.http)
     mcp: McpTools | None = None  # MCP_CONFIG's servers, whose tools the agent gets once started
     _mcp_starting: asyncio.Future[None] | None = field(default=None, init=False, repr=False)
 
@@ -217,7 +219,15 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     jobs = register(app, threads=threads, answering=answering, modal=modal, approving=approving)
     secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
     bot = Bot(
-        app=app, agent=agent, client=client, runner=runner, jobs=jobs, queue=queue, signing_secret=secret, mcp=mcp
+        app=app,
+        agent=agent,
+        client=client,
+        runner=runner,
+        jobs=jobs,
+        queue=queue,
+        signing_secret=secret,
+        mcp=mcp,
+        first_sight=index.first_sight,
     )
     if mcp is not None and _loop_running():
         bot._start_in_background(mcp)  # MCP servers start while the caller goes on; Bot.start() waits for them
@@ -252,7 +262,7 @@ async def start_http(bot: Bot, *, host: str = "0.0.0.0", port: int = 3000) -> tu
     signing_secret = bot.signing_secret
     if not signing_secret:
         raise ConfigError("SLACK_SIGNING_SECRET is not set (needed in HTTP mode)")
-    web_app = events_web_app(bot.app, signing_secret=signing_secret, path=EVENTS_PATH)
+    web_app = events_web_app(bot.app, signing_secret=signing_secret, path=EVENTS_PATH, first_sight=bot.first_sight)
     runner = web.AppRunner(web_app, access_log=None, logger=server_log)
     await runner.setup()
     site = web.TCPSite(runner, host, port)

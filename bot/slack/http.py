@@ -33,7 +33,7 @@ import hashlib
 import hmac
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +45,8 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.request.internals import extract_content_type, parse_body
 from slack_sdk.signature import Clock, SignatureVerifier
+
+from bot.errors import BotError
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_JSON_DEPTH = 64  # by our count Slack's deepest (rich text in the message of a block_actions) nest ~15 deep
@@ -122,6 +124,7 @@ class SlackEventsEndpoint:
     max_depth: int = MAX_JSON_DEPTH
     clock: Clock | None = None
     refusals: RefusalLog | None = None
+    first_sight: Callable[[str], Awaitable[bool]] | None = None  # replay guard: True the first time a key is seen
 
     def __post_init__(self) -> None:
         self._clock = self.clock or Clock()
@@ -135,6 +138,7 @@ class SlackEventsEndpoint:
             headers = multi_headers(request.headers)
             self.verify(raw, headers)
             text = self.check_body(raw, headers)
+            await self.refuse_replay(text, headers)
             bolt_request = bolt_request_of(text, headers, request.query_string)
         except Refused as refused:
             self._refusals.note(refused.reason, refused.status)
@@ -144,6 +148,20 @@ class SlackEventsEndpoint:
             return response
         bolt_response = await self.app.async_dispatch(bolt_request)
         return await to_aiohttp_response(bolt_response)
+
+    async def refuse_replay(self, text: str, headers: Mapping[str, list[str]]) -> None:
+        """Refuse (401) an interaction (a ``payload=`` form: clicks, submissions) whose exact signature was seen
+        before: a signed request replayed within Slack's 5-minute window. Events are not checked here (Slack's
+        retries of an event are deduplicated by ``event_id``). Without a store answering, the request goes on."""
+        if self.first_sight is None or not text.startswith("payload="):
+            return
+        signature = first(headers, "x-slack-signature") or ""
+        try:
+            fresh = await self.first_sight(f"signature:{signature}")
+        except BotError:
+            return
+        if not fresh:
+            raise Refused(401, "request replayed")
 
     async def read_body(self, request: web.Request) -> bytes:
         """The raw body, at most ``max_body_bytes`` (413 beyond, before reading when ``Content-Length`` says so;
@@ -301,10 +319,17 @@ _parser_filter = QuietParserErrors(RefusalLog(log))
 server_log.addFilter(_parser_filter)
 
 
-def events_web_app(app: AsyncApp, *, signing_secret: str, path: str) -> web.Application:
-    """An aiohttp application serving ``POST <path>`` with a :class:`SlackEventsEndpoint`. Serve it with
-    ``web.AppRunner(web_app, logger=server_log)`` so aiohttp's parse errors are logged short."""
-    endpoint = SlackEventsEndpoint(app, signing_secret)
+def events_web_app(
+    app: AsyncApp,
+    *,
+    signing_secret: str,
+    path: str,
+    first_sight: Callable[[str], Awaitable[bool]] | None = None,
+) -> web.Application:
+    """An aiohttp application serving ``POST <path>`` with a :class:`SlackEventsEndpoint` (``first_sight``: the
+    replay guard, see :meth:`SlackEventsEndpoint.refuse_replay`). Serve it with ``web.AppRunner(web_app,
+    logger=server_log)`` so aiohttp's parse errors are logged short."""
+    endpoint = SlackEventsEndpoint(app, signing_secret, first_sight=first_sight)
     web_app = web.Application(client_max_size=endpoint.max_body_bytes)
     web_app.router.add_post(path, endpoint.handle)
     return web_app

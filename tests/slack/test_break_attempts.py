@@ -585,9 +585,6 @@ async def test_a_run_whose_lease_lapsed_during_an_outage_is_not_driven_twice(
 # --- replayed requests -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True, reason="known gap: no replay cache for signed interactions within Slack's 5-minute window"
-)
 async def test_a_replayed_signed_request_is_refused(fake_redis: aioredis.Redis, harness: Any) -> None:
     """README (Security): "Replayed and stale requests are refused." Alice's run fails, she presses Retry, it fails
     again. Someone who captured her Retry request re-sends it byte for byte (same timestamp and signature, inside the
