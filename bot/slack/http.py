@@ -29,6 +29,7 @@ header) get aiohttp's 400 and the same kind of short line, instead of aiohttp's 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import logging
@@ -54,6 +55,7 @@ SIGNATURE_MAX_AGE_SECONDS = 5 * 60  # slack_sdk's SignatureVerifier window, chec
 LOG_WINDOW_SECONDS = 10.0
 MAX_TIMESTAMP_DIGITS = 12  # unix seconds have 10 digits until the year 2286
 READ_CHUNK_BYTES = 64 * 1024
+REPLAY_CHECK_SECONDS = 0.5
 
 log = logging.getLogger(__name__)
 server_log = logging.getLogger(f"{__name__}.server")  # aiohttp's request handler logs here (see start)
@@ -152,13 +154,15 @@ class SlackEventsEndpoint:
     async def refuse_replay(self, text: str, headers: Mapping[str, list[str]]) -> None:
         """Refuse (401) an interaction (a ``payload=`` form: clicks, submissions) whose exact signature was seen
         before: a signed request replayed within Slack's 5-minute window. Events are not checked here (Slack's
-        retries of an event are deduplicated by ``event_id``). Without a store answering, the request goes on."""
+        retries of an event are deduplicated by ``event_id``). A store that doesn't answer within
+        :data:`REPLAY_CHECK_SECONDS` lets the request go on: the ack (and a modal's 3-second trigger) must not wait
+        on Redis."""
         if self.first_sight is None or not text.startswith("payload="):
             return
         signature = first(headers, "x-slack-signature") or ""
         try:
-            fresh = await self.first_sight(f"signature:{signature}")
-        except BotError:
+            fresh = await asyncio.wait_for(self.first_sight(f"signature:{signature}"), REPLAY_CHECK_SECONDS)
+        except (BotError, TimeoutError):
             return
         if not fresh:
             raise Refused(401, "request replayed")
