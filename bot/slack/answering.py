@@ -203,13 +203,7 @@ class Answering:
             await say(f"I couldn't take that answer: {exc}")
             return
         except (RunAlreadyResumed, QuestionExpired, RunNotResumable, RunConflict, ToolCallNotPending):
-            loaded = await self.load(state.run_id, say)
-            if loaded is not None:
-                check = await self.agent.check(loaded[0], call)
-                if isinstance(check, Open):  # a concurrent write that was not an answer: nothing taken
-                    await say("Someone else changed this conversation at the same moment; please try again.")
-                else:
-                    await self.not_open(check, loaded[0], ctx=ctx, call=call, user=where.user, say=say)
+            await self.lost_claim(state.run_id, ctx, call=call, user=where.user, say=say)
             return
         except RunNotFound:
             await say(GONE)
@@ -236,6 +230,18 @@ class Answering:
             await say(slot)
             return None
         return slot
+
+    async def lost_claim(self, run_id: str, ctx: SlackContext, *, call: str, user: str, say: Say) -> None:
+        """After a claim on ``call`` lost (someone answered first, it expired, the run moved on): tell ``user`` what
+        the stored run says now."""
+        loaded = await self.load(run_id, say)
+        if loaded is None:
+            return
+        check = await self.agent.check(loaded[0], call)
+        if isinstance(check, Open):  # a concurrent write that was not an answer: nothing taken
+            await say("Someone else changed this conversation at the same moment; please try again.")
+        else:
+            await self.not_open(check, loaded[0], ctx=ctx, call=call, user=user, say=say)
 
     async def not_open(
         self, check: AnswerCheck, state: RunState, *, ctx: SlackContext, call: str, user: str, say: Say

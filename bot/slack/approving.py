@@ -57,21 +57,12 @@ class Approving:
             await self.decide(state, ctx, call, where=where, approved=True, reason=None)
 
     async def _found(self, body: dict[str, Any], where: Where, say: Say) -> tuple[RunState, SlackContext, str] | None:
-        """The run, context and call a click is about, checked; or None after telling the person why not."""
-        action = (body.get("actions") or [{}])[0]
-        try:
-            ref, _ = QuestionRef.from_value(str(action.get("value", "")))
-        except BadReference:
-            await say(UNKNOWN_BUTTON)
+        """The run, context and call a click is about, checked (its message, the approver policy); or None after
+        telling the person why not."""
+        found = await self._found_to_read(body, say)
+        if found is None:
             return None
-        loaded = await self.answering.load(ref.run_id, say)
-        if loaded is None:
-            return None
-        state, ctx = loaded
-        call = question_of(state, ref.matches)
-        if call is None:
-            await say(NOT_OPEN)
-            return None
+        state, ctx, call = found
         if not await self.answering.belongs(where, ctx, run_id=state.run_id, call=call):
             await say(NOT_HERE)
             return None
@@ -202,6 +193,8 @@ class Approving:
         await web.update_view(view_id, modals.decline_modal(payload.tool_name, private_metadata=meta))
 
     async def _found_to_read(self, body: dict[str, Any], say: Say) -> tuple[RunState, SlackContext, str] | None:
+        """The run, context and call a click names (no decision right needed: reading the details); or None after
+        telling the person why not."""
         action = (body.get("actions") or [{}])[0]
         try:
             ref, _ = QuestionRef.from_value(str(action.get("value", "")))

@@ -61,29 +61,57 @@ def notice_modal(text_mrkdwn: str, *, title: str = "Your answer") -> dict[str, A
     return dict(view.to_dict())
 
 
-def answer_modal(question: str, *, private_metadata: dict[str, str]) -> dict[str, Any]:
-    """The free-form answer form. ``question`` is the stored question's plain text (escaped here);
-    ``private_metadata`` is JSON-encoded (<= 3000 chars). Raises ``ValueError`` when the metadata is too long."""
+def _form(
+    *,
+    callback_id: str,
+    title: str,
+    submit: str,
+    text_mrkdwn: str,
+    input_block: str,
+    action_id: str,
+    label: str,
+    optional: bool,
+    private_metadata: dict[str, str],
+) -> dict[str, Any]:
+    """A modal form: a section (``text_mrkdwn``, already safe), one multi-line text input, Cancel and ``submit``.
+    Raises ``ValueError`` when the JSON-encoded ``private_metadata`` is over 3000 characters."""
     meta = json.dumps(private_metadata, separators=(",", ":"))
     if len(meta) > PRIVATE_METADATA:
         raise ValueError("private_metadata too long")
     view = View(
         type="modal",
-        callback_id=MODAL_CALLBACK,
-        title=_title("Your answer"),
-        submit=PlainTextObject(text="Send"),
+        callback_id=callback_id,
+        title=_title(title),
+        submit=PlainTextObject(text=submit),
         close=PlainTextObject(text="Cancel"),
         private_metadata=meta,
         blocks=[
-            SectionBlock(block_id="question", text=MarkdownTextObject(text=split_mrkdwn(escape(question))[0])),
+            SectionBlock(block_id="question", text=MarkdownTextObject(text=text_mrkdwn)),
             InputBlock(
-                block_id=MODAL_INPUT_BLOCK,
-                label=PlainTextObject(text="Answer"),
-                element=PlainTextInputElement(action_id=ACT_TEXT, multiline=True, max_length=ANSWER_MAX),
+                block_id=input_block,
+                optional=optional,
+                label=PlainTextObject(text=label),
+                element=PlainTextInputElement(action_id=action_id, multiline=True, max_length=ANSWER_MAX),
             ),
         ],
     )
     return dict(view.to_dict())
+
+
+def answer_modal(question: str, *, private_metadata: dict[str, str]) -> dict[str, Any]:
+    """The free-form answer form. ``question`` is the stored question's plain text (escaped here);
+    ``private_metadata`` is JSON-encoded (<= 3000 chars). Raises ``ValueError`` when the metadata is too long."""
+    return _form(
+        callback_id=MODAL_CALLBACK,
+        title="Your answer",
+        submit="Send",
+        text_mrkdwn=split_mrkdwn(escape(question))[0],
+        input_block=MODAL_INPUT_BLOCK,
+        action_id=ACT_TEXT,
+        label="Answer",
+        optional=False,
+        private_metadata=private_metadata,
+    )
 
 
 def modal_text(view: dict[str, Any]) -> str:
@@ -104,27 +132,17 @@ def modal_metadata(view: dict[str, Any]) -> dict[str, str]:
 def decline_modal(tool_name: str, *, private_metadata: dict[str, str]) -> dict[str, Any]:
     """The decline form: an optional reason for the model and the thread. Raises ``ValueError`` when the metadata
     is too long."""
-    meta = json.dumps(private_metadata, separators=(",", ":"))
-    if len(meta) > PRIVATE_METADATA:
-        raise ValueError("private_metadata too long")
-    view = View(
-        type="modal",
+    return _form(
         callback_id=DECLINE_CALLBACK,
-        title=_title("Decline"),
-        submit=PlainTextObject(text="Decline"),
-        close=PlainTextObject(text="Cancel"),
-        private_metadata=meta,
-        blocks=[
-            SectionBlock(text=MarkdownTextObject(text=f"Decline running `{escape(clip(tool_name, 100))}`?")),
-            InputBlock(
-                block_id=DECLINE_INPUT_BLOCK,
-                optional=True,
-                label=PlainTextObject(text="Reason (optional)"),
-                element=PlainTextInputElement(action_id=ACT_REASON, multiline=True, max_length=ANSWER_MAX),
-            ),
-        ],
+        title="Decline",
+        submit="Decline",
+        text_mrkdwn=f"Decline running `{escape(clip(tool_name, 100))}`?",
+        input_block=DECLINE_INPUT_BLOCK,
+        action_id=ACT_REASON,
+        label="Reason (optional)",
+        optional=True,
+        private_metadata=private_metadata,
     )
-    return dict(view.to_dict())
 
 
 def decline_reason(view: dict[str, Any]) -> str:

@@ -5,17 +5,23 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from datetime import timedelta
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
-from bot.agent.state import utcnow
 from bot.slack.modals import MODAL_INPUT_BLOCK
-from bot.store import Keys
 from bot.testing.openai_server import Reply, tool_call
-from bot.testing.slack_scenarios import ALICE, BOB, SINGLE, ask, has_controls, is_answer_form, resumed_requests
+from bot.testing.slack_scenarios import (
+    ALICE,
+    BOB,
+    SINGLE,
+    ask,
+    has_controls,
+    is_answer_form,
+    past_deadline,
+    resumed_requests,
+)
 from bot.testing.tcp_proxy import TcpProxy
 
 GENERAL, RANDOM = "C_GENERAL", "C_RANDOM"
@@ -163,26 +169,13 @@ async def test_restart_and_second_process(fake_server: Any, harness: Any) -> Non
         )
 
 
-async def past_deadline(h: Any, thread: str) -> str:
-    """Move the thread's open question past its deadline (as the clock would after ASK_TTL_SECONDS)."""
-    record = await h.bot.agent.store.client.hget(
-        Keys(h.settings.redis_prefix).thread("T_PLAYGROUND", channel_id=GENERAL, thread_ts=thread), "run_id"
-    )
-    run_id = record.decode()
-    state = await h.bot.agent.get_run(run_id)
-    assert state.pending is not None
-    late = state.pending.model_copy(update={"expires_at": utcnow() - timedelta(seconds=1)})
-    await h.bot.agent.store.save(state.model_copy(update={"pending": late}), owner="test")
-    return run_id
-
-
 async def test_expired_question_click_closes_it_from_stored_state_and_starts_nothing(
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:
     async with harness(fake_redis) as h:
         thread, q = await ask(h)
         await h.settle()
-        run_id = await past_deadline(h, thread)
+        run_id = (await past_deadline(h, thread)).run_id
         before = len(h.model.requests)
         await h.ws.click(q, "api", user=ALICE)
         note = await h.ws.wait_for_ephemeral(user=ALICE)
