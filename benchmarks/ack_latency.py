@@ -166,6 +166,8 @@ class Child:
 def spawn(
     name: str, module: str, env: dict[str, str], port: int, logdir: Path, *, command: str = "", nice: int = 0
 ) -> Child:
+    """``python -m module command...`` (``command`` split on spaces) on loopback port ``port``, under ``nice -n
+    nice`` if given, its output to ``logdir/name.log``."""
     log = logdir / f"{name}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -174,7 +176,7 @@ def spawn(
                 sys.executable,
                 "-m",
                 module,
-                *([command] if command else []),
+                *command.split(),
             ],
             cwd=ROOT,
             env={**os.environ, **env, "PORT": str(port)},
@@ -570,23 +572,38 @@ async def main() -> int:
     args = parser.parse_args()
 
     prefix = f"bench-ack:{uuid.uuid4().hex[:8]}:"
-    probe = aioredis.from_url(args.redis)
+    n = args.rate * args.seconds
+    budget = 120 + 4 * args.seconds + n / WARMUP_RATE + 10 * args.model_delay
+    return await run_cleanly(
+        lambda logdir, children: run(args, prefix, logdir, children),
+        redis_url=args.redis,
+        prefix=prefix,
+        budget=budget,
+        name="ack-latency",
+    )
+
+
+async def run_cleanly(
+    body: Callable[[Path, list[Child]], Awaitable[None]], *, redis_url: str, prefix: str, budget: float, name: str
+) -> int:
+    """Run ``body(logdir, children)`` within ``budget`` s against the Redis at ``redis_url`` (pinged first: raises
+    if it is down), then, also on a timeout, error or Ctrl-C, stop every child it started and delete the keys under
+    ``prefix``. Returns the exit status: 0, 1 on the timeout, 130 when interrupted."""
+    probe = aioredis.from_url(redis_url)
     try:
         await probe.ping()
     finally:
         await probe.aclose()
     children: list[Child] = []
-    n = args.rate * args.seconds
-    budget = 120 + 4 * args.seconds + n / WARMUP_RATE + 10 * args.model_delay
     main_task = asyncio.current_task()
     assert main_task is not None
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):  # interrupted: still stop the children and delete the keys
         loop.add_signal_handler(sig, main_task.cancel)
-    with tempfile.TemporaryDirectory(prefix="ack-latency-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"{name}-") as tmp:
         try:
             async with asyncio.timeout(budget):
-                await run(args, prefix, Path(tmp), children)
+                await body(Path(tmp), children)
         except TimeoutError:
             print(f"error: gave up after {budget:.0f} s", file=sys.stderr)
             return 1
@@ -595,7 +612,7 @@ async def main() -> int:
             return 130
         finally:
             await asyncio.gather(*(child.stop() for child in children))
-            deleted = await delete_keys(args.redis, prefix)
+            deleted = await delete_keys(redis_url, prefix)
             print(f"(stopped {len(children)} subprocesses; deleted {deleted} Redis keys under {prefix!r})")
     return 0
 

@@ -29,10 +29,7 @@ import asyncio
 import itertools
 import os
 import re
-import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -42,11 +39,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import redis.asyncio as aioredis
 from aiohttp import web
 
 from benchmarks._util import percentile, table
-from benchmarks.ack_latency import Child, cpu_seconds, delete_keys, free_port, paced, settle
+from benchmarks.ack_latency import Child, cpu_seconds, free_port, paced, run_cleanly, settle, spawn
 from bot.config import Settings
 from bot.playground.sender import Ack
 from bot.playground.workspace import Workspace
@@ -177,22 +173,6 @@ class Result:
 # --- one phase ------------------------------------------------------------------------------------
 
 
-def spawn_bot(env: dict[str, str], logdir: Path, name: str) -> Child:
-    """``python -m bot serve --http`` on a free loopback port, its output to ``logdir/name.log``."""
-    port = free_port()
-    log = logdir / f"{name}.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "bot", "serve", "--http"],
-            cwd=ROOT,
-            env={**os.environ, **env, "PORT": str(port)},
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    return Child(name=name, proc=proc, port=port, log=log)
-
-
 def tally(result: Result, ws: Workspace, since_call: int) -> None:
     """What the bot posted since Web API call ``since_call``: refusals, replies, anything else."""
     for call in ws.fake.calls[since_call:]:
@@ -246,7 +226,7 @@ async def run_phase(
             "LOG_LEVEL": "WARNING",
             **limits,
         }
-        bot = spawn_bot(env, logdir, f"bot-{result.name[1]}")
+        bot = spawn(f"bot-{result.name[1]}", "bot", env, free_port(), logdir, command="serve --http")
         children.append(bot)
         sampler: RssSampler | None = None
         try:
@@ -401,33 +381,14 @@ async def main() -> int:
         parser.error("--mentions must be at least 1, --seconds more than 0, --model-delay at least 0")
 
     prefix = f"bench-burst:{uuid.uuid4().hex[:8]}:"
-    probe = aioredis.from_url(args.redis)
-    try:
-        await probe.ping()
-    finally:
-        await probe.aclose()
-    children: list[Child] = []
     budget = 2 * (30 + 30 + args.seconds + 140 + 5 * args.model_delay + 20) + 30
-    main_task = asyncio.current_task()
-    assert main_task is not None
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):  # interrupted: still stop the children and delete the keys
-        loop.add_signal_handler(sig, main_task.cancel)
-    with tempfile.TemporaryDirectory(prefix="burst-memory-") as tmp:
-        try:
-            async with asyncio.timeout(budget):
-                await run(args, prefix, Path(tmp), children)
-        except TimeoutError:
-            print(f"error: gave up after {budget:.0f} s", file=sys.stderr)
-            return 1
-        except asyncio.CancelledError:
-            print("interrupted", file=sys.stderr)
-            return 130
-        finally:
-            await asyncio.gather(*(child.stop() for child in children))
-            deleted = await delete_keys(args.redis, prefix)
-            print(f"(stopped {len(children)} subprocesses; deleted {deleted} Redis keys under {prefix!r})")
-    return 0
+    return await run_cleanly(
+        lambda logdir, children: run(args, prefix, logdir, children),
+        redis_url=args.redis,
+        prefix=prefix,
+        budget=budget,
+        name="burst-memory",
+    )
 
 
 if __name__ == "__main__":

@@ -15,16 +15,15 @@ import hmac
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bot.agent.answers import Expired, Open, question_of
+from bot.agent.answers import Expired, Open
 from bot.agent.ask_user import AskUserPayload
-from bot.agent.state import RunState
 from bot.agent.text import is_blank
 from bot.logs import log_context
 from bot.slack import modals
-from bot.slack.answering import NOT_HERE, NOT_OPEN, UNKNOWN_BUTTON, Answering, explain
-from bot.slack.context import SlackContext, Where
+from bot.slack.answering import Answering, Found, button_ref, explain
+from bot.slack.context import Where
 from bot.slack.mrkdwn import clip, escape
-from bot.slack.refs import BadReference, QuestionRef
+from bot.slack.refs import QuestionRef
 
 MODAL_CHECK_SECONDS = 2.0  # a view_submission must be acked within 3 s
 # Context keys an ack function leaves for its lazy function (Bolt copies the context to it after the ack).
@@ -81,31 +80,18 @@ class AnswerModal:
         if not view_id:
             return
         where = Where.of_action(body)
-        action = (body.get("actions") or [{}])[0]
 
         async def notice(text: str) -> None:
             await self.answering.web.update_view(view_id, modals.notice_modal(text))
 
-        try:
-            ref, _ = QuestionRef.from_value(str(action.get("value", "")))
-        except BadReference:
-            await notice(UNKNOWN_BUTTON)
+        ref = await button_ref(body, notice)
+        if ref is None:
             return
         with log_context(run_id=ref.run_id, user_id=where.user):
-            loaded = await self.answering.load(ref.run_id, notice)
-            if loaded is None:
+            found = await self.answering.vet(ref, where, notice)
+            if found is None:
                 return
-            state, ctx = loaded
-            call = question_of(state, ref.matches)
-            if call is None:
-                await notice(NOT_OPEN)
-                return
-            if not await self.answering.belongs(where, ctx, run_id=state.run_id, call=call):
-                await notice(NOT_HERE)
-                return
-            if not self.answering.may_answer(ctx, where.user):
-                await notice(self.answering.refusal(ctx))
-                return
+            state, ctx, call = found
             check = await self.answering.agent.check(state, call)
             if not isinstance(check, Open):
                 await self.answering.not_open(check, state, ctx=ctx, call=call, user=where.user, say=notice)
@@ -135,7 +121,7 @@ class AnswerModal:
         if is_blank(modals.modal_text(view)):
             return "Please write an answer."
         user = str((body.get("user") or {}).get("id") or "")
-        found = await self._modal_question(body)
+        found = await self.form_question(body)
         if isinstance(found, str):
             return found
         state, ctx, call = found
@@ -154,7 +140,7 @@ class AnswerModal:
             return
         user = str((body.get("user") or {}).get("id") or "")
         text = modals.modal_text(body.get("view") or {})
-        found = await self._modal_question(body)
+        found = await self.form_question(body)
         if isinstance(found, str):
             await self.answering.web.tell(user, found)
             return
@@ -171,25 +157,15 @@ class AnswerModal:
                 return
             await self.answering.take(state, ctx, call=call, where=where, pick=lambda _p: text, say=say)
 
-    async def _modal_question(self, body: dict[str, Any]) -> tuple[RunState, SlackContext, str] | str:
-        """The run, context and question an answer modal is about, or what to tell the person instead."""
+    async def form_question(self, body: dict[str, Any]) -> Found | str:
+        """The run, context and question a submitted form (answer or decline modal) is about, if this bot opened
+        it for this person (:meth:`opened_by_us`); or what to tell the person instead."""
         view = body.get("view") or {}
         meta = modals.modal_metadata(view)
         user = str((body.get("user") or {}).get("id") or "")
         if not self.opened_by_us(meta, user=user, view_id=str(view.get("id") or "")):
             return NOT_OURS
-        ref = QuestionRef(run_id=meta["r"], call=meta["c"])
-        told: list[str] = []
-
-        async def keep(text: str) -> None:
-            told.append(text)
-
-        loaded = await self.answering.load(ref.run_id, keep)
-        if loaded is None:
-            return told[0] if told else NOT_OPEN
-        state, ctx = loaded
-        call = question_of(state, ref.matches)
-        return (state, ctx, call) if call is not None else NOT_OPEN
+        return await self.answering.find_or_reason(QuestionRef(run_id=meta["r"], call=meta["c"]))
 
 
 def modal_key(secret: str) -> bytes:

@@ -48,7 +48,11 @@ from bot.store.conversations import ConversationIndex
 log = logging.getLogger(__name__)
 
 Say = Callable[[str], Awaitable[Any]]
+Found = tuple[RunState, SlackContext, str]
+"""A loaded run, its Slack context and the ``tool_call_id`` of the question a request names."""
 Pick = Callable[[AskUserPayload], ResumeData]
+LOST_CLAIM = (RunAlreadyResumed, QuestionExpired, RunNotResumable, RunConflict, ToolCallNotPending)
+"""What a claim raises when it lost to another write; :meth:`Answering.lost_claim` says what the run shows now."""
 
 STORE_DOWN = "I couldn't reach my storage, so nothing was recorded. Please try again in a moment."
 UNREADABLE = (
@@ -132,21 +136,10 @@ class Answering:
             await say(UNKNOWN_BUTTON)
             return
         with log_context(run_id=ref.run_id, user_id=where.user):
-            loaded = await self.load(ref.run_id, say)
-            if loaded is None:
-                return
-            state, ctx = loaded
-            call = question_of(state, ref.matches)
-            if call is None:
-                await say(NOT_OPEN)
-                return
-            if not await self.belongs(where, ctx, run_id=state.run_id, call=call):
-                await say(NOT_HERE)
-                return
-            if not self.may_answer(ctx, where.user):
-                await say(self.refusal(ctx))
-                return
-            await self.take(state, ctx, call=call, where=where, pick=pick, say=say)
+            found = await self.vet(ref, where, say)
+            if found is not None:
+                state, ctx, call = found
+                await self.take(state, ctx, call=call, where=where, pick=pick, say=say)
 
     async def answer_typed(self, state: RunState, ctx: SlackContext, where: Where, text: str) -> None:
         """A typed reply to the run's open question (the caller applied the policy): the text itself, or for
@@ -202,7 +195,7 @@ class Answering:
         except AnswerError as exc:
             await say(f"I couldn't take that answer: {exc}")
             return
-        except (RunAlreadyResumed, QuestionExpired, RunNotResumable, RunConflict, ToolCallNotPending):
+        except LOST_CLAIM:
             await self.lost_claim(state.run_id, ctx, call=call, user=where.user, say=say)
             return
         except RunNotFound:
@@ -307,6 +300,42 @@ class Answering:
             await say(STORE_DOWN)
         return None
 
+    async def find(self, ref: QuestionRef, say: Say, *, where: Where | None = None) -> Found | None:
+        """The run, context and question ``ref`` names, and when ``where`` is given, only if the request comes from
+        there (:meth:`belongs`); or None after telling the person why not (gone, unreadable, store down, no such
+        question, not from the run's messages)."""
+        loaded = await self.load(ref.run_id, say)
+        if loaded is None:
+            return None
+        state, ctx = loaded
+        call = question_of(state, ref.matches)
+        if call is None:
+            await say(NOT_OPEN)
+            return None
+        if where is not None and not await self.belongs(where, ctx, run_id=state.run_id, call=call):
+            await say(NOT_HERE)
+            return None
+        return state, ctx, call
+
+    async def find_or_reason(self, ref: QuestionRef) -> Found | str:
+        """:meth:`find` for a modal's submission, whose ack answers with an error instead of a message: the found
+        question, or what the person would have been told."""
+        told: list[str] = []
+
+        async def keep(text: str) -> None:
+            told.append(text)
+
+        found = await self.find(ref, keep)
+        return found if found is not None else (told[0] if told else NOT_OPEN)
+
+    async def vet(self, ref: QuestionRef, where: Where, say: Say) -> Found | None:
+        """:meth:`find` from ``where``, then the answer policy (:meth:`may_answer`); or None after telling why not."""
+        found = await self.find(ref, say, where=where)
+        if found is not None and not self.may_answer(found[1], where.user):
+            await say(self.refusal(found[1]))
+            return None
+        return found
+
     async def belongs(self, where: Where, ctx: SlackContext, *, run_id: str, call: str) -> bool:
         """Whether a request from ``where`` may act on question ``call``: from the run's channel and thread, and
         on a message surface, on one of the messages the bot posted for that question."""
@@ -321,6 +350,17 @@ class Answering:
                 return True  # the claim itself still needs the store; don't refuse for want of this record
             return not shown or any(m.ts == where.message_ts and m.channel_id == where.channel_id for m in shown)
         return True
+
+
+async def button_ref(body: dict[str, Any], say: Say) -> QuestionRef | None:
+    """The question reference in a clicked button's ``value`` (:mod:`bot.slack.refs`), or None after telling the
+    person the control isn't one of a known question's."""
+    action = (body.get("actions") or [{}])[0]
+    try:
+        return QuestionRef.from_value(str(action.get("value", "")))[0]
+    except BadReference:
+        await say(UNKNOWN_BUTTON)
+        return None
 
 
 def explain(check: AnswerCheck, user: str) -> str:

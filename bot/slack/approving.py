@@ -10,29 +10,24 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bot.agent.answers import Open, question_of
+from bot.agent.answers import Open
 from bot.agent.approvals import approval_payload
 from bot.agent.state import RunState
 from bot.agent.stream import AgentStream
 from bot.errors import (
     NotAwaitingThisKind,
-    QuestionExpired,
-    RunAlreadyResumed,
-    RunConflict,
     RunNotFound,
-    RunNotResumable,
     StoreUnavailable,
-    ToolCallNotPending,
 )
 from bot.logs import log_context
 from bot.slack import modals
-from bot.slack.answer_modal import LOADING_VIEW, NOT_OURS, AnswerModal
-from bot.slack.answering import GONE, NOT_HERE, NOT_OPEN, STORE_DOWN, UNKNOWN_BUTTON, Answering, Say
+from bot.slack.answer_modal import LOADING_VIEW, AnswerModal
+from bot.slack.answering import GONE, LOST_CLAIM, NOT_OPEN, STORE_DOWN, Answering, Found, Say, button_ref
 from bot.slack.approval_blocks import details_text
 from bot.slack.approvers import ApproverPolicy
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import Decided
-from bot.slack.refs import BadReference, QuestionRef
+from bot.slack.refs import QuestionRef
 from bot.slack.safe_text import safe_mrkdwn
 
 Ack = Callable[..., Awaitable[Any]]
@@ -56,16 +51,14 @@ class Approving:
             state, ctx, call = found
             await self.decide(state, ctx, call, where=where, approved=True, reason=None)
 
-    async def _found(self, body: dict[str, Any], where: Where, say: Say) -> tuple[RunState, SlackContext, str] | None:
+    async def _found(self, body: dict[str, Any], where: Where, say: Say) -> Found | None:
         """The run, context and call a click is about, checked (its message, the approver policy); or None after
         telling the person why not."""
-        found = await self._found_to_read(body, say)
+        ref = await button_ref(body, say)
+        found = await self.answering.find(ref, say, where=where) if ref is not None else None
         if found is None:
             return None
         state, ctx, call = found
-        if not await self.answering.belongs(where, ctx, run_id=state.run_id, call=call):
-            await say(NOT_HERE)
-            return None
         if not await self.policy.may_approve(ctx, where.user):
             await say(self.policy.refusal(ctx))
             return None
@@ -125,21 +118,8 @@ class Approving:
             return await agent.decline_tool_call(
                 run_id=state.run_id, tool_call_id=call, reason=reason, declined_by=where.user
             )
-        except (
-            RunAlreadyResumed,
-            QuestionExpired,
-            RunNotResumable,
-            RunConflict,
-            ToolCallNotPending,
-            NotAwaitingThisKind,
-        ):
-            loaded = await self.answering.load(state.run_id, say)
-            if loaded is not None:
-                check = await agent.check(loaded[0], call)
-                if isinstance(check, Open):
-                    await say("Someone else changed this conversation at the same moment; please try again.")
-                else:
-                    await self.answering.not_open(check, loaded[0], ctx=ctx, call=call, user=where.user, say=say)
+        except (*LOST_CLAIM, NotAwaitingThisKind):
+            await self.answering.lost_claim(state.run_id, ctx, call=call, user=where.user, say=say)
         except RunNotFound:
             await say(GONE)
         except StoreUnavailable:
@@ -192,23 +172,11 @@ class Approving:
         meta = self.modal.metadata(run_id=state.run_id, call=ref.call, user=where.user, view_id=view_id)
         await web.update_view(view_id, modals.decline_modal(payload.tool_name, private_metadata=meta))
 
-    async def _found_to_read(self, body: dict[str, Any], say: Say) -> tuple[RunState, SlackContext, str] | None:
+    async def _found_to_read(self, body: dict[str, Any], say: Say) -> Found | None:
         """The run, context and call a click names (no decision right needed: reading the details); or None after
         telling the person why not."""
-        action = (body.get("actions") or [{}])[0]
-        try:
-            ref, _ = QuestionRef.from_value(str(action.get("value", "")))
-        except BadReference:
-            await say(UNKNOWN_BUTTON)
-            return None
-        loaded = await self.answering.load(ref.run_id, say)
-        if loaded is None:
-            return None
-        call = question_of(loaded[0], ref.matches)
-        if call is None:
-            await say(NOT_OPEN)
-            return None
-        return loaded[0], loaded[1], call
+        ref = await button_ref(body, say)
+        return await self.answering.find(ref, say) if ref is not None else None
 
     async def ack_decline(self, ack: Ack, body: dict[str, Any], context: Any) -> None:
         """A submitted decline form (ack side): a form not opened for this person, someone not allowed, or a call
@@ -234,24 +202,12 @@ class Approving:
         where = Where(user=user, surface="modal", team_id=ctx.team_id)
         await self.decide(state, ctx, call, where=where, approved=False, reason=reason or None)
 
-    async def _decline_form(self, body: dict[str, Any]) -> tuple[RunState, SlackContext, str] | str:
-        view = body.get("view") or {}
-        meta = modals.modal_metadata(view)
+    async def _decline_form(self, body: dict[str, Any]) -> Found | str:
         user = str((body.get("user") or {}).get("id") or "")
-        if not self.modal.opened_by_us(meta, user=user, view_id=str(view.get("id") or "")):
-            return NOT_OURS
-        told: list[str] = []
-
-        async def keep(text: str) -> None:
-            told.append(text)
-
-        loaded = await self.answering.load(meta["r"], keep)
-        if loaded is None:
-            return told[0] if told else NOT_OPEN
-        state, ctx = loaded
-        call = question_of(state, QuestionRef(run_id=meta["r"], call=meta["c"]).matches)
-        if call is None:
-            return NOT_OPEN
+        found = await self.modal.form_question(body)
+        if isinstance(found, str):
+            return found
+        state, ctx, call = found
         if not await self.policy.may_approve(ctx, user):
             return self.policy.refusal(ctx)
         check = await self.answering.agent.check(state, call)

@@ -126,26 +126,24 @@ class Follower:
         if ts is None:  # Slack refused the blocks: ask in plain text; a reply in the thread still answers
             plain = escape(clip(fallback_text(payload), 39000))
             ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=plain)
-        if ts:
-            try:
-                await self.index.add_message(
-                    run_id, key=suspended.tool_call_id, ref=MessageRef(channel_id=ctx.channel_id, ts=ts)
-                )
-            except StoreUnavailable:
-                log.warning("run %s: could not record the question's message", run_id)
+        await self._record(run_id, suspended.tool_call_id, ctx, ts=ts, what="question")
 
     async def _ask_approval(self, run_id: str, approval: ApprovalPayload, ctx: SlackContext) -> None:
         ref = QuestionRef.of(run_id, approval.tool_call_id)
         blocks = approval_blocks(approval, ref=ref, approvers=self.approvers.describe(ctx))
         text = f"Approval needed to run {escape(approval.tool_name)}"
         ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text, blocks=blocks)
-        if ts:
-            try:
-                await self.index.add_message(
-                    run_id, key=approval.tool_call_id, ref=MessageRef(channel_id=ctx.channel_id, ts=ts)
-                )
-            except StoreUnavailable:
-                log.warning("run %s: could not record the approval's message", run_id)
+        await self._record(run_id, approval.tool_call_id, ctx, ts=ts, what="approval")
+
+    async def _record(self, run_id: str, call: str, ctx: SlackContext, *, ts: str | None, what: str) -> None:
+        """Record the message ``ts`` (if posted) as showing ``call`` of ``run_id``, so clicks on it are accepted and
+        it is updated when the call is decided; a store outage leaves it unrecorded (logged)."""
+        if not ts:
+            return
+        try:
+            await self.index.add_message(run_id, key=call, ref=MessageRef(channel_id=ctx.channel_id, ts=ts))
+        except StoreUnavailable:
+            log.warning("run %s: could not record the %s's message", run_id, what)
 
     async def close_approval(self, run_id: str, approval: ApprovalPayload, *, outcome: str) -> None:
         """Update every message showing the approval request to ``outcome`` (mrkdwn), without controls."""

@@ -116,8 +116,7 @@ def answer_modal(question: str, *, private_metadata: dict[str, str]) -> dict[str
 
 def modal_text(view: dict[str, Any]) -> str:
     """The text typed into the answer modal (``''`` when absent)."""
-    values = (view.get("state") or {}).get("values") or {}
-    return str(((values.get(MODAL_INPUT_BLOCK) or {}).get(ACT_TEXT) or {}).get("value") or "")
+    return _typed(view, MODAL_INPUT_BLOCK, ACT_TEXT)
 
 
 def modal_metadata(view: dict[str, Any]) -> dict[str, str]:
@@ -147,5 +146,11 @@ def decline_modal(tool_name: str, *, private_metadata: dict[str, str]) -> dict[s
 
 def decline_reason(view: dict[str, Any]) -> str:
     """The reason typed into the decline form, stripped (``''`` when none)."""
+    return _typed(view, DECLINE_INPUT_BLOCK, ACT_REASON).strip()
+
+
+def _typed(view: dict[str, Any], block_id: str, action_id: str) -> str:
+    """The value of plain-text input ``action_id`` in block ``block_id`` of a submitted view (``''`` when absent);
+    Slack: ``view.state.values[block_id][action_id].value``."""
     values = (view.get("state") or {}).get("values") or {}
-    return str(((values.get(DECLINE_INPUT_BLOCK) or {}).get(ACT_REASON) or {}).get("value") or "").strip()
+    return str(((values.get(block_id) or {}).get(action_id) or {}).get("value") or "")
