@@ -29,6 +29,28 @@ def consume(worker: Any, stop: asyncio.Event, **kwargs: Any) -> asyncio.Future[N
     )
 
 
+async def click_taken_by_a_dead_worker(
+    h: Any, client: fakeredis.FakeAsyncRedis, server: fakeredis.FakeServer, prefix: str, *, then: str
+) -> tuple[Any, str, str]:
+    """Ask a question through a web/worker split (its reply will be ``then``), then click its "api" option and
+    let a consumer named "dead" take the click's job and never acknowledge it. Returns ``(the live worker, the
+    work stream's key, the thread's ts)``."""
+    _web, worker = await start_split(h, server)
+    key = Keys(prefix).work()
+    await client.xgroup_create(key, GROUP, id="0", mkstream=True)
+    stop = asyncio.Event()
+    working = consume(worker, stop)
+    try:
+        thread, q = await ask(h, then=then)
+    finally:
+        stop.set()
+        await asyncio.wait_for(working, 10)
+    await h.ws.click(q, "api", user=ALICE)
+    taken = await client.xreadgroup(GROUP, "dead", {key: ">"}, count=10)
+    assert len(taken[0][1]) == 1  # the dead worker took the click and never acknowledged it
+    return worker, key, thread
+
+
 async def test_queue_down_at_enqueue_tells_the_user_and_loses_or_doubles_nothing(
     fake_server: fakeredis.FakeServer, harness: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -73,19 +95,7 @@ async def test_job_of_a_worker_that_died_before_handling_it_is_answered_exactly_
 ) -> None:
     client = fakeredis.FakeAsyncRedis(server=fake_server)
     async with harness(client) as h:
-        _web, worker = await start_split(h, fake_server)
-        key = Keys(prefix).work()
-        await client.xgroup_create(key, GROUP, id="0", mkstream=True)
-        stop = asyncio.Event()
-        working = consume(worker, stop)
-        try:
-            thread, q = await ask(h, then="Once.")
-        finally:
-            stop.set()
-            await asyncio.wait_for(working, 10)
-        await h.ws.click(q, "api", user=ALICE)
-        taken = await client.xreadgroup(GROUP, "dead", {key: ">"}, count=10)
-        assert len(taken[0][1]) == 1  # the dead worker took the click and never acknowledged it
+        worker, key, thread = await click_taken_by_a_dead_worker(h, client, fake_server, prefix, then="Once.")
         await asyncio.sleep(0.35)
         stop = asyncio.Event()
         working = consume(worker, stop, reclaim_after=0.3)
@@ -106,19 +116,9 @@ async def test_job_of_a_worker_that_died_after_claiming_the_answer_still_gets_it
 ) -> None:
     client = fakeredis.FakeAsyncRedis(server=fake_server)
     async with harness(client) as h:
-        _web, worker = await start_split(h, fake_server)
-        key = Keys(prefix).work()
-        await client.xgroup_create(key, GROUP, id="0", mkstream=True)
-        stop = asyncio.Event()
-        working = consume(worker, stop)
-        try:
-            thread, q = await ask(h, then="Reply after crash.")
-        finally:
-            stop.set()
-            await asyncio.wait_for(working, 10)
-        await h.ws.click(q, "api", user=ALICE)
-        taken = await client.xreadgroup(GROUP, "dead", {key: ">"}, count=10)
-        assert len(taken[0][1]) == 1
+        worker, _key, thread = await click_taken_by_a_dead_worker(
+            h, client, fake_server, prefix, then="Reply after crash."
+        )
         state = await thread_run(client, prefix, thread)
         stream = await worker.bot.agent.resume_stream("api", run_id=state.run_id, answered_by=ALICE)
         assert stream._task is not None
