@@ -5,8 +5,10 @@ Run: ``.venv/bin/python -m benchmarks.ack_latency [--rate 100] [--seconds 10] [-
 
 Three processes, so the measurement is honest on a small machine:
 
-- the bot under test, exactly as deployed: ``python -m bot serve`` (HTTP mode) with ``SLACK_API_URL`` at the
-  fake Slack, ``OPENAI_BASE_URL`` at the loopback model, the real Redis under a unique ``REDIS_PREFIX``;
+- the bot under test, as deployed: ``python -m bot serve`` (HTTP mode) with ``SLACK_API_URL`` at the
+  fake Slack, ``OPENAI_BASE_URL`` at the loopback model, the real Redis under a unique ``REDIS_PREFIX``, and
+  the run limits off (``MAX_RUNS_PER_PERSON`` / ``MAX_RUNS_PER_PROCESS`` 100000: one requester opens every run,
+  and the point is acks while runs work; what the limits do is ``benchmarks.burst_memory``'s subject);
 - the baseline, ``python -m benchmarks.bare_bolt``: a Bolt ``AsyncApp`` served the same way that only acks;
 - this process: the load generator, the fake Slack (``Workspace``; the app is subscribed to ``app_mention``
   only, so a mention is one event) and ``FakeOpenAI``, whose every turn takes ``--model-delay`` seconds
@@ -64,6 +66,7 @@ SIGNING_SECRET = "bench-signing-secret"
 BOT_TOKEN = "xoxb-bench"
 OPTION_ACTION = re.compile(r"^ask_option_\d+$")
 WARMUP_REQUESTS = 10  # per target, half mentions and half clicks, sent one at a time
+NO_LIMIT = 100_000  # MAX_RUNS_PER_PERSON / MAX_RUNS_PER_PROCESS for the bot under test
 WARMUP_RATE = 25.0  # mentions/s that open the questions: slow enough for the bot to keep up
 QUESTION = "Which colour should it be?"
 REPLY = "Thanks, noted."
@@ -379,6 +382,10 @@ async def run(args: argparse.Namespace, prefix: str, logdir: Path, children: lis
             "OPENAI_BASE_URL": openai_server.base_url,
             "REDIS_URL": args.redis,
             "REDIS_PREFIX": prefix,
+            # one requester opens every run and ~100 model calls are in flight: the run limits (3 per person, 50
+            # per process by default) would refuse most of them; this measures acks of runs that do their work
+            "MAX_RUNS_PER_PERSON": str(NO_LIMIT),
+            "MAX_RUNS_PER_PROCESS": str(NO_LIMIT),
         }
         for var in ("SLACK_APP_TOKEN", "OPENAI_MODEL", "ASK_ANSWERERS", "ASK_TTL_SECONDS"):
             os.environ.pop(var, None)  # the children inherit the environment: keep them in HTTP mode, defaults
