@@ -28,12 +28,14 @@ import socket
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from bot.agent.approvals import approval_payload, ask_approval, needs_approval, run_decided
+from bot.agent.approvals import approval_payload, ask_approval, needs_approval
 from bot.agent.claims import Claims
 from bot.agent.history import check_tool_messages, history_of, last_text, unique_ids
+from bot.agent.live_questions import LiveQuestions
 from bot.agent.model import ChatModel, TextDelta, TurnDone, parse_arguments
+from bot.agent.resuming import continue_pending
 from bot.agent.saving import RunSaver
-from bot.agent.state import Answer, PendingCall, ResumeData, RunFailure, RunState, ToolCall, utcnow
+from bot.agent.state import Answer, PendingCall, ResumeData, RunFailure, RunState, utcnow
 from bot.agent.store import RunStore
 from bot.agent.stream import (
     AgentStream,
@@ -120,6 +122,7 @@ class Agent(Claims):
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"  # this agent's lease id
         self.saver = RunSaver(store, owner=self.owner, persist_for=persist_for, lease_renew_every=lease_renew_every)
         self._driving: set[str] = set()  # run ids this agent drives now
+        self.live = LiveQuestions(store, owner=self.owner, tools=self.tools)  # questions asked by running tools
 
     # --- public API ------------------------------------------------------------------------------
 
@@ -301,12 +304,9 @@ class Agent(Claims):
         with ``state`` updated in place) or the model fails (raises ``ModelCallFailed``)."""
         if state.pending is not None:
             pending, state.pending = state.pending, None
-            if pending.kind == "approval":
-                await run_decided(self.tools, state, pending, out, save=self._save_midway, ask_ttl=self.ask_ttl)
-            else:
-                call = ToolCall(id=pending.tool_call_id, name=pending.tool_name, arguments="")
-                resume = pending.resume
-                await run_tool_call(self.tools, state, call, pending.args, out, resume=resume, ask_ttl=self.ask_ttl)
+            await continue_pending(
+                self.tools, state, pending, out, save=self._save_midway, ask_ttl=self.ask_ttl, live=self.live
+            )
         while True:
             while state.queued:
                 call = state.queued.pop(0)
@@ -321,7 +321,9 @@ class Agent(Claims):
                 if tool is not None and needs_approval(tool, state, agent_wide=self.require_tool_approval):
                     ask_approval(tool, state, call, args, out, ask_ttl=self.ask_ttl)  # suspends, unless invalid
                     continue
-                await run_tool_call(self.tools, state, call, args, out, resume=None, ask_ttl=self.ask_ttl)
+                await run_tool_call(
+                    self.tools, state, call, args, out, resume=None, ask_ttl=self.ask_ttl, live=self.live
+                )
             if state.turns >= self.max_turns:
                 state.status = "failed"
                 state.error = RunFailure(

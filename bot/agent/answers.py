@@ -2,7 +2,8 @@
 
 :func:`check_answer` returns one of:
 
-- :class:`Open` - the run waits for this answer (``pending`` is the question);
+- :class:`Open` - the run waits for this answer (``pending`` is the question; a run that is ``running`` waits
+  too when the question was asked from inside a live tool call, see :mod:`bot.agent.live_questions`);
 - :class:`Answered` - it was answered already (``answer`` says by whom and when);
 - :class:`Expired` - the question's deadline passed (or the run was closed as expired) with no answer;
 - :class:`Closed` - the run is not waiting for this answer (finished, failed, running, or waiting on another
@@ -69,7 +70,8 @@ def check_answer(state: RunState, tool_call_id: str | None, *, now: datetime) ->
     same = pending is not None and asked == pending.tool_call_id
     if pending is not None and same and state.status == "expired":
         return Expired(pending.expires_at)
-    if state.status == "suspended" and pending is not None and pending.resume is None:
+    waiting = state.status == "suspended" or (state.status == "running" and pending is not None and pending.live_owner)
+    if waiting and pending is not None and pending.resume is None:
         if not same:
             return Closed(state.status, waiting_on=pending.tool_call_id)
         if pending.expires_at is not None and now >= pending.expires_at:

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
+from bot.agent.live_questions import LiveQuestions
 from bot.agent.state import PendingCall, RunState, ToolCall, utcnow
 from bot.agent.stream import AgentStream, ApprovalPayload
 from bot.agent.tool_calls import Suspended, add_result, run_tool_call
@@ -75,8 +76,10 @@ async def run_decided(
     *,
     save: Save,
     ask_ttl: float | None,
+    live: LiveQuestions | None = None,
 ) -> None:
-    """Carry out the decision claimed on ``pending`` (the run's pending approval, already taken off ``state``)."""
+    """Carry out the decision claimed on ``pending`` (the run's pending approval, already taken off ``state``);
+    ``live``: lets the tool ask questions while it runs (:mod:`bot.agent.live_questions`)."""
     call = ToolCall(id=pending.tool_call_id, name=pending.tool_name, arguments="")
     decision = pending.resume
     tool = tools.get(pending.tool_name)
@@ -91,7 +94,7 @@ async def run_decided(
     state.pending = pending.model_copy(update={"executing_since": utcnow()})
     await save(state)  # the trace that makes it run at most once per approval
     state.pending = None
-    await run_tool_call(tools, state, call, pending.args, out, resume=None, ask_ttl=ask_ttl)
+    await run_tool_call(tools, state, call, pending.args, out, resume=None, ask_ttl=ask_ttl, live=live)
 
 
 def approval_payload(pending: PendingCall) -> ApprovalPayload:

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from bot.agent.forms import Form
 from bot.agent.state import ResumeData
 from bot.agent.text import is_blank
 from bot.agent.tools import Tool, ToolContext, ToolInputError
@@ -94,9 +95,16 @@ class AskUserInput(BaseModel):
 
 
 class AskUserPayload(AskUserInput):
-    """The suspend payload of ``ask_user``: ``question``, ``options``, ``selection_mode`` (None = free-form)."""
+    """The suspend payload of ``ask_user``: ``question``, ``options``, ``selection_mode`` (None = free-form).
+
+    ``form``: set when the question is a form to fill in (an MCP server's elicitation, :mod:`bot.agent.forms`):
+    its answers are then :class:`~bot.agent.forms.Form` replies (JSON text), it may be declined, and a form of
+    several fields is answered in one modal. ``ask_user`` itself never sets it.
+    """
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    form: Form | None = None
 
 
 def fallback_text(question: AskUserInput) -> str:

@@ -15,7 +15,7 @@ from bot.agent.answers import AnswerCheck, Answered, Closed, Expired, Open, chec
 from bot.agent.approvals import APPROVED, DECLINED
 from bot.agent.state import Answer, PendingCall, RunState, utcnow
 from bot.agent.store import RunStore
-from bot.agent.stream import AgentStream
+from bot.agent.stream import AgentStream, FinishChunk, FinishPayload
 from bot.errors import (
     BotError,
     NotAwaitingThisKind,
@@ -77,7 +77,9 @@ class Claims:
 
     async def _claim(self, state: RunState, pending: PendingCall, answer: Answer) -> AgentStream:
         """Claim ``answer`` for ``pending`` (one compare-and-set wins, before the deadline by the store's clock)
-        and continue the run."""
+        and continue the run: here, or, for a question asked live by a tool call whose process still holds the
+        run's lease, in that process (the returned stream then only says ``handed_off``; see
+        :mod:`bot.agent.live_questions`)."""
         claimed = state.model_copy(
             update={
                 "status": "running",
@@ -87,15 +89,18 @@ class Claims:
                 "turns": 0,
             }
         )
+        live = pending.live_owner  # asked from inside a tool call: hand the answer to its process, if it lives
+        hand_off = live is not None and await self.store.lease_owner(state.run_id) == live
         try:
-            claimed = await self.store.save(claimed, owner=self.owner, not_after=pending.expires_at)
+            owner = live if hand_off and live is not None else self.owner
+            claimed = await self.store.save(claimed, owner=owner, not_after=pending.expires_at)
         except RunConflict:
             await self._require_open(await self.store.load(state.run_id), pending.tool_call_id)
             raise  # still open after a conflict: another write raced this one; the caller may try again
         except QuestionExpired:
             await self._mark_expired(state)
             raise
-        return self._launch(claimed)
+        return _handed_off(claimed) if hand_off else self._launch(claimed)
 
     async def check(self, state: RunState, tool_call_id: str | None = None) -> AnswerCheck:
         """Whether ``state`` can take an answer to ``tool_call_id`` now (see :mod:`bot.agent.answers`). A deadline
@@ -147,3 +152,15 @@ class Claims:
         with contextlib.suppress(BotError):
             await self.store.save(state.model_copy(update={"status": "expired"}), owner=self.owner)
             log.info("run %s: question expired unanswered", state.run_id)
+
+
+def _handed_off(state: RunState) -> AgentStream:
+    """The stream of a claim whose run goes on in another process: one ``finish`` chunk, ``handed_off``."""
+    stream = AgentStream(state.run_id)
+
+    async def body() -> RunState:
+        stream.emit(FinishChunk(state.run_id, FinishPayload(status="handed_off", text="")))
+        return state
+
+    stream._start(body())
+    return stream

@@ -16,6 +16,9 @@ The file is the format MCP clients share (Claude Desktop, Cursor, ...)::
 - ``url`` (with optional ``headers``): a streamable HTTP server.
 - ``requireApproval``: ``true`` (every tool of the server), ``false`` (the default) or a list of ``fnmatch``
   patterns on the server's tool names (``"delete_*"``); a matching call waits for a person's OK.
+- ``protocol``: ``auto`` (the default: the newest protocol generation the server speaks, else the older
+  one) or ``legacy`` (the initialize handshake only). It decides how a server's questions (elicitation) reach
+  the bot; see :mod:`bot.agent.mcp_elicit`.
 - ``disabled: true`` skips a server. ``type`` may say ``stdio`` or ``http`` / ``streamable-http`` (SSE servers are
   not supported). Other keys (other clients' settings) are ignored.
 - ``${NAME}`` and ``${NAME:-default}`` in ``command``, ``args``, ``env``, ``cwd``, ``url`` and ``headers`` are
@@ -81,6 +84,7 @@ class McpServerConfig:
     name: str
     transport: StdioServer | HttpServer
     require_approval: bool | tuple[str, ...] = False
+    protocol: str = "auto"  # "auto" or "legacy" (the SDK's ``Client(mode=...)``)
 
     def needs_approval(self, tool_name: str) -> bool:
         """Whether calls of this server's tool ``tool_name`` (its MCP name) wait for a person's OK."""
@@ -161,9 +165,12 @@ class _Reader:
         else:
             self.fail("", 'needs "command" (a stdio server) or "url" (a streamable HTTP server)')
         approval = self.approval()
+        protocol = self.entry.get("protocol", "auto")
+        if protocol not in ("auto", "legacy"):
+            self.fail("protocol", 'must be "auto" or "legacy"')
         if transport is None or len(self.problems) > before:
             return None
-        return McpServerConfig(name=name, transport=transport, require_approval=approval)
+        return McpServerConfig(name=name, transport=transport, require_approval=approval, protocol=protocol)
 
     def fail(self, key: str, reason: str) -> None:
         self.problems.append(f"{self.where}{'.' + key if key else ''}: {reason}")

@@ -7,27 +7,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import sys
-from collections import deque
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any
 
 import anyio
 import mcp_types as types
 from jsonschema import SchemaError  # type: ignore[import-untyped,unused-ignore]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped,unused-ignore]
-from mcp.client.session import ClientSession
+from mcp.client import Client, ClientRequestContext, ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel, RootModel
+from pydantic import BaseModel
 
+from bot.agent.forms import FormUnsupported
 from bot.agent.mcp_config import HttpServer, McpServerConfig, StdioServer
-from bot.agent.tools import Tool, ToolContext, ToolInputError
-from bot.errors import describe_error, describe_os_error
+from bot.agent.mcp_elicit import MAX_ROUNDS, InputRound, elicit_result, question_for, validate_answer
+from bot.agent.mcp_stderr import ServerStderr
+from bot.agent.mcp_tool import McpArguments, McpTool, McpToolError, McpUnavailable, content_text
+from bot.agent.tools import LiveAsk, ToolContext
+from bot.errors import BotError, describe_error, describe_os_error
 
 log = logging.getLogger("bot.agent.mcp_tools")  # one logger for everything MCP
 
@@ -36,55 +35,6 @@ CALL_TIMEOUT = 300.0  # seconds one tool call may take
 CLOSE_TIMEOUT = 10.0  # seconds to close a session (a stdio server gets the SDK's grace period, then is killed)
 MAX_LIST_PAGES = 100
 CLIENT_INFO = types.Implementation(name="slack-ask-user", version="0.1.0")
-
-
-class McpToolError(ToolInputError):
-    """An MCP tool call that went wrong (an ``isError`` result, a protocol error, a timeout, the server unavailable);
-    its message goes back to the model as the tool's error."""
-
-
-class McpUnavailable(McpToolError):
-    """The server can't be reached: it failed to start, died, or is being closed."""
-
-    def __init__(self, server: str, reason: str) -> None:
-        super().__init__(f"MCP server {server} is unavailable: {reason}")
-        self.server, self.reason = server, reason
-
-
-class McpArguments(RootModel[dict[str, Any]]):
-    """A call's arguments, validated against the MCP tool's own JSON schema."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class McpTool(Tool):
-    """A tool of an MCP server: ``id`` is the name the model sees, ``server`` / ``mcp_name`` where it comes from,
-    ``json_schema`` the tool's input schema as the server gave it."""
-
-    server: str
-    mcp_name: str
-    json_schema: dict[str, Any] = field(hash=False)
-    validator: Any = field(default=None, repr=False, compare=False)  # jsonschema validator of json_schema
-
-    def spec(self) -> dict[str, Any]:
-        """The Chat Completions ``tools[]`` entry, with the MCP tool's schema as its parameters."""
-        return {
-            "type": "function",
-            "function": {"name": self.id, "description": self.description, "parameters": self.json_schema},
-        }
-
-    def parse_args(self, args: dict[str, Any]) -> BaseModel:
-        """Validate ``args`` against the MCP tool's schema. Raises :class:`ToolInputError` naming each problem."""
-        if self.validator is not None:
-            try:
-                errors = sorted(self.validator.iter_errors(args), key=lambda e: [str(p) for p in e.absolute_path])
-            except Exception:  # e.g. a $ref it can't resolve: the server validates its arguments anyway
-                errors = []
-            if errors:
-                problems = "; ".join(
-                    f"{'.'.join(str(p) for p in e.absolute_path) or 'arguments'}: {e.message}" for e in errors[:5]
-                )
-                raise ToolInputError(f"invalid arguments for {self.id}: {problems}")
-        return McpArguments(args)
 
 
 class McpConnection:
@@ -103,6 +53,10 @@ class McpConnection:
         self._broken: str | None = None  # why the open session stopped working
         self._down = False  # an outage was logged and is not over
         self._closed = False
+        self._one_call = asyncio.Lock()  # older protocol generation: one call at a time (see :meth:`_call_live`)
+        self._asking: LiveAsk | None = None  # that call's way to ask a person
+        self._ask_failed: BaseException | None = None  # why that call's question could not be asked
+        self._clock: asyncio.Timeout | None = None  # that call's time limit (paused while a person is asked)
 
     async def start(self) -> list[types.Tool]:
         """Open the session and list the server's tools. Raises :class:`McpUnavailable`."""
@@ -126,7 +80,7 @@ class McpConnection:
 
         async def execute(args: BaseModel, ctx: ToolContext | None) -> Any:
             arguments = args.root if isinstance(args, McpArguments) else args.model_dump(mode="json")
-            return await self.call(remote, arguments)
+            return await self.call(remote, arguments, ctx)
 
         return McpTool(
             id=name,
@@ -134,17 +88,126 @@ class McpConnection:
             input_schema=McpArguments,
             execute_fn=execute,
             require_approval=self.config.needs_approval(remote),
+            resume_validator=validate_answer,
             server=self.name,
             mcp_name=remote,
             json_schema=schema,
             validator=validator,
         )
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
-        """Call ``tool``; returns its result (structured content, else text). Raises :class:`McpToolError`."""
+    async def call(self, tool: str, arguments: dict[str, Any], ctx: ToolContext | None = None) -> Any:
+        """Call ``tool``; returns its result (structured content, else text). A question the server asks on the way
+        is asked in ``ctx``'s run (:mod:`bot.agent.mcp_elicit`): on the newer protocol generation the call
+        suspends the run (``ToolSuspended``) and is sent again with the answers when it resumes. Raises
+        :class:`McpToolError`."""
         session = await self._live_session()
+        if session.discover_result is None:  # the older generation: questions arrive over this session
+            return await self._call_live(session, tool, arguments, ctx)
+        responses: dict[str, types.InputResponse] | None = None
+        request_state: str | None = None
+        rounds = 0
+        stored = InputRound.stored(ctx.suspend_payload) if ctx is not None and ctx.resume_data is not None else None
+        if stored is not None and ctx is not None:  # resumed with the answer to one of this call's questions
+            done = stored.answered(ctx.resume_data)
+            asking = done.next_question()
+            if asking is not None:
+                ctx.suspend(asking)
+            responses, request_state, rounds = done.input_responses(), done.request_state, done.round
+        while True:
+            result = await self._send(session, tool, arguments, responses=responses, request_state=request_state)
+            if not isinstance(result, types.InputRequiredResult):
+                return self._outcome(tool, result)
+            rounds += 1
+            if rounds > MAX_ROUNDS:
+                raise McpToolError(f"{tool} on MCP server {self.name} kept asking for input ({MAX_ROUNDS} rounds)")
+            try:
+                round_ = InputRound.of(result, round=rounds)
+            except FormUnsupported as exc:
+                raise McpToolError(
+                    f"{tool} on MCP server {self.name} asked for input the bot can't give: {exc}"
+                ) from None
+            asking = round_.next_question()
+            if asking is not None:
+                if ctx is None:
+                    raise McpToolError(f"{tool} on MCP server {self.name} asks a person, which needs a conversation")
+                ctx.suspend(asking)
+            responses, request_state = round_.input_responses(), round_.request_state
+            await asyncio.sleep(min(0.05 * 2 ** (rounds - 1), 0.25))  # state only: the server is still working
+
+    async def _call_live(
+        self, session: ClientSession, tool: str, arguments: dict[str, Any], ctx: ToolContext | None
+    ) -> Any:
+        """A call on the older protocol generation. Its questions (``elicitation/create``) don't say which call
+        asked, so calls to this server run one at a time and a question belongs to the call in flight; it is asked
+        live (``ctx.ask_live``), and the call's time limit is paused while a person answers."""
+        async with self._one_call:
+            self._asking = ctx.ask_live if ctx is not None else None
+            self._ask_failed = None
+            try:
+                async with asyncio.timeout(self.call_timeout) as clock:
+                    self._clock = clock
+                    result = await self._send(session, tool, arguments, limit=None)
+            except TimeoutError:
+                raise McpToolError(
+                    f"{tool} on MCP server {self.name} took longer than {self.call_timeout:g} s"
+                ) from None
+            finally:
+                self._asking = self._clock = None
+            if self._ask_failed is not None:
+                raise self._ask_failed
+        if isinstance(result, types.InputRequiredResult):
+            raise McpToolError(f"MCP server {self.name} asked for input in a way its protocol version does not allow")
+        return self._outcome(tool, result)
+
+    async def _on_question(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        """The session's ``elicitation/create`` handler (older protocol generation): ask the call in flight's
+        person, live; ``cancel`` when nobody answered in time."""
+        ask, clock = self._asking, self._clock
+        if ask is None:
+            return types.ErrorData(
+                code=types.INVALID_REQUEST, message="no person to ask: no tool call of a run is in flight"
+            )
         try:
-            result = await session.call_tool(tool, arguments, read_timeout_seconds=self.call_timeout)
+            payload = question_for(params)
+        except FormUnsupported as exc:
+            return types.ErrorData(code=types.INVALID_PARAMS, message=f"the bot can't ask this: {exc}")
+        loop = asyncio.get_running_loop()
+        when = clock.when() if clock is not None else None
+        left = when - loop.time() if when is not None else None
+        if clock is not None:
+            clock.reschedule(None)  # a person's time is not the tool's
+        try:
+            answer = await ask(payload)
+        except BotError as exc:  # the question could not be recorded, or the run was taken over
+            self._ask_failed = exc
+            return types.ElicitResult(action="cancel")
+        finally:
+            if clock is not None and left is not None:
+                clock.reschedule(loop.time() + max(left, 1.0))
+        return elicit_result(answer)
+
+    async def _send(
+        self,
+        session: ClientSession,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        responses: dict[str, types.InputResponse] | None = None,
+        request_state: str | None = None,
+        limit: float | None = -1.0,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """One ``tools/call`` (``limit``: its read timeout, default ``call_timeout``). Raises :class:`McpToolError`."""
+        try:
+            result = await session.call_tool(
+                tool,
+                arguments,
+                read_timeout_seconds=self.call_timeout if limit == -1.0 else limit,
+                input_responses=responses,
+                request_state=request_state,
+                allow_input_required=True,
+            )
         except MCPError as exc:
             if exc.error.code == types.CONNECTION_CLOSED or self._owner_ended():
                 raise self._lost("the connection closed") from None
@@ -155,10 +218,18 @@ class McpConnection:
             raise McpToolError(f"MCP server {self.name} refused {tool}: {exc.error.message}") from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
             raise self._lost(describe_error(exc)) from None
+        except (TimeoutError, asyncio.CancelledError):
+            raise
         except Exception as exc:
             if self._owner_ended():
                 raise self._lost(describe_error(exc)) from None
             raise McpToolError(f"{tool} on MCP server {self.name} failed: {describe_error(exc)}") from None
+        if not isinstance(result, types.CallToolResult | types.InputRequiredResult):
+            raise McpToolError(f"{tool} on MCP server {self.name} answered with a result this bot does not know")
+        return result
+
+    def _outcome(self, tool: str, result: types.CallToolResult) -> Any:
+        """A finished call's result for the model (structured content, else text). Raises :class:`McpToolError`."""
         if result.is_error:
             raise McpToolError(f"{tool} failed: {content_text(result.content) or 'the server gave no reason'}")
         if result.structured_content is not None:
@@ -254,12 +325,18 @@ class McpConnection:
         list_tools: bool,
     ) -> None:
         """The session's task: opens the transport and the session, reports ready, holds them until ``stop``."""
-        stderr = _ServerStderr(self.name) if isinstance(self.config.transport, StdioServer) else None
+        stderr = ServerStderr(self.name) if isinstance(self.config.transport, StdioServer) else None
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await self._transport(stack, stderr)
-                session = await stack.enter_async_context(ClientSession(read, write, client_info=CLIENT_INFO))
-                await session.initialize()
+                client = Client(
+                    contextlib.nullcontext((read, write)),
+                    mode="legacy" if self.config.protocol == "legacy" else "auto",
+                    client_info=CLIENT_INFO,
+                    elicitation_callback=self._on_question,
+                    cache=None,
+                )
+                session = (await stack.enter_async_context(client)).session
                 tools = await _list_tools(session) if list_tools else []
                 if not ready.done():
                     ready.set_result((session, tools))
@@ -278,7 +355,7 @@ class McpConnection:
             if stderr is not None:
                 stderr.close()
 
-    async def _transport(self, stack: contextlib.AsyncExitStack, stderr: _ServerStderr | None) -> tuple[Any, Any]:
+    async def _transport(self, stack: contextlib.AsyncExitStack, stderr: ServerStderr | None) -> tuple[Any, Any]:
         transport = self.config.transport
         if isinstance(transport, StdioServer):
             assert stderr is not None
@@ -292,7 +369,7 @@ class McpConnection:
         http = await stack.enter_async_context(create_mcp_http_client(headers=dict(transport.headers)))
         return await stack.enter_async_context(streamable_http_client(transport.url, http_client=http))
 
-    def _describe(self, exc: BaseException, stderr: _ServerStderr | None) -> str:
+    def _describe(self, exc: BaseException, stderr: ServerStderr | None) -> str:
         leaf = _leaf(exc)
         transport = self.config.transport
         if isinstance(leaf, MCPError) and leaf.error.code == types.CONNECTION_CLOSED:
@@ -305,25 +382,6 @@ class McpConnection:
             reason = describe_error(leaf)
         last = stderr.last_line() if stderr is not None else ""
         return f"{reason} (its last output: {last!r})" if last else reason
-
-
-def content_text(blocks: Sequence[types.ContentBlock]) -> str:
-    """Text blocks as they are, other content described in brackets, one block per line."""
-    parts: list[str] = []
-    for block in blocks:
-        if isinstance(block, types.TextContent):
-            parts.append(block.text)
-        elif isinstance(block, types.ImageContent | types.AudioContent):
-            parts.append(f"[{block.type}: {block.mime_type}]")
-        elif isinstance(block, types.ResourceLink):
-            parts.append(f"[resource: {block.uri}]")
-        elif isinstance(block, types.EmbeddedResource):
-            resource = block.resource
-            if isinstance(resource, types.TextResourceContents):
-                parts.append(resource.text)
-            else:
-                parts.append(f"[resource: {resource.uri} ({resource.mime_type or 'binary'})]")
-    return "\n".join(parts)
 
 
 async def _list_tools(session: ClientSession) -> list[types.Tool]:
@@ -344,61 +402,3 @@ def _leaf(exc: BaseException) -> BaseException:
         inner = [e for e in exc.exceptions if not isinstance(e, asyncio.CancelledError)] or list(exc.exceptions)
         exc = inner[0]
     return exc
-
-
-class _ServerStderr:
-    """A stdio server's stderr: logged at DEBUG, line by line, and its last lines kept to explain a failure."""
-
-    def __init__(self, server: str) -> None:
-        self.server = server
-        self._lines: deque[str] = deque(maxlen=5)
-        self._partial = b""
-        self._loop = asyncio.get_running_loop()
-        read_fd, write_fd = os.pipe()
-        self.writer: TextIO = os.fdopen(write_fd, "w")
-        self._read_fd: int | None = read_fd
-        os.set_blocking(read_fd, False)
-        try:
-            self._loop.add_reader(read_fd, self._readable)
-        except NotImplementedError:  # an event loop without add_reader: the server writes to our stderr
-            self.writer.close()
-            os.close(read_fd)
-            self._read_fd, self.writer = None, sys.stderr
-
-    def spawned(self) -> None:
-        """The server has its copy of the pipe: close ours, so the pipe ends when the server does."""
-        if self.writer is not sys.stderr:
-            self.writer.close()
-
-    def last_line(self) -> str:
-        """The last non-blank line the server wrote (at most 200 characters), or ``""``."""
-        self._readable()
-        pending = [self._partial.decode("utf-8", "replace")] if self._partial.strip() else []
-        line = next((line for line in reversed([*self._lines, *pending]) if line.strip()), "")
-        return line.strip()[:200]
-
-    def close(self) -> None:
-        self.spawned()
-        if self._read_fd is not None:
-            self._readable()
-            self._loop.remove_reader(self._read_fd)
-            os.close(self._read_fd)
-            self._read_fd = None
-
-    def _readable(self) -> None:
-        while self._read_fd is not None:
-            try:
-                data = os.read(self._read_fd, 65536)
-            except (BlockingIOError, InterruptedError):
-                return
-            if not data:  # the server (and everything it started) closed its stderr
-                self._loop.remove_reader(self._read_fd)
-                return
-            *lines, self._partial = (self._partial + data).split(b"\n")
-            if len(self._partial) > 65536:  # no newline for that long: take it as a line
-                lines.append(self._partial)
-                self._partial = b""
-            for raw in lines:
-                line = raw.decode("utf-8", "replace").rstrip()
-                self._lines.append(line)
-                log.debug("MCP server %s: %s", self.server, line)

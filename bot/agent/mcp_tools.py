@@ -33,7 +33,8 @@ from types import TracebackType
 import mcp_types as types
 
 from bot.agent.mcp_config import McpServerConfig, load_mcp_config, tool_names
-from bot.agent.mcp_connection import McpArguments, McpConnection, McpTool, McpToolError, McpUnavailable, content_text
+from bot.agent.mcp_connection import McpConnection
+from bot.agent.mcp_tool import McpArguments, McpTool, McpToolError, McpUnavailable, content_text
 
 log = logging.getLogger(__name__)
 

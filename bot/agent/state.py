@@ -1,13 +1,13 @@
 """The persisted state of one agent run: :class:`RunState`, versioned, JSON round-trips exactly.
 
-Shape (``schema_version`` 3)::
+Shape (``schema_version`` 4)::
 
-    {"schema_version": 3, "run_id": "run_...", "agent_id": "assistant", "revision": 3,
+    {"schema_version": 4, "run_id": "run_...", "agent_id": "assistant", "revision": 3,
      "status": "running" | "suspended" | "completed" | "failed" | "expired",
      "messages": [ ...Chat Completions messages (user / assistant with tool_calls / tool), assistant
                    messages keeping the provider fields that must be sent back (e.g. reasoning_content)... ],
      "pending": {kind: "question" | "approval", tool_call_id, tool_name, args, suspend_payload, suspended_at,
-                 expires_at, executing_since, interrupted, resume} | null,
+                 expires_at, executing_since, interrupted, live_owner, resume} | null,
      "queued": [{id, name, arguments, extra}, ...],   # tool calls of the last assistant turn not run yet
      "answers": [{tool_call_id, answered_by, answered_at, resume_data, reason}, ...],
      "error": {kind, message} | null, "turns": 2, "require_tool_approval": false, "metadata": {...caller's...},
@@ -15,7 +15,8 @@ Shape (``schema_version`` 3)::
 
 Versions: 1 (first release) had no ``expires_at``, no ``extra`` on queued calls and no ``expired`` status; 2 had
 no tool approvals (``pending.kind``, ``executing_since``, ``interrupted``, ``answers[].reason``,
-``require_tool_approval``). :meth:`RunState.from_json` upgrades older records on load (:data:`MIGRATIONS`).
+``require_tool_approval``); 3 had no ``pending.live_owner`` (a question asked over a live MCP session).
+:meth:`RunState.from_json` upgrades older records on load (:data:`MIGRATIONS`).
 Every released version has a frozen
 fixture under ``tests/fixtures/`` that must keep loading and resuming.
 
@@ -34,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.errors import StoreCorrupt, UnknownSchemaVersion
 
-SCHEMA_VERSION: Literal[3] = 3
+SCHEMA_VERSION: Literal[4] = 4
 
 RunStatus = Literal["running", "suspended", "completed", "failed", "expired"]
 ResumeData = str | list[str]
@@ -90,6 +91,11 @@ class PendingCall(_Model):
     approval). A pending call whose ``resume`` is set belongs to a running (or failed) run, never to a suspended
     one. ``executing_since`` is saved just before an approved tool runs, so a process that dies mid-call leaves
     a trace: the call is then asked again with ``interrupted`` set (it may or may not have run).
+
+    ``live_owner``: set when the question was asked from inside a tool call that is still running (an MCP server's
+    question on the older protocol generation, see :mod:`bot.agent.mcp_elicit`): the run stays ``running``, the
+    answer is claimed like any other and handed to that process (owner id) through the store. If that process is
+    gone, the call is asked again as an ``interrupted`` approval instead.
     """
 
     kind: Literal["question", "approval"] = "question"
@@ -101,6 +107,7 @@ class PendingCall(_Model):
     expires_at: datetime | None = None  # the answer's deadline (None: none beyond the record's retention)
     executing_since: datetime | None = None
     interrupted: bool = False
+    live_owner: str | None = None
     resume: Answer | None = None
 
 
@@ -114,7 +121,7 @@ class RunFailure(_Model):
 class RunState(_Model):
     """Everything needed to continue a run in any process. See the module docstring for the JSON shape."""
 
-    schema_version: Literal[3] = SCHEMA_VERSION
+    schema_version: Literal[4] = SCHEMA_VERSION
     run_id: str
     agent_id: str
     revision: int = 0
@@ -179,5 +186,10 @@ def _v2_to_v3(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "schema_version": 3}
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3}
+def _v3_to_v4(raw: dict[str, Any]) -> dict[str, Any]:
+    """Version 3 -> 4: ``pending.live_owner`` defaults to none (every question of version 3 suspended its run)."""
+    return {**raw, "schema_version": 4}
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 """``{version: upgrade}``: each turns a record of that version into the next version's shape."""

@@ -7,9 +7,11 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+from bot.agent.live_questions import LiveQuestions
 from bot.agent.state import Answer, PendingCall, RunState, ToolCall, utcnow
 from bot.agent.stream import AgentStream, ToolResultChunk, ToolResultPayload
 from bot.agent.tools import Tool, ToolContext, ToolInputError, ToolSuspended, tool_result_content
+from bot.errors import RunConflict, StoreUnavailable
 
 log = logging.getLogger("bot.agent.agent")
 
@@ -27,10 +29,14 @@ async def run_tool_call(
     *,
     resume: Answer | None,
     ask_ttl: float | None,
+    suspended: dict[str, Any] | None = None,
+    live: LiveQuestions | None = None,
 ) -> None:
-    """Run ``call`` with ``args`` (``resume``: the answer it was suspended for). Unknown tools, invalid arguments
-    and tools that raise become error results for the model; never raises except :class:`Suspended`, after
-    setting the run's pending call (its deadline ``ask_ttl`` seconds from now, when given)."""
+    """Run ``call`` with ``args`` (``resume``: the answer it was suspended for, ``suspended``: the payload it
+    suspended with; ``live``: lets the tool ask while it runs, see :mod:`bot.agent.live_questions`). Unknown tools,
+    invalid arguments and tools that raise become error results for the model; never raises except
+    :class:`Suspended`, after setting the run's pending call (its deadline ``ask_ttl`` seconds from now, when
+    given), and a live question's ``RunConflict`` / ``StoreUnavailable``."""
     tool = tools.get(call.name)
     if tool is None:
         known = ", ".join(sorted(tools)) or "none"
@@ -42,6 +48,8 @@ async def run_tool_call(
         resume_data=resume.resume_data if resume else None,
         answered_by=resume.answered_by if resume else None,
         metadata=state.metadata,
+        suspend_payload=suspended,
+        ask_live=live.asker(state, call, args, out, ttl=ask_ttl) if live is not None else None,
     )
     try:
         result = await tool.execute(args, ctx)
@@ -57,6 +65,8 @@ async def run_tool_call(
         )
         state.status = "suspended"
         raise Suspended() from None
+    except (RunConflict, StoreUnavailable):  # a live question could not be recorded or read: the segment ends
+        raise
     except ToolInputError as exc:
         add_result(state, call, {"error": str(exc)}, out, is_error=True)
         return

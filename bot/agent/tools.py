@@ -34,12 +34,22 @@ class ToolInputError(Exception):
     """The model's arguments for a tool are invalid; the message goes back to the model as a tool error."""
 
 
+LiveAsk = Callable[[dict[str, Any]], Awaitable[ResumeData | None]]
+"""``ask_live(suspend_payload) -> answer | None`` (see :class:`ToolContext`)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ToolContext:
     """What a tool sees of the run it is called in.
 
     ``resume_data`` is ``None`` on the first call and the (validated) answer on the call after a resume;
-    ``answered_by`` is the caller-given id of whoever answered (e.g. a Slack user id).
+    ``answered_by`` is the caller-given id of whoever answered (e.g. a Slack user id); ``suspend_payload`` is the
+    payload the call suspended with (on the call after a resume).
+
+    ``ask_live(payload)``: ask a question *without* leaving the call (for a tool that can't stop and be called
+    again, e.g. an MCP server's question on a live session): the run shows the question like a suspended one,
+    the call waits, and gets the validated answer, or ``None`` when nobody answered in time. It raises
+    ``StoreUnavailable`` or ``RunConflict`` when the question can't be recorded. ``None`` outside a run.
     """
 
     run_id: str
@@ -47,6 +57,8 @@ class ToolContext:
     resume_data: ResumeData | None = None
     answered_by: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    suspend_payload: dict[str, Any] | None = None
+    ask_live: LiveAsk | None = None
 
     def suspend(self, payload: BaseModel | dict[str, Any]) -> NoReturn:
         """Suspend the run with ``payload`` (the question). Never returns."""

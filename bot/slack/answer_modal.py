@@ -17,12 +17,14 @@ from typing import Any
 
 from bot.agent.answers import Expired, Open
 from bot.agent.ask_user import AskUserPayload
+from bot.agent.forms import FormReply
 from bot.agent.text import is_blank
 from bot.logs import log_context
 from bot.slack import modals
 from bot.slack.answering import Answering, Found, button_ref, explain
 from bot.slack.context import Where
 from bot.slack.mrkdwn import clip, escape
+from bot.slack.picks import Pick
 from bot.slack.refs import QuestionRef
 
 MODAL_CHECK_SECONDS = 2.0  # a view_submission must be acked within 3 s
@@ -98,7 +100,10 @@ class AnswerModal:
                 return
             payload = AskUserPayload.model_validate(check.pending.suspend_payload)
             meta = self.metadata(run_id=ref.run_id, call=ref.call, user=where.user, view_id=view_id)
-            form = modals.answer_modal(payload.question, private_metadata=meta)
+            if payload.form is not None and payload.form.fields:  # a server's question: a field each
+                form = modals.form_modal(payload.form, payload.question, private_metadata=meta)
+            else:
+                form = modals.answer_modal(payload.question, private_metadata=meta)
             if not await self.answering.web.update_view(view_id, form):
                 await self.answering.say_to(where)("Slack didn't show the answer form; please press Answer again.")
 
@@ -138,8 +143,59 @@ class AnswerModal:
         """A submitted answer modal (lazy, after the ack): claim the typed answer, if the ack side accepted it."""
         if not (context and context.get(ACCEPTED)):
             return
-        user = str((body.get("user") or {}).get("id") or "")
         text = modals.modal_text(body.get("view") or {})
+        await self._take_submitted(body, lambda _p: text, quoted=text)
+
+    async def ack_form(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any], context: Any) -> None:
+        """A submitted form (a server's question, ack side): each field's problem under it, or for the whole form
+        (not allowed, answered, expired) under its first field; otherwise the modal closes and
+        :meth:`on_form_answer` claims it."""
+        try:
+            problems = await asyncio.wait_for(self._form_problems(body), MODAL_CHECK_SECONDS)
+        except TimeoutError:
+            problems = {modals.field_block(0): "I'm slow to answer right now; please press Send again in a moment."}
+        if problems:
+            await ack(response_action="errors", errors=problems)
+        else:
+            context[ACCEPTED] = True
+            await ack()
+
+    async def _form_problems(self, body: dict[str, Any]) -> dict[str, str]:
+        view = body.get("view") or {}
+        whole = modals.field_block(0)
+        user = str((body.get("user") or {}).get("id") or "")
+        found = await self.form_question(body)
+        if isinstance(found, str):
+            return {whole: found}
+        state, ctx, call = found
+        if not self.answering.may_answer(ctx, user):
+            return {whole: self.answering.refusal(ctx)}
+        check = await self.answering.agent.check(state, call)
+        if not isinstance(check, Open):
+            if isinstance(check, Expired):
+                await self.answering.expire(state, call)
+            return {whole: explain(check, user)}
+        form = AskUserPayload.model_validate(check.pending.suspend_payload).form
+        if form is None:
+            return {whole: "This question is not a form any more; answer it on its message."}
+        problems = form.problems(modals.form_values(view, form))
+        return {modals.field_block(i): problems[f.name] for i, f in enumerate(form.fields) if f.name in problems}
+
+    async def on_form_answer(self, body: dict[str, Any], context: Any) -> None:
+        """A submitted form (lazy, after the ack): claim it, if the ack side accepted it."""
+        if not (context and context.get(ACCEPTED)):
+            return
+        view = body.get("view") or {}
+
+        def pick(payload: AskUserPayload) -> FormReply:
+            return FormReply(action="accept", content=modals.form_values(view, payload.form) if payload.form else {})
+
+        await self._take_submitted(body, pick, quoted="")
+
+    async def _take_submitted(self, body: dict[str, Any], pick: Pick, *, quoted: str) -> None:
+        """Claim what a submitted modal holds (``pick``); what the person is told afterwards quotes ``quoted``."""
+        user = str((body.get("user") or {}).get("id") or "")
+        text = quoted
         found = await self.form_question(body)
         if isinstance(found, str):
             await self.answering.web.tell(user, found)
@@ -149,13 +205,13 @@ class AnswerModal:
         tell = self.answering.say_to(where, ctx)
 
         async def say(message: str) -> None:  # the modal is closed: quote the typed answer back, nothing is lost
-            await tell(f"{message}\nYour answer was:\n>>> {escape(clip(text, 2500))}")
+            await tell(f"{message}\nYour answer was:\n>>> {escape(clip(text, 2500))}" if text else message)
 
         with log_context(run_id=state.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id, user_id=user):
             if not self.answering.may_answer(ctx, user):
                 await say(self.answering.refusal(ctx))
                 return
-            await self.answering.take(state, ctx, call=call, where=where, pick=lambda _p: text, say=say)
+            await self.answering.take(state, ctx, call=call, where=where, pick=pick, say=say)
 
     async def form_question(self, body: dict[str, Any]) -> Found | str:
         """The run, context and question a submitted form (answer or decline modal) is about, if this bot opened

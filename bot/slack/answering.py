@@ -21,6 +21,7 @@ from typing import Any
 from bot.agent import Agent
 from bot.agent.answers import AnswerCheck, Answered, Closed, Expired, Open, question_of
 from bot.agent.ask_user import AskUserPayload
+from bot.agent.forms import FormReply
 from bot.agent.state import ResumeData, RunState
 from bot.agent.text import is_blank
 from bot.config import Answerers
@@ -40,6 +41,7 @@ from bot.slack import blocks as bk
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import Follower
 from bot.slack.limits import RunGate, Slot
+from bot.slack.picks import Pick, label, resume_data, shown, ticked
 from bot.slack.refs import BadReference, QuestionRef, parse_index
 from bot.slack.typed_answers import labels_in_text
 from bot.slack.webapi import SlackWeb
@@ -50,7 +52,6 @@ log = logging.getLogger(__name__)
 Say = Callable[[str], Awaitable[Any]]
 Found = tuple[RunState, SlackContext, str]
 """A loaded run, its Slack context and the ``tool_call_id`` of the question a request names."""
-Pick = Callable[[AskUserPayload], ResumeData]
 LOST_CLAIM = (RunAlreadyResumed, QuestionExpired, RunNotResumable, RunConflict, ToolCallNotPending)
 """What a claim raises when it lost to another write; :meth:`Answering.lost_claim` says what the run shows now."""
 
@@ -112,7 +113,8 @@ class Answering:
     # --- clicks: option buttons, menus, Submit ---------------------------------------------------
 
     async def on_click(self, body: dict[str, Any]) -> None:
-        """Lazy listener of option buttons, the single-choice menu and Submit (the ack was sent already)."""
+        """Lazy listener of option buttons, the single-choice menu, Submit and a form question's Decline (the ack
+        was sent already)."""
         where = Where.of_action(body)
         say = self.say_to(where)
         action = (body.get("actions") or [{}])[0]
@@ -121,17 +123,20 @@ class Answering:
             if action_id == bk.ACT_SELECT:
                 ref, _ = QuestionRef.from_block_id(str(action.get("block_id", "")))
                 index = parse_index(str((action.get("selected_option") or {}).get("value", "")))
-                pick: Pick = lambda p: _label(p, index)  # noqa: E731
+                pick: Pick = lambda p: label(p, index)  # noqa: E731
+            elif action_id == bk.ACT_FORM_DECLINE:
+                ref, _ = QuestionRef.from_value(str(action.get("value", "")))
+                pick = lambda _p: FormReply(action="decline")  # noqa: E731
             elif action_id == bk.ACT_SUBMIT:
                 ref, _ = QuestionRef.from_value(str(action.get("value", "")))
-                picked = _ticked(body, ref)
+                picked = ticked(body, ref)
                 if not picked:
                     await say("Select at least one option, then Submit.")
                     return
-                pick = lambda p: [_label(p, parse_index(v)) for v in picked]  # noqa: E731
+                pick = lambda p: [label(p, parse_index(v)) for v in picked]  # noqa: E731
             else:
                 ref, index = QuestionRef.from_value(str(action.get("value", "")))
-                pick = lambda p: _label(p, index)  # noqa: E731
+                pick = lambda p: label(p, index)  # noqa: E731
         except BadReference:
             await say(UNKNOWN_BUTTON)
             return
@@ -188,7 +193,7 @@ class Answering:
     ) -> None:
         payload = AskUserPayload.model_validate(question)
         try:
-            data = pick(payload)
+            data = resume_data(payload, pick(payload))
             stream = await self.agent.resume_stream(
                 data, run_id=state.run_id, tool_call_id=call, answered_by=where.user, loaded=state
             )
@@ -204,8 +209,8 @@ class Answering:
         except StoreUnavailable:
             await say(STORE_DOWN)
             return
-        shown = bk.answer_display(data, allow_user_mentions=self.follower.allow_user_mentions)
-        outcome = f":white_check_mark: <@{where.user}> answered: *{shown}*"
+        said = bk.answer_display(shown(payload, data), allow_user_mentions=self.follower.allow_user_mentions)
+        outcome = f":white_check_mark: <@{where.user}> answered: *{said}*"
         await self.follower.close_question(
             state.run_id, tool_call_id=call, payload=payload, outcome=outcome, summary="answered"
         )
@@ -378,23 +383,3 @@ def explain(check: AnswerCheck, user: str) -> str:
         case Open():
             return ""
     raise AssertionError("unreachable")
-
-
-def _ticked(body: dict[str, Any], ref: QuestionRef) -> list[str]:
-    """The option values ticked in this question's checkboxes / multi-select (``state.values`` of its block)."""
-    values = ((body.get("state") or {}).get("values") or {}).get(ref.block_id("picks")) or {}
-    return [
-        str(o.get("value", ""))
-        for element in values.values()
-        if isinstance(element, dict)
-        for o in element.get("selected_options") or []
-        if isinstance(o, dict)
-    ]
-
-
-def _label(payload: AskUserPayload, index: int | None) -> str:
-    """The full label of option ``index``. Raises ``AnswerError`` for an index the question does not have."""
-    labels = payload.labels
-    if index is None or not 0 <= index < len(labels):
-        raise AnswerError("that option is not part of this question")
-    return labels[index]

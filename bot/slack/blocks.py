@@ -17,7 +17,8 @@ channel, ``@here``, ``@everyone`` or a user group, and a person only with ``allo
 
 Surfaces by selection mode (DESIGN.md): single select -> one button per option up to 25, a static
 select beyond; multi select -> checkboxes + Submit up to 10, a multi-static select + Submit beyond;
-free-form -> an "Answer" button that opens a modal.
+free-form -> an "Answer" button that opens a modal. A form question (an MCP server's, ``payload.form``) is shown
+the same way by its one field (a form of several fields as free-form: its modal has a field each), plus Decline.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ ACT_CHECKS = "ask_checks"
 ACT_MULTI = "ask_multi"
 ACT_SUBMIT = "ask_submit"
 ACT_OPEN = "ask_open_modal"
+ACT_FORM_DECLINE = "ask_form_decline"
 ACT_RETRY = "ask_retry"
 
 
@@ -201,6 +203,11 @@ def _question_message(
                 elements=[ButtonElement(text="Submit", action_id=ACT_SUBMIT, value=ref.value(0), style="primary")],
             )
         )
+    if payload.form is not None:  # a server's question (a form) can be declined
+        if len(payload.form.fields) > 1:
+            hint = "press Answer to fill in the form"
+        decline = ButtonElement(text="Decline", action_id=ACT_FORM_DECLINE, value=ref.value(0))
+        blocks.append(ActionsBlock(block_id=ref.block_id("decline"), elements=[decline]))
     who = _who(requester, answerers) + (f" · {hint}" if hint else "")
     blocks.append(ContextBlock(block_id=ref.block_id("who"), elements=[MarkdownTextObject(text=who)]))
     return [b.to_dict() for b in blocks]

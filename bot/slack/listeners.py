@@ -7,10 +7,11 @@ its lazy functions start, so what it decides (e.g. a modal's errors) reaches the
 |---|---|---|
 | ``app_mention`` event | auto-ack | :meth:`Threads.on_mention` |
 | ``message`` a person wrote in a DM, or as a thread reply without a mention | auto-ack | :meth:`Threads.on_message` |
-| option button, single-choice menu, Submit | ack | :meth:`Answering.on_click` |
+| option button, single-choice menu, Submit, a form question's Decline | ack | :meth:`Answering.on_click` |
 | checkbox tick / multi-select change | ack (nothing until Submit) | - |
 | "Answer" button | ack, open a loading modal | :meth:`AnswerModal.on_open_modal`: the form or a notice |
 | answer modal ``view_submission`` | checks, errors under the input or close | :meth:`AnswerModal.on_modal_answer` |
+| form modal ``view_submission`` (MCP) | errors under each field, or close | :meth:`AnswerModal.on_form_answer` |
 | Retry | ack | :meth:`Threads.on_retry` |
 | Approve | ack | :meth:`Approving.on_approve` |
 | Decline / Details | ack, open a loading modal | the reason form / the call's arguments |
@@ -97,11 +98,13 @@ def register(
     app.action(re.compile(rf"^{bk.ACT_OPTION}_\d+$"))(ack=_ack, lazy=[on_click])
     app.action(bk.ACT_SELECT)(ack=_ack, lazy=[on_click])
     app.action(bk.ACT_SUBMIT)(ack=_ack, lazy=[on_click])
+    app.action(bk.ACT_FORM_DECLINE)(ack=_ack, lazy=[on_click])
     app.action(bk.ACT_CHECKS)(_ack)
     app.action(bk.ACT_MULTI)(_ack)
     app.action(bk.ACT_OPEN)(ack=modal.open_modal, lazy=[on_open_modal])
     app.action(bk.ACT_RETRY)(ack=_ack, lazy=[on_retry])
     app.view(modals.MODAL_CALLBACK)(ack=modal.ack_modal, lazy=[on_modal_answer])
+    app.view(modals.FORM_CALLBACK)(ack=modal.ack_form, lazy=[jobs.add(modal.on_form_answer)])
     on_approve, on_decline = jobs.add(approving.on_approve), jobs.add(approving.on_decline)
     on_open_decline, on_open_details = jobs.add(approving.on_open_decline), jobs.add(approving.on_open_details)
     app.action(ACT_APPROVE)(ack=_ack, lazy=[on_approve])

@@ -14,20 +14,33 @@ import json
 from typing import Any
 
 from slack_sdk.models.blocks import (
+    Block,
+    CheckboxesElement,
     InputBlock,
     MarkdownTextObject,
+    Option,
     PlainTextInputElement,
     PlainTextObject,
+    RadioButtonsElement,
     SectionBlock,
+    StaticMultiSelectElement,
+    StaticSelectElement,
 )
 from slack_sdk.models.views import View
 
-from bot.slack.mrkdwn import SECTION_TEXT, clip, escape, split_mrkdwn
+from bot.agent.forms import Form, FormField
+from bot.slack.mrkdwn import SECTION_TEXT, clip, distinct_clips, escape, split_mrkdwn
+from bot.slack.safe_text import safe_plain
 
 MODAL_TITLE = 24
 PRIVATE_METADATA = 3000
 ANSWER_MAX = 3000  # plain_text_input max_length
 MODAL_CALLBACK = "ask_answer_modal"
+FORM_CALLBACK = "ask_form_modal"
+ACT_FIELD = "field_value"
+INPUT_LABEL = 2000  # input block label
+OPTION_TEXT = 75  # option text (plain_text)
+MAX_RADIOS = 10  # radio_buttons / checkboxes options
 DECLINE_CALLBACK = "approval_decline_modal"
 DECLINE_INPUT_BLOCK = "decline_reason"
 ACT_REASON = "reason_text"
@@ -112,6 +125,92 @@ def answer_modal(question: str, *, private_metadata: dict[str, str]) -> dict[str
         optional=False,
         private_metadata=private_metadata,
     )
+
+
+def form_modal(form: Form, question: str, *, private_metadata: dict[str, str]) -> dict[str, Any]:
+    """The form of a server's question: ``question`` (plain text, escaped here), then an input per field (text
+    and numbers typed, Yes / No as radio buttons, one choice as a menu, several as checkboxes or a multi-select),
+    optional unless the field is required. Slack: input label <= 2000, option text <= 75, radio_buttons and
+    checkboxes <= 10 options, static selects <= 100 (docs.slack.dev reference/block-kit/block-elements). Raises
+    ``ValueError`` when the metadata is too long."""
+    meta = json.dumps(private_metadata, separators=(",", ":"))
+    if len(meta) > PRIVATE_METADATA:
+        raise ValueError("private_metadata too long")
+    blocks: list[Block] = [
+        SectionBlock(block_id="question", text=MarkdownTextObject(text=split_mrkdwn(escape(question))[0]))
+    ]
+    for i, f in enumerate(form.fields):
+        hint = PlainTextObject(text=clip(safe_plain(f.description), 2000)) if f.description else None
+        blocks.append(
+            InputBlock(
+                block_id=field_block(i),
+                optional=not f.required,
+                label=PlainTextObject(text=clip(safe_plain(f.title) or f.name, INPUT_LABEL)),
+                hint=hint,
+                element=_field_element(f),
+            )
+        )
+    view = View(
+        type="modal",
+        callback_id=FORM_CALLBACK,
+        title=_title("Your answer"),
+        submit=PlainTextObject(text="Send"),
+        close=PlainTextObject(text="Cancel"),
+        private_metadata=meta,
+        blocks=blocks,
+    )
+    return dict(view.to_dict())
+
+
+def field_block(index: int) -> str:
+    """The block_id of the form's field ``index``."""
+    return f"field_{index}"
+
+
+def _field_element(f: FormField) -> Any:
+    labels = distinct_clips([safe_plain(x) or f"Option {i + 1}" for i, x in enumerate(f.labels)], OPTION_TEXT)
+    options = [Option(value=str(i), text=PlainTextObject(text=label)) for i, label in enumerate(labels)]
+    if f.kind == "boolean":
+        return RadioButtonsElement(action_id=ACT_FIELD, options=options)
+    if f.kind == "choice":
+        if len(options) <= MAX_RADIOS:
+            return RadioButtonsElement(action_id=ACT_FIELD, options=options)
+        return StaticSelectElement(action_id=ACT_FIELD, placeholder="Choose one", options=options)
+    if f.kind == "choices":
+        if len(options) <= MAX_RADIOS:
+            return CheckboxesElement(action_id=ACT_FIELD, options=options)
+        return StaticMultiSelectElement(action_id=ACT_FIELD, placeholder="Choose", options=options)
+    multiline = f.kind == "text" and (f.max_length is None or f.max_length > 150)
+    limit = min(f.max_length or ANSWER_MAX, ANSWER_MAX) if f.kind == "text" else 100
+    return PlainTextInputElement(action_id=ACT_FIELD, multiline=multiline, max_length=limit)
+
+
+def form_values(view: dict[str, Any], form: Form) -> dict[str, Any]:
+    """What a submitted form holds, by field name: typed text, or the picked options' full labels (a list for a
+    field of several choices); fields left empty are absent. Slack: ``view.state.values[block_id][action_id]``
+    with ``value``, ``selected_option`` or ``selected_options``."""
+    values = (view.get("state") or {}).get("values") or {}
+    out: dict[str, Any] = {}
+    for i, f in enumerate(form.fields):
+        state = (values.get(field_block(i)) or {}).get(ACT_FIELD) or {}
+        if f.kind in ("text", "number", "integer"):
+            text = str(state.get("value") or "")
+            if text.strip():
+                out[f.name] = text
+            continue
+        picked = state.get("selected_options") or ([state["selected_option"]] if state.get("selected_option") else [])
+        labels = [_picked_label(f, o) for o in picked if isinstance(o, dict)]
+        chosen = [x for x in labels if x is not None]
+        if chosen:
+            out[f.name] = chosen if f.kind == "choices" else chosen[0]
+    return out
+
+
+def _picked_label(f: FormField, option: dict[str, Any]) -> str | None:
+    value = str(option.get("value") or "")
+    if not (value.isascii() and value.isdigit()) or int(value) >= len(f.labels):
+        return None
+    return f.labels[int(value)]
 
 
 def modal_text(view: dict[str, Any]) -> str:

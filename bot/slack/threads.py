@@ -211,7 +211,9 @@ class Threads:
         except StoreCorrupt as exc:
             log.error("run %s: stored record unreadable (%s); thread reply ignored", exc.run_id, exc)
             return
-        if state is None or ctx is None or state.pending is None or state.status not in ("suspended", "expired"):
+        if state is None or ctx is None or state.pending is None:
+            return
+        if state.status not in ("suspended", "expired") and not state.pending.live_owner:
             return
         call = state.pending.tool_call_id
         text = unescape(str((body.get("event") or {}).get("text") or "")).strip()

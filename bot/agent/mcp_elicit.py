@@ -1,0 +1,170 @@
+"""An MCP server's questions to a person during a tool call (elicitation), asked in the run.
+
+The bot speaks both protocol generations of the installed ``mcp`` SDK (the server decides, see the SDK's
+``Client(mode="auto")``):
+
+- **Newer (2026-07-28 and later), durable.** ``tools/call`` answers with an ``input_required`` result: the
+  questions (``inputRequests``) and an opaque ``requestState``. The tool suspends the run with the first
+  question and this state (:data:`INPUT_KEY` in the suspend payload, stored with the run in Redis); each answer,
+  claimed in whichever process receives it, resumes the run, the next question is asked, and once all are
+  answered the call is sent again with ``inputResponses`` and ``requestState``, from any process. At most
+  :data:`MAX_ROUNDS` rounds per call.
+- **Older (2025-11-25 and before), live.** The server sends ``elicitation/create`` over the session in the
+  middle of ``tools/call`` and waits on it, so the question is asked live
+  (:mod:`bot.agent.live_questions`): the answer reaches the process holding the session through Redis; if that
+  process is gone, the call is asked again as an interrupted approval.
+
+Questions map onto the bot's own (:func:`question_for`): a string field is a free-form question, an enum one
+choice, an array of enum several, a boolean Yes / No, a number a free-form answer checked as a number; a form of
+several fields is answered in one modal with a field each; a URL-mode request shows the link and a Done button.
+Each can be declined. Replies go back as ``accept`` (with the typed content) or ``decline``; a question nobody
+answered in time goes back as ``cancel``. Sampling requests are refused (the bot offers no model to servers);
+roots requests get an empty list.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+from pydantic import BaseModel, ValidationError
+
+from bot.agent.ask_user import AskUserOption, AskUserPayload
+from bot.agent.forms import Form, FormReply, FormUnsupported
+from bot.errors import AnswerError
+
+INPUT_KEY = "mcp_input"  # the suspend payload's key holding the call's pending input round
+MAX_ROUNDS = 10  # input_required rounds per call (the SDK's own default)
+MAX_CHOICES = 100  # Slack's static select holds 100 options
+
+
+def question_for(params: types.ElicitRequestParams) -> dict[str, Any]:
+    """The suspend payload (``AskUserPayload`` with its ``form``) asking ``params``. Raises
+    :class:`FormUnsupported` for a request the bot can't ask (nested or unknown field types, too many choices)."""
+    if isinstance(params, types.ElicitRequestURLParams):
+        form = Form(url=params.url)
+        text = f"{params.message}\n\nOpen {params.url} and press Done when you have finished there."
+        return _payload(text, ["Done"], "single_select", form)
+    form = Form.from_schema(dict(params.requested_schema))
+    if not form.fields:
+        return _payload(params.message, ["OK"], "single_select", form)
+    if len(form.fields) > 1:
+        listed = "\n".join(f"• {f.title}" + (f": {f.description}" if f.description else "") for f in form.fields)
+        return _payload(f"{params.message}\n\n{listed}", None, None, form)
+    field = form.fields[0]
+    text = params.message + (f"\n\n{field.title}: {field.description}" if field.description else "")
+    if field.kind in ("boolean", "choice"):
+        return _payload(text, field.labels, "single_select", form)
+    if field.kind == "choices":
+        return _payload(text, field.labels, "multi_select", form)
+    if field.kind in ("number", "integer"):
+        text += "\n\n(Answer with a whole number.)" if field.kind == "integer" else "\n\n(Answer with a number.)"
+    return _payload(text, None, None, form)
+
+
+def elicit_result(answer: str | list[str] | None) -> types.ElicitResult:
+    """The ``ElicitResult`` for a question's stored answer (a :class:`~bot.agent.forms.FormReply` JSON text);
+    ``None`` (nobody answered in time) is ``cancel``."""
+    if not isinstance(answer, str):
+        return types.ElicitResult(action="cancel")
+    reply = FormReply.from_json(answer)
+    return types.ElicitResult(action=reply.action, content=reply.content if reply.action == "accept" else None)
+
+
+class InputRound(BaseModel):
+    """One ``input_required`` round of a call, stored with the run while its questions are asked:
+    ``requests`` (key -> the elicitation request's params, as JSON), ``responses`` (key -> the answer's result, as
+    JSON, with roots answered at once), ``asking`` (the key asked now), ``request_state`` (opaque, echoed back),
+    ``round`` (1-based)."""
+
+    request_state: str | None = None
+    requests: dict[str, dict[str, Any]] = {}
+    responses: dict[str, dict[str, Any]] = {}
+    asking: str | None = None
+    round: int = 1
+
+    @classmethod
+    def of(cls, result: types.InputRequiredResult, *, round: int) -> InputRound:
+        """The round ``result`` asks for. Raises :class:`FormUnsupported` for a request the bot can't serve
+        (sampling, or a question it can't ask)."""
+        requests: dict[str, dict[str, Any]] = {}
+        responses: dict[str, dict[str, Any]] = {}
+        for key, request in (result.input_requests or {}).items():
+            if isinstance(request, types.ElicitRequest):
+                question_for(request.params)  # refuse what can't be asked now, not halfway through
+                requests[key] = request.params.model_dump(mode="json", by_alias=True, exclude_none=True)
+            elif isinstance(request, types.ListRootsRequest):
+                responses[key] = types.ListRootsResult(roots=[]).model_dump(mode="json", by_alias=True)
+            else:
+                raise FormUnsupported("it asks to use the client's model (sampling), which this bot does not offer")
+        return cls(request_state=result.request_state, requests=requests, responses=responses, round=round)
+
+    @classmethod
+    def stored(cls, payload: dict[str, Any] | None) -> InputRound | None:
+        """The round stored in a suspend payload, or None (not suspended on one, or unreadable)."""
+        raw = (payload or {}).get(INPUT_KEY)
+        try:
+            return cls.model_validate(raw) if isinstance(raw, dict) else None
+        except ValidationError:
+            return None
+
+    def answered(self, answer: str | list[str] | None) -> InputRound:
+        """This round with the answer to the question asked now recorded."""
+        if self.asking is None:
+            return self
+        result = elicit_result(answer).model_dump(mode="json", by_alias=True, exclude_none=True)
+        return self.model_copy(update={"responses": {**self.responses, self.asking: result}, "asking": None})
+
+    def next_question(self) -> dict[str, Any] | None:
+        """The suspend payload asking the next unanswered request (this round stored in it), or None when every
+        request has its answer."""
+        key = next((k for k in self.requests if k not in self.responses), None)
+        if key is None:
+            return None
+        params = _elicit_params(self.requests[key])
+        stored = self.model_copy(update={"asking": key}).model_dump(mode="json")
+        return {**question_for(params), INPUT_KEY: stored}
+
+    def input_responses(self) -> dict[str, types.InputResponse]:
+        """The ``inputResponses`` to send with the call again (typed)."""
+        out: dict[str, types.InputResponse] = {}
+        for key, raw in self.responses.items():
+            out[key] = types.ElicitResult.model_validate(raw) if key in self.requests else _roots(raw)
+        return out
+
+
+def _roots(raw: dict[str, Any]) -> types.ListRootsResult:
+    return types.ListRootsResult.model_validate(raw)
+
+
+def _elicit_params(raw: dict[str, Any]) -> types.ElicitRequestParams:
+    if raw.get("mode") == "url":
+        return types.ElicitRequestURLParams.model_validate(raw)
+    return types.ElicitRequestFormParams.model_validate(raw)
+
+
+def _payload(question: str, labels: list[str] | None, mode: str | None, form: Form) -> dict[str, Any]:
+    if labels is not None and len(labels) > MAX_CHOICES:
+        raise FormUnsupported(f"it offers {len(labels)} choices; at most {MAX_CHOICES} can be shown")
+    try:
+        payload = AskUserPayload.model_validate(
+            {
+                "question": question,
+                "options": [AskUserOption(label=label).model_dump() for label in labels] if labels else None,
+                "selection_mode": mode,
+                "form": form.model_dump(),
+            }
+        )
+    except ValidationError as exc:
+        problems = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+        raise FormUnsupported(problems) from None
+    return payload.model_dump(mode="json", exclude_none=True)
+
+
+def validate_answer(resume_data: Any, suspend_payload: dict[str, Any]) -> str:
+    """The resume validator of MCP tools: an answer to a server's question must be a reply to its form
+    (:meth:`bot.agent.forms.Form.validate_reply`); returns it normalized. Raises ``AnswerError``."""
+    form = AskUserPayload.model_validate(suspend_payload).form
+    if form is None:
+        raise AnswerError("this tool is not waiting for an answer to a form")
+    return form.validate_reply(resume_data)

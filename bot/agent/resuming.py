@@ -1,0 +1,61 @@
+"""Continuing the call a run stopped on, once the run goes on: an answered question, a decided approval, or a
+call that was cut short.
+
+- A question's tool runs again with the answer (``ToolContext.resume_data``, and the payload it suspended with).
+  A tool that suspended in the middle of its work (it has no suspend schema of its own, e.g. an MCP tool whose
+  server asked for input) has ``executing_since`` saved first, like an approved tool: if the process dies while
+  it runs, the call is not run again unasked.
+- An approval: :func:`bot.agent.approvals.run_decided`.
+- Cut short: a question asked live by a tool call whose process is gone (``live_owner``), or a tool that was
+  running again with its answer when its process died (``executing_since``): the call may or may not have done
+  its work, so a person is asked whether to run it again (an ``interrupted`` approval), never the tool itself.
+"""
+
+from __future__ import annotations
+
+from bot.agent.approvals import Save, run_decided, suspend
+from bot.agent.live_questions import LiveQuestions
+from bot.agent.state import PendingCall, RunState, ToolCall, utcnow
+from bot.agent.stream import AgentStream
+from bot.agent.tool_calls import add_result, run_tool_call
+from bot.agent.tools import Tool
+
+
+async def continue_pending(
+    tools: dict[str, Tool],
+    state: RunState,
+    pending: PendingCall,
+    out: AgentStream,
+    *,
+    save: Save,
+    ask_ttl: float | None,
+    live: LiveQuestions | None,
+) -> None:
+    """Carry on with ``pending`` (already taken off ``state``). Raises ``Suspended`` when it asks again, and what
+    ``save`` raises (``RunConflict``, ``StoreUnavailable``)."""
+    tool = tools.get(pending.tool_name)
+    call = ToolCall(id=pending.tool_call_id, name=pending.tool_name, arguments="")
+    cut_short = pending.live_owner is not None or (pending.kind == "question" and pending.executing_since is not None)
+    if cut_short:
+        if tool is None:
+            add_result(state, call, {"error": f"unknown tool {pending.tool_name!r}"}, out, is_error=True)
+            return
+        suspend(state, pending.tool_call_id, tool, pending.args, ask_ttl=ask_ttl, interrupted=True)
+    if pending.kind == "approval":
+        await run_decided(tools, state, pending, out, save=save, ask_ttl=ask_ttl, live=live)
+        return
+    if tool is not None and tool.suspend_schema is None:  # it suspended mid-work: leave a trace before it goes on
+        state.pending = pending.model_copy(update={"executing_since": utcnow()})
+        await save(state)
+        state.pending = None
+    await run_tool_call(
+        tools,
+        state,
+        call,
+        pending.args,
+        out,
+        resume=pending.resume,
+        ask_ttl=ask_ttl,
+        suspended=pending.suspend_payload,
+        live=live,
+    )
