@@ -9,6 +9,7 @@ Public API (mirrors the askUserTool reference's TypeScript API)::
 from bot.agent.agent import Agent, new_run_id
 from bot.agent.ask_user import AskUserInput, AskUserOption, AskUserPayload, ask_user_tool, make_ask_user_tool
 from bot.agent.assembler import ToolCallAssembler
+from bot.agent.forms import Form, FormReply
 from bot.agent.function_tools import tool
 from bot.agent.model import ChatModel, TextDelta, TurnDone
 from bot.agent.openai_model import OpenAIChatModel
@@ -24,6 +25,8 @@ __all__ = [
     "AskUserPayload",
     "ChatModel",
     "Chunk",
+    "Form",
+    "FormReply",
     "OpenAIChatModel",
     "RunState",
     "TextDelta",

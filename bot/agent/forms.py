@@ -296,16 +296,15 @@ def _text(f: FormField, value: Any) -> str:
 
 
 def _number(f: FormField, value: Any) -> int | float:
+    wanted = "must be a whole number" if f.kind == "integer" else "must be a number"
     if isinstance(value, bool):
-        raise AnswerError("must be a number")
+        raise AnswerError(wanted)
     try:
         number = float(str(value).strip().replace(",", "")) if not isinstance(value, int | float) else float(value)
     except ValueError:
-        raise AnswerError("must be a number") from None
-    if not math.isfinite(number):
-        raise AnswerError("must be a number")
-    if f.kind == "integer" and not number.is_integer():
-        raise AnswerError("must be a whole number")
+        raise AnswerError(wanted) from None
+    if not math.isfinite(number) or (f.kind == "integer" and not number.is_integer()):
+        raise AnswerError(wanted)
     if f.minimum is not None and number < f.minimum:
         raise AnswerError(f"must be at least {f.minimum:g}")
     if f.maximum is not None and number > f.maximum:

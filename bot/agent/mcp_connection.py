@@ -22,9 +22,9 @@ from pydantic import BaseModel
 
 from bot.agent.forms import FormUnsupported
 from bot.agent.mcp_config import HttpServer, McpServerConfig, StdioServer
-from bot.agent.mcp_elicit import MAX_ROUNDS, InputRound, elicit_result, question_for, validate_answer
+from bot.agent.mcp_elicit import call_with_input, elicit_result, question_for, validate_answer
 from bot.agent.mcp_stderr import ServerStderr
-from bot.agent.mcp_tool import McpArguments, McpTool, McpToolError, McpUnavailable, content_text
+from bot.agent.mcp_tool import McpArguments, McpStateRefused, McpTool, McpToolError, McpUnavailable, content_text
 from bot.agent.tools import LiveAsk, ToolContext
 from bot.errors import BotError, describe_error, describe_os_error
 
@@ -103,36 +103,13 @@ class McpConnection:
         session = await self._live_session()
         if session.discover_result is None:  # the older generation: questions arrive over this session
             return await self._call_live(session, tool, arguments, ctx)
-        responses: dict[str, types.InputResponse] | None = None
-        request_state: str | None = None
-        rounds = 0
-        stored = InputRound.stored(ctx.suspend_payload) if ctx is not None and ctx.resume_data is not None else None
-        if stored is not None and ctx is not None:  # resumed with the answer to one of this call's questions
-            done = stored.answered(ctx.resume_data)
-            asking = done.next_question()
-            if asking is not None:
-                ctx.suspend(asking)
-            responses, request_state, rounds = done.input_responses(), done.request_state, done.round
-        while True:
-            result = await self._send(session, tool, arguments, responses=responses, request_state=request_state)
-            if not isinstance(result, types.InputRequiredResult):
-                return self._outcome(tool, result)
-            rounds += 1
-            if rounds > MAX_ROUNDS:
-                raise McpToolError(f"{tool} on MCP server {self.name} kept asking for input ({MAX_ROUNDS} rounds)")
-            try:
-                round_ = InputRound.of(result, round=rounds)
-            except FormUnsupported as exc:
-                raise McpToolError(
-                    f"{tool} on MCP server {self.name} asked for input the bot can't give: {exc}"
-                ) from None
-            asking = round_.next_question()
-            if asking is not None:
-                if ctx is None:
-                    raise McpToolError(f"{tool} on MCP server {self.name} asks a person, which needs a conversation")
-                ctx.suspend(asking)
-            responses, request_state = round_.input_responses(), round_.request_state
-            await asyncio.sleep(min(0.05 * 2 ** (rounds - 1), 0.25))  # state only: the server is still working
+
+        async def send(
+            responses: dict[str, types.InputResponse] | None, state: str | None
+        ) -> types.CallToolResult | types.InputRequiredResult:
+            return await self._send(session, tool, arguments, responses=responses, request_state=state)
+
+        return self._outcome(tool, await call_with_input(send, ctx, what=f"{tool} on MCP server {self.name}"))
 
     async def _call_live(
         self, session: ClientSession, tool: str, arguments: dict[str, Any], ctx: ToolContext | None
@@ -215,6 +192,8 @@ class McpConnection:
                 raise McpToolError(
                     f"{tool} on MCP server {self.name} took longer than {self.call_timeout:g} s"
                 ) from None
+            if request_state is not None and exc.error.code == types.INVALID_PARAMS:  # e.g. restarted, or too late
+                raise McpStateRefused(f"MCP server {self.name} refused {tool}: {exc.error.message}") from None
             raise McpToolError(f"MCP server {self.name} refused {tool}: {exc.error.message}") from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
             raise self._lost(describe_error(exc)) from None

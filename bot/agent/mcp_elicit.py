@@ -24,6 +24,8 @@ roots requests get an empty list.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import mcp_types as types
@@ -31,9 +33,17 @@ from pydantic import BaseModel, ValidationError
 
 from bot.agent.ask_user import AskUserOption, AskUserPayload
 from bot.agent.forms import Form, FormReply, FormUnsupported
+from bot.agent.mcp_tool import McpStateRefused, McpToolError
+from bot.agent.tools import ToolContext
 from bot.errors import AnswerError
 
 INPUT_KEY = "mcp_input"  # the suspend payload's key holding the call's pending input round
+ASKED_AGAIN = (
+    "(Asked again: the tool's server no longer accepted the earlier answer; it restarted, or waited too long.)"
+)
+Send = Callable[
+    [dict[str, types.InputResponse] | None, str | None], Awaitable[types.CallToolResult | types.InputRequiredResult]
+]
 MAX_ROUNDS = 10  # input_required rounds per call (the SDK's own default)
 MAX_CHOICES = 100  # Slack's static select holds 100 options
 
@@ -82,9 +92,10 @@ class InputRound(BaseModel):
     responses: dict[str, dict[str, Any]] = {}
     asking: str | None = None
     round: int = 1
+    asked_again: bool = False  # the server refused the previous round's state: its questions are asked anew
 
     @classmethod
-    def of(cls, result: types.InputRequiredResult, *, round: int) -> InputRound:
+    def of(cls, result: types.InputRequiredResult, *, round: int, asked_again: bool = False) -> InputRound:
         """The round ``result`` asks for. Raises :class:`FormUnsupported` for a request the bot can't serve
         (sampling, or a question it can't ask)."""
         requests: dict[str, dict[str, Any]] = {}
@@ -97,7 +108,13 @@ class InputRound(BaseModel):
                 responses[key] = types.ListRootsResult(roots=[]).model_dump(mode="json", by_alias=True)
             else:
                 raise FormUnsupported("it asks to use the client's model (sampling), which this bot does not offer")
-        return cls(request_state=result.request_state, requests=requests, responses=responses, round=round)
+        return cls(
+            request_state=result.request_state,
+            requests=requests,
+            responses=responses,
+            round=round,
+            asked_again=asked_again,
+        )
 
     @classmethod
     def stored(cls, payload: dict[str, Any] | None) -> InputRound | None:
@@ -123,7 +140,10 @@ class InputRound(BaseModel):
             return None
         params = _elicit_params(self.requests[key])
         stored = self.model_copy(update={"asking": key}).model_dump(mode="json")
-        return {**question_for(params), INPUT_KEY: stored}
+        question = question_for(params)
+        if self.asked_again:
+            question["question"] = f"{ASKED_AGAIN}\n\n{question['question']}"
+        return {**question, INPUT_KEY: stored}
 
     def input_responses(self) -> dict[str, types.InputResponse]:
         """The ``inputResponses`` to send with the call again (typed)."""
@@ -131,6 +151,49 @@ class InputRound(BaseModel):
         for key, raw in self.responses.items():
             out[key] = types.ElicitResult.model_validate(raw) if key in self.requests else _roots(raw)
         return out
+
+
+async def call_with_input(send: Send, ctx: ToolContext | None, *, what: str) -> types.CallToolResult:
+    """Drive one ``tools/call`` on the newer protocol generation to its result: ``send(responses, state)`` sends it;
+    an ``input_required`` answer suspends the run with its first question (``ctx.suspend``), and the call that
+    resumes with the answer (``ctx.resume_data``, the round in ``ctx.suspend_payload``) asks the next one or sends
+    the call again with every answer. A round the server no longer accepts is asked again from the start.
+    ``what`` names the call in errors. Raises ``ToolSuspended``, :class:`McpToolError`."""
+    responses: dict[str, types.InputResponse] | None = None
+    state: str | None = None
+    rounds = 0
+    stored = InputRound.stored(ctx.suspend_payload) if ctx is not None and ctx.resume_data is not None else None
+    if stored is not None and ctx is not None:  # resumed with the answer to one of this call's questions
+        done = stored.answered(ctx.resume_data)
+        asking = done.next_question()
+        if asking is not None:
+            ctx.suspend(asking)
+        responses, state, rounds = done.input_responses(), done.request_state, done.round
+    again = False
+    while True:
+        try:
+            result = await send(responses, state)
+        except McpStateRefused:
+            if again:
+                raise
+            responses, state, again = None, None, True  # start over: the server asks its questions anew
+            continue
+        if not isinstance(result, types.InputRequiredResult):
+            return result
+        rounds += 1
+        if rounds > MAX_ROUNDS:
+            raise McpToolError(f"{what} kept asking for input ({MAX_ROUNDS} rounds)")
+        try:
+            round_ = InputRound.of(result, round=rounds, asked_again=again)
+        except FormUnsupported as exc:
+            raise McpToolError(f"{what} asked for input the bot can't give: {exc}") from None
+        asking = round_.next_question()
+        if asking is not None:
+            if ctx is None:
+                raise McpToolError(f"{what} asks a person, which needs a conversation")
+            ctx.suspend(asking)
+        responses, state = round_.input_responses(), round_.request_state
+        await asyncio.sleep(min(0.05 * 2 ** (rounds - 1), 0.25))  # state only: the server is still working
 
 
 def _roots(raw: dict[str, Any]) -> types.ListRootsResult:

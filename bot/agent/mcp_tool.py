@@ -19,6 +19,11 @@ class McpToolError(ToolInputError):
     its message goes back to the model as the tool's error."""
 
 
+class McpStateRefused(McpToolError):
+    """The server refused a call sent again with a question's answers: it no longer accepts the request state it
+    gave (it restarted without a shared key, another instance answered, or the state expired)."""
+
+
 class McpUnavailable(McpToolError):
     """The server can't be reached: it failed to start, died, or is being closed."""
 

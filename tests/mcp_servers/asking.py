@@ -2,7 +2,9 @@
 
 Its questions are resolvers (``Resolve(...)`` returning ``Elicit``), so the SDK asks them the way the protocol
 generation the client chose allows: an ``input_required`` result on the newer one, an ``elicitation/create``
-request over the session on the older one. ``python asking.py [NAME]``; every tool that finishes appends a line
+request over the session on the older one. ``MCP_TEST_STATE_KEY`` (32+ characters) makes every instance seal its
+``requestState`` with that key (the SDK's ``RequestStateSecurity(keys=[...])``), so one instance accepts another's;
+without it each process has a key of its own. ``python asking.py [NAME]``; every tool that finishes appends a line
 to the file named by ``MCP_TEST_RUNS`` (if set), so a test can count how often a tool body ran.
 
 - ``deploy(service)``: asks "Deploy <service> now?" (one boolean field ``confirm``).
@@ -21,11 +23,13 @@ import sys
 from typing import Annotated, Literal
 
 from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import MCPServer, RequestStateSecurity
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from pydantic import BaseModel, Field
 
-server = MCPServer(sys.argv[1] if len(sys.argv) > 1 else "asking", log_level="WARNING")
+shared_key = os.environ.get("MCP_TEST_STATE_KEY")
+security = RequestStateSecurity(keys=[shared_key], ttl=3600) if shared_key else None
+server = MCPServer(sys.argv[1] if len(sys.argv) > 1 else "asking", log_level="WARNING", request_state_security=security)
 
 
 def ran(line: str) -> str:
@@ -58,8 +62,13 @@ async def deploy(service: str, answer: Annotated[ElicitationResult[Confirm], Res
 
 class Region(BaseModel):
     region: Literal["eu", "us", "ap"] = Field(
-        json_schema_extra={"oneOf": [{"const": "eu", "title": "Europe"}, {"const": "us", "title": "Americas"},
-                                     {"const": "ap", "title": "Asia-Pacific"}]}
+        json_schema_extra={
+            "oneOf": [
+                {"const": "eu", "title": "Europe"},
+                {"const": "us", "title": "Americas"},
+                {"const": "ap", "title": "Asia-Pacific"},
+            ]
+        }
     )
 
 

@@ -1,0 +1,130 @@
+"""An MCP server's questions in Slack, through the fake Slack: buttons for Yes / No and one choice, a modal with a
+field each for a form, typed replies, Decline; both protocol generations (tests/mcp_servers/asking.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from bot.testing.openai_server import Reply, tool_call
+from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, blocks_text, current, has_controls
+
+ASKING = str(Path(__file__).resolve().parent.parent / "mcp_servers" / "asking.py")
+
+
+def mcp_settings(tmp_path: Path, *, protocol: str = "auto") -> dict[str, Any]:
+    entry: dict[str, Any] = {"command": sys.executable, "args": [ASKING], "env": {"MCP_TEST_RUNS": str(runs(tmp_path))}}
+    if protocol != "auto":
+        entry["protocol"] = protocol
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"ask": entry}}))
+    return {"mcp_config": str(path)}
+
+
+def runs(tmp_path: Path) -> Path:
+    return tmp_path / "runs"
+
+
+def ran(tmp_path: Path) -> list[str]:
+    return runs(tmp_path).read_text().splitlines() if runs(tmp_path).exists() else []
+
+
+async def ask(h: Any, tool: str, args: dict[str, Any], *, then: str = "Done.") -> tuple[str, dict[str, Any]]:
+    await h.bot.start()
+    h.model.script(Reply(tool_calls=[tool_call(f"ask__{tool}", args, id="q1")]), Reply(text=then))
+    d = await h.ws.mention(ALICE, GENERAL, f"please {tool}")
+    message = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+    return d.message["ts"], message
+
+
+def buttons(message: dict[str, Any]) -> list[str]:
+    return [
+        e["text"]["text"]
+        for b in message["blocks"]
+        if b["type"] == "actions"
+        for e in b["elements"]
+        if e["type"] == "button"
+    ]
+
+
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
+async def test_a_yes_no_question_is_two_buttons_and_decline_and_a_click_answers_it(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, protocol: str
+) -> None:
+    async with harness(fake_redis, settings=mcp_settings(tmp_path, protocol=protocol)) as h:
+        thread, q = await ask(h, "deploy", {"service": "web"}, then="Deployed web.")
+        assert "Deploy web now?" in blocks_text(q) and buttons(q) == ["Yes", "No", "Decline"]
+        await h.ws.click(q, "Yes", user=BOB)  # not the requester: refused, nothing taken
+        await h.ws.click(q, "Yes", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Deployed web.")
+        await h.settle()
+        done = await current(h, q)
+        assert not has_controls(done) and "answered: *Yes*" in blocks_text(done)
+        assert ran(tmp_path) == ['deploy web: accept {"confirm":true}']
+        assert h.model.requests[-1]["messages"][-1]["content"] == 'deploy web: accept {"confirm":true}'
+
+
+async def test_decline_tells_the_server_and_the_message_says_so(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    async with harness(fake_redis, settings=mcp_settings(tmp_path)) as h:
+        thread, q = await ask(h, "pick_region", {}, then="Fine.")
+        assert buttons(q) == ["Europe", "Americas", "Asia-Pacific", "Decline"]
+        await h.ws.click(q, "Decline", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Fine.")
+        await h.settle()
+        assert "answered: *Declined*" in blocks_text(await current(h, q))
+        assert ran(tmp_path) == ["pick_region: decline"]
+
+
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
+async def test_a_typed_reply_answers_a_one_field_question_and_a_bad_number_is_refused_with_the_reason(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, protocol: str
+) -> None:
+    async with harness(fake_redis, settings=mcp_settings(tmp_path, protocol=protocol)) as h:
+        thread, q = await ask(h, "set_replicas", {}, then="Scaled.")
+        assert "whole number" in blocks_text(q) and buttons(q) == ["Answer", "Decline"]
+        await h.ws.reply_in_thread(ALICE, GENERAL, thread, "a dozen")
+        told = await h.ws.wait_for_ephemeral(user=ALICE, predicate=lambda m: "couldn't take" in m["text"])
+        assert "must be a whole number" in told["text"]
+        await h.ws.reply_in_thread(ALICE, GENERAL, thread, "4")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Scaled.")
+        await h.settle()
+        assert ran(tmp_path) == ['set_replicas: accept {"replicas":4}']
+        assert "answered: *4*" in blocks_text(await current(h, q))
+
+
+async def test_a_form_of_several_fields_is_one_modal_that_shows_each_problem_under_its_field(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    async with harness(fake_redis, settings=mcp_settings(tmp_path)) as h:
+        thread, q = await ask(h, "profile", {}, then="Saved.")
+        assert buttons(q) == ["Answer", "Decline"] and "press Answer to fill in the form" in blocks_text(q)
+        await h.ws.reply_in_thread(ALICE, GENERAL, thread, "Ada, 36, red")
+        told = await h.ws.wait_for_ephemeral(user=ALICE, predicate=lambda m: "several fields" in m["text"])
+        assert "press Answer" in told["text"]
+        await h.ws.click(q, "Answer", user=ALICE)
+        form = await h.ws.wait_for_view(user=ALICE, predicate=lambda v: v.get("callback_id") == "ask_form_modal")
+        inputs = [b for b in form["blocks"] if b["type"] == "input"]
+        assert [(b["label"]["text"], b["element"]["type"], b.get("optional", False)) for b in inputs] == [
+            ("Name", "plain_text_input", False),
+            ("Age", "plain_text_input", False),
+            ("Favourite colour", "radio_buttons", False),
+            ("Subscribe", "radio_buttons", True),
+        ]
+        ack = await h.ws.submit_view(form, {"Name": "Ada", "Age": "very", "Favourite colour": "green"}, user=ALICE)
+        assert ack.json == {"response_action": "errors", "errors": {"field_1": "must be a whole number"}}
+        assert ran(tmp_path) == []
+        await h.ws.submit_view(
+            form, {"Name": "Ada", "Age": "36", "Favourite colour": "green", "Subscribe": "Yes"}, user=ALICE
+        )
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Saved.")
+        await h.settle()
+        assert ran(tmp_path) == ['profile: accept {"name":"Ada","age":36,"color":"green","subscribe":true}']
+        shown = blocks_text(await current(h, q))
+        assert "Name: Ada, Age: 36, Favourite colour: green, Subscribe: Yes" in shown
