@@ -19,23 +19,22 @@ started) is *orphaned*: :meth:`Agent.retry_stream` takes it over from its last s
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import os
 import secrets
 import socket
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from bot.agent.approvals import approval_payload, ask_approval, needs_approval
 from bot.agent.claims import Claims
 from bot.agent.history import check_tool_messages, history_of, last_text, unique_ids
 from bot.agent.live_questions import LiveQuestions
-from bot.agent.model import ChatModel, TextDelta, TurnDone, parse_arguments
+from bot.agent.model import ChatModel, parse_arguments
 from bot.agent.resuming import continue_pending
 from bot.agent.saving import RunSaver
 from bot.agent.state import Answer, PendingCall, ResumeData, RunFailure, RunState, utcnow
+from bot.agent.stopping import Stopped, check_stop, wrap_up
 from bot.agent.store import RunStore
 from bot.agent.stream import (
     AgentStream,
@@ -46,13 +45,12 @@ from bot.agent.stream import (
     FinishPayload,
     SuspendedChunk,
     SuspendedPayload,
-    TextDeltaChunk,
-    TextDeltaPayload,
     ToolCallChunk,
     ToolCallPayload,
 )
 from bot.agent.tool_calls import Suspended, add_result, run_tool_call
 from bot.agent.tools import Tool
+from bot.agent.turns import model_turn
 from bot.errors import (
     BotError,
     ModelCallFailed,
@@ -271,6 +269,11 @@ class Agent(Claims):
                     out.emit(SuspendedChunk(run_id, self._suspended_payload(state.pending)))
                 out.emit(FinishChunk(run_id, FinishPayload(status="suspended", text=last_text(state))))
                 return state
+            except Stopped:
+                text = wrap_up(state, out)
+                state = await self.saver.save_final(state)
+                out.emit(FinishChunk(run_id, FinishPayload(status="stopped", text=text)))
+                return state
             except ModelCallFailed as exc:
                 state.status, state.error = "failed", RunFailure(kind="model", message=str(exc))
                 state = await self.saver.save_final(state)
@@ -309,6 +312,7 @@ class Agent(Claims):
             )
         while True:
             while state.queued:
+                await check_stop(self.store, state.run_id)
                 call = state.queued.pop(0)
                 try:
                     args = parse_arguments(call.arguments)
@@ -331,7 +335,16 @@ class Agent(Claims):
                 )
                 return state
             check_tool_messages(state.messages)
-            turn = await self._model_turn(state, out)
+            await check_stop(self.store, state.run_id)
+            turn = await model_turn(
+                self.model,
+                [{"role": "system", "content": self.instructions}, *state.messages],
+                tools=self._tool_specs,
+                run_id=state.run_id,
+                out=out,
+                turn_timeout=self.turn_timeout,
+                max_reply_chars=self.max_reply_chars,
+            )
             calls = unique_ids(turn.tool_calls, state.messages)
             state.turns += 1
             # Provider fields that must go back with this message (e.g. reasoning_content) are kept in history.
@@ -350,50 +363,7 @@ class Agent(Claims):
         saved = await self.store.save(state, owner=self.owner)
         state.revision, state.updated_at = saved.revision, saved.updated_at
 
-    async def _model_turn(self, state: RunState, out: AgentStream) -> TurnDone:
-        """One model turn, bounded: at most ``turn_timeout`` seconds and ``max_reply_chars`` characters of text
-        (a server that streams forever must not hold the thread nor fill it). Raises ``ModelCallFailed``."""
-        messages = [{"role": "system", "content": self.instructions}, *state.messages]
-        done: TurnDone | None = None
-        chars = 0
-        try:
-            events = self.model.stream_turn(messages, tools=self._tool_specs)
-            async with asyncio.timeout(self.turn_timeout), _closing(events):
-                async for event in events:
-                    if isinstance(event, TextDelta):
-                        chars += len(event.text)
-                        if self.max_reply_chars is not None and chars > self.max_reply_chars:
-                            raise ModelCallFailed(f"the reply went past {self.max_reply_chars} characters")
-                        out.emit(TextDeltaChunk(state.run_id, TextDeltaPayload(event.text)))
-                    else:
-                        done = event
-        except ModelCallFailed:
-            raise
-        except TimeoutError:
-            raise ModelCallFailed(f"the model took longer than {self.turn_timeout:g} s for one turn") from None
-        except Exception as exc:  # a model adapter's bug must not strand the run
-            log.exception("run %s: model adapter raised", state.run_id)
-            raise ModelCallFailed(f"model adapter error: {type(exc).__name__}") from None
-        if done is None:
-            raise ModelCallFailed("the model stream ended without finishing the turn")
-        if self.max_reply_chars is not None:
-            size = chars + sum(len(c.arguments) for c in done.tool_calls) + len(json.dumps(done.extra, default=str))
-            if size > 2 * self.max_reply_chars:  # tool arguments and reasoning count too (the run stores them)
-                raise ModelCallFailed(f"the turn's output went past {2 * self.max_reply_chars} characters")
-        return done
-
     def _suspended_payload(self, pending: PendingCall) -> SuspendedPayload:
         tool = self.tools.get(pending.tool_name)
         payload = tool.load_suspend_payload(pending.suspend_payload) if tool else pending.suspend_payload
         return SuspendedPayload(pending.tool_call_id, pending.tool_name, pending.args, payload)
-
-
-@contextlib.asynccontextmanager
-async def _closing(events: AsyncIterator[Any]) -> AsyncIterator[None]:
-    """Close an async generator of model events however the ``async for`` over it ends (timeout, limit, error)."""
-    try:
-        yield
-    finally:
-        close = getattr(events, "aclose", None)
-        if close is not None:
-            await close()

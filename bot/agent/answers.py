@@ -4,8 +4,10 @@
 
 - :class:`Open` - the run waits for this answer (``pending`` is the question; a run that is ``running`` waits
   too when the question was asked from inside a live tool call, see :mod:`bot.agent.live_questions`);
-- :class:`Answered` - it was answered already (``answer`` says by whom and when);
-- :class:`Expired` - the question's deadline passed (or the run was closed as expired) with no answer;
+- :class:`Answered` - it was answered already (``answer`` says by whom and when; or withdrawn, its ``outcome``
+  ``cancelled``);
+- :class:`Expired` - the question's deadline passed (or the run was closed as expired, or went on without an
+  answer) with no answer;
 - :class:`Closed` - the run is not waiting for this answer (finished, failed, running, or waiting on another
   question: ``waiting_on`` names it).
 
@@ -66,6 +68,9 @@ def check_answer(state: RunState, tool_call_id: str | None, *, now: datetime) ->
     if earlier_round:
         answered = None  # a decision of an earlier round: the call was asked again (an interrupted approval)
     if answered is not None and (asked is not None or state.status != "suspended"):
+        if answered.outcome == "no_answer":  # the run went on without an answer at the deadline
+            timed_out = pending is not None and pending.tool_call_id == answered.tool_call_id
+            return Expired(pending.expires_at if timed_out and pending is not None else None)
         return Answered(answered)
     same = pending is not None and asked == pending.tool_call_id
     if pending is not None and same and state.status == "expired":

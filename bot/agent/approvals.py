@@ -87,6 +87,8 @@ async def run_decided(
         result: dict[str, Any] = {"status": "declined", "reason": decision.reason if decision else None}
         if decision is not None and decision.answered_by:
             result["declined_by"] = decision.answered_by
+        if decision is not None and decision.outcome != "answer":
+            result["outcome"] = decision.outcome  # nobody decided in time, or the request was withdrawn
         add_result(state, call, result, out)
         return
     if pending.executing_since is not None and tool is not None:  # a run of it was cut short: ask again

@@ -59,6 +59,66 @@ class Claims:
         run continues. Raises as :meth:`approve_tool_call`."""
         return await self._decide(run_id, tool_call_id, decision=DECLINED, by=declined_by, reason=reason)
 
+    async def cancel_question(
+        self, *, run_id: str, tool_call_id: str | None = None, cancelled_by: str | None = None
+    ) -> AgentStream:
+        """Withdraw the question (or approval request) a run waits on: the run goes on, the tool told it was
+        cancelled (``ask_user``: ``{"status": "cancelled", "cancelled_by": ...}``; an MCP server's question:
+        ``cancel``; an approval: declined, reason ``"cancelled"``). Raises as :meth:`resume_stream`."""
+        state = await self.store.load(run_id)
+        pending = await self._require_open(state, tool_call_id)
+        approval = pending.kind == "approval"
+        answer = Answer(
+            tool_call_id=pending.tool_call_id,
+            resume_data=DECLINED if approval else "",
+            answered_by=cancelled_by,
+            answered_at=utcnow(),
+            reason="cancelled" if approval else None,
+            outcome="cancelled",
+        )
+        return await self._claim(state, pending, answer)
+
+    async def stop(self, *, run_id: str, stopped_by: str | None = None) -> None:
+        """Ask the process driving run ``run_id`` to stop it at its next step (before its next model turn or tool
+        call; see :mod:`bot.agent.stopping`); the run's stream then finishes with status ``stopped``. A run that
+        waits for an answer is not working: withdraw its question with :meth:`cancel_question`. Raises
+        ``StoreUnavailable``."""
+        await self.store.request_stop(run_id, by=stopped_by or "")
+
+    async def time_out(self, *, run_id: str, tool_call_id: str | None = None) -> AgentStream:
+        """Go on without an answer once the question's deadline passed (by the store's clock): the tool is told
+        nobody answered (``ask_user``: ``{"status": "no_answer", "waited_seconds": N}``; an MCP server's question:
+        ``cancel``; an approval: declined, reason ``"no answer"``). Exactly once, against answers too: whichever
+        claim the store takes first wins. Raises ``RunNotFound``, ``RunAlreadyResumed`` (answered in time),
+        ``RunNotResumable`` (its deadline has not passed, or it waits for nothing), ``RunConflict`` (another write
+        raced this one), ``StoreUnavailable``."""
+        state = await self.store.load(run_id)
+        check = await self.check(state, tool_call_id)
+        pending = state.pending
+        if isinstance(check, Answered):
+            answer = check.answer
+            raise RunAlreadyResumed(
+                run_id=run_id,
+                tool_call_id=answer.tool_call_id,
+                answered_by=answer.answered_by,
+                answered_at=answer.answered_at,
+            )
+        waiting = pending is not None and pending.resume is None and state.status in ("suspended", "expired")
+        if not isinstance(check, Expired) or pending is None or not waiting:
+            why = "its deadline has not passed" if isinstance(check, Open) else "it waits for no answer"
+            raise RunNotResumable(run_id, state.status, why)
+        if pending.live_owner is not None:
+            raise RunNotResumable(run_id, state.status, "the tool call that asked closes its own question")
+        approval = pending.kind == "approval"
+        answer = Answer(
+            tool_call_id=pending.tool_call_id,
+            resume_data=DECLINED if approval else "",
+            answered_at=utcnow(),
+            reason="no answer" if approval else None,
+            outcome="no_answer",
+        )
+        return await self._claim(state, pending, answer, deadline=False)
+
     async def _decide(
         self, run_id: str, tool_call_id: str | None, *, decision: str, by: str | None, reason: str | None
     ) -> AgentStream:
@@ -75,7 +135,9 @@ class Claims:
         )
         return await self._claim(state, pending, answer)
 
-    async def _claim(self, state: RunState, pending: PendingCall, answer: Answer) -> AgentStream:
+    async def _claim(
+        self, state: RunState, pending: PendingCall, answer: Answer, *, deadline: bool = True
+    ) -> AgentStream:
         """Claim ``answer`` for ``pending`` (one compare-and-set wins, before the deadline by the store's clock)
         and continue the run: here, or, for a question asked live by a tool call whose process still holds the
         run's lease, in that process (the returned stream then only says ``handed_off``; see
@@ -93,9 +155,11 @@ class Claims:
         hand_off = live is not None and await self.store.lease_owner(state.run_id) == live
         try:
             owner = live if hand_off and live is not None else self.owner
-            claimed = await self.store.save(claimed, owner=owner, not_after=pending.expires_at)
+            not_after = pending.expires_at if deadline else None  # going on without an answer needs none
+            claimed = await self.store.save(claimed, owner=owner, not_after=not_after)
         except RunConflict:
-            await self._require_open(await self.store.load(state.run_id), pending.tool_call_id)
+            if deadline:
+                await self._require_open(await self.store.load(state.run_id), pending.tool_call_id)
             raise  # still open after a conflict: another write raced this one; the caller may try again
         except QuestionExpired:
             await self._mark_expired(state)

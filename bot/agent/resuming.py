@@ -5,7 +5,11 @@ call that was cut short.
   A tool that suspended in the middle of its work (it has no suspend schema of its own, e.g. an MCP tool whose
   server asked for input) has ``executing_since`` saved first, like an approved tool: if the process dies while
   it runs, the call is not run again unasked.
-- An approval: :func:`bot.agent.approvals.run_decided`.
+- A question that got no answer (its deadline passed: ``Agent.time_out``) or was withdrawn
+  (``Agent.cancel_question``): a question tool (``ask_user``) is not run again, the model gets
+  :func:`unanswered`; a tool that suspended mid-work runs again with ``""`` as its answer (an MCP server then gets
+  ``cancel``).
+- An approval: :func:`bot.agent.approvals.run_decided` (a timed-out or withdrawn one is declined).
 - Cut short: a question asked live by a tool call whose process is gone (``live_owner``), or a tool that was
   running again with its answer when its process died (``executing_since``): the call may or may not have done
   its work, so a person is asked whether to run it again (an ``interrupted`` approval), never the tool itself.
@@ -13,9 +17,11 @@ call that was cut short.
 
 from __future__ import annotations
 
+from typing import Any
+
 from bot.agent.approvals import Save, run_decided, suspend
 from bot.agent.live_questions import LiveQuestions
-from bot.agent.state import PendingCall, RunState, ToolCall, utcnow
+from bot.agent.state import Answer, PendingCall, RunState, ToolCall, utcnow
 from bot.agent.stream import AgentStream
 from bot.agent.tool_calls import add_result, run_tool_call
 from bot.agent.tools import Tool
@@ -41,6 +47,11 @@ async def continue_pending(
             add_result(state, call, {"error": f"unknown tool {pending.tool_name!r}"}, out, is_error=True)
             return
         suspend(state, pending.tool_call_id, tool, pending.args, ask_ttl=ask_ttl, interrupted=True)
+    resume = pending.resume
+    question_tool = tool is not None and tool.suspend_schema is not None  # e.g. ask_user
+    if pending.kind == "question" and resume is not None and resume.outcome != "answer" and question_tool:
+        add_result(state, call, unanswered(pending, resume), out)  # told, not run again
+        return
     if pending.kind == "approval":
         await run_decided(tools, state, pending, out, save=save, ask_ttl=ask_ttl, live=live)
         return
@@ -59,3 +70,15 @@ async def continue_pending(
         suspended=pending.suspend_payload,
         live=live,
     )
+
+
+def unanswered(pending: PendingCall, resume: Answer) -> dict[str, Any]:
+    """The tool result of a question that got no answer: ``{"status": "no_answer", "waited_seconds": N}`` (its
+    deadline passed) or ``{"status": "cancelled", "cancelled_by": ...}`` (withdrawn)."""
+    if resume.outcome == "no_answer":
+        waited = max(0, round((resume.answered_at - pending.suspended_at).total_seconds()))
+        return {"status": "no_answer", "waited_seconds": waited}
+    result: dict[str, Any] = {"status": "cancelled"}
+    if resume.answered_by:
+        result["cancelled_by"] = resume.answered_by
+    return result

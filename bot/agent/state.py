@@ -9,13 +9,14 @@ Shape (``schema_version`` 4)::
      "pending": {kind: "question" | "approval", tool_call_id, tool_name, args, suspend_payload, suspended_at,
                  expires_at, executing_since, interrupted, live_owner, resume} | null,
      "queued": [{id, name, arguments, extra}, ...],   # tool calls of the last assistant turn not run yet
-     "answers": [{tool_call_id, answered_by, answered_at, resume_data, reason}, ...],
+     "answers": [{tool_call_id, answered_by, answered_at, resume_data, reason, outcome}, ...],
      "error": {kind, message} | null, "turns": 2, "require_tool_approval": false, "metadata": {...caller's...},
      "created_at": "...", "updated_at": "..."}
 
 Versions: 1 (first release) had no ``expires_at``, no ``extra`` on queued calls and no ``expired`` status; 2 had
 no tool approvals (``pending.kind``, ``executing_since``, ``interrupted``, ``answers[].reason``,
-``require_tool_approval``); 3 had no ``pending.live_owner`` (a question asked over a live MCP session).
+``require_tool_approval``); 3 had no ``pending.live_owner`` (a question asked over a live MCP session) and no
+``answers[].outcome`` (every answer of version 3 is a person's).
 :meth:`RunState.from_json` upgrades older records on load (:data:`MIGRATIONS`).
 Every released version has a frozen
 fixture under ``tests/fixtures/`` that must keep loading and resuming.
@@ -72,15 +73,24 @@ class ToolCall(_Model):
         return {**self.extra, **part}
 
 
+AnswerOutcome = Literal["answer", "no_answer", "cancelled"]
+
+
 class Answer(_Model):
     """A claimed answer to a suspended tool call (who, when, the resume data as given). For an approval the
-    resume data is ``"approved"`` or ``"declined"`` and ``reason`` says why (optional)."""
+    resume data is ``"approved"`` or ``"declined"`` and ``reason`` says why (optional).
+
+    ``outcome``: ``answer`` (a person answered), ``no_answer`` (the deadline passed and the run went on without
+    one: ``Agent.time_out``) or ``cancelled`` (the person withdrew the question: ``Agent.cancel_question``,
+    ``answered_by`` says who); the last two carry ``""`` as resume data (a declined approval for an approval).
+    """
 
     tool_call_id: str
     resume_data: ResumeData
     answered_by: str | None = None
     answered_at: datetime
     reason: str | None = None
+    outcome: AnswerOutcome = "answer"
 
 
 class PendingCall(_Model):

@@ -15,6 +15,7 @@ Every implementation keeps these promises:
 - Leases: a state saved with ``status == "running"`` carries a lease for ``owner`` that lasts ``lease_ttl``
   seconds unless renewed; any other status drops it. ``lease_owner`` tells who holds it (``None``: nobody is
   driving the run, e.g. its process died).
+- Stop requests (``request_stop``) are seen by ``stop_requested`` in every process until they lapse (an hour).
 - Outages raise ``StoreUnavailable`` (the outcome of a write is then unknown).
 """
 
@@ -50,6 +51,14 @@ class RunStore(Protocol):
 
     async def lease_owner(self, run_id: str) -> str | None:
         """The owner id holding the run's lease, or None."""
+        ...
+
+    async def request_stop(self, run_id: str, *, by: str) -> None:
+        """Ask whoever drives the run to stop it (``by``: who asked)."""
+        ...
+
+    async def stop_requested(self, run_id: str) -> str | None:
+        """Who asked the run to stop, or None."""
         ...
 
     async def now(self) -> datetime:

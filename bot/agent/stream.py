@@ -14,8 +14,9 @@ the class, or compare ``chunk.type``); each has ``run_id`` and a ``payload``:
   ``Agent.approve_tool_call`` / ``decline_tool_call`` (``interrupted``: an approved run of it was cut short by a
   crash; it may or may not have run)
 - ``finish``: :class:`FinishChunk`, payload :class:`FinishPayload` ``(status, text)``; ``status`` is
-  ``completed``, ``suspended``, or ``handed_off`` (the answer went to the process whose tool call asked the
-  question live; that process continues the run and its stream shows the rest)
+  ``completed``, ``suspended``, ``handed_off`` (the answer went to the process whose tool call asked the
+  question live; that process continues the run and its stream shows the rest) or ``stopped`` (a person asked it
+  to stop: ``Agent.stop``)
 - ``error``: :class:`ErrorChunk`, payload :class:`ErrorPayload` ``(kind, message)``; the run is left resumable
   where possible (``kind`` is an :data:`ErrorKind`)
 
@@ -83,7 +84,7 @@ class ApprovalPayload:
 
 @dataclass(frozen=True)
 class FinishPayload:
-    status: Literal["completed", "suspended", "handed_off"]
+    status: Literal["completed", "suspended", "handed_off", "stopped"]
     text: str
 
 

@@ -10,6 +10,7 @@ one Redis without seeing each other's data. Keys that one Lua script touches tog
 - ``{prefix}msgs:{<run_id>}`` - hash whose fields are ``[key, channel_id, ts]`` (JSON): the messages the bot
   posted for each of the run's questions (``key``: its tool_call_id) and notices (see
   :mod:`bot.store.conversations`).
+- ``{prefix}stop:{<run_id>}`` - string with a TTL: a person asked the working run to stop (their id).
 - ``{prefix}event:{event_id}`` - string: a Slack event already taken (retry dedupe).
 - ``{prefix}thread:{team_id}:{channel_id}:{thread_ts}`` - hash: the run of a Slack thread.
 - ``{prefix}told:{<run_id>}:{tool_call_id}:{user}:{topic}`` - string: a person was told ``topic`` once.
@@ -43,6 +44,10 @@ class Keys:
     def run_messages(self, run_id: str) -> str:
         """The messages posted for the run's questions and notices (same slot as :meth:`run`)."""
         return f"{self.prefix}msgs:{{{run_id}}}"
+
+    def stop(self, run_id: str) -> str:
+        """Who asked run ``run_id`` to stop (same slot as :meth:`run`)."""
+        return f"{self.prefix}stop:{{{run_id}}}"
 
     def event(self, event_id: str) -> str:
         """The marker of a Slack ``event_id`` already processed."""

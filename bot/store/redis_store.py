@@ -170,6 +170,24 @@ class RedisRunStore:
             return None
         return value.decode() if isinstance(value, bytes) else str(value)
 
+    async def request_stop(self, run_id: str, *, by: str) -> None:
+        """Ask whoever drives run ``run_id`` to stop it (``by``: who asked); the request lasts an hour. Raises
+        ``StoreUnavailable``."""
+        try:
+            await self.client.set(self.keys.stop(run_id), by, ex=3600)
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while asking a run to stop: {type(exc).__name__}") from None
+
+    async def stop_requested(self, run_id: str) -> str | None:
+        """Who asked run ``run_id`` to stop (``""`` when nobody said), or None. Raises ``StoreUnavailable``."""
+        try:
+            value: Any = await self.client.get(self.keys.stop(run_id))
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while reading a stop request: {type(exc).__name__}") from None
+        if value is None:
+            return None
+        return value.decode() if isinstance(value, bytes) else str(value)
+
     async def now(self) -> datetime:
         """Redis's clock (``TIME``), by which deadlines are judged. Raises ``StoreUnavailable``."""
         try:

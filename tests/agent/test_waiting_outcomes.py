@@ -1,0 +1,185 @@
+"""Questions that end without an answer, and runs stopped while working: ``Agent.time_out`` (the deadline passed:
+the run goes on, the tool told nobody answered), ``Agent.cancel_question`` (withdrawn), ``Agent.stop``; and the
+race between an answer and the deadline, judged by one clock (Redis's), one outcome per trial."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from bot.agent import Agent, ask_user_tool, tool
+from bot.agent.answers import Expired
+from bot.agent.stream import FinishChunk, ToolResultChunk
+from bot.errors import QuestionExpired, RunAlreadyResumed, RunConflict, RunNotResumable
+from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
+
+QUESTION = {"question": "Which repo?", "options": [{"label": "api"}, {"label": "web"}]}
+
+
+async def asked(agent: Agent, openai_server: FakeOpenAI, *, then: str = "ok") -> str:
+    openai_server.script(Reply(tool_calls=[tool_call("ask_user", QUESTION, id="q1")]), Reply(text=then))
+    stream = await agent.stream("summarize")
+    await stream.collect()
+    return stream.run_id
+
+
+async def move_deadline(agent: Agent, run_id: str, *, by: timedelta) -> None:
+    """Move the stored question (asked, deadline) back in time: the test's way to let time pass, no sleeping."""
+    state = await agent.get_run(run_id)
+    assert state.pending is not None and state.pending.expires_at is not None
+    moved = {"expires_at": state.pending.expires_at + by, "suspended_at": state.pending.suspended_at + by}
+    pending = state.pending.model_copy(update=moved)
+    await agent.store.save(state.model_copy(update={"pending": pending}), owner="test")
+
+
+def results(openai_server: FakeOpenAI) -> list[Any]:
+    return [json.loads(m["content"]) for m in openai_server.requests[-1]["messages"] if m["role"] == "tool"]
+
+
+async def test_past_its_deadline_a_question_goes_on_without_an_answer_and_the_model_is_told(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    agent: Agent = make_agent(fake_redis, ask_ttl=3600)
+    run_id = await asked(agent, openai_server, then="Nobody answered; I used api.")
+    with pytest.raises(RunNotResumable, match="deadline has not passed"):
+        await agent.time_out(run_id=run_id)
+    await move_deadline(agent, run_id, by=timedelta(hours=-2))
+    chunks = await (await agent.time_out(run_id=run_id)).collect()
+    assert isinstance(chunks[-1], FinishChunk) and chunks[-1].payload.text == "Nobody answered; I used api."
+    [result] = results(openai_server)
+    assert result["status"] == "no_answer" and 7195 <= result["waited_seconds"] <= 7205
+    state = await agent.get_run(run_id)
+    assert state.status == "completed" and state.answers[-1].outcome == "no_answer"
+    assert isinstance(await agent.check(state, "q1"), Expired)  # a late click is told it expired
+    with pytest.raises(RunNotResumable):
+        await agent.time_out(run_id=run_id)  # once
+    with pytest.raises((QuestionExpired, RunNotResumable)):
+        await agent.resume_stream("api", run_id=run_id)
+
+
+async def test_an_approval_past_its_deadline_is_declined_with_reason_no_answer(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    ran: list[str] = []
+
+    @tool(require_approval=True)
+    async def restart_service(name: str) -> str:
+        """Restart a service."""
+        ran.append(name)
+        return "restarted"
+
+    agent: Agent = make_agent(fake_redis, tools=[restart_service])
+    openai_server.script(
+        Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]), Reply(text="Not restarted.")
+    )
+    stream = await agent.stream("restart api")
+    await stream.collect()
+    await move_deadline(agent, stream.run_id, by=timedelta(days=-2))
+    await (await agent.time_out(run_id=stream.run_id)).collect()
+    assert ran == []
+    assert results(openai_server) == [{"status": "declined", "reason": "no answer", "outcome": "no_answer"}]
+
+
+async def test_a_withdrawn_question_tells_the_model_who_cancelled_it(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    agent: Agent = make_agent(fake_redis)
+    run_id = await asked(agent, openai_server, then="Cancelled, stopping.")
+    chunks = await (await agent.cancel_question(run_id=run_id, cancelled_by="U1")).collect()
+    assert chunks[-1].type == "finish"
+    assert results(openai_server) == [{"status": "cancelled", "cancelled_by": "U1"}]
+    with pytest.raises(RunAlreadyResumed):
+        await agent.resume_stream("api", run_id=run_id)
+
+
+async def test_a_stopped_run_stops_at_its_next_step_and_its_conversation_stays_well_formed(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    gate, started = asyncio.Event(), asyncio.Event()
+    calls: list[str] = []
+
+    @tool
+    async def slow_lookup(item: str) -> str:
+        """Look something up, slowly."""
+        calls.append(item)
+        started.set()
+        await gate.wait()
+        return f"found {item}"
+
+    agent: Agent = make_agent(fake_redis, tools=[slow_lookup, ask_user_tool])
+    openai_server.script(
+        Reply(
+            tool_calls=[
+                tool_call("slow_lookup", {"item": "a"}, id="s1"),
+                tool_call("slow_lookup", {"item": "b"}, id="s2"),
+            ]
+        ),
+        Reply(text="never asked for"),
+    )
+    stream = await agent.stream("look up a and b")
+    await asyncio.wait_for(started.wait(), 10)
+    await agent.stop(run_id=stream.run_id, stopped_by="U1")
+    gate.set()
+    chunks = await stream.collect()
+    assert isinstance(chunks[-1], FinishChunk) and chunks[-1].payload.status == "stopped"
+    assert calls == ["a"] and len(openai_server.requests) == 1  # b never ran, no further model turn
+    done = [c.payload for c in chunks if isinstance(c, ToolResultChunk)]
+    assert [(r.tool_call_id, r.result) for r in done] == [("s1", "found a"), ("s2", {"status": "stopped"})]
+    state = await agent.get_run(stream.run_id)
+    assert state.status == "completed" and state.messages[-1]["role"] == "assistant"
+    assert [m["tool_call_id"] for m in state.messages if m["role"] == "tool"] == ["s1", "s2"]
+
+
+async def test_an_answer_and_the_deadline_racing_end_with_exactly_one_outcome(
+    real_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """Many trials: the answer and the timeout are sent at the deadline, from two agents (two processes); the
+    store takes one, the other learns it lost, and the model sees exactly one tool result either way."""
+    answers = timeouts = 0
+    for trial in range(20):
+        agent_a: Agent = make_agent(real_redis, ask_ttl=3600)
+        agent_b: Agent = make_agent(real_redis, ask_ttl=3600)
+        run_id = await asked(agent_a, openai_server)
+        state = await agent_a.get_run(run_id)
+        assert state.pending is not None
+        now = await agent_a.store.now()
+        pending = state.pending.model_copy(update={"expires_at": now + timedelta(milliseconds=30)})
+        await agent_a.store.save(state.model_copy(update={"pending": pending}), owner="test")
+        await asyncio.sleep(0.03 * (trial % 3) / 2)  # before, at and after the deadline
+
+        async def answer(agent_a: Agent = agent_a, run_id: str = run_id) -> str:
+            try:
+                await (await agent_a.resume_stream("api", run_id=run_id)).collect()
+                return "answer"
+            except (QuestionExpired, RunAlreadyResumed, RunNotResumable, RunConflict):
+                return "lost"
+
+        async def time_out(agent_b: Agent = agent_b, run_id: str = run_id) -> str:
+            for _ in range(5):
+                try:
+                    await (await agent_b.time_out(run_id=run_id)).collect()
+                    return "no_answer"
+                except RunConflict:
+                    continue
+                except RunNotResumable as exc:
+                    if "deadline has not passed" in str(exc):
+                        await asyncio.sleep(0.01)
+                        continue
+                    return "lost"
+                except RunAlreadyResumed:
+                    return "lost"
+            return "lost"
+
+        outcome = sorted(await asyncio.gather(answer(), time_out()))
+        assert outcome in (["answer", "lost"], ["lost", "no_answer"]), outcome
+        final = await agent_a.get_run(run_id)
+        tool_messages = [m for m in final.messages if m["role"] == "tool"]
+        assert len(tool_messages) == 1 and len(final.answers) == 1
+        answers += outcome[0] == "answer"
+        timeouts += outcome[1] == "no_answer"
+    assert answers + timeouts == 20
