@@ -14,6 +14,11 @@
 | ``ASK_ANSWERERS`` | ``requester`` | who may answer: ``requester`` or ``channel`` |
 | ``APPROVERS`` | ``requester`` | who may approve tool calls: ``requester``, ``channel``, or user and user-group ids |
 | ``ASK_TTL_SECONDS`` | ``86400`` (1 day) | how long a question waits (a duration) |
+| ``ASK_ON_TIMEOUT`` | ``resume`` | at the deadline: ``resume`` (the agent goes on, told nobody answered) or ``close`` |
+| ``ASK_REMIND_AFTER`` | unset (off) | remind the requester (and named approvers) after this long, and again |
+| ``ASK_REMIND_MAX`` | ``1`` | how many reminders at most |
+| ``ASK_ESCALATE_AFTER`` | unset (off) | also ask ``ASK_ESCALATE_TO`` after this long (a duration) |
+| ``ASK_ESCALATE_TO`` | unset | a channel id, or user ids and user-group ids (each person gets a DM) |
 | ``RUN_RETENTION_SECONDS`` | ``604800`` (7 days) | how long an ended or expired run (and its message refs) is kept |
 | ``MODEL_TURN_TIMEOUT`` | ``300`` (5 min) | longest one model turn may take; past it the run fails, retryable |
 | ``MAX_REPLY_CHARS`` | ``40000`` | longest text one model turn may write; past it the run fails, retryable |
@@ -37,13 +42,17 @@ Durations are whole seconds (``90``) or a number with a unit, ``30s`` / ``30m`` 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, get_args
+from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
-from pydantic import BeforeValidator, Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigError
+from bot.settings_values import MAX_DURATION as MAX_DURATION
+from bot.settings_values import PositiveDuration, http_url, one_of, people_ids, redis_url_value
+from bot.settings_values import parse_duration as parse_duration
+from bot.settings_values import redis_address as redis_address
 
 DEFAULT_INSTRUCTIONS = (
     "You are a helpful assistant in a Slack workspace. When a request is ambiguous or needs a human "
@@ -54,13 +63,10 @@ DEFAULT_INSTRUCTIONS = (
 Answerers = Literal["requester", "channel"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 LogFormat = Literal["text", "json"]
+OnTimeout = Literal["resume", "close"]
 Mode = Literal["playground", "http", "socket"]
 Transport = Literal["http", "socket"]
 
-MAX_DURATION = 10 * 365 * 86400  # ten years: beyond that a TTL is a typo, and Redis expiry times overflow
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_DURATION_PART = re.compile(r"(\d+)([smhd])")
-_DURATION_FORMS = "whole seconds or a duration like 30s, 30m, 1h, 2d"
 _SECRET_NAME = re.compile(r"(TOKEN|SECRET|KEY|PASSWORD)$", re.IGNORECASE)
 
 
@@ -73,105 +79,6 @@ class SettingsError(ConfigError):
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
         super().__init__("\n".join(problems))
-
-
-def parse_duration(value: object) -> int:
-    """Seconds from ``90``, ``"90"``, ``"30s"``, ``"30m"``, ``"1h"``, ``"2d"`` or ``"1h30m"`` (units s/m/h/d,
-    any case, surrounding spaces ignored). Negative values come back negative (callers set the bounds).
-
-    Raises ``ValueError`` (whose message never repeats the value) for anything else.
-    """
-    if isinstance(value, bool):
-        raise ValueError(f"must be {_DURATION_FORMS}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if not isinstance(value, str):
-        raise ValueError(f"must be {_DURATION_FORMS}")
-    text = value.strip().lower().replace(" ", "")
-    sign = -1 if text.startswith("-") else 1
-    text = text.removeprefix("-").removeprefix("+")
-    if text.isdigit():
-        return sign * int(text)
-    if not text or _DURATION_PART.sub("", text):
-        raise ValueError(f"must be {_DURATION_FORMS}")
-    return sign * sum(int(n) * _UNITS[unit] for n, unit in _DURATION_PART.findall(text))
-
-
-def _positive_duration(value: object) -> int:
-    seconds = parse_duration(value)
-    if seconds <= 0:
-        raise ValueError("must be more than 0 seconds")
-    if seconds > MAX_DURATION:
-        raise ValueError("must be at most 3650d (ten years)")
-    return seconds
-
-
-PositiveDuration = Annotated[int, BeforeValidator(_positive_duration)]
-"""An ``int`` of seconds, given as seconds or ``30s`` / ``30m`` / ``1h`` / ``2d``; more than 0."""
-
-
-def _choice(value: object, choices: tuple[str, ...], *, upper: bool = False) -> str:
-    if isinstance(value, str):
-        text = value.strip().upper() if upper else value.strip().lower()
-        if text in choices:
-            return text
-    listed = " or ".join(choices) if len(choices) == 2 else "one of " + ", ".join(choices)
-    raise ValueError(f"must be {listed}")
-
-
-def _http_url(value: object, example: str) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"must be an http:// or https:// URL, e.g. {example}")
-    text = value.strip()
-    parts = urlsplit(text)
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"must be an http:// or https:// URL with a host, e.g. {example}")
-    try:
-        parts.port  # noqa: B018 - raises ValueError on a malformed port
-    except ValueError:
-        raise ValueError("has a port that is not a number from 0 to 65535") from None
-    return text
-
-
-def _redis_url(value: object) -> str:
-    example = "e.g. redis://127.0.0.1:6379/0"
-    if not isinstance(value, str):
-        raise ValueError(f"must be a redis://, rediss:// or unix:// URL, {example}")
-    text = value.strip()
-    parts = urlsplit(text)
-    scheme = parts.scheme.lower()
-    if scheme == "unix":
-        if not parts.path:
-            raise ValueError("must name the socket's path, e.g. unix:///run/redis/redis.sock")
-        return text
-    if scheme not in ("redis", "rediss") or "://" not in text:
-        raise ValueError(f"must be a redis://, rediss:// or unix:// URL, {example}")
-    if not parts.hostname:
-        raise ValueError(f"must name a host, {example}")
-    try:
-        parts.port  # noqa: B018 - raises ValueError on a malformed port
-    except ValueError:
-        raise ValueError(f"has a port that is not a number from 0 to 65535, {example}") from None
-    db = parts.path.strip("/")
-    if db and not db.isdigit():
-        raise ValueError(f"has a database (the path after the host) that is not a number, {example}")
-    return text
-
-
-def redis_address(url: str) -> str:
-    """Where a Redis URL points, without credentials: ``redis://:pw@db.example:6380/2`` -> ``db.example:6380``,
-    ``unix:///run/redis.sock`` -> ``unix:/run/redis.sock``. Never raises (a malformed port shows as 6379)."""
-    parts = urlsplit(url)
-    if parts.scheme.lower() == "unix":
-        return f"unix:{parts.path}"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    host = parts.hostname or "localhost"
-    return f"[{host}]:{port or 6379}" if ":" in host else f"{host}:{port or 6379}"
 
 
 class Settings(BaseSettings):
@@ -196,6 +103,11 @@ class Settings(BaseSettings):
     ask_answerers: Answerers = "requester"
     approvers: str = "requester"
     ask_ttl_seconds: PositiveDuration = 24 * 3600
+    ask_on_timeout: OnTimeout = "resume"
+    ask_remind_after: PositiveDuration | None = None
+    ask_remind_max: int = Field(default=1, ge=1, le=100)
+    ask_escalate_after: PositiveDuration | None = None
+    ask_escalate_to: str | None = None
     run_retention_seconds: PositiveDuration = 7 * 24 * 3600
     model_turn_timeout: PositiveDuration = 300
     max_reply_chars: int = Field(default=40_000, ge=100)
@@ -231,19 +143,19 @@ class Settings(BaseSettings):
     @field_validator("slack_api_url", mode="before")
     @classmethod
     def _slack_api_url(cls, value: object) -> str:
-        return _http_url(value, "https://slack.com/api/")
+        return http_url(value, "https://slack.com/api/")
 
     @field_validator("openai_base_url", mode="before")
     @classmethod
     def _openai_base_url(cls, value: object) -> str | None:
-        return None if value is None else _http_url(value, "https://api.openai.com/v1")
+        return None if value is None else http_url(value, "https://api.openai.com/v1")
 
     @field_validator("redis_url", mode="before")
     @classmethod
     def _redis_url(cls, value: object) -> SecretStr | None:
         if value is None:
             return None
-        return SecretStr(_redis_url(value.get_secret_value() if isinstance(value, SecretStr) else value))
+        return SecretStr(redis_url_value(value.get_secret_value() if isinstance(value, SecretStr) else value))
 
     @field_validator("port", mode="before")
     @classmethod
@@ -257,7 +169,7 @@ class Settings(BaseSettings):
     @field_validator("ask_answerers", mode="before")
     @classmethod
     def _ask_answerers(cls, value: object) -> str:
-        return _choice(value, get_args(Answerers))
+        return one_of(value, get_args(Answerers))
 
     @field_validator("agent", mode="before")
     @classmethod
@@ -285,23 +197,42 @@ class Settings(BaseSettings):
         text = str(value).strip()
         if text.lower() in ("requester", "channel"):
             return text.lower()
-        ids = [part.strip() for part in text.split(",") if part.strip()]
-        bad = [i for i in ids if not re.fullmatch(r"[UWS][A-Z0-9_]{1,63}", i)]
-        if not ids or bad:
-            raise ValueError(
-                "must be requester, channel, or comma-separated user ids (U..., W...) and user-group ids (S...)"
-            )
-        return ",".join(ids)
+        return people_ids(
+            text, "must be requester, channel, or comma-separated user ids (U..., W...) and user-group ids (S...)"
+        )
+
+    @field_validator("ask_on_timeout", mode="before")
+    @classmethod
+    def _ask_on_timeout(cls, value: object) -> str:
+        return one_of(value, get_args(OnTimeout))
+
+    @field_validator("ask_escalate_to", mode="before")
+    @classmethod
+    def _ask_escalate_to(cls, value: object) -> str | None:
+        if value is None:
+            return None
+        text = str(value).strip()
+        if re.fullmatch(r"[CG][A-Z0-9_]{1,63}", text):
+            return text
+        return people_ids(
+            text, "must be a channel id (C...), or comma-separated user ids (U..., W...) and group ids (S...)"
+        )
+
+    @model_validator(mode="after")
+    def _escalation(self) -> Settings:
+        if self.ask_escalate_after is not None and self.ask_escalate_to is None:
+            raise ValueError("ASK_ESCALATE_TO: must be set when ASK_ESCALATE_AFTER is (whom to ask)")
+        return self
 
     @field_validator("log_level", mode="before")
     @classmethod
     def _log_level(cls, value: object) -> str:
-        return _choice(value, get_args(LogLevel), upper=True)
+        return one_of(value, get_args(LogLevel), upper=True)
 
     @field_validator("log_format", mode="before")
     @classmethod
     def _log_format(cls, value: object) -> str:
-        return _choice(value, get_args(LogFormat))
+        return one_of(value, get_args(LogFormat))
 
     @property
     def mode(self) -> Mode:
@@ -350,6 +281,9 @@ def describe_errors(error: ValidationError) -> list[str]:
     for item in error.errors(include_url=False):
         field = str(item["loc"][0]) if item["loc"] else "settings"
         if field in problems:
+            continue
+        if not item["loc"]:  # a rule across settings: its message names the setting ("NAME: reason")
+            problems[field] = str(item.get("ctx", {}).get("error", item["msg"]))
             continue
         if item["type"] == "value_error":
             reason = str(item.get("ctx", {}).get("error", item["msg"]))

@@ -108,4 +108,5 @@ def approval_payload(pending: PendingCall) -> ApprovalPayload:
         args=dict(pending.args),
         description=str(stored.get("description") or ""),
         interrupted=pending.interrupted,
+        expires_at=pending.expires_at,
     )

@@ -79,7 +79,8 @@ class LiveQuestions:
         await self._save(state)  # still running: the lease stays with this process
         tool = self.tools.get(call.name)
         shown = tool.load_suspend_payload(payload) if tool is not None else payload
-        out.emit(SuspendedChunk(state.run_id, SuspendedPayload(call.id, call.name, args, shown)))
+        expires = state.pending.expires_at
+        out.emit(SuspendedChunk(state.run_id, SuspendedPayload(call.id, call.name, args, shown, expires)))
         return await self._wait(state, call.id)
 
     async def _wait(self, state: RunState, call_id: str) -> ResumeData | None:

@@ -29,6 +29,7 @@ import asyncio
 import inspect
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -69,6 +70,7 @@ class SuspendedPayload:
     tool_name: str
     args: dict[str, Any]
     suspend_payload: BaseModel | dict[str, Any]
+    expires_at: datetime | None = None  # the answer's deadline
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,7 @@ class ApprovalPayload:
     args: dict[str, Any]
     description: str
     interrupted: bool = False
+    expires_at: datetime | None = None  # the decision's deadline
 
 
 @dataclass(frozen=True)

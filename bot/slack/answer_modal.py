@@ -19,11 +19,13 @@ from bot.agent.answers import Expired, Open
 from bot.agent.ask_user import AskUserPayload
 from bot.agent.forms import FormReply
 from bot.agent.text import is_blank
+from bot.errors import StoreUnavailable
 from bot.logs import log_context
 from bot.slack import modals
-from bot.slack.answering import Answering, Found, button_ref, explain
+from bot.slack.answering import Answering, Found, button_ref
 from bot.slack.context import Where
 from bot.slack.mrkdwn import clip, escape
+from bot.slack.notices import STORE_DOWN, explain
 from bot.slack.picks import Pick
 from bot.slack.refs import QuestionRef
 
@@ -113,7 +115,7 @@ class AnswerModal:
         :meth:`on_modal_answer` claims the answer (the context says it was accepted)."""
         try:
             problem = await asyncio.wait_for(self._modal_problem(body), MODAL_CHECK_SECONDS)
-        except TimeoutError:
+        except (TimeoutError, StoreUnavailable):
             problem = "I'm slow to answer right now; please press Send again in a moment."
         if problem:
             await ack(response_action="errors", errors={modals.MODAL_INPUT_BLOCK: problem})
@@ -130,7 +132,7 @@ class AnswerModal:
         if isinstance(found, str):
             return found
         state, ctx, call = found
-        if not self.answering.may_answer(ctx, user):
+        if not await self.answering.allowed(ctx, user, run_id=state.run_id, call=call):
             return self.answering.refusal(ctx)
         check = await self.answering.agent.check(state, call)
         if isinstance(check, Open):
@@ -152,7 +154,7 @@ class AnswerModal:
         :meth:`on_form_answer` claims it."""
         try:
             problems = await asyncio.wait_for(self._form_problems(body), MODAL_CHECK_SECONDS)
-        except TimeoutError:
+        except (TimeoutError, StoreUnavailable):
             problems = {modals.field_block(0): "I'm slow to answer right now; please press Send again in a moment."}
         if problems:
             await ack(response_action="errors", errors=problems)
@@ -168,7 +170,7 @@ class AnswerModal:
         if isinstance(found, str):
             return {whole: found}
         state, ctx, call = found
-        if not self.answering.may_answer(ctx, user):
+        if not await self.answering.allowed(ctx, user, run_id=state.run_id, call=call):
             return {whole: self.answering.refusal(ctx)}
         check = await self.answering.agent.check(state, call)
         if not isinstance(check, Open):
@@ -208,7 +210,12 @@ class AnswerModal:
             await tell(f"{message}\nYour answer was:\n>>> {escape(clip(text, 2500))}" if text else message)
 
         with log_context(run_id=state.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id, user_id=user):
-            if not self.answering.may_answer(ctx, user):
+            try:
+                ok = await self.answering.allowed(ctx, user, run_id=state.run_id, call=call)
+            except StoreUnavailable:
+                await say(STORE_DOWN)
+                return
+            if not ok:
                 await say(self.answering.refusal(ctx))
                 return
             await self.answering.take(state, ctx, call=call, where=where, pick=pick, say=say)

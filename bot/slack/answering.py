@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bot.agent import Agent
-from bot.agent.answers import AnswerCheck, Answered, Closed, Expired, Open, question_of
+from bot.agent.answers import AnswerCheck, Answered, Expired, Open, question_of
 from bot.agent.ask_user import AskUserPayload
 from bot.agent.forms import FormReply
 from bot.agent.state import ResumeData, RunState
@@ -41,6 +41,17 @@ from bot.slack import blocks as bk
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import Follower
 from bot.slack.limits import RunGate, Slot
+from bot.slack.notices import (
+    EXPIRED_OUTCOME,
+    GONE,
+    MULTI_HINT,
+    NOT_HERE,
+    NOT_OPEN,
+    STORE_DOWN,
+    UNKNOWN_BUTTON,
+    UNREADABLE,
+    explain,
+)
 from bot.slack.picks import Pick, label, resume_data, shown, ticked
 from bot.slack.refs import BadReference, QuestionRef, parse_index
 from bot.slack.typed_answers import labels_in_text
@@ -54,18 +65,6 @@ Found = tuple[RunState, SlackContext, str]
 """A loaded run, its Slack context and the ``tool_call_id`` of the question a request names."""
 LOST_CLAIM = (RunAlreadyResumed, QuestionExpired, RunNotResumable, RunConflict, ToolCallNotPending)
 """What a claim raises when it lost to another write; :meth:`Answering.lost_claim` says what the run shows now."""
-
-STORE_DOWN = "I couldn't reach my storage, so nothing was recorded. Please try again in a moment."
-UNREADABLE = (
-    "I can't read the saved state of this conversation, so I can't take answers for it. Mention me to start again."
-)
-GONE = "This question has expired and its record is gone, so your answer wasn't used. Mention me to start again."
-EXPIRED = "This question has expired, so your answer wasn't used. Mention me to start again."
-NOT_HERE = "This answer doesn't belong to this conversation, so I ignored it."
-NOT_OPEN = "This question is no longer open."
-UNKNOWN_BUTTON = "That control doesn't belong to a question I know, so I ignored it."
-MULTI_HINT = "Tick the options and press Submit, or reply with the options' names (or numbers) separated by commas."
-EXPIRED_OUTCOME = ":hourglass: This question expired without an answer."
 
 
 class Answering:
@@ -93,6 +92,24 @@ class Answering:
     def may_answer(self, ctx: SlackContext, user: str) -> bool:
         """The answer policy: anyone in the run's channel, or only its requester."""
         return self.answerers == "channel" or user == ctx.requester
+
+    async def allowed(
+        self, ctx: SlackContext, user: str, *, run_id: str, call: str, channel: str | None = None
+    ) -> bool:
+        """The answer policy, or the question was escalated to ``user`` (or to ``channel``, where the request comes
+        from: the person is then remembered, so their modal's submission passes too). Raises ``StoreUnavailable``."""
+        return self.may_answer(ctx, user) or await self.escalated_to(user, run_id=run_id, call=call, channel=channel)
+
+    async def escalated_to(self, user: str, *, run_id: str, call: str, channel: str | None = None) -> bool:
+        """Whether question ``call`` was escalated to ``user``, or to ``channel`` (then ``user`` is remembered).
+        Raises ``StoreUnavailable``."""
+        escalated = await self.index.escalated(run_id, call)
+        if user in escalated:
+            return True
+        if channel and channel in escalated:
+            await self.index.escalate(run_id, key=call, to=[user])
+            return True
+        return False
 
     def refusal(self, ctx: SlackContext) -> str:
         """What a person the policy does not allow is told."""
@@ -336,25 +353,35 @@ class Answering:
     async def vet(self, ref: QuestionRef, where: Where, say: Say) -> Found | None:
         """:meth:`find` from ``where``, then the answer policy (:meth:`may_answer`); or None after telling why not."""
         found = await self.find(ref, say, where=where)
-        if found is not None and not self.may_answer(found[1], where.user):
-            await say(self.refusal(found[1]))
+        if found is None:
+            return None
+        state, ctx, call = found
+        try:
+            ok = await self.allowed(ctx, where.user, run_id=state.run_id, call=call, channel=where.channel_id)
+        except StoreUnavailable:
+            await say(STORE_DOWN)
+            return None
+        if not ok:
+            await say(self.refusal(ctx))
             return None
         return found
 
     async def belongs(self, where: Where, ctx: SlackContext, *, run_id: str, call: str) -> bool:
-        """Whether a request from ``where`` may act on question ``call``: from the run's channel and thread, and
-        on a message surface, on one of the messages the bot posted for that question."""
+        """Whether a request from ``where`` may act on question ``call``: on a message surface, one of the messages
+        the bot posted for that question (in its thread, or where it was escalated); otherwise from the run's
+        channel and thread."""
         if where.surface in ("home", "modal"):
             return True
-        if where.channel_id != ctx.channel_id or (where.thread_ts and where.thread_ts != ctx.thread_ts):
-            return False
+        elsewhere = where.channel_id != ctx.channel_id or (where.thread_ts and where.thread_ts != ctx.thread_ts)
         if where.surface == "message" and where.message_ts:
             try:
                 shown = await self.index.messages(run_id, call)
             except StoreUnavailable:
-                return True  # the claim itself still needs the store; don't refuse for want of this record
-            return not shown or any(m.ts == where.message_ts and m.channel_id == where.channel_id for m in shown)
-        return True
+                return not elsewhere  # the claim itself still needs the store; don't refuse for want of this record
+            if any(m.ts == where.message_ts and m.channel_id == where.channel_id for m in shown):
+                return True  # one of the question's messages (its thread's, or an escalation's)
+            return not elsewhere and not shown
+        return not elsewhere
 
 
 async def button_ref(body: dict[str, Any], say: Say) -> QuestionRef | None:
@@ -366,20 +393,3 @@ async def button_ref(body: dict[str, Any], say: Say) -> QuestionRef | None:
     except BadReference:
         await say(UNKNOWN_BUTTON)
         return None
-
-
-def explain(check: AnswerCheck, user: str) -> str:
-    """What a person trying to answer is told for an outcome other than :class:`~bot.agent.answers.Open`."""
-    match check:
-        case Answered(answer=answer) if answer.answered_by == user:
-            return "Your answer was recorded."
-        case Answered(answer=answer):
-            who = f" by <@{answer.answered_by}>" if answer.answered_by else ""
-            return f"This question was already answered{who}."
-        case Expired():
-            return EXPIRED
-        case Closed():
-            return NOT_OPEN
-        case Open():
-            return ""
-    raise AssertionError("unreachable")

@@ -33,7 +33,7 @@ from bot.agent.loading import load_agent
 from bot.config import Settings
 from bot.errors import ConfigError, describe_error
 from bot.slack.answer_modal import AnswerModal, modal_key
-from bot.slack.answering import STORE_DOWN, Answering
+from bot.slack.answering import Answering
 from bot.slack.approvers import ApproverPolicy
 from bot.slack.approving import Approving
 from bot.slack.blocks import MAX_SELECT_OPTIONS
@@ -42,12 +42,16 @@ from bot.slack.follow import Follower
 from bot.slack.http import events_web_app, server_log
 from bot.slack.limits import RunGate
 from bot.slack.listeners import register
+from bot.slack.notices import STORE_DOWN
 from bot.slack.runner import InProcessRunner, LazyJobs, QueueRunner, SharedWebClient, use_client
 from bot.slack.threads import Threads
+from bot.slack.wait_plan import WaitPlan, WaitSettings
+from bot.slack.waiting import Waiting
 from bot.slack.webapi import SlackWeb
 from bot.store import Keys, RedisRunStore
 from bot.store.conversations import ConversationIndex
 from bot.store.limits import ActiveRuns
+from bot.store.schedule import Schedule, Scheduler
 from bot.store.work_queue import WorkQueue
 
 if TYPE_CHECKING:
@@ -72,12 +76,17 @@ class Bot:
     signing_secret: str | None = None  # HTTP mode verifies requests with it (bot.slack.http)
     first_sight: Callable[[str], Awaitable[bool]] | None = None  # the replay guard's store (bot.slack.http)
     mcp: McpTools | None = None  # MCP_CONFIG's servers, whose tools the agent gets once started
+    scheduler: Scheduler | None = None  # deadlines, reminders, escalations (processes that run the agent)
     _mcp_starting: asyncio.Future[None] | None = field(default=None, init=False, repr=False)
+    _ticking: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
 
-    async def start(self) -> None:
+    async def start(self, *, schedule: bool = True) -> None:
         """Open the MCP servers' sessions and add their tools to the agent (servers that fail are logged and left
-        out). ``build_bot`` starts this in the background when called in a running event loop; awaiting it (any
-        number of times) waits until it is done."""
+        out), and start carrying out due items (``schedule``: tests drive :attr:`scheduler` themselves).
+        ``build_bot`` starts the MCP part in the background when called in a running event loop; awaiting this
+        (any number of times) waits until it is done."""
+        if schedule and self.scheduler is not None and self._ticking is None:
+            self._ticking = asyncio.ensure_future(self.scheduler.run())
         if self.mcp is not None:
             await asyncio.shield(self._start_in_background(self.mcp))
 
@@ -109,6 +118,10 @@ class Bot:
     async def aclose(self) -> None:
         """Close the Web API client's HTTP session, the model's client, if it has one to close, and the MCP servers'
         sessions (stopping stdio servers) (after :meth:`drain`)."""
+        if self._ticking is not None and self.scheduler is not None:
+            self.scheduler.stop()  # the items in hand finish (a handler cut short is tried again later)
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(self._ticking, 10.0)
         if self._mcp_starting is not None and not self._mcp_starting.done():
             self._mcp_starting.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -181,12 +194,14 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     index = ConversationIndex(redis_client, keys=keys, retention=retention)
     web_api = SlackWeb(client)
     policy = ApproverPolicy(settings.approvers, client=client)
+    plan = WaitPlan(Schedule(redis_client, prefix=settings.redis_prefix), wait_settings(settings))
     follower = Follower(
         web=web_api,
         index=index,
         answerers=settings.ask_answerers,
         approvers=policy,
         allow_user_mentions=settings.allow_user_mentions,
+        plan=plan,
     )
     gate = RunGate(
         ActiveRuns(redis_client, keys=keys),
@@ -218,6 +233,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     approving = Approving(answering, policy=policy, modal=modal)
     jobs = register(app, threads=threads, answering=answering, modal=modal, approving=approving)
     secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
+    waiting = Waiting(answering, plan=plan, approvers=policy)
     bot = Bot(
         app=app,
         agent=agent,
@@ -228,10 +244,22 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         signing_secret=secret,
         mcp=mcp,
         first_sight=index.first_sight,
+        scheduler=None if role == "web" else Scheduler(plan.schedule, waiting.handlers()),
     )
     if mcp is not None and _loop_running():
         bot._start_in_background(mcp)  # MCP servers start while the caller goes on; Bot.start() waits for them
     return bot
+
+
+def wait_settings(settings: Settings) -> WaitSettings:
+    """What happens while a question waits, from ``ASK_ON_TIMEOUT``, ``ASK_REMIND_*`` and ``ASK_ESCALATE_*``."""
+    return WaitSettings(
+        on_timeout=settings.ask_on_timeout,
+        remind_after=float(settings.ask_remind_after) if settings.ask_remind_after else None,
+        remind_max=settings.ask_remind_max,
+        escalate_after=float(settings.ask_escalate_after) if settings.ask_escalate_after else None,
+        escalate_to=settings.ask_escalate_to,
+    )
 
 
 def _loop_running() -> bool:

@@ -39,7 +39,7 @@ class ApproverPolicy:
         if user in self.users:
             return True
         for group in self.groups:
-            if user in await self._group_members(group):
+            if user in await self.group_members(group):
                 return True
         return False
 
@@ -58,7 +58,13 @@ class ApproverPolicy:
             return f"Only <@{ctx.requester}> can approve or decline this."
         return "Only the configured approvers can approve or decline this."
 
-    async def _group_members(self, group: str) -> set[str]:
+    def named(self) -> list[str]:
+        """The user ids and user-group ids named in ``APPROVERS`` (empty for ``requester`` / ``channel``)."""
+        return sorted(self.users) + self.groups
+
+    async def group_members(self, group: str) -> set[str]:
+        """The members of user group ``group`` (``usergroups.users.list``, cached a minute; the last known
+        members, or none, when Slack refuses)."""
         cached = self._members.get(group)
         if cached is not None and time.monotonic() - cached[0] < GROUP_CACHE_SECONDS:
             return cached[1]

@@ -22,11 +22,12 @@ from bot.errors import (
 from bot.logs import log_context
 from bot.slack import modals
 from bot.slack.answer_modal import LOADING_VIEW, AnswerModal
-from bot.slack.answering import GONE, LOST_CLAIM, NOT_OPEN, STORE_DOWN, Answering, Found, Say, button_ref
+from bot.slack.answering import LOST_CLAIM, Answering, Found, Say, button_ref
 from bot.slack.approval_blocks import details_text
 from bot.slack.approvers import ApproverPolicy
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import Decided
+from bot.slack.notices import GONE, NOT_OPEN, STORE_DOWN
 from bot.slack.refs import QuestionRef
 from bot.slack.safe_text import safe_mrkdwn
 
@@ -59,7 +60,14 @@ class Approving:
         if found is None:
             return None
         state, ctx, call = found
-        if not await self.policy.may_approve(ctx, where.user):
+        try:
+            ok = await self.policy.may_approve(ctx, where.user) or await self.answering.escalated_to(
+                where.user, run_id=state.run_id, call=call, channel=where.channel_id
+            )
+        except StoreUnavailable:
+            await say(STORE_DOWN)
+            return None
+        if not ok:
             await say(self.policy.refusal(ctx))
             return None
         return state, ctx, call
@@ -208,7 +216,8 @@ class Approving:
         if isinstance(found, str):
             return found
         state, ctx, call = found
-        if not await self.policy.may_approve(ctx, user):
+        allowed = await self.policy.may_approve(ctx, user)
+        if not allowed and not await self.answering.escalated_to(user, run_id=state.run_id, call=call):
             return self.policy.refusal(ctx)
         check = await self.answering.agent.check(state, call)
         if not isinstance(check, Open) or check.pending.kind != "approval":

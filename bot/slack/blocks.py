@@ -19,6 +19,7 @@ Surfaces by selection mode (DESIGN.md): single select -> one button per option u
 select beyond; multi select -> checkboxes + Submit up to 10, a multi-static select + Submit beyond;
 free-form -> an "Answer" button that opens a modal. A form question (an MCP server's, ``payload.form``) is shown
 the same way by its one field (a form of several fields as free-form: its modal has a field each), plus Decline.
+Every question has Cancel: its requester withdraws it (:mod:`bot.slack.withdrawing`).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ ACT_MULTI = "ask_multi"
 ACT_SUBMIT = "ask_submit"
 ACT_OPEN = "ask_open_modal"
 ACT_FORM_DECLINE = "ask_form_decline"
+ACT_CANCEL = "ask_cancel"
 ACT_RETRY = "ask_retry"
 
 
@@ -203,11 +205,12 @@ def _question_message(
                 elements=[ButtonElement(text="Submit", action_id=ACT_SUBMIT, value=ref.value(0), style="primary")],
             )
         )
+    more = [ButtonElement(text="Cancel", action_id=ACT_CANCEL, value=ref.value(0))]  # the requester withdraws it
     if payload.form is not None:  # a server's question (a form) can be declined
         if len(payload.form.fields) > 1:
             hint = "press Answer to fill in the form"
-        decline = ButtonElement(text="Decline", action_id=ACT_FORM_DECLINE, value=ref.value(0))
-        blocks.append(ActionsBlock(block_id=ref.block_id("decline"), elements=[decline]))
+        more.insert(0, ButtonElement(text="Decline", action_id=ACT_FORM_DECLINE, value=ref.value(0)))
+    blocks.append(ActionsBlock(block_id=ref.block_id("more"), elements=more))
     who = _who(requester, answerers) + (f" · {hint}" if hint else "")
     blocks.append(ContextBlock(block_id=ref.block_id("who"), elements=[MarkdownTextObject(text=who)]))
     return [b.to_dict() for b in blocks]

@@ -34,6 +34,7 @@ from bot.slack.approvers import ApproverPolicy
 from bot.slack.context import SlackContext
 from bot.slack.mrkdwn import clip, escape
 from bot.slack.refs import QuestionRef
+from bot.slack.wait_plan import WaitPlan
 from bot.slack.webapi import SlackWeb
 from bot.store.conversations import ConversationIndex, MessageRef
 
@@ -70,7 +71,9 @@ class Follower:
         answerers: Answerers,
         approvers: ApproverPolicy,
         allow_user_mentions: bool = False,
+        plan: WaitPlan | None = None,
     ) -> None:
+        self.plan = plan  # schedules each question's deadline, reminders and escalation
         self.web = web
         self.index = index
         self.answerers: Answerers = answerers
@@ -99,6 +102,8 @@ class Follower:
                             )
                         case FinishChunk(payload=finish) if finish.status == "completed":
                             await self._reply(finish.text or "(no reply)", ctx)
+                        case FinishChunk(payload=finish) if finish.status == "stopped":
+                            await self._reply(f":octagonal_sign: {finish.text}", ctx)
                         case ErrorChunk(payload=error):
                             await self._failed(stream.run_id, error, ctx)
             finally:
@@ -127,6 +132,8 @@ class Follower:
             plain = escape(clip(fallback_text(payload), 39000))
             ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=plain)
         await self._record(run_id, suspended.tool_call_id, ctx, ts=ts, what="question")
+        if self.plan is not None:
+            await self.plan.asked(run_id, suspended.tool_call_id, expires_at=suspended.expires_at)
 
     async def _ask_approval(self, run_id: str, approval: ApprovalPayload, ctx: SlackContext) -> None:
         ref = QuestionRef.of(run_id, approval.tool_call_id)
@@ -134,6 +141,8 @@ class Follower:
         text = f"Approval needed to run {escape(approval.tool_name)}"
         ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text, blocks=blocks)
         await self._record(run_id, approval.tool_call_id, ctx, ts=ts, what="approval")
+        if self.plan is not None:
+            await self.plan.asked(run_id, approval.tool_call_id, expires_at=approval.expires_at)
 
     async def _record(self, run_id: str, call: str, ctx: SlackContext, *, ts: str | None, what: str) -> None:
         """Record the message ``ts`` (if posted) as showing ``call`` of ``run_id``, so clicks on it are accepted and
@@ -147,6 +156,8 @@ class Follower:
 
     async def close_approval(self, run_id: str, approval: ApprovalPayload, *, outcome: str) -> None:
         """Update every message showing the approval request to ``outcome`` (mrkdwn), without controls."""
+        if self.plan is not None:
+            await self.plan.closed(run_id, approval.tool_call_id)
         try:
             refs = await self.index.messages(run_id, approval.tool_call_id)
         except StoreUnavailable:
@@ -177,6 +188,8 @@ class Follower:
     ) -> None:
         """Update every message showing the question to its outcome: the question without controls and
         ``outcome`` (mrkdwn) below it; ``summary`` is the notification text's suffix (e.g. ``"answered"``)."""
+        if self.plan is not None:
+            await self.plan.closed(run_id, tool_call_id)
         try:
             refs = await self.index.messages(run_id, tool_call_id)
         except StoreUnavailable:

@@ -12,6 +12,7 @@ its lazy functions start, so what it decides (e.g. a modal's errors) reaches the
 | "Answer" button | ack, open a loading modal | :meth:`AnswerModal.on_open_modal`: the form or a notice |
 | answer modal ``view_submission`` | checks, errors under the input or close | :meth:`AnswerModal.on_modal_answer` |
 | form modal ``view_submission`` (MCP) | errors under each field, or close | :meth:`AnswerModal.on_form_answer` |
+| a question's Cancel | ack | :meth:`Withdrawing.on_cancel` |
 | Retry | ack | :meth:`Threads.on_retry` |
 | Approve | ack | :meth:`Approving.on_approve` |
 | Decline / Details | ack, open a loading modal | the reason form / the call's arguments |
@@ -99,6 +100,7 @@ def register(
     app.action(bk.ACT_SELECT)(ack=_ack, lazy=[on_click])
     app.action(bk.ACT_SUBMIT)(ack=_ack, lazy=[on_click])
     app.action(bk.ACT_FORM_DECLINE)(ack=_ack, lazy=[on_click])
+    app.action(bk.ACT_CANCEL)(ack=_ack, lazy=[jobs.add(threads.withdrawing.on_cancel)])
     app.action(bk.ACT_CHECKS)(_ack)
     app.action(bk.ACT_MULTI)(_ack)
     app.action(bk.ACT_OPEN)(ack=modal.open_modal, lazy=[on_open_modal])

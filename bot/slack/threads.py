@@ -27,16 +27,18 @@ from bot.agent.text import is_blank
 from bot.errors import RunNotFound, RunNotResumable, StoreCorrupt, StoreUnavailable
 from bot.logs import log_context
 from bot.slack import blocks as bk
-from bot.slack.answering import EXPIRED, STORE_DOWN, UNREADABLE, Answering
+from bot.slack.answering import Answering
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import FAILURE, Follower, failure_text
 from bot.slack.mrkdwn import unescape
+from bot.slack.notices import EXPIRED, STORE_DOWN, UNREADABLE
 from bot.slack.webapi import SlackWeb
+from bot.slack.withdrawing import Withdrawing, says_stop
 from bot.store.conversations import ConversationIndex
 
 log = logging.getLogger(__name__)
 
-BUSY = "I'm still working on this thread; one moment."
+BUSY = "I'm still working on this thread; one moment (say `stop` to stop me)."
 
 # Message subtypes that are a person speaking (docs.slack.dev reference/events/message); every other subtype
 # (edits, deletions, joins, bot messages, topic changes...) is not.
@@ -66,6 +68,7 @@ class Threads:
         self.web = web
         self.follower = follower
         self.answering = answering
+        self.withdrawing = Withdrawing(answering)
 
     # --- events ----------------------------------------------------------------------------------
 
@@ -189,7 +192,10 @@ class Threads:
             return True
         if previous.status == "running":
             if not await self.answering.continue_orphan(previous, prev_ctx):
-                await say(BUSY)
+                if says_stop(text):
+                    await self.withdrawing.stop(previous, prev_ctx, where)
+                else:
+                    await say(BUSY)
                 return True
             after = await self.agent.get_run(previous.run_id)  # continued to its next stop
             if after.status == "suspended":  # it asked something: that question comes first
@@ -211,12 +217,16 @@ class Threads:
         except StoreCorrupt as exc:
             log.error("run %s: stored record unreadable (%s); thread reply ignored", exc.run_id, exc)
             return
+        text = unescape(str((body.get("event") or {}).get("text") or "")).strip()
+        if state is not None and ctx is not None and state.status == "running" and says_stop(text):
+            if not await self.agent.is_orphaned(state):
+                await self.withdrawing.stop(state, ctx, where)
+            return
         if state is None or ctx is None or state.pending is None:
             return
         if state.status not in ("suspended", "expired") and not state.pending.live_owner:
             return
         call = state.pending.tool_call_id
-        text = unescape(str((body.get("event") or {}).get("text") or "")).strip()
         with log_context(run_id=state.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id, user_id=where.user):
             try:
                 if not self.answering.may_answer(ctx, where.user):

@@ -58,6 +58,19 @@ class SlackWeb:
                 return None
         return None
 
+    async def post_to(
+        self, channel: str, *, text: str, blocks: list[dict[str, Any]] | None = None
+    ) -> tuple[str, str] | None:
+        """``chat.postMessage`` to a channel or, given a user id, to the person's DM with the app; returns
+        ``(channel_id, ts)`` as Slack answers them (a DM's ``D…`` id), or None when Slack refused."""
+        try:
+            resp = await self.client.chat_postMessage(channel=channel, text=text, blocks=blocks)
+        except SlackApiError as exc:
+            log.error("chat.postMessage failed: %s", _error(exc))
+            return None
+        posted_in, ts = resp.get("channel"), resp.get("ts")
+        return (str(posted_in), str(ts)) if posted_in and ts else None
+
     async def update(self, channel: str, ts: str, *, text: str, blocks: list[dict[str, Any]]) -> bool:
         """``chat.update`` of a message the bot posted; False when Slack refused it."""
         try:

@@ -167,3 +167,25 @@ class ConversationIndex:
             return bool(await self._first_sight(keys=[key], args=[token, self.retention]))
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while marking a notice: {type(exc).__name__}") from None
+
+    async def escalate(self, run_id: str, *, key: str, to: list[str]) -> None:
+        """Let ``to`` (user ids, or the channel ids of channels it was posted to) answer ``(run_id, key)`` too.
+        Raises ``StoreUnavailable``."""
+        if not to:
+            return
+        name = self.keys.escalated(run_id, key)
+        try:
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.sadd(name, *to)
+                pipe.expire(name, self.retention)
+                await pipe.execute()
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while recording an escalation: {type(exc).__name__}") from None
+
+    async def escalated(self, run_id: str, key: str) -> set[str]:
+        """Who else may answer ``(run_id, key)`` (see :meth:`escalate`). Raises ``StoreUnavailable``."""
+        try:
+            members = await self.client.smembers(self.keys.escalated(run_id, key))
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while reading an escalation: {type(exc).__name__}") from None
+        return {t for t in (_text(m) for m in members) if t}

@@ -11,11 +11,15 @@ one Redis without seeing each other's data. Keys that one Lua script touches tog
   posted for each of the run's questions (``key``: its tool_call_id) and notices (see
   :mod:`bot.store.conversations`).
 - ``{prefix}stop:{<run_id>}`` - string with a TTL: a person asked the working run to stop (their id).
+- ``{prefix}esc:{<run_id>}:{tool_call_id}`` - set: who else may answer a question once it was escalated (user ids,
+  and channel ids of channels it was posted to).
 - ``{prefix}event:{event_id}`` - string: a Slack event already taken (retry dedupe).
 - ``{prefix}thread:{team_id}:{channel_id}:{thread_ts}`` - hash: the run of a Slack thread.
 - ``{prefix}told:{<run_id>}:{tool_call_id}:{user}:{topic}`` - string: a person was told ``topic`` once.
 - ``{prefix}active:{person}`` - sorted set: the person's working runs (slot -> when it lapses, ms), see
   :mod:`bot.store.limits`.
+- ``{prefix}due`` - sorted set: things due later (deadlines, reminders, escalations, Home refreshes), scored by
+  when (ms, Redis's clock), see :mod:`bot.store.schedule`.
 - ``{prefix}{work}`` - stream: jobs from ``web`` processes for ``worker`` processes; ``{prefix}{work}:job:{id}``
   marks a job id already queued (a resent XADD queues nothing).
 """
@@ -49,6 +53,10 @@ class Keys:
         """Who asked run ``run_id`` to stop (same slot as :meth:`run`)."""
         return f"{self.prefix}stop:{{{run_id}}}"
 
+    def escalated(self, run_id: str, tool_call_id: str) -> str:
+        """Who else may answer question ``tool_call_id`` of run ``run_id`` (same slot as :meth:`run`)."""
+        return f"{self.prefix}esc:{{{run_id}}}:{tool_call_id}"
+
     def event(self, event_id: str) -> str:
         """The marker of a Slack ``event_id`` already processed."""
         return f"{self.prefix}event:{event_id}"
@@ -64,6 +72,10 @@ class Keys:
     def active_runs(self, person: str) -> str:
         """The slots of ``person``'s working runs (``person``: e.g. ``team:user``)."""
         return f"{self.prefix}active:{person}"
+
+    def due(self) -> str:
+        """The sorted set of scheduled items (:mod:`bot.store.schedule`)."""
+        return f"{self.prefix}due"
 
     def work(self) -> str:
         """The stream of jobs from web processes to workers (consumer group ``workers``)."""

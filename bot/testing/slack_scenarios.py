@@ -36,6 +36,11 @@ def has_controls(message: dict[str, Any]) -> bool:
     return any(b["type"] == "actions" for b in message.get("blocks", []))
 
 
+def is_choice_block(block: dict[str, Any]) -> bool:
+    """An actions block of a question's answers (not its Cancel / Decline row)."""
+    return block["type"] == "actions" and not str(block.get("block_id", "")).endswith("|more")
+
+
 def is_answer_form(view: dict[str, Any]) -> bool:
     """The answer modal's form (it opens as a loading modal first)."""
     return view.get("callback_id") == ANSWER_FORM

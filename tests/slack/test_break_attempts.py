@@ -29,6 +29,7 @@ from bot.testing.slack_scenarios import (
     button,
     current,
     has_controls,
+    is_choice_block,
     resumed_requests,
     text_is,
     thread_run_id,
@@ -467,7 +468,7 @@ async def test_long_look_alike_labels_are_told_apart_on_the_buttons(
         options = [{"label": first}, {"label": twin(first)}]
         assert options[0]["label"] != options[1]["label"]
         _thread, q = await ask(h, {"question": "Which?", "options": options})
-        shown = [e["text"]["text"] for b in q["blocks"] if b["type"] == "actions" for e in b["elements"]]
+        shown = [e["text"]["text"] for b in q["blocks"] if is_choice_block(b) for e in b["elements"]]
         seen = [unicodedata.normalize("NFKC", s).translate(_CONFUSABLES) for s in shown]
         assert len(set(seen)) == 2, shown
 

@@ -19,6 +19,7 @@ from bot.testing.slack_scenarios import (
     ask,
     has_controls,
     is_answer_form,
+    is_choice_block,
     past_deadline,
     resumed_requests,
 )
@@ -276,7 +277,7 @@ async def test_limits_hold_and_full_labels_reach_the_model(fake_redis: aioredis.
             h.model.reset()
             thread, q = await ask(h, args, then="ok")
             if args["question"] == "Long label":
-                shown = [e["text"]["text"] for b in q["blocks"] if b["type"] == "actions" for e in b["elements"]]
+                shown = [e["text"]["text"] for b in q["blocks"] if is_choice_block(b) for e in b["elements"]]
                 assert all(len(t) <= 75 for t in shown) and shown[0].endswith("…")
                 await h.ws.click(q, shown[0], user=ALICE)
                 await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "ok")
@@ -284,7 +285,7 @@ async def test_limits_hold_and_full_labels_reach_the_model(fake_redis: aioredis.
                     next(m for m in reversed(h.model.requests[-1]["messages"]) if m["role"] == "tool")["content"]
                 )
                 assert last["answer"] == long_label and last["answer_type"] == "option"
-            types = [e["type"] for b in q["blocks"] if b["type"] == "actions" for e in b["elements"]]
+            types = [e["type"] for b in q["blocks"] if is_choice_block(b) for e in b["elements"]]
             if args["question"] == "Pick many":
                 assert types == ["multi_static_select", "button"]
             if args["question"] == "Pick one":

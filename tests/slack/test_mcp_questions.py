@@ -58,7 +58,7 @@ async def test_a_yes_no_question_is_two_buttons_and_decline_and_a_click_answers_
 ) -> None:
     async with harness(fake_redis, settings=mcp_settings(tmp_path, protocol=protocol)) as h:
         thread, q = await ask(h, "deploy", {"service": "web"}, then="Deployed web.")
-        assert "Deploy web now?" in blocks_text(q) and buttons(q) == ["Yes", "No", "Decline"]
+        assert "Deploy web now?" in blocks_text(q) and buttons(q) == ["Yes", "No", "Decline", "Cancel"]
         await h.ws.click(q, "Yes", user=BOB)  # not the requester: refused, nothing taken
         await h.ws.click(q, "Yes", user=ALICE)
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Deployed web.")
@@ -74,7 +74,7 @@ async def test_decline_tells_the_server_and_the_message_says_so(
 ) -> None:
     async with harness(fake_redis, settings=mcp_settings(tmp_path)) as h:
         thread, q = await ask(h, "pick_region", {}, then="Fine.")
-        assert buttons(q) == ["Europe", "Americas", "Asia-Pacific", "Decline"]
+        assert buttons(q) == ["Europe", "Americas", "Asia-Pacific", "Decline", "Cancel"]
         await h.ws.click(q, "Decline", user=ALICE)
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Fine.")
         await h.settle()
@@ -88,7 +88,7 @@ async def test_a_typed_reply_answers_a_one_field_question_and_a_bad_number_is_re
 ) -> None:
     async with harness(fake_redis, settings=mcp_settings(tmp_path, protocol=protocol)) as h:
         thread, q = await ask(h, "set_replicas", {}, then="Scaled.")
-        assert "whole number" in blocks_text(q) and buttons(q) == ["Answer", "Decline"]
+        assert "whole number" in blocks_text(q) and buttons(q) == ["Answer", "Decline", "Cancel"]
         await h.ws.reply_in_thread(ALICE, GENERAL, thread, "a dozen")
         told = await h.ws.wait_for_ephemeral(user=ALICE, predicate=lambda m: "couldn't take" in m["text"])
         assert "must be a whole number" in told["text"]
@@ -104,7 +104,7 @@ async def test_a_form_of_several_fields_is_one_modal_that_shows_each_problem_und
 ) -> None:
     async with harness(fake_redis, settings=mcp_settings(tmp_path)) as h:
         thread, q = await ask(h, "profile", {}, then="Saved.")
-        assert buttons(q) == ["Answer", "Decline"] and "press Answer to fill in the form" in blocks_text(q)
+        assert buttons(q) == ["Answer", "Decline", "Cancel"] and "press Answer to fill in the form" in blocks_text(q)
         await h.ws.reply_in_thread(ALICE, GENERAL, thread, "Ada, 36, red")
         told = await h.ws.wait_for_ephemeral(user=ALICE, predicate=lambda m: "several fields" in m["text"])
         assert "press Answer" in told["text"]

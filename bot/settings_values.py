@@ -1,0 +1,122 @@
+"""Parsers of setting values (durations, Slack ids, choices, URLs), each raising ``ValueError`` with the reason
+:mod:`bot.config` shows on the setting's error line."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from pydantic import BeforeValidator
+
+MAX_DURATION = 10 * 365 * 86400  # ten years: beyond that a TTL is a typo, and Redis expiry times overflow
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION_PART = re.compile(r"(\d+)([smhd])")
+_DURATION_FORMS = "whole seconds or a duration like 30s, 30m, 1h, 2d"
+
+
+def parse_duration(value: object) -> int:
+    """Seconds from ``90``, ``"90"``, ``"30s"``, ``"30m"``, ``"1h"``, ``"2d"`` or ``"1h30m"`` (units s/m/h/d,
+    any case, surrounding spaces ignored). Negative values come back negative (callers set the bounds).
+
+    Raises ``ValueError`` (whose message never repeats the value) for anything else.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"must be {_DURATION_FORMS}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if not isinstance(value, str):
+        raise ValueError(f"must be {_DURATION_FORMS}")
+    text = value.strip().lower().replace(" ", "")
+    sign = -1 if text.startswith("-") else 1
+    text = text.removeprefix("-").removeprefix("+")
+    if text.isdigit():
+        return sign * int(text)
+    if not text or _DURATION_PART.sub("", text):
+        raise ValueError(f"must be {_DURATION_FORMS}")
+    return sign * sum(int(n) * _UNITS[unit] for n, unit in _DURATION_PART.findall(text))
+
+
+def positive_duration(value: object) -> int:
+    seconds = parse_duration(value)
+    if seconds <= 0:
+        raise ValueError("must be more than 0 seconds")
+    if seconds > MAX_DURATION:
+        raise ValueError("must be at most 3650d (ten years)")
+    return seconds
+
+
+PositiveDuration = Annotated[int, BeforeValidator(positive_duration)]
+"""An ``int`` of seconds, given as seconds or ``30s`` / ``30m`` / ``1h`` / ``2d``; more than 0."""
+
+
+def people_ids(text: str, problem: str) -> str:
+    """Comma-separated Slack user ids (``U…``, ``W…``) and user-group ids (``S…``), normalized; else ValueError."""
+    ids = [part.strip() for part in text.split(",") if part.strip()]
+    if not ids or any(not re.fullmatch(r"[UWS][A-Z0-9_]{1,63}", i) for i in ids):
+        raise ValueError(problem)
+    return ",".join(ids)
+
+
+def one_of(value: object, choices: tuple[str, ...], *, upper: bool = False) -> str:
+    if isinstance(value, str):
+        text = value.strip().upper() if upper else value.strip().lower()
+        if text in choices:
+            return text
+    listed = " or ".join(choices) if len(choices) == 2 else "one of " + ", ".join(choices)
+    raise ValueError(f"must be {listed}")
+
+
+def http_url(value: object, example: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be an http:// or https:// URL, e.g. {example}")
+    text = value.strip()
+    parts = urlsplit(text)
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"must be an http:// or https:// URL with a host, e.g. {example}")
+    try:
+        parts.port  # noqa: B018 - raises ValueError on a malformed port
+    except ValueError:
+        raise ValueError("has a port that is not a number from 0 to 65535") from None
+    return text
+
+
+def redis_url_value(value: object) -> str:
+    example = "e.g. redis://127.0.0.1:6379/0"
+    if not isinstance(value, str):
+        raise ValueError(f"must be a redis://, rediss:// or unix:// URL, {example}")
+    text = value.strip()
+    parts = urlsplit(text)
+    scheme = parts.scheme.lower()
+    if scheme == "unix":
+        if not parts.path:
+            raise ValueError("must name the socket's path, e.g. unix:///run/redis/redis.sock")
+        return text
+    if scheme not in ("redis", "rediss") or "://" not in text:
+        raise ValueError(f"must be a redis://, rediss:// or unix:// URL, {example}")
+    if not parts.hostname:
+        raise ValueError(f"must name a host, {example}")
+    try:
+        parts.port  # noqa: B018 - raises ValueError on a malformed port
+    except ValueError:
+        raise ValueError(f"has a port that is not a number from 0 to 65535, {example}") from None
+    db = parts.path.strip("/")
+    if db and not db.isdigit():
+        raise ValueError(f"has a database (the path after the host) that is not a number, {example}")
+    return text
+
+
+def redis_address(url: str) -> str:
+    """Where a Redis URL points, without credentials: ``redis://:pw@db.example:6380/2`` -> ``db.example:6380``,
+    ``unix:///run/redis.sock`` -> ``unix:/run/redis.sock``. Never raises (a malformed port shows as 6379)."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() == "unix":
+        return f"unix:{parts.path}"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    host = parts.hostname or "localhost"
+    return f"[{host}]:{port or 6379}" if ":" in host else f"{host}:{port or 6379}"
