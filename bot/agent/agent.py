@@ -366,4 +366,6 @@ class Agent(Claims):
     def _suspended_payload(self, pending: PendingCall) -> SuspendedPayload:
         tool = self.tools.get(pending.tool_name)
         payload = tool.load_suspend_payload(pending.suspend_payload) if tool else pending.suspend_payload
-        return SuspendedPayload(pending.tool_call_id, pending.tool_name, pending.args, payload, pending.expires_at)
+        return SuspendedPayload(
+            pending.tool_call_id, pending.tool_name, pending.args, payload, pending.expires_at, pending.suspended_at
+        )

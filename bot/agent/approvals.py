@@ -109,4 +109,5 @@ def approval_payload(pending: PendingCall) -> ApprovalPayload:
         description=str(stored.get("description") or ""),
         interrupted=pending.interrupted,
         expires_at=pending.expires_at,
+        asked_at=pending.suspended_at,
     )

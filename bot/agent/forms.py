@@ -38,6 +38,8 @@ from bot.errors import AnswerError, BotError
 FieldKind = Literal["text", "number", "integer", "boolean", "choice", "choices"]
 YES, NO = "Yes", "No"
 MAX_FIELDS = 20  # a modal holds 100 blocks; a form longer than this is not a question for a person in a thread
+_INTEGER = re.compile(r"^[+-]?\d{1,4000}$")
+MAX_CHOICES = 100  # Slack's static select holds 100 options
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 
@@ -97,7 +99,8 @@ class Form(_Model):
             raise FormUnsupported("the requested schema's properties are not an object")
         if len(properties) > MAX_FIELDS:
             raise FormUnsupported(f"the form has {len(properties)} fields; at most {MAX_FIELDS} can be asked")
-        required = set(schema.get("required") or [])
+        listed = schema.get("required")
+        required = {str(r) for r in listed} if isinstance(listed, list) else set()
         return cls(fields=[_field(str(name), prop, name in required) for name, prop in properties.items()])
 
     def reply(self, picked: str | list[str] | FormReply) -> str:
@@ -238,16 +241,29 @@ def _field(name: str, prop: Any, required: bool) -> FormField:
 
 
 def _options(prop: dict[str, Any]) -> list[FieldOption] | None:
-    """The choices of ``oneOf`` / ``anyOf`` ``{const, title}``, or of an ``enum`` (titled by ``enumNames``)."""
+    """The choices of ``oneOf`` / ``anyOf`` ``{const, title}``, or of an ``enum`` (titled by ``enumNames``); a
+    blank title shows the value. Raises :class:`FormUnsupported` for choices a person could not tell apart (two
+    alike, or one's name another's value) or more than :data:`MAX_CHOICES`."""
+    pairs: list[tuple[str, Any]] | None = None
     for key in ("oneOf", "anyOf"):
         if isinstance(prop.get(key), list) and all(isinstance(o, dict) and "const" in o for o in prop[key]):
-            return [FieldOption(value=str(o["const"]), label=str(o.get("title") or o["const"])) for o in prop[key]]
-    if isinstance(prop.get("enum"), list):
+            pairs = [(str(o["const"]), o.get("title")) for o in prop[key]]
+            break
+    if pairs is None and isinstance(prop.get("enum"), list):
         raw_names = prop.get("enumNames")
         names: list[Any] = raw_names if isinstance(raw_names, list) else []
-        values = [str(v) for v in prop["enum"]]
-        return [FieldOption(value=v, label=str(names[i]) if i < len(names) else v) for i, v in enumerate(values)]
-    return None
+        pairs = [(str(v), names[i] if i < len(names) else None) for i, v in enumerate(prop["enum"])]
+    if pairs is None:
+        return None
+    options = [FieldOption(value=v, label=str(t).strip() if t is not None and str(t).strip() else v) for v, t in pairs]
+    if len(options) > MAX_CHOICES:
+        raise FormUnsupported(f"it offers {len(options)} choices; at most {MAX_CHOICES} can be shown")
+    labels = [o.label for o in options]
+    if len(set(labels)) < len(labels) or len({o.value for o in options}) < len(options):
+        raise FormUnsupported("two of its choices are alike")
+    if any(o.label != o.value and o.label in {p.value for p in options} for o in options):
+        raise FormUnsupported("a choice is named like another choice's value")
+    return options
 
 
 def _empty(value: Any) -> bool:
@@ -299,29 +315,44 @@ def _number(f: FormField, value: Any) -> int | float:
     wanted = "must be a whole number" if f.kind == "integer" else "must be a number"
     if isinstance(value, bool):
         raise AnswerError(wanted)
+    text = value if isinstance(value, int | float) else str(value).strip().replace(",", "")
+    if f.kind == "integer" and (isinstance(text, int) or (isinstance(text, str) and _INTEGER.match(text))):
+        whole = int(text)  # exact, however large (a float would round it)
+        _in_range(f, whole)
+        return whole
     try:
-        number = float(str(value).strip().replace(",", "")) if not isinstance(value, int | float) else float(value)
-    except ValueError:
+        number = float(text)
+    except (ValueError, OverflowError):
         raise AnswerError(wanted) from None
     if not math.isfinite(number) or (f.kind == "integer" and not number.is_integer()):
         raise AnswerError(wanted)
+    _in_range(f, number)
+    return int(number) if f.kind == "integer" else number
+
+
+def _in_range(f: FormField, number: float) -> None:
+    """Raise ``AnswerError`` when ``number`` is outside the field's ``minimum`` / ``maximum``."""
     if f.minimum is not None and number < f.minimum:
         raise AnswerError(f"must be at least {f.minimum:g}")
     if f.maximum is not None and number > f.maximum:
         raise AnswerError(f"must be at most {f.maximum:g}")
-    return int(number) if f.kind == "integer" else number
 
 
 def _choice(f: FormField, value: Any) -> str:
-    text = str(value).strip()
-    for option in f.options or []:
-        if text in (option.label, option.value):
-            return option.value
-    lowered = text.casefold()
-    for option in f.options or []:
-        if lowered in (option.label.casefold(), option.value.casefold()):
-            return option.value
-    raise AnswerError(f"{text!r} is not one of the choices")
+    """The value of the option ``value`` names: by its label, else its value; exactly, then ignoring case and
+    surrounding space."""
+    text = str(value)
+    loose = text.strip().casefold()
+    options = f.options or []
+    for found in (
+        [o for o in options if o.label == text],
+        [o for o in options if o.value == text],
+        [o for o in options if o.label.casefold() == loose],
+        [o for o in options if o.value.strip().casefold() == loose],
+    ):
+        if len(found) == 1:
+            return found[0].value
+    raise AnswerError(f"{text.strip()!r} is not one of the choices")
 
 
 def _shown(f: FormField, value: Any) -> str:

@@ -22,11 +22,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from bot.agent.state import PendingCall, ResumeData, RunState, ToolCall, utcnow
 from bot.agent.store import RunStore
-from bot.agent.stream import AgentStream, SuspendedChunk, SuspendedPayload
+from bot.agent.stream import (
+    AgentStream,
+    QuestionClosedChunk,
+    QuestionClosedPayload,
+    SuspendedChunk,
+    SuspendedPayload,
+)
 from bot.agent.tools import LiveAsk, Tool
 from bot.errors import RunConflict, StoreUnavailable
 
@@ -79,9 +85,24 @@ class LiveQuestions:
         await self._save(state)  # still running: the lease stays with this process
         tool = self.tools.get(call.name)
         shown = tool.load_suspend_payload(payload) if tool is not None else payload
-        expires = state.pending.expires_at
-        out.emit(SuspendedChunk(state.run_id, SuspendedPayload(call.id, call.name, args, shown, expires)))
-        return await self._wait(state, call.id)
+        pending = state.pending
+        out.emit(
+            SuspendedChunk(
+                state.run_id,
+                SuspendedPayload(call.id, call.name, args, shown, pending.expires_at, pending.suspended_at),
+            )
+        )
+        answer: ResumeData | None = None
+        try:
+            answer = await self._wait(state, call.id)
+            return answer
+        finally:
+            if answer is None:  # no answer: its deadline passed, or the call ended first (e.g. its server died)
+                if state.pending is pending:
+                    state.pending = None  # nothing waits now; the next save records it
+                reason: Literal["expired", "ended"] = "expired" if _past(pending) else "ended"
+                closed = QuestionClosedPayload(call.id, call.name, shown, pending.suspended_at, reason)
+                out.emit(QuestionClosedChunk(state.run_id, closed))
 
     async def _wait(self, state: RunState, call_id: str) -> ResumeData | None:
         """Poll the run until its answer is claimed (returns it) or its deadline passes (closes it, returns
@@ -120,6 +141,10 @@ class LiveQuestions:
     async def _save(self, state: RunState) -> None:
         saved = await self.store.save(state, owner=self.owner)
         state.revision, state.updated_at = saved.revision, saved.updated_at
+
+
+def _past(pending: PendingCall) -> bool:
+    return pending.expires_at is not None and utcnow() >= pending.expires_at
 
 
 def _adopt(state: RunState, loaded: RunState) -> None:

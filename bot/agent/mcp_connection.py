@@ -57,6 +57,7 @@ class McpConnection:
         self._asking: LiveAsk | None = None  # that call's way to ask a person
         self._ask_failed: BaseException | None = None  # why that call's question could not be asked
         self._clock: asyncio.Timeout | None = None  # that call's time limit (paused while a person is asked)
+        self._one_question = asyncio.Lock()
 
     async def start(self) -> list[types.Tool]:
         """Open the session and list the server's tools. Raises :class:`McpUnavailable`."""
@@ -150,6 +151,12 @@ class McpConnection:
             payload = question_for(params)
         except FormUnsupported as exc:
             return types.ErrorData(code=types.INVALID_PARAMS, message=f"the bot can't ask this: {exc}")
+        async with self._one_question:  # a call's questions are asked one at a time, like the agent's own
+            return await self._ask_live(ask, clock, payload)
+
+    async def _ask_live(
+        self, ask: LiveAsk, clock: asyncio.Timeout | None, payload: dict[str, Any]
+    ) -> types.ElicitResult | types.ErrorData:
         loop = asyncio.get_running_loop()
         when = clock.when() if clock is not None else None
         left = when - loop.time() if when is not None else None

@@ -32,7 +32,7 @@ import mcp_types as types
 from pydantic import BaseModel, ValidationError
 
 from bot.agent.ask_user import AskUserOption, AskUserPayload
-from bot.agent.forms import Form, FormReply, FormUnsupported
+from bot.agent.forms import MAX_CHOICES, Form, FormReply, FormUnsupported
 from bot.agent.mcp_tool import McpStateRefused, McpToolError
 from bot.agent.tools import ToolContext
 from bot.errors import AnswerError
@@ -45,7 +45,6 @@ Send = Callable[
     [dict[str, types.InputResponse] | None, str | None], Awaitable[types.CallToolResult | types.InputRequiredResult]
 ]
 MAX_ROUNDS = 10  # input_required rounds per call (the SDK's own default)
-MAX_CHOICES = 100  # Slack's static select holds 100 options
 
 
 def question_for(params: types.ElicitRequestParams) -> dict[str, Any]:

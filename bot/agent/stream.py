@@ -13,6 +13,9 @@ the class, or compare ``chunk.type``); each has ``run_id`` and a ``payload``:
   ``(tool_call_id, tool_name, args, description, interrupted)``: the call waits for
   ``Agent.approve_tool_call`` / ``decline_tool_call`` (``interrupted``: an approved run of it was cut short by a
   crash; it may or may not have run)
+- ``tool-call-question-closed``: :class:`QuestionClosedChunk`, payload :class:`QuestionClosedPayload`
+  ``(tool_call_id, tool_name, suspend_payload, asked_at, reason)``: a question a running tool asked
+  (``tool-call-suspended`` while the run goes on) ended without an answer
 - ``finish``: :class:`FinishChunk`, payload :class:`FinishPayload` ``(status, text)``; ``status`` is
   ``completed``, ``suspended``, ``handed_off`` (the answer went to the process whose tool call asked the
   question live; that process continues the run and its stream shows the rest) or ``stopped`` (a person asked it
@@ -71,6 +74,7 @@ class SuspendedPayload:
     args: dict[str, Any]
     suspend_payload: BaseModel | dict[str, Any]
     expires_at: datetime | None = None  # the answer's deadline
+    asked_at: datetime | None = None  # when this question was asked (a tool call may ask more than once)
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,19 @@ class ApprovalPayload:
     description: str
     interrupted: bool = False
     expires_at: datetime | None = None  # the decision's deadline
+    asked_at: datetime | None = None  # when it was asked (an interrupted call is asked again)
+
+
+@dataclass(frozen=True)
+class QuestionClosedPayload:
+    """A question asked live by a running tool (:mod:`bot.agent.live_questions`) that ended without an answer:
+    ``reason`` ``expired`` (its deadline passed) or ``ended`` (the tool call ended first)."""
+
+    tool_call_id: str
+    tool_name: str
+    suspend_payload: BaseModel | dict[str, Any]
+    asked_at: datetime | None
+    reason: Literal["expired", "ended"]
 
 
 @dataclass(frozen=True)
@@ -133,6 +150,13 @@ class ApprovalChunk:
 
 
 @dataclass(frozen=True)
+class QuestionClosedChunk:
+    run_id: str
+    payload: QuestionClosedPayload
+    type: Literal["tool-call-question-closed"] = "tool-call-question-closed"
+
+
+@dataclass(frozen=True)
 class FinishChunk:
     run_id: str
     payload: FinishPayload
@@ -146,7 +170,16 @@ class ErrorChunk:
     type: Literal["error"] = "error"
 
 
-Chunk = TextDeltaChunk | ToolCallChunk | ToolResultChunk | SuspendedChunk | ApprovalChunk | FinishChunk | ErrorChunk
+Chunk = (
+    TextDeltaChunk
+    | ToolCallChunk
+    | ToolResultChunk
+    | SuspendedChunk
+    | ApprovalChunk
+    | QuestionClosedChunk
+    | FinishChunk
+    | ErrorChunk
+)
 """One event of a run's stream (see the module docstring)."""
 
 _END = object()

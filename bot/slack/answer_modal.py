@@ -13,6 +13,7 @@ import asyncio
 import hashlib
 import hmac
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 from bot.agent.answers import Expired, Open
@@ -22,12 +23,13 @@ from bot.agent.text import is_blank
 from bot.errors import StoreUnavailable
 from bot.logs import log_context
 from bot.slack import modals
-from bot.slack.answering import Answering, Found, button_ref
+from bot.slack.answering import Answering, Found
 from bot.slack.context import Where
 from bot.slack.mrkdwn import clip, escape
-from bot.slack.notices import STORE_DOWN, explain
-from bot.slack.picks import Pick
+from bot.slack.notices import NOT_OPEN, STORE_DOWN, explain
+from bot.slack.picks import Pick, button_ref
 from bot.slack.refs import QuestionRef
+from bot.store.conversations import asked_id
 
 MODAL_CHECK_SECONDS = 2.0  # a view_submission must be acked within 3 s
 # Context keys an ack function leaves for its lazy function (Bolt copies the context to it after the ack).
@@ -44,22 +46,24 @@ class AnswerModal:
         self.answering = answering
         self.key = key
 
-    def metadata(self, *, run_id: str, call: str, user: str, view_id: str) -> dict[str, str]:
-        """The form's ``private_metadata``: the question, the person it was opened for, the view, and a signature
-        of the four (HMAC-SHA256), so a submission is tied to a form this bot opened for that person and
-        question."""
-        fields = {"r": run_id, "c": call, "u": user, "v": view_id}
+    def metadata(
+        self, *, run_id: str, call: str, user: str, view_id: str, asked: datetime | None = None
+    ) -> dict[str, str]:
+        """The form's ``private_metadata``: the question (and which asking of it, ``asked``), the person it was
+        opened for, the view, and a signature of them (HMAC-SHA256), so a submission is tied to a form this bot
+        opened for that person and that question."""
+        fields = {"r": run_id, "c": call, "u": user, "v": view_id, "a": asked_id(asked)}
         return {**fields, "s": self._sign(fields)}
 
     def opened_by_us(self, meta: dict[str, str], *, user: str, view_id: str) -> bool:
         """Whether ``meta`` (a submitted form's metadata) is a form the bot opened for ``user`` as view ``view_id``."""
-        fields = {k: meta.get(k, "") for k in ("r", "c", "u", "v")}
-        if not all(fields.values()) or fields["u"] != user or fields["v"] != view_id:
+        fields = {k: meta.get(k, "") for k in ("r", "c", "u", "v", "a")}
+        if not all(fields[k] for k in ("r", "c", "u", "v")) or fields["u"] != user or fields["v"] != view_id:
             return False
         return hmac.compare_digest(self._sign(fields), meta.get("s", ""))
 
     def _sign(self, fields: dict[str, str]) -> str:
-        text = "|".join(fields[k] for k in ("r", "c", "u", "v"))
+        text = "|".join(fields[k] for k in ("r", "c", "u", "v", "a"))
         return hmac.new(self.key, text.encode(), hashlib.sha256).hexdigest()[:32]
 
     # --- the answer modal ------------------------------------------------------------------------
@@ -101,7 +105,8 @@ class AnswerModal:
                 await self.answering.not_open(check, state, ctx=ctx, call=call, user=where.user, say=notice)
                 return
             payload = AskUserPayload.model_validate(check.pending.suspend_payload)
-            meta = self.metadata(run_id=ref.run_id, call=ref.call, user=where.user, view_id=view_id)
+            asked = check.pending.suspended_at
+            meta = self.metadata(run_id=ref.run_id, call=ref.call, user=where.user, view_id=view_id, asked=asked)
             if payload.form is not None and payload.form.fields:  # a server's question: a field each
                 form = modals.form_modal(payload.form, payload.question, private_metadata=meta)
             else:
@@ -228,7 +233,14 @@ class AnswerModal:
         user = str((body.get("user") or {}).get("id") or "")
         if not self.opened_by_us(meta, user=user, view_id=str(view.get("id") or "")):
             return NOT_OURS
-        return await self.answering.find_or_reason(QuestionRef(run_id=meta["r"], call=meta["c"]))
+        found = await self.answering.find_or_reason(QuestionRef(run_id=meta["r"], call=meta["c"]))
+        if isinstance(found, str):
+            return found
+        pending = found[0].pending
+        now = pending is not None and pending.tool_call_id == found[2] and pending.resume is None
+        if now and pending is not None and meta.get("a") and asked_id(pending.suspended_at) != meta["a"]:
+            return NOT_OPEN  # a form of an earlier asking of this call: its question is not the one open now
+        return found
 
 
 def modal_key(secret: str) -> bytes:

@@ -22,7 +22,7 @@ from bot.agent import Agent
 from bot.agent.answers import AnswerCheck, Answered, Expired, Open, question_of
 from bot.agent.ask_user import AskUserPayload
 from bot.agent.forms import FormReply
-from bot.agent.state import ResumeData, RunState
+from bot.agent.state import PendingCall, ResumeData, RunState
 from bot.agent.text import is_blank
 from bot.config import Answerers
 from bot.errors import (
@@ -56,7 +56,7 @@ from bot.slack.picks import Pick, label, resume_data, shown, ticked
 from bot.slack.refs import BadReference, QuestionRef, parse_index
 from bot.slack.typed_answers import labels_in_text
 from bot.slack.webapi import SlackWeb
-from bot.store.conversations import ConversationIndex
+from bot.store.conversations import ConversationIndex, asked_id
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +193,7 @@ class Answering:
         if slot is None:
             return
         try:
-            await self._claim(state, ctx, check.pending.suspend_payload, call=call, where=where, pick=pick, say=say)
+            await self._claim(state, ctx, check.pending, call=call, where=where, pick=pick, say=say)
         finally:
             await slot.release()
 
@@ -201,14 +201,14 @@ class Answering:
         self,
         state: RunState,
         ctx: SlackContext,
-        question: dict[str, Any],
+        pending: PendingCall,
         *,
         call: str,
         where: Where,
         pick: Pick,
         say: Say,
     ) -> None:
-        payload = AskUserPayload.model_validate(question)
+        payload = AskUserPayload.model_validate(pending.suspend_payload)
         try:
             data = resume_data(payload, pick(payload))
             stream = await self.agent.resume_stream(
@@ -229,7 +229,12 @@ class Answering:
         said = bk.answer_display(shown(payload, data), allow_user_mentions=self.follower.allow_user_mentions)
         outcome = f":white_check_mark: <@{where.user}> answered: *{said}*"
         await self.follower.close_question(
-            state.run_id, tool_call_id=call, payload=payload, outcome=outcome, summary="answered"
+            state.run_id,
+            tool_call_id=call,
+            payload=payload,
+            outcome=outcome,
+            summary="answered",
+            asked=pending.suspended_at,
         )
         await self.follower.follow(stream, ctx)
 
@@ -280,7 +285,12 @@ class Answering:
         if pending is not None and pending.tool_call_id == call:
             payload = AskUserPayload.model_validate(pending.suspend_payload)
             await self.follower.close_question(
-                state.run_id, tool_call_id=call, payload=payload, outcome=EXPIRED_OUTCOME, summary="expired"
+                state.run_id,
+                tool_call_id=call,
+                payload=payload,
+                outcome=EXPIRED_OUTCOME,
+                summary="expired",
+                asked=pending.suspended_at,
             )
         return state
 
@@ -334,8 +344,9 @@ class Answering:
         if call is None:
             await say(NOT_OPEN)
             return None
-        if where is not None and not await self.belongs(where, ctx, run_id=state.run_id, call=call):
-            await say(NOT_HERE)
+        problem = await self.misplaced(where, ctx, state=state, call=call) if where is not None else None
+        if problem:
+            await say(problem)
             return None
         return state, ctx, call
 
@@ -366,30 +377,25 @@ class Answering:
             return None
         return found
 
-    async def belongs(self, where: Where, ctx: SlackContext, *, run_id: str, call: str) -> bool:
-        """Whether a request from ``where`` may act on question ``call``: on a message surface, one of the messages
-        the bot posted for that question (in its thread, or where it was escalated); otherwise from the run's
-        channel and thread."""
+    async def misplaced(self, where: Where, ctx: SlackContext, *, state: RunState, call: str) -> str | None:
+        """Why a request from ``where`` may not act on question ``call`` of ``state`` (None: it may). On a message
+        surface it must be one of the messages the bot posted for that question (in its thread, or where it was
+        escalated), and of the question's current asking (a call asked again, e.g. an MCP server's next question,
+        is not answered by a stale click); otherwise it must come from the run's channel and thread."""
         if where.surface in ("home", "modal"):
-            return True
+            return None
         elsewhere = where.channel_id != ctx.channel_id or (where.thread_ts and where.thread_ts != ctx.thread_ts)
         if where.surface == "message" and where.message_ts:
             try:
-                shown = await self.index.messages(run_id, call)
-            except StoreUnavailable:
-                return not elsewhere  # the claim itself still needs the store; don't refuse for want of this record
-            if any(m.ts == where.message_ts and m.channel_id == where.channel_id for m in shown):
-                return True  # one of the question's messages (its thread's, or an escalation's)
-            return not elsewhere and not shown
-        return not elsewhere
-
-
-async def button_ref(body: dict[str, Any], say: Say) -> QuestionRef | None:
-    """The question reference in a clicked button's ``value`` (:mod:`bot.slack.refs`), or None after telling the
-    person the control isn't one of a known question's."""
-    action = (body.get("actions") or [{}])[0]
-    try:
-        return QuestionRef.from_value(str(action.get("value", "")))[0]
-    except BadReference:
-        await say(UNKNOWN_BUTTON)
-        return None
+                shown = await self.index.messages(state.run_id, call)
+            except StoreUnavailable:  # the claim itself still needs the store; don't refuse for want of this record
+                return NOT_HERE if elsewhere else None
+            clicked = next((m for m in shown if m.ts == where.message_ts and m.channel_id == where.channel_id), None)
+            if clicked is None:
+                return NOT_HERE if elsewhere or shown else None
+            pending = state.pending
+            now_asked = asked_id(pending.suspended_at) if pending is not None and pending.tool_call_id == call else ""
+            if clicked.asked and now_asked and pending is not None and pending.resume is None:
+                return NOT_OPEN if clicked.asked != now_asked else None
+            return None
+        return NOT_HERE if elsewhere else None

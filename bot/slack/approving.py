@@ -22,12 +22,13 @@ from bot.errors import (
 from bot.logs import log_context
 from bot.slack import modals
 from bot.slack.answer_modal import LOADING_VIEW, AnswerModal
-from bot.slack.answering import LOST_CLAIM, Answering, Found, Say, button_ref
+from bot.slack.answering import LOST_CLAIM, Answering, Found, Say
 from bot.slack.approval_blocks import details_text
 from bot.slack.approvers import ApproverPolicy
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import Decided
 from bot.slack.notices import GONE, NOT_OPEN, STORE_DOWN
+from bot.slack.picks import button_ref
 from bot.slack.refs import QuestionRef
 from bot.slack.safe_text import safe_mrkdwn
 
@@ -177,7 +178,9 @@ class Approving:
             await notice(NOT_OPEN)
             return
         ref = QuestionRef.of(state.run_id, call)
-        meta = self.modal.metadata(run_id=state.run_id, call=ref.call, user=where.user, view_id=view_id)
+        meta = self.modal.metadata(
+            run_id=state.run_id, call=ref.call, user=where.user, view_id=view_id, asked=pending.suspended_at
+        )
         await web.update_view(view_id, modals.decline_modal(payload.tool_name, private_metadata=meta))
 
     async def _found_to_read(self, body: dict[str, Any], say: Say) -> Found | None:

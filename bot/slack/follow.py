@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from bot.agent.ask_user import AskUserPayload, fallback_text
 from bot.agent.stream import (
@@ -21,6 +22,7 @@ from bot.agent.stream import (
     ErrorChunk,
     ErrorPayload,
     FinishChunk,
+    QuestionClosedChunk,
     SuspendedChunk,
     SuspendedPayload,
     ToolResultChunk,
@@ -36,10 +38,12 @@ from bot.slack.mrkdwn import clip, escape
 from bot.slack.refs import QuestionRef
 from bot.slack.wait_plan import WaitPlan
 from bot.slack.webapi import SlackWeb
-from bot.store.conversations import ConversationIndex, MessageRef
+from bot.store.conversations import ConversationIndex, MessageRef, asked_id
 
 log = logging.getLogger(__name__)
 
+LIVE_EXPIRED = ":hourglass: No answer in time; the tool was told nobody answered."
+LIVE_ENDED = ":heavy_multiplication_x: The tool that asked this stopped before an answer came."
 FAILURE = "failure"  # the run_messages key of failure notices with a Retry button
 
 FAILURES = {
@@ -92,6 +96,16 @@ class Follower:
                             await self._ask(stream.run_id, suspended, ctx)
                         case ApprovalChunk(payload=approval):
                             await self._ask_approval(stream.run_id, approval, ctx)
+                        case QuestionClosedChunk(payload=closed) if isinstance(closed.suspend_payload, AskUserPayload):
+                            outcome = LIVE_EXPIRED if closed.reason == "expired" else LIVE_ENDED
+                            await self.close_question(
+                                stream.run_id,
+                                tool_call_id=closed.tool_call_id,
+                                payload=closed.suspend_payload,
+                                outcome=outcome,
+                                summary=closed.reason,
+                                asked=closed.asked_at,
+                            )
                         case ToolResultChunk(payload=result) if decided and result.tool_call_id == decided.tool_call_id:
                             took = time.monotonic() - decided.started
                             how = (
@@ -131,7 +145,7 @@ class Follower:
         if ts is None:  # Slack refused the blocks: ask in plain text; a reply in the thread still answers
             plain = escape(clip(fallback_text(payload), 39000))
             ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=plain)
-        await self._record(run_id, suspended.tool_call_id, ctx, ts=ts, what="question")
+        await self._record(run_id, suspended.tool_call_id, ctx, ts=ts, what="question", asked=suspended.asked_at)
         if self.plan is not None:
             await self.plan.asked(run_id, suspended.tool_call_id, expires_at=suspended.expires_at)
 
@@ -140,17 +154,20 @@ class Follower:
         blocks = approval_blocks(approval, ref=ref, approvers=self.approvers.describe(ctx))
         text = f"Approval needed to run {escape(approval.tool_name)}"
         ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text, blocks=blocks)
-        await self._record(run_id, approval.tool_call_id, ctx, ts=ts, what="approval")
+        await self._record(run_id, approval.tool_call_id, ctx, ts=ts, what="approval", asked=approval.asked_at)
         if self.plan is not None:
             await self.plan.asked(run_id, approval.tool_call_id, expires_at=approval.expires_at)
 
-    async def _record(self, run_id: str, call: str, ctx: SlackContext, *, ts: str | None, what: str) -> None:
+    async def _record(
+        self, run_id: str, call: str, ctx: SlackContext, *, ts: str | None, what: str, asked: datetime | None
+    ) -> None:
         """Record the message ``ts`` (if posted) as showing ``call`` of ``run_id``, so clicks on it are accepted and
         it is updated when the call is decided; a store outage leaves it unrecorded (logged)."""
         if not ts:
             return
         try:
-            await self.index.add_message(run_id, key=call, ref=MessageRef(channel_id=ctx.channel_id, ts=ts))
+            ref = MessageRef(channel_id=ctx.channel_id, ts=ts, asked=asked_id(asked))
+            await self.index.add_message(run_id, key=call, ref=ref)
         except StoreUnavailable:
             log.warning("run %s: could not record the %s's message", run_id, what)
 
@@ -159,7 +176,7 @@ class Follower:
         if self.plan is not None:
             await self.plan.closed(run_id, approval.tool_call_id)
         try:
-            refs = await self.index.messages(run_id, approval.tool_call_id)
+            refs = await self.index.messages(run_id, approval.tool_call_id, asked=asked_id(approval.asked_at))
         except StoreUnavailable:
             log.warning("run %s: could not read where its approval is shown; left as it is", run_id)
             return
@@ -184,14 +201,22 @@ class Follower:
                 log.warning("run %s: could not record the failure notice", run_id)
 
     async def close_question(
-        self, run_id: str, *, tool_call_id: str, payload: AskUserPayload, outcome: str, summary: str
+        self,
+        run_id: str,
+        *,
+        tool_call_id: str,
+        payload: AskUserPayload,
+        outcome: str,
+        summary: str,
+        asked: datetime | None = None,
     ) -> None:
-        """Update every message showing the question to its outcome: the question without controls and
-        ``outcome`` (mrkdwn) below it; ``summary`` is the notification text's suffix (e.g. ``"answered"``)."""
+        """Update every message showing the question (``asked``: that asking of it, when the call asked more than
+        once) to its outcome: the question without controls and ``outcome`` (mrkdwn) below it; ``summary`` is the
+        notification text's suffix (e.g. ``"answered"``)."""
         if self.plan is not None:
             await self.plan.closed(run_id, tool_call_id)
         try:
-            refs = await self.index.messages(run_id, tool_call_id)
+            refs = await self.index.messages(run_id, tool_call_id, asked=asked_id(asked))
         except StoreUnavailable:
             log.warning("run %s: could not read where its question is shown; left as it is", run_id)
             return

@@ -8,14 +8,15 @@ the runtime checks; :func:`shown` says it back in the answered message.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bot.agent.ask_user import AskUserPayload
 from bot.agent.forms import FormReply
 from bot.agent.state import ResumeData
 from bot.errors import AnswerError
-from bot.slack.refs import QuestionRef
+from bot.slack.notices import UNKNOWN_BUTTON
+from bot.slack.refs import BadReference, QuestionRef
 
 Picked = ResumeData | FormReply
 Pick = Callable[[AskUserPayload], Picked]
@@ -57,3 +58,14 @@ def label(payload: AskUserPayload, index: int | None) -> str:
     if index is None or not 0 <= index < len(labels):
         raise AnswerError("that option is not part of this question")
     return labels[index]
+
+
+async def button_ref(body: dict[str, Any], say: Callable[[str], Awaitable[Any]]) -> QuestionRef | None:
+    """The question reference in a clicked button's ``value`` (:mod:`bot.slack.refs`), or None after telling the
+    person the control isn't one of a known question's."""
+    action = (body.get("actions") or [{}])[0]
+    try:
+        return QuestionRef.from_value(str(action.get("value", "")))[0]
+    except BadReference:
+        await say(UNKNOWN_BUTTON)
+        return None

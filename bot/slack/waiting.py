@@ -36,7 +36,7 @@ from bot.slack.context import SlackContext
 from bot.slack.mrkdwn import clip, escape
 from bot.slack.refs import QuestionRef
 from bot.slack.wait_plan import DEADLINE, ESCALATE, REMIND, WaitPlan
-from bot.store.conversations import MessageRef
+from bot.store.conversations import MessageRef, asked_id
 from bot.store.schedule import DueItem, Handler
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,12 @@ class Waiting:
             return
         payload = AskUserPayload.model_validate(pending.suspend_payload)
         await self.follower.close_question(
-            run_id, tool_call_id=pending.tool_call_id, payload=payload, outcome=NO_ANSWER_OUTCOME, summary="expired"
+            run_id,
+            tool_call_id=pending.tool_call_id,
+            payload=payload,
+            outcome=NO_ANSWER_OUTCOME,
+            summary="expired",
+            asked=pending.suspended_at,
         )
 
     # --- reminders -------------------------------------------------------------------------------------------
@@ -164,9 +169,8 @@ class Waiting:
             posted = await self.answering.web.post_to(target, text=text, blocks=blocks)
             if posted is not None:
                 channel_id, ts = posted
-                await self.answering.index.add_message(
-                    state.run_id, key=item.key, ref=MessageRef(channel_id=channel_id, ts=ts)
-                )
+                shown = MessageRef(channel_id=channel_id, ts=ts, asked=asked_id(pending.suspended_at))
+                await self.answering.index.add_message(state.run_id, key=item.key, ref=shown)
                 if channel_id != target:  # a DM: its D… id answers too (the person is allowed by id)
                     await self.answering.index.escalate(state.run_id, key=item.key, to=[channel_id])
 

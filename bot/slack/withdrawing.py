@@ -19,9 +19,10 @@ from bot.agent.ask_user import AskUserPayload
 from bot.agent.state import RunState
 from bot.errors import RunNotFound, StoreUnavailable
 from bot.logs import log_context
-from bot.slack.answering import LOST_CLAIM, Answering, button_ref
+from bot.slack.answering import LOST_CLAIM, Answering
 from bot.slack.context import SlackContext, Where
 from bot.slack.notices import GONE, STORE_DOWN
+from bot.slack.picks import button_ref
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,12 @@ class Withdrawing:
             return
         payload = AskUserPayload.model_validate(pending.suspend_payload)
         await self.answering.follower.close_question(
-            state.run_id, tool_call_id=call, payload=payload, outcome=outcome, summary="withdrawn"
+            state.run_id,
+            tool_call_id=call,
+            payload=payload,
+            outcome=outcome,
+            summary="withdrawn",
+            asked=pending.suspended_at,
         )
 
     async def stop(self, state: RunState, ctx: SlackContext, where: Where) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -60,10 +61,18 @@ class ThreadRecord:
 
 @dataclass(frozen=True)
 class MessageRef:
-    """A message the bot posted: ``channel_id`` and ``ts``."""
+    """A message the bot posted: ``channel_id`` and ``ts``; ``asked``: which asking of its key it shows (a tool call
+    may be asked more than once: several questions of an MCP server, an approval asked again), see
+    :func:`asked_id`; ``""`` when unknown (records written before it existed)."""
 
     channel_id: str
     ts: str
+    asked: str = ""
+
+
+def asked_id(when: datetime | None) -> str:
+    """The id of one asking of a question: when it was asked, in milliseconds (``""`` for None)."""
+    return str(int(when.timestamp() * 1000)) if when is not None else ""
 
 
 def _text(value: Any) -> str | None:
@@ -136,26 +145,29 @@ class ConversationIndex:
         field = json.dumps([key, ref.channel_id, ref.ts])
         try:
             async with self.client.pipeline(transaction=True) as pipe:
-                pipe.hset(hash_key, field, "1")
+                pipe.hset(hash_key, field, ref.asked or "1")
                 pipe.expire(hash_key, self.retention)
                 await pipe.execute()
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while recording a question message: {type(exc).__name__}") from None
 
-    async def messages(self, run_id: str, key: str) -> list[MessageRef]:
-        """The messages recorded for ``(run_id, key)`` (by ``ts``). Raises ``StoreUnavailable``."""
+    async def messages(self, run_id: str, key: str, *, asked: str | None = None) -> list[MessageRef]:
+        """The messages recorded for ``(run_id, key)`` (by ``ts``); ``asked``: only those of that asking (and those
+        whose asking is unknown). Raises ``StoreUnavailable``."""
         try:
-            fields = await self.client.hkeys(self.keys.run_messages(run_id))
+            fields = await self.client.hgetall(self.keys.run_messages(run_id))
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while reading question messages: {type(exc).__name__}") from None
         refs = []
-        for field in fields:
+        for field, value in fields.items():
             try:
                 call, channel_id, ts = json.loads(_text(field) or "")
             except (ValueError, TypeError):
                 continue
-            if call == key:
-                refs.append(MessageRef(channel_id=str(channel_id), ts=str(ts)))
+            shown = _text(value) or ""
+            shown = "" if shown == "1" else shown
+            if call == key and (not asked or not shown or shown == asked):
+                refs.append(MessageRef(channel_id=str(channel_id), ts=str(ts), asked=shown))
         return sorted(refs, key=lambda r: r.ts)
 
     async def tell_once(self, run_id: str, *, tool_call_id: str, user: str, topic: str) -> bool:

@@ -123,3 +123,45 @@ def test_a_form_of_one_field_takes_the_plain_answer_and_a_url_form_takes_done() 
     form = Form.model_validate(question["form"])
     assert json.loads(form.validate_reply("Done")) == {"action": "accept", "content": {}}
     assert form.display(form.validate_reply("Done")) == "Done"
+
+
+@pytest.mark.parametrize(
+    ("prop", "problem"),
+    [
+        ({"type": "string", "enum": ["a", "b"], "enumNames": ["b", "a"]}, "named like another choice's value"),
+        ({"type": "string", "enum": ["one", "two"], "enumNames": ["Same", "Same"]}, "alike"),
+        ({"type": "string", "enum": [str(i) for i in range(101)]}, "101 choices"),
+        ({"type": "array", "items": {"enum": [str(i) for i in range(150)]}}, "150 choices"),
+    ],
+)
+def test_choices_a_person_could_not_tell_apart_are_refused_in_any_form(prop: dict[str, Any], problem: str) -> None:
+    for schema in (
+        {"type": "object", "properties": {"x": prop}},
+        {"type": "object", "properties": {"x": prop, "y": {"type": "string"}}},
+    ):
+        with pytest.raises(FormUnsupported, match=problem):
+            Form.from_schema(schema)
+
+
+def test_choices_are_matched_exactly_first_and_a_blank_name_shows_the_value() -> None:
+    form = Form.from_schema(
+        {"type": "object", "properties": {"x": {"type": "string", "enum": [" a ", "b"], "enumNames": ["", "Bee"]}}}
+    )
+    assert form.fields[0].labels == [" a ", "Bee"]
+    assert json.loads(form.validate_reply(" a "))["content"] == {"x": " a "}
+    assert json.loads(form.validate_reply("bee"))["content"] == {"x": "b"}
+
+
+def test_numbers_too_large_or_too_long_are_refused_or_kept_exact() -> None:
+    one = Form.from_schema({"type": "object", "properties": {"n": {"type": "integer"}, "r": {"type": "number"}}})
+    huge = FormReply(action="accept", content={"r": "9" * 400}).to_json()
+    with pytest.raises(AnswerError, match="must be a number"):
+        one.validate_reply(huge)
+    exact = json.loads(one.validate_reply(FormReply(action="accept", content={"n": "9007199254740993"}).to_json()))
+    assert exact["content"] == {"n": 9007199254740993}
+    assert (
+        Form.from_schema({"type": "object", "properties": {"a": {"type": "string"}}, "required": "a"})
+        .fields[0]
+        .required
+        is False
+    )

@@ -22,7 +22,15 @@ from bot.agent.mcp_config import parse_mcp_config
 from bot.agent.mcp_elicit import INPUT_KEY
 from bot.agent.mcp_tools import McpTools
 from bot.agent.state import Answer, utcnow
-from bot.agent.stream import AgentStream, ApprovalChunk, Chunk, FinishChunk, SuspendedChunk, ToolResultChunk
+from bot.agent.stream import (
+    AgentStream,
+    ApprovalChunk,
+    Chunk,
+    FinishChunk,
+    QuestionClosedChunk,
+    SuspendedChunk,
+    ToolResultChunk,
+)
 from bot.errors import AnswerError
 from bot.store.keys import Keys
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
@@ -308,3 +316,53 @@ async def test_newer_generation_a_server_that_no_longer_accepts_its_state_has_it
         assert "Deploy web now?" in question.question and ran(runs) == []
         done = await (await agent_b.resume_stream("Yes", run_id=stream.run_id)).collect()
         assert result_of(done) == 'deploy web: accept {"confirm":true}' and len(ran(runs)) == 1
+
+
+async def test_older_generation_questions_sent_at_once_are_asked_one_at_a_time_each_with_its_own_answer(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    async with asking_tools(runs, protocol="legacy") as mcp:
+        agent: Agent = make_agent(fake_redis, tools=[])
+        agent.add_tools(mcp.tools)
+        openai_server.script(Reply(tool_calls=[tool_call("ask__two_at_once", {}, id="t1")]), Reply(text="ok"))
+        stream = await agent.stream("two at once")
+        first, _ = await until_suspended(stream)
+        assert isinstance(first.payload.suspend_payload, AskUserPayload)
+        asked_first = first.payload.suspend_payload.question
+        answer = "Yes" if asked_first == "Question A?" else "bee"
+        await (await agent.resume_stream(answer, run_id=stream.run_id)).collect()
+        second, _ = await until_suspended(stream)
+        assert isinstance(second.payload.suspend_payload, AskUserPayload)
+        assert {asked_first, second.payload.suspend_payload.question} == {"Question A?", "Question B?"}
+        await (await agent.resume_stream("bee" if answer == "Yes" else "Yes", run_id=stream.run_id)).collect()
+        done = await stream.collect()
+        expected = 'two_at_once: a: accept {"a":true} | b: accept {"b":"bee"}'
+        assert result_of(done) == expected and ran(runs)[-1] == expected
+
+
+async def test_older_generation_a_live_question_that_ends_unanswered_is_closed(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Past its deadline the server gets cancel and the stream says the question closed; when the server dies
+    while it waits, the stream says so too, and the run is left waiting for nothing."""
+    runs = tmp_path / "runs"
+    async with asking_tools(runs, protocol="legacy") as mcp:
+        agent: Agent = make_agent(fake_redis, tools=[], ask_ttl=0.5)
+        agent.add_tools(mcp.tools)
+        openai_server.script(
+            Reply(tool_calls=[tool_call("ask__deploy", {"service": "web"}, id="d1")]), Reply(text="No answer.")
+        )
+        chunks = await (await agent.stream("deploy web")).collect()
+        closed = [c for c in chunks if isinstance(c, QuestionClosedChunk)]
+        assert [c.payload.reason for c in closed] == ["expired"] and result_of(chunks) == "deploy web: cancel"
+        openai_server.script(Reply(tool_calls=[tool_call("ask__die_while_asking", {}, id="x1")]), Reply(text="Gone."))
+        slow: Agent = make_agent(fake_redis, tools=[], ask_ttl=60)
+        slow.add_tools(mcp.tools)
+        stream = await slow.stream("ask and die")
+        chunks = await stream.collect()
+        closed = [c for c in chunks if isinstance(c, QuestionClosedChunk)]
+        assert [c.payload.reason for c in closed] == ["ended"]
+        assert "unavailable" in json.dumps(result_of(chunks))
+        state = await slow.get_run(stream.run_id)
+        assert state.status == "completed" and state.pending is None

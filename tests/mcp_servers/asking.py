@@ -14,16 +14,20 @@ to the file named by ``MCP_TEST_RUNS`` (if set), so a test can count how often a
 - ``rename()``: free text (``name``).
 - ``profile()``: a form of four fields (``name`` text, ``age`` integer, ``color`` choice, ``subscribe`` boolean).
 - ``two_questions()``: two questions in one round (``first`` text, ``second`` boolean).
+- ``two_at_once()`` (older generation only: ``ctx.elicit``): two questions sent at the same moment (``a``
+  boolean, ``b`` text).
+- ``die_while_asking()`` (older generation only): asks, and the server process exits half a second later.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from typing import Annotated, Literal
 
 from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
-from mcp.server.mcpserver import MCPServer, RequestStateSecurity
+from mcp.server.mcpserver import Context, MCPServer, RequestStateSecurity
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from pydantic import BaseModel, Field
 
@@ -164,6 +168,29 @@ async def two_questions(
 ) -> str:
     """Ask two things."""
     return ran(f"two_questions: {outcome('first', one)} | {outcome('second', two)}")
+
+
+class A(BaseModel):
+    a: bool
+
+
+class B(BaseModel):
+    b: str
+
+
+@server.tool(structured_output=False)
+async def two_at_once(ctx: Context) -> str:
+    """Ask two things at once."""
+    a, b = await asyncio.gather(ctx.elicit("Question A?", A), ctx.elicit("Question B?", B))
+    return ran(f"two_at_once: {outcome('a', a)} | {outcome('b', b)}")
+
+
+@server.tool(structured_output=False)
+async def die_while_asking(ctx: Context) -> str:
+    """Ask, and die before the answer comes."""
+    asyncio.get_running_loop().call_later(0.5, os._exit, 3)
+    answer = await ctx.elicit("Still there?", B)
+    return ran(f"die_while_asking: {answer.action}")
 
 
 if __name__ == "__main__":

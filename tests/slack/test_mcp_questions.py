@@ -128,3 +128,22 @@ async def test_a_form_of_several_fields_is_one_modal_that_shows_each_problem_und
         assert ran(tmp_path) == ['profile: accept {"name":"Ada","age":36,"color":"green","subscribe":true}']
         shown = blocks_text(await current(h, q))
         assert "Name: Ada, Age: 36, Favourite colour: green, Subscribe: Yes" in shown
+
+
+async def test_a_stale_click_on_an_earlier_question_of_the_same_call_does_not_answer_the_next(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    async with harness(fake_redis, settings=mcp_settings(tmp_path)) as h:
+        thread, q1 = await ask(h, "two_questions", {}, then="Both done.")
+        await h.ws.click(q1, "Decline", user=ALICE)
+        q2 = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: has_controls(m) and "Second" in m["text"]
+        )
+        await h.ws.click(q1, "Decline", user=ALICE, as_seen=True)  # the second click of a double click
+        told = await h.ws.wait_for_ephemeral(user=ALICE, predicate=lambda m: "no longer open" in m["text"])
+        assert told
+        await h.settle()
+        assert has_controls(await current(h, q2)) and ran(tmp_path) == []
+        await h.ws.click(q2, "Yes", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Both done.")
+        assert ran(tmp_path)[-1] == 'two_questions: first: decline | second: accept {"second":true}'
