@@ -35,6 +35,7 @@ SCOPES: dict[str, tuple[tuple[str, ...], ...]] = {
     "chat.update": (("chat:write",),),
     "chat.postEphemeral": (("chat:write",),),
     "chat.delete": (("chat:write",),),
+    "chat.getPermalink": (),
     "chat.startStream": (("chat:write",),),
     "chat.appendStream": (("chat:write",),),
     "chat.stopStream": (("chat:write",),),

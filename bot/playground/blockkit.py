@@ -88,7 +88,8 @@ def validate_message_blocks(blocks: Any) -> list[str]:
 
 
 def validate_view(view: Any) -> list[str]:
-    """Check a modal view object; returns Slack-style error messages with ``/view/...`` pointers."""
+    """Check a view object (a modal, or an App Home tab: no title / submit / close, at most 100 blocks); returns
+    Slack-style error messages with ``/view/...`` pointers."""
     checker = _Checker()
     checker.view(view, "/view")
     return checker.errors
@@ -214,14 +215,19 @@ class _Checker:
         view = self.obj(value, ptr)
         if view is None:
             return
-        if view.get("type") != "modal":
+        if view.get("type") not in ("modal", "home"):
             if "type" not in view:
                 self.err("missing required field: type", ptr)
             else:
                 self.err("must be a valid enum value", f"{ptr}/type")
-        self.text(view, "title", ptr, max_len=24, plain_only=True)
-        self.text(view, "close", ptr, max_len=24, plain_only=True, required=False)
-        self.text(view, "submit", ptr, max_len=24, plain_only=True, required=False)
+        if view.get("type") == "home":
+            for key in ("title", "close", "submit"):
+                if key in view:
+                    self.err(f"{key} is not allowed in a home view", f"{ptr}/{key}")
+        else:
+            self.text(view, "title", ptr, max_len=24, plain_only=True)
+            self.text(view, "close", ptr, max_len=24, plain_only=True, required=False)
+            self.text(view, "submit", ptr, max_len=24, plain_only=True, required=False)
         self.string(view, "private_metadata", ptr, max_len=3000)
         self.string(view, "callback_id", ptr, max_len=255)
         self.string(view, "external_id", ptr, max_len=255)

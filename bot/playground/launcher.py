@@ -38,6 +38,7 @@ from bot.agent import ChatModel, OpenAIChatModel
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.playground.sender import Sender
+from bot.playground.timing import BotTiming
 from bot.playground.ui import PlaygroundInfo, PlaygroundUI
 from bot.playground.workspace import Workspace
 from bot.slack.app import EVENTS_PATH, Bot, build_bot, start_http
@@ -168,7 +169,7 @@ class Playground:
         assert isinstance(workspace.sender, Sender)  # the playground's workspace is HTTP
         workspace.sender.bot_url = f"http://{BOT_HOST}:{bot_port}{EVENTS_PATH}"
 
-        ui = PlaygroundUI(workspace, self.info)
+        ui = PlaygroundUI(workspace, self.info, timing=BotTiming(bot))
         self.ui = ui
         self._stack.push_async_callback(ui.stop)
         try:

@@ -368,6 +368,7 @@ class SlackState:
         self.conversations: dict[str, Conversation] = {cid: Conversation(cid) for cid in self.directory.channels}
         self.views: dict[str, View] = {}
         self.view_stacks: dict[str, list[str]] = {}
+        self.home_views: dict[str, JSON] = {}  # user -> the App Home view published for them
         self.triggers: dict[str, Trigger] = {}
         self.interactions: dict[tuple[str, str, str], InteractionState] = {}
         self.response_urls: dict[str, ResponseUrl] = {}

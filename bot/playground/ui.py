@@ -18,6 +18,11 @@ Routes (JSON in and out; POST bodies must be ``application/json`` from this orig
     POST /api/submit_view       {"user", "view_id", "values": {block_id: {action_id: text | label | [labels]}}}
                                 -> {"ok", "ack", "errors": {block_id: message}}
     POST /api/close_view        {"user", "view_id"} -> {"ok", "ack": LogEntry | null}
+    POST /api/open_home         {"user"} -> {"ok", "ack"}: the person opens the app's Home tab (app_home_opened)
+    POST /api/home_click        {"user", "label", "block_id"?} -> {"ok", "ack"}: a button on their Home tab
+    POST /api/timing            {"ask_ttl_seconds"?, "remind_after"?, "remind_max"?, "escalate_after"?,
+                                 "escalate_to"?, "on_timeout"?} -> {"ok", "timing"}: short deadlines and reminder
+                                times for trying a day-long flow in seconds (seconds; 0 or null turns one off)
 
 Failures answer ``{"ok": false, "error": "..."}``: 400 for a request the workspace cannot do (unknown
 button, Slack's client would refuse the submission), 502 when the app does not answer.
@@ -39,6 +44,8 @@ Snapshot::
      "views": {"U_ALICE": [view, ...]},                  # each user's modal stack, top last
      "view_errors": {"V123": {"block_id": "message"}},
      "values": [{"channel", "ts", "user", "values"}],    # what each user ticked/selected per message
+     "home": {"U_ALICE": view},                          # each user's App Home tab as last published
+     "timing": {...} | null,                             # the bot's waiting settings (POST /api/timing)
      "log": [LogEntry]}
 """
 
@@ -55,9 +62,11 @@ import aiohttp
 from aiohttp import hdrs, web
 from aiohttp.typedefs import Middleware
 
+from bot.playground.home_tab import click_home, open_home
 from bot.playground.host_check import is_loopback_host
 from bot.playground.sender import Ack
 from bot.playground.state import BOT_NAME, BOT_USER_ID, JSON, PlaygroundError
+from bot.playground.timing import Timing
 from bot.playground.ui_events import EventHub
 from bot.playground.workspace import Workspace
 
@@ -93,9 +102,12 @@ class BadRequest(Exception):
 class PlaygroundUI:
     """The UI server. See the module docstring for its routes."""
 
-    def __init__(self, workspace: Workspace, info: PlaygroundInfo | None = None) -> None:
+    def __init__(
+        self, workspace: Workspace, info: PlaygroundInfo | None = None, *, timing: Timing | None = None
+    ) -> None:
         self.workspace = workspace
         self.info = info or PlaygroundInfo()
+        self.timing = timing  # the bot's deadlines and reminder times, changeable from the developer panel
         self.hub = EventHub(workspace)
         self._runner: web.AppRunner | None = None
         self._url = ""
@@ -116,6 +128,9 @@ class PlaygroundUI:
             ("select", self._select),
             ("submit_view", self._submit_view),
             ("close_view", self._close_view),
+            ("open_home", self._open_home),
+            ("home_click", self._home_click),
+            ("timing", self._timing),
         ):
             app.router.add_post(f"/api/{name}", _json_endpoint(handler))
         app.on_shutdown.append(self._on_shutdown)
@@ -183,6 +198,8 @@ class PlaygroundUI:
             "values": [
                 {"channel": c, "ts": t, "user": u, "values": s.values} for (c, t, u), s in state.interactions.items()
             ],
+            "home": dict(state.home_views),
+            "timing": self.timing.get() if self.timing is not None else None,
             "log": list(self.hub.log),
         }
 
@@ -255,6 +272,25 @@ class PlaygroundUI:
         errors = dict(self.workspace.view_errors.get(view_id) or {})
         self.hub.publish({"type": "view_errors", "user": user, "view_id": view_id, "errors": errors})
         return {"ok": ack.ok, "ack": entry, "errors": errors}
+
+    async def _open_home(self, body: JSON) -> JSON:
+        ack = await open_home(self.workspace, self._user(body))
+        return {"ok": ack.ok, "ack": self.hub.add_acks([ack])[0]}
+
+    async def _home_click(self, body: JSON) -> JSON:
+        user = self._user(body)
+        ack = await click_home(self.workspace, user, _str(body, "label"), within=_str(body, "block_id", required=False))
+        return {"ok": ack.ok, "ack": self.hub.add_acks([ack])[0]}
+
+    async def _timing(self, body: JSON) -> JSON:
+        if self.timing is None:
+            raise BadRequest("this playground has no bot to set timings on")
+        try:
+            timing = self.timing.set(body)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        self.hub.publish({"type": "timing", "timing": timing})
+        return {"ok": True, "timing": timing}
 
     async def _close_view(self, body: JSON) -> JSON:
         user, view_id = self._user(body), _str(body, "view_id")

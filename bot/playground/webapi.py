@@ -98,6 +98,8 @@ class WebApi:
             "views.open": self.views_open,
             "views.push": self.views_push,
             "views.update": self.views_update,
+            "views.publish": self.views_publish,
+            "chat.getPermalink": self.chat_get_permalink,
             "reactions.add": self.reactions_add,
             "reactions.remove": self.reactions_remove,
             "conversations.replies": self.conversations_replies,
@@ -299,6 +301,31 @@ class WebApi:
             raise ApiError("hash_conflict")
         stored = self.replace_view(current.id, view)
         return {"ok": True, "view": copy.deepcopy(stored.data)}
+
+    async def views_publish(self, params: JSON) -> JSON:
+        """``views.publish``: the App Home tab of ``user_id`` (a ``home`` view, <= 100 blocks, validated as Slack
+        does); errors ``invalid_arguments``, ``user_not_found``."""
+        _require(params, "user_id")
+        user = str(params["user_id"])
+        if user not in self.state.directory.users:
+            raise ApiError("user_not_found")
+        view = self._view(params)
+        if view.get("type") != "home":
+            raise invalid("invalid_arguments", ["must be a home view [json-pointer:/view/type]"], with_errors=False)
+        published = {**copy.deepcopy(view), "id": f"V_HOME_{user}", "type": "home"}
+        self.state.home_views[user] = published
+        self.state.changed({"type": "home_published", "user": user, "view": copy.deepcopy(published)})
+        return {"ok": True, "view": copy.deepcopy(published)}
+
+    async def chat_get_permalink(self, params: JSON) -> JSON:
+        """``chat.getPermalink``: a message's link (errors ``channel_not_found``, ``message_not_found``)."""
+        channel = self._channel(params)
+        _require(params, "message_ts")
+        message = self._message(channel, params["message_ts"])
+        link = f"https://{TEAM_DOMAIN}.slack.com/archives/{channel}/p{str(message['ts']).replace('.', '')}"
+        if message.get("thread_ts") and message["thread_ts"] != message["ts"]:
+            link += f"?thread_ts={message['thread_ts']}&cid={channel}"
+        return {"ok": True, "channel": channel, "permalink": link}
 
     def replace_view(self, view_id: str, view: JSON) -> Any:
         """Swap the content of open view ``view_id`` (same id/root/previous, new hash and state)."""

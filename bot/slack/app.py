@@ -39,6 +39,7 @@ from bot.slack.approving import Approving
 from bot.slack.blocks import MAX_SELECT_OPTIONS
 from bot.slack.context import Where
 from bot.slack.follow import Follower
+from bot.slack.home import Home
 from bot.slack.http import events_web_app, server_log
 from bot.slack.limits import RunGate
 from bot.slack.listeners import register
@@ -50,6 +51,7 @@ from bot.slack.waiting import Waiting
 from bot.slack.webapi import SlackWeb
 from bot.store import Keys, RedisRunStore
 from bot.store.conversations import ConversationIndex
+from bot.store.inbox import Inbox
 from bot.store.limits import ActiveRuns
 from bot.store.schedule import Schedule, Scheduler
 from bot.store.work_queue import WorkQueue
@@ -77,6 +79,7 @@ class Bot:
     first_sight: Callable[[str], Awaitable[bool]] | None = None  # the replay guard's store (bot.slack.http)
     mcp: McpTools | None = None  # MCP_CONFIG's servers, whose tools the agent gets once started
     scheduler: Scheduler | None = None  # deadlines, reminders, escalations (processes that run the agent)
+    plan: WaitPlan | None = None  # what is scheduled while a question waits (its settings can change live)
     _mcp_starting: asyncio.Future[None] | None = field(default=None, init=False, repr=False)
     _ticking: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
 
@@ -195,6 +198,15 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     web_api = SlackWeb(client)
     policy = ApproverPolicy(settings.approvers, client=client)
     plan = WaitPlan(Schedule(redis_client, prefix=settings.redis_prefix), wait_settings(settings))
+    home = Home(
+        agent=agent,
+        web=web_api,
+        index=index,
+        inbox=Inbox(redis_client, keys=keys, retention=retention),
+        schedule=plan.schedule,
+        approvers=policy,
+        answerers=settings.ask_answerers,
+    )
     follower = Follower(
         web=web_api,
         index=index,
@@ -202,6 +214,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         approvers=policy,
         allow_user_mentions=settings.allow_user_mentions,
         plan=plan,
+        home=home,
     )
     gate = RunGate(
         ActiveRuns(redis_client, keys=keys),
@@ -231,7 +244,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     app.middleware(use_client(client))  # first: the middleware and listeners after it get this client
     modal = AnswerModal(answering, key=modal_key(client.token or ""))
     approving = Approving(answering, policy=policy, modal=modal)
-    jobs = register(app, threads=threads, answering=answering, modal=modal, approving=approving)
+    jobs = register(app, threads=threads, answering=answering, modal=modal, approving=approving, home=home)
     secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
     waiting = Waiting(answering, plan=plan, approvers=policy)
     bot = Bot(
@@ -245,6 +258,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         mcp=mcp,
         first_sight=index.first_sight,
         scheduler=None if role == "web" else Scheduler(plan.schedule, waiting.handlers()),
+        plan=plan,
     )
     if mcp is not None and _loop_running():
         bot._start_in_background(mcp)  # MCP servers start while the caller goes on; Bot.start() waits for them

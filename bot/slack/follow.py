@@ -34,6 +34,7 @@ from bot.slack import blocks as bk
 from bot.slack.approval_blocks import approval_blocks, approval_outcome_blocks
 from bot.slack.approvers import ApproverPolicy
 from bot.slack.context import SlackContext
+from bot.slack.home import Home, closed_summary
 from bot.slack.mrkdwn import clip, escape
 from bot.slack.refs import QuestionRef
 from bot.slack.wait_plan import WaitPlan
@@ -76,8 +77,10 @@ class Follower:
         approvers: ApproverPolicy,
         allow_user_mentions: bool = False,
         plan: WaitPlan | None = None,
+        home: Home | None = None,
     ) -> None:
         self.plan = plan  # schedules each question's deadline, reminders and escalation
+        self.home = home  # the inboxes on the App Home tab
         self.web = web
         self.index = index
         self.answerers: Answerers = answerers
@@ -148,6 +151,9 @@ class Follower:
         await self._record(run_id, suspended.tool_call_id, ctx, ts=ts, what="question", asked=suspended.asked_at)
         if self.plan is not None:
             await self.plan.asked(run_id, suspended.tool_call_id, expires_at=suspended.expires_at)
+        if self.home is not None:
+            call, asked = suspended.tool_call_id, suspended.asked_at
+            await self.home.asked(ctx, run_id, call, asked_at=asked, approval=False, also=[])
 
     async def _ask_approval(self, run_id: str, approval: ApprovalPayload, ctx: SlackContext) -> None:
         ref = QuestionRef.of(run_id, approval.tool_call_id)
@@ -157,6 +163,9 @@ class Follower:
         await self._record(run_id, approval.tool_call_id, ctx, ts=ts, what="approval", asked=approval.asked_at)
         if self.plan is not None:
             await self.plan.asked(run_id, approval.tool_call_id, expires_at=approval.expires_at)
+        if self.home is not None:
+            call, asked = approval.tool_call_id, approval.asked_at
+            await self.home.asked(ctx, run_id, call, asked_at=asked, approval=True, also=[])
 
     async def _record(
         self, run_id: str, call: str, ctx: SlackContext, *, ts: str | None, what: str, asked: datetime | None
@@ -175,6 +184,9 @@ class Follower:
         """Update every message showing the approval request to ``outcome`` (mrkdwn), without controls."""
         if self.plan is not None:
             await self.plan.closed(run_id, approval.tool_call_id)
+        if self.home is not None:
+            what = f"Run `{escape(approval.tool_name)}`"
+            await self.home.closed(run_id, approval.tool_call_id, summary=closed_summary(what, outcome))
         try:
             refs = await self.index.messages(run_id, approval.tool_call_id, asked=asked_id(approval.asked_at))
         except StoreUnavailable:
@@ -215,6 +227,8 @@ class Follower:
         notification text's suffix (e.g. ``"answered"``)."""
         if self.plan is not None:
             await self.plan.closed(run_id, tool_call_id)
+        if self.home is not None:
+            await self.home.closed(run_id, tool_call_id, summary=closed_summary(payload.question, outcome))
         try:
             refs = await self.index.messages(run_id, tool_call_id, asked=asked_id(asked))
         except StoreUnavailable:

@@ -7,6 +7,7 @@ its lazy functions start, so what it decides (e.g. a modal's errors) reaches the
 |---|---|---|
 | ``app_mention`` event | auto-ack | :meth:`Threads.on_mention` |
 | ``message`` a person wrote in a DM, or as a thread reply without a mention | auto-ack | :meth:`Threads.on_message` |
+| ``app_home_opened`` (Home tab) | auto-ack | :meth:`Home.on_home_opened`: the person's inbox |
 | option button, single-choice menu, Submit, a form question's Decline | ack | :meth:`Answering.on_click` |
 | checkbox tick / multi-select change | ack (nothing until Submit) | - |
 | "Answer" button | ack, open a loading modal | :meth:`AnswerModal.on_open_modal`: the form or a notice |
@@ -38,6 +39,7 @@ from bot.slack.answering import Answering
 from bot.slack.approval_blocks import ACT_APPROVE, ACT_DECLINE, ACT_DETAILS
 from bot.slack.approving import Approving
 from bot.slack.context import slack_id
+from bot.slack.home import Home
 from bot.slack.runner import LazyJobs, no_lazy_only_from_outside
 from bot.slack.threads import Threads, is_person_speaking
 
@@ -83,7 +85,7 @@ async def _person_in_dm_or_thread(body: dict[str, Any], context: dict[str, Any])
 
 
 def register(
-    app: AsyncApp, *, threads: Threads, answering: Answering, modal: AnswerModal, approving: Approving
+    app: AsyncApp, *, threads: Threads, answering: Answering, modal: AnswerModal, approving: Approving, home: Home
 ) -> LazyJobs:
     """Attach every listener to ``app``; returns the lazy functions a worker may run."""
     jobs = LazyJobs()
@@ -95,6 +97,7 @@ def register(
     app.middleware(drop_forged_ids)
     app.event("app_mention")(ack=_acked, lazy=[on_mention])
     app.event("message", matchers=[_person_in_dm_or_thread])(ack=_acked, lazy=[on_message])
+    app.event("app_home_opened")(ack=_acked, lazy=[jobs.add(home.on_home_opened)])
     app.event("message")(_acked)  # every other message event (channel chatter, edits, bots): acked, nothing else
     app.action(re.compile(rf"^{bk.ACT_OPTION}_\d+$"))(ack=_ack, lazy=[on_click])
     app.action(bk.ACT_SELECT)(ack=_ack, lazy=[on_click])

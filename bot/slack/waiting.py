@@ -33,6 +33,7 @@ from bot.slack.answering import Answering
 from bot.slack.approval_blocks import approval_blocks
 from bot.slack.approvers import ApproverPolicy
 from bot.slack.context import SlackContext
+from bot.slack.home import HOME
 from bot.slack.mrkdwn import clip, escape
 from bot.slack.refs import QuestionRef
 from bot.slack.wait_plan import DEADLINE, ESCALATE, REMIND, WaitPlan
@@ -57,7 +58,10 @@ class Waiting:
 
     def handlers(self) -> dict[str, Handler]:
         """``{kind: handler}`` for :class:`bot.store.schedule.Scheduler`."""
-        return {DEADLINE: self.on_deadline, REMIND: self.on_remind, ESCALATE: self.on_escalate}
+        handlers: dict[str, Handler] = {DEADLINE: self.on_deadline, REMIND: self.on_remind, ESCALATE: self.on_escalate}
+        if self.follower.home is not None:
+            handlers[HOME] = self.follower.home.on_refresh
+        return handlers
 
     async def _open(self, item: DueItem) -> tuple[RunState, SlackContext, PendingCall] | None:
         """The run and its question ``item.key`` if that question still waits, else None."""
@@ -153,6 +157,11 @@ class Waiting:
             return
         targets = await self._targets()
         await self.answering.index.escalate(state.run_id, key=item.key, to=targets)
+        home = self.follower.home
+        if home is not None:
+            people = [t for t in targets if t.startswith(("U", "W"))]
+            approval = pending.kind == "approval"
+            await home.asked(ctx, state.run_id, item.key, asked_at=pending.suspended_at, approval=approval, also=people)
         ref = QuestionRef.of(state.run_id, item.key)
         ago = _ago(pending.suspended_at)
         note = f":arrow_up: Escalated from <#{ctx.channel_id}>: asked by <@{ctx.requester}> {ago} ago."

@@ -71,6 +71,25 @@ class SlackWeb:
         posted_in, ts = resp.get("channel"), resp.get("ts")
         return (str(posted_in), str(ts)) if posted_in and ts else None
 
+    async def publish_home(self, user: str, view: dict[str, Any]) -> bool:
+        """``views.publish`` of ``user``'s App Home tab; False when Slack refused."""
+        try:
+            await self.client.views_publish(user_id=user, view=view)
+            return True
+        except SlackApiError as exc:
+            log.warning("views.publish failed: %s", _error(exc))
+            return False
+
+    async def permalink(self, channel: str, ts: str) -> str | None:
+        """``chat.getPermalink`` of a message, or None when Slack refused."""
+        try:
+            resp = await self.client.chat_getPermalink(channel=channel, message_ts=ts)
+        except SlackApiError as exc:
+            log.warning("chat.getPermalink failed: %s", _error(exc))
+            return None
+        link = resp.get("permalink")
+        return str(link) if link else None
+
     async def update(self, channel: str, ts: str, *, text: str, blocks: list[dict[str, Any]]) -> bool:
         """``chat.update`` of a message the bot posted; False when Slack refused it."""
         try:

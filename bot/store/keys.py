@@ -18,6 +18,8 @@ one Redis without seeing each other's data. Keys that one Lua script touches tog
 - ``{prefix}told:{<run_id>}:{tool_call_id}:{user}:{topic}`` - string: a person was told ``topic`` once.
 - ``{prefix}active:{person}`` - sorted set: the person's working runs (slot -> when it lapses, ms), see
   :mod:`bot.store.limits`.
+- ``{prefix}inbox:{team_id}:{user}`` / ``inbox_done:...`` / ``inbox_of:{<run_id>}:{tool_call_id}``: each person's
+  waiting and recently closed questions (:mod:`bot.store.inbox`).
 - ``{prefix}due`` - sorted set: things due later (deadlines, reminders, escalations, Home refreshes), scored by
   when (ms, Redis's clock), see :mod:`bot.store.schedule`.
 - ``{prefix}{work}`` - stream: jobs from ``web`` processes for ``worker`` processes; ``{prefix}{work}:job:{id}``
@@ -72,6 +74,18 @@ class Keys:
     def active_runs(self, person: str) -> str:
         """The slots of ``person``'s working runs (``person``: e.g. ``team:user``)."""
         return f"{self.prefix}active:{person}"
+
+    def inbox(self, team_id: str, user: str) -> str:
+        """The questions waiting for ``user`` (sorted set by when asked)."""
+        return f"{self.prefix}inbox:{team_id}:{user}"
+
+    def inbox_done(self, team_id: str, user: str) -> str:
+        """The questions of ``user`` closed lately (list, newest first)."""
+        return f"{self.prefix}inbox_done:{team_id}:{user}"
+
+    def inbox_of(self, run_id: str, tool_call_id: str) -> str:
+        """Whose inboxes hold question ``tool_call_id`` of run ``run_id`` (same slot as :meth:`run`)."""
+        return f"{self.prefix}inbox_of:{{{run_id}}}:{tool_call_id}"
 
     def due(self) -> str:
         """The sorted set of scheduled items (:mod:`bot.store.schedule`)."""

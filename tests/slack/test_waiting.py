@@ -62,9 +62,10 @@ async def test_at_the_deadline_with_no_click_the_run_goes_on_and_the_question_sh
 ) -> None:
     async with harness(fake_redis, ttl=3600) as h:
         thread, q = await asked(h, then="Nobody answered, so I picked api.")
-        assert await tick(h, after=60) == 0  # nothing due yet
+        await tick(h, after=60)
+        assert len(h.model.requests) == 1  # not due yet: nothing went on
         await past_deadline(h, thread)
-        assert await tick(h, after=3700) == 1
+        await tick(h, after=3700)
         await h.ws.wait_for_message(
             channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Nobody answered, so I picked api."
         )
@@ -72,7 +73,8 @@ async def test_at_the_deadline_with_no_click_the_run_goes_on_and_the_question_sh
         assert not has_controls(done) and "No answer in time" in blocks_text(done)
         [result] = tool_results(h.model)
         assert result["status"] == "no_answer" and isinstance(result["waited_seconds"], int)
-        assert await tick(h, after=7200) == 0  # once
+        await tick(h, after=7200)
+        assert len(h.model.requests) == 2  # once
         await h.ws.click(q, "api", user=ALICE, as_seen=True)
         told = await h.ws.wait_for_ephemeral(user=ALICE, predicate=lambda m: "expired" in m["text"])
         assert told
@@ -96,7 +98,8 @@ async def test_reminders_mention_the_requester_up_to_the_limit_and_stop_once_ans
     settings = {"ask_remind_after": "1h", "ask_remind_max": 2}
     async with harness(fake_redis, ttl=86400, settings=settings) as h:
         thread, q = await asked(h, then="Thanks.")
-        assert await tick(h, after=1800) == 0
+        await tick(h, after=1800)
+        assert not [t for t in texts(h, thread) if t.startswith(":bell:")]
         await tick(h, after=3601)
         reminders = [t for t in texts(h, thread) if t.startswith(":bell:")]
         assert (
@@ -106,11 +109,13 @@ async def test_reminders_mention_the_requester_up_to_the_limit_and_stop_once_ans
         assert len([t for t in texts(h, thread) if t.startswith(":bell:")]) == 2
         await tick(h, after=5 * 3601)
         assert len([t for t in texts(h, thread) if t.startswith(":bell:")]) == 2  # ASK_REMIND_MAX
-        assert await scheduler(h).schedule.size() == 1  # only the deadline is left
+        kinds = [m.decode().split('"')[1] for m in await fake_redis.zrange(scheduler(h).schedule.key, 0, -1)]
+        assert kinds == ["deadline"]  # only the deadline is left
         await h.ws.click(q, "api", user=ALICE)
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Thanks.")
         await h.settle()
-        assert await scheduler(h).schedule.size() == 0  # answered: nothing is left to fire
+        left = [m.decode().split('"')[1] for m in await fake_redis.zrange(scheduler(h).schedule.key, 0, -1)]
+        assert "deadline" not in left and "remind" not in left  # answered: nothing is left to fire
 
 
 async def test_a_question_escalated_to_a_channel_can_be_answered_there_and_every_message_closes(
@@ -216,7 +221,7 @@ async def test_a_deadline_that_falls_while_no_process_runs_fires_when_one_starts
         h.route_to(second)
         assert second.bot.scheduler is not None
         later: datetime = utcnow() + timedelta(hours=2)
-        assert await second.bot.scheduler.tick(now=later) == 1
+        assert await second.bot.scheduler.tick(now=later) >= 1
         await h.settle()
         await h.ws.wait_for_message(
             channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Went on after the restart."

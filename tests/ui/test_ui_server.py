@@ -356,3 +356,38 @@ async def test_busy_port_is_a_config_error() -> None:
         with pytest.raises(ConfigError, match="set PORT"):
             async with Playground(settings(), ui_port=port):
                 pass
+
+
+async def test_the_home_tab_and_the_timing_controls_through_the_endpoints(
+    pg: Playground, http: aiohttp.ClientSession
+) -> None:
+    """The developer panel shortens the deadline; the acting user opens Home, sees the question waiting there
+    and answers it with a click on Home; a bad timing value is a 400 that changes nothing."""
+    status, set_timing = await post(http, pg, "timing", {"ask_ttl_seconds": 90, "remind_after": 30, "remind_max": 2})
+    assert status == 200 and set_timing["timing"]["ask_ttl_seconds"] == 90
+    assert set_timing["timing"]["remind_after"] == 30 and set_timing["timing"]["remind_max"] == 2
+    status, refused = await post(http, pg, "timing", {"ask_ttl_seconds": -5})
+    assert status == 400 and "ask_ttl_seconds" in refused["error"]
+    async with http.get(f"{pg.url}api/state") as response:
+        assert (await response.json())["timing"]["ask_ttl_seconds"] == 90
+    _, said = await post(http, pg, "say", {"user": "U_ALICE", "channel": "C_GENERAL", "text": f"{BOT} deploy"})
+    ts = said["message"]["ts"]
+    await bot_message(pg, ts, "Which environment")
+    assert pg.bot is not None
+    state = await pg.bot.agent.get_run((await pg.bot.agent.store.client.keys("*run:*"))[0].decode().split("{")[1][:-1])
+    assert state.pending is not None and state.pending.expires_at is not None
+    assert 80 <= (state.pending.expires_at - state.pending.suspended_at).total_seconds() <= 100  # the new deadline
+    status, opened = await post(http, pg, "open_home", {"user": "U_ALICE"})
+    assert status == 200 and opened["ok"] and opened["ack"]["name"] == "app_home_opened"
+    assert pg.workspace is not None
+    for _ in range(100):
+        home = pg.workspace.state.home_views.get("U_ALICE")
+        if home and "Which environment" in json.dumps(home):
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the Home tab was not published with the question")
+    status, clicked = await post(http, pg, "home_click", {"user": "U_ALICE", "label": "production"})
+    assert status == 200 and clicked["ok"]
+    reply = await bot_message(pg, ts, "Deploying to")
+    assert "production" in reply["text"]

@@ -2,11 +2,14 @@
 // modal and developer panel, kept live by /api/events (server-sent events).
 
 import { makeComposer } from "./composer.js";
-import { initDevPanel, renderLog } from "./devpanel.js";
+import { initDevPanel, renderLog, renderTiming } from "./devpanel.js";
+import { renderBlocks } from "./blocks.js";
 import { el, toast } from "./dom.js";
 import { renderMessageList } from "./messages.js";
 import { renderModal } from "./modal.js";
-import { S, api, applyEvent, applySnapshot, channelName, dmOf, valuesKey } from "./store.js";
+import { S, api, applyEvent, applySnapshot, channelName, dmOf, textCtx, valuesKey } from "./store.js";
+
+const HOME = "HOME"; // the sidebar's App Home entry (not a channel)
 
 const $ = (id) => document.getElementById(id);
 const layout = $("layout");
@@ -35,6 +38,7 @@ function flush() {
   }
   if (all || parts.has("views")) renderModal($("modal-root"));
   if (all || parts.has("log")) renderLog();
+  if (all || parts.has("timing")) renderTiming();
 }
 
 function renderHeader() {
@@ -79,6 +83,7 @@ function navItem(channel, label, prefix) {
 }
 
 function renderSidebar() {
+  $("app-list").replaceChildren(navItem(HOME, "Home", "⌂"));
   $("channel-list").replaceChildren(...S.channels.filter((c) => !c.is_im).map((c) => navItem(c.id, c.name, "#")));
   const dm = dmOf(S.me);
   $("dm-list").replaceChildren(...(dm ? [navItem(dm, S.bot.name, "@")] : []));
@@ -93,7 +98,19 @@ const handlers = {
   },
 };
 
+function renderHome() {
+  $("channel-title").textContent = "Home";
+  $("channel-sub").textContent = `${S.bot.name}'s App Home, as ${S.me}`;
+  $("composer").hidden = true;
+  const view = S.home.get(S.me);
+  const ctx = { ...textCtx(), surface: "message", values: {}, act: (kind, detail) => homeAct(kind, detail) };
+  const body = view ? renderBlocks(view.blocks || [], ctx) : el("p", { class: "muted" }, ["The app has not published a Home tab for you yet."]);
+  $("messages").replaceChildren(el("div", { class: "home blocks" }, [body]));
+}
+
 function renderChannel() {
+  if (S.current === HOME) return renderHome();
+  $("composer").hidden = false;
   const channel = S.channels.find((c) => c.id === S.current);
   $("channel-title").textContent = channel ? (channel.is_im ? `@${S.bot.name}` : `# ${channel.name}`) : S.current;
   $("channel-sub").textContent = channel && channel.is_im ? "direct message" : "";
@@ -117,6 +134,7 @@ function renderThread() {
 
 function openChannel(channel) {
   if (S.current !== channel) S.thread = null;
+  if (channel === HOME) api("/api/open_home", { user: S.me });
   S.current = channel;
   S.unread.delete(channel);
   document.body.classList.remove("nav-open");
@@ -129,6 +147,12 @@ function openThread(channel, ts) {
   S.thread = { channel, ts };
   schedule("messages");
   requestAnimationFrame(() => threadComposer && threadComposer.focus());
+}
+
+async function homeAct(kind, detail) {
+  if (kind !== "click") return toast("On the Home tab, use the buttons (menus and checkboxes open the thread's message).");
+  const result = await api("/api/home_click", { user: S.me, label: detail.label, block_id: detail.block_id || "" });
+  if (!result.ok) toast(result.error || "The app refused the click (see the developer panel)");
 }
 
 async function act(target, kind, detail) {
@@ -151,6 +175,7 @@ function switchUser(user) {
     S.current = dmOf(user) || "C_GENERAL";
     S.thread = null;
   }
+  if (S.current === HOME) api("/api/open_home", { user });
   schedule("all");
 }
 

@@ -82,7 +82,7 @@ function button(element, ctx) {
     if (!confirmed(element)) return;
     const url = safeUrl(String(element.url || ""));
     if (url) window.open(url, "_blank", "noopener,noreferrer");
-    ctx.act("click", { label: textOf(element.text) });
+    ctx.act("click", { label: textOf(element.text), block_id: block.block_id });
   });
   return b;
 }

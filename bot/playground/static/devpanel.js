@@ -3,9 +3,10 @@
 // json-pointer messages) and the JSON both ways. Filter by text; "Errors only" narrows to failures.
 //
 //   initDevPanel(root, onErrorCount)   renderLog()   call renderLog() after S.log changes
+//   renderTiming()   the "Deadlines and reminders" form, from S.timing (POST /api/timing changes the bot's)
 
-import { el, syncList } from "./dom.js";
-import { S } from "./store.js";
+import { el, syncList, toast } from "./dom.js";
+import { S, api } from "./store.js";
 
 const KIND = { api: "API", event: "event →", interaction: "action →" };
 let root = null;
@@ -86,8 +87,40 @@ export function initDevPanel(panel, onErrorCount) {
   onErrors = onErrorCount || onErrors;
   root.querySelector("#log-filter").addEventListener("input", renderLog);
   root.querySelector("#log-errors").addEventListener("change", renderLog);
+  initTiming();
   root.querySelector("#log-clear").addEventListener("click", () => {
     clearedAt = Math.max(0, ...S.log.keys());
     renderLog();
+  });
+}
+
+export function renderTiming() {
+  if (!root) return;
+  const box = root.querySelector("#timing");
+  box.hidden = !S.timing;
+  if (!S.timing) return;
+  const form = root.querySelector("#timing-form");
+  for (const [name, value] of Object.entries(S.timing)) {
+    const input = form.elements.namedItem(name);
+    if (input && document.activeElement !== input) input.value = value === null || value === undefined ? (input.type === "number" ? "0" : "") : String(value);
+  }
+}
+
+function initTiming() {
+  const form = root.querySelector("#timing-form");
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    const body = {
+      ask_ttl_seconds: Number(data.get("ask_ttl_seconds")),
+      on_timeout: String(data.get("on_timeout")),
+      remind_after: Number(data.get("remind_after")),
+      remind_max: Number(data.get("remind_max")),
+      escalate_after: Number(data.get("escalate_after")),
+      escalate_to: String(data.get("escalate_to") || ""),
+    };
+    const result = await api("/api/timing", body);
+    if (!result.ok) toast(result.error || "not applied");
+    else toast("Applied: new questions use these times.", "info");
   });
 }

@@ -3,6 +3,7 @@
 // S.messages: Map channel -> Map ts -> message        S.ephemerals: Map key -> {channel, user, message}
 // S.views: Map user -> [view] (top last)              S.viewErrors: Map view_id -> {block_id: message}
 // S.values: Map "channel|ts|user" -> state.values     S.log: Map seq -> LogEntry (bot.playground.ui_events)
+// S.home: Map user -> their App Home view             S.timing: the bot's deadline and reminder times
 // Every event is applied idempotently (upserts keyed by ts/seq), so replays after a snapshot are harmless.
 
 export const S = {
@@ -16,6 +17,8 @@ export const S = {
   viewErrors: new Map(),
   values: new Map(),
   log: new Map(),
+  home: new Map(), // user -> the App Home view the app published for them
+  timing: null, // the bot's deadlines and reminder times (developer panel)
   dismissed: new Set(),
   unread: new Map(),
   me: "U_ALICE",
@@ -51,6 +54,8 @@ export function applySnapshot(state) {
   for (const v of state.values || []) S.values.set(valuesKey(v.channel, v.ts, v.user), v.values);
   S.log = new Map();
   for (const entry of state.log || []) S.log.set(entry.seq, entry);
+  S.home = new Map(Object.entries(state.home || {}));
+  S.timing = state.timing || null;
 }
 
 function forgetValues(channel, ts) {
@@ -104,6 +109,12 @@ export function applyEvent(ev) {
     case "values":
       S.values.set(valuesKey(ev.channel, ev.ts, ev.user), ev.values || {});
       return "values";
+    case "home_published":
+      S.home.set(ev.user, ev.view);
+      return "messages";
+    case "timing":
+      S.timing = ev.timing;
+      return "timing";
     case "log":
       S.log.set(ev.entry.seq, ev.entry);
       if (S.log.size > LOG_LIMIT) S.log.delete(S.log.keys().next().value); // oldest first (insertion order)

@@ -1,0 +1,204 @@
+"""The App Home tab as an inbox: what waits for the person who opens it, across channels, each with its controls.
+
+- Who: a question is in the inbox of the person who started its run; an approval request also in those of the
+  approvers named in ``APPROVERS`` (user groups expanded); an escalated question also in its escalation targets'
+  (not every ``channel``-mode question of every channel a person is in).
+- What: oldest first, each question or approval as in its thread (answering here goes through the same exactly-once
+  path and updates the thread's message too), with where it was asked, by whom, how long it has waited and a link
+  to its thread; then the last few closed.
+- When: on ``app_home_opened``, and whenever a question in the person's inbox is asked or closed: a refresh is
+  scheduled :data:`DEBOUNCE` seconds later (one per person at a time, :mod:`bot.store.schedule`), within Slack's
+  rate limits for ``views.publish``.
+
+Slack: a Home view holds at most 100 blocks (docs.slack.dev reference/views): it shows as many questions as fit
+(:data:`MAX_BLOCKS`) and says how many more wait.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.agent import Agent
+from bot.agent.answers import Open
+from bot.agent.approvals import approval_payload
+from bot.agent.ask_user import AskUserPayload
+from bot.config import Answerers
+from bot.errors import RunNotFound, StoreCorrupt, StoreUnavailable
+from bot.slack import blocks as bk
+from bot.slack.approval_blocks import approval_blocks
+from bot.slack.approvers import ApproverPolicy
+from bot.slack.context import SlackContext
+from bot.slack.mrkdwn import clip, escape
+from bot.slack.refs import QuestionRef
+from bot.slack.webapi import SlackWeb
+from bot.store.conversations import ConversationIndex
+from bot.store.inbox import Inbox
+from bot.store.schedule import DueItem, Schedule
+
+log = logging.getLogger(__name__)
+
+HOME = "home"  # the scheduled refresh's kind: DueItem(HOME, run_id=team_id, key=user)
+DEBOUNCE = 2.0  # seconds between a change and the person's Home refresh
+MAX_BLOCKS = 95  # of Slack's 100, leaving room for "and N more"
+SHOWN = 30  # questions read per refresh at most
+
+
+class Home:
+    """Inboxes on the Home tab for ``agent``'s runs."""
+
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        web: SlackWeb,
+        index: ConversationIndex,
+        inbox: Inbox,
+        schedule: Schedule,
+        approvers: ApproverPolicy,
+        answerers: Answerers,
+    ) -> None:
+        self.agent = agent
+        self.web = web
+        self.index = index
+        self.inbox = inbox
+        self.schedule = schedule
+        self.approvers = approvers
+        self.answerers: Answerers = answerers
+        self._links: dict[tuple[str, str], str] = {}
+
+    # --- keeping inboxes ---------------------------------------------------------------------------------------
+
+    async def asked(
+        self, ctx: SlackContext, run_id: str, call: str, *, asked_at: datetime | None, approval: bool, also: list[str]
+    ) -> None:
+        """Put a question just asked in its people's inboxes (the requester; for an approval the named approvers;
+        ``also``: e.g. escalation targets) and refresh their Home tabs. Never raises (a store outage is logged)."""
+        people = [ctx.requester, *also]
+        if approval:
+            for named in self.approvers.named():
+                people += sorted(await self.approvers.group_members(named)) if named.startswith("S") else [named]
+        people = list(dict.fromkeys(p for p in people if p))
+        when = int((asked_at or datetime.now(UTC)).timestamp() * 1000)
+        try:
+            await self.inbox.add(ctx.team_id, people, run_id=run_id, call=call, asked_ms=when)
+            for person in people:
+                await self.refresh(ctx.team_id, person)
+        except StoreUnavailable as exc:
+            log.warning("run %s: could not add its question to the Home inboxes: %s", run_id, exc)
+
+    async def closed(self, run_id: str, call: str, *, summary: str) -> None:
+        """Take a closed question out of every inbox (``summary``: how it ended, mrkdwn) and refresh those Home
+        tabs. Never raises."""
+        try:
+            for team_id, person in await self.inbox.close(run_id, call, summary=summary):
+                await self.refresh(team_id, person)
+        except StoreUnavailable as exc:
+            log.warning("run %s: could not take its question out of the Home inboxes: %s", run_id, exc)
+
+    async def refresh(self, team_id: str, user: str) -> None:
+        """Publish ``user``'s Home again shortly (debounced). Raises ``StoreUnavailable``."""
+        await self.schedule.add(DueItem(HOME, team_id, user), after=DEBOUNCE, keep_earlier=True)
+
+    # --- publishing --------------------------------------------------------------------------------------------
+
+    async def on_home_opened(self, body: dict[str, Any]) -> None:
+        """Lazy listener of ``app_home_opened``: publish the person's inbox (the Home tab only, not Messages)."""
+        event = body.get("event") or {}
+        if event.get("tab", "home") != "home" or not event.get("user"):
+            return
+        await self.publish(str(body.get("team_id") or event.get("team") or ""), str(event["user"]))
+
+    async def on_refresh(self, item: DueItem) -> None:
+        """The scheduled refresh of ``item.key``'s Home (team ``item.run_id``)."""
+        await self.publish(item.run_id, item.key)
+
+    async def publish(self, team_id: str, user: str) -> None:
+        """Render and publish ``user``'s inbox. Raises ``StoreUnavailable``."""
+        await self.web.publish_home(user, await self.view(team_id, user))
+
+    async def view(self, team_id: str, user: str) -> dict[str, Any]:
+        """The Home view of ``user``: what waits for them (oldest first), then what closed lately."""
+        blocks: list[dict[str, Any]] = [_header("Waiting for you")]
+        waiting = await self.inbox.waiting(team_id, user, limit=SHOWN)
+        shown = 0
+        for run_id, call, asked_ms in waiting:
+            item = await self._item(team_id, user, run_id=run_id, call=call, asked_ms=asked_ms)
+            if item is None:
+                continue
+            if len(blocks) + len(item) + 1 > MAX_BLOCKS:
+                break
+            blocks += [*item, {"type": "divider"}]
+            shown += 1
+        total = await self.inbox.count(team_id, user)
+        if shown == 0:
+            blocks.append(_context("Nothing is waiting for you."))
+        elif total > shown:
+            blocks.append(
+                _context(f"…and {total - shown} more waiting; answer these first, or find them in their threads.")
+            )
+        recent = await self.inbox.recent(team_id, user)
+        if recent and len(blocks) + 2 <= 100:
+            lines = [f"• {clip(str(r.get('summary') or ''), 300)}" for r in recent]
+            blocks += [_header("Recently closed"), _context(clip("\n".join(lines), 2900))]
+        return {"type": "home", "blocks": blocks}
+
+    async def _item(
+        self, team_id: str, user: str, *, run_id: str, call: str, asked_ms: int
+    ) -> list[dict[str, Any]] | None:
+        """One waiting question's blocks, or None (and taken out of the inbox) when it no longer waits."""
+        try:
+            state = await self.agent.get_run(run_id)
+            ctx = SlackContext.of(state)
+            check = await self.agent.check(state, call)
+        except (RunNotFound, StoreCorrupt):
+            check = None
+        if not isinstance(check, Open):
+            await self.inbox.drop(team_id, user, run_id=run_id, call=call)
+            return None
+        pending = check.pending
+        ref = QuestionRef.of(run_id, call)
+        if pending.kind == "approval":
+            blocks = approval_blocks(approval_payload(pending), ref=ref, approvers=self.approvers.describe(ctx))
+        else:
+            payload = AskUserPayload.model_validate(pending.suspend_payload)
+            blocks = bk.question_blocks(payload, ref=ref, requester=ctx.requester, answerers=self.answerers)
+        waited = _ago(asked_ms)
+        link = await self._link(run_id, call, ctx)
+        where = f"In <#{ctx.channel_id}> · asked by <@{ctx.requester}> · waiting {waited}"
+        where += f" · <{link}|Open the thread>" if link else ""
+        return [_context(where), *blocks]
+
+    async def _link(self, run_id: str, call: str, ctx: SlackContext) -> str | None:
+        """The link to the question's message in its thread (``chat.getPermalink``, remembered)."""
+        cached = self._links.get((run_id, call))
+        if cached is not None:
+            return cached
+        messages = [m for m in await self.index.messages(run_id, call) if m.channel_id == ctx.channel_id]
+        link = await self.web.permalink(ctx.channel_id, messages[0].ts) if messages else None
+        if link:
+            self._links[(run_id, call)] = link
+        return link
+
+
+def _header(text: str) -> dict[str, Any]:
+    return {"type": "header", "text": {"type": "plain_text", "text": clip(text, 150)}}
+
+
+def _context(mrkdwn: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": clip(mrkdwn, 3000)}]}
+
+
+def _ago(asked_ms: int) -> str:
+    seconds = max(0, int(datetime.now(UTC).timestamp() - asked_ms / 1000))
+    if seconds < 3600:
+        return f"{max(1, seconds // 60)} min"
+    if seconds < 86400:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 86400} d"
+
+
+def closed_summary(question: str, outcome: str) -> str:
+    """How a closed question is listed under "Recently closed": the question, shortened, and its outcome."""
+    return f"{escape(clip(question, 150))} · {outcome}"

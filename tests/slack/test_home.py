@@ -1,0 +1,98 @@
+"""The App Home tab as an inbox, through the fake Slack (which validates Home views as Slack does): what waits for
+the person who opens it, answered right there through the same exactly-once path, refreshed when it changes."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from bot.agent.state import utcnow
+from bot.playground.home_tab import click_home, home_view, open_home
+from bot.testing.openai_server import Reply, tool_call
+from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, SINGLE, blocks_text, current, has_controls
+
+AGENT = {"agent": "bot.testing.approval_agent:build"}
+
+
+async def refresh(h: Any) -> None:
+    """Carry out the debounced Home refreshes that are due."""
+    assert h.bot.scheduler is not None
+    await h.settle()  # the work that asked or closed a question, which schedules the refresh
+    await h.bot.scheduler.tick(now=utcnow() + timedelta(seconds=5))
+    await h.settle()
+
+
+async def asked(h: Any, user: str = ALICE, *, then: str = "ok") -> tuple[str, dict[str, Any]]:
+    h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="q1")]), Reply(text=then))
+    d = await h.ws.mention(user, GENERAL, "summarize")
+    return d.message["ts"], await h.ws.wait_for_message(
+        channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls
+    )
+
+
+async def test_home_lists_what_waits_and_answering_there_answers_the_thread(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis) as h:
+        await open_home(h.ws, ALICE)
+        await h.settle()
+        empty = home_view(h.ws, ALICE)
+        assert empty is not None and "Nothing is waiting for you." in blocks_text(empty)
+        thread, q = await asked(h, then="Thanks for answering from Home.")
+        await refresh(h)
+        view = home_view(h.ws, ALICE)
+        assert view is not None
+        shown = blocks_text(view)
+        assert "Which repo?" in shown and f"<#{GENERAL}>" in shown and "Open the thread" in shown
+        await click_home(h.ws, ALICE, "web")
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Thanks for answering from Home."
+        )
+        await h.settle()
+        assert not has_controls(await current(h, q)) and "answered: *web*" in blocks_text(await current(h, q))
+        await refresh(h)
+        after = home_view(h.ws, ALICE)
+        assert after is not None
+        assert "Nothing is waiting for you." in blocks_text(after) and "Recently closed" in blocks_text(after)
+        assert home_view(h.ws, BOB) is None  # not Bob's question
+
+
+async def test_an_approval_waits_in_the_named_approvers_home_and_they_decide_there(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings={**AGENT, "approvers": BOB}) as h:
+        h.model.script(
+            Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]), Reply(text="Restarted.")
+        )
+        d = await h.ws.mention(ALICE, GENERAL, "restart api")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+        await refresh(h)
+        for person in (ALICE, BOB):
+            view = home_view(h.ws, person)
+            assert view is not None and "restart_service" in blocks_text(view)
+        await click_home(h.ws, ALICE, "Approve")  # the requester may not approve here either
+        refused = await h.ws.wait_for_message(channel="D_ALICE", predicate=lambda m: "approvers" in m["text"])
+        assert "Only the configured approvers" in refused["text"]  # told by DM: Home has no channel
+        await click_home(h.ws, BOB, "Approve")
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: m["text"] == "Restarted."
+        )
+        await refresh(h)
+        bob = home_view(h.ws, BOB)
+        assert bob is not None and "Nothing is waiting for you." in blocks_text(bob)
+
+
+async def test_a_crowded_inbox_stays_within_slacks_100_blocks_and_says_how_many_more_wait(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings={"max_runs_per_person": 50}) as h:
+        for i in range(25):
+            h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id=f"q{i}")]))
+            d = await h.ws.mention(ALICE, GENERAL, f"question {i}")
+            await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+        await refresh(h)
+        view = home_view(h.ws, ALICE)
+        assert view is not None and len(view["blocks"]) <= 100
+        assert "more waiting" in blocks_text(view)
