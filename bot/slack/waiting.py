@@ -164,7 +164,12 @@ class Waiting:
             await home.asked(ctx, state.run_id, item.key, asked_at=pending.suspended_at, approval=approval, also=people)
         ref = QuestionRef.of(state.run_id, item.key)
         ago = _ago(pending.suspended_at)
-        note = f":arrow_up: Escalated from <#{ctx.channel_id}>: asked by <@{ctx.requester}> {ago} ago."
+        shown = [
+            m for m in await self.answering.index.messages(state.run_id, item.key) if m.channel_id == ctx.channel_id
+        ]
+        link = await self.answering.web.permalink(ctx.channel_id, shown[0].ts) if shown else None
+        note = f":arrow_up: Escalated from <#{ctx.channel_id}>: asked by <@{ctx.requester}> {ago} ago"
+        note += f" · <{link}|Open the thread>" if link else "."
         if pending.kind == "approval":
             payload = approval_payload(pending)
             blocks = approval_blocks(payload, ref=ref, approvers="You may decide too")
@@ -178,8 +183,8 @@ class Waiting:
             posted = await self.answering.web.post_to(target, text=text, blocks=blocks)
             if posted is not None:
                 channel_id, ts = posted
-                shown = MessageRef(channel_id=channel_id, ts=ts, asked=asked_id(pending.suspended_at))
-                await self.answering.index.add_message(state.run_id, key=item.key, ref=shown)
+                there = MessageRef(channel_id=channel_id, ts=ts, asked=asked_id(pending.suspended_at))
+                await self.answering.index.add_message(state.run_id, key=item.key, ref=there)
                 if channel_id != target:  # a DM: its D… id answers too (the person is allowed by id)
                     await self.answering.index.escalate(state.run_id, key=item.key, to=[channel_id])
 

@@ -130,6 +130,7 @@ async def test_a_question_escalated_to_a_channel_can_be_answered_there_and_every
         [escalated] = [m for m in h.ws.messages(RANDOM) if has_controls(m)]
         shown = blocks_text(escalated)
         assert "Escalated from" in shown and GENERAL in shown and f"<@{ALICE}>" in shown
+        assert "Open the thread" in shown and "/archives/C_GENERAL/" in shown  # linked to the thread
         await tick(h, after=3600)
         assert len([m for m in h.ws.messages(RANDOM) if has_controls(m)]) == 1  # once
         await h.ws.click(escalated, "web", user=BOB)

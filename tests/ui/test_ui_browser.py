@@ -354,3 +354,32 @@ async def test_ui_tool_approval_approve_then_decline_with_a_reason(page: Any, pl
     await dialog.get_by_role("button", name="Decline").click()
     await expect(dialog).to_have_count(0)
     await expect(second.get_by_text("OK, I won't restart it (change freeze)")).to_be_visible()
+
+
+async def test_ui_home_tab_and_timing_panel(page: Any, playground: Playground) -> None:
+    """The developer panel shortens the deadline; the question then waits on Alice's Home tab, where she
+    answers it with a click; the thread shows the answer."""
+    from playwright.async_api import expect
+
+    dev = page.locator("#devpanel")
+    if not await dev.is_visible():
+        await page.locator("#dev-toggle").click()
+    await dev.locator("#timing summary").click()
+    form = dev.locator("#timing-form")
+    await form.locator("input[name=ask_ttl_seconds]").fill("120")
+    await form.get_by_role("button", name="Apply").click()
+    await expect(page.locator("#toasts")).to_contain_text("Applied")
+    assert playground.bot is not None and playground.bot.agent.ask_ttl == 120
+    thread = await mention(page, "deploy please")
+    await expect(thread.get_by_role("button", name="production")).to_be_visible()
+    await page.locator("#app-list").get_by_role("button", name="Home").click()
+    home = page.locator("#messages .home")
+    await expect(home.get_by_text("Waiting for you")).to_be_visible()
+    await expect(home.get_by_role("button", name="production")).to_be_visible()
+    await home.get_by_role("button", name="production").click()
+    await expect(home.get_by_text("Nothing is waiting for you.")).to_be_visible(timeout=15000)
+    await page.locator("#channel-list").get_by_role("button", name="general").click()
+    await page.locator("#messages").get_by_role("button", name="2 replies").click()
+    await expect(page.locator("#thread-pane").get_by_text("Deploying to")).to_be_visible()
+    await expect(page.locator("#thread-pane").get_by_text("answered: production")).to_be_visible()
+    await shoot(page, "ui-home-tab")

@@ -68,7 +68,7 @@ function confirmed(element) {
 
 // --- elements ---------------------------------------------------------------------------------------
 
-function button(element, ctx) {
+function button(element, ctx, block) {
   const b = el("button", "bk-btn", [plainText(element.text)]);
   b.type = "button";
   if (element.style === "primary" || element.style === "danger") b.classList.add(element.style);
@@ -82,7 +82,7 @@ function button(element, ctx) {
     if (!confirmed(element)) return;
     const url = safeUrl(String(element.url || ""));
     if (url) window.open(url, "_blank", "noopener,noreferrer");
-    ctx.act("click", { label: textOf(element.text), block_id: block.block_id });
+    ctx.act("click", { label: textOf(element.text), block_id: (block && block.block_id) || "" });
   });
   return b;
 }
@@ -237,7 +237,7 @@ function unsupported(kind) {
 function element(block, e, ctx) {
   switch (e.type) {
     case "button":
-      return button(e, ctx);
+      return button(e, ctx, block);
     case "static_select":
       return staticSelect(block, e, ctx);
     case "multi_static_select":
