@@ -222,6 +222,10 @@ class Settings(BaseSettings):
     def _escalation(self) -> Settings:
         if self.ask_escalate_after is not None and self.ask_escalate_to is None:
             raise ValueError("ASK_ESCALATE_TO: must be set when ASK_ESCALATE_AFTER is (whom to ask)")
+        if self.ask_escalate_to is not None and self.ask_escalate_after is None:
+            raise ValueError("ASK_ESCALATE_AFTER: must be set when ASK_ESCALATE_TO is (when to ask them)")
+        if self.ask_escalate_after is not None and self.ask_escalate_after >= self.ask_ttl_seconds:
+            raise ValueError("ASK_ESCALATE_AFTER: must be shorter than ASK_TTL_SECONDS (the question's deadline)")
         return self
 
     @field_validator("log_level", mode="before")

@@ -11,7 +11,7 @@ from pydantic import BeforeValidator
 
 MAX_DURATION = 10 * 365 * 86400  # ten years: beyond that a TTL is a typo, and Redis expiry times overflow
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_DURATION_PART = re.compile(r"(\d+)([smhd])")
+_DURATION_PART = re.compile(r"([0-9]+)([smhd])")  # ASCII digits only ("1٣" is not 13)
 _DURATION_FORMS = "whole seconds or a duration like 30s, 30m, 1h, 2d"
 
 
@@ -32,7 +32,7 @@ def parse_duration(value: object) -> int:
     text = value.strip().lower().replace(" ", "")
     sign = -1 if text.startswith("-") else 1
     text = text.removeprefix("-").removeprefix("+")
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         return sign * int(text)
     if not text or _DURATION_PART.sub("", text):
         raise ValueError(f"must be {_DURATION_FORMS}")

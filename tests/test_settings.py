@@ -300,3 +300,15 @@ def test_configure_logging_rejects_unknown_values() -> None:
         configure_logging("LOUD")
     with pytest.raises(ValueError, match="unknown log format"):
         configure_logging("INFO", "xml")  # type: ignore[arg-type]
+
+
+def test_escalation_needs_both_settings_and_a_time_before_the_deadline() -> None:
+    for values, line in (
+        ({"ask_escalate_to": "C123"}, "ASK_ESCALATE_AFTER: must be set when ASK_ESCALATE_TO is"),
+        ({"ask_escalate_after": "1h"}, "ASK_ESCALATE_TO: must be set when ASK_ESCALATE_AFTER is"),
+        ({"ask_escalate_after": "2d", "ask_escalate_to": "C123"}, "ASK_ESCALATE_AFTER: must be shorter than"),
+        ({"ask_remind_after": "1\u0663"}, "ASK_REMIND_AFTER: must be whole seconds or a duration"),
+    ):
+        with pytest.raises(SettingsError) as info:
+            load_settings(**values)
+        assert info.value.problems[0].startswith(line), info.value.problems

@@ -282,7 +282,7 @@ class Answering:
         except StoreUnavailable:
             return state
         pending = state.pending
-        if pending is not None and pending.tool_call_id == call:
+        if pending is not None and pending.tool_call_id == call and pending.resume is None:
             payload = AskUserPayload.model_validate(pending.suspend_payload)
             await self.follower.close_question(
                 state.run_id,

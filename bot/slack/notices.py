@@ -21,6 +21,15 @@ EXPIRED_OUTCOME = ":hourglass: This question expired without an answer."
 def explain(check: AnswerCheck, user: str) -> str:
     """What a person trying to answer is told for an outcome other than :class:`~bot.agent.answers.Open`."""
     match check:
+        case Answered(answer=answer) if answer.outcome == "cancelled":
+            who = (
+                "you"
+                if answer.answered_by == user
+                else f"<@{answer.answered_by}>"
+                if answer.answered_by
+                else "its asker"
+            )
+            return f"This question was withdrawn by {who}."
         case Answered(answer=answer) if answer.answered_by == user:
             return "Your answer was recorded."
         case Answered(answer=answer):

@@ -66,8 +66,10 @@ class WaitPlan:
         await self.schedule.add(item, at=at + timedelta(seconds=1))
 
     async def closed(self, run_id: str, call: str) -> None:
-        """Drop what is still planned for a question that was answered, expired or withdrawn (never raises)."""
-        items = [DueItem(DEADLINE, run_id, call), DueItem(ESCALATE, run_id, call)]
+        """Drop the reminders and escalation still planned for a question that was answered, expired or withdrawn
+        (never raises). Its deadline stays: a question closed as expired by a late click still goes on without an
+        answer at its deadline (``ASK_ON_TIMEOUT=resume``); for an answered one it finds nothing to do."""
+        items = [DueItem(ESCALATE, run_id, call)]
         items += [DueItem(REMIND, run_id, call, n) for n in range(1, self.settings.remind_max + 1)]
         try:
             await self.schedule.cancel(*items)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import Any
 
 from bot.agent.answers import Expired, Open
 from bot.agent.approvals import approval_payload
@@ -35,6 +36,7 @@ from bot.slack.approvers import ApproverPolicy
 from bot.slack.context import SlackContext
 from bot.slack.home import HOME
 from bot.slack.mrkdwn import clip, escape
+from bot.slack.notices import EXPIRED_OUTCOME
 from bot.slack.refs import QuestionRef
 from bot.slack.wait_plan import DEADLINE, ESCALATE, REMIND, WaitPlan
 from bot.store.conversations import MessageRef, asked_id
@@ -93,7 +95,9 @@ class Waiting:
             return  # the tool call that asked it closes it at its deadline
         if pending.resume is not None:
             return  # went on already
-        if self.plan.settings.on_timeout == "close":
+        thread = await self.answering.index.thread(ctx.team_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts)
+        moved_on = thread is not None and thread.run_id != state.run_id  # a newer run took the thread
+        if self.plan.settings.on_timeout == "close" or moved_on:
             await self.answering.expire(state, item.key)
             return
         for _ in range(3):  # a write racing this one: look again
@@ -127,15 +131,14 @@ class Waiting:
     # --- reminders -------------------------------------------------------------------------------------------
 
     async def on_remind(self, item: DueItem) -> None:
-        """Reminder ``item.n``: mention who the question waits for, in its thread; plan the next one."""
+        """Reminder ``item.n``: mention who the question waits for, in its thread; plan the next one. Posted, then
+        marked, so a process that dies in between leaves it to be posted (at least once)."""
         found = await self._open(item)
         if found is None:
             return
         state, ctx, pending = found
-        first = await self.answering.index.tell_once(
-            state.run_id, tool_call_id=item.key, user="", topic=f"remind{item.n}"
-        )
-        if first:
+        index, topic = self.answering.index, f"remind{item.n}"
+        if not await index.was_told(state.run_id, tool_call_id=item.key, user="", topic=topic):
             what = "approval request" if pending.kind == "approval" else "question"
             who = [f"<@{ctx.requester}>"]
             if pending.kind == "approval":
@@ -143,31 +146,51 @@ class Waiting:
             waited = _ago(pending.suspended_at)
             text = f":bell: {', '.join(dict.fromkeys(who))}: the {what} above is still waiting (asked {waited} ago)."
             await self.answering.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text)
+            await index.tell_once(state.run_id, tool_call_id=item.key, user="", topic=topic)
         await self.plan.remind_again(state.run_id, item.key, n=item.n + 1)
 
     # --- escalation ------------------------------------------------------------------------------------------
 
     async def on_escalate(self, item: DueItem) -> None:
-        """Post the question to ``ASK_ESCALATE_TO`` too (once), and let those people answer it."""
+        """Post the question to each of ``ASK_ESCALATE_TO`` (each once: posted, then marked), and let those people
+        answer it; if it closed meanwhile, close what was just posted too."""
         found = await self._open(item)
         if found is None:
             return
         state, ctx, pending = found
-        if not await self.answering.index.tell_once(state.run_id, tool_call_id=item.key, user="", topic="escalated"):
-            return
+        index = self.answering.index
         targets = await self._targets()
-        await self.answering.index.escalate(state.run_id, key=item.key, to=targets)
+        await index.escalate(state.run_id, key=item.key, to=targets)
         home = self.follower.home
         if home is not None:
             people = [t for t in targets if t.startswith(("U", "W"))]
             approval = pending.kind == "approval"
             await home.asked(ctx, state.run_id, item.key, asked_at=pending.suspended_at, approval=approval, also=people)
-        ref = QuestionRef.of(state.run_id, item.key)
+        text, blocks = await self._escalation_message(state.run_id, item.key, ctx, pending)
+        for target in targets:
+            topic = f"escalated:{target}"
+            if await index.was_told(state.run_id, tool_call_id=item.key, user="", topic=topic):
+                continue
+            posted = await self.answering.web.post_to(target, text=text, blocks=blocks)
+            if posted is not None:
+                channel_id, ts = posted
+                there = MessageRef(channel_id=channel_id, ts=ts, asked=asked_id(pending.suspended_at))
+                await index.add_message(state.run_id, key=item.key, ref=there)
+                if channel_id != target:  # a DM: its D… id answers too (the person is allowed by id)
+                    await index.escalate(state.run_id, key=item.key, to=[channel_id])
+            await index.tell_once(state.run_id, tool_call_id=item.key, user="", topic=topic)
+        if await self._open(item) is None:  # answered while it was being escalated: close the new messages too
+            await self._close_settled(state.run_id, pending)
+
+    async def _escalation_message(
+        self, run_id: str, call: str, ctx: SlackContext, pending: PendingCall
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """The escalated question: where it comes from (linked to its thread), then the question or request."""
+        ref = QuestionRef.of(run_id, call)
+        recorded = await self.answering.index.messages(run_id, call)
+        in_thread = [m for m in recorded if m.channel_id == ctx.channel_id]
+        link = await self.answering.web.permalink(ctx.channel_id, in_thread[0].ts) if in_thread else None
         ago = _ago(pending.suspended_at)
-        shown = [
-            m for m in await self.answering.index.messages(state.run_id, item.key) if m.channel_id == ctx.channel_id
-        ]
-        link = await self.answering.web.permalink(ctx.channel_id, shown[0].ts) if shown else None
         note = f":arrow_up: Escalated from <#{ctx.channel_id}>: asked by <@{ctx.requester}> {ago} ago"
         note += f" · <{link}|Open the thread>" if link else "."
         if pending.kind == "approval":
@@ -178,15 +201,30 @@ class Waiting:
             question = AskUserPayload.model_validate(pending.suspend_payload)
             blocks = bk.question_blocks(question, ref=ref, requester=None, answerers="channel")
             text = f"{escape(clip(question.question, 2000))} (escalated)"
-        blocks = [{"type": "context", "elements": [{"type": "mrkdwn", "text": note}]}, *blocks]
-        for target in targets:
-            posted = await self.answering.web.post_to(target, text=text, blocks=blocks)
-            if posted is not None:
-                channel_id, ts = posted
-                there = MessageRef(channel_id=channel_id, ts=ts, asked=asked_id(pending.suspended_at))
-                await self.answering.index.add_message(state.run_id, key=item.key, ref=there)
-                if channel_id != target:  # a DM: its D… id answers too (the person is allowed by id)
-                    await self.answering.index.escalate(state.run_id, key=item.key, to=[channel_id])
+        return text, [{"type": "context", "elements": [{"type": "mrkdwn", "text": note}]}, *blocks]
+
+    async def _close_settled(self, run_id: str, pending: PendingCall) -> None:
+        """Close every message of a question that was settled while it was being escalated, saying how."""
+        state = await self.agent.get_run(run_id)
+        answer = state.answer_for(pending.tool_call_id)
+        if answer is not None and answer.answered_at >= pending.suspended_at:
+            outcome = (
+                f":white_check_mark: Settled by <@{answer.answered_by}>." if answer.answered_by else NO_ANSWER_OUTCOME
+            )
+        else:
+            outcome = EXPIRED_OUTCOME
+        if pending.kind == "approval":
+            await self.follower.close_approval(run_id, approval_payload(pending), outcome=outcome)
+            return
+        payload = AskUserPayload.model_validate(pending.suspend_payload)
+        await self.follower.close_question(
+            run_id,
+            tool_call_id=pending.tool_call_id,
+            payload=payload,
+            outcome=outcome,
+            summary="closed",
+            asked=pending.suspended_at,
+        )
 
     async def _targets(self) -> list[str]:
         """``ASK_ESCALATE_TO`` as posting targets: a channel id, or user ids with user groups expanded."""

@@ -43,12 +43,25 @@ class SlackWeb:
         """``chat.postMessage``; the new message's ``ts``, or None when Slack refused it. Slack's transient errors
         answered with HTTP 200 (``internal_error``, ``fatal_error``, ``service_unavailable``, ``request_timeout``,
         which slack_sdk's retry handlers don't see) are retried twice."""
+        posted = await self._post_message(channel=channel, thread_ts=thread_ts, text=text, blocks=blocks)
+        return posted[1] if posted is not None else None
+
+    async def post_to(
+        self, channel: str, *, text: str, blocks: list[dict[str, Any]] | None = None
+    ) -> tuple[str, str] | None:
+        """``chat.postMessage`` to a channel or, given a user id, to the person's DM with the app; returns
+        ``(channel_id, ts)`` as Slack answers them (a DM's ``D…`` id), or None when Slack refused (transient
+        errors retried as in :meth:`post`)."""
+        return await self._post_message(channel=channel, thread_ts=None, text=text, blocks=blocks)
+
+    async def _post_message(
+        self, *, channel: str, thread_ts: str | None, text: str, blocks: list[dict[str, Any]] | None
+    ) -> tuple[str, str] | None:
         for attempt in range(3):
             try:
                 resp = await self.client.chat_postMessage(
                     channel=channel, thread_ts=thread_ts, text=text, blocks=blocks
                 )
-                return str(resp.get("ts")) if resp.get("ts") else None
             except SlackApiError as exc:
                 code = exc.response.get("error") if exc.response is not None else None
                 if code in TRANSIENT and attempt < 2:
@@ -56,20 +69,9 @@ class SlackWeb:
                     continue
                 log.error("chat.postMessage failed: %s", _error(exc))
                 return None
+            posted_in, ts = resp.get("channel") or channel, resp.get("ts")
+            return (str(posted_in), str(ts)) if ts else None
         return None
-
-    async def post_to(
-        self, channel: str, *, text: str, blocks: list[dict[str, Any]] | None = None
-    ) -> tuple[str, str] | None:
-        """``chat.postMessage`` to a channel or, given a user id, to the person's DM with the app; returns
-        ``(channel_id, ts)`` as Slack answers them (a DM's ``D…`` id), or None when Slack refused."""
-        try:
-            resp = await self.client.chat_postMessage(channel=channel, text=text, blocks=blocks)
-        except SlackApiError as exc:
-            log.error("chat.postMessage failed: %s", _error(exc))
-            return None
-        posted_in, ts = resp.get("channel"), resp.get("ts")
-        return (str(posted_in), str(ts)) if posted_in and ts else None
 
     async def publish_home(self, user: str, view: dict[str, Any]) -> bool:
         """``views.publish`` of ``user``'s App Home tab; False when Slack refused."""

@@ -180,6 +180,14 @@ class ConversationIndex:
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while marking a notice: {type(exc).__name__}") from None
 
+    async def was_told(self, run_id: str, *, tool_call_id: str, user: str, topic: str) -> bool:
+        """Whether :meth:`tell_once` marked ``topic`` already (e.g. a reminder posted). Raises ``StoreUnavailable``."""
+        try:
+            key = self.keys.told(run_id, tool_call_id=tool_call_id, user=user, topic=topic)
+            return bool(await self.client.exists(key))
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while reading a notice mark: {type(exc).__name__}") from None
+
     async def escalate(self, run_id: str, *, key: str, to: list[str]) -> None:
         """Let ``to`` (user ids, or the channel ids of channels it was posted to) answer ``(run_id, key)`` too.
         Raises ``StoreUnavailable``."""

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -67,15 +68,16 @@ end
 return 0
 """
 
-# KEYS[1] due. ARGV: [1] at ms ("" = Redis TIME + ARGV[2]), [2] after ms, [3] member, [4] "NX" to keep an earlier one.
+# KEYS[1] due. ARGV: [1] at ms ("" = Redis TIME + ARGV[2]), [2] after ms, [3] member, [4] "LT" to keep an earlier one
+# (an item being carried out is at its lease's end, later: LT moves it, so its done() keeps it for the new time).
 _ADD = """
 local at = tonumber(ARGV[1])
 if not at then
   local t = redis.call('TIME')
   at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
 end
-if ARGV[4] == 'NX' then
-  return redis.call('ZADD', KEYS[1], 'NX', at, ARGV[3])
+if ARGV[4] == 'LT' then
+  return redis.call('ZADD', KEYS[1], 'LT', at, ARGV[3])
 end
 return redis.call('ZADD', KEYS[1], at, ARGV[3])
 """
@@ -127,10 +129,11 @@ class Schedule:
     async def add(
         self, item: DueItem, *, at: datetime | None = None, after: float = 0.0, keep_earlier: bool = False
     ) -> None:
-        """Make ``item`` due ``at`` (an aware datetime), else ``after`` seconds from now by Redis's clock;
-        ``keep_earlier``: leave it as it is when it is already due (a debounce)."""
-        at_ms = str(int(at.timestamp() * 1000)) if at is not None else ""
-        args = [at_ms, int(after * 1000), item.member(), "NX" if keep_earlier else ""]
+        """Make ``item`` due ``at`` (an aware datetime; never before it, to the millisecond), else ``after`` seconds
+        from now by Redis's clock; ``keep_earlier``: leave it as it is when it is already due sooner (a debounce;
+        one being carried out now is due again at the new time)."""
+        at_ms = str(math.ceil(at.timestamp() * 1000)) if at is not None else ""
+        args = [at_ms, int(after * 1000), item.member(), "LT" if keep_earlier else ""]
         await self._run(self._add, args, "schedule an item")
 
     async def cancel(self, *items: DueItem) -> None:

@@ -110,12 +110,14 @@ async def test_reminders_mention_the_requester_up_to_the_limit_and_stop_once_ans
         await tick(h, after=5 * 3601)
         assert len([t for t in texts(h, thread) if t.startswith(":bell:")]) == 2  # ASK_REMIND_MAX
         kinds = [m.decode().split('"')[1] for m in await fake_redis.zrange(scheduler(h).schedule.key, 0, -1)]
-        assert kinds == ["deadline"]  # only the deadline is left
+        assert [k for k in kinds if k != "home"] == ["deadline"]  # only the deadline is left
         await h.ws.click(q, "api", user=ALICE)
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Thanks.")
         await h.settle()
         left = [m.decode().split('"')[1] for m in await fake_redis.zrange(scheduler(h).schedule.key, 0, -1)]
-        assert "deadline" not in left and "remind" not in left  # answered: nothing is left to fire
+        assert [k for k in left if k != "home"] == [
+            "deadline"
+        ]  # answered: no reminder left (the deadline finds nothing to do)
 
 
 async def test_a_question_escalated_to_a_channel_can_be_answered_there_and_every_message_closes(
@@ -147,7 +149,7 @@ async def test_a_question_escalated_to_people_reaches_each_by_dm_and_they_may_an
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:
     settings = {"ask_escalate_after": "1h", "ask_escalate_to": f"{BOB},{CAROL}"}
-    async with harness(fake_redis, settings=settings) as h:
+    async with harness(fake_redis, ttl=86400, settings=settings) as h:
         thread, _ = await asked(h, then="Carol chose api.")
         await tick(h, after=3601)
         dm_bob = [m for m in h.ws.messages("D_BOB") if has_controls(m)]
@@ -228,3 +230,41 @@ async def test_a_deadline_that_falls_while_no_process_runs_fires_when_one_starts
             channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Went on after the restart."
         )
         assert json.loads(h.model.requests[-1]["messages"][-1]["content"])["status"] == "no_answer"
+
+
+async def test_a_late_click_before_the_deadline_fires_does_not_keep_the_run_from_going_on(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis) as h:
+        thread, q = await asked(h, then="Went on without an answer.")
+        await past_deadline(h, thread)
+        await h.ws.click(q, "api", user=ALICE, as_seen=True)  # told it expired; the question closes as expired
+        await h.ws.wait_for_ephemeral(user=ALICE, predicate=lambda m: "expired" in m["text"])
+        await h.settle()
+        await tick(h, after=7200)
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Went on without an answer."
+        )
+        assert tool_results(h.model)[0]["status"] == "no_answer"
+        assert not has_controls(await current(h, q))
+
+
+async def test_clicks_on_a_withdrawn_question_say_it_was_withdrawn(fake_redis: aioredis.Redis, harness: Any) -> None:
+    async with harness(fake_redis, answerers="channel") as h:
+        thread, q = await asked(h, then="Stopping.")
+        await h.ws.click(q, "Cancel", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Stopping.")
+        await h.ws.click(q, "web", user=BOB, as_seen=True)
+        told = await h.ws.wait_for_ephemeral(user=BOB, predicate=lambda m: "withdrawn" in m["text"])
+        assert "withdrawn by <@U_ALICE>" in told["text"]
+
+
+async def test_an_escalation_refused_once_by_slack_is_posted_on_its_retry(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    settings = {"ask_escalate_after": "30m", "ask_escalate_to": RANDOM}
+    async with harness(fake_redis, settings=settings) as h:
+        await asked(h)
+        h.ws.fake.fail_next("chat.postMessage", "internal_error")
+        await tick(h, after=1801)
+        assert len([m for m in h.ws.messages(RANDOM) if has_controls(m)]) == 1

@@ -1,0 +1,38 @@
+"""The scheduler's sorted set on the real Redis and on fakeredis: claims are atomic and leased, done() keeps an
+item scheduled again meanwhile, a debounced item being carried out is due again after a change."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import redis.asyncio as aioredis
+
+from bot.agent.state import utcnow
+from bot.store.schedule import DueItem, Schedule
+
+
+async def test_a_debounced_item_added_while_it_is_being_carried_out_fires_again(fake_redis: aioredis.Redis) -> None:
+    schedule = Schedule(fake_redis, prefix="sched:")
+    item = DueItem("home", "T1", "U1")
+    await schedule.add(item, after=2.0, keep_earlier=True)
+    await schedule.add(item, after=60.0, keep_earlier=True)  # debounced: the earlier time stays
+    due = await schedule.due_at(item)
+    assert due is not None and due - utcnow().timestamp() < 5
+    [claimed] = await schedule.claim(now=utcnow() + timedelta(seconds=3))
+    await schedule.add(item, after=2.0, keep_earlier=True)  # a change while it is carried out
+    await schedule.done(claimed)
+    assert await schedule.due_at(item) is not None  # kept: the change gets its own refresh
+    assert len(await schedule.claim(now=utcnow() + timedelta(seconds=5))) == 1
+
+
+async def test_two_claims_at_once_take_each_item_once(real_redis: aioredis.Redis, prefix: str) -> None:
+    schedule = Schedule(real_redis, prefix=prefix)
+    for i in range(50):
+        await schedule.add(DueItem("deadline", f"r{i}", "q"), after=0)
+    later = utcnow() + timedelta(seconds=1)
+    first, second = await asyncio.gather(schedule.claim(now=later, limit=40), schedule.claim(now=later, limit=40))
+    taken = [c.member for c in first + second]
+    assert len(taken) == 50 and len(set(taken)) == 50
+    assert await schedule.claim(now=later) == []  # held by their lease
+    assert len(await schedule.claim(now=later + timedelta(seconds=61))) == 50  # back after it, if not done
