@@ -23,6 +23,7 @@ from bot.agent.answers import AnswerCheck, Answered, Expired, Open, question_of
 from bot.agent.ask_user import AskUserPayload
 from bot.agent.forms import FormReply
 from bot.agent.state import PendingCall, ResumeData, RunState
+from bot.agent.stream import AgentStream
 from bot.agent.text import is_blank
 from bot.config import Answerers
 from bot.errors import (
@@ -45,7 +46,6 @@ from bot.slack.notices import (
     EXPIRED_OUTCOME,
     GONE,
     MULTI_HINT,
-    NOT_HERE,
     NOT_OPEN,
     STORE_DOWN,
     UNKNOWN_BUTTON,
@@ -53,10 +53,11 @@ from bot.slack.notices import (
     explain,
 )
 from bot.slack.picks import Pick, label, resume_data, shown, ticked
+from bot.slack.placement import misplaced
 from bot.slack.refs import BadReference, QuestionRef, parse_index
 from bot.slack.typed_answers import labels_in_text
 from bot.slack.webapi import SlackWeb
-from bot.store.conversations import ConversationIndex, asked_id
+from bot.store.conversations import ConversationIndex
 
 log = logging.getLogger(__name__)
 
@@ -211,14 +212,42 @@ class Answering:
         payload = AskUserPayload.model_validate(pending.suspend_payload)
         try:
             data = resume_data(payload, pick(payload))
-            stream = await self.agent.resume_stream(
+        except AnswerError as exc:
+            await say(f"I couldn't take that answer: {exc}")
+            return
+
+        async def resume() -> AgentStream:
+            return await self.agent.resume_stream(
                 data, run_id=state.run_id, tool_call_id=call, answered_by=where.user, loaded=state
             )
+
+        said = bk.answer_display(shown(payload, data), allow_user_mentions=self.follower.allow_user_mentions)
+        outcome = f":white_check_mark: <@{where.user}> answered: *{said}*"
+        await self.settle(state, ctx, pending, call=call, user=where.user, say=say, claim=resume, outcome=outcome)
+
+    async def settle(
+        self,
+        state: RunState,
+        ctx: SlackContext,
+        pending: PendingCall,
+        *,
+        call: str,
+        user: str,
+        say: Say,
+        claim: Callable[[], Awaitable[AgentStream]],
+        outcome: str,
+        summary: str = "answered",
+    ) -> None:
+        """Make ``claim`` (an answer, a withdrawal) on question ``call``; then close its messages with ``outcome``
+        (mrkdwn; ``summary`` its notification suffix) and follow the run. A claim that can't be made is explained to
+        ``user`` instead."""
+        try:
+            stream = await claim()
         except AnswerError as exc:
             await say(f"I couldn't take that answer: {exc}")
             return
         except LOST_CLAIM:
-            await self.lost_claim(state.run_id, ctx, call=call, user=where.user, say=say)
+            await self.lost_claim(state.run_id, ctx, call=call, user=user, say=say)
             return
         except RunNotFound:
             await say(GONE)
@@ -226,16 +255,7 @@ class Answering:
         except StoreUnavailable:
             await say(STORE_DOWN)
             return
-        said = bk.answer_display(shown(payload, data), allow_user_mentions=self.follower.allow_user_mentions)
-        outcome = f":white_check_mark: <@{where.user}> answered: *{said}*"
-        await self.follower.close_question(
-            state.run_id,
-            tool_call_id=call,
-            payload=payload,
-            outcome=outcome,
-            summary="answered",
-            asked=pending.suspended_at,
-        )
+        await self.follower.close_pending(state.run_id, pending, outcome=outcome, summary=summary)
         await self.follower.follow(stream, ctx)
 
     async def slot(self, ctx: SlackContext, say: Say, *, user: str | None = None) -> Slot | None:
@@ -283,15 +303,7 @@ class Answering:
             return state
         pending = state.pending
         if pending is not None and pending.tool_call_id == call and pending.resume is None:
-            payload = AskUserPayload.model_validate(pending.suspend_payload)
-            await self.follower.close_question(
-                state.run_id,
-                tool_call_id=call,
-                payload=payload,
-                outcome=EXPIRED_OUTCOME,
-                summary="expired",
-                asked=pending.suspended_at,
-            )
+            await self.follower.close_pending(state.run_id, pending, outcome=EXPIRED_OUTCOME, summary="expired")
         return state
 
     async def continue_orphan(self, state: RunState, ctx: SlackContext) -> bool:
@@ -344,7 +356,7 @@ class Answering:
         if call is None:
             await say(NOT_OPEN)
             return None
-        problem = await self.misplaced(where, ctx, state=state, call=call) if where is not None else None
+        problem = await misplaced(self.index, where, ctx, state=state, call=call) if where is not None else None
         if problem:
             await say(problem)
             return None
@@ -376,26 +388,3 @@ class Answering:
             await say(self.refusal(ctx))
             return None
         return found
-
-    async def misplaced(self, where: Where, ctx: SlackContext, *, state: RunState, call: str) -> str | None:
-        """Why a request from ``where`` may not act on question ``call`` of ``state`` (None: it may). On a message
-        surface it must be one of the messages the bot posted for that question (in its thread, or where it was
-        escalated), and of the question's current asking (a call asked again, e.g. an MCP server's next question,
-        is not answered by a stale click); otherwise it must come from the run's channel and thread."""
-        if where.surface in ("home", "modal"):
-            return None
-        elsewhere = where.channel_id != ctx.channel_id or (where.thread_ts and where.thread_ts != ctx.thread_ts)
-        if where.surface == "message" and where.message_ts:
-            try:
-                shown = await self.index.messages(state.run_id, call)
-            except StoreUnavailable:  # the claim itself still needs the store; don't refuse for want of this record
-                return NOT_HERE if elsewhere else None
-            clicked = next((m for m in shown if m.ts == where.message_ts and m.channel_id == where.channel_id), None)
-            if clicked is None:
-                return NOT_HERE if elsewhere or shown else None
-            pending = state.pending
-            now_asked = asked_id(pending.suspended_at) if pending is not None and pending.tool_call_id == call else ""
-            if clicked.asked and now_asked and pending is not None and pending.resume is None:
-                return NOT_OPEN if clicked.asked != now_asked else None
-            return None
-        return NOT_HERE if elsewhere else None

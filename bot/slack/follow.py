@@ -14,7 +14,9 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from bot.agent.approvals import approval_payload
 from bot.agent.ask_user import AskUserPayload, fallback_text
+from bot.agent.state import PendingCall
 from bot.agent.stream import (
     AgentStream,
     ApprovalChunk,
@@ -211,6 +213,21 @@ class Follower:
                 await self.index.add_message(run_id, key=FAILURE, ref=MessageRef(channel_id=ctx.channel_id, ts=ts))
             except StoreUnavailable:
                 log.warning("run %s: could not record the failure notice", run_id)
+
+    async def close_pending(self, run_id: str, pending: PendingCall, *, outcome: str, summary: str) -> None:
+        """Close the messages of ``pending`` (a stored question or approval request, this asking of it) with
+        ``outcome`` (mrkdwn); ``summary``: a question's notification suffix (e.g. ``"expired"``)."""
+        if pending.kind == "approval":
+            await self.close_approval(run_id, approval_payload(pending), outcome=outcome)
+            return
+        await self.close_question(
+            run_id,
+            tool_call_id=pending.tool_call_id,
+            payload=AskUserPayload.model_validate(pending.suspend_payload),
+            outcome=outcome,
+            summary=summary,
+            asked=pending.suspended_at,
+        )
 
     async def close_question(
         self,

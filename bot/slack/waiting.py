@@ -110,23 +110,9 @@ class Waiting:
                 return
         else:
             raise RunConflict(item.run_id)
-        await self._close(state.run_id, pending)
+        await self.follower.close_pending(state.run_id, pending, outcome=_timed_out(pending), summary="expired")
         log.info("run %s: no answer by the deadline; going on without one", state.run_id)
         await self.follower.follow(stream, ctx)
-
-    async def _close(self, run_id: str, pending: PendingCall) -> None:
-        if pending.kind == "approval":
-            await self.follower.close_approval(run_id, approval_payload(pending), outcome=NO_DECISION_OUTCOME)
-            return
-        payload = AskUserPayload.model_validate(pending.suspend_payload)
-        await self.follower.close_question(
-            run_id,
-            tool_call_id=pending.tool_call_id,
-            payload=payload,
-            outcome=NO_ANSWER_OUTCOME,
-            summary="expired",
-            asked=pending.suspended_at,
-        )
 
     # --- reminders -------------------------------------------------------------------------------------------
 
@@ -213,18 +199,7 @@ class Waiting:
             )
         else:
             outcome = EXPIRED_OUTCOME
-        if pending.kind == "approval":
-            await self.follower.close_approval(run_id, approval_payload(pending), outcome=outcome)
-            return
-        payload = AskUserPayload.model_validate(pending.suspend_payload)
-        await self.follower.close_question(
-            run_id,
-            tool_call_id=pending.tool_call_id,
-            payload=payload,
-            outcome=outcome,
-            summary="closed",
-            asked=pending.suspended_at,
-        )
+        await self.follower.close_pending(run_id, pending, outcome=outcome, summary="closed")
 
     async def _targets(self) -> list[str]:
         """``ASK_ESCALATE_TO`` as posting targets: a channel id, or user ids with user groups expanded."""
@@ -236,6 +211,10 @@ class Waiting:
             else:
                 people.append(target)
         return list(dict.fromkeys(people))
+
+
+def _timed_out(pending: PendingCall) -> str:
+    return NO_DECISION_OUTCOME if pending.kind == "approval" else NO_ANSWER_OUTCOME
 
 
 def _ago(when: datetime) -> str:

@@ -15,13 +15,13 @@ import re
 from typing import Any
 
 from bot.agent.answers import Open
-from bot.agent.ask_user import AskUserPayload
 from bot.agent.state import RunState
-from bot.errors import RunNotFound, StoreUnavailable
+from bot.agent.stream import AgentStream
+from bot.errors import StoreUnavailable
 from bot.logs import log_context
-from bot.slack.answering import LOST_CLAIM, Answering
+from bot.slack.answering import Answering
 from bot.slack.context import SlackContext, Where
-from bot.slack.notices import GONE, STORE_DOWN
+from bot.slack.notices import STORE_DOWN
 from bot.slack.picks import button_ref
 
 log = logging.getLogger(__name__)
@@ -61,35 +61,22 @@ class Withdrawing:
             if not isinstance(check, Open):
                 await self.answering.not_open(check, state, ctx=ctx, call=call, user=where.user, say=say)
                 return
-            try:
-                stream = await self.agent.cancel_question(
-                    run_id=state.run_id, tool_call_id=call, cancelled_by=where.user
-                )
-            except LOST_CLAIM:
-                await self.answering.lost_claim(state.run_id, ctx, call=call, user=where.user, say=say)
-                return
-            except RunNotFound:
-                await say(GONE)
-                return
-            except StoreUnavailable:
-                await say(STORE_DOWN)
-                return
-            await self._closed(state, call, outcome=f":no_entry_sign: Withdrawn by <@{where.user}>.")
-            await self.answering.follower.follow(stream, ctx)
 
-    async def _closed(self, state: RunState, call: str, *, outcome: str) -> None:
-        pending = state.pending
-        if pending is None or pending.kind != "question":
-            return
-        payload = AskUserPayload.model_validate(pending.suspend_payload)
-        await self.answering.follower.close_question(
-            state.run_id,
-            tool_call_id=call,
-            payload=payload,
-            outcome=outcome,
-            summary="withdrawn",
-            asked=pending.suspended_at,
-        )
+            async def withdraw() -> AgentStream:
+                return await self.agent.cancel_question(run_id=state.run_id, tool_call_id=call, cancelled_by=where.user)
+
+            withdrawn = f":no_entry_sign: Withdrawn by <@{where.user}>."
+            await self.answering.settle(
+                state,
+                ctx,
+                check.pending,
+                call=call,
+                user=where.user,
+                say=say,
+                claim=withdraw,
+                outcome=withdrawn,
+                summary="withdrawn",
+            )
 
     async def stop(self, state: RunState, ctx: SlackContext, where: Where) -> None:
         """A ``stop`` said in the thread of ``state``, which is working: only its requester may stop it."""
