@@ -53,7 +53,8 @@ What it does is decided from the conversation (Chat Completions messages)::
 
 Tool result contents it reads (see :func:`bot.agent.ask_user.answer_result`): ``{"answer": str,
 "answer_type": "option" | "typed_text" | "text", "answered_by"?: "U.."}``, ``{"answers": [str, ...],
-"answer_type": "options", "answered_by"?}``, ``{"error": str}``; any other content is taken as the answer
+"answer_type": "options", "answered_by"?}``, ``{"error": str}``, ``{"status": "no_answer" | "cancelled"}``; any
+other content is taken as the answer
 text. For the demo tools: a declined call's ``{"status": "declined", "reason": str | None, "declined_by"?}``
 (:mod:`bot.agent.approvals`), ``{"error": str}``, a ticket ``{"id", "title", "status", "assignee"}``, and any
 other content as the tool's text.
@@ -425,6 +426,9 @@ def _answers_reply(asked: dict[str, Any], since_user: list[dict[str, Any]]) -> s
         result = _parse_result(results[call["id"]])
         if "error" in result:
             errors.append(f"I couldn't ask {what}: {result['error']}")
+        elif result.get("status") in ("no_answer", "cancelled"):  # the deadline passed, or it was withdrawn
+            why = "nobody answered in time" if result["status"] == "no_answer" else "the question was withdrawn"
+            sentences.append(f"No answer to {what} ({why}), so I did nothing.")
         else:
             sentences.append(_phrase(_QUESTIONS.get(question or ""), question, result))
     if errors:

@@ -30,7 +30,7 @@ from bot.slack import blocks as bk
 from bot.slack.approval_blocks import approval_blocks
 from bot.slack.approvers import ApproverPolicy
 from bot.slack.context import SlackContext
-from bot.slack.mrkdwn import clip, escape
+from bot.slack.mrkdwn import clip, escape, how_long
 from bot.slack.refs import QuestionRef
 from bot.slack.webapi import SlackWeb
 from bot.store.conversations import ConversationIndex
@@ -191,12 +191,7 @@ def _context(mrkdwn: str) -> dict[str, Any]:
 
 
 def _ago(asked_ms: int) -> str:
-    seconds = max(0, int(datetime.now(UTC).timestamp() - asked_ms / 1000))
-    if seconds < 3600:
-        return f"{max(1, seconds // 60)} min"
-    if seconds < 86400:
-        return f"{seconds // 3600} h"
-    return f"{seconds // 86400} d"
+    return how_long(datetime.now(UTC).timestamp() - asked_ms / 1000)
 
 
 def closed_summary(question: str, outcome: str) -> str:

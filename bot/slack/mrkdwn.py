@@ -168,3 +168,15 @@ def _head_and_difference(text: str, at: int, limit: int) -> str:
         start = space + 1 if space != -1 else word + 1 if word != -1 else at
     tail = text[max(start, len(head)) :]
     return head + "…" + (tail if len(tail) <= room else tail[: room - 1].rstrip() + "…")
+
+
+def how_long(seconds: float) -> str:
+    """A duration as people read it: ``"40 s"``, ``"3 min"``, ``"2 h"``, ``"1 d"`` (rounded down, at least 1 s)."""
+    whole = max(0, int(seconds))
+    if whole < 60:
+        return f"{max(1, whole)} s"
+    if whole < 3600:
+        return f"{whole // 60} min"
+    if whole < 86400:
+        return f"{whole // 3600} h"
+    return f"{whole // 86400} d"

@@ -35,7 +35,7 @@ from bot.slack.approval_blocks import approval_blocks
 from bot.slack.approvers import ApproverPolicy
 from bot.slack.context import SlackContext
 from bot.slack.home import HOME
-from bot.slack.mrkdwn import clip, escape
+from bot.slack.mrkdwn import clip, escape, how_long
 from bot.slack.notices import EXPIRED_OUTCOME
 from bot.slack.refs import QuestionRef
 from bot.slack.wait_plan import DEADLINE, ESCALATE, REMIND, WaitPlan
@@ -218,10 +218,4 @@ def _timed_out(pending: PendingCall) -> str:
 
 
 def _ago(when: datetime) -> str:
-    """``"3 min"``, ``"2 h"``, ``"1 d"``: how long ago ``when`` was."""
-    seconds = max(0, int((utcnow() - when).total_seconds()))
-    if seconds < 3600:
-        return f"{max(1, seconds // 60)} min"
-    if seconds < 86400:
-        return f"{seconds // 3600} h"
-    return f"{seconds // 86400} d"
+    return how_long((utcnow() - when).total_seconds())
