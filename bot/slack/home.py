@@ -17,6 +17,7 @@ Slack: a Home view holds at most 100 blocks (docs.slack.dev reference/views): it
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,6 +44,7 @@ HOME = "home"  # the scheduled refresh's kind: DueItem(HOME, run_id=team_id, key
 DEBOUNCE = 2.0  # seconds between a change and the person's Home refresh
 MAX_BLOCKS = 95  # of Slack's 100, leaving room for "and N more"
 SHOWN = 30  # questions read per refresh at most
+LINKS_KEPT = 2000  # thread links remembered per process
 
 
 class Home:
@@ -66,7 +68,7 @@ class Home:
         self.schedule = schedule
         self.approvers = approvers
         self.answerers: Answerers = answerers
-        self._links: dict[tuple[str, str], str] = {}
+        self._links: OrderedDict[tuple[str, str], str] = OrderedDict()  # the last LINKS_KEPT permalinks
 
     # --- keeping inboxes ---------------------------------------------------------------------------------------
 
@@ -179,6 +181,8 @@ class Home:
         link = await self.web.permalink(ctx.channel_id, messages[0].ts) if messages else None
         if link:
             self._links[(run_id, call)] = link
+            while len(self._links) > LINKS_KEPT:
+                self._links.popitem(last=False)
         return link
 
 
