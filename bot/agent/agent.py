@@ -34,7 +34,7 @@ from bot.agent.model import ChatModel, parse_arguments
 from bot.agent.resuming import continue_pending
 from bot.agent.saving import RunSaver
 from bot.agent.state import Answer, PendingCall, ResumeData, RunFailure, RunState, utcnow
-from bot.agent.stopping import Stopped, check_stop, wrap_up
+from bot.agent.stopping import Stopped, StopRequests, wrap_up
 from bot.agent.store import RunStore
 from bot.agent.stream import (
     AgentStream,
@@ -120,6 +120,7 @@ class Agent(Claims):
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"  # this agent's lease id
         self.saver = RunSaver(store, owner=self.owner, persist_for=persist_for, lease_renew_every=lease_renew_every)
         self._driving: set[str] = set()  # run ids this agent drives now
+        self.stops = StopRequests(store)  # stop requests of the runs it drives
         self.live = LiveQuestions(store, owner=self.owner, tools=self.tools)  # questions asked by running tools
 
     # --- public API ------------------------------------------------------------------------------
@@ -248,12 +249,13 @@ class Agent(Claims):
         """Drive the run while renewing its lease; the final save drops the lease."""
         run_id = state.run_id
         self._driving.add(run_id)
-        heartbeat = asyncio.ensure_future(self.saver.keep_lease(run_id))
+        heartbeat = asyncio.ensure_future(self.saver.keep_lease(run_id, also=self.stops.poll))
         try:
             return await self._drive(state, out)
         finally:
             heartbeat.cancel()
             self._driving.discard(run_id)
+            self.stops.forget(run_id)
 
     async def _drive(self, state: RunState, out: AgentStream) -> RunState | None:
         run_id = state.run_id
@@ -312,7 +314,7 @@ class Agent(Claims):
             )
         while True:
             while state.queued:
-                await check_stop(self.store, state.run_id)
+                self.stops.check(state.run_id)
                 call = state.queued.pop(0)
                 try:
                     args = parse_arguments(call.arguments)
@@ -335,7 +337,7 @@ class Agent(Claims):
                 )
                 return state
             check_tool_messages(state.messages)
-            await check_stop(self.store, state.run_id)
+            self.stops.check(state.run_id)
             turn = await model_turn(
                 self.model,
                 [{"role": "system", "content": self.instructions}, *state.messages],

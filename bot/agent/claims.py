@@ -14,6 +14,7 @@ from datetime import timedelta
 from bot.agent.answers import AnswerCheck, Answered, Closed, Expired, Open, check_answer
 from bot.agent.approvals import APPROVED, DECLINED
 from bot.agent.state import Answer, PendingCall, RunState, utcnow
+from bot.agent.stopping import StopRequests
 from bot.agent.store import RunStore
 from bot.agent.stream import AgentStream, FinishChunk, FinishPayload
 from bot.errors import (
@@ -36,6 +37,8 @@ class Claims:
 
     store: RunStore
     owner: str
+    stops: StopRequests
+    _driving: set[str]
 
     def _launch(self, state: RunState) -> AgentStream:
         raise NotImplementedError
@@ -80,10 +83,13 @@ class Claims:
 
     async def stop(self, *, run_id: str, stopped_by: str | None = None) -> None:
         """Ask the process driving run ``run_id`` to stop it at its next step (before its next model turn or tool
-        call; see :mod:`bot.agent.stopping`); the run's stream then finishes with status ``stopped``. A run that
+        call, once that process learns it: at once here, else within ``lease_renew_every``; see
+        :mod:`bot.agent.stopping`); the run's stream then finishes with status ``stopped``. A run that
         waits for an answer is not working: withdraw its question with :meth:`cancel_question`. Raises
         ``StoreUnavailable``."""
         await self.store.request_stop(run_id, by=stopped_by or "")
+        if run_id in self._driving:  # driven here: known at once
+            self.stops.asked(run_id, stopped_by or "")
 
     async def time_out(self, *, run_id: str, tool_call_id: str | None = None) -> AgentStream:
         """Go on without an answer once the question's deadline passed (by the store's clock): the tool is told

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+from collections.abc import Awaitable, Callable
 
 from bot.agent.state import RunState
 from bot.agent.store import RunStore
@@ -64,10 +65,13 @@ class RunSaver:
                 return
         log.error("run %s: could not be saved for %.0f s; its last step is lost", state.run_id, self.persist_for)
 
-    async def keep_lease(self, run_id: str) -> None:
-        """Renew ``owner``'s lease on ``run_id`` every ``lease_renew_every`` seconds until cancelled."""
+    async def keep_lease(self, run_id: str, *, also: Callable[[str], Awaitable[None]] | None = None) -> None:
+        """Renew ``owner``'s lease on ``run_id`` every ``lease_renew_every`` seconds until cancelled; ``also(run_id)``
+        runs with each renewal (e.g. reading a stop request)."""
         while True:
             await asyncio.sleep(self.lease_renew_every)
+            if also is not None:
+                await also(run_id)
             try:
                 if not await self.store.renew_lease(run_id, owner=self.owner):
                     log.warning("run %s: lost its lease; another process may take it over", run_id)

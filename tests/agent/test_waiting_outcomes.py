@@ -183,3 +183,28 @@ async def test_an_answer_and_the_deadline_racing_end_with_exactly_one_outcome(
         answers += outcome[0] == "answer"
         timeouts += outcome[1] == "no_answer"
     assert answers + timeouts == 20
+
+
+async def test_a_stop_asked_in_another_process_reaches_the_driving_process_with_its_lease_renewal(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    gate, started = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def slow_lookup(item: str) -> str:
+        """Look something up, slowly."""
+        started.set()
+        await gate.wait()
+        return f"found {item}"
+
+    driver: Agent = make_agent(fake_redis, tools=[slow_lookup], lease_renew_every=0.05)
+    other: Agent = make_agent(fake_redis, tools=[slow_lookup])
+    openai_server.script(Reply(tool_calls=[tool_call("slow_lookup", {"item": "a"}, id="s1")]), Reply(text="never"))
+    stream = await driver.stream("look up a")
+    await asyncio.wait_for(started.wait(), 10)
+    await other.stop(run_id=stream.run_id, stopped_by="U2")  # only the store knows
+    await asyncio.sleep(0.2)  # a few renewals
+    gate.set()
+    chunks = await stream.collect()
+    assert isinstance(chunks[-1], FinishChunk) and chunks[-1].payload.status == "stopped"
+    assert len(openai_server.requests) == 1
