@@ -91,6 +91,10 @@ class Keys:
         """The sorted set of scheduled items (:mod:`bot.store.schedule`)."""
         return f"{self.prefix}due"
 
+    def due_tries(self) -> str:
+        """Failed attempts per scheduled item (hash, member -> count)."""
+        return f"{self.prefix}due:tries"
+
     def work(self) -> str:
         """The stream of jobs from web processes to workers (consumer group ``workers``)."""
         return f"{self.prefix}{{work}}"

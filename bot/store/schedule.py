@@ -41,6 +41,7 @@ TICK = 0.5  # seconds between two claims of an idle process
 LEASE = 60.0  # seconds a claimed item is held before it may be claimed again
 BATCH = 100  # items one claim takes at most
 CONCURRENCY = 20  # items one process carries out at once
+MAX_TRIES = 10  # a handler failing this often gives its item up (logged), instead of trying forever
 
 # KEYS[1] due. ARGV: [1] now ms ("" = Redis TIME), [2] lease ms, [3] limit. Returns {now, lease-until, items...}.
 _CLAIM = """
@@ -121,7 +122,9 @@ class Schedule:
 
     def __init__(self, client: aioredis.Redis, *, prefix: str | None = None) -> None:
         self.client = client
-        self.key = (Keys(prefix) if prefix is not None else Keys()).due()
+        keys = Keys(prefix) if prefix is not None else Keys()
+        self.key = keys.due()
+        self.tries_key = keys.due_tries()
         self._claim = client.register_script(_CLAIM)
         self._done = client.register_script(_DONE)
         self._add = client.register_script(_ADD)
@@ -156,6 +159,17 @@ class Schedule:
         """Remove a carried-out item, unless it was scheduled again meanwhile."""
         await self._run(self._done, [claimed.member, claimed.held], "finish a scheduled item")
 
+    async def failed(self, claimed: Claimed) -> int:
+        """Count a failed attempt at ``claimed`` (kept a day); returns how many there were."""
+        try:
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.hincrby(self.tries_key, claimed.member, 1)
+                pipe.expire(self.tries_key, 86400)
+                tries, _ = await pipe.execute()
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while counting a failed item: {type(exc).__name__}") from None
+        return int(tries)
+
     async def due_at(self, item: DueItem) -> float | None:
         """When ``item`` is due (seconds since the epoch), or None when it is not scheduled."""
         try:
@@ -184,7 +198,8 @@ Handler = Callable[[DueItem], Awaitable[None]]
 class Scheduler:
     """Carries out due items with ``handlers`` (by ``DueItem.kind``): every ``tick`` seconds it claims what is due,
     runs the handlers (at most ``concurrency`` at once) and marks each done. A handler that raises leaves its item
-    to be claimed again once its lease ends (logged); an item of an unknown kind is dropped (logged)."""
+    to be claimed again once its lease ends (logged), up to :data:`MAX_TRIES` times; an item of an unknown kind is
+    dropped (logged)."""
 
     def __init__(
         self,
@@ -247,9 +262,18 @@ class Scheduler:
             try:
                 await handler(item)
             except Exception:
-                log.exception("scheduler: %s of run %s failed; it is tried again later", item.kind, item.run_id)
-                return
+                tries = await self._failed(claimed)
+                if tries < MAX_TRIES:
+                    log.exception("scheduler: %s of run %s failed; it is tried again later", item.kind, item.run_id)
+                    return
+                log.exception("scheduler: %s of run %s failed %d times; given up", item.kind, item.run_id, tries)
         await self._done(claimed)
+
+    async def _failed(self, claimed: Claimed) -> int:
+        try:
+            return await self.schedule.failed(claimed)
+        except StoreUnavailable:
+            return 0
 
     async def _done(self, claimed: Claimed) -> None:
         try:

@@ -9,7 +9,7 @@ from datetime import timedelta
 import redis.asyncio as aioredis
 
 from bot.agent.state import utcnow
-from bot.store.schedule import DueItem, Schedule
+from bot.store.schedule import MAX_TRIES, DueItem, Schedule, Scheduler
 
 
 async def test_a_debounced_item_added_while_it_is_being_carried_out_fires_again(fake_redis: aioredis.Redis) -> None:
@@ -36,3 +36,21 @@ async def test_two_claims_at_once_take_each_item_once(real_redis: aioredis.Redis
     assert len(taken) == 50 and len(set(taken)) == 50
     assert await schedule.claim(now=later) == []  # held by their lease
     assert len(await schedule.claim(now=later + timedelta(seconds=61))) == 50  # back after it, if not done
+
+
+async def test_a_handler_that_keeps_failing_gives_its_item_up_after_max_tries(fake_redis: aioredis.Redis) -> None:
+
+    schedule = Schedule(fake_redis, prefix="sched:")
+    calls: list[str] = []
+
+    async def broken(item: DueItem) -> None:
+        calls.append(item.run_id)
+        raise RuntimeError("a bug")
+
+    scheduler = Scheduler(schedule, {"deadline": broken}, lease=1.0)
+    await schedule.add(DueItem("deadline", "r1", "q"), after=0)
+    later = utcnow()
+    for _ in range(MAX_TRIES + 2):
+        later += timedelta(seconds=2)
+        await scheduler.tick(now=later)
+    assert len(calls) == MAX_TRIES and await schedule.size() == 0
