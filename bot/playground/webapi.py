@@ -108,6 +108,9 @@ class WebApi:
             "usergroups.users.list": self.usergroups_users_list,
             "assistant.threads.setStatus": self.assistant_set_status,
         }
+        from bot.playground.streams import Streams  # it builds on this module
+
+        Streams(self).register()
 
     # -- helpers ----------------------------------------------------------------------------------
 
