@@ -150,24 +150,35 @@ class Follower:
         if ts is None:  # Slack refused the blocks: ask in plain text; a reply in the thread still answers
             plain = escape(clip(fallback_text(payload), 39000))
             ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=plain)
-        await self._record(run_id, suspended.tool_call_id, ctx, ts=ts, what="question", asked=suspended.asked_at)
-        if self.plan is not None:
-            await self.plan.asked(run_id, suspended.tool_call_id, expires_at=suspended.expires_at)
-        if self.home is not None:
-            call, asked = suspended.tool_call_id, suspended.asked_at
-            await self.home.asked(ctx, run_id, call, asked_at=asked, approval=False, also=[])
+        call, asked, expires = suspended.tool_call_id, suspended.asked_at, suspended.expires_at
+        await self._asked(run_id, call, ctx, ts=ts, approval=False, asked=asked, expires_at=expires)
 
     async def _ask_approval(self, run_id: str, approval: ApprovalPayload, ctx: SlackContext) -> None:
         ref = QuestionRef.of(run_id, approval.tool_call_id)
         blocks = approval_blocks(approval, ref=ref, approvers=self.approvers.describe(ctx))
         text = f"Approval needed to run {escape(approval.tool_name)}"
         ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text, blocks=blocks)
-        await self._record(run_id, approval.tool_call_id, ctx, ts=ts, what="approval", asked=approval.asked_at)
+        call, asked, expires = approval.tool_call_id, approval.asked_at, approval.expires_at
+        await self._asked(run_id, call, ctx, ts=ts, approval=True, asked=asked, expires_at=expires)
+
+    async def _asked(
+        self,
+        run_id: str,
+        call: str,
+        ctx: SlackContext,
+        *,
+        ts: str | None,
+        approval: bool,
+        asked: datetime | None,
+        expires_at: datetime | None,
+    ) -> None:
+        """A question or approval request was just posted (as ``ts``): record its message, plan its deadline,
+        reminders and escalation, and put it in its people's Home inboxes."""
+        await self._record(run_id, call, ctx, ts=ts, what="approval" if approval else "question", asked=asked)
         if self.plan is not None:
-            await self.plan.asked(run_id, approval.tool_call_id, expires_at=approval.expires_at)
+            await self.plan.asked(run_id, call, expires_at=expires_at)
         if self.home is not None:
-            call, asked = approval.tool_call_id, approval.asked_at
-            await self.home.asked(ctx, run_id, call, asked_at=asked, approval=True, also=[])
+            await self.home.asked(ctx, run_id, call, asked_at=asked, approval=approval, also=[])
 
     async def _record(
         self, run_id: str, call: str, ctx: SlackContext, *, ts: str | None, what: str, asked: datetime | None
