@@ -58,12 +58,41 @@ async def test_the_sdks_chat_stream_helper_works_against_it(client: AsyncWebClie
     streamer = await client.chat_stream(channel="C_GENERAL", thread_ts=parent, buffer_size=10, **RECIPIENT)
     for piece in ["Deploying ", "to *production*", ", as you chose."]:
         await streamer.append(markdown_text=piece)
-    await streamer.append(chunks=[{"type": "task_update", "id": "t1", "title": "Deploying", "status": "complete"}])
     await streamer.stop()
     messages = fake.state.conversations["C_GENERAL"].messages.values()
     [reply] = [m for m in messages if m.get("thread_ts") == parent and m["ts"] != parent]
     assert reply["text"] == "Deploying to *production*, as you chose." and not reply["streaming"]
-    assert reply["blocks"][0]["type"] == "context" and "Deploying" in reply["blocks"][0]["elements"][0]["text"]
+
+
+async def test_chunks_as_newer_sdks_send_them_add_text_task_lines_and_blocks(
+    client: AsyncWebClient, fake: FakeSlack
+) -> None:
+    """slack_sdk's helper sends ``chunks`` (from 3.39 on) instead of ``markdown_text``; sent raw here, so the test
+    does not depend on the installed SDK's version."""
+    parent = await asked(client)
+    started = await client.api_call(
+        "chat.startStream",
+        json={
+            "channel": "C_GENERAL",
+            "thread_ts": parent,
+            **RECIPIENT,
+            "chunks": [{"type": "markdown_text", "text": "Hi"}],
+        },
+    )
+    task = {"type": "task_update", "id": "t1", "title": "Deploying", "status": "in_progress"}
+    await client.api_call("chat.appendStream", json={"channel": "C_GENERAL", "ts": started["ts"], "chunks": [task]})
+    done = {**task, "status": "complete"}
+    await client.api_call("chat.stopStream", json={"channel": "C_GENERAL", "ts": started["ts"], "chunks": [done]})
+    message = fake.state.message("C_GENERAL", started["ts"])
+    assert message is not None and message["text"] == "Hi" and not message["streaming"]
+    [tasks] = [b for b in message["blocks"] if b["type"] == "context"]
+    assert [e["text"] for e in tasks["elements"]] == ["● Deploying"]  # one line per task, its latest status
+    with pytest.raises(SlackApiError) as caught:
+        await client.api_call(
+            "chat.startStream",
+            json={"channel": "C_GENERAL", "thread_ts": parent, **RECIPIENT, "chunks": [{"type": "nope"}]},
+        )
+    assert caught.value.response["error"] == "invalid_arguments"
 
 
 async def test_what_slack_refuses(client: AsyncWebClient, fake: FakeSlack) -> None:
