@@ -33,16 +33,10 @@ from types import TracebackType
 import mcp_types as types
 
 from bot.agent.mcp_config import McpServerConfig, load_mcp_config, tool_names
-from bot.agent.mcp_connection import McpConnection
+from bot.agent.mcp_connection import CALL_TIMEOUT, CONNECT_TIMEOUT, McpConnection
 from bot.agent.mcp_tool import McpArguments, McpTool, McpToolError, McpUnavailable, content_text
 
 log = logging.getLogger(__name__)
-
-CONNECT_TIMEOUT = 30.0  # seconds to start a server, initialize the session and list its tools
-CALL_TIMEOUT = 300.0  # seconds one tool call may take
-CLOSE_TIMEOUT = 10.0  # seconds to close a session (a stdio server gets the SDK's grace period, then is killed)
-MAX_LIST_PAGES = 100
-CLIENT_INFO = types.Implementation(name="slack-ask-user", version="0.1.0")
 
 
 class McpTools:

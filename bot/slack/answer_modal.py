@@ -19,6 +19,7 @@ from typing import Any
 from bot.agent.answers import Expired, Open
 from bot.agent.ask_user import AskUserPayload
 from bot.agent.forms import FormReply
+from bot.agent.state import PendingCall
 from bot.agent.text import is_blank
 from bot.errors import StoreUnavailable
 from bot.logs import log_context
@@ -132,6 +133,12 @@ class AnswerModal:
         view = body.get("view") or {}
         if is_blank(modals.modal_text(view)):
             return "Please write an answer."
+        opened = await self._still_open(body)
+        return opened if isinstance(opened, str) else None
+
+    async def _still_open(self, body: dict[str, Any]) -> PendingCall | str:
+        """The question a submitted modal answers, if its submitter may answer it and it is still open; otherwise
+        what to tell them (an expired question is closed on the way)."""
         user = str((body.get("user") or {}).get("id") or "")
         found = await self.form_question(body)
         if isinstance(found, str):
@@ -141,7 +148,7 @@ class AnswerModal:
             return self.answering.refusal(ctx)
         check = await self.answering.agent.check(state, call)
         if isinstance(check, Open):
-            return None
+            return check.pending
         if isinstance(check, Expired):
             await self.answering.expire(state, call)
         return explain(check, user)
@@ -170,19 +177,10 @@ class AnswerModal:
     async def _form_problems(self, body: dict[str, Any]) -> dict[str, str]:
         view = body.get("view") or {}
         whole = modals.field_block(0)
-        user = str((body.get("user") or {}).get("id") or "")
-        found = await self.form_question(body)
-        if isinstance(found, str):
-            return {whole: found}
-        state, ctx, call = found
-        if not await self.answering.allowed(ctx, user, run_id=state.run_id, call=call):
-            return {whole: self.answering.refusal(ctx)}
-        check = await self.answering.agent.check(state, call)
-        if not isinstance(check, Open):
-            if isinstance(check, Expired):
-                await self.answering.expire(state, call)
-            return {whole: explain(check, user)}
-        form = AskUserPayload.model_validate(check.pending.suspend_payload).form
+        opened = await self._still_open(body)
+        if isinstance(opened, str):
+            return {whole: opened}
+        form = AskUserPayload.model_validate(opened.suspend_payload).form
         if form is None:
             return {whole: "This question is not a form any more; answer it on its message."}
         problems = form.problems(modals.form_values(view, form))

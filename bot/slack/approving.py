@@ -53,6 +53,15 @@ class Approving:
             state, ctx, call = found
             await self.decide(state, ctx, call, where=where, approved=True, reason=None)
 
+    async def may_decide(
+        self, ctx: SlackContext, user: str, *, run_id: str, call: str, channel: str | None = None
+    ) -> bool:
+        """The approver policy, or the request was escalated to ``user`` (or to ``channel``, where the request comes
+        from). Raises ``StoreUnavailable``."""
+        if await self.policy.may_approve(ctx, user):
+            return True
+        return await self.answering.escalated_to(user, run_id=run_id, call=call, channel=channel)
+
     async def _found(self, body: dict[str, Any], where: Where, say: Say) -> Found | None:
         """The run, context and call a click is about, checked (its message, the approver policy); or None after
         telling the person why not."""
@@ -62,9 +71,7 @@ class Approving:
             return None
         state, ctx, call = found
         try:
-            ok = await self.policy.may_approve(ctx, where.user) or await self.answering.escalated_to(
-                where.user, run_id=state.run_id, call=call, channel=where.channel_id
-            )
+            ok = await self.may_decide(ctx, where.user, run_id=state.run_id, call=call, channel=where.channel_id)
         except StoreUnavailable:
             await say(STORE_DOWN)
             return None
@@ -219,8 +226,7 @@ class Approving:
         if isinstance(found, str):
             return found
         state, ctx, call = found
-        allowed = await self.policy.may_approve(ctx, user)
-        if not allowed and not await self.answering.escalated_to(user, run_id=state.run_id, call=call):
+        if not await self.may_decide(ctx, user, run_id=state.run_id, call=call):
             return self.policy.refusal(ctx)
         check = await self.answering.agent.check(state, call)
         if not isinstance(check, Open) or check.pending.kind != "approval":

@@ -167,12 +167,12 @@ class Home:
             payload = AskUserPayload.model_validate(pending.suspend_payload)
             blocks = bk.question_blocks(payload, ref=ref, requester=ctx.requester, answerers=self.answerers)
         waited = _ago(asked_ms)
-        link = await self._link(run_id, call, ctx)
+        link = await self.thread_link(run_id, call, ctx)
         where = f"In <#{ctx.channel_id}> · asked by <@{ctx.requester}> · waiting {waited}"
         where += f" · <{link}|Open the thread>" if link else ""
         return [_context(where), *blocks]
 
-    async def _link(self, run_id: str, call: str, ctx: SlackContext) -> str | None:
+    async def thread_link(self, run_id: str, call: str, ctx: SlackContext) -> str | None:
         """The link to the question's message in its thread (``chat.getPermalink``, remembered)."""
         cached = self._links.get((run_id, call))
         if cached is not None:

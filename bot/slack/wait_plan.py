@@ -43,13 +43,15 @@ class WaitPlan:
     async def asked(self, run_id: str, call: str, *, expires_at: datetime | None) -> None:
         """Plan question ``call`` of ``run_id``, asked now, due by ``expires_at`` (never raises)."""
         s = self.settings
+        due: list[tuple[DueItem, datetime | None, float]] = []
+        if expires_at is not None:
+            due.append((DueItem(DEADLINE, run_id, call), expires_at, 0.0))
+        if s.remind_after is not None:
+            due.append((DueItem(REMIND, run_id, call, 1), None, s.remind_after))
+        if s.escalate_after is not None and s.escalate_to:
+            due.append((DueItem(ESCALATE, run_id, call), None, s.escalate_after))
         try:
-            if expires_at is not None:
-                await self.schedule.add(DueItem(DEADLINE, run_id, call), at=expires_at)
-            if s.remind_after is not None:
-                await self.schedule.add(DueItem(REMIND, run_id, call, 1), after=s.remind_after)
-            if s.escalate_after is not None and s.escalate_to:
-                await self.schedule.add(DueItem(ESCALATE, run_id, call), after=s.escalate_after)
+            await self.schedule.add_all(due)  # one round trip
         except StoreUnavailable as exc:
             log.warning("run %s: could not schedule its question's deadline and reminders: %s", run_id, exc)
 

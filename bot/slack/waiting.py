@@ -173,9 +173,8 @@ class Waiting:
     ) -> tuple[str, list[dict[str, Any]]]:
         """The escalated question: where it comes from (linked to its thread), then the question or request."""
         ref = QuestionRef.of(run_id, call)
-        recorded = await self.answering.index.messages(run_id, call)
-        in_thread = [m for m in recorded if m.channel_id == ctx.channel_id]
-        link = await self.answering.web.permalink(ctx.channel_id, in_thread[0].ts) if in_thread else None
+        home = self.follower.home
+        link = await home.thread_link(run_id, call, ctx) if home is not None else None
         ago = _ago(pending.suspended_at)
         note = f":arrow_up: Escalated from <#{ctx.channel_id}>: asked by <@{ctx.requester}> {ago} ago"
         note += f" · <{link}|Open the thread>" if link else "."

@@ -24,7 +24,7 @@ import contextlib
 import json
 import logging
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -135,9 +135,23 @@ class Schedule:
         """Make ``item`` due ``at`` (an aware datetime; never before it, to the millisecond), else ``after`` seconds
         from now by Redis's clock; ``keep_earlier``: leave it as it is when it is already due sooner (a debounce;
         one being carried out now is due again at the new time)."""
-        at_ms = str(math.ceil(at.timestamp() * 1000)) if at is not None else ""
-        args = [at_ms, int(after * 1000), item.member(), "LT" if keep_earlier else ""]
-        await self._run(self._add, args, "schedule an item")
+        await self.add_all([(item, at, after)], keep_earlier=keep_earlier)
+
+    async def add_all(
+        self, entries: Sequence[tuple[DueItem, datetime | None, float]], *, keep_earlier: bool = False
+    ) -> None:
+        """:meth:`add` each ``(item, at, after)`` of ``entries``, in one round trip."""
+        if not entries:
+            return
+        try:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for item, at, after in entries:
+                    at_ms = str(math.ceil(at.timestamp() * 1000)) if at is not None else ""
+                    args: list[str | int] = [at_ms, int(after * 1000), item.member(), "LT" if keep_earlier else ""]
+                    await self._add(keys=[self.key], args=args, client=pipe)
+                await pipe.execute()
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while trying to schedule items: {type(exc).__name__}") from None
 
     async def cancel(self, *items: DueItem) -> None:
         """Drop ``items`` (those not scheduled are ignored)."""
