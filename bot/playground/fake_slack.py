@@ -49,6 +49,7 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
+from bot.playground.elements import fill_ids
 from bot.playground.socket_mode import SOCKET_PATH, SocketModeHub
 from bot.playground.state import (
     JSON,
@@ -60,7 +61,6 @@ from bot.playground.state import (
     PlaygroundError,
     ResponseUrl,
     SlackState,
-    fill_ids,
 )
 from bot.playground.webapi import APP_TOKEN_METHODS, ApiError, WebApi
 

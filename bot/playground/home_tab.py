@@ -7,8 +7,9 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
+from bot.playground.elements import iter_elements
 from bot.playground.sender import VERIFICATION_TOKEN, Ack, user_ref
-from bot.playground.state import APP_ID, JSON, TEAM_DOMAIN, TEAM_ID, PlaygroundError, iter_elements
+from bot.playground.state import APP_ID, JSON, TEAM_DOMAIN, TEAM_ID, PlaygroundError
 
 if TYPE_CHECKING:
     from bot.playground.workspace import Workspace

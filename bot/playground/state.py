@@ -21,15 +21,14 @@ reference/views/modal-views). Everything is plain ``dict`` so it can be sent as 
 
 from __future__ import annotations
 
-import copy
 import secrets
-import string
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from bot.errors import BotError
+from bot.playground.elements import fill_ids, initial_state, random_id
 
 Clock = Callable[[], float]
 JSON = dict[str, Any]
@@ -73,12 +72,6 @@ class TsMinter:
         now_us = int(self._clock() * 1_000_000)
         self._last_us = max(now_us, self._last_us + 100)
         return f"{self._last_us // 1_000_000}.{self._last_us % 1_000_000:06d}"
-
-
-def random_id(prefix: str, length: int = 10) -> str:
-    """An id shaped like Slack's: ``prefix`` + upper-case letters and digits."""
-    alphabet = string.ascii_uppercase + string.digits
-    return prefix + "".join(secrets.choice(alphabet) for _ in range(length))
 
 
 @dataclass
@@ -211,79 +204,6 @@ class InteractionState:
     """What a user has ticked/typed in one message's elements: ``values[block_id][action_id]``."""
 
     values: dict[str, dict[str, JSON]] = field(default_factory=dict)
-
-
-INPUT_ELEMENT_TYPES = frozenset(
-    {
-        "checkboxes",
-        "radio_buttons",
-        "static_select",
-        "multi_static_select",
-        "plain_text_input",
-        "users_select",
-        "multi_users_select",
-        "conversations_select",
-        "channels_select",
-        "datepicker",
-        "timepicker",
-        "email_text_input",
-        "url_text_input",
-        "number_input",
-    }
-)
-
-
-def iter_elements(blocks: list[JSON]) -> list[tuple[JSON, JSON]]:
-    """Every interactive element of ``blocks`` as ``(block, element)`` pairs, in order."""
-    found: list[tuple[JSON, JSON]] = []
-    for block in blocks:
-        if block.get("type") == "actions":
-            found.extend((block, e) for e in block.get("elements", []) if isinstance(e, dict))
-        elif block.get("type") == "section" and isinstance(block.get("accessory"), dict):
-            found.append((block, block["accessory"]))
-        elif block.get("type") == "input" and isinstance(block.get("element"), dict):
-            found.append((block, block["element"]))
-    return found
-
-
-def initial_state(blocks: list[JSON]) -> dict[str, dict[str, JSON]]:
-    """``state.values`` before anyone touches the elements: each input-ish element's initial value."""
-    values: dict[str, dict[str, JSON]] = {}
-    for block, element in iter_elements(blocks):
-        kind = element.get("type")
-        if kind not in INPUT_ELEMENT_TYPES:
-            continue
-        entry: JSON = {"type": kind}
-        if kind in ("checkboxes", "multi_static_select"):
-            entry["selected_options"] = copy.deepcopy(element.get("initial_options", []))
-        elif kind in ("radio_buttons", "static_select"):
-            entry["selected_option"] = copy.deepcopy(element.get("initial_option"))
-        elif kind == "multi_users_select":
-            entry["selected_users"] = list(element.get("initial_users", []))
-        elif kind == "users_select":
-            entry["selected_user"] = element.get("initial_user")
-        elif kind in ("conversations_select", "channels_select"):
-            entry["selected_conversation" if kind == "conversations_select" else "selected_channel"] = None
-        elif kind == "datepicker":
-            entry["selected_date"] = element.get("initial_date")
-        elif kind == "timepicker":
-            entry["selected_time"] = element.get("initial_time")
-        else:
-            entry["value"] = element.get("initial_value")
-        values.setdefault(str(block.get("block_id")), {})[str(element.get("action_id"))] = entry
-    return values
-
-
-def fill_ids(blocks: list[JSON]) -> list[JSON]:
-    """A copy of ``blocks`` with the ids Slack generates when absent: block_id and action_id."""
-    filled = copy.deepcopy(blocks)
-    for block in filled:
-        if isinstance(block, dict) and "block_id" not in block:
-            block["block_id"] = random_id("", 5)
-    for _block, element in iter_elements(filled):
-        if "action_id" not in element:
-            element["action_id"] = random_id("", 5)
-    return filled
 
 
 @dataclass

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bot.playground import blockkit
+from bot.playground.elements import fill_ids
 from bot.playground.state import (
     APP_ID,
     BOT_ID,
@@ -37,7 +38,6 @@ from bot.playground.state import (
     VIEW_STACK_LIMIT,
     Ephemeral,
     SlackState,
-    fill_ids,
     make_view,
 )
 
