@@ -28,6 +28,10 @@
 | ``AGENT`` | unset | your agent: ``module:attribute`` of a factory ``build(model=..., store=...)`` returning an Agent |
 | ``AGENT_INSTRUCTIONS`` | see below | the system prompt (of the built-in agent) |
 | ``MCP_CONFIG`` | unset | path of an ``{"mcpServers": {...}}`` file: the agent gets those MCP servers' tools |
+| ``REPLY_STREAMING`` | ``true`` | replies show as the model writes them (chat streaming); ``false``: posted, updated |
+| ``STREAM_INTERVAL`` | ``1.0`` | seconds between a streaming reply's Web API calls (0.2 to 10; Slack's rate limits) |
+| ``ASSISTANT_GREETING`` | see below | what the bot says when a person opens a thread in its assistant pane |
+| ``ASSISTANT_PROMPTS`` | see below | the pane's 1-4 suggested prompts: JSON ``[{"title", "message"}]`` or ``a|b`` |
 | ``LOG_LEVEL`` | ``INFO`` | ``DEBUG``, ``INFO``, ``WARNING``, ``ERROR`` or ``CRITICAL`` (any case) |
 | ``LOG_FORMAT`` | ``text`` | ``text`` (one line per record) or ``json`` (one JSON object per line) |
 
@@ -50,7 +54,15 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigError
 from bot.settings_values import MAX_DURATION as MAX_DURATION
-from bot.settings_values import PositiveDuration, http_url, one_of, people_ids, redis_url_value
+from bot.settings_values import (
+    PositiveDuration,
+    SuggestedPrompts,
+    http_url,
+    one_of,
+    people_ids,
+    redis_url_value,
+    suggested_prompts,
+)
 from bot.settings_values import parse_duration as parse_duration
 from bot.settings_values import redis_address as redis_address
 
@@ -58,6 +70,13 @@ DEFAULT_INSTRUCTIONS = (
     "You are a helpful assistant in a Slack workspace. When a request is ambiguous or needs a human "
     "decision, call the ask_user tool instead of guessing: give options when there is a small set of "
     "sensible choices (multi_select when several may apply), or none for a free-form answer. Keep replies short."
+)
+
+DEFAULT_GREETING = "Hi! What can I do for you? When a decision is yours, I'll ask you right here."
+DEFAULT_PROMPTS = (
+    '[{"title": "Plan a change", "message": "Help me plan a change; ask me whatever you need to decide."},'
+    ' {"title": "Pick a restaurant", "message": "Help me choose where to have lunch with the team."},'
+    ' {"title": "Draft an announcement", "message": "Draft a short announcement for this channel."}]'
 )
 
 Answerers = Literal["requester", "channel"]
@@ -117,6 +136,10 @@ class Settings(BaseSettings):
     agent: str | None = None
     agent_instructions: str = DEFAULT_INSTRUCTIONS
     mcp_config: str | None = None
+    reply_streaming: bool = True
+    stream_interval: float = Field(default=1.0, ge=0.2, le=10)
+    assistant_greeting: str = Field(default=DEFAULT_GREETING, min_length=1, max_length=3000)
+    assistant_prompts: SuggestedPrompts = Field(default_factory=lambda: suggested_prompts(DEFAULT_PROMPTS))
     log_level: LogLevel = "INFO"
     log_format: LogFormat = "text"
 

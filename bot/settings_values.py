@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from pydantic import BeforeValidator
+from pydantic_settings import NoDecode
 
 MAX_DURATION = 10 * 365 * 86400  # ten years: beyond that a TTL is a typo, and Redis expiry times overflow
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -120,3 +122,40 @@ def redis_address(url: str) -> str:
         port = None
     host = parts.hostname or "localhost"
     return f"[{host}]:{port or 6379}" if ":" in host else f"{host}:{port or 6379}"
+
+
+PROMPTS_MAX = 4  # Slack: up to four (docs.slack.dev reference/methods/assistant.threads.setSuggestedPrompts)
+PROMPT_TITLE = 75  # a prompt's title is a chip's label: kept as short as a button's text
+
+
+def suggested_prompts(value: object) -> list[dict[str, str]]:
+    """The assistant pane's prompts, ``[{"title", "message"}, ...]`` (1 to :data:`PROMPTS_MAX`), from a JSON list of
+    such objects or of strings, or from ``|``-separated texts (a text is its own title, clipped to
+    :data:`PROMPT_TITLE` characters). Raises ``ValueError`` saying what is wrong (never repeating the value)."""
+    items: Any = value
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                items = json.loads(text)
+            except json.JSONDecodeError:
+                raise ValueError("is not valid JSON (a list of {title, message} objects)") from None
+        else:
+            items = [part.strip() for part in text.split("|") if part.strip()]
+    if not isinstance(items, list) or not 1 <= len(items) <= PROMPTS_MAX:
+        raise ValueError(f"must be 1 to {PROMPTS_MAX} prompts")
+    prompts = []
+    for i, item in enumerate(items, 1):
+        if isinstance(item, str):
+            item = {"title": item, "message": item}
+        title, message = (item.get("title"), item.get("message")) if isinstance(item, dict) else (None, None)
+        if not isinstance(message, str) or not message.strip():
+            raise ValueError(f"prompt {i} has no message")
+        title = title if isinstance(title, str) and title.strip() else message
+        short = title.strip() if len(title.strip()) <= PROMPT_TITLE else title.strip()[: PROMPT_TITLE - 1] + "…"
+        prompts.append({"title": short, "message": message.strip()})
+    return prompts
+
+
+SuggestedPrompts = Annotated[list[dict[str, str]], NoDecode, BeforeValidator(suggested_prompts)]
+"""NoDecode: pydantic-settings would read a list from the environment as JSON only (pydantic-settings >= 2.7)."""

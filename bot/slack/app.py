@@ -29,6 +29,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import Agent, ChatModel, make_ask_user_tool
+from bot.agent.ask_user import AskUserPayload
 from bot.agent.loading import load_agent
 from bot.config import Settings
 from bot.errors import ConfigError, describe_error
@@ -36,6 +37,7 @@ from bot.slack.answer_modal import AnswerModal, modal_key
 from bot.slack.answering import Answering
 from bot.slack.approvers import ApproverPolicy
 from bot.slack.approving import Approving
+from bot.slack.assistant_pane import AssistantPane
 from bot.slack.blocks import MAX_SELECT_OPTIONS
 from bot.slack.context import Where
 from bot.slack.follow import Follower
@@ -53,6 +55,7 @@ from bot.store import Keys, RedisRunStore
 from bot.store.conversations import ConversationIndex
 from bot.store.inbox import Inbox
 from bot.store.limits import ActiveRuns
+from bot.store.pane_contexts import PaneContexts
 from bot.store.schedule import Schedule, Scheduler
 from bot.store.work_queue import WorkQueue
 
@@ -215,6 +218,9 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         allow_user_mentions=settings.allow_user_mentions,
         plan=plan,
         home=home,
+        streaming=settings.reply_streaming,
+        stream_interval=settings.stream_interval,
+        is_question_tool=lambda name: getattr(agent.tools.get(name), "suspend_schema", None) is AskUserPayload,
     )
     gate = RunGate(
         ActiveRuns(redis_client, keys=keys),
@@ -244,7 +250,15 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     app.middleware(use_client(client))  # first: the middleware and listeners after it get this client
     modal = AnswerModal(answering, key=modal_key(client.token or ""))
     approving = Approving(answering, policy=policy, modal=modal)
-    jobs = register(app, threads=threads, answering=answering, modal=modal, approving=approving, home=home)
+    pane = AssistantPane(
+        threads=threads,
+        web=web_api,
+        index=index,
+        contexts=PaneContexts(redis_client, keys=keys, retention=retention),
+        greeting=settings.assistant_greeting,
+        prompts=settings.assistant_prompts,
+    )
+    jobs = register(app, threads=threads, answering=answering, modal=modal, approving=approving, home=home, pane=pane)
     secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
     waiting = Waiting(answering, plan=plan, approvers=policy)
     bot = Bot(

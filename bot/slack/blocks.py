@@ -300,6 +300,12 @@ def _reply_parts(text: str, limit: int, *, allow_user_mentions: bool) -> list[tu
     return messages
 
 
+def task_lines(lines: list[str]) -> list[dict[str, Any]]:
+    """Tool progress above a posted reply (mrkdwn ``lines``, one per tool call): one context block (Slack: context
+    block elements <= 10 and text <= 3000, docs.slack.dev reference/block-kit/blocks/context-block)."""
+    return [ContextBlock(elements=[MarkdownTextObject(text=clip_mrkdwn("\n".join(lines), 3000))]).to_dict()]
+
+
 def failure_blocks(message: str, *, run_id: str, retry: bool, note: str | None = None) -> list[dict[str, Any]]:
     """A failure notice in the thread (``message`` is plain text), with a Retry button that continues ``run_id``
     when ``retry``; ``note`` (mrkdwn) is a context line below it (e.g. who retried)."""

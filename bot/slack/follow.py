@@ -1,6 +1,8 @@
-"""Following a run into Slack: the working sign, then its question, its reply or its failure, in its thread.
+"""Following a run into Slack: its status while it works, its reply as the model writes it (tool calls as they
+run), then its question, its approval request or its failure, in its thread.
 
-:meth:`Follower.follow` consumes an :class:`~bot.agent.stream.AgentStream` to its end. A question is posted with
+:meth:`Follower.follow` consumes an :class:`~bot.agent.stream.AgentStream` to its end: the status is
+:class:`bot.slack.status.ThreadStatus`, the reply :class:`bot.slack.reply_stream.ReplyStream`. A question is posted with
 its Block Kit (plain text if Slack refuses the blocks: a reply in the thread still answers it) and every
 message that shows it is recorded (:meth:`bot.store.conversations.ConversationIndex.add_message`):
 only those messages are ever updated for that question. :meth:`Follower.close_question` updates them to the
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -27,7 +30,10 @@ from bot.agent.stream import (
     QuestionClosedChunk,
     SuspendedChunk,
     SuspendedPayload,
+    TextDeltaChunk,
+    ToolCallChunk,
     ToolResultChunk,
+    ToolResultPayload,
 )
 from bot.config import Answerers
 from bot.errors import StoreUnavailable
@@ -39,6 +45,9 @@ from bot.slack.context import SlackContext
 from bot.slack.home import Home, closed_summary
 from bot.slack.mrkdwn import clip, escape
 from bot.slack.refs import QuestionRef
+from bot.slack.refusals import Refusals
+from bot.slack.reply_stream import ReplyStream, TaskStatus
+from bot.slack.status import THINKING, ThreadStatus, running
 from bot.slack.wait_plan import WaitPlan
 from bot.slack.webapi import SlackWeb
 from bot.store.conversations import ConversationIndex, MessageRef, asked_id
@@ -80,7 +89,15 @@ class Follower:
         allow_user_mentions: bool = False,
         plan: WaitPlan | None = None,
         home: Home | None = None,
+        streaming: bool = True,
+        stream_interval: float = 1.0,
+        is_question_tool: Callable[[str], bool] = lambda name: name == "ask_user",
     ) -> None:
+        self.streaming = streaming  # replies through Slack's chat streaming (else posted and updated)
+        self.stream_interval = stream_interval  # seconds between a reply's Web API calls while it streams
+        self.is_question_tool = is_question_tool  # tools that only ask a person: no progress line of their own
+        self.stream_refusals = Refusals()  # channels whose Slack refused streaming lately
+        self.status_refusals = Refusals()  # ... or the thread status
         self.plan = plan  # schedules each question's deadline, reminders and escalation
         self.home = home  # the inboxes on the App Home tab
         self.web = web
@@ -90,16 +107,28 @@ class Follower:
         self.allow_user_mentions = allow_user_mentions  # may text from the model or people ping a person
 
     async def follow(self, stream: AgentStream, ctx: SlackContext, *, decided: Decided | None = None) -> None:
-        """Show a run segment in its thread: the working sign, then a question, an approval request, a reply or a
-        failure; ``decided``: the approval this segment starts with, whose message shows how its call went."""
+        """Show a run segment in its thread: its status while it works, its reply as the model writes it (tool
+        calls as they run), then a question, an approval request or a failure; ``decided``: the approval this
+        segment starts with, whose message shows how its call went. A question or approval ends the reply streamed
+        so far first; the text after an answer streams anew."""
         with log_context(run_id=stream.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id):
-            await self.web.react(ctx.channel_id, ctx.message_ts, add=True)
+            status = ThreadStatus(self.web, ctx, refusals=self.status_refusals)
+            reply = self._new_reply(ctx, status)
+            await status.show(THINKING)
             try:
                 async for chunk in stream:
                     match chunk:
+                        case TextDeltaChunk(payload=delta):
+                            reply.text(delta.text)
+                        case ToolCallChunk(payload=call) if not self.is_question_tool(call.tool_name):
+                            reply.task(call.tool_call_id, tool_name=call.tool_name, status="in_progress")
+                            await status.show(running(call.tool_name))
                         case SuspendedChunk(payload=suspended):
+                            reply = await self._pause(reply, status, ctx)
                             await self._ask(stream.run_id, suspended, ctx)
                         case ApprovalChunk(payload=approval):
+                            reply.task(approval.tool_call_id, tool_name=approval.tool_name, status="pending")
+                            reply = await self._pause(reply, status, ctx)
                             await self._ask_approval(stream.run_id, approval, ctx)
                         case QuestionClosedChunk(payload=closed) if isinstance(closed.suspend_payload, AskUserPayload):
                             outcome = LIVE_EXPIRED if closed.reason == "expired" else LIVE_ENDED
@@ -111,22 +140,60 @@ class Follower:
                                 summary=closed.reason,
                                 asked=closed.asked_at,
                             )
-                        case ToolResultChunk(payload=result) if decided and result.tool_call_id == decided.tool_call_id:
-                            took = time.monotonic() - decided.started
-                            how = (
-                                f"failed: {_result_error(result.result)}" if result.is_error else f"ran in {took:.1f} s"
-                            )
-                            await self.close_approval(
-                                stream.run_id, decided.payload, outcome=f"{decided.outcome} · {how}"
-                            )
+                        case ToolResultChunk(payload=result):
+                            await self._tool_done(stream.run_id, result, reply, status, decided=decided)
                         case FinishChunk(payload=finish) if finish.status == "completed":
-                            await self._reply(finish.text or "(no reply)", ctx)
+                            if not reply.raw.strip():  # nothing was written as it streamed: the run's last text
+                                reply.text(finish.text or "(no reply)")
+                            await reply.close()
                         case FinishChunk(payload=finish) if finish.status == "stopped":
+                            await reply.close()
                             await self._reply(f":octagonal_sign: {finish.text}", ctx)
                         case ErrorChunk(payload=error):
+                            await reply.close()
                             await self._failed(stream.run_id, error, ctx)
             finally:
-                await self.web.react(ctx.channel_id, ctx.message_ts, add=False)
+                await reply.close()
+                await status.clear()
+
+    def _new_reply(self, ctx: SlackContext, status: ThreadStatus) -> ReplyStream:
+        reply = ReplyStream(
+            self.web,
+            ctx,
+            refusals=self.stream_refusals,
+            streaming=self.streaming,
+            interval=self.stream_interval,
+            allow_user_mentions=self.allow_user_mentions,
+        )
+        reply.on_posted = status.posted
+        return reply
+
+    async def _pause(self, reply: ReplyStream, status: ThreadStatus, ctx: SlackContext) -> ReplyStream:
+        """The run waits for a person: end the reply streamed so far and the status; the text after the answer
+        goes in a new reply."""
+        await reply.pause()
+        await status.clear()
+        return self._new_reply(ctx, status)
+
+    async def _tool_done(
+        self,
+        run_id: str,
+        result: ToolResultPayload,
+        reply: ReplyStream,
+        status: ThreadStatus,
+        *,
+        decided: Decided | None,
+    ) -> None:
+        """A tool call ended: its task shows done or failed, the status goes back to thinking, and the approval
+        this segment started with shows how its call went."""
+        if not self.is_question_tool(result.tool_name):
+            done: TaskStatus = "error" if result.is_error else "complete"
+            reply.task(result.tool_call_id, tool_name=result.tool_name, status=done)
+            await status.show(THINKING)
+        if decided and result.tool_call_id == decided.tool_call_id:
+            took = time.monotonic() - decided.started
+            how = f"failed: {_result_error(result.result)}" if result.is_error else f"ran in {took:.1f} s"
+            await self.close_approval(run_id, decided.payload, outcome=f"{decided.outcome} · {how}")
 
     async def _reply(self, text: str, ctx: SlackContext) -> None:
         for part, blocks in bk.reply_messages(text, allow_user_mentions=self.allow_user_mentions):

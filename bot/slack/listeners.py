@@ -8,6 +8,7 @@ its lazy functions start, so what it decides (e.g. a modal's errors) reaches the
 | ``app_mention`` event | auto-ack | :meth:`Threads.on_mention` |
 | ``message`` a person wrote in a DM, or as a thread reply without a mention | auto-ack | :meth:`Threads.on_message` |
 | ``app_home_opened`` (Home tab) | auto-ack | :meth:`Home.on_home_opened`: the person's inbox |
+| assistant pane: thread started / context changed / a message there | see :mod:`bot.slack.assistant_pane` | |
 | option button, single-choice menu, Submit, a form question's Decline | ack | :meth:`Answering.on_click` |
 | checkbox tick / multi-select change | ack (nothing until Submit) | - |
 | "Answer" button | ack, open a loading modal | :meth:`AnswerModal.on_open_modal`: the form or a notice |
@@ -38,6 +39,7 @@ from bot.slack.answer_modal import AnswerModal
 from bot.slack.answering import Answering
 from bot.slack.approval_blocks import ACT_APPROVE, ACT_DECLINE, ACT_DETAILS
 from bot.slack.approving import Approving
+from bot.slack.assistant_pane import AssistantPane, assistant_middleware
 from bot.slack.context import slack_id
 from bot.slack.home import Home
 from bot.slack.runner import LazyJobs, no_lazy_only_from_outside
@@ -85,7 +87,14 @@ async def _person_in_dm_or_thread(body: dict[str, Any], context: dict[str, Any])
 
 
 def register(
-    app: AsyncApp, *, threads: Threads, answering: Answering, modal: AnswerModal, approving: Approving, home: Home
+    app: AsyncApp,
+    *,
+    threads: Threads,
+    answering: Answering,
+    modal: AnswerModal,
+    approving: Approving,
+    home: Home,
+    pane: AssistantPane,
 ) -> LazyJobs:
     """Attach every listener to ``app``; returns the lazy functions a worker may run."""
     jobs = LazyJobs()
@@ -95,6 +104,7 @@ def register(
 
     app.middleware(no_lazy_only_from_outside)
     app.middleware(drop_forged_ids)
+    app.assistant(assistant_middleware(pane, contexts=pane.contexts, jobs=jobs))  # before the app's own listeners
     app.event("app_mention")(ack=_acked, lazy=[on_mention])
     app.event("message", matchers=[_person_in_dm_or_thread])(ack=_acked, lazy=[on_message])
     app.event("app_home_opened")(ack=_acked, lazy=[jobs.add(home.on_home_opened)])

@@ -74,20 +74,22 @@ class Threads:
 
     async def on_mention(self, body: dict[str, Any], context: dict[str, Any]) -> None:
         """Lazy listener of ``app_mention``: start or continue the thread's conversation."""
-        if await self._first_sight(body, context):
-            await self._converse(body, bot_user=context.get("bot_user_id"))
+        if await self.first_sight(body, context):
+            await self.converse(body, bot_user=context.get("bot_user_id"))
 
     async def on_message(self, body: dict[str, Any], context: dict[str, Any]) -> None:
         """Lazy listener of ``message`` events a person wrote in a DM or as a thread reply (see the listener's
         matchers): DMs converse, thread replies may answer the open question."""
-        if not await self._first_sight(body, context):
+        if not await self.first_sight(body, context):
             return
         if (body.get("event") or {}).get("channel_type") == "im":
-            await self._converse(body, bot_user=context.get("bot_user_id"))
+            await self.converse(body, bot_user=context.get("bot_user_id"))
         else:
             await self._thread_reply(body)
 
-    async def _first_sight(self, body: dict[str, Any], context: dict[str, Any]) -> bool:
+    async def first_sight(self, body: dict[str, Any], context: dict[str, Any]) -> bool:
+        """Whether this event is new (Slack retries and redeliveries come again); a store outage says so in the
+        thread and counts as seen."""
         event = body.get("event") or {}
         event_id = body.get("event_id") or f"{event.get('channel')}:{event.get('ts')}"
         try:
@@ -100,7 +102,10 @@ class Threads:
 
     # --- conversations ---------------------------------------------------------------------------
 
-    async def _converse(self, body: dict[str, Any], *, bot_user: str | None) -> None:
+    async def converse(self, body: dict[str, Any], *, bot_user: str | None, note: str | None = None) -> None:
+        """A person's message to the bot (``body``: a ``message`` / ``app_mention`` event): it answers the thread's
+        open question, or starts the thread's next run. ``note``: what the model should know beside the message
+        (e.g. the channel open beside the assistant pane), put before it in the run's input only."""
         where = Where.of_event(body)
         channel, thread_ts, team = where.channel_id or "", where.thread_ts or "", where.team_id or ""
         text = str((body.get("event") or {}).get("text") or "")
@@ -128,7 +133,7 @@ class Threads:
             if slot is None:
                 return
             try:
-                await self._start(ctx, text, previous, after=pointed)
+                await self._start(ctx, f"{note}\n\n{text}" if note else text, previous, after=pointed)
             finally:
                 await slot.release()
 

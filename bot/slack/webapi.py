@@ -24,7 +24,8 @@ WORKING_REACTION = "hourglass_flowing_sand"
 TRANSIENT = frozenset({"internal_error", "fatal_error", "service_unavailable", "request_timeout"})
 
 
-def _error(exc: SlackApiError) -> str:
+def slack_error(exc: SlackApiError) -> str:
+    """Slack's error code of a refused call, with its `errors` details when there are any (never a token)."""
     response: Any = exc.response
     code = response.get("error") if response is not None else None
     details = response.get("errors") if response is not None else None
@@ -67,7 +68,7 @@ class SlackWeb:
                 if code in TRANSIENT and attempt < 2:
                     await asyncio.sleep(0.5 * (attempt + 1))
                     continue
-                log.error("chat.postMessage failed: %s", _error(exc))
+                log.error("chat.postMessage failed: %s", slack_error(exc))
                 return None
             posted_in, ts = resp.get("channel") or channel, resp.get("ts")
             return (str(posted_in), str(ts)) if ts else None
@@ -79,7 +80,7 @@ class SlackWeb:
             await self.client.views_publish(user_id=user, view=view)
             return True
         except SlackApiError as exc:
-            log.warning("views.publish failed: %s", _error(exc))
+            log.warning("views.publish failed: %s", slack_error(exc))
             return False
 
     async def permalink(self, channel: str, ts: str) -> str | None:
@@ -87,7 +88,7 @@ class SlackWeb:
         try:
             resp = await self.client.chat_getPermalink(channel=channel, message_ts=ts)
         except SlackApiError as exc:
-            log.warning("chat.getPermalink failed: %s", _error(exc))
+            log.warning("chat.getPermalink failed: %s", slack_error(exc))
             return None
         link = resp.get("permalink")
         return str(link) if link else None
@@ -98,7 +99,7 @@ class SlackWeb:
             await self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
             return True
         except SlackApiError as exc:
-            log.error("chat.update failed: %s", _error(exc))
+            log.error("chat.update failed: %s", slack_error(exc))
             return False
 
     async def tell(self, user: str, text: str, *, channel: str | None = None, thread_ts: str | None = None) -> None:
@@ -111,7 +112,7 @@ class SlackWeb:
                 await self.client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
                 return
             except SlackApiError as exc:
-                log.warning("chat.postEphemeral failed: %s; telling the person by DM", _error(exc))
+                log.warning("chat.postEphemeral failed: %s; telling the person by DM", slack_error(exc))
         await self.post(user, thread_ts=None, text=text)
 
     async def react(self, channel: str, ts: str, *, add: bool, name: str = WORKING_REACTION) -> None:
@@ -121,7 +122,44 @@ class SlackWeb:
             await call(channel=channel, timestamp=ts, name=name)
         except SlackApiError as exc:
             if exc.response.get("error") not in ("already_reacted", "no_reaction"):
-                log.warning("reactions.%s failed: %s", "add" if add else "remove", _error(exc))
+                log.warning("reactions.%s failed: %s", "add" if add else "remove", slack_error(exc))
+
+    async def set_status(self, channel_id: str, thread_ts: str, status: str) -> bool:
+        """``assistant.threads.setStatus``: the line under a thread saying what the app does (``""`` clears it;
+        Slack also clears it when the app posts in the thread, and after two minutes without a message). False
+        when Slack refused (Slack: docs.slack.dev reference/methods/assistant.threads.setStatus; in channels since
+        the chat:write scope update of 2026-03)."""
+        try:
+            await self.client.assistant_threads_setStatus(channel_id=channel_id, thread_ts=thread_ts, status=status)
+            return True
+        except SlackApiError as exc:
+            log.info("assistant.threads.setStatus refused: %s", slack_error(exc))
+            return False
+
+    async def set_suggested_prompts(
+        self, channel_id: str, thread_ts: str, *, prompts: list[dict[str, str]], title: str | None = None
+    ) -> bool:
+        """``assistant.threads.setSuggestedPrompts`` of an assistant thread (``prompts``: 1 to 4 ``{title,
+        message}``; Slack: docs.slack.dev reference/methods/assistant.threads.setSuggestedPrompts); False when
+        Slack refused."""
+        try:
+            await self.client.assistant_threads_setSuggestedPrompts(
+                channel_id=channel_id, thread_ts=thread_ts, prompts=prompts, title=title
+            )
+            return True
+        except SlackApiError as exc:
+            log.warning("assistant.threads.setSuggestedPrompts failed: %s", slack_error(exc))
+            return False
+
+    async def set_title(self, channel_id: str, thread_ts: str, title: str) -> bool:
+        """``assistant.threads.setTitle`` of an assistant thread (its name in the pane's history); False when
+        Slack refused."""
+        try:
+            await self.client.assistant_threads_setTitle(channel_id=channel_id, thread_ts=thread_ts, title=title)
+            return True
+        except SlackApiError as exc:
+            log.warning("assistant.threads.setTitle failed: %s", slack_error(exc))
+            return False
 
     async def open_view(self, trigger_id: str, view: dict[str, Any]) -> str | None:
         """``views.open``; the view id, or None when Slack refused (e.g. the 3-second trigger expired)."""
@@ -129,7 +167,7 @@ class SlackWeb:
             resp = await self.client.views_open(trigger_id=trigger_id, view=view)
             return str((resp.get("view") or {}).get("id") or "") or None
         except SlackApiError as exc:
-            log.warning("views.open failed: %s", _error(exc))
+            log.warning("views.open failed: %s", slack_error(exc))
             return None
 
     async def update_view(self, view_id: str, view: dict[str, Any]) -> bool:
@@ -138,5 +176,5 @@ class SlackWeb:
             await self.client.views_update(view_id=view_id, view=view)
             return True
         except SlackApiError as exc:
-            log.warning("views.update failed: %s", _error(exc))
+            log.warning("views.update failed: %s", slack_error(exc))
             return False

@@ -15,6 +15,8 @@ one Redis without seeing each other's data. Keys that one Lua script touches tog
   and channel ids of channels it was posted to).
 - ``{prefix}event:{event_id}`` - string: a Slack event already taken (retry dedupe).
 - ``{prefix}thread:{team_id}:{channel_id}:{thread_ts}`` - hash: the run of a Slack thread.
+- ``{prefix}pane:{channel_id}:{thread_ts}`` - string (JSON): what an assistant-pane thread's person is looking at
+  (``{channel_id, team_id, enterprise_id}``), see :mod:`bot.store.pane_contexts`.
 - ``{prefix}told:{<run_id>}:{tool_call_id}:{user}:{topic}`` - string: a person was told ``topic`` once.
 - ``{prefix}active:{person}`` - sorted set: the person's working runs (slot -> when it lapses, ms), see
   :mod:`bot.store.limits`.
@@ -66,6 +68,10 @@ class Keys:
     def thread(self, team_id: str, *, channel_id: str, thread_ts: str) -> str:
         """The pointer from a Slack thread to its latest run."""
         return f"{self.prefix}thread:{team_id}:{channel_id}:{thread_ts}"
+
+    def pane_context(self, channel_id: str, thread_ts: str) -> str:
+        """The context (the channel being viewed) of the assistant-pane thread ``thread_ts`` in DM ``channel_id``."""
+        return f"{self.prefix}pane:{channel_id}:{thread_ts}"
 
     def told(self, run_id: str, *, tool_call_id: str, user: str, topic: str) -> str:
         """Marks that ``user`` was told ``topic`` once about this question."""
