@@ -241,3 +241,37 @@ def test_group_dm_thread_replies_are_delivered() -> None:
     """Replies in a question's thread answer it in channels, private channels and group DMs alike."""
     events = bot_events(manifest())
     assert {"app_mention", "message.channels", "message.groups", "message.mpim"} <= events
+
+
+_LISTENED = re.compile(r"""app\.event\(\s*["']([a-z_]+)["']""")
+ASSISTANT_EVENTS = {"assistant_thread_started", "assistant_thread_context_changed", "message.im"}
+
+
+def listened_events() -> set[str]:
+    """The events the bot's listeners take: ``app.event("...")`` (``message`` as any ``message.*``), and those
+    Bolt's ``AsyncAssistant`` routes (assistant thread started / context changed, messages in the DM)."""
+    events: set[str] = set()
+    for path in source_files():
+        text = path.read_text(encoding="utf-8")
+        events |= set(_LISTENED.findall(text))
+        if "AsyncAssistant(" in text:
+            events |= ASSISTANT_EVENTS
+    return events
+
+
+def test_every_event_listened_to_is_subscribed() -> None:
+    subscribed = bot_events(manifest())
+    listened = listened_events()
+    assert {"app_mention", "message", "app_home_opened"} | ASSISTANT_EVENTS <= listened  # the scan finds them
+    any_message = any(s.startswith("message.") for s in subscribed)
+    lacking = sorted(e for e in listened if e not in subscribed and not (e == "message" and any_message))
+    assert not lacking, f"manifest.yml does not subscribe to events the bot listens to: {lacking}"
+
+
+def test_the_assistant_pane_is_enabled() -> None:
+    """Slack shows the app in its AI split view only with features.assistant_view (docs.slack.dev
+    reference/app-manifest); its threads' events need assistant:write."""
+    data = manifest()
+    view = data.get("features", {}).get("assistant_view") or {}
+    assert view.get("assistant_description"), "features.assistant_view.assistant_description must be set"
+    assert "assistant:write" in bot_scopes(data)

@@ -109,6 +109,7 @@ class ReplyStream:
         self._lock = asyncio.Lock()
         self._pump: asyncio.Task[None] | None = None
         self._closed = False
+        self._turn_ended = False  # a tool call came after the last text: the next text is a new turn's
 
     @property
     def started(self) -> bool:
@@ -121,16 +122,21 @@ class ReplyStream:
         return self._text.raw
 
     def text(self, delta: str) -> None:
-        """Queue the model's next ``delta`` of text."""
-        if delta:
-            self._text.add(delta)
-            self._kick()
+        """Queue the model's next ``delta`` of text (a new model turn's text starts a new paragraph)."""
+        if not delta:
+            return
+        if self._turn_ended and self._text.raw and not self._text.raw.endswith("\n\n"):
+            self._text.add("\n" if self._text.raw.endswith("\n") else "\n\n")
+        self._turn_ended = False
+        self._text.add(delta)
+        self._kick()
 
     def task(self, task_id: str, *, tool_name: str, status: TaskStatus) -> None:
         """Queue a tool call's progress (``status``). The text before it is complete (the model turn that called
         the tool ended)."""
         task = Task(id=task_id, title=task_title(tool_name), status=status)
         self._tasks[task_id] = task
+        self._turn_ended = True
         if self.mode == "stream":
             self._queue_text(final=True)
             self._outgoing.append(task.chunk())
@@ -205,12 +211,14 @@ class ReplyStream:
                 )
                 self._streamed = 0
             stream, new_message = self._stream, self._stream.ts is None
-            self.calls += 1 + (final and new_message)  # stop() of a stream not started starts it first
+            if new_message or not final:  # a new message starts with its text: never shown empty
+                self.calls += 1
+                await stream.append(chunks=chunks)
+                chunks = []
             if final:
+                self.calls += 1
                 await stream.stop(chunks=chunks or None)
                 self._stream = None
-            else:
-                await stream.append(chunks=chunks)
             self._streamed += size
             if new_message:
                 self._posted()

@@ -43,6 +43,8 @@ _ESCAPED_USER = re.compile(rf"&lt;@({_USER_ID})(?:\|[^&\n]*)?&gt;")
 _USER = re.compile(r"<@([A-Za-z0-9_]+)(?:\|([^<>]*))?>")
 _SPECIAL = re.compile(r"<!([A-Za-z]+)(?:\^([^|<>]*))?(?:\|([^<>]*))?>")
 _SLACK_LINK = re.compile(r"<([A-Za-z][A-Za-z0-9+.-]*:[^|<>\s]*)\|([^<>]*)>")
+_LINK_START = re.compile(r"<(?=[A-Za-z][A-Za-z0-9+.-]*:[^|<>\s]*\|)")
+_NESTING = 8  # passes over nested Slack syntax; deeper nesting is broken by _LINK_START instead
 # Markdown: the ``](destination "title")`` that ends an inline link or image, a reference definition, and code
 # (fenced blocks, one-line spans) where CommonMark makes no links.
 _MD_LINK_END = re.compile(
@@ -95,15 +97,21 @@ def safe_mrkdwn(text: str, *, allow_user_mentions: bool = False) -> str:
 def safe_markdown(text: str, *, allow_user_mentions: bool = False) -> str:
     """``text`` for a ``markdown`` block: controls removed; disallowed mentions as ``@\\u2060name``; Slack links
     ``<url|text>`` as ``[text](url) (host)``; every Markdown link and image followed by `` (host)``; reference
-    definitions (``[id]: url``) shown as text; any other ``<!`` / ``<@`` and bare broadcasts broken with a word
+    definitions (``[id]: url``) shown as text; nested Slack syntax undone from the innermost out (an outer link can't
+    hide its host behind an inner one's text); any other ``<!`` / ``<@`` and bare broadcasts broken with a word
     joiner; finally every ``[`` and ``]`` escaped, so no Markdown link or image can form at all (whatever tricks
     of nesting, escapes, code spans or reference definitions a parser and a renderer might disagree on).
     ``"[login](https://evil.example) <!here>"`` -> ``"\\[login\\](https://evil.example) (evil.example)
     @\\u2060here"``."""
     text = _outside_code(_decode_encoded_syntax(strip_controls(text)), _hosts_after_links)
-    text = _SLACK_LINK.sub(_slack_link, text)
-    text = _USER.sub(lambda m: _user_mention(m, allow=allow_user_mentions), text)
-    text = _SPECIAL.sub(_special_mention, text)
+    for _ in range(_NESTING):  # innermost first: "<https://a|<https://b|c>>" is two links, the outer hiding its host
+        before = text
+        text = _SLACK_LINK.sub(_slack_link, text)
+        text = _USER.sub(lambda m: _user_mention(m, allow=allow_user_mentions), text)
+        text = _SPECIAL.sub(_special_mention, text)
+        if text == before:
+            break
+    text = _LINK_START.sub("<" + WORD_JOINER, text)  # nested deeper than that: no link at all
     kept = rf"(?!@{_USER_ID}>)" if allow_user_mentions else ""
     text = defang_broadcasts(re.sub(rf"<(?=[!@]){kept}", "<" + WORD_JOINER, text))
     # Last, and everywhere (code included: a renderer may not see code where a parser does): no bracket can open a

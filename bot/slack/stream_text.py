@@ -27,6 +27,7 @@ from bot.slack.safe_text import WORD_JOINER, safe_markdown
 HOLD_LIMIT = 2000  # characters an open ``<`` may hold a piece back (a Slack link's URL and text fit easily)
 _OPEN = re.compile(r"<|&(?:lt|#0*60|#x0*3c);", re.IGNORECASE)
 _CLOSE = re.compile(r">|&(?:gt|#0*62|#x0*3e);", re.IGNORECASE)
+_LINK_END_OPEN, _LINK_END_CLOSE = re.compile(r"\]\("), re.compile(r"\)")  # a Markdown link's "](url ...)"
 _FENCE = re.compile(r"[ ]{0,3}(`{3,}|~{3,})([^\n]*)")
 
 
@@ -74,7 +75,7 @@ class StreamText:
         """``(where the pending text may be cut, whether the piece's open ``<`` must be sealed)``."""
         text = self._pending
         cut = max(text.rfind(" "), text.rfind("\n")) + 1
-        opened = _open_at(text[:cut])
+        opened = _held_at(text[:cut])
         if opened is None:
             return cut, False
         if cut - opened > HOLD_LIMIT:  # no Slack link is that long: treat it as text, sealed
@@ -107,12 +108,20 @@ class StreamText:
                 self._fence = None if not rest.strip() else self._fence
 
 
-def _open_at(text: str) -> int | None:
-    """Where the last ``<`` (or ``&lt;``) of ``text`` starts when no ``>`` (or ``&gt;``) follows it, else None."""
+def _held_at(text: str) -> int | None:
+    """Where the first construct still open at the end of ``text`` starts (a Slack ``<…>``, or a Markdown link's
+    ``](url "title")``, which gets its host note once closed), or None."""
+    opened = [at for at in (_open_at(text), _open_at(text, _LINK_END_OPEN, _LINK_END_CLOSE)) if at is not None]
+    return min(opened) if opened else None
+
+
+def _open_at(text: str, opener: re.Pattern[str] = _OPEN, closer: re.Pattern[str] = _CLOSE) -> int | None:
+    """Where the last ``opener`` (by default ``<`` or ``&lt;``) of ``text`` starts when no ``closer`` (``>`` or
+    ``&gt;``) follows it, else None."""
     last = None
-    for last in _OPEN.finditer(text):  # noqa: B007 - the last match is the one wanted
+    for last in opener.finditer(text):  # noqa: B007 - the last match is the one wanted
         pass
-    if last is None or _CLOSE.search(text, last.end()) is not None:
+    if last is None or closer.search(text, last.end()) is not None:
         return None
     return last.start()
 
@@ -124,4 +133,6 @@ def _seal(safe: str) -> str:
         return safe
     end = _OPEN.match(safe, opened)
     assert end is not None
+    if safe.startswith(WORD_JOINER, end.end()):  # safe_markdown broke it already
+        return safe
     return safe[: end.end()] + WORD_JOINER + safe[end.end() :]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from bot.slack.follow import CUT_OFF
 from bot.store import Keys
 from bot.store.limits import ActiveRuns
 from bot.testing.openai_server import Reply
@@ -29,8 +30,10 @@ async def test_a_model_that_streams_forever_is_stopped_at_the_turn_limit_and_can
         thread = d.message["ts"]
         note = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=failure, timeout=10)
         assert "longer than 1 s" in note["text"]
-        posted = [m for m in h.ws.messages(GENERAL, thread_ts=thread) if m.get("bot_id")]
-        assert len(posted) == 1 and len(note["text"]) < 500  # nothing of the endless text was posted
+        posted = [m for m in h.ws.messages(GENERAL, thread_ts=thread) if m.get("bot_id") and m is not note]
+        shown = [m for m in posted if m["ts"] != note["ts"]]
+        assert len(shown) == 1 and shown[0]["text"].endswith(CUT_OFF)  # what streamed in 1 s, marked cut off
+        assert not shown[0]["streaming"] and len(shown[0]["text"]) < 500 and len(note["text"]) < 500
         await h.ws.click(note, "Retry", user=ALICE)
         await h.ws.wait_for_message(
             channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Short and done."

@@ -13,6 +13,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.errors import StoreUnavailable
+from bot.slack.follow import CUT_OFF
 from bot.store import Keys
 from bot.store.conversations import ConversationIndex
 from bot.store.work_queue import GROUP
@@ -432,7 +433,9 @@ async def test_a_reply_stream_cut_off_before_its_end_is_not_posted_as_the_final_
             await h.settle()
             thread = d.message["ts"]
             texts = texts_in(h, thread)
+            # What streamed before the cut is shown as cut off, never as the answer.
             assert "To deploy safely you must first disable the" not in texts, texts
+            assert any(t.startswith("To deploy safely") and t.endswith(CUT_OFF) for t in texts), texts
             assert any("Retry" in blocks_text(m) for m in h.ws.messages(GENERAL, thread_ts=thread)), texts
     finally:
         await runner.cleanup()

@@ -328,12 +328,12 @@ async def test_secrets_never_reach_logs(
     token, secret = slack_secrets
     caplog.set_level(logging.DEBUG)
     async with harness(fake_redis) as h:
-        h.ws.fake.fail_next("reactions.add", "invalid_auth")
+        h.ws.fake.fail_next("assistant.threads.setStatus", "invalid_auth")
         _thread, q = await ask(h)
         await h.ws.click(q, "web", user=ALICE)
         await h.settle()
     text = "\n".join(r.getMessage() for r in caplog.records)
-    assert "reactions.add failed: invalid_auth" in text  # Slack errors are logged with Slack's code
+    assert "assistant.threads.setStatus refused: invalid_auth" in text  # Slack errors are logged with Slack's code
     assert token not in text and secret not in text
 
 

@@ -149,7 +149,7 @@ async def test_thread_reply_and_mention_while_running(fake_redis: aioredis.Redis
         h.model.script(Reply(text="Slow.", delay=1.0))
         d = await h.ws.mention(ALICE, GENERAL, "think")
         thread = d.message["ts"]
-        await h.ws.wait_for_call("reactions.add")
+        await h.ws.wait_for_call("assistant.threads.setStatus")  # the run is working
         await h.ws.reply_in_thread(ALICE, GENERAL, thread, "hurry up")  # not a question: ignored
         await h.ws.mention(ALICE, GENERAL, "are you there?", thread_ts=thread)
         note = await h.ws.wait_for_ephemeral(user=ALICE)

@@ -142,13 +142,12 @@ async def test_working_sign_shows_while_the_model_runs(fake_redis: aioredis.Redi
     async with harness(fake_redis) as h:
         h.model.script(Reply(text="Done.", delay=0.5))
         d = await h.ws.mention(ALICE, GENERAL, "slow one")
-        added = await h.ws.wait_for_call("reactions.add")
-        assert added.params["timestamp"] == d.message["ts"] and not added.error
+        status = await h.ws.wait_for_call("assistant.threads.setStatus")  # the thread's status, where allowed
+        assert status.params["thread_ts"] == d.message["ts"] and status.params["status"] == "is thinking..."
+        assert not status.error and h.ws.calls("reactions.add") == []
         await h.ws.wait_for_message(
             channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: m["text"] == "Done."
         )
-        removed = await h.ws.wait_for_call("reactions.remove")
-        assert removed.params["timestamp"] == d.message["ts"]
 
 
 async def test_rate_limited_web_api_calls_are_retried(fake_redis: aioredis.Redis, harness: Any) -> None:

@@ -329,3 +329,18 @@ def test_no_markdown_link_can_form_however_the_parser_is_tricked(reply: str) -> 
     shown = reply_markdown(reply)
     assert not re.search(r"(?<!\\)[\[\]]", shown) and "\\\\[" not in shown and "\\\\]" not in shown, shown
     assert "evil.example" in shown
+
+
+@pytest.mark.parametrize(
+    "nested",
+    [
+        "<https://a.example|<https://b.example|see b>>",
+        "<https://a.example|<!here>>",
+        "<https://a.example|<@U_BOB|bob>>",
+        "<https://a.example|" * 12 + "x" + ">" * 12,  # deeper than the passes over it
+    ],
+)
+def test_nested_slack_links_never_hide_where_the_outer_one_goes(nested: str) -> None:
+    shown = safe_markdown(nested)
+    assert not re.search(r"<(?!\u2060)[A-Za-z][A-Za-z0-9+.-]*:[^<>]*>", shown), shown
+    assert "(a.example)" in shown or "<\u2060https://a.example" in shown

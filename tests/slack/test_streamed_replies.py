@@ -1,0 +1,191 @@
+"""Replies stream into the thread as the model writes them (chat.startStream / appendStream / stopStream through
+slack_sdk's helper, against the fake Slack), with tool calls as tasks and the thread's status while the run works;
+where Slack refuses streaming, the reply is posted and updated instead, and the person always sees it whole."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from bot.playground.state import BOT_USER_ID
+from bot.testing import approval_agent
+from bot.testing.openai_server import Reply, tool_call
+from bot.testing.slack_scenarios import ALICE, GENERAL, SINGLE, has_controls
+
+WORDS = " ".join(f"word{i}" for i in range(60))
+FAST = {"stream_interval": 0.2}
+
+
+def bot_replies(h: Any, thread: str) -> list[dict[str, Any]]:
+    return [m for m in h.ws.messages(GENERAL, thread_ts=thread) if m.get("user") == BOT_USER_ID]
+
+
+def methods(h: Any, *names: str) -> list[str]:
+    return [c.method for c in h.ws.calls() if c.method in names]
+
+
+async def test_a_reply_shows_while_the_model_writes_it_and_ends_whole(fake_redis: aioredis.Redis, harness: Any) -> None:
+    async with harness(fake_redis, settings=FAST) as h:
+        h.model.script(Reply(text=WORDS, chunk_delay=0.02))  # about 1.2 s of writing
+        d = await h.ws.mention(ALICE, GENERAL, "write a lot")
+        thread = d.message["ts"]
+        partial = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: bool(m.get("streaming") and m["text"])
+        )
+        assert 0 < len(partial["text"]) < len(WORDS)  # visible before the model finished
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: not m.get("streaming") and m["text"] == WORDS
+        )
+        await h.settle()
+        assert methods(h, "chat.startStream", "chat.stopStream").count("chat.startStream") == 1
+        assert len(h.ws.calls("chat.stopStream")) == 1
+        assert 1 <= len(h.ws.calls("chat.appendStream")) <= 10  # bounded by the interval, not one call per word
+        assert h.ws.calls("chat.postMessage") == []  # no second copy of the reply
+        assert len(bot_replies(h, thread)) == 1
+        start = h.ws.calls("chat.startStream")[0].params
+        assert (start["recipient_user_id"], start["recipient_team_id"]) == (ALICE, d.message["team"])
+
+
+async def test_where_slack_refuses_streaming_the_reply_is_posted_then_updated(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings=FAST) as h:
+        h.ws.fake.fail_next("chat.startStream", "unknown_method")  # an older workspace
+        h.model.script(Reply(text=WORDS, chunk_delay=0.02), Reply(text="Second reply."))
+        d = await h.ws.mention(ALICE, GENERAL, "write a lot")
+        thread = d.message["ts"]
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == WORDS)
+        await h.settle()
+        assert len(h.ws.calls("chat.postMessage")) == 1 and h.ws.calls("chat.update")  # grew in place
+        assert len(bot_replies(h, thread)) == 1
+        blocks = bot_replies(h, thread)[0]["blocks"]
+        assert [b["type"] for b in blocks] == ["markdown"] and blocks[0]["text"] == WORDS
+        # The refusal is remembered: the next reply in the channel is posted without trying to stream.
+        d2 = await h.ws.mention(ALICE, GENERAL, "again")
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d2.message["ts"], predicate=lambda m: "Second" in m["text"]
+        )
+        assert len(h.ws.calls("chat.startStream")) == 1
+
+
+async def test_a_stream_that_breaks_midway_is_finished_in_the_same_message(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings=FAST) as h:
+        h.model.script(Reply(text=WORDS, chunk_delay=0.02))
+        h.ws.fake.fail_next("chat.appendStream", "message_not_in_streaming_state")  # Slack ended the stream
+        d = await h.ws.mention(ALICE, GENERAL, "write a lot")
+        thread = d.message["ts"]
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["blocks"][-1].get("text") == WORDS
+        )
+        await h.settle()
+        replies = bot_replies(h, thread)
+        assert len(replies) == 1 and replies[0]["ts"] == h.ws.calls("chat.startStream")[0].response["ts"]
+        assert h.ws.calls("chat.postMessage") == []
+
+
+async def test_a_question_ends_the_stream_first_and_the_answer_streams_anew(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings=FAST) as h:
+        h.model.script(
+            Reply(text="Let me ask you first.", tool_calls=[tool_call("ask_user", SINGLE, id="c1")]),
+            Reply(text="Going with api."),
+        )
+        d = await h.ws.mention(ALICE, GENERAL, "deploy")
+        thread = d.message["ts"]
+        question = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+        await h.settle()
+        assert methods(h, "chat.startStream", "chat.appendStream", "chat.stopStream", "chat.postMessage")[-2:] == [
+            "chat.stopStream",
+            "chat.postMessage",
+        ]
+        first = bot_replies(h, thread)[0]
+        assert first["text"] == "Let me ask you first." and not first["streaming"]
+        assert not first.get("tasks")  # asking is not shown as a tool run
+        await h.ws.click(question, "api", user=ALICE)
+        final = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Going with api."
+        )
+        await h.settle()
+        assert len(h.ws.calls("chat.startStream")) == 2 and final["ts"] != first["ts"]
+
+
+async def test_tool_calls_show_as_tasks_and_the_status_says_what_runs(fake_redis: aioredis.Redis, harness: Any) -> None:
+    async with harness(fake_redis, settings={**FAST, "agent": "bot.testing.approval_agent:build"}) as h:
+        h.model.script(
+            Reply(text="Checking.", tool_calls=[tool_call("lookup_ticket", {"ticket_id": "T-1"}, id="t1")]),
+            Reply(text="It is open."),
+        )
+        d = await h.ws.mention(ALICE, GENERAL, "ticket T-1?")
+        thread = d.message["ts"]
+        final = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: not m.get("streaming") and "open" in m["text"]
+        )
+        await h.settle()
+        assert final["text"] == "Checking.\n\nIt is open."  # each model turn its own paragraph
+        assert final["tasks"]["t1"] == {"title": "lookup_ticket", "status": "complete"}
+        sent = [
+            chunk
+            for call in h.ws.calls()
+            if call.method.startswith("chat.") and call.method.endswith("Stream")
+            for chunk in call.params.get("chunks") or []
+            if chunk["type"] == "task_update"
+        ]
+        assert [c["status"] for c in sent] == ["in_progress", "complete"]
+        statuses = [c.params["status"] for c in h.ws.calls("assistant.threads.setStatus")]
+        assert statuses[0] == "is thinking..." and "is running lookup_ticket..." in statuses
+
+
+async def test_an_approval_shows_its_task_waiting_then_done(fake_redis: aioredis.Redis, harness: Any) -> None:
+    approval_agent.RESTARTS.clear()
+    async with harness(fake_redis, settings={**FAST, "agent": "bot.testing.approval_agent:build"}) as h:
+        h.model.script(
+            Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]),
+            Reply(text="Restarted."),
+        )
+        d = await h.ws.mention(ALICE, GENERAL, "restart api")
+        thread = d.message["ts"]
+        request = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+        await h.settle()
+        waiting = bot_replies(h, thread)[0]
+        assert waiting["tasks"]["r1"]["status"] == "pending" and not waiting["streaming"]
+        await h.ws.click(request, "Approve", user=ALICE)
+        done = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: not m.get("streaming") and m["text"] == "Restarted."
+        )
+        assert done["tasks"]["r1"]["status"] == "complete" and approval_agent.RESTARTS == ["api"]
+
+
+async def test_where_slack_refuses_the_status_the_reaction_shows_instead(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings=FAST) as h:
+        h.ws.fake.fail_next("assistant.threads.setStatus", "missing_scope")
+        h.model.script(Reply(text="Done.", delay=0.3))
+        d = await h.ws.mention(ALICE, GENERAL, "slow one")
+        added = await h.ws.wait_for_call("reactions.add")
+        assert added.params["timestamp"] == d.message["ts"]
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: m["text"] == "Done."
+        )
+        removed = await h.ws.wait_for_call("reactions.remove")
+        assert removed.params["timestamp"] == d.message["ts"]
+        await h.settle()
+        assert len(h.ws.calls("assistant.threads.setStatus")) == 1  # refused once: not asked again
+
+
+async def test_the_status_shows_while_the_model_works_and_clears_at_the_end(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings=FAST) as h:
+        h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="c1")], delay=0.3))
+        d = await h.ws.mention(ALICE, GENERAL, "ask me")
+        status = await h.ws.wait_for_call("assistant.threads.setStatus")
+        assert status.params == {"channel_id": GENERAL, "thread_ts": d.message["ts"], "status": "is thinking..."}
+        assert h.ws.calls("reactions.add") == []  # the status is the working sign where Slack allows it
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+        await h.settle()
+        assert h.ws.calls("assistant.threads.setStatus")[-1].params["status"] == ""  # the question waits: cleared
