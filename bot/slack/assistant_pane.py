@@ -52,6 +52,11 @@ class RedisThreadContexts(AsyncAssistantThreadContextStore):
     def __init__(self, contexts: PaneContexts) -> None:
         self.contexts = contexts
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> RedisThreadContexts:
+        """Bolt deep-copies a request's context (which holds this store) for its lazy functions; a live Redis
+        client can't be copied, so a copy is this same store."""
+        return self
+
     async def save(self, *, channel_id: str, thread_ts: str, context: dict[str, str]) -> None:
         await self.contexts.save(channel_id=channel_id, thread_ts=thread_ts, context=context)
 
