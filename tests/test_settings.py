@@ -70,6 +70,12 @@ BAD_VALUES = [
     ("LOG_FORMAT", "xml", "must be text or json"),
     ("SLACK_API_URL", "ftp://slack.example", "must be an http:// or https:// URL"),
     ("OPENAI_BASE_URL", "localhost:8080", "must be an http:// or https:// URL"),
+    ("STREAM_INTERVAL", "0.05", "must be greater than or equal to 0.2"),
+    ("STREAM_INTERVAL", "fast", "must be a valid number, unable to parse string as a number"),
+    ("REPLY_STREAMING", "maybe", "must be a valid boolean, unable to interpret input"),
+    ("ASSISTANT_PROMPTS", "a|b|c|d|e", "must be 1 to 4 prompts"),
+    ("ASSISTANT_PROMPTS", "[{\"title\": \"x\"}]", "prompt 1 has no message"),
+    ("ASSISTANT_PROMPTS", "[not json", "is not valid JSON (a list of {title, message} objects)"),
 ]
 
 

@@ -51,7 +51,7 @@ async def test_where_slack_refuses_streaming_the_reply_is_posted_then_updated(
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:
     async with harness(fake_redis, settings=FAST) as h:
-        h.ws.fake.fail_next("chat.startStream", "unknown_method")  # an older workspace
+        h.ws.fake.refuse("chat.startStream", "unknown_method")  # an older workspace, every time
         h.model.script(Reply(text=WORDS, chunk_delay=0.02), Reply(text="Second reply."))
         d = await h.ws.mention(ALICE, GENERAL, "write a lot")
         thread = d.message["ts"]
