@@ -86,3 +86,29 @@ async def test_a_plain_dm_thread_is_not_taken_for_a_pane_thread(fake_redis: aior
         again = await h.ws.wait_for_message(channel=PANE, predicate=lambda m: m["text"] == "Again.")
         assert again["thread_ts"] == d.message["ts"] and again["user"] == BOT_USER_ID
         assert h.ws.calls("assistant.threads.setTitle") == [] and first_user_content(h) == "in the thread"
+
+
+async def test_the_pane_works_through_a_web_and_worker_split(fake_server: Any, harness: Any) -> None:
+    """The ``web`` role saves the pane's context and queues the rest; a ``worker`` greets and runs the agent."""
+    import asyncio
+
+    import fakeredis
+
+    async with harness(fakeredis.FakeAsyncRedis(server=fake_server), settings=FAST) as h:
+        web = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="web")
+        worker = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="worker")
+        h.route_to(web)
+        stop = asyncio.Event()
+        working = asyncio.ensure_future(worker.bot.queue.consume(worker.bot.run_job, stop=stop, block_ms=50))
+        try:
+            h.model.script(Reply(text="From the worker."))
+            thread = await h.ws.open_assistant(ALICE, context_channel=GENERAL)
+            await h.ws.wait_for_call("assistant.threads.setSuggestedPrompts")
+            await h.ws.dm(ALICE, "hello from the pane", thread_ts=thread)
+            await h.ws.wait_for_message(
+                channel=PANE, thread_ts=thread, predicate=lambda m: m["text"] == "From the worker."
+            )
+            assert f"<#{GENERAL}>" in first_user_content(h)  # the context saved by the web process
+        finally:
+            stop.set()
+            await asyncio.wait_for(working, 10)
