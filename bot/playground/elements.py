@@ -5,11 +5,14 @@ reference/block-kit/block-elements, reference/interaction-payloads/block_actions
 - ``iter_elements(blocks) -> [(block, element)]``: every interactive element (actions, section accessories, inputs).
 - ``initial_state(blocks) -> {block_id: {action_id: entry}}``: each input-ish element's initial value.
 - ``fill_ids(blocks) -> blocks``: a copy with ``block_id`` / ``action_id`` generated where absent.
+- ``text_blocks(text) -> [rich_text block]``: the blocks Slack gives a message that has only text (what people type,
+  and a bot's text-only chat.postMessage): one ``rich_text_section``, ``<@U123>`` as a ``user`` element.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 import secrets
 import string
 from typing import Any
@@ -94,3 +97,15 @@ def fill_ids(blocks: list[JSON]) -> list[JSON]:
         if "action_id" not in element:
             element["action_id"] = random_id("", 5)
     return filled
+
+
+def text_blocks(text: str) -> list[JSON]:
+    """The ``rich_text`` block Slack stores for a message that has only ``text`` (see the module docstring)."""
+    elements: list[JSON] = []
+    for index, part in enumerate(re.split(r"<@([A-Z0-9_]+)>", text)):
+        if index % 2:
+            elements.append({"type": "user", "user_id": part})
+        elif part:
+            elements.append({"type": "text", "text": part})
+    section = {"type": "rich_text_section", "elements": elements}
+    return [{"type": "rich_text", "block_id": random_id("", 5), "elements": [section]}]

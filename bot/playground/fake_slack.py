@@ -22,13 +22,16 @@ For tests:
   HTTP status, duration_ms, error); ``calls_to(method)`` filters.
 - ``subscribe() -> asyncio.Queue[dict]``: change events (``{"type": "message" | "message_changed" |
   "message_deleted" | "ephemeral" | "ephemeral_deleted" | "view_opened" | "view_pushed" | "view_updated" |
-  "view_closed" | "reaction_added" | "reaction_removed" | "assistant_status" | "api_call" |
-  "socket_connected" | "socket_disconnected", ...}``);
+  "view_closed" | "reaction_added" | "reaction_removed" | "home_published" | "assistant_status" |
+  "assistant_prompts" | "assistant_title" | "assistant_thread" | "api_call" | "socket_connected" |
+  "socket_disconnected", ...}``);
   ``unsubscribe(q)``.
 - ``await wait_until(probe, timeout=..., what=...)``: event-driven wait until ``probe()`` returns a truthy
   value, which it returns; raises ``PlaygroundError`` on timeout.
 - Fault injection: ``fail_next(method, error, *, status=200, **extra)`` answers the next call of ``method``
-  with that error; ``set_delay(method, seconds)`` delays every call of it.
+  with that error; ``refuse(method, error, *, status=200, **extra)`` answers EVERY call of it so (e.g. a workspace
+  without the AI features: ``refuse("assistant.threads.setStatus", "missing_scope")``) until ``allow(method)``;
+  ``set_delay(method, seconds)`` delays every call of it. A queued ``fail_next`` goes first.
 - ``state`` (``SlackState``) and ``api`` (``WebApi``) for direct inspection.
 """
 
@@ -49,6 +52,7 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
+from bot.playground.api_args import ApiError
 from bot.playground.elements import fill_ids
 from bot.playground.socket_mode import SOCKET_PATH, SocketModeHub
 from bot.playground.state import (
@@ -62,7 +66,7 @@ from bot.playground.state import (
     ResponseUrl,
     SlackState,
 )
-from bot.playground.webapi import APP_TOKEN_METHODS, ApiError, WebApi
+from bot.playground.webapi import APP_TOKEN_METHODS, WebApi
 
 T = TypeVar("T")
 REDACTED = "[redacted]"
@@ -115,6 +119,7 @@ class FakeSlack:
         self._subscribers: list[asyncio.Queue[JSON]] = []
         self._tick = asyncio.Event()
         self._faults: dict[str, deque[_Fault]] = {}
+        self._refusals: dict[str, _Fault] = {}
         self._delays: dict[str, float] = {}
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -167,6 +172,14 @@ class FakeSlack:
     def fail_next(self, method: str, error: str, *, status: int = 200, **extra: Any) -> None:
         """Answer the next call of ``method`` with ``{"ok": false, "error": error, **extra}`` and ``status``."""
         self._faults.setdefault(method, deque()).append(_Fault(error, status, extra))
+
+    def refuse(self, method: str, error: str, *, status: int = 200, **extra: Any) -> None:
+        """Answer every call of ``method`` with ``{"ok": false, "error": error, **extra}`` until :meth:`allow`."""
+        self._refusals[method] = _Fault(error, status, extra)
+
+    def allow(self, method: str) -> None:
+        """Serve ``method`` again after :meth:`refuse` (no-op when it was not refused)."""
+        self._refusals.pop(method, None)
 
     def set_delay(self, method: str, seconds: float) -> None:
         """Delay every call of ``method`` by ``seconds`` (0 removes the delay)."""
@@ -282,6 +295,7 @@ class FakeSlack:
         if params.get("response_type") == "in_channel":
             conversation.add(message)
             self.state.changed({"type": "message", "channel": target.channel, "message": copy.deepcopy(message)})
+            self.state.clear_status(target.channel, message.get("thread_ts"))
         else:
             conversation.ephemerals.append(Ephemeral(target.channel, target.user, message))
             self.state.changed(
@@ -310,9 +324,9 @@ class FakeSlack:
         elif token != expected:
             known = token in (self.bot_token, self.app_token)
             body = {"ok": False, "error": "not_allowed_token_type" if known else "invalid_auth"}
-        elif faults:
-            fault = faults.popleft()
-            body, status = {"ok": False, "error": fault.error, **fault.extra}, fault.status
+        elif faults or method in self._refusals:
+            fault = faults.popleft() if faults else self._refusals[method]
+            body, status = {"ok": False, "error": fault.error, **copy.deepcopy(fault.extra)}, fault.status
         elif method not in self.api.methods:
             body = {"ok": False, "error": "unknown_method", "req_method": method}
         else:

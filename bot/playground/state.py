@@ -17,6 +17,12 @@ reference/views/modal-views). Everything is plain ``dict`` so it can be sent as 
   most 3 (Slack: views.push "push_limit_reached").
 - ``Trigger``: one minted per interaction; valid 3 s, single use (Slack: expired_trigger_id /
   exchanged_trigger_id; docs.slack.dev interactivity/handling-user-interaction).
+- Slack's AI app surfaces (``SlackState``): ``statuses`` (every assistant.threads.setStatus, in call order:
+  ``{channel_id, thread_ts, status}``) and each thread's current status (``status_of``: cleared by status ``""``,
+  by the bot posting in the thread, or after ``STATUS_TTL_SECONDS``; docs.slack.dev
+  reference/methods/assistant.threads.setStatus), ``suggested_prompts`` (``{channel_id, thread_ts, title,
+  prompts}``; ``prompts_of``: the latest per thread), ``titles`` (``{channel_id, thread_ts, title}``) and
+  ``assistant_threads`` (the assistant panes people opened: ``{user_id, channel_id, thread_ts, context}``).
 """
 
 from __future__ import annotations
@@ -270,6 +276,7 @@ class ResponseUrl:
 
 RESPONSE_URL_TTL_SECONDS = 30 * 60
 RESPONSE_URL_MAX_USES = 5
+STATUS_TTL_SECONDS = 120.0  # setStatus: "A two minute timeout applies" when no message is sent
 
 Notify = Callable[[JSON], None]
 
@@ -292,13 +299,50 @@ class SlackState:
         self.triggers: dict[str, Trigger] = {}
         self.interactions: dict[tuple[str, str, str], InteractionState] = {}
         self.response_urls: dict[str, ResponseUrl] = {}
-        self.statuses: list[JSON] = []
+        self.statuses: list[JSON] = []  # every assistant.threads.setStatus call, in order
+        self.suggested_prompts: list[JSON] = []  # every assistant.threads.setSuggestedPrompts call, in order
+        self.titles: list[JSON] = []  # every assistant.threads.setTitle call, in order
+        self.assistant_threads: list[JSON] = []  # {user_id, channel_id, thread_ts, context} per pane opened
+        self._status_now: dict[tuple[str, str], tuple[str, float]] = {}  # (channel, thread) -> (status, set at)
         self._on_change = on_change
         self._trigger_seq = 0
 
     def changed(self, event: JSON) -> None:
         if self._on_change is not None:
             self._on_change(event)
+
+    # -- AI app surfaces: status, suggested prompts --------------------------------------------------
+
+    def set_status(self, channel_id: str, thread_ts: str, status: str, *, loading_messages: list[str]) -> None:
+        """Record one setStatus call; ``""`` clears the thread's status. Emits ``assistant_status``."""
+        record = {"channel_id": channel_id, "thread_ts": thread_ts, "status": status}
+        self.statuses.append(record)
+        if status:
+            self._status_now[(channel_id, thread_ts)] = (status, self.clock())
+        else:
+            self._status_now.pop((channel_id, thread_ts), None)
+        self.changed({"type": "assistant_status", **record, "loading_messages": list(loading_messages)})
+
+    def clear_status(self, channel_id: str, thread_ts: str | None) -> None:
+        """The bot posted in the thread: Slack clears its status (emits ``assistant_status`` with ``""``)."""
+        if thread_ts and self._status_now.pop((channel_id, thread_ts), None) is not None:
+            event = {"channel_id": channel_id, "thread_ts": thread_ts, "status": "", "cleared_by": "message"}
+            self.changed({"type": "assistant_status", **event})
+
+    def status_of(self, channel_id: str, thread_ts: str) -> str:
+        """The status shown in a thread now (``""`` when none, cleared, or older than ``STATUS_TTL_SECONDS``)."""
+        status, since = self._status_now.get((channel_id, thread_ts), ("", 0.0))
+        return status if status and self.clock() - since <= STATUS_TTL_SECONDS else ""
+
+    def current_statuses(self) -> list[JSON]:
+        """Every thread's current status: ``[{channel_id, thread_ts, status}]``."""
+        found = [{"channel_id": c, "thread_ts": t, "status": self.status_of(c, t)} for c, t in self._status_now]
+        return [f for f in found if f["status"]]
+
+    def prompts_of(self, channel_id: str, thread_ts: str) -> JSON | None:
+        """The suggested prompts a thread shows: the latest setSuggestedPrompts call for it."""
+        calls = [p for p in self.suggested_prompts if (p["channel_id"], p["thread_ts"]) == (channel_id, thread_ts)]
+        return calls[-1] if calls else None
 
     # -- lookups ----------------------------------------------------------------------------------
 

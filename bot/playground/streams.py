@@ -14,7 +14,8 @@ chat.stopStream):
   ``invalid_arguments``.
 
 A streamed message shows its text so far as one ``markdown`` block (``streaming: true`` until it is stopped), so the
-playground renders it growing; every change is a ``message_changed`` event.
+playground renders it growing; every change is a ``message_changed`` event. Starting a stream in a thread clears
+the thread's assistant status, as posting a reply does.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ import copy
 from typing import Any
 
 from bot.playground import blockkit
+from bot.playground.api_args import ApiError, invalid, json_arg, require
 from bot.playground.state import BOT_USER_ID, JSON
-from bot.playground.webapi import ApiError, WebApi, _json_arg, _require, invalid
+from bot.playground.webapi import WebApi
 
 MARKDOWN_TEXT = 12_000
 STOP_BLOCKS = 50
@@ -49,7 +51,7 @@ class Streams:
 
     async def start(self, params: JSON) -> JSON:
         channel = self.api._channel(params)
-        _require(params, "thread_ts")
+        require(params, "thread_ts")
         is_dm = self.state.directory.channel_type(channel) == "im"
         if not is_dm and not (params.get("recipient_user_id") and params.get("recipient_team_id")):
             raise invalid(
@@ -66,6 +68,7 @@ class Streams:
         _take(message, params, required=False)
         self.state.conversations[channel].add(message)
         self.state.changed({"type": "message", "channel": channel, "message": copy.deepcopy(message)})
+        self.state.clear_status(channel, thread_ts)  # as a posted reply does
         return {"ok": True, "channel": channel, "ts": message["ts"]}
 
     async def append(self, params: JSON) -> JSON:
@@ -77,7 +80,7 @@ class Streams:
     async def stop(self, params: JSON) -> JSON:
         channel, message = self._streaming(params)
         _take(message, params, required=False)
-        extra = _json_arg(params, "blocks", error="invalid_blocks_format")
+        extra = json_arg(params, "blocks", error="invalid_blocks_format")
         blocks = list(message["blocks"])
         if extra is not None:
             if not isinstance(extra, list) or len(extra) > STOP_BLOCKS:
@@ -93,7 +96,7 @@ class Streams:
 
     def _streaming(self, params: JSON) -> tuple[str, JSON]:
         channel = self.api._channel(params)
-        _require(params, "ts")
+        require(params, "ts")
         message = self.api._message(channel, params["ts"])
         if message.get("user") != BOT_USER_ID:
             raise ApiError("cant_update_message")
@@ -104,7 +107,7 @@ class Streams:
 
 def _take(message: JSON, params: JSON, *, required: bool) -> None:
     """Add a call's ``markdown_text`` and ``chunks`` to a streamed message (its text, tasks and blocks)."""
-    chunks = _json_arg(params, "chunks", error="invalid_arguments")
+    chunks = json_arg(params, "chunks", error="invalid_arguments")
     text = _markdown(params, required=required and chunks is None)
     added = text or ""
     if chunks is not None:
@@ -138,7 +141,7 @@ def _checked(text: str) -> str:
 
 def _markdown(params: JSON, *, required: bool) -> str | None:
     if required:
-        _require(params, "markdown_text")
+        require(params, "markdown_text")
     raw: Any = params.get("markdown_text")
     if raw is None:
         return None

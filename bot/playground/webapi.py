@@ -11,8 +11,12 @@ msg_blocks_too_long); views.open, views.push, views.update (invalid_trigger_id, 
 expired_trigger_id, not_found, hash_conflict, push_limit_reached, invalid_arguments for a bad view);
 reactions.add / reactions.remove (already_reacted, no_reaction, invalid_name); conversations.replies,
 conversations.history (thread_not_found); users.info (user_not_found); usergroups.users.list (no_such_subteam:
-Slack's code for an unknown user group; ``include_disabled`` is accepted, there are no disabled groups);
-assistant.threads.setStatus.
+Slack's code for an unknown user group; ``include_disabled`` is accepted, there are no disabled groups).
+chat.postMessage / chat.update keep ``metadata`` (``{event_type, event_payload}``; anything else is ignored),
+returned by conversations.replies / history only with ``include_all_metadata``; a bot post in a thread clears its
+assistant status; a text-only chat.postMessage is stored with the ``rich_text`` block Slack derives from its text.
+In sibling modules: chat.startStream / appendStream / stopStream (``streams``);
+assistant.threads.setStatus / setSuggestedPrompts / setTitle (``assistant``).
 ``apps.connections.open`` (Socket Mode, app-level token only: ``APP_TOKEN_METHODS``) needs the server's
 address, so ``fake_slack`` serves it (see ``socket_mode``).
 A missing required argument answers ``invalid_arguments`` with ``[ERROR] missing required field: X``.
@@ -21,12 +25,12 @@ A missing required argument answers ``invalid_arguments`` with ``[ERROR] missing
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bot.playground import blockkit
-from bot.playground.elements import fill_ids
+from bot.playground.api_args import ApiError, invalid, json_arg, require
+from bot.playground.elements import fill_ids, text_blocks
 from bot.playground.state import (
     APP_ID,
     BOT_ID,
@@ -42,42 +46,29 @@ from bot.playground.state import (
 )
 
 
-class ApiError(Exception):
-    """A Slack error answer: ``{"ok": false, "error": code, **extra}``."""
-
-    def __init__(self, error: str, **extra: Any) -> None:
-        super().__init__(error)
-        self.error = error
-        self.extra = extra
-
-    def body(self) -> JSON:
-        return {"ok": False, "error": self.error, **self.extra}
-
-
-def invalid(error: str, messages: list[str], *, with_errors: bool) -> ApiError:
-    """An invalid_blocks/invalid_arguments error in Slack's shape: ``errors`` plus
-    ``response_metadata.messages`` prefixed ``[ERROR]``."""
-    extra: JSON = {"response_metadata": {"messages": [f"[ERROR] {m}" for m in messages]}}
-    if with_errors:
-        extra["errors"] = list(messages)
-    return ApiError(error, **extra)
+def _metadata(params: JSON) -> JSON | None:
+    """``metadata`` of chat.postMessage / chat.update: ``{"event_type": str, "event_payload": {...}}``. Anything else
+    is ignored, the message still posted (docs.slack.dev messaging/message-metadata: an invalid one "returns an
+    invalid_metadata_schema warning and is ignored")."""
+    try:
+        value = json_arg(params, "metadata", error="invalid_metadata_format")
+    except ApiError:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("event_type"), str):
+        return None
+    payload = value.get("event_payload", {})
+    if not isinstance(payload, dict):
+        return None
+    return {"event_type": value["event_type"], "event_payload": copy.deepcopy(payload)}
 
 
-def _json_arg(params: JSON, key: str, *, error: str) -> Any:
-    """A JSON-valued argument (``blocks``, ``view``) that form bodies carry as a string."""
-    value = params.get(key)
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ApiError(error) from exc
-    return value
-
-
-def _require(params: JSON, *names: str) -> None:
-    missing = [n for n in names if params.get(n) in (None, "")]
-    if missing:
-        raise invalid("invalid_arguments", [f"missing required field: {n}" for n in missing], with_errors=False)
+def _listed(messages: list[JSON], params: JSON) -> list[JSON]:
+    """Messages as history / replies list them: ``metadata`` only with ``include_all_metadata``."""
+    listed = copy.deepcopy(messages)
+    if str(params.get("include_all_metadata", "")).lower() not in ("true", "1"):
+        for message in listed:
+            message.pop("metadata", None)
+    return listed
 
 
 Handler = Callable[[JSON], Awaitable[JSON]]
@@ -106,16 +97,17 @@ class WebApi:
             "conversations.history": self.conversations_history,
             "users.info": self.users_info,
             "usergroups.users.list": self.usergroups_users_list,
-            "assistant.threads.setStatus": self.assistant_set_status,
         }
-        from bot.playground.streams import Streams  # it builds on this module
+        from bot.playground.assistant import Assistant  # they build on this module
+        from bot.playground.streams import Streams
 
         Streams(self).register()
+        Assistant(self).register()
 
     # -- helpers ----------------------------------------------------------------------------------
 
     def _channel(self, params: JSON, key: str = "channel") -> str:
-        _require(params, key)
+        require(params, key)
         channel = self.state.resolve_channel(str(params[key]))
         if channel is None:
             raise ApiError("channel_not_found")
@@ -129,7 +121,7 @@ class WebApi:
 
     def message_content(self, params: JSON, *, required: bool = True) -> tuple[str | None, list[JSON] | None]:
         """Validate ``text``/``blocks`` as Slack does; returns ``(text, blocks)`` (text truncated to 40k)."""
-        blocks = _json_arg(params, "blocks", error="invalid_blocks_format")
+        blocks = json_arg(params, "blocks", error="invalid_blocks_format")
         if blocks is not None and not isinstance(blocks, list):
             raise ApiError("invalid_blocks_format")
         text = params.get("text")
@@ -171,8 +163,8 @@ class WebApi:
         return message
 
     def _view(self, params: JSON) -> JSON:
-        _require(params, "view")
-        view = _json_arg(params, "view", error="invalid_arguments")
+        require(params, "view")
+        view = json_arg(params, "view", error="invalid_arguments")
         errors = blockkit.validate_view(view)
         if errors:
             raise invalid("invalid_arguments", errors, with_errors=False)
@@ -180,7 +172,7 @@ class WebApi:
         return view
 
     def _trigger_user(self, params: JSON) -> str:
-        _require(params, "trigger_id")
+        require(params, "trigger_id")
         trigger, error = self.state.redeem_trigger(str(params["trigger_id"]))
         if trigger is None:
             raise ApiError(error or "invalid_trigger_id")
@@ -208,18 +200,27 @@ class WebApi:
             parent = self.state.message(channel, str(thread_ts))
             # A reply to a reply joins the parent's thread, as in Slack.
             thread_ts = str(parent.get("thread_ts", thread_ts)) if parent else str(thread_ts)
+        metadata = _metadata(params)
+        if blocks is None and text and not params.get("attachments"):
+            blocks = text_blocks(text)  # Slack stores a text-only post with its rich_text rendition
         message = self.bot_message(text=text, blocks=blocks, thread_ts=thread_ts)
+        if metadata is not None:
+            message["metadata"] = metadata
         self.state.conversations[channel].add(message)
         self.state.changed({"type": "message", "channel": channel, "message": copy.deepcopy(message)})
+        self.state.clear_status(channel, thread_ts)
         return {"ok": True, "channel": channel, "ts": message["ts"], "message": copy.deepcopy(message)}
 
     async def chat_update(self, params: JSON) -> JSON:
         channel = self._channel(params)
-        _require(params, "ts")
+        require(params, "ts")
         message = self._message(channel, params["ts"])
         if message.get("user") != BOT_USER_ID:
             raise ApiError("cant_update_message")
         text, blocks = self.message_content(params, required=False)
+        metadata = _metadata(params)
+        if metadata is not None:
+            message["metadata"] = metadata
         if text is not None:
             message["text"] = text
         if blocks is not None:
@@ -237,7 +238,7 @@ class WebApi:
 
     async def chat_post_ephemeral(self, params: JSON) -> JSON:
         channel = self._channel(params)
-        _require(params, "user")
+        require(params, "user")
         user = str(params["user"])
         if user not in self.state.directory.users:
             raise ApiError("user_not_in_channel")
@@ -249,7 +250,7 @@ class WebApi:
 
     async def chat_delete(self, params: JSON) -> JSON:
         channel = self._channel(params)
-        _require(params, "ts")
+        require(params, "ts")
         message = self._message(channel, params["ts"])
         if message.get("user") != BOT_USER_ID:
             raise ApiError("cant_delete_message")
@@ -308,7 +309,7 @@ class WebApi:
     async def views_publish(self, params: JSON) -> JSON:
         """``views.publish``: the App Home tab of ``user_id`` (a ``home`` view, <= 100 blocks, validated as Slack
         does); errors ``invalid_arguments``, ``user_not_found``."""
-        _require(params, "user_id")
+        require(params, "user_id")
         user = str(params["user_id"])
         if user not in self.state.directory.users:
             raise ApiError("user_not_found")
@@ -323,7 +324,7 @@ class WebApi:
     async def chat_get_permalink(self, params: JSON) -> JSON:
         """``chat.getPermalink``: a message's link (errors ``channel_not_found``, ``message_not_found``)."""
         channel = self._channel(params)
-        _require(params, "message_ts")
+        require(params, "message_ts")
         message = self._message(channel, params["message_ts"])
         link = f"https://{TEAM_DOMAIN}.slack.com/archives/{channel}/p{str(message['ts']).replace('.', '')}"
         if message.get("thread_ts") and message["thread_ts"] != message["ts"]:
@@ -352,7 +353,7 @@ class WebApi:
 
     def _react(self, params: JSON, *, add: bool) -> JSON:
         channel = self._channel(params)
-        _require(params, "timestamp")
+        require(params, "timestamp")
         if not params.get("name"):
             raise ApiError("invalid_name")
         message = self._message(channel, params["timestamp"])
@@ -382,7 +383,7 @@ class WebApi:
 
     async def conversations_replies(self, params: JSON) -> JSON:
         channel = self._channel(params)
-        _require(params, "ts")
+        require(params, "ts")
         conversation = self.state.conversations[channel]
         ts = str(params["ts"])
         if ts not in conversation.messages:
@@ -392,7 +393,7 @@ class WebApi:
         messages = conversation.replies(root) or [target]
         return {
             "ok": True,
-            "messages": copy.deepcopy(messages),
+            "messages": _listed(messages, params),
             "has_more": False,
             "response_metadata": {"next_cursor": ""},
         }
@@ -404,32 +405,22 @@ class WebApi:
         limit = int(params.get("limit") or 100)
         return {
             "ok": True,
-            "messages": copy.deepcopy(list(reversed(top))[:limit]),
+            "messages": _listed(list(reversed(top))[:limit], params),
             "has_more": False,
             "pin_count": 0,
             "response_metadata": {"next_cursor": ""},
         }
 
     async def users_info(self, params: JSON) -> JSON:
-        _require(params, "user")
+        require(params, "user")
         user = self.state.directory.users.get(str(params["user"]))
         if user is None:
             raise ApiError("user_not_found")
         return {"ok": True, "user": copy.deepcopy(user)}
 
     async def usergroups_users_list(self, params: JSON) -> JSON:
-        _require(params, "usergroup")
+        require(params, "usergroup")
         members = self.state.directory.usergroups.get(str(params["usergroup"]))
         if members is None:
             raise ApiError("no_such_subteam")
         return {"ok": True, "users": list(members)}
-
-    async def assistant_set_status(self, params: JSON) -> JSON:
-        _require(params, "channel_id", "thread_ts")
-        if "status" not in params:
-            raise invalid("invalid_arguments", ["missing required field: status"], with_errors=False)
-        channel = self._channel(params, "channel_id")
-        record = {"channel_id": channel, "thread_ts": str(params["thread_ts"]), "status": str(params["status"])}
-        self.state.statuses.append(record)
-        self.state.changed({"type": "assistant_status", **record})
-        return {"ok": True}

@@ -26,11 +26,16 @@ Names
   (``apps.connections.open`` on ``api_url``) and ``sender`` is a ``SocketSender``: the same calls deliver
   the same payloads as envelopes over the websocket and return the app's acks as ``Ack``s
   (``await ws.fake.socket_mode.wait_connected()`` waits for the app).
-- ``subscriptions``: the app's bot events. Default ``app_mention``, ``message.im``, ``message.channels``:
-  like Slack, a mention in a channel then sends BOTH an ``app_mention`` and a ``message`` event.
+- ``subscriptions``: the app's bot events. Default ``app_mention``, ``message.im``, ``message.channels``,
+  ``assistant_thread_started``, ``assistant_thread_context_changed``: like Slack, a mention in a channel then sends
+  BOTH an ``app_mention`` and a ``message`` event.
 - People: ``say(user, channel, text, *, thread_ts=None)`` (the general "user posts" - sends what the
   subscriptions call for), ``mention`` (prefixes ``<@U_BOT>`` when absent), ``dm``, ``reply_in_thread``.
   Each returns a ``Delivery(message, acks)``. ``add_user_message`` only writes history (no event).
+- The assistant pane (Slack's AI split view; see ``assistant_pane``): ``open_assistant(user, *,
+  context_channel=None) -> thread_ts`` (a thread root by the bot in the person's DM, then
+  ``assistant_thread_started``), ``change_assistant_context(user, thread_ts, channel) -> Ack | None``
+  (``assistant_thread_context_changed``); the person writes there with ``dm(user, text, thread_ts=thread_ts)``.
 - Waiting (event-driven, ``PlaygroundError`` on timeout): ``wait_for_message``, ``wait_for_ephemeral``,
   ``wait_for_view``, ``wait_for_call``.
 - Interactions (each mints a 3-second single-use trigger_id and a response_url; returns the ``Ack``):
@@ -46,7 +51,6 @@ Messages returned to tests are copies of what Slack stores plus a ``"channel"`` 
 from __future__ import annotations
 
 import copy
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -54,7 +58,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal
 
-from bot.playground.elements import random_id
+from bot.playground import assistant_pane
+from bot.playground.elements import text_blocks
 from bot.playground.fake_slack import ApiCall, FakeSlack
 from bot.playground.interactions import Interactions
 from bot.playground.sender import Ack, Sender
@@ -69,7 +74,13 @@ from bot.playground.state import (
     dm_channel_id,
 )
 
-DEFAULT_SUBSCRIPTIONS = ("app_mention", "message.im", "message.channels")
+DEFAULT_SUBSCRIPTIONS = (
+    "app_mention",
+    "message.im",
+    "message.channels",
+    "assistant_thread_started",
+    "assistant_thread_context_changed",
+)
 Predicate = Callable[[JSON], bool]
 
 
@@ -190,13 +201,7 @@ class Workspace(Interactions):
             "client_msg_id": _uuid(),
             "text": text,
             "team": TEAM_ID,
-            "blocks": [
-                {
-                    "type": "rich_text",
-                    "block_id": random_id("", 5),
-                    "elements": [{"type": "rich_text_section", "elements": _rich_text(text)}],
-                }
-            ],
+            "blocks": text_blocks(text),
         }
         if thread_ts:
             parent = self.state.message(channel, thread_ts)
@@ -206,6 +211,19 @@ class Workspace(Interactions):
         self.state.conversations[channel].add(message)
         self.state.changed({"type": "message", "channel": channel, "message": copy.deepcopy(message)})
         return message
+
+    # -- the assistant pane ------------------------------------------------------------------------
+
+    async def open_assistant(self, user: str, *, context_channel: str | None = None) -> str:
+        """``user`` opens a new thread in the app's assistant pane while viewing ``context_channel``; returns its
+        thread_ts (the app gets ``assistant_thread_started`` when subscribed)."""
+        thread_ts, _ack = await assistant_pane.open_pane(self, user, context_channel=context_channel)
+        return thread_ts
+
+    async def change_assistant_context(self, user: str, thread_ts: str, channel: str) -> Ack | None:
+        """``user`` opens ``channel`` while their assistant thread is open: ``assistant_thread_context_changed``
+        (None when the app is not subscribed to it)."""
+        return await assistant_pane.change_context(self, user, thread_ts, channel)
 
     # -- looking ----------------------------------------------------------------------------------
 
@@ -319,14 +337,3 @@ class Workspace(Interactions):
 
 def _uuid() -> str:
     return str(uuid.uuid4())
-
-
-def _rich_text(text: str) -> list[JSON]:
-    """Rich-text elements of a typed message: ``<@U123>`` becomes a ``user`` element, as Slack does."""
-    elements: list[JSON] = []
-    for index, part in enumerate(re.split(r"<@([A-Z0-9_]+)>", text)):
-        if index % 2:
-            elements.append({"type": "user", "user_id": part})
-        elif part:
-            elements.append({"type": "text", "text": part})
-    return elements
