@@ -8,7 +8,7 @@ Content-Security-Policy allows only this origin.
 Routes (JSON in and out; POST bodies must be ``application/json`` from this origin)::
 
     GET  /                      the page (static/index.html); /static/<file> its scripts and styles
-    GET  /api/state             Snapshot (below)
+    GET  /api/state             Snapshot (bot.playground.ui_snapshot)
     GET  /api/events            text/event-stream: first {"type": "snapshot", "state": Snapshot}, then the
                                 events of bot.playground.ui_events (one JSON object per ``data:`` line)
     POST /api/say               {"user", "channel", "text", "thread_ts"?} -> {"ok", "message", "acks": [LogEntry]}
@@ -20,6 +20,11 @@ Routes (JSON in and out; POST bodies must be ``application/json`` from this orig
     POST /api/close_view        {"user", "view_id"} -> {"ok", "ack": LogEntry | null}
     POST /api/open_home         {"user"} -> {"ok", "ack"}: the person opens the app's Home tab (app_home_opened)
     POST /api/home_click        {"user", "label", "block_id"?} -> {"ok", "ack"}: a button on their Home tab
+    POST /api/open_assistant    {"user", "context_channel"?} -> {"ok", "channel", "thread_ts", "ack": LogEntry | null}:
+                                the person opens a new thread in the app's assistant pane while viewing
+                                ``context_channel`` (assistant_thread_started; see bot.playground.assistant_pane)
+    POST /api/assistant_context {"user", "thread_ts", "channel"} -> {"ok", "ack": LogEntry | null}: the person
+                                views ``channel`` with the pane open (assistant_thread_context_changed)
     POST /api/timing            {"ask_ttl_seconds"?, "remind_after"?, "remind_max"?, "escalate_after"?,
                                  "escalate_to"?, "on_timeout"?} -> {"ok", "timing"}: short deadlines and reminder
                                 times for trying a day-long flow in seconds (seconds; 0 or null turns one off)
@@ -32,21 +37,7 @@ Every route, pages included, first refuses a request whose ``Host`` is not this 
 that rebinds its own name to 127.0.0.1 (DNS rebinding) can neither read the workspace nor post as anyone
 (see :mod:`bot.playground.host_check`).
 
-Snapshot::
-
-    {"info": {"model": "demo" | "openai", "model_label", "redis": "memory" | "redis", "redis_label",
-              "answerers"},
-     "bot": {"id": "U_BOT", "name": "askbot"},
-     "users": [{"id": "U_ALICE", "name": "alice", "real_name": "Alice"}],
-     "channels": [{"id": "C_GENERAL", "name": "general", "is_im": false, "user": null}],
-     "messages": {"C_GENERAL": [message, ...]},          # history incl. thread replies, oldest first
-     "ephemerals": [{"channel", "user", "message"}],
-     "views": {"U_ALICE": [view, ...]},                  # each user's modal stack, top last
-     "view_errors": {"V123": {"block_id": "message"}},
-     "values": [{"channel", "ts", "user", "values"}],    # what each user ticked/selected per message
-     "home": {"U_ALICE": view},                          # each user's App Home tab as last published
-     "timing": {...} | null,                             # the bot's waiting settings (POST /api/timing)
-     "log": [LogEntry]}
+``Snapshot``: see :mod:`bot.playground.ui_snapshot`.
 """
 
 from __future__ import annotations
@@ -62,12 +53,14 @@ import aiohttp
 from aiohttp import hdrs, web
 from aiohttp.typedefs import Middleware
 
+from bot.playground.assistant_pane import change_context, open_pane
 from bot.playground.home_tab import click_home, open_home
 from bot.playground.host_check import is_loopback_host
 from bot.playground.sender import Ack
-from bot.playground.state import BOT_NAME, BOT_USER_ID, JSON, PlaygroundError
+from bot.playground.state import JSON, PlaygroundError, dm_channel_id
 from bot.playground.timing import Timing
 from bot.playground.ui_events import EventHub
+from bot.playground.ui_snapshot import snapshot
 from bot.playground.workspace import Workspace
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -130,6 +123,8 @@ class PlaygroundUI:
             ("close_view", self._close_view),
             ("open_home", self._open_home),
             ("home_click", self._home_click),
+            ("open_assistant", self._open_assistant),
+            ("assistant_context", self._assistant_context),
             ("timing", self._timing),
         ):
             app.router.add_post(f"/api/{name}", _json_endpoint(handler))
@@ -164,44 +159,12 @@ class PlaygroundUI:
 
     def snapshot(self) -> JSON:
         """Everything a freshly opened page needs (see the module docstring)."""
-        state = self.workspace.state
-        directory = state.directory
-        return {
-            "info": asdict(self.info),
-            "bot": {"id": BOT_USER_ID, "name": BOT_NAME},
-            "users": [
-                {"id": u["id"], "name": u["name"], "real_name": u.get("real_name", u["name"])}
-                for u in directory.users.values()
-                if not u.get("is_bot")
-            ],
-            "channels": [
-                {
-                    "id": c["id"],
-                    "name": c.get("name") or directory.user_name(str(c.get("user"))),
-                    "is_im": bool(c.get("is_im")),
-                    "user": c.get("user"),
-                }
-                for c in directory.channels.values()
-            ],
-            "messages": {cid: list(conv.messages.values()) for cid, conv in state.conversations.items()},
-            "ephemerals": [
-                {"channel": e.channel, "user": e.user, "message": e.message}
-                for conv in state.conversations.values()
-                for e in conv.ephemerals
-            ],
-            "views": {
-                user: [state.views[v].data for v in stack if v in state.views]
-                for user, stack in state.view_stacks.items()
-                if stack
-            },
-            "view_errors": dict(self.workspace.view_errors),
-            "values": [
-                {"channel": c, "ts": t, "user": u, "values": s.values} for (c, t, u), s in state.interactions.items()
-            ],
-            "home": dict(state.home_views),
-            "timing": self.timing.get() if self.timing is not None else None,
-            "log": list(self.hub.log),
-        }
+        return snapshot(
+            self.workspace,
+            info=asdict(self.info),
+            timing=self.timing.get() if self.timing is not None else None,
+            log=list(self.hub.log),
+        )
 
     async def _index(self, _request: web.Request) -> web.StreamResponse:
         return web.FileResponse(STATIC_DIR / "index.html")
@@ -281,6 +244,20 @@ class PlaygroundUI:
         user = self._user(body)
         ack = await click_home(self.workspace, user, _str(body, "label"), within=_str(body, "block_id", required=False))
         return {"ok": ack.ok, "ack": self.hub.add_acks([ack])[0]}
+
+    async def _open_assistant(self, body: JSON) -> JSON:
+        user = self._user(body)
+        context = _str(body, "context_channel", required=False) or None
+        thread_ts, ack = await open_pane(self.workspace, user, context_channel=context)
+        entries = self.hub.add_acks([ack] if ack is not None else [])
+        channel = dm_channel_id(user)
+        return {"ok": True, "channel": channel, "thread_ts": thread_ts, "ack": entries[0] if entries else None}
+
+    async def _assistant_context(self, body: JSON) -> JSON:
+        user, thread_ts, channel = self._user(body), _str(body, "thread_ts"), _str(body, "channel")
+        ack = await change_context(self.workspace, user, thread_ts, channel)
+        entries = self.hub.add_acks([ack] if ack is not None else [])
+        return {"ok": True, "ack": entries[0] if entries else None}
 
     async def _timing(self, body: JSON) -> JSON:
         if self.timing is None:

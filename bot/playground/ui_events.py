@@ -12,7 +12,12 @@ Events a page receives (JSON objects; FakeSlack's own change events pass through
     {"type": "ephemeral_deleted", "channel": ..., "ts": ...}
     {"type": "view_opened" | "view_pushed" | "view_updated", "user": ..., "view": {...}}
     {"type": "view_closed", "user": ..., "view_id": "V..."}
-    {"type": "assistant_status", "channel_id": ..., "thread_ts": ..., "status": "..."}
+    {"type": "assistant_status", "channel_id", "thread_ts", "status": "..." | "", "loading_messages"?: [str],
+     "cleared_by"?: "message"}                         # "" = cleared (by setStatus, or by a bot post)
+    {"type": "assistant_prompts", "channel_id", "thread_ts", "title": str | None, "prompts": [{"title", "message"}]}
+    {"type": "assistant_title", "channel_id", "thread_ts", "title"}
+    {"type": "assistant_thread", "thread": {"user_id", "channel_id", "thread_ts", "context"}}   # pane opened/moved
+    {"type": "home_published", "user", "view"}
     {"type": "log", "entry": LogEntry}                 # an API call or a request to the app
     {"type": "values", "channel", "ts", "user", "values": {block_id: {action_id: {...}}}}
     {"type": "view_errors", "user", "view_id", "errors": {block_id: "message"} | {}}

@@ -1,13 +1,15 @@
-// The playground page: header (model, Redis, answer policy, acting user), sidebar, channel, thread,
-// modal and developer panel, kept live by /api/events (server-sent events).
+// The playground page: header (model, Redis, answer policy, acting user), sidebar, channel, thread or assistant
+// pane (they share the side column: opening one closes the other), modal and developer panel, kept live by
+// /api/events (server-sent events).
 
+import { closeAssistant, contextChanged, initAssistant, openAssistant, renderAssistant } from "./assistant.js";
 import { makeComposer } from "./composer.js";
 import { initDevPanel, renderLog, renderTiming } from "./devpanel.js";
 import { renderBlocks } from "./blocks.js";
 import { el, toast } from "./dom.js";
-import { renderMessageList } from "./messages.js";
+import { renderMessageList, statusLine } from "./messages.js";
 import { renderModal } from "./modal.js";
-import { S, api, applyEvent, applySnapshot, channelName, dmOf, textCtx, valuesKey } from "./store.js";
+import { S, STATUS_TTL_MS, api, applyEvent, applySnapshot, dmOf, textCtx, threadKey, valuesKey } from "./store.js";
 
 const HOME = "HOME"; // the sidebar's App Home entry (not a channel)
 
@@ -35,6 +37,9 @@ function flush() {
   if (all || parts.has("messages") || parts.has("values")) {
     renderChannel();
     renderThread();
+    renderAssistant();
+    layout.classList.toggle("thread-open", Boolean(S.thread || S.pane));
+    layout.classList.toggle("assistant-open", Boolean(S.pane));
   }
   if (all || parts.has("views")) renderModal($("modal-root"));
   if (all || parts.has("log")) renderLog();
@@ -122,18 +127,21 @@ function renderThread() {
   const pane = $("thread-pane");
   const open = Boolean(S.thread);
   pane.hidden = !open;
-  layout.classList.toggle("thread-open", open);
   if (!open) return;
   const where = S.channels.find((c) => c.id === S.thread.channel);
   $("thread-sub").textContent = where ? (where.is_im ? `with @${S.bot.name}` : `in #${where.name}`) : "";
   renderMessageList($("thread-messages"), { channel: S.thread.channel, threadTs: S.thread.ts }, handlers);
+  $("thread-status").replaceChildren(...[statusLine(S.thread.channel, S.thread.ts)].filter(Boolean));
   if (threadComposer) threadComposer.refresh();
 }
 
 // --- actions ------------------------------------------------------------------------------------------
 
 function openChannel(channel) {
-  if (S.current !== channel) S.thread = null;
+  if (S.current !== channel) {
+    S.thread = null;
+    if (S.pane && channel !== HOME) contextChanged(channel); // the person moved: the app hears of it
+  }
   if (channel === HOME) api("/api/open_home", { user: S.me });
   S.current = channel;
   S.unread.delete(channel);
@@ -145,6 +153,7 @@ function openChannel(channel) {
 
 function openThread(channel, ts) {
   S.thread = { channel, ts };
+  S.pane = null; // the thread takes the side column
   schedule("messages");
   requestAnimationFrame(() => threadComposer && threadComposer.focus());
 }
@@ -170,6 +179,7 @@ async function act(target, kind, detail) {
 function switchUser(user) {
   const wasDm = S.channels.find((c) => c.id === S.current)?.is_im;
   S.me = user;
+  S.pane = null; // the assistant pane was the previous person's
   localStorage.setItem("playground.me", user);
   if (wasDm) {
     S.current = dmOf(user) || "C_GENERAL";
@@ -189,6 +199,8 @@ function setDevOpen(open) {
 
 function trackUnread(ev) {
   if (ev.type !== "message" || ev.channel === S.current || ev.message.user === S.me) return;
+  const pane = S.panes.get(threadKey(ev.channel, ev.message.thread_ts || ev.message.ts));
+  if (pane && pane.user_id === S.me) return; // the person's own assistant pane thread: read there
   const dm = S.channels.find((c) => c.id === ev.channel);
   if (dm && dm.is_im && dm.user !== S.me) return;
   S.unread.set(ev.channel, (S.unread.get(ev.channel) || 0) + 1);
@@ -215,6 +227,7 @@ function connect() {
       return;
     }
     trackUnread(ev);
+    if (ev.type === "assistant_status" && ev.status) setTimeout(() => schedule("messages"), STATUS_TTL_MS + 100);
     const touched = applyEvent(ev);
     if (touched) schedule(touched);
   };
@@ -241,6 +254,14 @@ function init() {
     target: () => ({ channel: S.thread.channel, thread_ts: S.thread.ts }),
     placeholder: () => "Reply…",
   });
+  initAssistant({
+    handlers,
+    schedule,
+    opened: () => {
+      S.thread = null; // the pane takes the side column
+    },
+  });
+  $("assistant-toggle").addEventListener("click", () => (S.pane ? closeAssistant() : openAssistant(S.current === HOME ? null : S.current)));
   initDevPanel($("devpanel"), (errors) => {
     const badge = $("dev-errors");
     badge.hidden = !errors;

@@ -1,13 +1,17 @@
 // Message lists: the channel (top-level messages, "N replies" links) and the open thread (parent + replies),
 // each with the ephemeral messages the acting user sees there ("Only visible to you").
 //
-//   renderMessageList(container, {channel, threadTs|null}, handlers)
+//   renderMessageList(container, {channel, threadTs|null, hideRoot?, empty?}, handlers)
 // handlers: { openThread(channel, ts), act(target, kind, detail) } where target = {channel, ts, ephemeral}.
+// hideRoot leaves the thread's parent out (the assistant pane: its root only names the thread); empty is the
+// text shown when there is nothing. A streamed message (chat.startStream, `streaming: true` until stopped) shows a
+// blinking caret; a thread's assistant status (setStatus) shows as "<bot> <status>" under its root in the channel,
+// and statusLine(channel, ts) renders it for a thread pane.
 
 import { renderBlocks } from "./blocks.js";
 import { el, formatTime, syncList } from "./dom.js";
 import { emojiFor, mrkdwn } from "./text.js";
-import { S, textCtx, userName, valuesKey } from "./store.js";
+import { S, statusOf, textCtx, userName, valuesKey } from "./store.js";
 
 const COLORS = ["#7c3aed", "#0891b2", "#c2410c", "#15803d", "#be185d", "#4338ca"];
 
@@ -40,8 +44,9 @@ function reactions(message) {
 
 function content(item, handlers) {
   const { message, channel, ephemeral } = item;
-  if (!isBot(message) || !(message.blocks || []).length) {
-    // People's messages: their text (mrkdwn); their rich_text blocks say the same thing.
+  const blocks = message.blocks || [];
+  if (!isBot(message) || !blocks.length || (message.text && blocks.every((b) => b.type === "rich_text"))) {
+    // People's messages and text-only bot posts: their text (mrkdwn); their rich_text blocks say the same thing.
     return el("div", { class: "text" }, [mrkdwn(message.text || "", textCtx())]);
   }
   const target = { channel, ts: message.ts, ephemeral };
@@ -75,7 +80,9 @@ function renderMessage(item, handlers, inThread) {
       ]),
     );
   }
-  body.append(content(item, handlers));
+  const shown = content(item, handlers);
+  if (message.streaming) caretHost(shown).append(el("span", { class: "stream-caret", title: "still writing (streaming)" }, []));
+  body.append(shown);
   const reacts = reactions(message);
   if (reacts) body.append(reacts);
   if (!inThread && !ephemeral && isTopLevel(message)) {
@@ -84,6 +91,8 @@ function renderMessage(item, handlers, inThread) {
     body.append(
       el("button", { type: "button", class: count ? "thread-link" : "thread-link quiet", onclick: () => handlers.openThread(item.channel, message.ts) }, [label]),
     );
+    const status = statusLine(item.channel, message.ts);
+    if (status) body.append(status);
   }
   const avatar = bot
     ? el("img", { class: "avatar", src: "/static/favicon.svg", alt: "" })
@@ -91,18 +100,33 @@ function renderMessage(item, handlers, inThread) {
   return el(
     "article",
     {
-      class: `msg${bot ? " bot" : ""}${ephemeral ? " ephemeral" : ""}`,
+      class: `msg${bot ? " bot" : ""}${ephemeral ? " ephemeral" : ""}${message.streaming ? " streaming" : ""}`,
       dataset: { ts: message.ts, channel: item.channel },
+      "aria-busy": message.streaming ? "true" : null,
       "aria-label": `${name}${ephemeral ? " (only visible to you)" : ""}`,
     },
     [avatar, body],
   );
 }
 
-function itemsFor(channel, threadTs) {
+// Where a streamed message's caret goes: right after its last piece of text (the deepest last element).
+function caretHost(node) {
+  while (node.lastElementChild && node.lastChild === node.lastElementChild) node = node.lastElementChild;
+  return node;
+}
+
+// "<bot> <status>" while the thread has an assistant status (null when it has none).
+export function statusLine(channel, ts) {
+  const status = statusOf(channel, ts);
+  if (!status) return null;
+  return el("p", { class: "status-line", role: "status" }, [el("span", { class: "status-dots", "aria-hidden": "true" }, []), `${S.bot.name} ${status}`]);
+}
+
+function itemsFor(channel, threadTs, hideRoot) {
   const map = S.messages.get(channel) || new Map();
   const items = [];
   for (const m of map.values()) {
+    if (hideRoot && m.ts === threadTs) continue;
     const inView = threadTs ? m.ts === threadTs || m.thread_ts === threadTs : isTopLevel(m);
     if (inView) items.push({ channel, message: m, ephemeral: false });
   }
@@ -115,9 +139,9 @@ function itemsFor(channel, threadTs) {
   return items;
 }
 
-export function renderMessageList(container, { channel, threadTs }, handlers) {
+export function renderMessageList(container, { channel, threadTs, hideRoot, empty }, handlers) {
   const nearBottom = container.scrollHeight - container.scrollTop - container.clientHeight < 80;
-  const items = itemsFor(channel, threadTs);
+  const items = itemsFor(channel, threadTs, hideRoot);
   syncList(
     container,
     items.map((item) => {
@@ -125,13 +149,13 @@ export function renderMessageList(container, { channel, threadTs }, handlers) {
       const values = S.values.get(valuesKey(channel, item.message.ts, S.me)) || null;
       return {
         key: `${item.ephemeral ? "e" : "m"}|${item.message.ts}`,
-        sig: JSON.stringify([item.message, values, S.me, count, S.users.length]),
+        sig: JSON.stringify([item.message, values, S.me, count, S.users.length, threadTs ? "" : statusOf(channel, item.message.ts)]),
         build: () => renderMessage(item, handlers, Boolean(threadTs)),
       };
     }),
   );
   if (!items.length) {
-    container.append(el("p", { class: "empty" }, [threadTs ? "No messages in this thread." : emptyHint()]));
+    container.append(el("p", { class: "empty" }, [empty || (threadTs ? "No messages in this thread." : emptyHint())]));
   }
   if (nearBottom) container.scrollTop = container.scrollHeight;
 }

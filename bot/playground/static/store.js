@@ -4,6 +4,10 @@
 // S.views: Map user -> [view] (top last)              S.viewErrors: Map view_id -> {block_id: message}
 // S.values: Map "channel|ts|user" -> state.values     S.log: Map seq -> LogEntry (bot.playground.ui_events)
 // S.home: Map user -> their App Home view             S.timing: the bot's deadline and reminder times
+// S.statuses: Map "channel|thread_ts" -> {status, at}  (assistant.threads.setStatus; gone after STATUS_TTL_MS)
+// S.prompts / S.titles: Map "channel|thread_ts" -> the latest setSuggestedPrompts / setTitle record
+// S.panes: Map "channel|thread_ts" -> assistant pane thread {user_id, channel_id, thread_ts, context}
+// S.pane: the acting person's open assistant pane {channel, ts} | null
 // Every event is applied idempotently (upserts keyed by ts/seq), so replays after a snapshot are harmless.
 
 export const S = {
@@ -24,7 +28,15 @@ export const S = {
   me: "U_ALICE",
   current: "C_GENERAL",
   thread: null, // {channel, ts}
+  statuses: new Map(),
+  prompts: new Map(),
+  titles: new Map(),
+  panes: new Map(),
+  pane: null, // {channel, ts}: the assistant pane the acting person has open
 };
+
+export const STATUS_TTL_MS = 120_000; // Slack drops a status after two minutes without a message
+export const threadKey = (channel, ts) => `${channel}|${ts}`;
 
 const LOG_LIMIT = 1000; // as the server keeps
 
@@ -56,6 +68,18 @@ export function applySnapshot(state) {
   for (const entry of state.log || []) S.log.set(entry.seq, entry);
   S.home = new Map(Object.entries(state.home || {}));
   S.timing = state.timing || null;
+  const assistant = state.assistant || {};
+  S.statuses = new Map();
+  for (const s of assistant.statuses || []) S.statuses.set(threadKey(s.channel_id, s.thread_ts), { status: s.status, at: Date.now() });
+  S.prompts = new Map((assistant.prompts || []).map((p) => [threadKey(p.channel_id, p.thread_ts), p]));
+  S.titles = new Map((assistant.titles || []).map((t) => [threadKey(t.channel_id, t.thread_ts), t]));
+  S.panes = new Map((assistant.threads || []).map((t) => [threadKey(t.channel_id, t.thread_ts), t]));
+}
+
+// The status a thread shows now ("" when none or expired).
+export function statusOf(channel, ts) {
+  const found = S.statuses.get(threadKey(channel, ts));
+  return found && Date.now() - found.at < STATUS_TTL_MS ? found.status : "";
 }
 
 function forgetValues(channel, ts) {
@@ -115,6 +139,21 @@ export function applyEvent(ev) {
     case "timing":
       S.timing = ev.timing;
       return "timing";
+    case "assistant_status": {
+      const key = threadKey(ev.channel_id, ev.thread_ts);
+      if (ev.status) S.statuses.set(key, { status: ev.status, at: Date.now() });
+      else S.statuses.delete(key);
+      return "messages";
+    }
+    case "assistant_prompts":
+      S.prompts.set(threadKey(ev.channel_id, ev.thread_ts), ev);
+      return "messages";
+    case "assistant_title":
+      S.titles.set(threadKey(ev.channel_id, ev.thread_ts), ev);
+      return "messages";
+    case "assistant_thread":
+      S.panes.set(threadKey(ev.thread.channel_id, ev.thread.thread_ts), ev.thread);
+      return "messages";
     case "log":
       S.log.set(ev.entry.seq, ev.entry);
       if (S.log.size > LOG_LIMIT) S.log.delete(S.log.keys().next().value); // oldest first (insertion order)
