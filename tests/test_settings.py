@@ -74,7 +74,7 @@ BAD_VALUES = [
     ("STREAM_INTERVAL", "fast", "must be a valid number, unable to parse string as a number"),
     ("REPLY_STREAMING", "maybe", "must be a valid boolean, unable to interpret input"),
     ("ASSISTANT_PROMPTS", "a|b|c|d|e", "must be 1 to 4 prompts"),
-    ("ASSISTANT_PROMPTS", "[{\"title\": \"x\"}]", "prompt 1 has no message"),
+    ("ASSISTANT_PROMPTS", '[{"title": "x"}]', "prompt 1 has no message"),
     ("ASSISTANT_PROMPTS", "[not json", "is not valid JSON (a list of {title, message} objects)"),
 ]
 

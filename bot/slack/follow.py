@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 
 LIVE_EXPIRED = ":hourglass: No answer in time; the tool was told nobody answered."
 LIVE_ENDED = ":heavy_multiplication_x: The tool that asked this stopped before an answer came."
-CUT_OFF = " _…(cut off here)_"  # ends a reply that streamed partly before its run failed
+CUT_OFF = "_…(cut off here)_"  # ends a reply that streamed partly before its run failed
 FAILURE = "failure"  # the run_messages key of failure notices with a Retry button
 
 FAILURES = {
@@ -151,8 +151,7 @@ class Follower:
                             await reply.close()
                             await self._reply(f":octagonal_sign: {finish.text}", ctx)
                         case ErrorChunk(payload=error):
-                            if reply.raw.strip():  # what was shown so far is not the answer
-                                reply.text(CUT_OFF)
+                            reply.cut_off(CUT_OFF)  # what was shown so far is not the answer
                             await reply.close()
                             await self._failed(stream.run_id, error, ctx)
             finally:

@@ -37,12 +37,14 @@ from slack_sdk.web.async_chat_stream import AsyncChatStream
 
 from bot.slack import blocks as bk
 from bot.slack.context import SlackContext
+from bot.slack.mrkdwn import split_reply
 from bot.slack.refusals import Refusals
 from bot.slack.stream_text import StreamText
-from bot.slack.webapi import SlackWeb, slack_error
+from bot.slack.webapi import TRANSIENT, SlackWeb, slack_error
 
 log = logging.getLogger(__name__)
 
+PASSING = TRANSIENT | {"ratelimited"}  # errors that say nothing of whether Slack streams here
 MESSAGE_BUDGET = 11_000  # safe characters per streamed message (Slack: markdown text <= 12,000 per message)
 TaskStatus = Literal["pending", "in_progress", "complete", "error"]  # Slack's task_update statuses
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.:/-]{1,200}")
@@ -78,6 +80,14 @@ def task_title(tool_name: str) -> str:
     return tool_name[:64] if _TOOL_NAME.fullmatch(tool_name) else "tool"
 
 
+@dataclass(frozen=True)
+class _NewMessage:
+    """In the outgoing queue: the streamed message is full; the text after this starts a new one, from
+    ``raw_from`` in the raw text (where a fallback renders it from)."""
+
+    raw_from: int
+
+
 class ReplyStream:
     """One reply in the thread of ``ctx`` (see the module docstring). ``streaming``: try Slack's streaming first;
     ``interval``: seconds between Web API calls; ``on_posted()`` is called when a new message of the reply shows
@@ -101,9 +111,10 @@ class ReplyStream:
         self.on_posted: Callable[[], None] | None = None
         self._text = StreamText(allow_user_mentions=allow_user_mentions)
         self._tasks: dict[str, Task] = {}
-        self._outgoing: list[Chunk] = []  # stream mode: chunks queued in order (turn-final text, task updates)
+        self._outgoing: list[Chunk | _NewMessage] = []  # stream mode: what to send, in order
         self._stream: AsyncChatStream | None = None
-        self._streamed = 0  # safe characters in the current streamed message
+        self._queued = 0  # safe characters queued for the current streamed message
+        self._message_from = 0  # where in the raw text the current message starts
         self._shown: list[tuple[str, str]] = []  # post mode: (ts, what it shows) of each message, in order
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
@@ -142,6 +153,13 @@ class ReplyStream:
             self._outgoing.append(task.chunk())
         self._kick()
 
+    def cut_off(self, marker: str) -> None:
+        """The run failed: end the text shown so far with ``marker`` (Markdown), after a space or, when a tool
+        call came after the text, as a paragraph of its own. Nothing shown: nothing to mark."""
+        if self._text.raw.strip():
+            self._turn_ended = self._turn_ended and not self._text.raw.endswith(" ")
+            self.text(marker if self._turn_ended else " " + marker)
+
     async def pause(self) -> None:
         """The run waits for a person: tool calls still running show as waiting (``pending``), then :meth:`close`."""
         for task in list(self._tasks.values()):
@@ -178,9 +196,17 @@ class ReplyStream:
             await asyncio.sleep(self.interval)
 
     def _queue_text(self, *, final: bool) -> None:
+        """Take what can be sent into the outgoing queue; a :class:`_NewMessage` mark goes before a piece that
+        would take the streamed message past :data:`MESSAGE_BUDGET` (a piece longer than that is cut, at
+        whitespace, into messages of its own)."""
+        start = self._text.taken
         piece = self._text.take(final=final)
-        if piece:
-            self._outgoing.append(MarkdownTextChunk(text=piece))
+        for part in split_reply(piece, MESSAGE_BUDGET) if piece else []:
+            if self._queued and self._queued + len(part) > MESSAGE_BUDGET:
+                self._outgoing.append(_NewMessage(raw_from=start))
+                self._queued = 0
+            self._outgoing.append(MarkdownTextChunk(text=part))
+            self._queued += len(part)
 
     async def _send(self, *, final: bool) -> None:
         """Send what is queued; ``final``: all of it, and end the streamed message (its last text goes with
@@ -196,49 +222,54 @@ class ReplyStream:
             log.exception("reply stream: sending failed")
 
     async def _stream_out(self, *, final: bool) -> None:
-        chunks, self._outgoing = self._outgoing, []
-        size = sum(len(c.text) for c in chunks if isinstance(c, MarkdownTextChunk))
-        if self._stream is not None and self._streamed + size > MESSAGE_BUDGET:
-            await self._stop_stream()  # the rest goes on in a new message
+        """Send the outgoing queue in order: chunks into the current streamed message, a new message at each
+        :class:`_NewMessage` mark. Any failure (Slack's answer, the network) falls back to posting."""
+        queue, self._outgoing = self._outgoing, []
+        batch: list[Chunk] = []
         try:
-            if self._stream is None:
-                self._stream = await self.web.client.chat_stream(
-                    channel=self.ctx.channel_id,
-                    thread_ts=self.ctx.thread_ts,
-                    recipient_team_id=self.ctx.team_id or None,
-                    recipient_user_id=self.ctx.requester or None,
-                    buffer_size=1,
-                )
-                self._streamed = 0
-            stream, new_message = self._stream, self._stream.ts is None
-            if new_message or not final:  # a new message starts with its text: never shown empty
-                self.calls += 1
-                await stream.append(chunks=chunks)
-                chunks = []
-            if final:
-                self.calls += 1
-                await stream.stop(chunks=chunks or None)
-                self._stream = None
-            self._streamed += size
-            if new_message:
-                self._posted()
-        except Exception as exc:  # any failure (Slack's answer, the network) falls back to posting
+            for item in queue:
+                if isinstance(item, _NewMessage):
+                    await self._to_stream(batch, final=True)  # this message is full
+                    batch, self._message_from = [], item.raw_from
+                else:
+                    batch.append(item)
+            await self._to_stream(batch, final=final)
+        except Exception as exc:
             self._fall_back(exc)
 
-    async def _stop_stream(self) -> None:
-        stream, self._stream = self._stream, None
-        if stream is None or stream.ts is None:
+    async def _to_stream(self, chunks: list[Chunk], *, final: bool) -> None:
+        """``chunks`` into the current streamed message (started first when there is none); ``final``: and stop
+        it. Raises what the helper raises."""
+        if not chunks and (self._stream is None or not final):
             return
-        try:
+        if self._stream is None:
+            self._stream = await self.web.client.chat_stream(
+                channel=self.ctx.channel_id,
+                thread_ts=self.ctx.thread_ts,
+                recipient_team_id=self.ctx.team_id or None,
+                recipient_user_id=self.ctx.requester or None,
+                buffer_size=1,
+            )
+        stream, new_message = self._stream, self._stream.ts is None
+        if new_message or not final:  # a new message starts with its text: never shown empty
             self.calls += 1
-            await stream.stop()
-        except Exception as exc:
-            log.warning("chat.stopStream failed: %s", _describe(exc))
+            await stream.append(chunks=chunks)
+            chunks = []
+            if new_message:
+                self._posted()
+        if final:
+            self.calls += 1
+            await stream.stop(chunks=chunks or None)
+            self._stream = None
 
     def _fall_back(self, exc: Exception) -> None:
-        """Streaming failed: post and update from here on; a message streamed so far is updated in place."""
+        """Streaming failed: post and update from here on, from the start of the message being streamed (updated
+        in place when it shows). Slack's refusal to start one (not a passing error) is remembered."""
         log.warning("streaming a reply failed (%s); posting it instead", _describe(exc))
-        self.refusals.refused(self.ctx)
+        started = self._stream is not None and self._stream.ts is not None
+        code = exc.response.get("error") if isinstance(exc, SlackApiError) and exc.response is not None else None
+        if not started and code not in PASSING:
+            self.refusals.refused(self.ctx)
         self.mode = "post"
         if self._stream is not None and self._stream.ts is not None:
             self._shown.append((self._stream.ts, ""))
@@ -265,7 +296,7 @@ class ReplyStream:
 
     def _rendered(self) -> list[tuple[str, list[dict[str, Any]] | None]]:
         """Post mode: the reply so far as messages, tool progress as a context line above the first."""
-        raw = self._text.raw
+        raw = self._text.raw[self._message_from :]
         messages = bk.reply_messages(raw, allow_user_mentions=self.allow_user_mentions) if raw.strip() else []
         if not self._tasks:
             return messages

@@ -55,7 +55,9 @@ _MD_CODE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^[ ]{0,3}\1[`~]*[ \t
 _MD_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 # The same syntax written with HTML entities, which Markdown decodes: &lt;!here&gt;, &#60;@U1&#62;, &#64;here.
 _LT, _GT = r"&(?:lt|#0*60|#x0*3c);", r"&(?:gt|#0*62|#x0*3e);"
-_ENCODED_TAG = re.compile(rf"{_LT}((?:(?!{_GT})[^<>])*){_GT}", re.IGNORECASE)
+# A tag written with entities on either side, or inside (``&lt;!here&gt;``, ``&lt;!here>``, ``<&#33;here>``); the
+# innermost first (``&lt;&lt;!here&gt;``).
+_ENCODED_TAG = re.compile(rf"(?:<|{_LT})((?:(?!{_GT}|{_LT})[^<>])*)(?:>|{_GT})", re.IGNORECASE)
 _ENCODED_AT = re.compile(r"&(?:commat|#0*64|#x0*40);(?=(?:channel|here|everyone|group)\b)", re.IGNORECASE)
 
 
@@ -156,6 +158,8 @@ def _decode_encoded_syntax(text: str) -> str:
     Other encoded text (``"&lt;b&gt;"``) stays as written."""
 
     def decoded(m: re.Match[str]) -> str:
+        if "&" not in m.group(0):
+            return m.group(0)  # plain Slack syntax: the passes after this one take it as it is
         inner = html.unescape(m.group(1))
         return f"<{inner}>" if re.match(r"[!@]|[A-Za-z][A-Za-z0-9+.-]*:", inner) else m.group(0)
 

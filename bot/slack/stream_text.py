@@ -50,6 +50,11 @@ class StreamText:
         return "".join(self._taken) + self._pending
 
     @property
+    def taken(self) -> int:
+        """How many characters of :attr:`raw` were taken."""
+        return sum(len(piece) for piece in self._taken)
+
+    @property
     def pending(self) -> str:
         """What was written and not taken yet."""
         return self._pending
@@ -76,12 +81,12 @@ class StreamText:
         text = self._pending
         cut = max(text.rfind(" "), text.rfind("\n")) + 1
         opened = _held_at(text[:cut])
-        if opened is None:
-            return cut, False
-        if cut - opened > HOLD_LIMIT:  # no Slack link is that long: treat it as text, sealed
+        if opened is not None and cut - opened > HOLD_LIMIT:  # no Slack link is that long: text, sealed
             return cut, True
-        before = max(text.rfind(" ", 0, opened), text.rfind("\n", 0, opened)) + 1
-        return before, False
+        while opened is not None and cut > 0:  # back to a cut with nothing open before it (constructs nest)
+            cut = max(text.rfind(" ", 0, opened), text.rfind("\n", 0, opened)) + 1
+            opened = _held_at(text[:cut])
+        return cut, False
 
     def _safe(self, piece: str) -> str:
         if self._fence is None:

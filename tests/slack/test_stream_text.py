@@ -21,9 +21,12 @@ TRICKY = [
     "~~~~\nfence with ~~~ inside\n~~~~\nthen <mailto:a@b.example|mail me> and `inline <!here>` code",
     "Nested <https://a.example|<https://b.example|c>> and < spaced > and a<b>c and x < y and z > w",
     "\\[escaped\\](http://e.example) and \\\\[double](http://f.example) and ]( stray",
+    # An entity-written tag whose label has a space, closed right before an open "<", "&lt;" or "](".
+    "&lt;!here|hey you&gt;<x and &lt;https://evil.example|Open your invoice&gt;<y\nand &lt;!here|h ey&gt;](\n",
+    "&lt;&lt;!here&gt; and &lt;!here> and <&#33;here> and <https&#58;//evil.example|invoice> end",
 ]
 LIVE_SLACK = re.compile(
-    r"(?:<|&(?:lt|#0*60|#x0*3c);)(?!\u2060)(?:[!@#]|[A-Za-z][A-Za-z0-9+.-]*:)[^<>]*(?:>|&(?:gt|#0*62|#x0*3e);)"
+    r"(?:<|&(?:lt|#0*60|#x0*3c);)(?!\u2060)(?:[!@#](?!\u2060)|[A-Za-z][A-Za-z0-9+.-]*:)[^<>]*(?:>|&(?:gt|#0*62|#x0*3e);)"
 )
 OPEN_BRACKET = re.compile(r"(?<!\\)[\[\]]")
 
@@ -52,7 +55,8 @@ def assert_safe(shown: str) -> None:
 def test_pieces_show_what_the_whole_reply_made_safe_shows(text: str, size: int) -> None:
     shown = streamed(text, [size])
     assert_safe(shown)
-    assert shown == safe_markdown(text)
+    unsealed = shown.replace("<" + WORD_JOINER, "<")  # a "<" still open at the end is sealed; nothing else differs
+    assert unsealed == safe_markdown(text).replace("<" + WORD_JOINER, "<")
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -189,3 +189,42 @@ async def test_the_status_shows_while_the_model_works_and_clears_at_the_end(
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
         await h.settle()
         assert h.ws.calls("assistant.threads.setStatus")[-1].params["status"] == ""  # the question waits: cleared
+
+
+LONG = " ".join(f"w{i:05d}" for i in range(2600))  # 18,199 characters: two streamed messages
+
+
+def shown_text(h: Any, thread: str) -> str:
+    return "".join(m["text"] for m in bot_replies(h, thread)).replace("\n", "").replace(" ", "")
+
+
+async def test_a_long_reply_goes_on_in_a_new_message_with_nothing_lost_or_repeated(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings=FAST) as h:
+        h.model.script(Reply(text=LONG))  # all at once: one piece far past a message's 12,000 characters
+        d = await h.ws.mention(ALICE, GENERAL, "write a book")
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: "w02599" in m["text"]
+        )
+        await h.settle()
+        replies = bot_replies(h, d.message["ts"])
+        assert len(replies) >= 2 and all(len(m["text"]) <= 12_000 and not m["streaming"] for m in replies)
+        assert shown_text(h, d.message["ts"]) == LONG.replace(" ", "")
+        assert not [c for c in h.ws.calls() if c.error]  # no msg_too_long, nothing refused
+
+
+async def test_a_stream_breaking_in_its_second_message_repeats_nothing(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings=FAST) as h:
+        h.model.script(Reply(text=LONG, chunk_delay=0.0008))  # a few seconds: many pieces, two messages
+        d = await h.ws.mention(ALICE, GENERAL, "write a book")
+        await h.ws.wait_for_call("chat.stopStream")  # the first message is full; the second one streams
+        h.ws.fake.fail_next("chat.appendStream", "message_not_in_streaming_state")  # and breaks
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: "w02599" in m["text"]
+        )
+        await h.settle()
+        assert h.ws.calls("chat.update")  # finished by updating the broken message
+        assert shown_text(h, d.message["ts"]) == LONG.replace(" ", "")  # its start not shown twice

@@ -338,9 +338,17 @@ def test_no_markdown_link_can_form_however_the_parser_is_tricked(reply: str) -> 
         "<https://a.example|<!here>>",
         "<https://a.example|<@U_BOB|bob>>",
         "<https://a.example|" * 12 + "x" + ">" * 12,  # deeper than the passes over it
+        "&lt;&lt;https://a.example|invoice&gt;",  # entity forms, nested or mixed with plain ones
+        "<https&#58;//a.example|invoice>",
     ],
 )
 def test_nested_slack_links_never_hide_where_the_outer_one_goes(nested: str) -> None:
     shown = safe_markdown(nested)
     assert not re.search(r"<(?!\u2060)[A-Za-z][A-Za-z0-9+.-]*:[^<>]*>", shown), shown
     assert "(a.example)" in shown or "<\u2060https://a.example" in shown
+
+
+@pytest.mark.parametrize("mention", ["&lt;&lt;!here&gt;", "x &lt;b&lt;!channel&gt;", "&lt;!here>", "<&#33;here>"])
+def test_mentions_written_with_entities_nested_or_mixed_ping_nobody(mention: str) -> None:
+    shown = safe_markdown(mention)
+    assert "\u2060" in shown and not re.search(r"(<|&lt;)!(here|channel)", shown), shown
