@@ -231,9 +231,10 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         agent=agent, index=index, web=web_api, follower=follower, answerers=settings.ask_answerers, gate=gate
     )
     threads = Threads(agent=agent, index=index, web=web_api, follower=follower, answering=answering)
+    secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
     app = AsyncApp(
         client=client,
-        signing_secret=settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None,
+        signing_secret=secret,
         process_before_response=True,  # ack functions finish before their lazy functions start (listeners.py)
     )
     queue = WorkQueue(redis_client, keys=keys) if role != "all" else None
@@ -253,13 +254,11 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     pane = AssistantPane(
         threads=threads,
         web=web_api,
-        index=index,
         contexts=PaneContexts(redis_client, keys=keys, retention=retention),
         greeting=settings.assistant_greeting,
         prompts=settings.assistant_prompts,
     )
     jobs = register(app, threads=threads, answering=answering, modal=modal, approving=approving, home=home, pane=pane)
-    secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
     waiting = Waiting(answering, plan=plan, approvers=policy)
     bot = Bot(
         app=app,

@@ -32,12 +32,11 @@ from slack_bolt.middleware.assistant.async_assistant import AsyncAssistant
 from bot.errors import StoreUnavailable
 from bot.slack import blocks as bk
 from bot.slack.context import Where, slack_id
-from bot.slack.mrkdwn import clip, unescape
-from bot.slack.runner import LazyJobs
+from bot.slack.mrkdwn import clip
+from bot.slack.runner import LazyJobs, acked
 from bot.slack.safe_text import safe_plain
 from bot.slack.threads import Threads, is_person_speaking
 from bot.slack.webapi import SlackWeb
-from bot.store.conversations import ConversationIndex
 from bot.store.pane_contexts import PaneContexts
 
 log = logging.getLogger(__name__)
@@ -74,12 +73,11 @@ class AssistantPane:
         *,
         threads: Threads,
         web: SlackWeb,
-        index: ConversationIndex,
         contexts: PaneContexts,
         greeting: str,
         prompts: list[dict[str, str]],
     ) -> None:
-        self.threads, self.web, self.index, self.contexts = threads, web, index, contexts
+        self.threads, self.web, self.contexts = threads, web, contexts
         self.greeting, self.prompts = greeting, prompts
 
     # --- ack side ----------------------------------------------------------------------------------
@@ -116,36 +114,30 @@ class AssistantPane:
             return
         where = Where.of_event(body)
         channel, thread_ts = where.channel_id or "", where.thread_ts or ""
-        note = None
         try:
             pane = await self.contexts.find(channel_id=channel, thread_ts=thread_ts)
-            if pane is not None:
-                record = await self.index.thread(where.team_id or "", channel_id=channel, thread_ts=thread_ts)
-                if record is None:  # the thread's first request names it
-                    await self.web.set_title(channel, thread_ts, _title(str(event.get("text") or "")))
-                note = _context_note(pane)
         except StoreUnavailable:
-            pass  # converse tells the person the store is down
-        await self.threads.converse(body, bot_user=context.get("bot_user_id"), note=note)
+            pane = None  # converse tells the person the store is down
+        if pane is None:  # a DM thread that is not the pane's
+            await self.threads.converse(body, bot_user=context.get("bot_user_id"))
+            return
+
+        async def name_thread(text: str) -> None:  # the thread's first request names it
+            await self.web.set_title(channel, thread_ts, _title(text))
+
+        note = _context_note(pane)
+        await self.threads.converse(body, bot_user=context.get("bot_user_id"), note=note, first_request=name_thread)
 
 
 def assistant_middleware(pane: AssistantPane, *, contexts: PaneContexts, jobs: LazyJobs) -> AsyncAssistant:
     """Bolt's ``AsyncAssistant`` with the pane's listeners (their lazy functions added to ``jobs``, so ``worker``
     processes run them too); register it with ``app.assistant(...)``."""
     assistant = AsyncAssistant(thread_context_store=RedisThreadContexts(contexts))
-
-    async def save_context(body: dict[str, Any]) -> None:
-        await pane.save_context(body)
-
     started, message = jobs.add(pane.on_thread_started), jobs.add(pane.on_user_message)
-    assistant.thread_started(lazy=cast(Any, [started]))(save_context)  # Bolt types lazy functions as sync
-    assistant.thread_context_changed(save_context)
-    assistant.user_message(lazy=cast(Any, [message]))(_acked)
+    assistant.thread_started(lazy=cast(Any, [started]))(pane.save_context)  # Bolt types lazy functions as sync
+    assistant.thread_context_changed(pane.save_context)
+    assistant.user_message(lazy=cast(Any, [message]))(acked)
     return assistant
-
-
-async def _acked() -> None:
-    """Events are acked by Bolt itself before their ack function runs."""
 
 
 def _thread(body: dict[str, Any]) -> tuple[str, str, dict[str, Any]] | None:
@@ -162,8 +154,9 @@ def _thread(body: dict[str, Any]) -> tuple[str, str, dict[str, Any]] | None:
 
 
 def _title(text: str) -> str:
-    """A pane thread's title from its first request: plain, on one line, at most :data:`TITLE` characters."""
-    line = " ".join(safe_plain(unescape(text)).split()) or "New conversation"
+    """A pane thread's title from its first request (as the model gets it: Slack's entities read back): plain, on
+    one line, at most :data:`TITLE` characters."""
+    line = " ".join(safe_plain(text).split()) or "New conversation"
     return clip(line, TITLE)
 
 

@@ -42,7 +42,7 @@ from bot.slack.approving import Approving
 from bot.slack.assistant_pane import AssistantPane, assistant_middleware
 from bot.slack.context import slack_id
 from bot.slack.home import Home
-from bot.slack.runner import LazyJobs, no_lazy_only_from_outside
+from bot.slack.runner import LazyJobs, acked, no_lazy_only_from_outside
 from bot.slack.threads import Threads, is_person_speaking
 
 log = logging.getLogger(__name__)
@@ -50,10 +50,6 @@ log = logging.getLogger(__name__)
 
 async def _ack(ack: Callable[..., Awaitable[Any]]) -> None:
     await ack()
-
-
-async def _acked() -> None:
-    """Events are acked by Bolt itself before their ack function runs."""
 
 
 async def drop_forged_ids(body: dict[str, Any], next: Callable[[], Awaitable[Any]]) -> Any:
@@ -105,10 +101,10 @@ def register(
     app.middleware(no_lazy_only_from_outside)
     app.middleware(drop_forged_ids)
     app.assistant(assistant_middleware(pane, contexts=pane.contexts, jobs=jobs))  # before the app's own listeners
-    app.event("app_mention")(ack=_acked, lazy=[on_mention])
-    app.event("message", matchers=[_person_in_dm_or_thread])(ack=_acked, lazy=[on_message])
-    app.event("app_home_opened")(ack=_acked, lazy=[jobs.add(home.on_home_opened)])
-    app.event("message")(_acked)  # every other message event (channel chatter, edits, bots): acked, nothing else
+    app.event("app_mention")(ack=acked, lazy=[on_mention])
+    app.event("message", matchers=[_person_in_dm_or_thread])(ack=acked, lazy=[on_message])
+    app.event("app_home_opened")(ack=acked, lazy=[jobs.add(home.on_home_opened)])
+    app.event("message")(acked)  # every other message event (channel chatter, edits, bots): acked, nothing else
     app.action(re.compile(rf"^{bk.ACT_OPTION}_\d+$"))(ack=_ack, lazy=[on_click])
     app.action(bk.ACT_SELECT)(ack=_ack, lazy=[on_click])
     app.action(bk.ACT_SUBMIT)(ack=_ack, lazy=[on_click])

@@ -40,7 +40,7 @@ from bot.slack.context import SlackContext
 from bot.slack.mrkdwn import split_reply
 from bot.slack.refusals import Refusals
 from bot.slack.stream_text import StreamText
-from bot.slack.webapi import TRANSIENT, SlackWeb, slack_error
+from bot.slack.webapi import TRANSIENT, SlackWeb, error_code, slack_error
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,6 @@ class ReplyStream:
         self.allow_user_mentions = allow_user_mentions
         stream = streaming and _can_stream(ctx) and refusals.allowed(ctx)
         self.mode: Literal["stream", "post"] = "stream" if stream else "post"
-        self.calls = 0  # Web API calls made for this reply
         self.on_posted: Callable[[], None] | None = None
         self._text = StreamText(allow_user_mentions=allow_user_mentions)
         self._tasks: dict[str, Task] = {}
@@ -252,13 +251,11 @@ class ReplyStream:
             )
         stream, new_message = self._stream, self._stream.ts is None
         if new_message or not final:  # a new message starts with its text: never shown empty
-            self.calls += 1
             await stream.append(chunks=chunks)
             chunks = []
             if new_message:
                 self._posted()
         if final:
-            self.calls += 1
             await stream.stop(chunks=chunks or None)
             self._stream = None
 
@@ -266,13 +263,12 @@ class ReplyStream:
         """Streaming failed: post and update from here on, from the start of the message being streamed (updated
         in place when it shows). Slack's refusal to start one (not a passing error) is remembered."""
         log.warning("streaming a reply failed (%s); posting it instead", _describe(exc))
-        started = self._stream is not None and self._stream.ts is not None
-        code = exc.response.get("error") if isinstance(exc, SlackApiError) and exc.response is not None else None
-        if not started and code not in PASSING:
+        shown = self._stream.ts if self._stream is not None else None
+        if shown is None and error_code(exc) not in PASSING:
             self.refusals.refused(self.ctx)
         self.mode = "post"
-        if self._stream is not None and self._stream.ts is not None:
-            self._shown.append((self._stream.ts, ""))
+        if shown is not None:
+            self._shown.append((shown, ""))
         self._stream = None
 
     async def _post_out(self) -> None:
@@ -282,12 +278,9 @@ class ReplyStream:
             look = repr((text, blocks))
             if i < len(self._shown):
                 ts, shown = self._shown[i]
-                if shown != look:
-                    self.calls += 1
-                    if await self.web.update(self.ctx.channel_id, ts, text=text, blocks=blocks or []):
-                        self._shown[i] = (ts, look)
+                if shown != look and await self.web.update(self.ctx.channel_id, ts, text=text, blocks=blocks or []):
+                    self._shown[i] = (ts, look)
                 continue
-            self.calls += 1
             posted = await self.web.post(self.ctx.channel_id, thread_ts=self.ctx.thread_ts, text=text, blocks=blocks)
             if posted is None:
                 return  # refused (logged); the next send tries again

@@ -44,6 +44,10 @@ QUEUED_CONTEXT = (  # the modals' keys: answer_modal.py, approving.py
 )
 
 
+async def acked() -> None:
+    """The ack function of events: Bolt acks them itself before it runs (their work is in lazy functions)."""
+
+
 async def no_lazy_only_from_outside(req: AsyncBoltRequest, next: Callable[[], Awaitable[Any]]) -> Any:
     """Global middleware: a dispatched request always runs its ack function (Bolt would skip it, and run one lazy
     function inline, when the request carries the lazy-only headers)."""

@@ -41,6 +41,7 @@ class StreamText:
         self.allow_user_mentions = allow_user_mentions
         self._pending = ""  # written, not yet taken
         self._taken: list[str] = []  # raw pieces taken, in order
+        self.taken = 0  # how many characters of :attr:`raw` were taken
         self._fence: str | None = None  # the fence (e.g. "```") the taken text ends inside, if any
         self._line = ""  # the taken text's last, unfinished line
 
@@ -48,11 +49,6 @@ class StreamText:
     def raw(self) -> str:
         """Everything written so far (taken or not), as the model wrote it."""
         return "".join(self._taken) + self._pending
-
-    @property
-    def taken(self) -> int:
-        """How many characters of :attr:`raw` were taken."""
-        return sum(len(piece) for piece in self._taken)
 
     @property
     def pending(self) -> str:
@@ -74,6 +70,7 @@ class StreamText:
         safe = self._safe(piece)
         self._advance(piece)
         self._taken.append(piece)
+        self.taken += len(piece)
         return _seal(safe) if seal else safe
 
     def _cut(self) -> tuple[int, bool]:

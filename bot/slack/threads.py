@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bot.agent import Agent, new_run_id
@@ -102,10 +103,18 @@ class Threads:
 
     # --- conversations ---------------------------------------------------------------------------
 
-    async def converse(self, body: dict[str, Any], *, bot_user: str | None, note: str | None = None) -> None:
+    async def converse(
+        self,
+        body: dict[str, Any],
+        *,
+        bot_user: str | None,
+        note: str | None = None,
+        first_request: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
         """A person's message to the bot (``body``: a ``message`` / ``app_mention`` event): it answers the thread's
         open question, or starts the thread's next run. ``note``: what the model should know beside the message
-        (e.g. the channel open beside the assistant pane), put before it in the run's input only."""
+        (e.g. the channel open beside the assistant pane), put before it in the run's input only.
+        ``first_request(text)``: awaited before the first run of a thread that had none (e.g. to name it)."""
         where = Where.of_event(body)
         channel, thread_ts, team = where.channel_id or "", where.thread_ts or "", where.team_id or ""
         text = str((body.get("event") or {}).get("text") or "")
@@ -133,6 +142,8 @@ class Threads:
             if slot is None:
                 return
             try:
+                if pointed is None and first_request is not None:
+                    await first_request(text)
                 await self._start(ctx, f"{note}\n\n{text}" if note else text, previous, after=pointed)
             finally:
                 await slot.release()

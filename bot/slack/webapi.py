@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -22,6 +23,13 @@ log = logging.getLogger(__name__)
 
 WORKING_REACTION = "hourglass_flowing_sand"
 TRANSIENT = frozenset({"internal_error", "fatal_error", "service_unavailable", "request_timeout"})
+
+
+def error_code(exc: Exception) -> str | None:
+    """Slack's error code of a refused call (``exc`` a ``SlackApiError``), else None."""
+    response: Any = exc.response if isinstance(exc, SlackApiError) else None
+    code = response.get("error") if response is not None else None
+    return str(code) if code is not None else None
 
 
 def slack_error(exc: SlackApiError) -> str:
@@ -37,6 +45,17 @@ class SlackWeb:
 
     def __init__(self, client: AsyncWebClient) -> None:
         self.client = client
+
+    @staticmethod
+    async def _done(call: Awaitable[Any], *, what: str, level: int = logging.WARNING) -> bool:
+        """Await the Web API ``call``: True when Slack took it, False (logged as ``what: <Slack's code>``) when
+        Slack refused it."""
+        try:
+            await call
+            return True
+        except SlackApiError as exc:
+            log.log(level, "%s: %s", what, slack_error(exc))
+            return False
 
     async def post(
         self, channel: str, *, thread_ts: str | None, text: str, blocks: list[dict[str, Any]] | None = None
@@ -64,8 +83,7 @@ class SlackWeb:
                     channel=channel, thread_ts=thread_ts, text=text, blocks=blocks
                 )
             except SlackApiError as exc:
-                code = exc.response.get("error") if exc.response is not None else None
-                if code in TRANSIENT and attempt < 2:
+                if error_code(exc) in TRANSIENT and attempt < 2:
                     await asyncio.sleep(0.5 * (attempt + 1))
                     continue
                 log.error("chat.postMessage failed: %s", slack_error(exc))
@@ -76,12 +94,7 @@ class SlackWeb:
 
     async def publish_home(self, user: str, view: dict[str, Any]) -> bool:
         """``views.publish`` of ``user``'s App Home tab; False when Slack refused."""
-        try:
-            await self.client.views_publish(user_id=user, view=view)
-            return True
-        except SlackApiError as exc:
-            log.warning("views.publish failed: %s", slack_error(exc))
-            return False
+        return await self._done(self.client.views_publish(user_id=user, view=view), what="views.publish failed")
 
     async def permalink(self, channel: str, ts: str) -> str | None:
         """``chat.getPermalink`` of a message, or None when Slack refused."""
@@ -95,12 +108,8 @@ class SlackWeb:
 
     async def update(self, channel: str, ts: str, *, text: str, blocks: list[dict[str, Any]]) -> bool:
         """``chat.update`` of a message the bot posted; False when Slack refused it."""
-        try:
-            await self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
-            return True
-        except SlackApiError as exc:
-            log.error("chat.update failed: %s", slack_error(exc))
-            return False
+        call = self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+        return await self._done(call, what="chat.update failed", level=logging.ERROR)
 
     async def tell(self, user: str, text: str, *, channel: str | None = None, thread_ts: str | None = None) -> None:
         """Tell ``user`` privately: an ephemeral in ``channel`` (and thread) when given, else (or when Slack
@@ -121,7 +130,7 @@ class SlackWeb:
             call = self.client.reactions_add if add else self.client.reactions_remove
             await call(channel=channel, timestamp=ts, name=name)
         except SlackApiError as exc:
-            if exc.response.get("error") not in ("already_reacted", "no_reaction"):
+            if error_code(exc) not in ("already_reacted", "no_reaction"):
                 log.warning("reactions.%s failed: %s", "add" if add else "remove", slack_error(exc))
 
     async def set_status(self, channel_id: str, thread_ts: str, status: str) -> bool:
@@ -129,12 +138,8 @@ class SlackWeb:
         Slack also clears it when the app posts in the thread, and after two minutes without a message). False
         when Slack refused (Slack: docs.slack.dev reference/methods/assistant.threads.setStatus; in channels since
         the chat:write scope update of 2026-03)."""
-        try:
-            await self.client.assistant_threads_setStatus(channel_id=channel_id, thread_ts=thread_ts, status=status)
-            return True
-        except SlackApiError as exc:
-            log.info("assistant.threads.setStatus refused: %s", slack_error(exc))
-            return False
+        call = self.client.assistant_threads_setStatus(channel_id=channel_id, thread_ts=thread_ts, status=status)
+        return await self._done(call, what="assistant.threads.setStatus refused", level=logging.INFO)
 
     async def set_suggested_prompts(
         self, channel_id: str, thread_ts: str, *, prompts: list[dict[str, str]], title: str | None = None
@@ -142,24 +147,16 @@ class SlackWeb:
         """``assistant.threads.setSuggestedPrompts`` of an assistant thread (``prompts``: 1 to 4 ``{title,
         message}``; Slack: docs.slack.dev reference/methods/assistant.threads.setSuggestedPrompts); False when
         Slack refused."""
-        try:
-            await self.client.assistant_threads_setSuggestedPrompts(
-                channel_id=channel_id, thread_ts=thread_ts, prompts=prompts, title=title
-            )
-            return True
-        except SlackApiError as exc:
-            log.warning("assistant.threads.setSuggestedPrompts failed: %s", slack_error(exc))
-            return False
+        call = self.client.assistant_threads_setSuggestedPrompts(
+            channel_id=channel_id, thread_ts=thread_ts, prompts=prompts, title=title
+        )
+        return await self._done(call, what="assistant.threads.setSuggestedPrompts failed")
 
     async def set_title(self, channel_id: str, thread_ts: str, title: str) -> bool:
         """``assistant.threads.setTitle`` of an assistant thread (its name in the pane's history); False when
         Slack refused."""
-        try:
-            await self.client.assistant_threads_setTitle(channel_id=channel_id, thread_ts=thread_ts, title=title)
-            return True
-        except SlackApiError as exc:
-            log.warning("assistant.threads.setTitle failed: %s", slack_error(exc))
-            return False
+        call = self.client.assistant_threads_setTitle(channel_id=channel_id, thread_ts=thread_ts, title=title)
+        return await self._done(call, what="assistant.threads.setTitle failed")
 
     async def open_view(self, trigger_id: str, view: dict[str, Any]) -> str | None:
         """``views.open``; the view id, or None when Slack refused (e.g. the 3-second trigger expired)."""
@@ -172,9 +169,4 @@ class SlackWeb:
 
     async def update_view(self, view_id: str, view: dict[str, Any]) -> bool:
         """``views.update`` of an open view; False when Slack refused (e.g. the person closed it)."""
-        try:
-            await self.client.views_update(view_id=view_id, view=view)
-            return True
-        except SlackApiError as exc:
-            log.warning("views.update failed: %s", slack_error(exc))
-            return False
+        return await self._done(self.client.views_update(view_id=view_id, view=view), what="views.update failed")
