@@ -84,6 +84,9 @@ def make_redis(settings: Settings) -> tuple[aioredis.Redis, str, str]:
     return client, "memory", "in-process Redis"
 
 
+DEMO_DELAY = 0.06  # seconds per two words: the demo model's replies stream visibly, as a real model's do
+
+
 def make_model(settings: Settings) -> tuple[ChatModel, str, str]:
     """``(model, kind, label)``: the OpenAI-compatible model with a key, else the offline demo model."""
     if settings.openai_api_key is not None:
@@ -95,7 +98,7 @@ def make_model(settings: Settings) -> tuple[ChatModel, str, str]:
         return model, "openai", model_label(settings)
     from bot.playground.demo_model import DemoModel
 
-    return DemoModel(), "demo", "demo model (offline)"
+    return DemoModel(delay=DEMO_DELAY, words_per_piece=2), "demo", "demo model (offline)"
 
 
 class Playground:

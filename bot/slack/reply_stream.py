@@ -90,8 +90,8 @@ class _NewMessage:
 
 class ReplyStream:
     """One reply in the thread of ``ctx`` (see the module docstring). ``streaming``: try Slack's streaming first;
-    ``interval``: seconds between Web API calls; ``on_posted()`` is called when a new message of the reply shows
-    (Slack clears a thread's status then)."""
+    ``interval``: seconds between Web API calls; ``on_posted()`` is called as a new message of the reply is posted
+    (Slack clears a thread's status then), before the call, so a status set meanwhile counts as still shown."""
 
     def __init__(
         self,
@@ -251,13 +251,25 @@ class ReplyStream:
             )
         stream, new_message = self._stream, self._stream.ts is None
         if new_message or not final:  # a new message starts with its text: never shown empty
+            if new_message:
+                self._posted()  # before the call: a status set while it is in flight may outlive it
             await stream.append(chunks=chunks)
             chunks = []
-            if new_message:
-                self._posted()
         if final:
-            await stream.stop(chunks=chunks or None)
+            await self._stop(stream, chunks)
             self._stream = None
+
+    async def _stop(self, stream: AsyncChatStream, chunks: list[Chunk]) -> None:
+        """``chat.stopStream`` with the message's last ``chunks``; a passing error (Slack's 200 ``internal_error``
+        and the like, which the client's retry handlers don't see) is tried once more, so the message doesn't stay
+        "streaming" until Slack's own timeout. Raises what the helper raises."""
+        try:
+            await stream.stop(chunks=chunks or None)
+        except SlackApiError as exc:
+            if error_code(exc) not in PASSING:
+                raise
+            await asyncio.sleep(0.5)
+            await stream.stop(chunks=chunks or None)
 
     def _fall_back(self, exc: Exception) -> None:
         """Streaming failed: post and update from here on, from the start of the message being streamed (updated
@@ -281,11 +293,11 @@ class ReplyStream:
                 if shown != look and await self.web.update(self.ctx.channel_id, ts, text=text, blocks=blocks or []):
                     self._shown[i] = (ts, look)
                 continue
+            self._posted()  # before the call, as for a stream
             posted = await self.web.post(self.ctx.channel_id, thread_ts=self.ctx.thread_ts, text=text, blocks=blocks)
             if posted is None:
                 return  # refused (logged); the next send tries again
             self._shown.append((posted, look))
-            self._posted()
 
     def _rendered(self) -> list[tuple[str, list[dict[str, Any]] | None]]:
         """Post mode: the reply so far as messages, tool progress as a context line above the first."""

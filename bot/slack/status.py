@@ -44,7 +44,8 @@ class ThreadStatus:
         await self.web.react(self.ctx.channel_id, self.ctx.message_ts, add=True)
 
     def posted(self) -> None:
-        """The app just posted in the thread: Slack cleared the status."""
+        """The app is posting in the thread: Slack clears the status (called before the post, so a status whose
+        call completes after it is taken as shown, and cleared at the end)."""
         self._shown = ""
 
     async def clear(self) -> None:

@@ -228,3 +228,18 @@ async def test_a_stream_breaking_in_its_second_message_repeats_nothing(
         await h.settle()
         assert h.ws.calls("chat.update")  # finished by updating the broken message
         assert shown_text(h, d.message["ts"]) == LONG.replace(" ", "")  # its start not shown twice
+
+
+async def test_a_stop_refused_by_a_passing_error_is_tried_again(fake_redis: aioredis.Redis, harness: Any) -> None:
+    async with harness(fake_redis, settings=FAST) as h:
+        h.model.script(Reply(text=WORDS, chunk_delay=0.01))
+        h.ws.fake.fail_next("chat.stopStream", "internal_error")
+        d = await h.ws.mention(ALICE, GENERAL, "write a lot")
+        await h.ws.wait_for_message(
+            channel=GENERAL,
+            thread_ts=d.message["ts"],
+            predicate=lambda m: not m.get("streaming") and m["text"] == WORDS,
+        )
+        await h.settle()
+        assert [bool(c.error) for c in h.ws.calls("chat.stopStream")] == [True, False]
+        assert len(bot_replies(h, d.message["ts"])) == 1
