@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.agent.approvals import approval_payload, ask_approval, needs_approval
+from bot.agent.ask_user import AskUserPayload
+from bot.agent.asking import ask_run, finish_ask_only
 from bot.agent.claims import Claims
 from bot.agent.history import check_tool_messages, history_of, last_text, unique_ids
 from bot.agent.live_questions import LiveQuestions
@@ -238,6 +240,28 @@ class Agent(Claims):
             raise RunNotResumable(run_id, "suspended", f"this agent has no tool {name!r}")
         return tool
 
+    async def ask(
+        self, question: dict[str, Any], *, run_id: str | None = None, reply: str, metadata: dict[str, Any] | None = None
+    ) -> AgentStream:
+        """Start a run that only asks ``question`` (the arguments of this agent's question tool, e.g.
+        ``{"question", "options", "selection_mode"}``) and ends with ``reply`` once it has its outcome (see
+        :mod:`bot.agent.asking`); the stream ends suspended on the question (or with the tool's error for a
+        malformed one). Raises ``ValueError`` when the agent has no question tool, ``StoreUnavailable`` or
+        ``RunConflict`` (``run_id`` taken) before anything runs."""
+        tool = next((t for t in self.tools.values() if t.suspend_schema is AskUserPayload), None)
+        if tool is None:
+            raise ValueError(f"agent {self.id} has no question tool (ask_user)")
+        state = ask_run(
+            question,
+            run_id=run_id or new_run_id(),
+            agent_id=self.id,
+            tool_name=tool.id,
+            reply=reply,
+            metadata=dict(metadata or {}),
+        )
+        state = await self.store.create(state, owner=self.owner)
+        return self._launch(state)
+
     # --- the loop --------------------------------------------------------------------------------
 
     def _launch(self, state: RunState) -> AgentStream:
@@ -330,6 +354,8 @@ class Agent(Claims):
                 await run_tool_call(
                     self.tools, state, call, args, out, resume=None, ask_ttl=self.ask_ttl, live=self.live
                 )
+            if finish_ask_only(state):  # a run that only asked: the answer was all it was for
+                return state
             if state.turns >= self.max_turns:
                 state.status = "failed"
                 state.error = RunFailure(

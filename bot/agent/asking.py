@@ -1,0 +1,60 @@
+"""Runs that only ask a person (:func:`ask_run`): a question from outside the agent (an MCP client's ``ask_user``),
+asked and answered exactly as the agent's own questions, with no model turn before or after.
+
+Such a run starts with its question's tool call already queued (the agent's question tool, e.g. ``ask_user``), so
+the run suspends on it at once; once answered (or past its deadline, or withdrawn) the tool's result is the run's
+outcome and the run completes with ``reply`` as its last text, in whichever process resumed it. The run's
+metadata carries ``ASK_ONLY`` (the reply), which is all the runtime needs to know: no new RunState version.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bot.agent.state import RunState, ToolCall
+
+ASK_ONLY = "ask_only"  # metadata key: the run only asks; its value is the reply shown once it is answered
+ASKED_BY = "(a question from an agent outside this workspace)"
+
+
+def ask_run(
+    question: dict[str, Any], *, run_id: str, agent_id: str, tool_name: str, reply: str, metadata: dict[str, Any]
+) -> RunState:
+    """A new run whose only step is ``tool_name`` called with ``question`` (the tool's arguments), ending with
+    ``reply`` once the call has its result. The call's id is derived from ``run_id``."""
+    call = ToolCall(id=f"ask_{run_id}", name=tool_name, arguments=json.dumps(question))
+    return RunState(
+        run_id=run_id,
+        agent_id=agent_id,
+        messages=[
+            {"role": "user", "content": ASKED_BY},
+            {"role": "assistant", "content": None, "tool_calls": [call.to_message_part()]},
+        ],
+        queued=[call],
+        metadata={**metadata, ASK_ONLY: reply},
+    )
+
+
+def finish_ask_only(state: RunState) -> bool:
+    """For a run that only asks and whose question has its result: complete it with its reply (True); any other
+    run is left as it is (False)."""
+    reply = state.metadata.get(ASK_ONLY)
+    if reply is None or state.queued or state.pending is not None:
+        return False
+    state.messages.append({"role": "assistant", "content": str(reply)})
+    state.status = "completed"
+    return True
+
+
+def ask_outcome(state: RunState) -> dict[str, Any] | None:
+    """The question's tool result (the ask_user result shapes: ``{"answer" | "answers", "answer_type",
+    "answered_by"}``, ``{"status": "no_answer" | "cancelled", ...}``), or None while it has none."""
+    for message in state.messages:
+        if message.get("role") == "tool" and message.get("tool_call_id") == f"ask_{state.run_id}":
+            try:
+                result = json.loads(str(message.get("content") or ""))
+            except ValueError:
+                return {"error": str(message.get("content"))}
+            return result if isinstance(result, dict) else {"result": result}
+    return None
