@@ -1,11 +1,13 @@
-"""``python -m bot [serve|web|worker|playground] [--http|--socket]``: run the bot.
+"""``python -m bot [serve|web|worker|playground|mcp] [--http|--socket]``: run the bot.
 
 - no ``SLACK_BOT_TOKEN``: the local playground (fake Slack + browser UI), see ``bot.playground.launcher``;
 - ``SLACK_BOT_TOKEN`` + ``SLACK_SIGNING_SECRET``: HTTP mode, ``POST /slack/events`` on ``$PORT``;
 - ``SLACK_APP_TOKEN`` (xapp-) as well: Socket Mode (an outgoing websocket; nothing listens on ``$PORT``).
 
 ``--http`` / ``--socket`` (``serve`` and ``web``) choose the transport explicitly instead of by
-``SLACK_APP_TOKEN``. ``serve`` insists on Slack credentials and handles everything in one process; ``web`` +
+``SLACK_APP_TOKEN``. ``mcp`` serves the MCP server for outside agents over stdio (``bot.mcp_server``; it needs
+``SLACK_BOT_TOKEN`` and ``REDIS_URL``, and ``serve`` processes on that Redis take the answers).
+``serve`` insists on Slack credentials and handles everything in one process; ``web`` +
 ``worker`` split it: ``web`` processes only ack and queue (so acks never wait behind model runs), ``worker``
 processes run the queued work; run as many of each as the load needs, all on one Redis. ``playground``
 ignores Slack credentials. Settings: ``bot/config.py``.
@@ -186,7 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     summary = (__doc__ or "").splitlines()[0].replace("``", "")
     parser = argparse.ArgumentParser(prog="python -m bot", description=summary)
     parser.add_argument(
-        "command", nargs="?", choices=["serve", "web", "worker", "playground"], help="default: from the environment"
+        "command",
+        nargs="?",
+        choices=["serve", "web", "worker", "playground", "mcp"],
+        help="default: from the environment",
     )
     transport = parser.add_mutually_exclusive_group()
     transport.add_argument(
@@ -206,7 +211,20 @@ def main(argv: list[str] | None = None) -> int:
         command = args.command or default
         if args.transport and command not in ("serve", "web"):
             raise ConfigError(f"--{args.transport} applies to serve and web only, not {command}")
-        if command in ("serve", "web", "worker"):
+        if command == "mcp":
+            from bot.mcp_server.server import run_mcp
+
+            missing = [
+                n
+                for n, v in (("SLACK_BOT_TOKEN", settings.slack_bot_token), ("REDIS_URL", settings.redis_url))
+                if v is None
+            ]
+            if missing:
+                raise ConfigError(
+                    "not set: " + ", ".join(missing) + " (python -m bot mcp asks through Slack and Redis)"
+                )
+            asyncio.run(run_mcp(settings))
+        elif command in ("serve", "web", "worker"):
             if settings.mode == "playground":
                 raise ConfigError("SLACK_BOT_TOKEN is not set (run `python -m bot playground` to try it locally)")
             roles: dict[str, Role] = {"serve": "all", "web": "web", "worker": "worker"}

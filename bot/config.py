@@ -32,6 +32,8 @@
 | ``STREAM_INTERVAL`` | ``1.0`` | seconds between a streaming reply's Web API calls (0.2 to 10; Slack's rate limits) |
 | ``ASSISTANT_GREETING`` | see below | what the bot says when a person opens a thread in its assistant pane |
 | ``ASSISTANT_PROMPTS`` | see below | the pane's 1-4 suggested prompts: JSON ``[{"title", "message"}]`` or ``a|b`` |
+| ``MCP_ASK_CHANNEL`` | unset | ``python -m bot mcp``: the channel id its questions go to when a call names none |
+| ``MCP_ASK_USER`` | unset | ``python -m bot mcp``: the user id asked when a call names none |
 | ``LOG_LEVEL`` | ``INFO`` | ``DEBUG``, ``INFO``, ``WARNING``, ``ERROR`` or ``CRITICAL`` (any case) |
 | ``LOG_FORMAT`` | ``text`` | ``text`` (one line per record) or ``json`` (one JSON object per line) |
 
@@ -140,6 +142,8 @@ class Settings(BaseSettings):
     stream_interval: float = Field(default=1.0, ge=0.2, le=10)
     assistant_greeting: str = Field(default=DEFAULT_GREETING, min_length=1, max_length=3000)
     assistant_prompts: SuggestedPrompts = Field(default_factory=lambda: suggested_prompts(DEFAULT_PROMPTS))
+    mcp_ask_channel: str | None = None
+    mcp_ask_user: str | None = None
     log_level: LogLevel = "INFO"
     log_format: LogFormat = "text"
 
@@ -240,6 +244,22 @@ class Settings(BaseSettings):
         return people_ids(
             text, "must be a channel id (C...), or comma-separated user ids (U..., W...) and group ids (S...)"
         )
+
+    @field_validator("mcp_ask_channel", mode="before")
+    @classmethod
+    def _mcp_ask_channel(cls, value: object) -> str | None:
+        text = None if value is None else str(value).strip()
+        if text is not None and not re.fullmatch(r"[CGD][A-Z0-9_]{1,63}", text):
+            raise ValueError("must be a channel id (C..., G... or D...)")
+        return text
+
+    @field_validator("mcp_ask_user", mode="before")
+    @classmethod
+    def _mcp_ask_user(cls, value: object) -> str | None:
+        text = None if value is None else str(value).strip()
+        if text is not None and not re.fullmatch(r"[UW][A-Z0-9_]{1,63}", text):
+            raise ValueError("must be a user id (U... or W...)")
+        return text
 
     @model_validator(mode="after")
     def _escalation(self) -> Settings:

@@ -63,7 +63,9 @@ if TYPE_CHECKING:
     from bot.agent.mcp_tools import McpTools
 
 EVENTS_PATH = "/slack/events"
-Role = Literal["all", "web", "worker"]
+Role = Literal["all", "web", "worker", "asker"]
+"""``all``: everything here; ``web``: ack and queue; ``worker``: run queued work; ``asker``: only asks (the MCP
+server: no requests arrive, answers are taken by the other roles, no scheduler)."""
 log = logging.getLogger(__name__)
 
 
@@ -83,6 +85,7 @@ class Bot:
     mcp: McpTools | None = None  # MCP_CONFIG's servers, whose tools the agent gets once started
     scheduler: Scheduler | None = None  # deadlines, reminders, escalations (processes that run the agent)
     plan: WaitPlan | None = None  # what is scheduled while a question waits (its settings can change live)
+    threads: Threads | None = None  # conversations and their questions (the MCP server asks through them)
     _mcp_starting: asyncio.Future[None] | None = field(default=None, init=False, repr=False)
     _ticking: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
 
@@ -171,7 +174,7 @@ def web_client(settings: Settings) -> SharedWebClient:
 
 def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Redis, role: Role = "all") -> Bot:
     """Wire agent, store, listeners and Bolt from ``settings``. Raises ``ConfigError`` when a secret is missing."""
-    if settings.slack_signing_secret is None and settings.slack_app_token is None:
+    if role != "asker" and settings.slack_signing_secret is None and settings.slack_app_token is None:
         raise ConfigError("SLACK_SIGNING_SECRET is not set (needed in HTTP mode)")
     keys = Keys(settings.redis_prefix)
     retention = int(settings.run_retention_seconds)
@@ -270,8 +273,9 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         signing_secret=secret,
         mcp=mcp,
         first_sight=index.first_sight,
-        scheduler=None if role == "web" else Scheduler(plan.schedule, waiting.handlers()),
+        scheduler=None if role in ("web", "asker") else Scheduler(plan.schedule, waiting.handlers()),
         plan=plan,
+        threads=threads,
     )
     if mcp is not None and _loop_running():
         bot._start_in_background(mcp)  # MCP servers start while the caller goes on; Bot.start() waits for them

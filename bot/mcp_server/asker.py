@@ -1,0 +1,177 @@
+"""An outside agent's question, asked in Slack and waited for: :class:`Asker`.
+
+A question is a run that only asks (:meth:`bot.agent.Agent.ask`), so it is posted, answered, reminded, escalated,
+listed in the Home inbox and expired exactly as the bot's own questions, and its answer is claimed exactly once in
+whichever bot process Slack sends the click to. In Slack it opens a thread in ``channel``: a first message saying
+an agent asks (with the caller's ``context``), the question in its thread (a typed reply there answers it too).
+
+The caller waits on the run in Redis (:meth:`Asker.wait`, one read per ``poll`` seconds) until the question has
+an outcome. ``request_key`` names the question: the same key asks nothing new, it waits for the stored question
+(after a restart of the MCP server, or a client's retry).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bot.agent.answers import Open
+from bot.agent.asking import ask_outcome
+from bot.agent.state import RunState
+from bot.errors import BotError, RunConflict, RunNotFound
+from bot.slack.context import SlackContext, slack_id
+from bot.slack.mrkdwn import clip
+from bot.slack.safe_text import safe_mrkdwn
+from bot.slack.threads import Threads
+
+log = logging.getLogger(__name__)
+
+REPLY = "Your answer went back to the agent that asked."
+ENDED = ("completed", "failed", "expired")
+
+
+class AskError(BotError):
+    """A question that can't be asked (no channel or person to ask, Slack refused the post); ``str`` says why."""
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A question in Slack: its run, where it is, who may answer."""
+
+    run_id: str
+    channel_id: str
+    thread_ts: str
+    user: str
+
+
+def run_id_for(request_key: str) -> str:
+    """The run id of the question named ``request_key`` (the same key, the same run)."""
+    return "run_mcp_" + hashlib.sha256(request_key.encode()).hexdigest()[:32]
+
+
+class Asker:
+    """Asks through ``threads`` (the bot's agent, Slack and stores) in team ``team_id``."""
+
+    def __init__(self, threads: Threads, *, team_id: str, poll: float = 1.0) -> None:
+        self.threads, self.team_id, self.poll = threads, team_id, poll
+        self.agent = threads.agent
+
+    async def ask(
+        self,
+        question: dict[str, Any],
+        *,
+        channel: str | None,
+        user: str | None,
+        context: str | None = None,
+        request_key: str | None = None,
+    ) -> Asked:
+        """Post ``question`` (the agent's ``ask_user`` input) in ``channel`` for ``user``, or find the question
+        already asked under ``request_key``. Raises :class:`AskError` (bad channel or person, Slack refused the
+        post, the question is malformed), ``StoreUnavailable``."""
+        run_id = run_id_for(request_key) if request_key else None
+        if run_id is not None:
+            found = await self._find(run_id)
+            if found is not None:
+                return found
+        channel_id, person = slack_id(channel), slack_id(user)
+        if channel_id is None:
+            raise AskError("no channel to ask in: give `channel` (a Slack channel id) or set MCP_ASK_CHANNEL")
+        if person is None:
+            raise AskError("nobody to ask: give `user` (a Slack user id) or set MCP_ASK_USER")
+        web = self.threads.web
+        opening = f":robot_face: An agent asks <@{person}>" + (
+            f":\n>{clip(safe_mrkdwn(context), 2000)}" if context else ":"
+        )
+        root = await web.post(channel_id, thread_ts=None, text=opening)
+        if root is None:
+            raise AskError(f"Slack refused to post in {channel_id} (is the bot in that channel?)")
+        ctx = SlackContext(
+            team_id=self.team_id, channel_id=channel_id, thread_ts=root, requester=person, message_ts=root
+        )
+        try:
+            stream = await self.agent.ask(question, run_id=run_id, reply=REPLY, metadata=ctx.to_metadata())
+        except RunConflict:  # asked under the same key meanwhile: that one is the question
+            assert run_id is not None
+            found = await self._find(run_id)
+            if found is None:
+                raise
+            return found
+        index = self.threads.index
+        await index.claim_thread(ctx.team_id, channel_id=channel_id, thread_ts=root, run_id=stream.run_id, after=None)
+        await self.threads.follower.follow(stream, ctx)
+        state = await self.agent.get_run(stream.run_id)
+        if state.status != "suspended":
+            outcome = ask_outcome(state) or {}
+            raise AskError(f"the question was not asked: {outcome.get('error', state.status)}")
+        return Asked(run_id=stream.run_id, channel_id=channel_id, thread_ts=root, user=person)
+
+    async def _find(self, run_id: str) -> Asked | None:
+        try:
+            state = await self.agent.get_run(run_id)
+        except RunNotFound:
+            return None
+        ctx = SlackContext.of(state)
+        return Asked(run_id=run_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts, user=ctx.requester)
+
+    async def wait(
+        self, asked: Asked, *, progress: Callable[[float, str], Awaitable[None]] | None = None, every: float = 10.0
+    ) -> dict[str, Any]:
+        """Wait until the question has an outcome and return it: ``{"status": "answered", "answer": str | [labels],
+        "answered_by"}``, ``{"status": "no_answer"}`` (its deadline passed) or ``{"status": "cancelled",
+        "cancelled_by"}``. ``progress(seconds waited, message)`` is awaited at the start and every ``every``
+        seconds. Raises ``StoreUnavailable`` (after the store's own retries), ``RunNotFound`` (past retention)."""
+        started, told = time.monotonic(), -every
+        while True:
+            state = await self.agent.get_run(asked.run_id)
+            if state.status in ENDED:
+                return outcome_of(state)
+            waited = time.monotonic() - started
+            if progress is not None and waited - told >= every:
+                told = waited
+                await progress(waited, f"waiting for <@{asked.user}> in <#{asked.channel_id}>")
+            await asyncio.sleep(self.poll)
+
+    async def withdraw(self, asked: Asked, *, by: str = "the agent that asked") -> None:
+        """The asking agent gave up (MCP cancellation): the question is withdrawn, its messages say so and can't be
+        answered; the run ends with ``cancelled``. A question already answered is left as it is."""
+        state = await self.agent.get_run(asked.run_id)
+        check = await self.agent.check(state)
+        if not isinstance(check, Open):
+            return
+        ctx, call = SlackContext.of(state), check.pending.tool_call_id
+
+        async def claim() -> Any:
+            return await self.agent.cancel_question(run_id=state.run_id, tool_call_id=call, cancelled_by=by)
+
+        async def say(_text: str) -> None:  # nobody to tell in Slack: the asker went away
+            return None
+
+        await self.threads.answering.settle(
+            state,
+            ctx,
+            check.pending,
+            call=call,
+            user=by,
+            say=say,
+            claim=claim,
+            outcome=":no_entry_sign: Withdrawn by the agent that asked.",
+            summary="withdrawn",
+        )
+
+
+def outcome_of(state: RunState) -> dict[str, Any]:
+    """What the asking agent gets of an ended question run (see :meth:`Asker.wait`)."""
+    result = ask_outcome(state)
+    if state.status == "expired" or result is None:
+        return {"status": "no_answer"}
+    if result.get("status") in ("no_answer", "cancelled"):
+        return result
+    if "error" in result:
+        return {"status": "error", "error": str(result["error"])}
+    answer = result.get("answers", result.get("answer"))
+    return {"status": "answered", "answer": answer, "answered_by": result.get("answered_by")}

@@ -1,0 +1,146 @@
+"""``python -m bot mcp``: the MCP server through which any agent (an MCP client) asks a person on Slack.
+
+Built on the official ``mcp`` SDK's ``MCPServer``; served over stdio (:func:`run_mcp`). Tools:
+
+- ``ask_user``: the agent's own ``ask_user`` input (``question``, ``options`` of ``{label, description}``,
+  ``selection_mode`` ``single_select`` | ``multi_select``), plus ``channel`` / ``user`` (defaults
+  ``MCP_ASK_CHANNEL`` / ``MCP_ASK_USER``), ``context`` (a short text shown above the question) and
+  ``request_key`` (the same key again waits for the same question instead of asking anew). The call waits
+  however long the answer takes (up to the question's deadline, ``ASK_TTL_SECONDS``), sending progress
+  notifications every 10 s when the client asked for them (a progress token). Result: ``{"status":
+  "answered", "answer": text | [labels], "answered_by": "U…"}``, ``{"status": "no_answer"}`` or ``{"status":
+  "cancelled", ...}``. A client's cancellation withdraws the question in Slack.
+
+Answers are taken by ``python -m bot serve`` processes on the same Redis (the clicks reach them); this process
+only asks and waits. See :mod:`bot.mcp_server.asker`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel, Field
+
+from bot.config import Settings
+from bot.errors import BotError, describe_error
+from bot.mcp_server.asker import Asker, AskError
+
+log = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "Ask a person on Slack and wait for the answer: a free-form question, one choice or several. Use it when a "
+    "decision is the person's, or you lack information only they have. The call can take minutes or hours."
+)
+
+
+class Option(BaseModel):
+    """One choice: ``label`` (what the person picks and the answer says), ``description`` (shown under it)."""
+
+    label: str = Field(min_length=1)
+    description: str | None = None
+
+
+def build_mcp_server(settings: Settings, asker: Asker) -> MCPServer[Any]:
+    """The MCP server whose tools ask through ``asker``."""
+    server: MCPServer[Any] = MCPServer("askbot", instructions=INSTRUCTIONS, log_level=settings.log_level)
+
+    @server.tool(name="ask_user")
+    async def ask_user(
+        question: str,
+        ctx: Context,
+        options: list[Option] | None = None,
+        selection_mode: Literal["single_select", "multi_select"] | None = None,
+        channel: str | None = None,
+        user: str | None = None,
+        context: str | None = None,
+        request_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Ask a person on Slack and wait for the answer. Give `options` for one choice (or several, with
+        `selection_mode` "multi_select"), none for a free-form answer. `channel` / `user`: where and whom to ask
+        (Slack ids; defaults are the server's). `context`: one short line shown above the question (e.g. which
+        repository you work in). `request_key`: any id of yours for this question; calling again with it waits for
+        the same question instead of asking anew (after a timeout or restart)."""
+        args: dict[str, Any] = {"question": question}
+        if options is not None:
+            args["options"] = [o.model_dump(exclude_none=True) for o in options]
+        if selection_mode is not None:
+            args["selection_mode"] = selection_mode
+        try:
+            asked = await asker.ask(
+                args,
+                channel=channel or settings.mcp_ask_channel,
+                user=user or settings.mcp_ask_user,
+                context=context,
+                request_key=request_key,
+            )
+        except AskError as exc:
+            raise ToolError(str(exc)) from None
+        except BotError as exc:
+            raise ToolError(f"could not ask: {describe_error(exc)}") from None
+
+        async def progress(waited: float, message: str) -> None:
+            await ctx.report_progress(waited, None, message)
+
+        try:
+            return await asker.wait(asked, progress=progress)
+        except asyncio.CancelledError:  # the client cancelled the call: the question is withdrawn
+            with contextlib.suppress(Exception):
+                await asyncio.shield(asker.withdraw(asked))
+            raise
+        except BotError as exc:
+            raise ToolError(f"stopped waiting: {describe_error(exc)}") from None
+
+    return server
+
+
+@contextlib.asynccontextmanager
+async def asking(settings: Settings) -> AsyncIterator[Asker]:
+    """An :class:`Asker` on the bot's Slack client, agent and Redis (``REDIS_URL``), closed on exit. Raises
+    ``ConfigError`` when Slack or Redis can't be reached."""
+    from bot.__main__ import check_redis
+    from bot.mcp_server.no_model import NoModel
+    from bot.slack.app import build_bot
+    from bot.store import connect_redis
+
+    assert settings.redis_url is not None
+    redis_url = settings.redis_url.get_secret_value()
+    redis_client = connect_redis(redis_url)
+    try:
+        await check_redis(redis_client, redis_url)
+        bot = build_bot(settings, model=NoModel(), redis_client=redis_client, role="asker")
+        try:
+            team_id = await bot_team(bot.client)
+            assert bot.threads is not None
+            yield Asker(bot.threads, team_id=team_id)
+        finally:
+            await bot.drain()
+            await bot.aclose()
+    finally:
+        await redis_client.aclose()
+
+
+async def bot_team(client: Any) -> str:
+    """The bot's team id (``auth.test``). Raises ``ConfigError`` when Slack refuses the token."""
+    from slack_sdk.errors import SlackApiError
+
+    from bot.errors import ConfigError
+    from bot.slack.webapi import slack_error
+
+    try:
+        resp = await client.auth_test()
+    except SlackApiError as exc:
+        raise ConfigError(f"Slack refused the bot token (auth.test: {slack_error(exc)})") from None
+    return str(resp.get("team_id") or "")
+
+
+async def run_mcp(settings: Settings) -> None:
+    """Serve the MCP server over stdio until the client closes it. Raises ``ConfigError`` for missing settings,
+    an unreachable Redis or a refused bot token."""
+    async with asking(settings) as asker:
+        await build_mcp_server(settings, asker).run_stdio_async()
