@@ -1,0 +1,103 @@
+"""``python -m bot mcp`` end to end: the official SDK's client starts it over stdio, asks through it, and the question
+is answered in the fake Slack by a ``serve`` process on the same Redis (the real one: the MCP server is another
+process)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from bot.testing.slack_scenarios import ALICE, GENERAL, has_controls
+
+pytestmark = pytest.mark.real_redis
+TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py)
+
+
+@contextlib.asynccontextmanager
+async def mcp_session(h: Any, prefix: str) -> AsyncIterator[Any]:
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "SLACK_BOT_TOKEN": TOKEN,
+        "SLACK_API_URL": h.ws.api_url,
+        "REDIS_URL": os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/0"),
+        "REDIS_PREFIX": prefix,
+        "MCP_ASK_CHANNEL": GENERAL,
+        "MCP_ASK_USER": ALICE,
+        "LOG_LEVEL": "WARNING",
+    }
+    params = StdioServerParameters(command=sys.executable, args=["-m", "bot", "mcp"], env=env)
+    async with stdio_client(params) as streams, Client(contextlib.nullcontext(streams), mode="auto") as client:
+        yield client.session
+
+
+def questions(h: Any) -> set[str]:
+    """The ts of every message in the channel (threads included) that shows a question's controls."""
+    return {m["ts"] for m in h.ws.messages(GENERAL) if has_controls(m)}
+
+
+async def test_an_mcp_client_asks_and_gets_the_answer_with_who_gave_it(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    async with harness(real_redis) as h, mcp_session(h, prefix) as session:
+        listed = await session.list_tools()
+        assert [t.name for t in listed.tools] == ["ask_user"]
+        progress: list[float] = []
+
+        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            progress.append(done)
+
+        args = {
+            "question": "Which repo?",
+            "options": [{"label": "api"}, {"label": "web", "description": "the site"}],
+            "context": "working in acme/monorepo",
+        }
+        call = asyncio.ensure_future(session.call_tool("ask_user", args, progress_callback=on_progress))
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        root = next(m for m in h.ws.messages(GENERAL) if m["ts"] == question["thread_ts"])
+        assert "acme/monorepo" in root["text"] and f"<@{ALICE}>" in root["text"]
+        await h.ws.click(question, "web", user=ALICE)
+        result = await asyncio.wait_for(call, 20)
+        assert not result.is_error
+        assert result.structured_content == {"status": "answered", "answer": "web", "answered_by": ALICE}
+        assert progress  # the client asked for progress (a token): told at once that the call waits
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=question["thread_ts"], predicate=lambda m: "went back" in m["text"]
+        )
+        assert h.model.requests == []  # the serve process that took the answer ran no model turn
+
+
+async def test_the_same_request_key_after_a_restart_waits_for_the_same_question(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    args = {"question": "Ship it?", "options": [{"label": "yes"}, {"label": "no"}], "request_key": "deploy-42"}
+    async with harness(real_redis) as h:
+        async with mcp_session(h, prefix) as session:
+            call = asyncio.ensure_future(session.call_tool("ask_user", args))
+            question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+            call.cancel()  # the client goes away (the server with it) while the question waits
+            with contextlib.suppress(BaseException):
+                await call
+        async with mcp_session(h, prefix) as session:  # a new MCP server process
+            again = asyncio.ensure_future(session.call_tool("ask_user", args))
+            await asyncio.sleep(1.0)
+            assert len(questions(h)) == 1  # no second question
+            await h.ws.click(question, "yes", user=ALICE)
+            result = await asyncio.wait_for(again, 20)
+        assert result.structured_content == {"status": "answered", "answer": "yes", "answered_by": ALICE}
+
+
+async def test_a_call_without_anyone_to_ask_is_a_clear_tool_error(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    async with harness(real_redis) as h, mcp_session(h, prefix) as session:
+        result = await session.call_tool("ask_user", {"question": "Hm?", "channel": "not a channel"})
+        assert result.is_error and "no channel to ask in" in result.content[0].text
