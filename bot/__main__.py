@@ -5,8 +5,9 @@
 - ``SLACK_APP_TOKEN`` (xapp-) as well: Socket Mode (an outgoing websocket; nothing listens on ``$PORT``).
 
 ``--http`` / ``--socket`` (``serve`` and ``web``) choose the transport explicitly instead of by
-``SLACK_APP_TOKEN``. ``mcp`` serves the MCP server for outside agents over stdio (``bot.mcp_server``; it needs
-``SLACK_BOT_TOKEN`` and ``REDIS_URL``, and ``serve`` processes on that Redis take the answers).
+``SLACK_APP_TOKEN``. ``mcp`` serves the MCP server for outside agents over stdio, or ``--http`` with
+``MCP_TOKEN`` (``bot.mcp_server``; it needs ``SLACK_BOT_TOKEN`` and ``REDIS_URL``, and ``serve`` processes on that
+Redis take the answers).
 ``serve`` insists on Slack credentials and handles everything in one process; ``web`` +
 ``worker`` split it: ``web`` processes only ack and queue (so acks never wait behind model runs), ``worker``
 processes run the queued work; run as many of each as the load needs, all on one Redis. ``playground``
@@ -209,8 +210,10 @@ def main(argv: list[str] | None = None) -> int:
         configure_logging(settings.log_level, settings.log_format, secrets=settings.secret_values())
         default = "serve" if args.transport or settings.mode != "playground" else "playground"
         command = args.command or default
-        if args.transport and command not in ("serve", "web"):
-            raise ConfigError(f"--{args.transport} applies to serve and web only, not {command}")
+        if args.transport and command not in ("serve", "web", "mcp"):
+            raise ConfigError(f"--{args.transport} applies to serve, web and mcp only, not {command}")
+        if args.transport == "socket" and command == "mcp":
+            raise ConfigError("python -m bot mcp serves stdio, or streamable HTTP with --http; not --socket")
         if command == "mcp":
             from bot.mcp_server.server import run_mcp
 
@@ -223,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(
                     "not set: " + ", ".join(missing) + " (python -m bot mcp asks through Slack and Redis)"
                 )
-            asyncio.run(run_mcp(settings))
+            asyncio.run(run_mcp(settings, http=args.transport == "http"))
         elif command in ("serve", "web", "worker"):
             if settings.mode == "playground":
                 raise ConfigError("SLACK_BOT_TOKEN is not set (run `python -m bot playground` to try it locally)")

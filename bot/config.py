@@ -32,6 +32,8 @@
 | ``STREAM_INTERVAL`` | ``1.0`` | seconds between a streaming reply's Web API calls (0.2 to 10; Slack's rate limits) |
 | ``ASSISTANT_GREETING`` | see below | what the bot says when a person opens a thread in its assistant pane |
 | ``ASSISTANT_PROMPTS`` | see below | the pane's 1-4 suggested prompts: JSON ``[{"title", "message"}]`` or ``a|b`` |
+| ``MCP_PORT`` | ``3100`` | ``python -m bot mcp --http``: the port of its streamable HTTP endpoint ``/mcp`` |
+| ``MCP_TOKEN`` | unset | ``python -m bot mcp --http``: the bearer token every request must carry (required there) |
 | ``MCP_ASK_CHANNEL`` | unset | ``python -m bot mcp``: the channel id its questions go to when a call names none |
 | ``MCP_ASK_USER`` | unset | ``python -m bot mcp``: the user id asked when a call names none |
 | ``LOG_LEVEL`` | ``INFO`` | ``DEBUG``, ``INFO``, ``WARNING``, ``ERROR`` or ``CRITICAL`` (any case) |
@@ -142,6 +144,8 @@ class Settings(BaseSettings):
     stream_interval: float = Field(default=1.0, ge=0.2, le=10)
     assistant_greeting: str = Field(default=DEFAULT_GREETING, min_length=1, max_length=3000)
     assistant_prompts: SuggestedPrompts = Field(default_factory=lambda: suggested_prompts(DEFAULT_PROMPTS))
+    mcp_port: int = 3100
+    mcp_token: SecretStr | None = None
     mcp_ask_channel: str | None = None
     mcp_ask_user: str | None = None
     log_level: LogLevel = "INFO"
@@ -184,7 +188,7 @@ class Settings(BaseSettings):
             return None
         return SecretStr(redis_url_value(value.get_secret_value() if isinstance(value, SecretStr) else value))
 
-    @field_validator("port", mode="before")
+    @field_validator("port", "mcp_port", mode="before")
     @classmethod
     def _port(cls, value: object) -> int:
         if isinstance(value, str) and value.strip().isdigit():
@@ -244,6 +248,16 @@ class Settings(BaseSettings):
         return people_ids(
             text, "must be a channel id (C...), or comma-separated user ids (U..., W...) and group ids (S...)"
         )
+
+    @field_validator("mcp_token", mode="before")
+    @classmethod
+    def _mcp_token(cls, value: object) -> object:
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if isinstance(text, str) and len(text.strip()) < 16:
+            raise ValueError(
+                "must be at least 16 characters (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')"
+            )
+        return text.strip() if isinstance(text, str) else value
 
     @field_validator("mcp_ask_channel", mode="before")
     @classmethod

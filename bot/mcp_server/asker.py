@@ -104,10 +104,9 @@ class Asker:
         index = self.threads.index
         await index.claim_thread(ctx.team_id, channel_id=channel_id, thread_ts=root, run_id=stream.run_id, after=None)
         await self.threads.follower.follow(stream, ctx)
-        state = await self.agent.get_run(stream.run_id)
-        if state.status != "suspended":
-            outcome = ask_outcome(state) or {}
-            raise AskError(f"the question was not asked: {outcome.get('error', state.status)}")
+        outcome = ask_outcome(await self.agent.get_run(stream.run_id))  # None: waiting (or answered already)
+        if outcome is not None and "error" in outcome:
+            raise AskError(f"the question was not asked: {outcome['error']}")
         return Asked(run_id=stream.run_id, channel_id=channel_id, thread_ts=root, user=person)
 
     async def _find(self, run_id: str) -> Asked | None:

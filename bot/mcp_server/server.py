@@ -1,6 +1,7 @@
 """``python -m bot mcp``: the MCP server through which any agent (an MCP client) asks a person on Slack.
 
-Built on the official ``mcp`` SDK's ``MCPServer``; served over stdio (:func:`run_mcp`). Tools:
+Built on the official ``mcp`` SDK's ``MCPServer``; served over stdio, or streamable HTTP behind a bearer token
+(:func:`run_mcp`, :mod:`bot.mcp_server.http`). Tools:
 
 - ``ask_user``: the agent's own ``ask_user`` input (``question``, ``options`` of ``{label, description}``,
   ``selection_mode`` ``single_select`` | ``multi_select``), plus ``channel`` / ``user`` (defaults
@@ -139,8 +140,23 @@ async def bot_team(client: Any) -> str:
     return str(resp.get("team_id") or "")
 
 
-async def run_mcp(settings: Settings) -> None:
-    """Serve the MCP server over stdio until the client closes it. Raises ``ConfigError`` for missing settings,
-    an unreachable Redis or a refused bot token."""
+async def run_mcp(settings: Settings, *, http: bool = False) -> None:
+    """Serve the MCP server over stdio until the client closes it, or (``http``) over streamable HTTP on
+    ``MCP_PORT`` until stopped (:mod:`bot.mcp_server.http`). Raises ``ConfigError`` for missing settings (the
+    token in HTTP mode), an unreachable Redis, a refused bot token or a port in use."""
+    from bot.errors import ConfigError
+
+    if http and settings.mcp_token is None:
+        raise ConfigError("MCP_TOKEN is not set: python -m bot mcp --http refuses requests without it")
     async with asking(settings) as asker:
-        await build_mcp_server(settings, asker).run_stdio_async()
+        server = build_mcp_server(settings, asker)
+        if not http:
+            await server.run_stdio_async()
+            return
+        from bot.mcp_server.http import serve_http
+
+        assert settings.mcp_token is not None
+        try:
+            await serve_http(server, port=settings.mcp_port, token=settings.mcp_token.get_secret_value())
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on port {settings.mcp_port} ({exc.strerror}); set MCP_PORT") from None

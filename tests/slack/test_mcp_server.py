@@ -7,14 +7,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import pytest
 import redis.asyncio as aioredis
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bot.testing.slack_scenarios import ALICE, GENERAL, has_controls
 
@@ -22,9 +26,8 @@ pytestmark = pytest.mark.real_redis
 TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py)
 
 
-@contextlib.asynccontextmanager
-async def mcp_session(h: Any, prefix: str) -> AsyncIterator[Any]:
-    env = {
+def mcp_env(h: Any, prefix: str) -> dict[str, str]:
+    return {
         "PATH": os.environ.get("PATH", ""),
         "SLACK_BOT_TOKEN": TOKEN,
         "SLACK_API_URL": h.ws.api_url,
@@ -34,7 +37,11 @@ async def mcp_session(h: Any, prefix: str) -> AsyncIterator[Any]:
         "MCP_ASK_USER": ALICE,
         "LOG_LEVEL": "WARNING",
     }
-    params = StdioServerParameters(command=sys.executable, args=["-m", "bot", "mcp"], env=env)
+
+
+@contextlib.asynccontextmanager
+async def mcp_session(h: Any, prefix: str) -> AsyncIterator[Any]:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "bot", "mcp"], env=mcp_env(h, prefix))
     async with stdio_client(params) as streams, Client(contextlib.nullcontext(streams), mode="auto") as client:
         yield client.session
 
@@ -101,3 +108,67 @@ async def test_a_call_without_anyone_to_ask_is_a_clear_tool_error(
     async with harness(real_redis) as h, mcp_session(h, prefix) as session:
         result = await session.call_tool("ask_user", {"question": "Hm?", "channel": "not a channel"})
         assert result.is_error and "no channel to ask in" in result.content[0].text
+        malformed = {"question": "Pick some", "selection_mode": "multi_select"}  # several choices need options
+        result = await session.call_tool("ask_user", malformed)
+        assert result.is_error and "the question was not asked" in result.content[0].text
+        assert not questions(h)
+
+
+MCP_TOKEN = "mcp-test-token-0123456789abcdef"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def mcp_http_server(h: Any, prefix: str) -> AsyncIterator[str]:
+    """``python -m bot mcp --http`` as its own process; yields its /mcp URL once it listens."""
+    port = free_port()
+    env = {**mcp_env(h, prefix), "MCP_PORT": str(port), "MCP_TOKEN": MCP_TOKEN}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "mcp", "--http", env=env, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        for _ in range(200):
+            with contextlib.suppress(OSError):
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.close()
+                break
+            assert process.returncode is None, "the MCP server exited"
+            await asyncio.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        _, stderr = await asyncio.wait_for(process.communicate(), 10)
+        assert MCP_TOKEN.encode() not in stderr and TOKEN.encode() not in stderr  # never logged
+
+
+async def test_over_http_a_request_without_the_right_token_is_refused(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    async with harness(real_redis) as h, mcp_http_server(h, prefix) as url, aiohttp.ClientSession() as http:
+        for headers in ({}, {"Authorization": "Bearer wrong-token-0123456789"}, {"Authorization": MCP_TOKEN}):
+            async with http.post(url, json=initialize, headers=headers) as resp:
+                assert resp.status == 401 and MCP_TOKEN not in await resp.text()
+
+
+async def test_over_http_an_mcp_client_asks_and_gets_the_answer(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    async with harness(real_redis) as h, mcp_http_server(h, prefix) as url:
+        auth = {"Authorization": f"Bearer {MCP_TOKEN}"}
+        async with (
+            create_mcp_http_client(headers=auth) as http,
+            streamable_http_client(url, http_client=http) as streams,
+            Client(contextlib.nullcontext(streams), mode="auto") as client,
+        ):
+            args = {"question": "What should the release be called?"}
+            call = asyncio.ensure_future(client.session.call_tool("ask_user", args))
+            question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+            await h.ws.reply_in_thread(ALICE, GENERAL, question["thread_ts"], "Aurora")  # typed in the thread
+            result = await asyncio.wait_for(call, 20)
+        assert result.structured_content == {"status": "answered", "answer": "Aurora", "answered_by": ALICE}

@@ -1,0 +1,62 @@
+"""The MCP server over streamable HTTP (``python -m bot mcp --http``): ``/mcp`` on ``MCP_PORT``, every request
+refused (401) without ``Authorization: Bearer $MCP_TOKEN``.
+
+The token is compared in constant time (``hmac.compare_digest``) and never logged (uvicorn's access log is off;
+the 401 says nothing of what was sent). The app itself is the SDK's (``MCPServer.streamable_http_app``), served by
+uvicorn (the SDK's own dependency).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+
+log = logging.getLogger(__name__)
+
+MCP_PATH = "/mcp"
+HOST = "0.0.0.0"
+ASGIApp = Any  # an ASGI application: await app(scope, receive, send)
+
+
+class BearerAuth:
+    """ASGI middleware: HTTP requests without ``Authorization: Bearer <token>`` get 401; lifespan passes."""
+
+    def __init__(self, app: ASGIApp, *, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") == "http" and not self._authorized(scope):
+            body = json.dumps({"error": "unauthorized", "error_description": "a bearer token (MCP_TOKEN) is needed"})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+                }
+            )
+            await send({"type": "http.response.body", "body": body.encode()})
+            return
+        await self.app(scope, receive, send)
+
+    def _authorized(self, scope: dict[str, Any]) -> bool:
+        given = b""
+        for name, value in scope.get("headers") or []:
+            if name.lower() == b"authorization":
+                given = value
+        return hmac.compare_digest(given, self._expected)
+
+
+async def serve_http(server: MCPServer[Any], *, port: int, token: str) -> None:
+    """Serve ``server`` at ``/mcp`` on ``port`` until stopped (SIGINT/SIGTERM). Raises ``OSError`` when the port
+    can't be bound."""
+    import uvicorn
+
+    app = BearerAuth(server.streamable_http_app(streamable_http_path=MCP_PATH, host=HOST), token=token)
+    config = uvicorn.Config(app, host=HOST, port=port, log_level="warning", access_log=False, lifespan="on")
+    log.info("MCP server: streamable HTTP at http://%s:%d%s", HOST, port, MCP_PATH)
+    await uvicorn.Server(config).serve()
