@@ -240,17 +240,24 @@ class Agent(Claims):
             raise RunNotResumable(run_id, "suspended", f"this agent has no tool {name!r}")
         return tool
 
+    def question_tool(self) -> Tool:
+        """The tool this agent asks people with (``ask_user``: its suspend schema is ``AskUserPayload``). Raises
+        ``ValueError`` when it has none."""
+        tool = next((t for t in self.tools.values() if t.suspend_schema is AskUserPayload), None)
+        if tool is None:
+            raise ValueError(f"agent {self.id} has no question tool (ask_user)")
+        return tool
+
     async def ask(
         self, question: dict[str, Any], *, run_id: str | None = None, reply: str, metadata: dict[str, Any] | None = None
     ) -> AgentStream:
         """Start a run that only asks ``question`` (the arguments of this agent's question tool, e.g.
         ``{"question", "options", "selection_mode"}``) and ends with ``reply`` once it has its outcome (see
-        :mod:`bot.agent.asking`); the stream ends suspended on the question (or with the tool's error for a
-        malformed one). Raises ``ValueError`` when the agent has no question tool, ``StoreUnavailable`` or
-        ``RunConflict`` (``run_id`` taken) before anything runs."""
-        tool = next((t for t in self.tools.values() if t.suspend_schema is AskUserPayload), None)
-        if tool is None:
-            raise ValueError(f"agent {self.id} has no question tool (ask_user)")
+        :mod:`bot.agent.asking`); the stream ends suspended on the question. Raises ``ValueError`` when the agent
+        has no question tool, ``ToolInputError`` for a malformed question, ``StoreUnavailable`` or
+        ``RunConflict`` (``run_id`` taken), all before anything is stored."""
+        tool = self.question_tool()
+        tool.parse_args(question)
         state = ask_run(
             question,
             run_id=run_id or new_run_id(),

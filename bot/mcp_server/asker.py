@@ -23,6 +23,7 @@ from typing import Any
 from bot.agent.answers import Open
 from bot.agent.asking import ask_outcome
 from bot.agent.state import RunState
+from bot.agent.tools import ToolInputError
 from bot.errors import BotError, RunConflict, RunNotFound
 from bot.slack.context import SlackContext, slack_id
 from bot.slack.mrkdwn import clip
@@ -78,6 +79,10 @@ class Asker:
             found = await self._find(run_id)
             if found is not None:
                 return found
+        try:
+            self.agent.question_tool().parse_args(question)
+        except ToolInputError as exc:
+            raise AskError(f"the question was not asked: {exc}") from None
         channel_id, person = slack_id(channel), slack_id(user)
         if channel_id is None:
             raise AskError("no channel to ask in: give `channel` (a Slack channel id) or set MCP_ASK_CHANNEL")

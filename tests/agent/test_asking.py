@@ -11,8 +11,9 @@ import redis.asyncio as aioredis
 
 from bot.agent import tool
 from bot.agent.asking import ask_outcome
-from bot.agent.stream import FinishChunk, SuspendedChunk, ToolResultChunk
-from bot.errors import RunConflict
+from bot.agent.stream import FinishChunk, SuspendedChunk
+from bot.agent.tools import ToolInputError
+from bot.errors import RunConflict, RunNotFound
 from bot.testing.openai_server import FakeOpenAI
 
 QUESTION = {"question": "Which repo?", "options": [{"label": "api"}, {"label": "web"}]}
@@ -51,16 +52,15 @@ async def test_no_answer_and_withdrawn_are_outcomes_too(fake_redis: aioredis.Red
     assert outcome is not None and outcome["status"] == "no_answer"
 
 
-async def test_a_malformed_question_ends_with_the_tools_error_and_asks_nothing(
+async def test_a_malformed_question_is_refused_before_anything_is_stored(
     fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
 ) -> None:
     agent = make_agent(fake_redis)
     bad = {"question": "Pick", "selection_mode": "multi_select"}  # several choices need options
-    chunks = await (await agent.ask(bad, run_id="run_ask4", reply=REPLY)).collect()
-    assert not any(isinstance(c, SuspendedChunk) for c in chunks)
-    assert any(isinstance(c, ToolResultChunk) and c.payload.is_error for c in chunks)
-    state = await agent.get_run("run_ask4")
-    assert state.status == "completed" and "error" in (ask_outcome(state) or {})
+    with pytest.raises(ToolInputError, match="invalid arguments for ask_user"):
+        await agent.ask(bad, run_id="run_ask4", reply=REPLY)
+    with pytest.raises(RunNotFound):
+        await agent.get_run("run_ask4")
     assert openai_server.requests == []
 
 
