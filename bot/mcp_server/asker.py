@@ -123,17 +123,25 @@ class Asker:
         return Asked(run_id=run_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts, user=ctx.requester)
 
     async def wait(
-        self, asked: Asked, *, progress: Callable[[float, str], Awaitable[None]] | None = None, every: float = 10.0
-    ) -> dict[str, Any]:
+        self,
+        asked: Asked,
+        *,
+        progress: Callable[[float, str], Awaitable[None]] | None = None,
+        every: float = 10.0,
+        cancelled: Callable[[], bool] = lambda: False,
+    ) -> dict[str, Any] | None:
         """Wait until the question has an outcome and return it: ``{"status": "answered", "answer": str | [labels],
         "answered_by"}``, ``{"status": "no_answer"}`` (its deadline passed) or ``{"status": "cancelled",
-        "cancelled_by"}``. ``progress(seconds waited, message)`` is awaited at the start and every ``every``
-        seconds. Raises ``StoreUnavailable`` (after the store's own retries), ``RunNotFound`` (past retention)."""
+        "cancelled_by"}``; None as soon as ``cancelled()`` (the asker gave up). ``progress(seconds waited,
+        message)`` is awaited at the start and every ``every`` seconds. Raises ``StoreUnavailable`` (after the
+        store's own retries), ``RunNotFound`` (past retention)."""
         started, told = time.monotonic(), -every
         while True:
             state = await self.agent.get_run(asked.run_id)
             if state.status in ENDED:
                 return outcome_of(state)
+            if cancelled():
+                return None
             waited = time.monotonic() - started
             if progress is not None and waited - told >= every:
                 told = waited

@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
 HOST = "0.0.0.0"
+GRACE = 3  # seconds a stopping server gives requests in flight; waiting calls are cut short (their questions stay)
 ASGIApp = Any  # an ASGI application: await app(scope, receive, send)
 
 
@@ -56,7 +57,22 @@ async def serve_http(server: MCPServer[Any], *, port: int, token: str) -> None:
     can't be bound."""
     import uvicorn
 
+    from bot.mcp_server.server import SHUTTING_DOWN
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            SHUTTING_DOWN.set()  # the calls cut short now are not the clients' cancellations
+            super().handle_exit(sig, frame)
+
     app = BearerAuth(server.streamable_http_app(streamable_http_path=MCP_PATH, host=HOST), token=token)
-    config = uvicorn.Config(app, host=HOST, port=port, log_level="warning", access_log=False, lifespan="on")
+    config = uvicorn.Config(
+        app,
+        host=HOST,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=GRACE,  # calls waiting for a person would hold a stop forever
+    )
     log.info("MCP server: streamable HTTP at http://%s:%d%s", HOST, port, MCP_PATH)
-    await uvicorn.Server(config).serve()
+    await Server(config).serve()

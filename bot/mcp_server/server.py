@@ -10,7 +10,8 @@ Built on the official ``mcp`` SDK's ``MCPServer``; served over stdio, or streama
   however long the answer takes (up to the question's deadline, ``ASK_TTL_SECONDS``), sending progress
   notifications every 10 s when the client asked for them (a progress token). Result: ``{"status":
   "answered", "answer": text | [labels], "answered_by": "U…"}``, ``{"status": "no_answer"}`` or ``{"status":
-  "cancelled", ...}``. A client's cancellation withdraws the question in Slack.
+  "cancelled", ...}``. A client's cancellation withdraws the question in Slack; a closed transport or a stopping
+  server does not (the same ``request_key`` later waits for it).
 
 Answers are taken by ``python -m bot serve`` processes on the same Redis (the clicks reach them); this process
 only asks and waits. See :mod:`bot.mcp_server.asker`.
@@ -21,9 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
@@ -73,13 +76,14 @@ def build_mcp_server(settings: Settings, asker: Asker) -> MCPServer[Any]:
         if selection_mode is not None:
             args["selection_mode"] = selection_mode
         try:
-            asked = await asker.ask(
-                args,
-                channel=channel or settings.mcp_ask_channel,
-                user=user or settings.mcp_ask_user,
-                context=context,
-                request_key=request_key,
-            )
+            with anyio.CancelScope(shield=True):  # a cancellation waits until the question is posted and recorded
+                asked = await asker.ask(
+                    args,
+                    channel=channel or settings.mcp_ask_channel,
+                    user=user or settings.mcp_ask_user,
+                    context=context,
+                    request_key=request_key,
+                )
         except AskError as exc:
             raise ToolError(str(exc)) from None
         except BotError as exc:
@@ -89,15 +93,36 @@ def build_mcp_server(settings: Settings, asker: Asker) -> MCPServer[Any]:
             await ctx.report_progress(waited, None, message)
 
         try:
-            return await asker.wait(asked, progress=progress)
-        except asyncio.CancelledError:  # the client cancelled the call: the question is withdrawn
-            with contextlib.suppress(Exception):
-                await asyncio.shield(asker.withdraw(asked))
-            raise
-        except BotError as exc:
-            raise ToolError(f"stopped waiting: {describe_error(exc)}") from None
+            outcome = await asker.wait(asked, progress=progress, cancelled=lambda: cancelled_by_client(ctx))
+            if outcome is None:  # the client cancelled (the SDK lets the call run on, told so)
+                await asker.withdraw(asked)
+                return {"status": "cancelled", "cancelled_by": "the agent that asked"}
+            return outcome
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError) and cancelled_by_client(ctx):  # withdrawn, then gone
+                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    await asker.withdraw(asked)
+            if isinstance(exc, BotError):
+                raise ToolError(f"stopped waiting: {describe_error(exc)}") from None
+            raise  # the transport closed or the server stops: the question stays, a retry with its key waits on
 
     return server
+
+
+SHUTTING_DOWN = threading.Event()  # this process is stopping: its calls are cut short, not cancelled by their clients
+
+
+def cancelled_by_client(ctx: Context) -> bool:
+    """Whether the client cancelled this call (``notifications/cancelled``, or on the newer HTTP wire the request's
+    stream closed by the client), as opposed to this process stopping or a closed stdio transport. The SDK signals
+    it on the request's dispatch context, which its public ``Context`` does not expose yet: read from the
+    session's request channel, and False when it can't be read (a question is then kept, not withdrawn)."""
+    try:
+        session = ctx.request_context.session
+    except ValueError:  # outside a request
+        return False
+    event = getattr(getattr(session, "_request_outbound", None), "cancel_requested", None)
+    return bool(event is not None and event.is_set()) and not SHUTTING_DOWN.is_set()
 
 
 @contextlib.asynccontextmanager

@@ -10,6 +10,7 @@ import os
 import socket
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -82,24 +83,23 @@ async def test_an_mcp_client_asks_and_gets_the_answer_with_who_gave_it(
         assert h.model.requests == []  # the serve process that took the answer ran no model turn
 
 
-async def test_the_same_request_key_after_a_restart_waits_for_the_same_question(
+async def test_a_client_that_cancels_its_call_withdraws_the_question(
     real_redis: aioredis.Redis, harness: Any, prefix: str
 ) -> None:
-    args = {"question": "Ship it?", "options": [{"label": "yes"}, {"label": "no"}], "request_key": "deploy-42"}
-    async with harness(real_redis) as h:
-        async with mcp_session(h, prefix) as session:
-            call = asyncio.ensure_future(session.call_tool("ask_user", args))
-            question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
-            call.cancel()  # the client goes away (the server with it) while the question waits
-            with contextlib.suppress(BaseException):
-                await call
-        async with mcp_session(h, prefix) as session:  # a new MCP server process
-            again = asyncio.ensure_future(session.call_tool("ask_user", args))
-            await asyncio.sleep(1.0)
-            assert len(questions(h)) == 1  # no second question
-            await h.ws.click(question, "yes", user=ALICE)
-            result = await asyncio.wait_for(again, 20)
-        assert result.structured_content == {"status": "answered", "answer": "yes", "answered_by": ALICE}
+    async with harness(real_redis) as h, mcp_session(h, prefix) as session:
+        call = asyncio.ensure_future(session.call_tool("ask_user", {"question": "Ship it?", "request_key": "k-1"}))
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        call.cancel()  # the SDK sends notifications/cancelled
+        with contextlib.suppress(BaseException):
+            await call
+        withdrawn = await h.ws.wait_for_message(
+            channel=GENERAL,
+            predicate=lambda m: m["ts"] == question["ts"] and "Withdrawn" in str(m["blocks"]),
+            timeout=20,
+        )
+        assert not has_controls(withdrawn)
+        again = await session.call_tool("ask_user", {"question": "Ship it?", "request_key": "k-1"})
+        assert again.structured_content is not None and again.structured_content["status"] == "cancelled"
 
 
 async def test_a_call_without_anyone_to_ask_is_a_clear_tool_error(
@@ -123,9 +123,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@dataclass
+class HttpServer:
+    url: str
+    process: asyncio.subprocess.Process
+
+
 @contextlib.asynccontextmanager
-async def mcp_http_server(h: Any, prefix: str) -> AsyncIterator[str]:
-    """``python -m bot mcp --http`` as its own process; yields its /mcp URL once it listens."""
+async def mcp_http_server(h: Any, prefix: str) -> AsyncIterator[HttpServer]:
+    """``python -m bot mcp --http`` as its own process, once it listens."""
     port = free_port()
     env = {**mcp_env(h, prefix), "MCP_PORT": str(port), "MCP_TOKEN": MCP_TOKEN}
     process = await asyncio.create_subprocess_exec(
@@ -139,9 +145,10 @@ async def mcp_http_server(h: Any, prefix: str) -> AsyncIterator[str]:
                 break
             assert process.returncode is None, "the MCP server exited"
             await asyncio.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield HttpServer(url=f"http://127.0.0.1:{port}/mcp", process=process)
     finally:
-        process.terminate()
+        if process.returncode is None:
+            process.terminate()
         _, stderr = await asyncio.wait_for(process.communicate(), 10)
         assert MCP_TOKEN.encode() not in stderr and TOKEN.encode() not in stderr  # never logged
 
@@ -150,20 +157,20 @@ async def test_over_http_a_request_without_the_right_token_is_refused(
     real_redis: aioredis.Redis, harness: Any, prefix: str
 ) -> None:
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
-    async with harness(real_redis) as h, mcp_http_server(h, prefix) as url, aiohttp.ClientSession() as http:
+    async with harness(real_redis) as h, mcp_http_server(h, prefix) as server, aiohttp.ClientSession() as http:
         for headers in ({}, {"Authorization": "Bearer wrong-token-0123456789"}, {"Authorization": MCP_TOKEN}):
-            async with http.post(url, json=initialize, headers=headers) as resp:
+            async with http.post(server.url, json=initialize, headers=headers) as resp:
                 assert resp.status == 401 and MCP_TOKEN not in await resp.text()
 
 
 async def test_over_http_an_mcp_client_asks_and_gets_the_answer(
     real_redis: aioredis.Redis, harness: Any, prefix: str
 ) -> None:
-    async with harness(real_redis) as h, mcp_http_server(h, prefix) as url:
+    async with harness(real_redis) as h, mcp_http_server(h, prefix) as server:
         auth = {"Authorization": f"Bearer {MCP_TOKEN}"}
         async with (
             create_mcp_http_client(headers=auth) as http,
-            streamable_http_client(url, http_client=http) as streams,
+            streamable_http_client(server.url, http_client=http) as streams,
             Client(contextlib.nullcontext(streams), mode="auto") as client,
         ):
             args = {"question": "What should the release be called?"}
@@ -172,3 +179,39 @@ async def test_over_http_an_mcp_client_asks_and_gets_the_answer(
             await h.ws.reply_in_thread(ALICE, GENERAL, question["thread_ts"], "Aurora")  # typed in the thread
             result = await asyncio.wait_for(call, 20)
         assert result.structured_content == {"status": "answered", "answer": "Aurora", "answered_by": ALICE}
+
+
+async def test_a_server_restart_is_not_a_cancellation_and_the_same_key_waits_for_the_same_question(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """The question lives in Redis: the MCP server stops while a call waits (the question stays open), a new one
+    starts, and the client's retry with the same request_key waits for that question; no second one is asked."""
+    args = {"question": "Ship it?", "options": [{"label": "yes"}, {"label": "no"}], "request_key": "deploy-42"}
+    auth = {"Authorization": f"Bearer {MCP_TOKEN}"}
+    async with harness(real_redis) as h:
+        async with (
+            mcp_http_server(h, prefix) as server,
+            create_mcp_http_client(headers=auth) as http,
+            streamable_http_client(server.url, http_client=http) as streams,
+            Client(contextlib.nullcontext(streams), mode="auto") as client,
+        ):
+            call = asyncio.ensure_future(client.session.call_tool("ask_user", args))
+            question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+            server.process.terminate()  # the server stops (SIGTERM) while the call waits
+            await asyncio.wait_for(server.process.wait(), 10)
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(call, 5)
+        current = next(m for m in h.ws.messages(GENERAL) if m["ts"] == question["ts"])
+        assert has_controls(current)  # still open: nothing withdrew it
+        async with (
+            mcp_http_server(h, prefix) as server,
+            create_mcp_http_client(headers=auth) as http,
+            streamable_http_client(server.url, http_client=http) as streams,
+            Client(contextlib.nullcontext(streams), mode="auto") as client,
+        ):
+            again = asyncio.ensure_future(client.session.call_tool("ask_user", args))
+            await asyncio.sleep(1.0)
+            assert len(questions(h)) == 1  # no second question
+            await h.ws.click(question, "yes", user=ALICE)
+            result = await asyncio.wait_for(again, 20)
+        assert result.structured_content == {"status": "answered", "answer": "yes", "answered_by": ALICE}
