@@ -47,7 +47,7 @@ class Asked:
     run_id: str
     channel_id: str
     thread_ts: str
-    user: str
+    user: str  # "" when anyone in the channel may answer
 
 
 def run_id_for(request_key: str) -> str:
@@ -71,7 +71,8 @@ class Asker:
         context: str | None = None,
         request_key: str | None = None,
     ) -> Asked:
-        """Post ``question`` (the agent's ``ask_user`` input) in ``channel`` for ``user``, or find the question
+        """Post ``question`` (the agent's ``ask_user`` input) in ``channel`` for ``user`` (None: anyone there may
+        answer), or find the question
         already asked under ``request_key``. Raises :class:`AskError` (bad channel or person, Slack refused the
         post, the question is malformed), ``StoreUnavailable``."""
         run_id = run_id_for(request_key) if request_key else None
@@ -86,17 +87,16 @@ class Asker:
         channel_id, person = slack_id(channel), slack_id(user)
         if channel_id is None:
             raise AskError("no channel to ask in: give `channel` (a Slack channel id) or set MCP_ASK_CHANNEL")
-        if person is None:
-            raise AskError("nobody to ask: give `user` (a Slack user id) or set MCP_ASK_USER")
+        if user and person is None:
+            raise AskError(f"`user` must be a Slack user id (U…), not {clip(user, 40)!r}")
         web = self.threads.web
-        opening = f":robot_face: An agent asks <@{person}>" + (
-            f":\n>{clip(safe_mrkdwn(context), 2000)}" if context else ":"
-        )
+        whom = f"<@{person}>" if person else "anyone here"
+        opening = f":robot_face: An agent asks {whom}" + (f":\n>{clip(safe_mrkdwn(context), 2000)}" if context else ":")
         root = await web.post(channel_id, thread_ts=None, text=opening)
         if root is None:
             raise AskError(f"Slack refused to post in {channel_id} (is the bot in that channel?)")
         ctx = SlackContext(
-            team_id=self.team_id, channel_id=channel_id, thread_ts=root, requester=person, message_ts=root
+            team_id=self.team_id, channel_id=channel_id, thread_ts=root, requester=person or "", message_ts=root
         )
         try:
             stream = await self.agent.ask(question, run_id=run_id, reply=REPLY, metadata=ctx.to_metadata())
@@ -112,7 +112,7 @@ class Asker:
         outcome = ask_outcome(await self.agent.get_run(stream.run_id))  # None: waiting (or answered already)
         if outcome is not None and "error" in outcome:
             raise AskError(f"the question was not asked: {outcome['error']}")
-        return Asked(run_id=stream.run_id, channel_id=channel_id, thread_ts=root, user=person)
+        return Asked(run_id=stream.run_id, channel_id=channel_id, thread_ts=root, user=person or "")
 
     async def _find(self, run_id: str) -> Asked | None:
         try:
@@ -145,7 +145,8 @@ class Asker:
             waited = time.monotonic() - started
             if progress is not None and waited - told >= every:
                 told = waited
-                await progress(waited, f"waiting for <@{asked.user}> in <#{asked.channel_id}>")
+                whom = f"<@{asked.user}>" if asked.user else "anyone"
+                await progress(waited, f"waiting for {whom} in <#{asked.channel_id}>")
             await asyncio.sleep(self.poll)
 
     async def withdraw(self, asked: Asked, *, by: str = "the agent that asked") -> None:

@@ -91,8 +91,9 @@ class Answering:
     # --- policy ----------------------------------------------------------------------------------
 
     def may_answer(self, ctx: SlackContext, user: str) -> bool:
-        """The answer policy: anyone in the run's channel, or only its requester."""
-        return self.answerers == "channel" or user == ctx.requester
+        """The answer policy: anyone in the run's channel, or only its requester; a run asked for nobody in
+        particular (no requester: an outside agent's question for the channel) is anyone's in its channel."""
+        return self.answerers == "channel" or not ctx.requester or user == ctx.requester
 
     async def allowed(
         self, ctx: SlackContext, user: str, *, run_id: str, call: str, channel: str | None = None

@@ -28,7 +28,8 @@ SLACK_KEY = "slack"
 
 class SlackContext(BaseModel):
     """Where a run lives in Slack: its thread, who started it, and the message that started (or last continued)
-    it (``message_ts``: it gets the working sign)."""
+    it (``message_ts``: it gets the working sign). ``requester`` is ``""`` for an outside agent's question asked
+    of nobody in particular (anyone in the channel may answer it)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -126,7 +126,7 @@ class Waiting:
         index, topic = self.answering.index, f"remind{item.n}"
         if not await index.was_told(state.run_id, tool_call_id=item.key, user="", topic=topic):
             what = "approval request" if pending.kind == "approval" else "question"
-            who = [f"<@{ctx.requester}>"]
+            who = [f"<@{ctx.requester}>"] if ctx.requester else ["Anyone here"]
             if pending.kind == "approval":
                 who += [f"<@{u}>" if not u.startswith("S") else f"<!subteam^{u}>" for u in self.approvers.named()]
             waited = _ago(pending.suspended_at)

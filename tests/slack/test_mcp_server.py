@@ -21,28 +21,29 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from bot.testing.slack_scenarios import ALICE, GENERAL, has_controls
+from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, has_controls
 
 pytestmark = pytest.mark.real_redis
 TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py)
 
 
-def mcp_env(h: Any, prefix: str) -> dict[str, str]:
-    return {
+def mcp_env(h: Any, prefix: str, *, user: str | None = ALICE) -> dict[str, str]:
+    env = {
         "PATH": os.environ.get("PATH", ""),
         "SLACK_BOT_TOKEN": TOKEN,
         "SLACK_API_URL": h.ws.api_url,
         "REDIS_URL": os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/0"),
         "REDIS_PREFIX": prefix,
         "MCP_ASK_CHANNEL": GENERAL,
-        "MCP_ASK_USER": ALICE,
         "LOG_LEVEL": "WARNING",
     }
+    return {**env, "MCP_ASK_USER": user} if user else env
 
 
 @contextlib.asynccontextmanager
-async def mcp_session(h: Any, prefix: str) -> AsyncIterator[Any]:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "bot", "mcp"], env=mcp_env(h, prefix))
+async def mcp_session(h: Any, prefix: str, *, user: str | None = ALICE) -> AsyncIterator[Any]:
+    env = mcp_env(h, prefix, user=user)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "bot", "mcp"], env=env)
     async with stdio_client(params) as streams, Client(contextlib.nullcontext(streams), mode="auto") as client:
         yield client.session
 
@@ -215,3 +216,17 @@ async def test_a_server_restart_is_not_a_cancellation_and_the_same_key_waits_for
             await h.ws.click(question, "yes", user=ALICE)
             result = await asyncio.wait_for(again, 20)
         assert result.structured_content == {"status": "answered", "answer": "yes", "answered_by": ALICE}
+
+
+async def test_a_question_for_nobody_in_particular_is_anyones_in_the_channel(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    async with harness(real_redis) as h, mcp_session(h, prefix, user=None) as session:
+        call = asyncio.ensure_future(
+            session.call_tool("ask_user", {"question": "Who is on call?", "options": [{"label": "me"}]})
+        )
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        assert "Anyone in this channel can answer" in str(question["blocks"])
+        await h.ws.click(question, "me", user=BOB)
+        result = await asyncio.wait_for(call, 20)
+        assert result.structured_content == {"status": "answered", "answer": "me", "answered_by": BOB}
