@@ -11,6 +11,7 @@ import socket
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import aiohttp
@@ -21,6 +22,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from bot.agent.state import utcnow
+from bot.store import Keys
 from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, has_controls
 
 pytestmark = pytest.mark.real_redis
@@ -41,8 +44,10 @@ def mcp_env(h: Any, prefix: str, *, user: str | None = ALICE) -> dict[str, str]:
 
 
 @contextlib.asynccontextmanager
-async def mcp_session(h: Any, prefix: str, *, user: str | None = ALICE) -> AsyncIterator[Any]:
-    env = mcp_env(h, prefix, user=user)
+async def mcp_session(
+    h: Any, prefix: str, *, user: str | None = ALICE, extra: dict[str, str] | None = None
+) -> AsyncIterator[Any]:
+    env = {**mcp_env(h, prefix, user=user), **(extra or {})}
     params = StdioServerParameters(command=sys.executable, args=["-m", "bot", "mcp"], env=env)
     async with stdio_client(params) as streams, Client(contextlib.nullcontext(streams), mode="auto") as client:
         yield client.session
@@ -230,3 +235,25 @@ async def test_a_question_for_nobody_in_particular_is_anyones_in_the_channel(
         await h.ws.click(question, "me", user=BOB)
         result = await asyncio.wait_for(call, 20)
         assert result.structured_content == {"status": "answered", "answer": "me", "answered_by": BOB}
+
+
+async def test_past_the_deadline_the_call_gets_a_typed_no_answer(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """The question's deadline is the bot's (ASK_TTL_SECONDS, here the MCP server's: 1 s); whichever process
+    carries it out (here the serve process's scheduler), the waiting call gets no_answer."""
+    async with harness(real_redis) as h, mcp_session(h, prefix, extra={"ASK_TTL_SECONDS": "1"}) as session:
+        call = asyncio.ensure_future(session.call_tool("ask_user", {"question": "Anyone?"}))
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        assert h.bot.scheduler is not None
+        for _ in range(100):  # the MCP server plans the deadline right after posting the question
+            if await real_redis.zcard(Keys(prefix).due()):
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.1)  # the deadline passes by Redis's clock too, which judges it
+        assert await h.bot.scheduler.tick(now=utcnow() + timedelta(seconds=1)) >= 1  # the deadline (and Home)
+        await h.settle()
+        result = await asyncio.wait_for(call, 20)
+        assert result.structured_content is not None and result.structured_content["status"] == "no_answer"
+        closed = next(m for m in h.ws.messages(GENERAL) if m["ts"] == question["ts"])
+        assert not has_controls(closed) and "No answer in time" in str(closed["blocks"])
