@@ -28,7 +28,7 @@ from typing import Any
 
 from bot.agent.approvals import approval_payload, ask_approval, needs_approval
 from bot.agent.ask_user import AskUserPayload
-from bot.agent.asking import ask_run, finish_ask_only
+from bot.agent.asking import ASK_ONLY, ask_run, finish_ask_only
 from bot.agent.claims import Claims
 from bot.agent.history import check_tool_messages, history_of, last_text, unique_ids
 from bot.agent.live_questions import LiveQuestions
@@ -112,7 +112,7 @@ class Agent(Claims):
         self.tools = {tool.id: tool for tool in tools}
         if len(self.tools) != len(tools):
             raise ValueError("tool ids must be unique")
-        self._tool_specs = [tool.spec() for tool in self.tools.values()]  # JSON schema: build once, not per turn
+        self._offer()
         self.store = store
         self.max_turns = max_turns
         self.ask_ttl = ask_ttl
@@ -220,7 +220,12 @@ class Agent(Claims):
         if clashes:
             raise ValueError(f"tool ids must be unique; taken: {', '.join(clashes)}")
         self.tools.update((tool.id, tool) for tool in tools)
-        self._tool_specs = [tool.spec() for tool in self.tools.values()]
+        self._offer()
+
+    def _offer(self) -> None:
+        """What the model is offered: every tool but hidden ones, their JSON schema built once, not per turn."""
+        self._offered = {tool.id: tool for tool in self.tools.values() if not tool.hidden}
+        self._tool_specs = [tool.spec() for tool in self._offered.values()]
 
     async def get_run(self, run_id: str) -> RunState:
         """The stored state of a run. Raises ``RunNotFound``, ``StoreCorrupt``, ``StoreUnavailable``."""
@@ -249,14 +254,23 @@ class Agent(Claims):
         return tool
 
     async def ask(
-        self, question: dict[str, Any], *, run_id: str | None = None, reply: str, metadata: dict[str, Any] | None = None
+        self,
+        question: dict[str, Any],
+        *,
+        run_id: str | None = None,
+        reply: str,
+        metadata: dict[str, Any] | None = None,
+        tool_id: str | None = None,
     ) -> AgentStream:
         """Start a run that only asks ``question`` (the arguments of this agent's question tool, e.g.
-        ``{"question", "options", "selection_mode"}``) and ends with ``reply`` once it has its outcome (see
+        ``{"question", "options", "selection_mode"}``; ``tool_id``: another tool to call, e.g. one that needs an
+        approval: :func:`bot.agent.asking.approval_tool`) and ends with ``reply`` once it has its outcome (see
         :mod:`bot.agent.asking`); the stream ends suspended on the question. Raises ``ValueError`` when the agent
-        has no question tool, ``ToolInputError`` for a malformed question, ``StoreUnavailable`` or
+        has no such tool, ``ToolInputError`` for a malformed question, ``StoreUnavailable`` or
         ``RunConflict`` (``run_id`` taken), all before anything is stored."""
-        tool = self.question_tool()
+        tool = self.tools.get(tool_id) if tool_id is not None else self.question_tool()
+        if tool is None:
+            raise ValueError(f"agent {self.id} has no tool {tool_id!r}")
         tool.parse_args(question)
         state = ask_run(
             question,
@@ -354,13 +368,12 @@ class Agent(Claims):
                     add_result(state, call, {"error": f"{call.name}: {exc}"}, out, is_error=True)
                     continue
                 out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, args)))
-                tool = self.tools.get(call.name)
+                tools = self.tools if ASK_ONLY in state.metadata else self._offered  # the model calls no hidden tool
+                tool = tools.get(call.name)
                 if tool is not None and needs_approval(tool, state, agent_wide=self.require_tool_approval):
                     ask_approval(tool, state, call, args, out, ask_ttl=self.ask_ttl)  # suspends, unless invalid
                     continue
-                await run_tool_call(
-                    self.tools, state, call, args, out, resume=None, ask_ttl=self.ask_ttl, live=self.live
-                )
+                await run_tool_call(tools, state, call, args, out, resume=None, ask_ttl=self.ask_ttl, live=self.live)
             if finish_ask_only(state):  # a run that only asked: the answer was all it was for
                 return state
             if state.turns >= self.max_turns:

@@ -12,10 +12,39 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from bot.agent.state import RunState, ToolCall
+from bot.agent.tools import Tool, ToolContext
 
 ASK_ONLY = "ask_only"  # metadata key: the run only asks; its value is the reply shown once it is answered
 ASKED_BY = "(a question from an agent outside this workspace)"
+APPROVAL_TOOL = "request_approval"  # the hidden tool whose call an outside agent's approval request is
+
+
+class ApprovalRequest(BaseModel):
+    """What an outside agent asks a person to approve: ``action`` (one line) and its ``details`` (Markdown, or
+    key/values shown one per line)."""
+
+    action: str = Field(min_length=1, max_length=300, pattern=r"^[^\n]*$")
+    details: str | dict[str, str] | None = Field(default=None, max_length=3000)
+
+
+def approval_tool() -> Tool:
+    """The hidden tool (offered to no model) that an outside agent's approval request calls: it waits for a
+    person's approval like any tool that needs one, and once approved it only says so."""
+
+    async def execute(args: Any, ctx: ToolContext | None) -> dict[str, Any]:
+        return {"status": "approved"}
+
+    return Tool(
+        id=APPROVAL_TOOL,
+        description="An outside agent asks a person to approve an action.",
+        input_schema=ApprovalRequest,
+        execute_fn=execute,
+        require_approval=True,
+        hidden=True,
+    )
 
 
 def ask_run(
@@ -57,4 +86,28 @@ def ask_outcome(state: RunState) -> dict[str, Any] | None:
             except ValueError:
                 return {"error": str(message.get("content"))}
             return result if isinstance(result, dict) else {"result": result}
+    return None
+
+
+def approval_outcome(state: RunState) -> dict[str, Any] | None:
+    """The decision on an ended approval run: ``{"status": "approved", "approved_by"}`` or ``{"status":
+    "declined", "declined_by", "reason"}`` (no answer in time: declined, reason ``"no answer"``), or None while it
+    waits."""
+    decided = [a for a in state.answers if a.tool_call_id == f"ask_{state.run_id}"]
+    if not decided:
+        return None
+    last = decided[-1]
+    if last.resume_data == "approved":
+        return {"status": "approved", "approved_by": last.answered_by}
+    return {"status": "declined", "declined_by": last.answered_by, "reason": last.reason}
+
+
+def asked_tool(state: RunState) -> str | None:
+    """The tool a run that only asks called (e.g. ``ask_user`` or :data:`APPROVAL_TOOL`), None for other runs."""
+    if ASK_ONLY not in state.metadata:
+        return None
+    for message in state.messages:
+        for call in message.get("tool_calls") or []:
+            if isinstance(call, dict) and call.get("id") == f"ask_{state.run_id}":
+                return str((call.get("function") or {}).get("name") or "")
     return None

@@ -79,6 +79,7 @@ class Tool:
     - ``suspend_schema``: pydantic model of the suspend payload (turns stored dicts back into objects).
     - ``validate_resume(resume_data, suspend_payload) -> normalized``: raises :class:`AnswerError`.
     - ``require_approval``: the call waits for a person's approval before it runs.
+    - ``hidden``: not offered to the model (a model's call of it is an unknown tool's); runs that only ask use it.
 
     Make one from an ``async def`` with :func:`bot.agent.tool`.
     """
@@ -90,6 +91,7 @@ class Tool:
     suspend_schema: type[BaseModel] | None = None
     resume_validator: ResumeValidator | None = None
     require_approval: bool = False  # a person approves each call before it runs (see bot.agent.approvals)
+    hidden: bool = False  # offered to no model: only runs that only ask call it (see bot.agent.asking)
 
     def spec(self) -> dict[str, Any]:
         """The Chat Completions ``tools[]`` entry: ``{"type": "function", "function": {...}}``."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.agent.answers import Open
-from bot.agent.asking import ask_outcome
+from bot.agent.asking import APPROVAL_TOOL, approval_outcome, ask_outcome, asked_tool
 from bot.agent.state import RunState
 from bot.agent.tools import ToolInputError
 from bot.errors import BotError, RunConflict, RunNotFound
@@ -70,6 +70,7 @@ class Asker:
         user: str | None,
         context: str | None = None,
         request_key: str | None = None,
+        tool_id: str | None = None,
     ) -> Asked:
         """Post ``question`` (the agent's ``ask_user`` input) in ``channel`` for ``user`` (None: anyone there may
         answer), or find the question
@@ -81,7 +82,10 @@ class Asker:
             if found is not None:
                 return found
         try:
-            self.agent.question_tool().parse_args(question)
+            tool = self.agent.tools.get(tool_id) if tool_id else self.agent.question_tool()
+            if tool is None:
+                raise AskError(f"this bot's agent has no {tool_id} tool")
+            tool.parse_args(question)
         except ToolInputError as exc:
             raise AskError(f"the question was not asked: {exc}") from None
         channel_id, person = slack_id(channel), slack_id(user)
@@ -91,7 +95,9 @@ class Asker:
             raise AskError(f"`user` must be a Slack user id (U…), not {clip(user, 40)!r}")
         web = self.threads.web
         whom = f"<@{person}>" if person else "anyone here"
-        opening = f":robot_face: An agent asks {whom}" + (f":\n>{clip(safe_mrkdwn(context), 2000)}" if context else ":")
+        what = " to approve" if tool_id == APPROVAL_TOOL else ""
+        quoted = f":\n>{clip(safe_mrkdwn(context), 2000)}" if context else ":"
+        opening = f":robot_face: An agent asks {whom}{what}{quoted}"
         root = await web.post(channel_id, thread_ts=None, text=opening)
         if root is None:
             raise AskError(f"Slack refused to post in {channel_id} (is the bot in that channel?)")
@@ -99,7 +105,9 @@ class Asker:
             team_id=self.team_id, channel_id=channel_id, thread_ts=root, requester=person or "", message_ts=root
         )
         try:
-            stream = await self.agent.ask(question, run_id=run_id, reply=REPLY, metadata=ctx.to_metadata())
+            stream = await self.agent.ask(
+                question, run_id=run_id, reply=REPLY, metadata=ctx.to_metadata(), tool_id=tool_id
+            )
         except RunConflict:  # asked under the same key meanwhile: that one is the question
             assert run_id is not None
             found = await self._find(run_id)
@@ -178,7 +186,10 @@ class Asker:
 
 
 def outcome_of(state: RunState) -> dict[str, Any]:
-    """What the asking agent gets of an ended question run (see :meth:`Asker.wait`)."""
+    """What the asking agent gets of an ended question run (see :meth:`Asker.wait`); of an approval request's,
+    :func:`bot.agent.asking.approval_outcome`'s decision (no decision at all: ``no_answer``)."""
+    if asked_tool(state) == APPROVAL_TOOL:
+        return approval_outcome(state) or {"status": "no_answer"}
     result = ask_outcome(state)
     if state.status == "expired" or result is None:
         return {"status": "no_answer"}

@@ -12,6 +12,10 @@ Built on the official ``mcp`` SDK's ``MCPServer``; served over stdio, or streama
   "answered", "answer": text | [labels], "answered_by": "U…"}``, ``{"status": "no_answer"}`` or ``{"status":
   "cancelled", ...}``. A client's cancellation withdraws the question in Slack; a closed transport or a stopping
   server does not (the same ``request_key`` later waits for it).
+- ``request_approval``: ``action`` (one line), ``details`` (Markdown or key/values), ``channel`` / ``user`` /
+  ``context`` / ``request_key`` as above; asked as the bot's own tool approvals are (Approve, Decline with a
+  reason; ``APPROVERS`` decides who may). Result: ``{"status": "approved", "approved_by"}`` or ``{"status":
+  "declined", "declined_by", "reason"}`` (``reason`` ``"no answer"`` past the deadline).
 
 Answers are taken by ``python -m bot serve`` processes on the same Redis (the clicks reach them); this process
 only asks and waits. See :mod:`bot.mcp_server.asker`.
@@ -31,6 +35,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
+from bot.agent.asking import APPROVAL_TOOL
 from bot.config import Settings
 from bot.errors import BotError, describe_error
 from bot.mcp_server.asker import Asker, AskError
@@ -75,38 +80,85 @@ def build_mcp_server(settings: Settings, asker: Asker) -> MCPServer[Any]:
             args["options"] = [o.model_dump(exclude_none=True) for o in options]
         if selection_mode is not None:
             args["selection_mode"] = selection_mode
-        try:
-            with anyio.CancelScope(shield=True):  # a cancellation waits until the question is posted and recorded
-                asked = await asker.ask(
-                    args,
-                    channel=channel or settings.mcp_ask_channel,
-                    user=user or settings.mcp_ask_user,
-                    context=context,
-                    request_key=request_key,
-                )
-        except AskError as exc:
-            raise ToolError(str(exc)) from None
-        except BotError as exc:
-            raise ToolError(f"could not ask: {describe_error(exc)}") from None
+        return await ask_and_wait(
+            asker, settings, ctx, args, channel=channel, user=user, context=context, request_key=request_key
+        )
 
-        async def progress(waited: float, message: str) -> None:
-            await ctx.report_progress(waited, None, message)
-
-        try:
-            outcome = await asker.wait(asked, progress=progress, cancelled=lambda: cancelled_by_client(ctx))
-            if outcome is None:  # the client cancelled (the SDK lets the call run on, told so)
-                await asker.withdraw(asked)
-                return {"status": "cancelled", "cancelled_by": "the agent that asked"}
-            return outcome
-        except BaseException as exc:
-            if isinstance(exc, asyncio.CancelledError) and cancelled_by_client(ctx):  # withdrawn, then gone
-                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                    await asker.withdraw(asked)
-            if isinstance(exc, BotError):
-                raise ToolError(f"stopped waiting: {describe_error(exc)}") from None
-            raise  # the transport closed or the server stops: the question stays, a retry with its key waits on
+    @server.tool(name="request_approval")
+    async def request_approval(
+        action: str,
+        ctx: Context,
+        details: str | dict[str, str] | None = None,
+        channel: str | None = None,
+        user: str | None = None,
+        context: str | None = None,
+        request_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Ask a person on Slack to approve an action before you take it, and wait for the decision. `action`: one
+        line saying what you will do; `details`: Markdown, or key/values (e.g. {"service": "api", "env": "prod"}).
+        `channel` / `user` / `context` / `request_key` as for ask_user. Result: {"status": "approved",
+        "approved_by"} or {"status": "declined", "declined_by", "reason"}; take the action only when approved."""
+        args: dict[str, Any] = {"action": action, **({"details": details} if details is not None else {})}
+        return await ask_and_wait(
+            asker,
+            settings,
+            ctx,
+            args,
+            channel=channel,
+            user=user,
+            context=context,
+            request_key=request_key,
+            tool_id=APPROVAL_TOOL,
+        )
 
     return server
+
+
+async def ask_and_wait(
+    asker: Asker,
+    settings: Settings,
+    ctx: Context,
+    args: dict[str, Any],
+    *,
+    channel: str | None,
+    user: str | None,
+    context: str | None,
+    request_key: str | None,
+    tool_id: str | None = None,
+) -> dict[str, Any]:
+    """Ask ``args`` (through ``tool_id``: the question tool by default) and wait for the outcome, telling the
+    client how long it waited; a client's cancellation withdraws it. Raises ``ToolError`` (what went wrong)."""
+    try:
+        with anyio.CancelScope(shield=True):  # a cancellation waits until the question is posted and recorded
+            asked = await asker.ask(
+                args,
+                channel=channel or settings.mcp_ask_channel,
+                user=user or settings.mcp_ask_user,
+                context=context,
+                request_key=request_key,
+                tool_id=tool_id,
+            )
+    except AskError as exc:
+        raise ToolError(str(exc)) from None
+    except BotError as exc:
+        raise ToolError(f"could not ask: {describe_error(exc)}") from None
+
+    async def progress(waited: float, message: str) -> None:
+        await ctx.report_progress(waited, None, message)
+
+    try:
+        outcome = await asker.wait(asked, progress=progress, cancelled=lambda: cancelled_by_client(ctx))
+        if outcome is None:  # the client cancelled (the SDK lets the call run on, told so)
+            await asker.withdraw(asked)
+            return {"status": "cancelled", "cancelled_by": "the agent that asked"}
+        return outcome
+    except BaseException as exc:
+        if isinstance(exc, asyncio.CancelledError) and cancelled_by_client(ctx):  # withdrawn, then gone
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await asker.withdraw(asked)
+        if isinstance(exc, BotError):
+            raise ToolError(f"stopped waiting: {describe_error(exc)}") from None
+        raise  # the transport closed or the server stops: the question stays, a retry with its key waits on
 
 
 SHUTTING_DOWN = threading.Event()  # this process is stopping: its calls are cut short, not cancelled by their clients

@@ -30,6 +30,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import Agent, ChatModel, make_ask_user_tool
 from bot.agent.ask_user import AskUserPayload
+from bot.agent.asking import APPROVAL_TOOL, approval_tool
 from bot.agent.loading import load_agent
 from bot.config import Settings
 from bot.errors import ConfigError, describe_error
@@ -194,6 +195,10 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     agent.ask_ttl = float(settings.ask_ttl_seconds)
     agent.turn_timeout = float(settings.model_turn_timeout)
     agent.max_reply_chars = settings.max_reply_chars
+    if APPROVAL_TOOL in agent.tools:
+        log.warning("the agent has its own %s tool: the MCP server's approval requests can't be asked", APPROVAL_TOOL)
+    else:
+        agent.add_tools([approval_tool()])  # hidden from the model: outside agents' approval requests call it
     mcp = None
     if settings.mcp_config and role != "web":  # web processes run no agent
         from bot.agent.mcp_tools import McpTools  # the MCP SDK is imported only when MCP_CONFIG is set

@@ -34,8 +34,8 @@ class ApproverPolicy:
         """Whether ``user`` may decide on tool calls of the run in ``ctx``."""
         if self.spec == "channel":
             return True
-        if self.spec == "requester":
-            return user == ctx.requester
+        if self.spec == "requester":  # a run asked for nobody in particular: anyone in its channel
+            return user == ctx.requester or not ctx.requester
         if user in self.users:
             return True
         for group in self.groups:
@@ -48,6 +48,8 @@ class ApproverPolicy:
         if self.spec == "channel":
             return "Anyone in this channel can approve or decline"
         if self.spec == "requester":
+            if not ctx.requester:
+                return "Anyone in this channel can approve or decline"
             return f"Waiting for <@{ctx.requester}> to approve or decline"
         names = [f"<@{u}>" for u in sorted(self.users)] + [f"<!subteam^{g}>" for g in self.groups]
         return "Waiting for " + ", ".join(names) + " to approve or decline"

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from bot.agent import tool
-from bot.agent.asking import ask_outcome
-from bot.agent.stream import FinishChunk, SuspendedChunk
+from bot.agent import ask_user_tool, tool
+from bot.agent.asking import APPROVAL_TOOL, approval_outcome, approval_tool, ask_outcome, asked_tool
+from bot.agent.stream import ApprovalChunk, FinishChunk, SuspendedChunk, ToolResultChunk
 from bot.agent.tools import ToolInputError
 from bot.errors import RunConflict, RunNotFound
-from bot.testing.openai_server import FakeOpenAI
+from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
 
 QUESTION = {"question": "Which repo?", "options": [{"label": "api"}, {"label": "web"}]}
 REPLY = "Sent back to the agent that asked."
@@ -79,3 +79,32 @@ async def test_an_agent_without_a_question_tool_cannot_ask(fake_redis: aioredis.
 
     with pytest.raises(ValueError, match="no question tool"):
         await make_agent(fake_redis, tools=[noop]).ask(QUESTION, reply=REPLY)
+
+
+async def test_the_hidden_approval_tool_is_offered_to_no_model_and_a_model_cannot_call_it(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    agent = make_agent(fake_redis, tools=[ask_user_tool, approval_tool()])
+    openai_server.script(
+        Reply(tool_calls=[tool_call("request_approval", {"action": "rm -rf /"}, id="c1")]), Reply(text="ok")
+    )
+    chunks = await (await agent.stream("do it")).collect()
+    offered = [t["function"]["name"] for t in openai_server.requests[0]["tools"]]
+    assert offered == ["ask_user"]
+    result = next(c for c in chunks if isinstance(c, ToolResultChunk))
+    assert result.payload.is_error and "unknown tool" in str(result.payload.result)
+    assert not any(isinstance(c, ApprovalChunk) for c in chunks)
+
+
+async def test_an_approval_request_run_waits_for_a_decision_and_ends_with_it(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    agent = make_agent(fake_redis, tools=[ask_user_tool, approval_tool()])
+    ask = {"action": "Restart api", "details": {"env": "prod"}}
+    chunks = await (await agent.ask(ask, run_id="run_ap1", reply=REPLY, tool_id=APPROVAL_TOOL)).collect()
+    assert any(isinstance(c, ApprovalChunk) for c in chunks)
+    await (await agent.decline_tool_call(run_id="run_ap1", reason="not now", declined_by="U_BOB")).collect()
+    state = await agent.get_run("run_ap1")
+    assert state.status == "completed" and asked_tool(state) == APPROVAL_TOOL
+    assert approval_outcome(state) == {"status": "declined", "declined_by": "U_BOB", "reason": "not now"}
+    assert openai_server.requests == []

@@ -63,7 +63,7 @@ async def test_an_mcp_client_asks_and_gets_the_answer_with_who_gave_it(
 ) -> None:
     async with harness(real_redis) as h, mcp_session(h, prefix) as session:
         listed = await session.list_tools()
-        assert [t.name for t in listed.tools] == ["ask_user"]
+        assert sorted(t.name for t in listed.tools) == ["ask_user", "request_approval"]
         progress: list[float] = []
 
         async def on_progress(done: float, total: float | None, message: str | None) -> None:
@@ -257,3 +257,35 @@ async def test_past_the_deadline_the_call_gets_a_typed_no_answer(
         assert result.structured_content is not None and result.structured_content["status"] == "no_answer"
         closed = next(m for m in h.ws.messages(GENERAL) if m["ts"] == question["ts"])
         assert not has_controls(closed) and "No answer in time" in str(closed["blocks"])
+
+
+async def test_an_approval_request_is_approved_or_declined_with_a_reason(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    async with harness(real_redis) as h, mcp_session(h, prefix) as session:
+        details = {"service": "api", "env": "production"}
+        call = asyncio.ensure_future(
+            session.call_tool("request_approval", {"action": "Restart the api service", "details": details})
+        )
+        request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        assert "Restart the api service" in str(request["blocks"])
+        await h.ws.click(request, "Approve", user=ALICE)
+        result = await asyncio.wait_for(call, 20)
+        assert result.structured_content == {"status": "approved", "approved_by": ALICE}
+
+        call = asyncio.ensure_future(session.call_tool("request_approval", {"action": "Drop the cache"}))
+        request = await h.ws.wait_for_message(
+            channel=GENERAL, predicate=lambda m: has_controls(m) and "Drop the cache" in str(m["blocks"]), timeout=20
+        )
+        await h.ws.click(request, "Decline", user=ALICE)
+        form = await h.ws.wait_for_view(
+            user=ALICE, predicate=lambda v: v.get("callback_id") == "approval_decline_modal"
+        )
+        await h.ws.submit_view(form, {"decline_reason": {"reason_text": "not during the release"}}, user=ALICE)
+        result = await asyncio.wait_for(call, 20)
+        assert result.structured_content == {
+            "status": "declined",
+            "declined_by": ALICE,
+            "reason": "not during the release",
+        }
+        assert h.model.requests == []  # nothing ran a model turn
