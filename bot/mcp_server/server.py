@@ -17,8 +17,8 @@ Built on the official ``mcp`` SDK's ``MCPServer``; served over stdio, or streama
   reason; ``APPROVERS`` decides who may). Result: ``{"status": "approved", "approved_by"}`` or ``{"status":
   "declined", "declined_by", "reason"}`` (``reason`` ``"no answer"`` past the deadline).
 
-Answers are taken by ``python -m bot serve`` processes on the same Redis (the clicks reach them); this process
-only asks and waits. See :mod:`bot.mcp_server.asker`.
+Answers are taken by ``python -m bot serve`` processes on the same Redis (the clicks reach them), or, with
+``SLACK_APP_TOKEN``, by this process itself over Socket Mode (:func:`asking`). See :mod:`bot.mcp_server.asker`.
 """
 
 from __future__ import annotations
@@ -179,10 +179,11 @@ def cancelled_by_client(ctx: Context) -> bool:
 
 @contextlib.asynccontextmanager
 async def asking(settings: Settings) -> AsyncIterator[Asker]:
-    """An :class:`Asker` on the bot's Slack client, agent and Redis (``REDIS_URL``), closed on exit. Raises
-    ``ConfigError`` when Slack or Redis can't be reached."""
+    """An :class:`Asker` on the bot's Slack client, agent and Redis (``REDIS_URL``), closed on exit. With
+    ``SLACK_APP_TOKEN`` this process also takes what Slack sends over Socket Mode, with the same listeners as
+    ``serve`` (Slack spreads an app's requests over all its Socket Mode connections) and runs the scheduler: no
+    public URL and no other process needed. Raises ``ConfigError`` when Slack or Redis can't be reached."""
     from bot.__main__ import check_redis
-    from bot.mcp_server.no_model import NoModel
     from bot.slack.app import build_bot
     from bot.store import connect_redis
 
@@ -191,16 +192,42 @@ async def asking(settings: Settings) -> AsyncIterator[Asker]:
     redis_client = connect_redis(redis_url)
     try:
         await check_redis(redis_client, redis_url)
-        bot = build_bot(settings, model=NoModel(), redis_client=redis_client, role="asker")
-        try:
+        socket = settings.slack_app_token is not None
+        bot = build_bot(
+            settings, model=model_of(settings), redis_client=redis_client, role="all" if socket else "asker"
+        )
+        async with contextlib.AsyncExitStack() as stack:
+            stack.push_async_callback(bot.aclose)
+            stack.push_async_callback(bot.drain)
             team_id = await bot_team(bot.client)
+            if socket:
+                from bot.slack.socket_mode import connect_socket_mode
+
+                assert settings.slack_app_token is not None
+                await bot.start()
+                handler = await connect_socket_mode(
+                    bot, app_token=settings.slack_app_token.get_secret_value(), api_url=settings.slack_api_url
+                )
+                stack.push_async_callback(handler.close_async)
+                log.info("MCP server: taking Slack's requests over Socket Mode too")
             assert bot.threads is not None
             yield Asker(bot.threads, team_id=team_id)
-        finally:
-            await bot.drain()
-            await bot.aclose()
     finally:
         await redis_client.aclose()
+
+
+def model_of(settings: Settings) -> Any:
+    """The model of this process: the bot's when ``OPENAI_API_KEY`` is set (over Socket Mode it may take any of
+    the app's mentions), else :class:`bot.mcp_server.no_model.NoModel` (its own questions run no model turn)."""
+    if settings.openai_api_key is None:
+        from bot.mcp_server.no_model import NoModel
+
+        return NoModel()
+    from bot.agent import OpenAIChatModel
+
+    return OpenAIChatModel(
+        settings.openai_model, base_url=settings.openai_base_url, api_key=settings.openai_api_key.get_secret_value()
+    )
 
 
 async def bot_team(client: Any) -> str:

@@ -12,6 +12,7 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -23,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bot.agent.state import utcnow
+from bot.playground import Workspace
 from bot.store import Keys
 from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, has_controls
 
@@ -289,3 +291,22 @@ async def test_an_approval_request_is_approved_or_declined_with_a_reason(
             "reason": "not during the release",
         }
         assert h.model.requests == []  # nothing ran a model turn
+
+
+APP_TOKEN = "xapp-1-A0PLAYGRND-mcp-socket-test"
+
+
+async def test_over_socket_mode_the_mcp_server_takes_the_answer_itself(real_redis: aioredis.Redis, prefix: str) -> None:
+    """One developer, no public URL, no other process: with SLACK_APP_TOKEN the MCP server connects over Socket
+    Mode and the click reaches it (the fake Slack delivers interactions over the websocket)."""
+    async with Workspace(bot_token=TOKEN, transport="socket", app_token=APP_TOKEN, ack_timeout=5) as ws:
+        env = {**mcp_env(SimpleNamespace(ws=ws), prefix), "SLACK_APP_TOKEN": APP_TOKEN}
+        params = StdioServerParameters(command=sys.executable, args=["-m", "bot", "mcp"], env=env)
+        async with stdio_client(params) as streams, Client(contextlib.nullcontext(streams), mode="auto") as client:
+            await ws.fake.socket_mode.wait_connected(timeout=20)
+            args = {"question": "Which repo?", "options": [{"label": "api"}, {"label": "web"}]}
+            call = asyncio.ensure_future(client.session.call_tool("ask_user", args))
+            question = await ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+            await ws.click(question, "api", user=ALICE)
+            result = await asyncio.wait_for(call, 20)
+        assert result.structured_content == {"status": "answered", "answer": "api", "answered_by": ALICE}
