@@ -8,6 +8,7 @@ uvicorn (the SDK's own dependency).
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import logging
@@ -52,9 +53,10 @@ class BearerAuth:
         return hmac.compare_digest(given, self._expected)
 
 
-async def serve_http(server: MCPServer[Any], *, port: int, token: str) -> None:
-    """Serve ``server`` at ``/mcp`` on ``port`` until stopped (SIGINT/SIGTERM). Raises ``OSError`` when the port
-    can't be bound."""
+def http_server(server: MCPServer[Any], *, host: str = HOST, port: int, token: str, embedded: bool = False) -> Any:
+    """A uvicorn server of ``server`` at ``/mcp`` on ``host:port`` behind the bearer ``token``; ``await
+    it.serve()`` runs it, ``it.should_exit = True`` stops it. ``embedded``: inside another program (the
+    playground), which keeps its own signal handling."""
     import uvicorn
 
     from bot.mcp_server.server import SHUTTING_DOWN
@@ -64,15 +66,29 @@ async def serve_http(server: MCPServer[Any], *, port: int, token: str) -> None:
             SHUTTING_DOWN.set()  # the calls cut short now are not the clients' cancellations
             super().handle_exit(sig, frame)
 
-    app = BearerAuth(server.streamable_http_app(streamable_http_path=MCP_PATH, host=HOST), token=token)
+        def capture_signals(self) -> Any:
+            return contextlib.nullcontext() if embedded else super().capture_signals()
+
+    app = BearerAuth(server.streamable_http_app(streamable_http_path=MCP_PATH, host=host), token=token)
     config = uvicorn.Config(
         app,
-        host=HOST,
+        host=host,
         port=port,
         log_level="warning",
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=GRACE,  # calls waiting for a person would hold a stop forever
     )
+    return Server(config)
+
+
+def bound_port(running: Any) -> int:
+    """The port a started :func:`http_server` listens on (``port=0`` picks a free one)."""
+    return int(running.servers[0].sockets[0].getsockname()[1])
+
+
+async def serve_http(server: MCPServer[Any], *, port: int, token: str) -> None:
+    """Serve ``server`` at ``/mcp`` on ``port`` (all interfaces) until stopped (SIGINT/SIGTERM). Raises
+    ``OSError`` when the port can't be bound."""
     log.info("MCP server: streamable HTTP at http://%s:%d%s", HOST, port, MCP_PATH)
-    await Server(config).serve()
+    await http_server(server, port=port, token=token).serve()

@@ -137,9 +137,20 @@ def test_http_flag_needs_a_signing_secret_even_with_an_app_token(command: str) -
     assert line.startswith("error: not set: SLACK_SIGNING_SECRET (") and "--http needs it" in line
 
 
-def test_transport_flags_are_for_serve_and_web_only() -> None:
+def test_transport_flags_are_for_serve_web_and_mcp_only() -> None:
     [line] = error_lines(run_bot("worker", "--socket", env=complete_env()))
-    assert line == "error: --socket applies to serve and web only, not worker"
+    assert line == "error: --socket applies to serve, web and mcp only, not worker"
+    [line] = error_lines(run_bot("mcp", "--socket", env=complete_env()))
+    assert line == "error: python -m bot mcp serves stdio, or streamable HTTP with --http; not --socket"
+
+
+def test_mcp_names_what_it_lacks() -> None:
+    env = complete_env()
+    del env["REDIS_URL"]
+    [line] = error_lines(run_bot("mcp", env=env))
+    assert line.startswith("error: not set: REDIS_URL")
+    [line] = error_lines(run_bot("mcp", "--http", env=complete_env()))  # no MCP_TOKEN
+    assert line.startswith("error: MCP_TOKEN is not set")
 
 
 def test_procfile_process_types_fit_their_transport(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
