@@ -12,12 +12,14 @@ What runs (all in this process, on loopback):
 - the real bot (``build_bot`` + ``start_http`` on a free port), its ``SLACK_BOT_TOKEN`` /
   ``SLACK_SIGNING_SECRET`` / ``SLACK_API_URL`` pointed at the fake; every other setting as given;
 - the browser UI (:class:`~bot.playground.ui.PlaygroundUI`) on ``ui_port`` (default ``settings.port``;
-  0 = a free port) and ``host``.
+  0 = a free port) and ``host``;
+- the bot's MCP server for MCP clients (:mod:`bot.playground.mcp`) on ``127.0.0.1:$MCP_PORT/mcp``.
 
 Embedded defaults: ``REDIS_URL`` unset -> in-process Redis (``fakeredis``); ``OPENAI_API_KEY`` unset -> the
 offline :class:`~bot.playground.demo_model.DemoModel`. With them set, the real Redis / OpenAI-compatible
 model (``OPENAI_BASE_URL``, ``OPENAI_MODEL``) are used. Nothing secret is printed: the Redis URL is shown
-without its credentials.
+without its credentials, and the MCP server's bearer token only when the playground made it (else
+``$MCP_TOKEN``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from redis.exceptions import RedisError
 from bot.agent import ChatModel, OpenAIChatModel
 from bot.config import Settings
 from bot.errors import ConfigError
+from bot.playground.mcp import PlaygroundMcp, start_mcp
 from bot.playground.sender import Sender
 from bot.playground.timing import BotTiming
 from bot.playground.ui import PlaygroundInfo, PlaygroundUI
@@ -111,6 +114,7 @@ class Playground:
         self.workspace: Workspace | None = None
         self.bot: Bot | None = None
         self.ui: PlaygroundUI | None = None
+        self.mcp: PlaygroundMcp | None = None  # the bot's MCP server for MCP clients, on loopback
         self.info = PlaygroundInfo()
         self._stack = contextlib.AsyncExitStack()
 
@@ -172,6 +176,9 @@ class Playground:
         assert isinstance(workspace.sender, Sender)  # the playground's workspace is HTTP
         workspace.sender.bot_url = f"http://{BOT_HOST}:{bot_port}{EVENTS_PATH}"
 
+        self.mcp = await start_mcp(self.settings, bot)
+        self._stack.push_async_callback(self.mcp.stop)
+
         ui = PlaygroundUI(workspace, self.info, timing=BotTiming(bot))
         self.ui = ui
         self._stack.push_async_callback(ui.stop)
@@ -205,6 +212,9 @@ async def run_playground(
     async with Playground(settings, host=host, ui_port=ui_port) as playground:
         info = playground.info
         print(f"Playground: {playground.url}  ({info.model_label}; {info.redis_label})", flush=True)
+        if playground.mcp is not None:
+            shown = "$MCP_TOKEN" if settings.mcp_token is not None else playground.mcp.token  # made here: local only
+            print(f"MCP server: {playground.mcp.url}  (Authorization: Bearer {shown})", flush=True)
         if ready is not None:
             ready.set()
         await asyncio.Event().wait()

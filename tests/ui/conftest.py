@@ -44,7 +44,7 @@ def missing_browser() -> str | None:
 
 @pytest.fixture
 async def playground() -> AsyncIterator[Playground]:
-    settings = Settings(slack_bot_token=None, openai_api_key=None, redis_url=None, port=0)
+    settings = Settings(slack_bot_token=None, openai_api_key=None, redis_url=None, port=0, mcp_port=0)
     async with Playground(settings, ui_port=0) as pg:
         yield pg
 

@@ -26,7 +26,7 @@ ROUTES = [("GET", "/"), ("GET", "/static/app.js"), ("GET", "/api/state"), ("GET"
 
 @pytest.fixture
 async def pg() -> AsyncIterator[Playground]:
-    settings = Settings(slack_bot_token=None, openai_api_key=None, redis_url=None, port=0)
+    settings = Settings(slack_bot_token=None, openai_api_key=None, redis_url=None, port=0, mcp_port=0)
     async with Playground(settings, ui_port=0) as playground:
         yield playground
 

@@ -34,7 +34,13 @@ def is_answer_form(view: dict[str, Any]) -> bool:
 
 
 def settings(**overrides: Any) -> Settings:
-    values: dict[str, Any] = {"slack_bot_token": None, "openai_api_key": None, "redis_url": None, "port": 0}
+    values: dict[str, Any] = {
+        "slack_bot_token": None,
+        "openai_api_key": None,
+        "redis_url": None,
+        "port": 0,
+        "mcp_port": 0,
+    }
     return Settings(**{**values, **overrides})
 
 
