@@ -35,6 +35,7 @@
 | ``MCP_PORT`` | ``3100`` | ``python -m bot mcp --http``: the port of its streamable HTTP endpoint ``/mcp`` |
 | ``MCP_TOKEN`` | unset | ``python -m bot mcp --http``: the bearer token every request must carry (required there) |
 | ``MCP_ASK_CHANNEL`` | unset | ``python -m bot mcp``: the channel id its questions go to when a call names none |
+| ``MCP_PROGRESS_SECONDS`` | ``10`` | ``python -m bot mcp``: seconds between progress notifications while a call waits |
 | ``MCP_ASK_USER`` | unset | ``python -m bot mcp``: the user id asked when a call names none |
 | ``LOG_LEVEL`` | ``INFO`` | ``DEBUG``, ``INFO``, ``WARNING``, ``ERROR`` or ``CRITICAL`` (any case) |
 | ``LOG_FORMAT`` | ``text`` | ``text`` (one line per record) or ``json`` (one JSON object per line) |
@@ -148,6 +149,7 @@ class Settings(BaseSettings):
     mcp_token: SecretStr | None = None
     mcp_ask_channel: str | None = None
     mcp_ask_user: str | None = None
+    mcp_progress_seconds: float = Field(default=10.0, ge=0.5, le=600)
     log_level: LogLevel = "INFO"
     log_format: LogFormat = "text"
 

@@ -155,7 +155,7 @@ class Asker:
                 told = waited
                 whom = f"<@{asked.user}>" if asked.user else "anyone"
                 await progress(waited, f"waiting for {whom} in <#{asked.channel_id}>")
-            await asyncio.sleep(self.poll)
+            await asyncio.sleep(min(self.poll, every))
 
     async def withdraw(self, asked: Asked, *, by: str = "the agent that asked") -> None:
         """The asking agent gave up (MCP cancellation): the question is withdrawn, its messages say so and can't be

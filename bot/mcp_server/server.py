@@ -8,10 +8,10 @@ Built on the official ``mcp`` SDK's ``MCPServer``; served over stdio, or streama
   ``MCP_ASK_CHANNEL`` / ``MCP_ASK_USER``), ``context`` (a short text shown above the question) and
   ``request_key`` (the same key again waits for the same question instead of asking anew). The call waits
   however long the answer takes (up to the question's deadline, ``ASK_TTL_SECONDS``), sending progress
-  notifications every 10 s when the client asked for them (a progress token). Result: ``{"status":
-  "answered", "answer": text | [labels], "answered_by": "U…"}``, ``{"status": "no_answer"}`` or ``{"status":
-  "cancelled", ...}``. A client's cancellation withdraws the question in Slack; a closed transport or a stopping
-  server does not (the same ``request_key`` later waits for it).
+  notifications every ``MCP_PROGRESS_SECONDS`` (10 s) when the client asked for them (a progress token).
+  Result: ``{"status": "answered", "answer": text | [labels], "answered_by": "U…"}``, ``{"status":
+  "no_answer"}`` or ``{"status": "cancelled", ...}``. A client's cancellation withdraws the question in Slack; a
+  closed transport or a stopping server does not (the same ``request_key`` later waits for it).
 - ``request_approval``: ``action`` (one line), ``details`` (Markdown or key/values), ``channel`` / ``user`` /
   ``context`` / ``request_key`` as above; asked as the bot's own tool approvals are (Approve, Decline with a
   reason; ``APPROVERS`` decides who may). Result: ``{"status": "approved", "approved_by"}`` or ``{"status":
@@ -147,7 +147,9 @@ async def ask_and_wait(
         await ctx.report_progress(waited, None, message)
 
     try:
-        outcome = await asker.wait(asked, progress=progress, cancelled=lambda: cancelled_by_client(ctx))
+        outcome = await asker.wait(
+            asked, progress=progress, every=settings.mcp_progress_seconds, cancelled=lambda: cancelled_by_client(ctx)
+        )
         if outcome is None:  # the client cancelled (the SDK lets the call run on, told so)
             await asker.withdraw(asked)
             return {"status": "cancelled", "cancelled_by": "the agent that asked"}

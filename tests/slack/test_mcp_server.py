@@ -25,6 +25,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bot.agent.state import utcnow
 from bot.playground import Workspace
+from bot.slack.refs import QuestionRef
 from bot.store import Keys
 from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, has_controls
 
@@ -310,3 +311,52 @@ async def test_over_socket_mode_the_mcp_server_takes_the_answer_itself(real_redi
             await ws.click(question, "api", user=ALICE)
             result = await asyncio.wait_for(call, 20)
         assert result.structured_content == {"status": "answered", "answer": "api", "answered_by": ALICE}
+
+
+async def test_progress_is_reported_all_through_a_long_wait(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    async with harness(real_redis) as h, mcp_session(h, prefix, extra={"MCP_PROGRESS_SECONDS": "0.5"}) as session:
+        told: list[tuple[float, str | None]] = []
+
+        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            told.append((done, message))
+
+        args = {"question": "Proceed?", "options": [{"label": "yes"}]}
+        call = asyncio.ensure_future(session.call_tool("ask_user", args, progress_callback=on_progress))
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        await asyncio.sleep(2.2)
+        await h.ws.click(question, "yes", user=ALICE)
+        await asyncio.wait_for(call, 20)
+        assert len(told) >= 4 and [d for d, _ in told] == sorted(d for d, _ in told)  # every 0.5 s, counting up
+        assert all(m == f"waiting for <@{ALICE}> in <#{GENERAL}>" for _, m in told)
+
+
+async def test_two_answers_racing_in_two_processes_give_the_call_one(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    async with harness(real_redis, answerers="channel") as h, mcp_session(h, prefix) as session:
+        second = await h.start_process(real_redis)
+        first = h.processes[0]
+        call = asyncio.ensure_future(
+            session.call_tool("ask_user", {"question": "Pick", "options": [{"label": "a"}, {"label": "b"}]})
+        )
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+
+        async def click(process: Any, label: str, user: str) -> None:
+            h.route_to(process)
+            await h.ws.click(question, label, user=user)
+
+        await asyncio.gather(click(first, "a", ALICE), click(second, "b", BOB))
+        result = await asyncio.wait_for(call, 20)
+        await h.settle()
+        assert result.structured_content is not None
+        winner = result.structured_content
+        assert (winner["answer"], winner["answered_by"]) in (("a", ALICE), ("b", BOB))
+        run_id = next(
+            QuestionRef.from_block_id(b["block_id"])[0].run_id
+            for b in question["blocks"]
+            if "|" in b.get("block_id", "")
+        )
+        state = await h.bot.agent.get_run(run_id)
+        assert len(state.answers) == 1  # exactly once: one answer claimed, the other click told it was taken
