@@ -76,7 +76,22 @@ BAD_VALUES = [
     ("ASSISTANT_PROMPTS", "a|b|c|d|e", "must be 1 to 4 prompts"),
     ("ASSISTANT_PROMPTS", '[{"title": "x"}]', "prompt 1 has no message"),
     ("ASSISTANT_PROMPTS", "[not json", "is not valid JSON (a list of {title, message} objects)"),
+    ("MCP_PORT", "70000", "must be a whole number from 0 to 65535"),
+    ("MCP_ASK_CHANNEL", "#general", "must be a channel id (C..., G... or D...)"),
+    ("MCP_ASK_USER", "alice", "must be a user id (U... or W...)"),
+    ("MCP_PROGRESS_SECONDS", "0", "must be greater than or equal to 0.5"),
 ]
+SHORT_MCP_TOKEN = (
+    "MCP_TOKEN: must be at least 16 characters (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')"
+    " (value hidden)"
+)
+
+
+def test_a_short_mcp_token_is_refused_without_being_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCP_TOKEN", "tooshort")
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert caught.value.problems == [SHORT_MCP_TOKEN]
 
 
 @pytest.mark.parametrize(("name", "value", "reason"), BAD_VALUES)
