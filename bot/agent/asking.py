@@ -19,7 +19,11 @@ from bot.agent.tools import Tool, ToolContext
 
 ASK_ONLY = "ask_only"  # metadata key: the run only asks; its value is the reply shown once it is answered
 ASKED_BY = "(a question from an agent outside this workspace)"
-APPROVAL_TOOL = "request_approval"  # the hidden tool whose call an outside agent's approval request is
+APPROVAL_TOOL = "request_approval"
+ENDED = {  # the run's last text when nobody answered: the reply is for an answer only
+    "no_answer": "Nobody answered in time; the agent that asked was told so.",
+    "cancelled": "The question was withdrawn; the agent that asked was told so.",
+}  # the hidden tool whose call an outside agent's approval request is
 
 
 class ApprovalRequest(BaseModel):
@@ -66,12 +70,14 @@ def ask_run(
 
 
 def finish_ask_only(state: RunState) -> bool:
-    """For a run that only asks and whose question has its result: complete it with its reply (True); any other
-    run is left as it is (False)."""
+    """For a run that only asks and whose question has its result: complete it with its reply (True), or, when
+    nobody answered (deadline, withdrawn), with what :data:`ENDED` says; any other run is left as it is (False)."""
     reply = state.metadata.get(ASK_ONLY)
     if reply is None or state.queued or state.pending is not None:
         return False
-    state.messages.append({"role": "assistant", "content": str(reply)})
+    decided = [a for a in state.answers if a.tool_call_id == f"ask_{state.run_id}"]
+    outcome = decided[-1].outcome if decided else "answer"
+    state.messages.append({"role": "assistant", "content": str(reply) if outcome == "answer" else ENDED[outcome]})
     state.status = "completed"
     return True
 

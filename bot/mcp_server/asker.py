@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -24,7 +25,8 @@ from bot.agent.answers import Open
 from bot.agent.asking import APPROVAL_TOOL, approval_outcome, ask_outcome, asked_tool
 from bot.agent.state import RunState
 from bot.agent.tools import ToolInputError
-from bot.errors import BotError, RunConflict, RunNotFound
+from bot.errors import BotError, RunConflict, RunNotFound, StoreUnavailable
+from bot.slack.blocks import MAX_SELECT_OPTIONS
 from bot.slack.context import SlackContext, slack_id
 from bot.slack.mrkdwn import clip
 from bot.slack.safe_text import safe_mrkdwn
@@ -33,6 +35,7 @@ from bot.slack.threads import Threads
 log = logging.getLogger(__name__)
 
 REPLY = "Your answer went back to the agent that asked."
+FINGERPRINT = "ask_fingerprint"  # run metadata: what its request_key was asked with (see fingerprint)
 ENDED = ("completed", "failed", "expired")
 
 
@@ -48,6 +51,12 @@ class Asked:
     channel_id: str
     thread_ts: str
     user: str  # "" when anyone in the channel may answer
+
+
+def fingerprint(question: dict[str, Any], *, tool_id: str | None, channel: str, user: str | None) -> str:
+    """What a request_key stands for: the question, its tool, where and whom (a digest, kept with the run)."""
+    what = json.dumps([question, tool_id, channel, user], sort_keys=True, default=str)
+    return hashlib.sha256(what.encode()).hexdigest()
 
 
 def run_id_for(request_key: str) -> str:
@@ -72,15 +81,57 @@ class Asker:
         request_key: str | None = None,
         tool_id: str | None = None,
     ) -> Asked:
-        """Post ``question`` (the agent's ``ask_user`` input) in ``channel`` for ``user`` (None: anyone there may
-        answer), or find the question
-        already asked under ``request_key``. Raises :class:`AskError` (bad channel or person, Slack refused the
-        post, the question is malformed), ``StoreUnavailable``."""
+        """Post ``question`` (the agent's ``ask_user`` input; with ``tool_id`` another tool's, e.g. an approval
+        request) in ``channel`` for ``user`` (None: anyone there may answer), or find the question already asked
+        under ``request_key`` (the same key with another question, tool, channel or person is refused). Raises
+        :class:`AskError` (bad channel or person, a malformed question, Slack refused to post it, the key is taken),
+        ``StoreUnavailable``."""
+        channel_id, person = slack_id(channel), slack_id(user)
+        if channel_id is None:
+            raise AskError("no channel to ask in: give `channel` (a Slack channel id) or set MCP_ASK_CHANNEL")
+        if user and person is None:
+            raise AskError(f"`user` must be a Slack user id (U…), not {clip(user, 40)!r}")
+        print_ = fingerprint(question, tool_id=tool_id, channel=channel_id, user=person)
         run_id = run_id_for(request_key) if request_key else None
-        if run_id is not None:
-            found = await self._find(run_id)
-            if found is not None:
-                return found
+        if run_id is not None and (found := await self._find(run_id, fingerprint=print_)) is not None:
+            return found
+        self._check(question, tool_id=tool_id)
+        web = self.threads.web
+        whom = f"<@{person}>" if person else "anyone here"
+        what = " to approve" if tool_id == APPROVAL_TOOL else ""
+        quoted = f":\n>{clip(safe_mrkdwn(context), 2000)}" if context else ":"
+        root = await web.post(channel_id, thread_ts=None, text=f":robot_face: An agent asks {whom}{what}{quoted}")
+        if root is None:
+            raise AskError(f"Slack refused to post in {channel_id} (is the bot in that channel?)")
+        ctx = SlackContext(
+            team_id=self.team_id, channel_id=channel_id, thread_ts=root, requester=person or "", message_ts=root
+        )
+        try:
+            metadata = {**ctx.to_metadata(), FINGERPRINT: print_}
+            stream = await self.agent.ask(question, run_id=run_id, reply=REPLY, metadata=metadata, tool_id=tool_id)
+        except BaseException as exc:
+            await web.delete(channel_id, root)  # no question in that thread: nothing to leave behind
+            if isinstance(exc, RunConflict) and run_id is not None:  # asked under the same key meanwhile
+                found = await self._find(run_id, fingerprint=print_)
+                if found is not None:
+                    return found
+            raise
+        index = self.threads.index
+        await index.claim_thread(ctx.team_id, channel_id=channel_id, thread_ts=root, run_id=stream.run_id, after=None)
+        await self.threads.follower.follow(stream, ctx)
+        state = await self.agent.get_run(stream.run_id)
+        outcome = ask_outcome(state)  # None: waiting (or answered already)
+        if outcome is not None and "error" in outcome:
+            raise AskError(f"the question was not asked: {outcome['error']}")
+        call = f"ask_{state.run_id}"
+        if outcome is None and not await index.messages(state.run_id, call):  # Slack refused the question itself
+            await (await self.agent.cancel_question(run_id=state.run_id, tool_call_id=call)).collect()
+            raise AskError(f"Slack refused to post the question in {channel_id}; it was withdrawn")
+        return Asked(run_id=stream.run_id, channel_id=channel_id, thread_ts=root, user=person or "")
+
+    def _check(self, question: dict[str, Any], *, tool_id: str | None) -> None:
+        """Refuse a malformed question before anything is posted (the tool's own argument checks, and no more
+        choices than Slack can show). Raises :class:`AskError`."""
         try:
             tool = self.agent.tools.get(tool_id) if tool_id else self.agent.question_tool()
             if tool is None:
@@ -88,45 +139,22 @@ class Asker:
             tool.parse_args(question)
         except ToolInputError as exc:
             raise AskError(f"the question was not asked: {exc}") from None
-        channel_id, person = slack_id(channel), slack_id(user)
-        if channel_id is None:
-            raise AskError("no channel to ask in: give `channel` (a Slack channel id) or set MCP_ASK_CHANNEL")
-        if user and person is None:
-            raise AskError(f"`user` must be a Slack user id (U…), not {clip(user, 40)!r}")
-        web = self.threads.web
-        whom = f"<@{person}>" if person else "anyone here"
-        what = " to approve" if tool_id == APPROVAL_TOOL else ""
-        quoted = f":\n>{clip(safe_mrkdwn(context), 2000)}" if context else ":"
-        opening = f":robot_face: An agent asks {whom}{what}{quoted}"
-        root = await web.post(channel_id, thread_ts=None, text=opening)
-        if root is None:
-            raise AskError(f"Slack refused to post in {channel_id} (is the bot in that channel?)")
-        ctx = SlackContext(
-            team_id=self.team_id, channel_id=channel_id, thread_ts=root, requester=person or "", message_ts=root
-        )
-        try:
-            stream = await self.agent.ask(
-                question, run_id=run_id, reply=REPLY, metadata=ctx.to_metadata(), tool_id=tool_id
+        options = question.get("options") or []
+        if len(options) > MAX_SELECT_OPTIONS:
+            raise AskError(
+                f"the question was not asked: too many options ({len(options)}; at most {MAX_SELECT_OPTIONS})"
             )
-        except RunConflict:  # asked under the same key meanwhile: that one is the question
-            assert run_id is not None
-            found = await self._find(run_id)
-            if found is None:
-                raise
-            return found
-        index = self.threads.index
-        await index.claim_thread(ctx.team_id, channel_id=channel_id, thread_ts=root, run_id=stream.run_id, after=None)
-        await self.threads.follower.follow(stream, ctx)
-        outcome = ask_outcome(await self.agent.get_run(stream.run_id))  # None: waiting (or answered already)
-        if outcome is not None and "error" in outcome:
-            raise AskError(f"the question was not asked: {outcome['error']}")
-        return Asked(run_id=stream.run_id, channel_id=channel_id, thread_ts=root, user=person or "")
 
-    async def _find(self, run_id: str) -> Asked | None:
+    async def _find(self, run_id: str, *, fingerprint: str) -> Asked | None:
+        """The question stored as ``run_id`` (a request_key's), or None; one asked differently is refused."""
         try:
             state = await self.agent.get_run(run_id)
         except RunNotFound:
             return None
+        if state.metadata.get(FINGERPRINT) != fingerprint:
+            raise AskError(
+                "this request_key names another question (or another channel, person or tool); use a new key"
+            )
         ctx = SlackContext.of(state)
         return Asked(run_id=run_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts, user=ctx.requester)
 
@@ -141,11 +169,16 @@ class Asker:
         """Wait until the question has an outcome and return it: ``{"status": "answered", "answer": str | [labels],
         "answered_by"}``, ``{"status": "no_answer"}`` (its deadline passed) or ``{"status": "cancelled",
         "cancelled_by"}``; None as soon as ``cancelled()`` (the asker gave up). ``progress(seconds waited,
-        message)`` is awaited at the start and every ``every`` seconds. Raises ``StoreUnavailable`` (after the
-        store's own retries), ``RunNotFound`` (past retention)."""
+        message)`` is awaited at the start and every ``every`` seconds. A store outage is waited through
+        (logged). Raises ``RunNotFound`` (past retention)."""
         started, told = time.monotonic(), -every
         while True:
-            state = await self.agent.get_run(asked.run_id)
+            try:
+                state = await self.agent.get_run(asked.run_id)
+            except StoreUnavailable as exc:  # a blip must not end a wait of hours: the answer will be there
+                log.warning("run %s: waiting through a store outage: %s", asked.run_id, exc)
+                await asyncio.sleep(max(self.poll, 2.0))
+                continue
             if state.status in ENDED:
                 return outcome_of(state)
             if cancelled():

@@ -29,7 +29,7 @@ class BearerAuth:
 
     def __init__(self, app: ASGIApp, *, token: str) -> None:
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self._expected = token.encode()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope.get("type") == "http" and not self._authorized(scope):
@@ -46,11 +46,14 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
     def _authorized(self, scope: dict[str, Any]) -> bool:
+        """``Authorization: Bearer <token>``, the scheme in any case (RFC 7235), the token compared in constant
+        time."""
         given = b""
         for name, value in scope.get("headers") or []:
             if name.lower() == b"authorization":
                 given = value
-        return hmac.compare_digest(given, self._expected)
+        scheme, _, token = given.strip().partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self._expected)
 
 
 def http_server(server: MCPServer[Any], *, host: str = HOST, port: int, token: str, embedded: bool = False) -> Any:

@@ -133,6 +133,10 @@ class SlackWeb:
             if error_code(exc) not in ("already_reacted", "no_reaction"):
                 log.warning("reactions.%s failed: %s", "add" if add else "remove", slack_error(exc))
 
+    async def delete(self, channel: str, ts: str) -> bool:
+        """``chat.delete`` of a message the bot posted; False when Slack refused it."""
+        return await self._done(self.client.chat_delete(channel=channel, ts=ts), what="chat.delete failed")
+
     async def set_status(self, channel_id: str, thread_ts: str, status: str) -> bool:
         """``assistant.threads.setStatus``: the line under a thread saying what the app does (``""`` clears it;
         Slack also clears it when the app posts in the thread, and after two minutes without a message). False

@@ -10,7 +10,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.agent import ask_user_tool, tool
-from bot.agent.asking import APPROVAL_TOOL, approval_outcome, approval_tool, ask_outcome, asked_tool
+from bot.agent.asking import APPROVAL_TOOL, ENDED, approval_outcome, approval_tool, ask_outcome, asked_tool
 from bot.agent.stream import ApprovalChunk, FinishChunk, SuspendedChunk, ToolResultChunk
 from bot.agent.tools import ToolInputError
 from bot.errors import RunConflict, RunNotFound
@@ -40,16 +40,20 @@ async def test_no_answer_and_withdrawn_are_outcomes_too(fake_redis: aioredis.Red
     agent = make_agent(fake_redis)
     await (await agent.ask({"question": "Name?"}, run_id="run_ask2", reply=REPLY)).collect()
     await (await agent.cancel_question(run_id="run_ask2", cancelled_by="U_ALICE")).collect()
-    outcome = ask_outcome(await agent.get_run("run_ask2"))
+    state = await agent.get_run("run_ask2")
+    outcome = ask_outcome(state)
     assert outcome is not None and outcome["status"] == "cancelled"
+    assert state.messages[-1]["content"] == ENDED["cancelled"]  # not the reply meant for an answer
     await (await agent.ask({"question": "Name?"}, run_id="run_ask3", reply=REPLY)).collect()
     state = await agent.get_run("run_ask3")  # its deadline passes (moved back: no sleeping)
     assert state.pending is not None and state.pending.expires_at is not None
     pending = state.pending.model_copy(update={"expires_at": state.pending.expires_at - timedelta(days=2)})
     await agent.store.save(state.model_copy(update={"pending": pending}), owner="test")
     await (await agent.time_out(run_id="run_ask3")).collect()
-    outcome = ask_outcome(await agent.get_run("run_ask3"))
+    state = await agent.get_run("run_ask3")
+    outcome = ask_outcome(state)
     assert outcome is not None and outcome["status"] == "no_answer"
+    assert state.messages[-1]["content"] == ENDED["no_answer"]
 
 
 async def test_a_malformed_question_is_refused_before_anything_is_stored(

@@ -28,6 +28,7 @@ from bot.playground import Workspace
 from bot.slack.refs import QuestionRef
 from bot.store import Keys
 from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, has_controls
+from bot.testing.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.real_redis
 TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py)
@@ -170,6 +171,9 @@ async def test_over_http_a_request_without_the_right_token_is_refused(
         for headers in ({}, {"Authorization": "Bearer wrong-token-0123456789"}, {"Authorization": MCP_TOKEN}):
             async with http.post(server.url, json=initialize, headers=headers) as resp:
                 assert resp.status == 401 and MCP_TOKEN not in await resp.text()
+        for scheme in ("bearer", "BEARER"):  # the scheme in any case (RFC 7235)
+            async with http.post(server.url, json=initialize, headers={"Authorization": f"{scheme} {MCP_TOKEN}"}) as r:
+                assert r.status != 401
 
 
 async def test_over_http_an_mcp_client_asks_and_gets_the_answer(
@@ -360,3 +364,52 @@ async def test_two_answers_racing_in_two_processes_give_the_call_one(
         )
         state = await h.bot.agent.get_run(run_id)
         assert len(state.answers) == 1  # exactly once: one answer claimed, the other click told it was taken
+
+
+async def test_a_request_key_names_one_question_and_a_different_one_under_it_is_refused(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    async with harness(real_redis) as h, mcp_session(h, prefix) as session:
+        call = asyncio.ensure_future(
+            session.call_tool("request_approval", {"action": "Deploy to staging", "request_key": "deploy"})
+        )
+        request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        await h.ws.click(request, "Approve", user=ALICE)
+        assert (await asyncio.wait_for(call, 20)).structured_content == {"status": "approved", "approved_by": ALICE}
+        posted = len(h.ws.messages(GENERAL))
+        for tool, args in (
+            ("request_approval", {"action": "DROP DATABASE production", "request_key": "deploy"}),
+            ("ask_user", {"question": "Deploy to staging", "request_key": "deploy"}),
+            ("request_approval", {"action": "Deploy to staging", "request_key": "deploy", "user": BOB}),
+        ):
+            result = await session.call_tool(tool, args)
+            assert result.is_error and "request_key names another question" in result.content[0].text
+        assert len(h.ws.messages(GENERAL)) == posted  # nothing asked, nothing posted
+
+
+async def test_too_many_options_are_refused_before_anything_is_posted(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    async with harness(real_redis) as h, mcp_session(h, prefix) as session:
+        options = [{"label": f"option {i}"} for i in range(200)]
+        result = await session.call_tool("ask_user", {"question": "Pick one", "options": options})
+        assert result.is_error and "too many options (200; at most 100)" in result.content[0].text
+        assert h.ws.messages(GENERAL) == []
+
+
+async def test_a_store_outage_while_waiting_does_not_end_the_call(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    async with TcpProxy("127.0.0.1", 6379) as proxy, harness(real_redis) as h:
+        extra = {"REDIS_URL": f"redis://127.0.0.1:{proxy.port}/0"}  # only the MCP server's Redis goes away
+        async with mcp_session(h, prefix, extra=extra) as session:
+            call = asyncio.ensure_future(session.call_tool("ask_user", {"question": "Still there?"}))
+            question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+            await asyncio.sleep(0.5)
+            proxy.cut()
+            await asyncio.sleep(3)
+            assert not call.done()  # still waiting through the outage
+            proxy.restore()
+            await h.ws.reply_in_thread(ALICE, GENERAL, question["thread_ts"], "yes")
+            result = await asyncio.wait_for(call, 30)
+        assert result.structured_content == {"status": "answered", "answer": "yes", "answered_by": ALICE}
