@@ -163,6 +163,18 @@ async def mcp_http_server(h: Any, prefix: str) -> AsyncIterator[HttpServer]:
         assert MCP_TOKEN.encode() not in stderr and TOKEN.encode() not in stderr  # never logged
 
 
+@contextlib.asynccontextmanager
+async def http_session(url: str) -> AsyncIterator[Any]:
+    """The SDK's client over streamable HTTP to ``url``, with the test's bearer token."""
+    auth = {"Authorization": f"Bearer {MCP_TOKEN}"}
+    async with (
+        create_mcp_http_client(headers=auth) as http,
+        streamable_http_client(url, http_client=http) as streams,
+        Client(contextlib.nullcontext(streams), mode="auto") as client,
+    ):
+        yield client.session
+
+
 async def test_over_http_a_request_without_the_right_token_is_refused(
     real_redis: aioredis.Redis, harness: Any, prefix: str
 ) -> None:
@@ -180,14 +192,9 @@ async def test_over_http_an_mcp_client_asks_and_gets_the_answer(
     real_redis: aioredis.Redis, harness: Any, prefix: str
 ) -> None:
     async with harness(real_redis) as h, mcp_http_server(h, prefix) as server:
-        auth = {"Authorization": f"Bearer {MCP_TOKEN}"}
-        async with (
-            create_mcp_http_client(headers=auth) as http,
-            streamable_http_client(server.url, http_client=http) as streams,
-            Client(contextlib.nullcontext(streams), mode="auto") as client,
-        ):
+        async with http_session(server.url) as session:
             args = {"question": "What should the release be called?"}
-            call = asyncio.ensure_future(client.session.call_tool("ask_user", args))
+            call = asyncio.ensure_future(session.call_tool("ask_user", args))
             question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
             await h.ws.reply_in_thread(ALICE, GENERAL, question["thread_ts"], "Aurora")  # typed in the thread
             result = await asyncio.wait_for(call, 20)
@@ -200,15 +207,9 @@ async def test_a_server_restart_is_not_a_cancellation_and_the_same_key_waits_for
     """The question lives in Redis: the MCP server stops while a call waits (the question stays open), a new one
     starts, and the client's retry with the same request_key waits for that question; no second one is asked."""
     args = {"question": "Ship it?", "options": [{"label": "yes"}, {"label": "no"}], "request_key": "deploy-42"}
-    auth = {"Authorization": f"Bearer {MCP_TOKEN}"}
     async with harness(real_redis) as h:
-        async with (
-            mcp_http_server(h, prefix) as server,
-            create_mcp_http_client(headers=auth) as http,
-            streamable_http_client(server.url, http_client=http) as streams,
-            Client(contextlib.nullcontext(streams), mode="auto") as client,
-        ):
-            call = asyncio.ensure_future(client.session.call_tool("ask_user", args))
+        async with mcp_http_server(h, prefix) as server, http_session(server.url) as session:
+            call = asyncio.ensure_future(session.call_tool("ask_user", args))
             question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
             server.process.terminate()  # the server stops (SIGTERM) while the call waits
             await asyncio.wait_for(server.process.wait(), 10)
@@ -216,13 +217,8 @@ async def test_a_server_restart_is_not_a_cancellation_and_the_same_key_waits_for
                 await asyncio.wait_for(call, 5)
         current = next(m for m in h.ws.messages(GENERAL) if m["ts"] == question["ts"])
         assert has_controls(current)  # still open: nothing withdrew it
-        async with (
-            mcp_http_server(h, prefix) as server,
-            create_mcp_http_client(headers=auth) as http,
-            streamable_http_client(server.url, http_client=http) as streams,
-            Client(contextlib.nullcontext(streams), mode="auto") as client,
-        ):
-            again = asyncio.ensure_future(client.session.call_tool("ask_user", args))
+        async with mcp_http_server(h, prefix) as server, http_session(server.url) as session:
+            again = asyncio.ensure_future(session.call_tool("ask_user", args))
             await asyncio.sleep(1.0)
             assert len(questions(h)) == 1  # no second question
             await h.ws.click(question, "yes", user=ALICE)
