@@ -228,7 +228,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         home=home,
         streaming=settings.reply_streaming,
         stream_interval=settings.stream_interval,
-        is_question_tool=lambda name: getattr(agent.tools.get(name), "suspend_schema", None) is AskUserPayload,
+        is_question_tool=lambda name: quiet_tool(agent, name),
     )
     gate = RunGate(
         ActiveRuns(redis_client, keys=keys),
@@ -285,6 +285,13 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     if mcp is not None and _loop_running():
         bot._start_in_background(mcp)  # MCP servers start while the caller goes on; Bot.start() waits for them
     return bot
+
+
+def quiet_tool(agent: Agent, name: str) -> bool:
+    """A tool whose calls show no progress line of their own: one that only asks a person (its suspend schema is
+    ``AskUserPayload``), or a hidden one (an outside agent's approval request: the request itself is shown)."""
+    tool = agent.tools.get(name)
+    return tool is not None and (tool.suspend_schema is AskUserPayload or tool.hidden)
 
 
 def wait_settings(settings: Settings) -> WaitSettings:

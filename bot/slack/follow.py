@@ -96,7 +96,7 @@ class Follower:
     ) -> None:
         self.streaming = streaming  # replies through Slack's chat streaming (else posted and updated)
         self.stream_interval = stream_interval  # seconds between a reply's Web API calls while it streams
-        self.is_question_tool = is_question_tool  # tools that only ask a person: no progress line of their own
+        self.is_question_tool = is_question_tool  # tools that only ask (or are hidden): no progress line of their own
         self.stream_refusals = Refusals()  # channels whose Slack refused streaming lately
         self.status_refusals = Refusals()  # ... or the thread status
         self.plan = plan  # schedules each question's deadline, reminders and escalation
@@ -128,7 +128,8 @@ class Follower:
                             reply = await self._pause(reply, status, ctx)
                             await self._ask(stream.run_id, suspended, ctx)
                         case ApprovalChunk(payload=approval):
-                            reply.task(approval.tool_call_id, tool_name=approval.tool_name, status="pending")
+                            if not self.is_question_tool(approval.tool_name):
+                                reply.task(approval.tool_call_id, tool_name=approval.tool_name, status="pending")
                             reply = await self._pause(reply, status, ctx)
                             await self._ask_approval(stream.run_id, approval, ctx)
                         case QuestionClosedChunk(payload=closed) if isinstance(closed.suspend_payload, AskUserPayload):

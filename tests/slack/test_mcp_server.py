@@ -409,3 +409,17 @@ async def test_a_store_outage_while_waiting_does_not_end_the_call(
             await h.ws.reply_in_thread(ALICE, GENERAL, question["thread_ts"], "yes")
             result = await asyncio.wait_for(call, 30)
         assert result.structured_content == {"status": "answered", "answer": "yes", "answered_by": ALICE}
+
+
+async def test_an_approval_requests_thread_holds_the_request_and_no_progress_line(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    async with harness(real_redis) as h, mcp_session(h, prefix) as session:
+        call = asyncio.ensure_future(session.call_tool("request_approval", {"action": "Rotate the keys"}))
+        request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        await h.ws.click(request, "Approve", user=ALICE)
+        await asyncio.wait_for(call, 20)
+        await h.settle()
+        thread = [m for m in h.ws.messages(GENERAL, thread_ts=request["thread_ts"]) if m["ts"] != request["thread_ts"]]
+        assert [m["ts"] for m in thread] == [request["ts"], thread[-1]["ts"]], [m["text"] for m in thread]
+        assert "went back" in thread[-1]["text"]  # the request, then the reply: no progress line of the hidden tool
