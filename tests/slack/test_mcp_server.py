@@ -423,3 +423,21 @@ async def test_an_approval_requests_thread_holds_the_request_and_no_progress_lin
         thread = [m for m in h.ws.messages(GENERAL, thread_ts=request["thread_ts"]) if m["ts"] != request["thread_ts"]]
         assert [m["ts"] for m in thread] == [request["ts"], thread[-1]["ts"]], [m["text"] for m in thread]
         assert "went back" in thread[-1]["text"]  # the request, then the reply: no progress line of the hidden tool
+
+
+async def test_several_choices_come_back_as_the_labels_ticked(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    async with harness(real_redis) as h, mcp_session(h, prefix) as session:
+        args = {
+            "question": "Which checks should run?",
+            "selection_mode": "multi_select",
+            "options": [{"label": "lint"}, {"label": "tests"}, {"label": "docs"}],
+        }
+        call = asyncio.ensure_future(session.call_tool("ask_user", args))
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        await h.ws.toggle(question, "lint", user=ALICE)
+        await h.ws.toggle(question, "docs", user=ALICE)
+        await h.ws.click(question, "Submit", user=ALICE)
+        result = await asyncio.wait_for(call, 20)
+        assert result.structured_content == {"status": "answered", "answer": ["lint", "docs"], "answered_by": ALICE}
