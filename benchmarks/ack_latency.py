@@ -32,11 +32,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import math
 import os
 import re
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,6 +53,7 @@ from typing import Any
 import aiohttp
 import redis.asyncio as aioredis
 
+from benchmarks._redis_stats import RedisTraffic, own_redis, traffic
 from benchmarks._util import percentile, table
 from bot.playground.sender import Ack
 from bot.playground.state import BOT_USER_ID, JSON
@@ -202,6 +205,10 @@ class Phase:
     late_ms: list[float] = field(default_factory=list)  # how late each request left its slot
     loop_lag_ms: list[float] = field(default_factory=list)  # this process's scheduling delay
     cpu: dict[str, float] = field(default_factory=dict)  # process name -> % of one core
+    cpu0: dict[str, float] = field(default_factory=dict)  # process name -> CPU s at the window's start
+    cpu_ms: dict[str, float] = field(default_factory=dict)  # process name -> CPU ms per request, work included
+    redis: RedisTraffic | None = None  # the bot's Redis traffic, window + its work (with --own-redis)
+    slack_calls: Counter[str] = field(default_factory=Counter)  # the bot's Web API calls, window + its work
     started: float = 0.0
     ended: float = 0.0
 
@@ -303,7 +310,7 @@ class Load:
             else:
                 await self.click(questions[(i // 2) % len(questions)], phase)
 
-        cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        cpu0 = phase.cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
         phase.started = time.perf_counter()
         try:
             await paced(n, rate, send, phase.late_ms)
@@ -314,6 +321,12 @@ class Load:
         wall = phase.ended - phase.started
         phase.cpu = {name: (cpu_seconds(pid) - cpu0[name]) / wall * 100 for name, pid in pids.items()}
         return phase
+
+    @staticmethod
+    def settled(phase: Phase, *, n: int, pids: dict[str, int]) -> None:
+        """Record each process's CPU per request from the window's start until now (the runs the window started
+        have finished: their model turns, Slack calls and saves are included)."""
+        phase.cpu_ms = {name: (cpu_seconds(pid) - phase.cpu0[name]) * 1000 / n for name, pid in pids.items()}
 
 
 # --- the run --------------------------------------------------------------------------------------
@@ -354,10 +367,27 @@ class Outcome:
                     out.other_posts.append(text)
             elif call.method == "chat.postEphemeral":
                 out.ephemerals.append(text)
+            elif call.method == "chat.stopStream":  # a streamed reply: its text is the message's, once stopped
+                message = ws.state.message(str(call.params.get("channel")), str(call.params.get("ts")))
+                if message is not None and str(message.get("text", "")).strip() == REPLY:
+                    out.replies += 1
         return out
 
 
-async def run(args: argparse.Namespace, prefix: str, logdir: Path, children: list[Child]) -> None:
+@dataclass
+class Figures:
+    """One run's headline figures: CPU ms per request by process (``bot`` is the serve or web process) and ack p99
+    by request kind, for the bot and the bare app."""
+
+    cpu_ms: dict[str, float]
+    bare_cpu_ms: float
+    p99: dict[str, float]
+    bare_p99: dict[str, float]
+
+
+async def run(
+    args: argparse.Namespace, prefix: str, logdir: Path, children: list[Child], *, into: list[Figures]
+) -> None:
     n = round(args.rate * args.seconds)
     n_mentions, n_clicks = (n + 1) // 2, n // 2
     model = Model(delay=args.model_delay)
@@ -408,6 +438,18 @@ async def run(args: argparse.Namespace, prefix: str, logdir: Path, children: lis
             # before the fakes close, so the bot drains against live servers
             await asyncio.gather(*(child.stop() for child in children))
     report(args, n, n_mentions, n_clicks, phases.bot, phases.bare, model)
+    into.append(
+        Figures(
+            cpu_ms={k: v for k, v in phases.bot.cpu_ms.items() if k in ("bot", "worker")},
+            bare_cpu_ms=phases.bare.cpu_ms.get("bare", 0.0),
+            p99={k: percentile([a.duration_ms for a in phases.bot.acks[k]], 99) for k in ("mention", "click")},
+            bare_p99={k: percentile([a.duration_ms for a in phases.bare.acks[k]], 99) for k in ("mention", "click")},
+        )
+    )
+    cpu_rows = [[name, f"{ms:.2f}", f"{ms / phases.bare.cpu_ms['bare']:.2f}x"] for name, ms in into[-1].cpu_ms.items()]
+    cpu_rows.append(["bare Bolt", f"{phases.bare.cpu_ms['bare']:.2f}", "1.00x"])
+    print(table(["process", "CPU ms per request (its work included)", "/ bare Bolt's"], cpu_rows))
+    print_traffic(phases.bot, n)
     o = phases.outcome
     mentions_ok = sum(1 for a in phases.bot.acks["mention"] if a.ok)
     clicks_ok = sum(1 for a in phases.bot.acks["click"] if a.ok)
@@ -471,9 +513,18 @@ async def drive(
 
     # -- bot: measured ---------------------------------------------------------------------------
     print(f"bot: {n} requests at {args.rate:g}/s ...", file=sys.stderr)
+    profilers = start_profilers(args, pids)
     calls_before = len(ws.fake.calls)
+    redis_before = await traffic(args.redis) if args.own_redis else None
     bot_phase = await load.measure(n=n, rate=args.rate, questions=measured_questions, pids=pids)
     finished = await settle(ws, quiet=quiet, timeout=60 + 3 * args.model_delay)
+    Load.settled(bot_phase, n=n, pids=pids)
+    if redis_before is not None:
+        bot_phase.redis = await traffic(args.redis) - redis_before
+    bot_phase.slack_calls = Counter(call.method for call in ws.fake.calls[calls_before:])
+    for profiler in profilers:
+        profiler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+        await asyncio.to_thread(profiler.wait, 30)
     outcome = Outcome.of(ws, calls_before, finished)
 
     # -- bare Bolt: same mix; clicks on question messages that are still open ----------------------
@@ -482,7 +533,38 @@ async def drive(
     print(f"bare: warm-up, then {n} requests at {args.rate:g}/s ...", file=sys.stderr)
     await load.warm_up(open_now)
     bare_phase = await load.measure(n=n, rate=args.rate, questions=open_now, pids=pids)
+    await asyncio.sleep(0.5)  # the bare app only acks: nothing runs on after its window
+    Load.settled(bare_phase, n=n, pids=pids)
     return Phases(bot=bot_phase, bare=bare_phase, outcome=outcome, bare_questions=len(open_now))
+
+
+def print_traffic(phase: Phase, n: int) -> None:
+    """Web API calls and (with ``--own-redis``) Redis commands and bytes per request, for the window and its work."""
+    calls = ", ".join(f"{method} {count / n:.2f}" for method, count in phase.slack_calls.most_common())
+    print(f"Web API calls per request: {sum(phase.slack_calls.values()) / n:.2f} ({calls})")
+    if phase.redis is not None:
+        top = ", ".join(f"{name} {count / n:.2f}" for name, count in phase.redis.commands.most_common(12))
+        print(
+            f"Redis per request: {phase.redis.commands.total() / n:.2f} commands ({top}); "
+            f"{phase.redis.bytes_in / n / 1024:.1f} KB in, {phase.redis.bytes_out / n / 1024:.1f} KB out"
+        )
+
+
+def start_profilers(args: argparse.Namespace, pids: dict[str, int]) -> list[subprocess.Popen[bytes]]:
+    """With ``--profile DIR``: py-spy (a sampling profiler, installed separately: ``pip install py-spy``) attached to
+    the bot's processes for the measured window and the work after it; collapsed stacks in ``DIR/<name>.txt``."""
+    if not args.profile:
+        return []
+    Path(args.profile).mkdir(parents=True, exist_ok=True)
+    return [
+        subprocess.Popen(
+            ["py-spy", "record", "-p", str(pid), "-f", "raw", "-r", "200", "-o", f"{args.profile}/{name}.txt"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for name, pid in pids.items()
+        if name in ("bot", "worker")
+    ]
 
 
 def latency_row(target: str, kind: str, acks: list[Ack], errors: list[str]) -> list[object]:
@@ -575,19 +657,67 @@ async def main() -> int:
     parser.add_argument(
         "--split", action="store_true", help="run the bot as `python -m bot web` + `python -m bot worker` processes"
     )
+    parser.add_argument("--profile", default="", help="py-spy the bot's processes into this folder (collapsed stacks)")
+    parser.add_argument(
+        "--own-redis", action="store_true", help="start a redis-server of its own (counts the bot's Redis traffic)"
+    )
+    parser.add_argument("--runs", type=int, default=1, help="repeat the whole measurement; print medians")
     parser.add_argument("--worker-nice", type=int, default=0, help="with --split: run the worker under `nice -n N`")
     args = parser.parse_args()
 
-    prefix = f"bench-ack:{uuid.uuid4().hex[:8]}:"
+    if args.own_redis:
+        async with own_redis() as url:
+            args.redis = url
+            args.own_redis = True
+            return await measure_all(args)
+    return await measure_all(args)
+
+
+async def measure_all(args: argparse.Namespace) -> int:
+    """``--runs`` runs of the whole measurement; with more than one, the medians."""
     n = args.rate * args.seconds
     budget = 120 + 4 * args.seconds + n / WARMUP_RATE + 10 * args.model_delay
-    return await run_cleanly(
-        lambda logdir, children: run(args, prefix, logdir, children),
-        redis_url=args.redis,
-        prefix=prefix,
-        budget=budget,
-        name="ack-latency",
-    )
+    figures: list[Figures] = []
+    for i in range(args.runs):
+        if args.runs > 1:
+            print(f"\n=== run {i + 1} of {args.runs} ===", file=sys.stderr)
+        prefix = f"bench-ack:{uuid.uuid4().hex[:8]}:"
+        status = await run_cleanly(
+            functools.partial(run, args, prefix, into=figures),
+            redis_url=args.redis,
+            prefix=prefix,
+            budget=budget,
+            name="ack-latency",
+        )
+        if status:
+            return status
+    if args.runs > 1:
+        print_medians(figures, split=args.split)
+    return 0
+
+
+def print_medians(figures: list[Figures], *, split: bool) -> None:
+    """The median over runs of each process's CPU per request and its ratio to bare Bolt's (the ratio is taken
+    within each run, then the median of the ratios), with ack p99 beside it."""
+    med = statistics.median
+    rows = []
+    for name in figures[0].cpu_ms:
+        rows.append(
+            [
+                ("web" if split else "serve") if name == "bot" else name,
+                f"{med(f.cpu_ms[name] for f in figures):.2f}",
+                f"{med(f.bare_cpu_ms for f in figures):.2f}",
+                f"{med(f.cpu_ms[name] / f.bare_cpu_ms for f in figures):.2f}x",
+                " / ".join(f"{f.cpu_ms[name] / f.bare_cpu_ms:.2f}" for f in figures),
+            ]
+        )
+    print(f"\nmedian of {len(figures)} runs: CPU per request (each run's ratio against the bare app in that run)")
+    print(table(["process", "CPU ms/request", "bare Bolt ms/request", "ratio (median)", "ratios per run"], rows))
+    p99_rows = [
+        [kind, f"{med(f.p99[kind] for f in figures):.1f}", f"{med(f.bare_p99[kind] for f in figures):.1f}"]
+        for kind in ("mention", "click")
+    ]
+    print(table(["request", "bot ack p99 ms (median)", "bare ack p99 ms (median)"], p99_rows))
 
 
 async def run_cleanly(
