@@ -126,12 +126,12 @@ class Follower:
                             await status.show(running(call.tool_name))
                         case SuspendedChunk(payload=suspended):
                             reply = await self._pause(reply, status, ctx)
-                            await self._ask(stream.run_id, suspended, ctx)
+                            await self._ask(stream.run_id, suspended, ctx, status=status)
                         case ApprovalChunk(payload=approval):
                             if not self.is_question_tool(approval.tool_name):
                                 reply.task(approval.tool_call_id, tool_name=approval.tool_name, status="pending")
                             reply = await self._pause(reply, status, ctx)
-                            await self._ask_approval(stream.run_id, approval, ctx)
+                            await self._ask_approval(stream.run_id, approval, ctx, status=status)
                         case QuestionClosedChunk(payload=closed) if isinstance(closed.suspend_payload, AskUserPayload):
                             outcome = LIVE_EXPIRED if closed.reason == "expired" else LIVE_ENDED
                             await self.close_question(
@@ -172,11 +172,19 @@ class Follower:
         return reply
 
     async def _pause(self, reply: ReplyStream, status: ThreadStatus, ctx: SlackContext) -> ReplyStream:
-        """The run waits for a person: end the reply streamed so far and the status; the text after the answer
-        goes in a new reply."""
+        """The run waits for a person: end the reply streamed so far; the text after the answer goes in a new
+        reply. The status goes with the question's post (:meth:`_posted_question`)."""
         await reply.pause()
-        await status.clear()
         return self._new_reply(ctx, status)
+
+    @staticmethod
+    async def _posted_question(status: ThreadStatus, ts: str | None) -> None:
+        """A question or approval request was posted in the thread (``ts``), which clears the status in Slack (no
+        call needed); where it could not be posted, the status is cleared by a call."""
+        if ts is not None:
+            status.posted()
+        else:
+            await status.clear()
 
     async def _tool_done(
         self,
@@ -202,10 +210,11 @@ class Follower:
         for part, blocks in bk.reply_messages(text, allow_user_mentions=self.allow_user_mentions):
             await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=part, blocks=blocks)
 
-    async def _ask(self, run_id: str, suspended: SuspendedPayload, ctx: SlackContext) -> None:
+    async def _ask(self, run_id: str, suspended: SuspendedPayload, ctx: SlackContext, *, status: ThreadStatus) -> None:
         payload = suspended.suspend_payload
         if not isinstance(payload, AskUserPayload):
             log.warning("run %s: suspended on %s, which Slack cannot show", run_id, suspended.tool_name)
+            await status.clear()
             return
         ref = QuestionRef.of(run_id, suspended.tool_call_id)
         blocks = bk.question_blocks(
@@ -220,14 +229,18 @@ class Follower:
         if ts is None:  # Slack refused the blocks: ask in plain text; a reply in the thread still answers
             plain = escape(clip(fallback_text(payload), 39000))
             ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=plain)
+        await self._posted_question(status, ts)
         call, asked, expires = suspended.tool_call_id, suspended.asked_at, suspended.expires_at
         await self._asked(run_id, call, ctx, ts=ts, approval=False, asked=asked, expires_at=expires)
 
-    async def _ask_approval(self, run_id: str, approval: ApprovalPayload, ctx: SlackContext) -> None:
+    async def _ask_approval(
+        self, run_id: str, approval: ApprovalPayload, ctx: SlackContext, *, status: ThreadStatus
+    ) -> None:
         ref = QuestionRef.of(run_id, approval.tool_call_id)
         blocks = approval_blocks(approval, ref=ref, approvers=self.approvers.describe(ctx))
         text = f"Approval needed to run {escape(approval.tool_name)}"
         ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text, blocks=blocks)
+        await self._posted_question(status, ts)
         call, asked, expires = approval.tool_call_id, approval.asked_at, approval.expires_at
         await self._asked(run_id, call, ctx, ts=ts, approval=True, asked=asked, expires_at=expires)
 

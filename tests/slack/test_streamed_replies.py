@@ -188,7 +188,23 @@ async def test_the_status_shows_while_the_model_works_and_clears_at_the_end(
         assert h.ws.calls("reactions.add") == []  # the status is the working sign where Slack allows it
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
         await h.settle()
-        assert h.ws.calls("assistant.threads.setStatus")[-1].params["status"] == ""  # the question waits: cleared
+        assert h.ws.state.status_of(GENERAL, d.message["ts"]) == ""  # the question waits: its post cleared it
+        # Slack clears the status when the app posts in the thread: no call to clear it as well
+        assert [c.params["status"] for c in h.ws.calls("assistant.threads.setStatus")] == ["is thinking..."]
+
+
+async def test_a_question_slack_refused_to_post_still_clears_the_status(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings=FAST) as h:
+        h.ws.fake.fail_next("chat.postMessage", "channel_not_found")
+        h.ws.fake.fail_next("chat.postMessage", "channel_not_found")  # the plain-text retry too
+        h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="c1")], delay=0.1))
+        d = await h.ws.mention(ALICE, GENERAL, "ask me")
+        await h.ws.wait_for_call("assistant.threads.setStatus")
+        await h.settle()
+        assert h.ws.state.status_of(GENERAL, d.message["ts"]) == ""
+        assert h.ws.calls("assistant.threads.setStatus")[-1].params["status"] == ""
 
 
 LONG = " ".join(f"w{i:05d}" for i in range(2600))  # 18,199 characters: two streamed messages
