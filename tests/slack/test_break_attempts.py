@@ -80,7 +80,7 @@ async def test_mention_job_redelivered_after_its_worker_died_is_still_answered(
         await asyncio.sleep(0.35)
         stop = asyncio.Event()
         working = asyncio.ensure_future(
-            worker.bot.queue.consume(worker.bot.run_job, stop=stop, block_ms=50, consumer="live", reclaim_after=0.3)
+            worker.bot.queue.consume(worker.bot.run_job, stop=stop, block_ms=50, consumer="live", lease_ttl=0.3)
         )
         try:
             await asyncio.sleep(1.5)

@@ -42,16 +42,16 @@ async def test_a_dead_workers_jobs_are_reclaimed(fake_redis: aioredis.Redis, pre
     await fake_redis.xgroup_create(Keys(prefix).work(), GROUP, id="0", mkstream=True)
     taken = await fake_redis.xreadgroup(GROUP, "dead-worker", {Keys(prefix).work(): ">"}, count=10)
     assert len(taken[0][1]) == 1  # a worker took it, then died without acknowledging
-    await asyncio.sleep(0.3)  # longer than reclaim_after below
+    await asyncio.sleep(0.3)  # longer than lease_ttl below
     seen: list[dict[str, Any]] = []
-    await run_until(queue, seen, 1, reclaim_after=0.2)
+    await run_until(queue, seen, 1, lease_ttl=0.2)
     assert [{k: v for k, v in j.items() if k not in ("id", "v")} for j in seen] == [
         {"kind": "converse", "n": 1, "redelivered": True}
     ]  # the handler knows it is a second try
 
 
 async def test_a_long_job_of_a_live_worker_is_not_taken_again(fake_redis: aioredis.Redis, prefix: str) -> None:
-    """A job that runs five times ``reclaim_after`` stays with its live worker: the worker keeps it fresh."""
+    """A job that runs five times ``lease_ttl`` stays with its live worker: the worker keeps it fresh."""
     queue = WorkQueue(fake_redis, keys=Keys(prefix))
     await queue.enqueue({"kind": "converse", "n": 1})
     started, stop = asyncio.Event(), asyncio.Event()
@@ -61,7 +61,7 @@ async def test_a_long_job_of_a_live_worker_is_not_taken_again(fake_redis: aiored
         await asyncio.sleep(1.0)
         stop.set()
 
-    worker = asyncio.ensure_future(queue.consume(slow, stop=stop, block_ms=50, reclaim_after=0.2))
+    worker = asyncio.ensure_future(queue.consume(slow, stop=stop, block_ms=50, lease_ttl=0.2))
     await started.wait()
     stolen = []
     while not stop.is_set():  # another worker looking for dead workers' jobs, more often than the owner
