@@ -25,7 +25,8 @@ one Redis without seeing each other's data. Keys that one Lua script touches tog
 - ``{prefix}due`` - sorted set: things due later (deadlines, reminders, escalations, Home refreshes), scored by
   when (ms, Redis's clock), see :mod:`bot.store.schedule`.
 - ``{prefix}{work}`` - stream: jobs from ``web`` processes for ``worker`` processes; ``{prefix}{work}:job:{id}``
-  marks a job id already queued (a resent XADD queues nothing).
+  marks a job id already queued (a resent XADD queues nothing); ``{prefix}{work}:alive:{consumer}`` - string with a
+  TTL: the lease of a live worker (consumer name ``host:pid``), see :mod:`bot.store.work_queue`.
 """
 
 from __future__ import annotations
@@ -108,3 +109,7 @@ class Keys:
     def work_job(self, job_id: str) -> str:
         """Marks job ``job_id`` as queued (same slot as :meth:`work`)."""
         return f"{self.prefix}{{work}}:job:{job_id}"
+
+    def work_lease(self, consumer: str) -> str:
+        """The liveness lease of worker ``consumer`` (same slot as :meth:`work`)."""
+        return f"{self.prefix}{{work}}:alive:{consumer}"
