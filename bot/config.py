@@ -22,6 +22,7 @@
 | ``RUN_RETENTION_SECONDS`` | ``604800`` (7 days) | how long an ended or expired run (and its message refs) is kept |
 | ``MODEL_TURN_TIMEOUT`` | ``300`` (5 min) | longest one model turn may take; past it the run fails, retryable |
 | ``MAX_REPLY_CHARS`` | ``40000`` | longest text one model turn may write; past it the run fails, retryable |
+| ``HISTORY_TOKEN_BUDGET`` | ``24000`` | tokens a model request may carry (oldest turns left out); ``off``: no bound |
 | ``MAX_RUNS_PER_PERSON`` | ``3`` | runs one person may have working at once, in all processes (not waiting ones) |
 | ``MAX_RUNS_PER_PROCESS`` | ``50`` | runs one process works on at once |
 | ``ALLOW_USER_MENTIONS`` | ``false`` | let model or people text ping a person (never channel/here/everyone/groups) |
@@ -34,6 +35,7 @@
 | ``ASSISTANT_PROMPTS`` | see below | the pane's 1-4 suggested prompts: JSON ``[{"title", "message"}]`` or ``a|b`` |
 | ``MCP_PORT`` | ``3100`` | ``python -m bot mcp --http``: the port of its streamable HTTP endpoint ``/mcp`` |
 | ``MCP_TOKEN`` | unset | ``python -m bot mcp --http``: the bearer token every request must carry (required there) |
+| ``METRICS_PORT`` | unset (none) | serve ``/metrics``, ``/healthz``, ``/readyz`` here (HTTP mode: on ``PORT`` too) |
 | ``MCP_ASK_CHANNEL`` | unset | ``python -m bot mcp``: the channel id its questions go to when a call names none |
 | ``MCP_PROGRESS_SECONDS`` | ``10`` | ``python -m bot mcp``: seconds between progress notifications while a call waits |
 | ``MCP_ASK_USER`` | unset | ``python -m bot mcp``: the user id asked when a call names none |
@@ -135,6 +137,7 @@ class Settings(BaseSettings):
     run_retention_seconds: PositiveDuration = 7 * 24 * 3600
     model_turn_timeout: PositiveDuration = 300
     max_reply_chars: int = Field(default=40_000, ge=100)
+    history_token_budget: int | None = 24_000  # bot.agent.budget.DEFAULT_HISTORY_BUDGET (not imported: no SDKs here)
     max_runs_per_person: int = Field(default=3, ge=1)
     max_runs_per_process: int = Field(default=50, ge=1)
     allow_user_mentions: bool = False
@@ -148,6 +151,7 @@ class Settings(BaseSettings):
     mcp_port: int = 3100
     mcp_token: SecretStr | None = None
     mcp_ask_channel: str | None = None
+    metrics_port: int | None = None
     mcp_ask_user: str | None = None
     mcp_progress_seconds: float = Field(default=10.0, ge=0.5, le=600)
     log_level: LogLevel = "INFO"
@@ -190,6 +194,11 @@ class Settings(BaseSettings):
             return None
         return SecretStr(redis_url_value(value.get_secret_value() if isinstance(value, SecretStr) else value))
 
+    @field_validator("metrics_port", mode="before")
+    @classmethod
+    def _metrics_port(cls, value: object) -> int | None:
+        return None if value is None else cls._port(value)
+
     @field_validator("port", "mcp_port", mode="before")
     @classmethod
     def _port(cls, value: object) -> int:
@@ -198,6 +207,18 @@ class Settings(BaseSettings):
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 65535:
             return value
         raise ValueError("must be a whole number from 0 to 65535")
+
+    @field_validator("history_token_budget", mode="before")
+    @classmethod
+    def _history_token_budget(cls, value: object) -> int | None:
+        if value is None or (isinstance(value, str) and value.strip().lower() == "off"):
+            return None
+        text = value.strip().replace("_", "") if isinstance(value, str) else value
+        if isinstance(text, str) and text.isascii() and text.isdigit():
+            text = int(text)
+        if isinstance(text, int) and not isinstance(text, bool) and 1000 <= text <= 10_000_000:
+            return text
+        raise ValueError("must be a whole number of tokens from 1000 to 10000000, or off")
 
     @field_validator("ask_answerers", mode="before")
     @classmethod

@@ -23,6 +23,14 @@ from bot.testing.openai_server import FakeOpenAI
 REAL_REDIS_URL = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/0")
 
 
+@pytest.fixture(autouse=True)
+def fresh_calibration() -> None:
+    """What the process learned of models' token counts and windows does not carry from one test to the next."""
+    from bot.agent.budget import CALIBRATION
+
+    CALIBRATION.clear()
+
+
 @pytest.fixture
 def fake_server() -> fakeredis.FakeServer:
     """One in-memory Redis 'server'; several clients on it behave like several processes."""

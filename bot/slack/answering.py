@@ -38,6 +38,7 @@ from bot.errors import (
     ToolCallNotPending,
 )
 from bot.logs import log_context
+from bot.ops import audit
 from bot.slack import blocks as bk
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import Follower
@@ -289,6 +290,10 @@ class Answering:
     ) -> None:
         """Tell ``user`` why the question can't take their answer, and do what that outcome needs: close an
         expired question's messages, or continue a run whose answer is recorded but that nobody drives."""
+        if isinstance(check, Answered):
+            audit.duplicate(state, call, user=user)
+        else:
+            audit.refused(state, call, user=user, reason="expired" if isinstance(check, Expired) else "closed")
         await say(explain(check, user))
         if isinstance(check, Expired):
             await self.expire(state, call)
@@ -386,6 +391,7 @@ class Answering:
             await say(STORE_DOWN)
             return None
         if not ok:
+            audit.refused(state, call, user=where.user, reason="not_allowed")
             await say(self.refusal(ctx))
             return None
         return found

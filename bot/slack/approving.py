@@ -20,6 +20,7 @@ from bot.errors import (
     StoreUnavailable,
 )
 from bot.logs import log_context
+from bot.ops import audit
 from bot.slack import modals
 from bot.slack.answer_modal import LOADING_VIEW, AnswerModal
 from bot.slack.answering import LOST_CLAIM, Answering, Found, Say
@@ -76,6 +77,7 @@ class Approving:
             await say(STORE_DOWN)
             return None
         if not ok:
+            audit.refused(state, call, user=where.user, reason="not_allowed")
             await say(self.policy.refusal(ctx))
             return None
         return state, ctx, call
