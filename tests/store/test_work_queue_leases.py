@@ -13,23 +13,23 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
-from bot.store import Keys, connect_redis
+from bot.store import Keys
 from bot.store.work_queue import GROUP, PARKED, WorkQueue
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL_REDIS_URL = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/0")
-CLUSTER_URL = os.environ.get("REDIS_CLUSTER_TEST_URL", "redis://127.0.0.1:7000/0")
+CLUSTER_URL = os.environ.get("REDIS_TEST_CLUSTER_URL", "redis://127.0.0.1:7000/0")
 
 WORKER = r"""
 import asyncio, json, os, sys
-from bot.store import Keys, connect_redis
+from bot.store import Keys
 from bot.store.work_queue import WorkQueue
 
 async def main() -> None:
@@ -50,25 +50,12 @@ asyncio.run(main())
 """
 
 
-@pytest.fixture(params=["redis", "cluster"])
-async def target(request: pytest.FixtureRequest, prefix: str) -> AsyncIterator[tuple[aioredis.Redis, str, bool]]:
-    """``(client, url, is_cluster)``: the single real Redis, then the local 3-master cluster (skipped when absent,
-    unless REQUIRE_REAL_REDIS=1)."""
-    cluster = request.param == "cluster"
-    url = CLUSTER_URL if cluster else REAL_REDIS_URL
-    client = connect_redis(url, cluster=cluster, retries=0)
-    try:
-        await client.ping()
-    except Exception as exc:
-        await client.aclose()
-        message = f"{request.param} not reachable at {url}: {type(exc).__name__}"
-        if os.environ.get("REQUIRE_REAL_REDIS") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    yield client, url, cluster
-    for key in [k async for k in client.scan_iter(match=f"{prefix}*")]:
-        await client.delete(key)
-    await client.aclose()
+@pytest.fixture
+def target(real_redis: aioredis.Redis, redis_kind: str) -> tuple[aioredis.Redis, str, bool]:
+    """``(client, url, is_cluster)`` of this test's real Redis (the single one, then the local cluster: see
+    tests/conftest.py)."""
+    cluster = redis_kind == "cluster"
+    return real_redis, CLUSTER_URL if cluster else REAL_REDIS_URL, cluster
 
 
 class Workers:
