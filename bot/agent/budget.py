@@ -171,15 +171,25 @@ def fit(
     at most ``budget`` where possible: oldest turns out first, the last turn and the latest user message always
     kept. ``quantum`` (tokens, 0 for none): the amount left out is rounded up to a multiple of it, so the cut
     stays put while the history grows by less than that. ``tool`` messages whose call is not kept are dropped."""
+    keep = kept_indices(messages, sizes, budget=budget, quantum=quantum)
+    if keep is None:
+        return list(messages), 0
+    return [messages[i] for i in keep], len(messages) - len(keep)
+
+
+def kept_indices(
+    messages: Sequence[dict[str, Any]], sizes: Sequence[int], *, budget: int, quantum: int = 0
+) -> list[int] | None:
+    """The indices of the messages :func:`fit` keeps, or None when it keeps them all."""
     spans = turns_of(messages)
     if not spans:
-        return list(messages), 0
+        return None
     turn_sizes = [sum(sizes[a:b]) for a, b in spans]
     last_user = next((t for t in range(len(spans) - 1, -1, -1) if messages[spans[t][0]].get("role") == "user"), None)
     pinned = {len(spans) - 1} | ({last_user} if last_user is not None else set())
     total = sum(turn_sizes)
     if total <= budget:
-        return list(messages), 0
+        return None
     used = sum(turn_sizes[t] for t in pinned)
     cut = len(spans) - 1  # the first turn kept (pinned ones before it are kept too)
     for t in range(len(spans) - 2, -1, -1):
@@ -196,11 +206,12 @@ def fit(
         while cut < len(spans) - 1 and dropped < target:
             dropped += turn_sizes[cut]
             cut += 1
-    keep = sorted({t for t in pinned if t < cut} | set(range(cut, len(spans))))
-    kept = [m for t in keep for m in messages[spans[t][0] : spans[t][1]]]
-    called = {c.get("id") for m in kept if m.get("role") == "assistant" for c in m.get("tool_calls") or []}
-    kept = [m for m in kept if m.get("role") != "tool" or m.get("tool_call_id") in called]
-    return kept, len(messages) - len(kept)
+    turns = sorted({t for t in pinned if t < cut} | set(range(cut, len(spans))))
+    keep = [i for t in turns for i in range(*spans[t])]
+    called = {
+        c.get("id") for i in keep if messages[i].get("role") == "assistant" for c in messages[i].get("tool_calls") or []
+    }
+    return [i for i in keep if messages[i].get("role") != "tool" or messages[i].get("tool_call_id") in called]
 
 
 @dataclass
@@ -241,27 +252,33 @@ class HistoryBudget:
         *,
         tools_tokens: int,
         budget: int | None = None,
+        sizes: Sequence[int] | None = None,
     ) -> Request:
         """The request for ``messages`` under ``budget`` (default :meth:`effective`); ``tools_tokens``: raw tokens
-        of the tool specs sent beside them."""
-        sizes = [message_tokens(m) for m in messages]
+        of the tool specs sent beside them; ``sizes``: the messages' :func:`message_tokens` when known."""
+        sizes = [message_tokens(m) for m in messages] if sizes is None else sizes
         fixed = text_tokens(instructions) + tools_tokens + PER_MESSAGE
         limit = self.effective(budget)
-        kept, left_out = list(messages), 0
+        keep = None
         if limit is not None:
             room = max(0, self._raw(limit) - fixed - text_tokens(LEFT_OUT_NOTE))
-            kept, left_out = fit(messages, sizes, budget=room, quantum=room // 4)
-        system = instructions + ("\n\n" + LEFT_OUT_NOTE if left_out else "")
-        estimated = fixed + (text_tokens(LEFT_OUT_NOTE) if left_out else 0)
-        estimated += sum(sizes) if not left_out else sum(message_tokens(m) for m in kept)
-        return Request([{"role": "system", "content": system}, *kept], estimated, left_out)
+            keep = kept_indices(messages, sizes, budget=room, quantum=room // 4)
+        if keep is None:
+            return Request([{"role": "system", "content": instructions}, *messages], fixed + sum(sizes), 0)
+        system = instructions + "\n\n" + LEFT_OUT_NOTE
+        estimated = fixed + text_tokens(LEFT_OUT_NOTE) + sum(sizes[i] for i in keep)
+        kept = [messages[i] for i in keep]
+        return Request([{"role": "system", "content": system}, *kept], estimated, len(messages) - len(keep))
 
-    def bound_stored(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    def bound_stored(
+        self, messages: list[dict[str, Any]], sizes: Sequence[int] | None = None
+    ) -> list[dict[str, Any]] | None:
         """The stored history cut to ``STORE_KEEP`` x budget once it is past ``STORE_HIGH`` x budget (same rules
-        as a request), or None when it stays as it is (no budget, or under the bound)."""
+        as a request), or None when it stays as it is (no budget, or under the bound). ``sizes``: the messages'
+        :func:`message_tokens` when known."""
         if self.budget is None:
             return None
-        sizes = [message_tokens(m) for m in messages]
+        sizes = [message_tokens(m) for m in messages] if sizes is None else sizes
         if sum(sizes) <= self._raw(int(STORE_HIGH * self.budget)):
             return None
         kept, left_out = fit(messages, sizes, budget=self._raw(int(STORE_KEEP * self.budget)))

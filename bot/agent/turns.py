@@ -10,7 +10,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from bot.agent.budget import HistoryBudget
+from bot.agent.budget import HistoryBudget, message_tokens
 from bot.agent.model import ChatModel, TextDelta, TurnDone
 from bot.agent.state import RunState
 from bot.agent.stream import AgentStream, TextDeltaChunk, TextDeltaPayload
@@ -114,12 +114,13 @@ async def budgeted_turn(
     model's window and is tried once more with a smaller budget (the window's 80 %, or half the refused request),
     when that leaves more out; otherwise, and when the budget is off, ``ContextTooLong`` is raised. Raises
     ``ModelCallFailed``."""
-    bounded = budget.bound_stored(state.messages)
+    sizes: list[int] | None = [message_tokens(m) for m in state.messages] if budget.budget is not None else None
+    bounded = budget.bound_stored(state.messages, sizes)
     if bounded is not None:
         log.info("run %s: stored history cut from %d to %d messages", state.run_id, len(state.messages), len(bounded))
-        state.messages = bounded
+        state.messages, sizes = bounded, None
     calibration, name = budget.calibration, budget.model
-    request = budget.request(instructions, state.messages, tools_tokens=tools_tokens)
+    request = budget.request(instructions, state.messages, tools_tokens=tools_tokens, sizes=sizes)
     for attempt in (1, 2):
         try:
             turn = await model_turn(
