@@ -153,7 +153,7 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
             loop.add_signal_handler(sig, stop.set)
 
     async with contextlib.AsyncExitStack() as stack:  # unwinds in reverse: stop listening, drain, close
-        redis_client = connect_redis(redis_url)
+        redis_client = connect_redis(redis_url, cluster=settings.redis_cluster)
         stack.push_async_callback(redis_client.aclose)
         await check_redis(redis_client, redis_url)
         model = OpenAIChatModel(

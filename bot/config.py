@@ -10,6 +10,7 @@
 | ``OPENAI_MODEL`` | ``gpt-4.1-mini`` | chat model name |
 | ``REDIS_URL`` | unset | ``redis://``, ``rediss://`` or ``unix://``; unset -> in-process (playground only) |
 | ``REDIS_PREFIX`` | ``askbot:`` | key prefix |
+| ``REDIS_CLUSTER`` | ``false`` | ``REDIS_URL`` names a node of a Redis Cluster (``redis://``/``rediss://``, db 0) |
 | ``PORT`` | ``3000`` | HTTP port for ``POST /slack/events`` (0..65535; 0 = any free port) |
 | ``ASK_ANSWERERS`` | ``requester`` | who may answer: ``requester`` or ``channel`` |
 | ``APPROVERS`` | ``requester`` | who may approve tool calls: ``requester``, ``channel``, or user and user-group ids |
@@ -34,8 +35,8 @@
 | ``ASSISTANT_GREETING`` | see below | what the bot says when a person opens a thread in its assistant pane |
 | ``ASSISTANT_PROMPTS`` | see below | the pane's 1-4 suggested prompts: JSON ``[{"title", "message"}]`` or ``a|b`` |
 | ``MCP_PORT`` | ``3100`` | ``python -m bot mcp --http``: the port of its streamable HTTP endpoint ``/mcp`` |
-| ``MCP_TOKEN`` | unset | ``python -m bot mcp --http``: the bearer token every request must carry (required there) |
 | ``METRICS_PORT`` | unset (none) | serve ``/metrics``, ``/healthz``, ``/readyz`` here (HTTP mode: on ``PORT`` too) |
+| ``MCP_TOKEN`` | unset | ``python -m bot mcp --http``: the bearer token every request must carry (required there) |
 | ``MCP_ASK_CHANNEL`` | unset | ``python -m bot mcp``: the channel id its questions go to when a call names none |
 | ``MCP_PROGRESS_SECONDS`` | ``10`` | ``python -m bot mcp``: seconds between progress notifications while a call waits |
 | ``MCP_ASK_USER`` | unset | ``python -m bot mcp``: the user id asked when a call names none |
@@ -125,6 +126,7 @@ class Settings(BaseSettings):
     openai_model: str = "gpt-4.1-mini"
     redis_url: SecretStr | None = None  # may carry a password
     redis_prefix: str = "askbot:"
+    redis_cluster: bool = False
     port: int = 3000
     ask_answerers: Answerers = "requester"
     approvers: str = "requester"
@@ -149,9 +151,9 @@ class Settings(BaseSettings):
     assistant_greeting: str = Field(default=DEFAULT_GREETING, min_length=1, max_length=3000)
     assistant_prompts: SuggestedPrompts = Field(default_factory=lambda: suggested_prompts(DEFAULT_PROMPTS))
     mcp_port: int = 3100
+    metrics_port: int | None = None
     mcp_token: SecretStr | None = None
     mcp_ask_channel: str | None = None
-    metrics_port: int | None = None
     mcp_ask_user: str | None = None
     mcp_progress_seconds: float = Field(default=10.0, ge=0.5, le=600)
     log_level: LogLevel = "INFO"
@@ -297,6 +299,22 @@ class Settings(BaseSettings):
         if text is not None and not re.fullmatch(r"[UW][A-Z0-9_]{1,63}", text):
             raise ValueError("must be a user id (U... or W...)")
         return text
+
+    @model_validator(mode="after")
+    def _cluster(self) -> Settings:
+        if not self.redis_cluster:
+            return self
+        if "{" in self.redis_prefix or "}" in self.redis_prefix:
+            raise ValueError("REDIS_PREFIX: must not contain { or } with REDIS_CLUSTER (they decide a key's slot)")
+        if self.redis_url is not None:
+            parts = urlsplit(self.redis_url.get_secret_value())
+            if parts.scheme.lower() == "unix":
+                raise ValueError(
+                    "REDIS_CLUSTER: a cluster is reached over TCP; REDIS_URL must be redis:// or rediss://"
+                )
+            if parts.path.strip("/") not in ("", "0"):
+                raise ValueError("REDIS_CLUSTER: a cluster has only database 0; drop it from REDIS_URL")
+        return self
 
     @model_validator(mode="after")
     def _escalation(self) -> Settings:

@@ -346,3 +346,24 @@ def test_escalation_needs_both_settings_and_a_time_before_the_deadline() -> None
         with pytest.raises(SettingsError) as info:
             load_settings(**values)
         assert info.value.problems[0].startswith(line), info.value.problems
+
+
+def test_redis_cluster_is_off_by_default_and_takes_a_boolean(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().redis_cluster is False
+    monkeypatch.setenv("REDIS_CLUSTER", "1")
+    assert load_settings(redis_url="redis://127.0.0.1:7000").redis_cluster is True
+    [line] = problems(monkeypatch, REDIS_CLUSTER="maybe")
+    assert line.startswith("REDIS_CLUSTER: must be a valid boolean") and line.endswith("(got 'maybe')")
+
+
+def test_redis_cluster_refuses_what_a_cluster_cannot_do() -> None:
+    for values, line in (
+        ({"redis_url": "unix:///run/redis.sock"}, "REDIS_CLUSTER: a cluster is reached over TCP"),
+        ({"redis_url": "redis://127.0.0.1:7000/2"}, "REDIS_CLUSTER: a cluster has only database 0"),
+        ({"redis_prefix": "app{1}:"}, "REDIS_PREFIX: must not contain { or } with REDIS_CLUSTER"),
+    ):
+        with pytest.raises(SettingsError) as info:
+            load_settings(redis_cluster=True, **values)
+        assert info.value.problems == [info.value.problems[0]] and info.value.problems[0].startswith(line)
+        load_settings(**values)  # fine on one Redis
+    assert load_settings(redis_cluster=True, redis_url="rediss://:pw@cache.example:6380/0").redis_cluster

@@ -191,7 +191,7 @@ async def asking(settings: Settings) -> AsyncIterator[Asker]:
 
     assert settings.redis_url is not None
     redis_url = settings.redis_url.get_secret_value()
-    redis_client = connect_redis(redis_url)
+    redis_client = connect_redis(redis_url, cluster=settings.redis_cluster)
     try:
         await check_redis(redis_client, redis_url)
         socket = settings.slack_app_token is not None

@@ -69,18 +69,29 @@ end
 return 0
 """
 
-# KEYS[1] due. ARGV: [1] at ms ("" = Redis TIME + ARGV[2]), [2] after ms, [3] member, [4] "LT" to keep an earlier one
-# (an item being carried out is at its lease's end, later: LT moves it, so its done() keeps it for the new time).
+# KEYS[1] due. ARGV: [1] "LT" to keep an earlier one (an item being carried out is at its lease's end, later: LT
+# moves it, so its done() keeps it for the new time), then per item three: at ms ("" = Redis TIME + after), after ms,
+# member. Returns how many were added. One script for many items (not a pipeline of scripts: redis-py's cluster
+# pipelines refuse EVALSHA), on the one key, so it stays one round trip on a cluster.
 _ADD = """
-local at = tonumber(ARGV[1])
-if not at then
-  local t = redis.call('TIME')
-  at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
+local now = nil
+local added = 0
+for i = 2, #ARGV, 3 do
+  local at = tonumber(ARGV[i])
+  if not at then
+    if not now then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    end
+    at = now + tonumber(ARGV[i + 1])
+  end
+  if ARGV[1] == 'LT' then
+    added = added + redis.call('ZADD', KEYS[1], 'LT', at, ARGV[i + 2])
+  else
+    added = added + redis.call('ZADD', KEYS[1], at, ARGV[i + 2])
+  end
 end
-if ARGV[4] == 'LT' then
-  return redis.call('ZADD', KEYS[1], 'LT', at, ARGV[3])
-end
-return redis.call('ZADD', KEYS[1], at, ARGV[3])
+return added
 """
 
 
@@ -143,13 +154,11 @@ class Schedule:
         """:meth:`add` each ``(item, at, after)`` of ``entries``, in one round trip."""
         if not entries:
             return
+        args: list[str | int] = ["LT" if keep_earlier else ""]
+        for item, at, after in entries:
+            args += [str(math.ceil(at.timestamp() * 1000)) if at is not None else "", int(after * 1000), item.member()]
         try:
-            async with self.client.pipeline(transaction=False) as pipe:
-                for item, at, after in entries:
-                    at_ms = str(math.ceil(at.timestamp() * 1000)) if at is not None else ""
-                    args: list[str | int] = [at_ms, int(after * 1000), item.member(), "LT" if keep_earlier else ""]
-                    await self._add(keys=[self.key], args=args, client=pipe)
-                await pipe.execute()
+            await self._add(keys=[self.key], args=args)
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while trying to schedule items: {type(exc).__name__}") from None
 

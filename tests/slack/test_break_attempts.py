@@ -250,6 +250,7 @@ async def test_model_output_other_than_text_is_bounded_too(fake_redis: aioredis.
 
 
 @pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
 async def test_refusal_for_a_thread_reply_is_not_lost_with_the_reply_of_its_told_once_mark(
     real_redis: aioredis.Redis, harness: Any
 ) -> None:
@@ -279,6 +280,7 @@ async def test_refusal_for_a_thread_reply_is_not_lost_with_the_reply_of_its_told
 
 
 @pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
 async def test_a_click_queued_for_a_worker_is_not_delayed_minutes_by_a_lost_xreadgroup_reply(
     real_redis: aioredis.Redis, harness: Any
 ) -> None:

@@ -107,6 +107,7 @@ async def test_jobs_carry_a_version_and_an_id_and_a_resent_enqueue_queues_once(
 
 
 @pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
 async def test_an_enqueue_whose_reply_is_lost_queues_the_job_once(real_redis: aioredis.Redis, prefix: str) -> None:
     """Redis adds the job, the reply is lost, redis-py's retry sends the same script again: still one job."""
     async with TcpProxy("127.0.0.1", 6379) as proxy:
@@ -119,3 +120,23 @@ async def test_an_enqueue_whose_reply_is_lost_queues_the_job_once(real_redis: ai
             assert await real_redis.xlen(Keys(prefix).work()) == 1
         finally:
             await client.aclose()
+
+
+async def test_a_first_release_workers_job_is_left_to_its_own_rule_while_a_deploy_rolls(
+    fake_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A consumer named ``host:pid`` (the first release: no lease, it touches its jobs every 40 s) is not taken for
+    dead after lease_ttl; a lease-less consumer of this release (any other name) is."""
+    queue = WorkQueue(fake_redis, keys=Keys(prefix))
+    key = Keys(prefix).work()
+    await fake_redis.xgroup_create(key, GROUP, id="0", mkstream=True)
+    await queue.enqueue({"n": 1})
+    await fake_redis.xreadgroup(GROUP, "oldhost:4242", {key: ">"}, count=10)
+    await queue.enqueue({"n": 2})
+    await fake_redis.xreadgroup(GROUP, "newhost:4242:a1b2c3", {key: ">"}, count=10)
+    await asyncio.sleep(0.3)  # longer than lease_ttl below
+    seen: list[dict[str, Any]] = []
+    await run_until(queue, seen, 1, lease_ttl=0.2)
+    assert [j["n"] for j in seen] == [2]
+    pending = await fake_redis.xpending_range(key, GROUP, "-", "+", 10)
+    assert [p["consumer"] for p in pending] == [b"oldhost:4242"]
