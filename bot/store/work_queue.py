@@ -8,11 +8,12 @@ reply was lost (by redis-py's retry) queues nothing twice. Delivery is at least 
 Who died is told by a liveness lease, not by how long a job has been pending: each consumer keeps the key
 ``Keys.work_lease(name)`` alive (TTL ``lease_ttl`` s, refreshed every third of it, by a task of its own, so a
 worker whose slots are all busy keeps it too). Every third of ``lease_ttl`` a worker lists the group's consumers
-(``XINFO CONSUMERS``) and, for each other consumer whose lease is gone and that Redis saw idle longer than
-``lease_ttl`` (so a worker of a release without leases, which reads every second, is not taken for dead while
-a deploy rolls), moves that consumer's pending jobs to itself in one script (lease still absent, ``XPENDING``
-of that consumer, ``XCLAIM``) and runs them with ``"redelivered": True``. A job pending for a live consumer is
-never taken, however long it runs.
+(``XINFO CONSUMERS``) and, for each other consumer whose lease is gone and that Redis saw idle (no job delivered
+or claimed) longer than ``lease_ttl``, moves that consumer's pending jobs to itself in one script (lease still
+absent, ``XPENDING`` of that consumer, ``XCLAIM``) and runs them with ``"redelivered": True``. A job pending for a
+live consumer is never taken, however long it runs. Workers of the first release (no lease; consumer names
+``host:pid``, which this release's ``host:pid:<random>`` never matches) keep their own rule while a deploy rolls:
+taken once idle :data:`LEGACY_IDLE` seconds (they touch their jobs every 40 s).
 
 Versions: a worker handles jobs of its version and older ones (its handler upgrades their shape, see
 :class:`bot.slack.runner.LazyJobs`). A job of a newer version is left for a newer worker: it is moved
@@ -34,6 +35,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import socket
 import time
 import uuid
@@ -54,6 +56,8 @@ JOB_VERSION = 1
 JOB_MARKER_TTL = 24 * 3600  # seconds a job id is remembered (longer than any job waits in the stream)
 LEASE_TTL = 10.0  # seconds a worker's lease outlives its last refresh (refreshed every third of it)
 PARKED = "park:v"  # + a job version: the consumer holding jobs of that version for a worker that knows it
+LEGACY_IDLE = 120.0  # seconds: the first release's reclaim_after (its workers, without a lease, touch jobs every 40 s)
+_LEGACY_NAME = re.compile(r"[^:]+:\d+")  # the first release's consumer names: host:pid
 
 # KEYS[1] stream, KEYS[2] job marker; ARGV: [1] job JSON, [2] marker ttl s. Returns the entry id, or false when
 # this job id was queued already. No MAXLEN: handled jobs are deleted, so the stream holds only unhandled work, and
@@ -165,8 +169,9 @@ class WorkQueue:
     ) -> None:
         """Run ``handler`` on jobs until ``stop`` is set (or the task is cancelled), at most ``concurrency``
         at once; then finish the jobs in hand and drop the lease. Redis errors are logged and retried after a pause;
-        handler errors are logged and the job is acknowledged. ``lease_ttl``: seconds (see the module docstring)."""
-        name = consumer or f"{socket.gethostname()}:{os.getpid()}"
+        handler errors are logged and the job is acknowledged. ``consumer``: this worker's name in the group (default
+        ``host:pid:<random>``); ``lease_ttl``: seconds (see the module docstring)."""
+        name = consumer or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         stop = stop or asyncio.Event()
         slots = asyncio.Semaphore(concurrency)
         tasks: set[asyncio.Task[None]] = set()
@@ -264,8 +269,8 @@ class WorkQueue:
                 if not parked.isdigit() or int(parked) > self.version:
                     continue  # for a newer worker
                 redelivered = False
-            elif int(info.get("idle", 0)) <= lease_ttl * 1000:
-                continue  # seen lately (a live worker, or one of a release without leases)
+            elif int(info.get("idle", 0)) <= (LEGACY_IDLE if _LEGACY_NAME.fullmatch(owner) else lease_ttl) * 1000:
+                continue  # seen lately
             else:
                 redelivered = True
             claimed: Any = await self._claim(

@@ -29,7 +29,7 @@ CLUSTER_URL = os.environ.get("REDIS_TEST_CLUSTER_URL", "redis://127.0.0.1:7000/0
 
 WORKER = r"""
 import asyncio, json, os, sys
-from bot.store import Keys
+from bot.store import Keys, connect_redis
 from bot.store.work_queue import WorkQueue
 
 async def main() -> None:
