@@ -52,8 +52,12 @@ def question_mode(pending: PendingCall) -> str:
     return "form" if "form" in payload else "free_form"
 
 
-def _base(state: RunState, pending: PendingCall | None, call: str, *, outcome: str) -> dict[str, Any]:
-    kind: Kind = pending.kind if pending is not None else "question"
+def _base(
+    state: RunState, pending: PendingCall | None, call: str, *, outcome: str, kind: Kind | None = None
+) -> dict[str, Any]:
+    """The fields every line has; ``tool``, ``mode`` and ``asked_at`` while ``call`` is pending (``pending``), else
+    the tool's name from the run's messages."""
+    kind = kind or (pending.kind if pending is not None else "question")
     fields: dict[str, Any] = {
         "event": f"{kind}.{outcome}",
         "kind": kind,
@@ -65,6 +69,8 @@ def _base(state: RunState, pending: PendingCall | None, call: str, *, outcome: s
         fields["tool"] = pending.tool_name
         fields["mode"] = question_mode(pending)
         fields["asked_at"] = _iso(pending.suspended_at)
+    elif (tool := _tool_of(state, call)) is not None:
+        fields["tool"] = tool
     slack = state.metadata.get("slack")
     if isinstance(slack, dict):
         for name in ("team_id", "channel_id"):
@@ -175,22 +181,24 @@ def expired(state: RunState, pending: PendingCall | None) -> None:
     _emit(fields)
 
 
-def refused(state: RunState, call: str, *, user: str, reason: RefusalReason) -> None:
-    """``user``'s answer or decision on ``call`` was refused for ``reason``."""
+def refused(state: RunState, call: str, *, user: str, reason: RefusalReason, kind: Kind | None = None) -> None:
+    """``user``'s answer or decision on ``call`` was refused for ``reason`` (``kind``: what the request was, when
+    the call is no longer pending to tell it)."""
     pending = _pending_of(state, call)
-    kind: Kind = pending.kind if pending is not None else "question"
+    kind = kind or (pending.kind if pending is not None else "question")
     m.ANSWERS_REFUSED.labels(kind, reason).inc()
-    fields = _base(state, pending, call, outcome="refused")
+    fields = _base(state, pending, call, outcome="refused", kind=kind)
     fields.update(user_id=user, at=_iso(utcnow()), reason=reason)
     _emit(fields)
 
 
-def duplicate(state: RunState, call: str, *, user: str) -> None:
-    """``user`` answered (or decided) ``call`` after it was answered: refused, told who answered."""
+def duplicate(state: RunState, call: str, *, user: str, kind: Kind | None = None) -> None:
+    """``user`` answered (or decided) ``call`` after it was answered: refused, told who answered (``kind`` as for
+    :func:`refused`)."""
     pending = _pending_of(state, call)
-    kind: Kind = pending.kind if pending is not None else "question"
+    kind = kind or (pending.kind if pending is not None else "question")
     m.ANSWERS_DUPLICATE.labels(kind).inc()
-    fields = _base(state, pending, call, outcome="duplicate")
+    fields = _base(state, pending, call, outcome="duplicate", kind=kind)
     fields.update(user_id=user, at=_iso(utcnow()))
     first = state.answer_for(call)
     if first is not None and first.answered_by:
@@ -201,3 +209,13 @@ def duplicate(state: RunState, call: str, *, user: str) -> None:
 def _pending_of(state: RunState, call: str) -> PendingCall | None:
     pending = state.pending
     return pending if pending is not None and pending.tool_call_id == call else None
+
+
+def _tool_of(state: RunState, call: str) -> str | None:
+    """The name of the tool call ``call`` in the run's messages (newest first), if there."""
+    for message in reversed(state.messages):
+        for part in message.get("tool_calls") or []:
+            if isinstance(part, dict) and part.get("id") == call:
+                name = (part.get("function") or {}).get("name")
+                return str(name) if name else None
+    return None

@@ -41,12 +41,12 @@ is read from Redis at scrape time by :class:`QueueGauges`, so every process repo
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import time
 from collections.abc import Iterable, Sequence
 
-import redis.asyncio as aioredis
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
@@ -59,7 +59,9 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
-from redis.exceptions import RedisError
+
+from bot.errors import StoreUnavailable
+from bot.store.work_queue import QueueStats, WorkQueue
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -108,55 +110,35 @@ def label_value(value: str) -> str:
 
 
 class QueueGauges(Collector):
-    """Split mode's queue gauges, read from Redis at scrape time: call :meth:`refresh` (async) before collecting.
+    """Split mode's queue gauges, read from Redis at scrape time (:meth:`bot.store.work_queue.WorkQueue.stats`, one
+    pipeline): call :meth:`refresh` (async) before collecting. A Redis that does not answer within ``within``
+    seconds leaves the gauges out of that scrape (no stale figure is reported)."""
 
-    ``stream``: the work stream's key, ``group``: its consumer group. Handled jobs are deleted from the stream
-    (:mod:`bot.store.work_queue`), so its length is the jobs not yet handled and its first entry the oldest one.
-    A Redis that does not answer leaves the gauges out of that scrape (no stale figure is reported).
-    """
-
-    def __init__(self, client: aioredis.Redis, *, stream: str, group: str) -> None:
-        self.client = client
-        self.stream = stream
-        self.group = group
-        self._values: tuple[int, float, int] | None = None
+    def __init__(self, queue: WorkQueue) -> None:
+        self.queue = queue
+        self._stats: QueueStats | None = None
 
     async def refresh(self, *, within: float = 1.0) -> None:
-        """Read length, oldest entry and the group's pending count (one pipeline, one round trip)."""
-        import asyncio
-
         try:
-            async with self.client.pipeline(transaction=False) as pipe:
-                pipe.xlen(self.stream)
-                pipe.xrange(self.stream, count=1)
-                pipe.time()
-                pipe.xpending(self.stream, self.group)
-                length, first, now, pending = await asyncio.wait_for(pipe.execute(raise_on_error=False), within)
-        except (RedisError, OSError, TimeoutError):
-            self._values = None
-            return
-        if isinstance(length, Exception) or isinstance(now, Exception):
-            self._values = None
-            return
-        age = 0.0
-        if first and not isinstance(first, Exception):
-            entry_id = first[0][0]
-            millis = int((entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)).split("-")[0])
-            age = max(0.0, float(now[0]) + float(now[1]) / 1e6 - millis / 1000)
-        in_hand = 0 if isinstance(pending, Exception) else int(pending.get("pending", 0))  # no group yet: none
-        self._values = (int(length), age, in_hand)
+            self._stats = await asyncio.wait_for(self.queue.stats(), within)
+        except (StoreUnavailable, TimeoutError):
+            self._stats = None
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
-        if self._values is None:
+        stats = self._stats
+        if stats is None:
             return []
-        length, age, in_hand = self._values
         return [
-            GaugeMetricFamily("askbot_queue_jobs", "Jobs in the work stream not yet handled.", value=length),
+            GaugeMetricFamily("askbot_queue_jobs", "Jobs in the work stream not yet handled.", value=stats.jobs),
             GaugeMetricFamily(
-                "askbot_queue_oldest_job_age_seconds", "Age of the oldest job not yet handled.", value=age
+                "askbot_queue_oldest_job_age_seconds",
+                "Age of the oldest job not yet handled (0 when none).",
+                value=stats.oldest_age_s or 0.0,
             ),
             GaugeMetricFamily(
-                "askbot_queue_pending_jobs", "Jobs delivered to a worker, not yet acknowledged.", value=in_hand
+                "askbot_queue_pending_jobs",
+                "Jobs delivered to a worker, not yet acknowledged.",
+                value=stats.in_progress,
             ),
         ]
 

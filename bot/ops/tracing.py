@@ -59,9 +59,10 @@ def configure_tracing(env: Mapping[str, str] | None = None) -> Any | None:
             "(pip install 'slack-ask-user[otel]')"
         )
         return None
+    classes = [_exporter_class(name) for name in names]  # a name not installed is an error in any case
     if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         return None  # configured by someone else (e.g. opentelemetry-instrument)
-    exporters = [_exporter_class(name)() for name in names]
+    exporters = [exporter_class() for exporter_class in classes]
     provider = TracerProvider(resource=Resource.create())
     for exporter in exporters:
         provider.add_span_processor(BatchSpanProcessor(exporter))

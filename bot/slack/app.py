@@ -60,7 +60,7 @@ from bot.store.inbox import Inbox
 from bot.store.limits import ActiveRuns
 from bot.store.pane_contexts import PaneContexts
 from bot.store.schedule import Schedule, Scheduler
-from bot.store.work_queue import GROUP, WorkQueue
+from bot.store.work_queue import WorkQueue
 
 if TYPE_CHECKING:
     from bot.agent.mcp_tools import McpTools
@@ -287,7 +287,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         threads=threads,
         ops=OpsEndpoints(
             health=Health(redis_client, slack=client),
-            queue=QueueGauges(redis_client, stream=keys.work(), group=GROUP) if queue is not None else None,
+            queue=QueueGauges(queue) if queue is not None else None,
         ),
     )
     if mcp is not None and _loop_running():

@@ -77,7 +77,7 @@ async def test_readyz_is_503_while_slack_refuses_the_token(fake_redis: aioredis.
 async def test_queue_gauges_are_read_from_redis_at_scrape_time(fake_redis: aioredis.Redis, prefix: str) -> None:
     keys = Keys(prefix)
     queue = WorkQueue(fake_redis, keys=keys)
-    ops = OpsEndpoints(queue=QueueGauges(fake_redis, stream=keys.work(), group=GROUP))
+    ops = OpsEndpoints(queue=QueueGauges(queue))
     runner, port = await start_ops_server(ops, host="127.0.0.1", port=0)
     url = f"http://127.0.0.1:{port}"
     try:
