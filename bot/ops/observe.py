@@ -30,6 +30,10 @@ except ImportError:  # pragma: no cover - opentelemetry-api comes with the mcp S
     _trace = None  # type: ignore[assignment]
 
 TRACER_NAME = "askbot"
+_slack_calls: dict[str, Any] = {}  # method -> its askbot_slack_api_calls_total child (labels() once per method)
+
+
+_tracers: dict[int, Any] = {}  # id(provider) -> its tracer (the global provider is set once a process)
 
 
 def _tracer() -> Any | None:
@@ -37,9 +41,12 @@ def _tracer() -> Any | None:
     if _trace is None:
         return None
     provider = _trace.get_tracer_provider()
-    if isinstance(provider, _trace.ProxyTracerProvider | _trace.NoOpTracerProvider):
-        return None
-    return provider.get_tracer(TRACER_NAME)
+    tracer = _tracers.get(id(provider))
+    if tracer is None:
+        if isinstance(provider, _trace.ProxyTracerProvider | _trace.NoOpTracerProvider):
+            return None
+        tracer = _tracers[id(provider)] = provider.get_tracer(TRACER_NAME)
+    return tracer
 
 
 @contextlib.contextmanager
@@ -100,20 +107,33 @@ def tool_call(run_id: str, *, tool: str, tool_call_id: str) -> Iterator[None]:
 def slack_call(method: str) -> Iterator[None]:
     """One Web API call of ``method`` (e.g. ``chat.postMessage``): counted, and its failure by Slack's ``error``
     string (``SlackApiError``) or the exception's type (a connection error); never the token or the payload."""
-    method = m.label_value(method)
-    m.SLACK_CALLS.labels(method).inc()
-    attributes = {"slack.method": method}
-    run_id = current_log_context().get("run_id")
-    if run_id:
-        attributes["askbot.run_id"] = run_id
-    with _span(f"slack {method}", attributes) as span:
-        try:
+    calls = _slack_calls.get(method)
+    if calls is None:  # the first call of this method: its label checked once
+        method = m.label_value(method)
+        calls = _slack_calls[method] = m.SLACK_CALLS.labels(method)
+    calls.inc()
+    span = None
+    tracer = _tracer()
+    if tracer is not None:
+        attributes = {"slack.method": method}
+        run_id = current_log_context().get("run_id")
+        if run_id:
+            attributes["askbot.run_id"] = run_id
+        span = tracer.start_span(f"slack {method}", attributes=attributes)
+    try:
+        if span is None:
             yield
-        except Exception as exc:
-            error = slack_error_code(exc)
-            m.SLACK_ERRORS.labels(method, error).inc()
-            _failed(span, "slack.error", error)
-            raise
+        else:  # the error is set below, by its code only (an exception's text may quote a payload)
+            with _trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+                yield
+    except Exception as exc:
+        error = slack_error_code(exc)
+        m.SLACK_ERRORS.labels(m.label_value(method), error).inc()
+        _failed(span, "slack.error", error)
+        raise
+    finally:
+        if span is not None:
+            span.end()
 
 
 def slack_error_code(exc: BaseException) -> str:
