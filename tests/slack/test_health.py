@@ -172,3 +172,26 @@ async def test_socket_mode_serves_metrics_health_and_readiness_on_metrics_port(r
 def test_metrics_port_equal_to_the_http_port_is_refused() -> None:
     [line] = error_lines(run_bot("serve", env=complete_env(PORT="3555", METRICS_PORT="3555"), timeout=20))
     assert line == "error: METRICS_PORT is PORT: the HTTP server serves /metrics on PORT already; unset METRICS_PORT"
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # start-up and endpoints, no store behaviour
+async def test_the_mcp_server_serves_metrics_health_and_readiness_on_metrics_port(real_redis: Any, prefix: str) -> None:
+    metrics_port = free_port()
+    async with Workspace(bot_token=TOKEN) as ws:
+        env = complete_env(
+            SLACK_API_URL=ws.api_url,
+            REDIS_PREFIX=prefix,
+            METRICS_PORT=str(metrics_port),
+            MCP_PORT=str(free_port()),
+            MCP_TOKEN="mcp-test-token-0123456789abcdef",
+            LOG_LEVEL="info",
+        )
+        proc = await start_bot("mcp", "--http", env=env)
+        try:
+            await read_until(proc, "metrics: GET /metrics")
+            alive, ready, text = await ops_of(metrics_port)
+        finally:
+            rest = await stop_bot(proc)
+    assert (alive, ready) == (200, 200), rest
+    assert 'askbot_slack_api_calls_total{method="auth.test"}' in text
