@@ -81,3 +81,48 @@ def test_a_cluster_client_is_built_from_any_nodes_url() -> None:
     client: Any = connect_redis("redis://127.0.0.1:7000/0", cluster=True)
     assert isinstance(client, RedisCluster)
     assert isinstance(connect_redis("redis://127.0.0.1:6379/0"), aioredis.Redis)
+
+
+async def _move_slot(slot: int, keys: list[str], *, source: int, to: int) -> None:
+    """Move ``slot`` (holding ``keys``) from the node on port ``source`` to the one on ``to``, as
+    ``redis-cli --cluster reshard`` does."""
+    nodes = {p: aioredis.Redis(host="127.0.0.1", port=p) for p in (7000, 7001, 7002)}
+    try:
+        src_id, dst_id = [(await nodes[p].execute_command("CLUSTER MYID")).decode() for p in (source, to)]
+        await nodes[to].execute_command("CLUSTER SETSLOT", slot, "IMPORTING", src_id)
+        await nodes[source].execute_command("CLUSTER SETSLOT", slot, "MIGRATING", dst_id)
+        await nodes[source].execute_command("MIGRATE", "127.0.0.1", to, "", 0, 5000, "KEYS", *keys)
+        for node in nodes.values():
+            await node.execute_command("CLUSTER SETSLOT", slot, "NODE", dst_id)
+    finally:
+        for node in nodes.values():
+            await node.aclose()
+
+
+@pytest.mark.redis_kinds("cluster")
+async def test_a_run_whose_slot_moved_is_saved_on_its_new_node(real_redis: aioredis.Redis, prefix: str) -> None:
+    """A reshard moves a run's slot while a process holds the old map: its next save draws MOVED, the client follows
+    it, and the compare-and-set script finds the run, lease and all, on the new node (they share the slot)."""
+    from redis.crc import key_slot
+
+    from bot.agent.state import RunState
+    from bot.store import RedisRunStore
+
+    client: Any = connect_redis(REAL_CLUSTER_URL, cluster=True)
+    store = RedisRunStore(client, prefix=prefix)
+    try:
+        state = await store.create(RunState(run_id=f"moving-{prefix}", agent_id="a", status="running"), owner="p")
+        keys = Keys(prefix)
+        slot = key_slot(keys.run(state.run_id).encode())
+        home = int(client.nodes_manager.get_node_from_slot(slot).port)
+        away = next(p for p in (7000, 7001, 7002) if p != home)
+        moved = [keys.run(state.run_id), keys.lease(state.run_id)]
+        await _move_slot(slot, moved, source=home, to=away)
+        try:
+            saved = await store.save(state.model_copy(update={"status": "completed"}), owner="p")
+            assert saved.revision == 2 and (await store.load(state.run_id)).status == "completed"
+            assert int(client.nodes_manager.get_node_from_slot(slot).port) == away
+        finally:
+            await _move_slot(slot, moved, source=away, to=home)
+    finally:
+        await client.aclose()
