@@ -32,11 +32,12 @@ from typing import TYPE_CHECKING, Any
 from bot.config import Settings, Transport, load_settings, redis_address
 from bot.errors import ConfigError, describe_error, describe_os_error
 from bot.logs import configure_logging, redact
+from bot.ops.tracing import configure_tracing, shutdown_tracing
 
 if TYPE_CHECKING:  # bot.slack imports Bolt, openai and redis: only what starts needs them
     import redis.asyncio as aioredis
 
-    from bot.slack.app import Role
+    from bot.slack.app import Bot, Role
 
 log = logging.getLogger("bot")
 
@@ -111,14 +112,36 @@ async def check_redis(client: aioredis.Redis, url: str, *, within: float = REDIS
         ) from None
 
 
-def _listen_error(exc: OSError, port: int) -> ConfigError:
+def _listen_error(exc: OSError, port: int, setting: str = "PORT") -> ConfigError:
     if exc.errno == errno.EADDRINUSE:
-        return ConfigError(f"cannot listen on port {port}: it is in use by another process; stop it or set PORT")
+        return ConfigError(f"cannot listen on port {port}: it is in use by another process; stop it or set {setting}")
     if exc.errno == errno.EACCES:
         return ConfigError(
-            f"cannot listen on port {port}: permission denied (ports below 1024 need privileges); set PORT"
+            f"cannot listen on port {port}: permission denied (ports below 1024 need privileges); set {setting}"
         )
-    return ConfigError(f"cannot listen on port {port} ({describe_error(exc)}); set PORT")
+    return ConfigError(f"cannot listen on port {port} ({describe_error(exc)}); set {setting}")
+
+
+async def serve_ops(bot: Bot, settings: Settings, stack: contextlib.AsyncExitStack) -> None:
+    """Check Slack's ``auth.test`` for ``/readyz`` (a failure is logged; the process still starts) and, when
+    ``METRICS_PORT`` is set, serve ``/metrics``, ``/healthz`` and ``/readyz`` on it until ``stack`` unwinds. Raises
+    ``ConfigError`` when that port can't be listened on."""
+    from bot.ops.metrics import process_exiting
+    from bot.ops.server import start_ops_server
+
+    stack.callback(process_exiting)
+    health = bot.ops.health
+    problem = await health.check_slack() if health is not None else None
+    if problem:
+        log.warning("Slack auth.test failed (%s): /readyz answers 503 until it passes", problem)
+    if settings.metrics_port is None:
+        return
+    try:
+        runner, port = await start_ops_server(bot.ops, host=HTTP_HOST, port=settings.metrics_port)
+    except OSError as exc:
+        raise _listen_error(exc, settings.metrics_port, "METRICS_PORT") from None
+    stack.push_async_callback(runner.cleanup)
+    log.info("metrics: GET /metrics, /healthz, /readyz on port %d", port)
 
 
 async def serve(settings: Settings, *, role: Role = "all", transport: Transport | None = None) -> None:
@@ -132,6 +155,9 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
 
     chosen = choose_transport(settings, transport)
     check_required(settings, role=role, transport=chosen, explicit=transport is not None)
+    serves_http = role != "worker" and chosen == "http"
+    if serves_http and settings.metrics_port and settings.metrics_port == settings.port:
+        raise ConfigError("METRICS_PORT is PORT: the HTTP server serves /metrics on PORT already; unset METRICS_PORT")
     assert settings.redis_url is not None and settings.openai_api_key is not None
     redis_url = settings.redis_url.get_secret_value()
 
@@ -142,7 +168,7 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
             loop.add_signal_handler(sig, stop.set)
 
     async with contextlib.AsyncExitStack() as stack:  # unwinds in reverse: stop listening, drain, close
-        redis_client = connect_redis(redis_url)
+        redis_client = connect_redis(redis_url, cluster=settings.redis_cluster)
         stack.push_async_callback(redis_client.aclose)
         await check_redis(redis_client, redis_url)
         model = OpenAIChatModel(
@@ -153,6 +179,7 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
         bot = build_bot(settings, model=model, redis_client=redis_client, role=role)
         stack.push_async_callback(bot.aclose)
         await bot.start()  # MCP servers' tools are there before the first request
+        await serve_ops(bot, settings, stack)
 
         async def drain() -> None:
             log.info("stopping: finishing work in flight (up to %.0f s)", DRAIN_SECONDS)
@@ -220,9 +247,11 @@ def main(argv: list[str] | None = None) -> int:
         "--agent", metavar="MODULE:ATTR", help="your agent's factory, build(model=..., store=...) (or AGENT=...)"
     )
     args = parser.parse_args(argv)
+    tracing = None
     try:
         settings = load_settings(**({"agent": args.agent} if args.agent else {}))
         configure_logging(settings.log_level, settings.log_format, secrets=settings.secret_values())
+        tracing = configure_tracing()  # OTEL_* variables, when the OpenTelemetry SDK is installed
         default = "serve" if args.transport or settings.mode != "playground" else "playground"
         command = args.command or default
         if args.transport and command not in ("serve", "web", "mcp"):
@@ -257,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
         for line in str(exc).splitlines():
             print(f"error: {redact(line)}", file=sys.stderr)
         return 2
+    finally:
+        shutdown_tracing(tracing)
     return 0
 
 

@@ -10,6 +10,7 @@
 | ``OPENAI_MODEL`` | ``gpt-4.1-mini`` | chat model name |
 | ``REDIS_URL`` | unset | ``redis://``, ``rediss://`` or ``unix://``; unset -> in-process (playground only) |
 | ``REDIS_PREFIX`` | ``askbot:`` | key prefix |
+| ``REDIS_CLUSTER`` | ``false`` | ``REDIS_URL`` names a node of a Redis Cluster (``redis://``/``rediss://``, db 0) |
 | ``PORT`` | ``3000`` | HTTP port for ``POST /slack/events`` (0..65535; 0 = any free port) |
 | ``ASK_ANSWERERS`` | ``requester`` | who may answer: ``requester`` or ``channel`` |
 | ``APPROVERS`` | ``requester`` | who may approve tool calls: ``requester``, ``channel``, or user and user-group ids |
@@ -22,6 +23,7 @@
 | ``RUN_RETENTION_SECONDS`` | ``604800`` (7 days) | how long an ended or expired run (and its message refs) is kept |
 | ``MODEL_TURN_TIMEOUT`` | ``300`` (5 min) | longest one model turn may take; past it the run fails, retryable |
 | ``MAX_REPLY_CHARS`` | ``40000`` | longest text one model turn may write; past it the run fails, retryable |
+| ``HISTORY_TOKEN_BUDGET`` | ``24000`` | tokens a model request may carry (oldest turns left out); ``off``: no bound |
 | ``MAX_RUNS_PER_PERSON`` | ``3`` | runs one person may have working at once, in all processes (not waiting ones) |
 | ``MAX_RUNS_PER_PROCESS`` | ``50`` | runs one process works on at once |
 | ``ALLOW_USER_MENTIONS`` | ``false`` | let model or people text ping a person (never channel/here/everyone/groups) |
@@ -33,6 +35,7 @@
 | ``ASSISTANT_GREETING`` | see below | what the bot says when a person opens a thread in its assistant pane |
 | ``ASSISTANT_PROMPTS`` | see below | the pane's 1-4 suggested prompts: JSON ``[{"title", "message"}]`` or ``a|b`` |
 | ``MCP_PORT`` | ``3100`` | ``python -m bot mcp --http``: the port of its streamable HTTP endpoint ``/mcp`` |
+| ``METRICS_PORT`` | unset (none) | serve ``/metrics``, ``/healthz``, ``/readyz`` here (HTTP mode: on ``PORT`` too) |
 | ``MCP_TOKEN`` | unset | ``python -m bot mcp --http``: the bearer token every request must carry (required there) |
 | ``MCP_ASK_CHANNEL`` | unset | ``python -m bot mcp``: the channel id its questions go to when a call names none |
 | ``MCP_PROGRESS_SECONDS`` | ``10`` | ``python -m bot mcp``: seconds between progress notifications while a call waits |
@@ -123,6 +126,7 @@ class Settings(BaseSettings):
     openai_model: str = "gpt-4.1-mini"
     redis_url: SecretStr | None = None  # may carry a password
     redis_prefix: str = "askbot:"
+    redis_cluster: bool = False
     port: int = 3000
     ask_answerers: Answerers = "requester"
     approvers: str = "requester"
@@ -135,6 +139,7 @@ class Settings(BaseSettings):
     run_retention_seconds: PositiveDuration = 7 * 24 * 3600
     model_turn_timeout: PositiveDuration = 300
     max_reply_chars: int = Field(default=40_000, ge=100)
+    history_token_budget: int | None = 24_000  # bot.agent.budget.DEFAULT_HISTORY_BUDGET (not imported: no SDKs here)
     max_runs_per_person: int = Field(default=3, ge=1)
     max_runs_per_process: int = Field(default=50, ge=1)
     allow_user_mentions: bool = False
@@ -146,6 +151,7 @@ class Settings(BaseSettings):
     assistant_greeting: str = Field(default=DEFAULT_GREETING, min_length=1, max_length=3000)
     assistant_prompts: SuggestedPrompts = Field(default_factory=lambda: suggested_prompts(DEFAULT_PROMPTS))
     mcp_port: int = 3100
+    metrics_port: int | None = None
     mcp_token: SecretStr | None = None
     mcp_ask_channel: str | None = None
     mcp_ask_user: str | None = None
@@ -190,6 +196,11 @@ class Settings(BaseSettings):
             return None
         return SecretStr(redis_url_value(value.get_secret_value() if isinstance(value, SecretStr) else value))
 
+    @field_validator("metrics_port", mode="before")
+    @classmethod
+    def _metrics_port(cls, value: object) -> int | None:
+        return None if value is None else cls._port(value)
+
     @field_validator("port", "mcp_port", mode="before")
     @classmethod
     def _port(cls, value: object) -> int:
@@ -198,6 +209,18 @@ class Settings(BaseSettings):
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 65535:
             return value
         raise ValueError("must be a whole number from 0 to 65535")
+
+    @field_validator("history_token_budget", mode="before")
+    @classmethod
+    def _history_token_budget(cls, value: object) -> int | None:
+        if value is None or (isinstance(value, str) and value.strip().lower() == "off"):
+            return None
+        text = value.strip().replace("_", "") if isinstance(value, str) else value
+        if isinstance(text, str) and text.isascii() and text.isdigit():
+            text = int(text)
+        if isinstance(text, int) and not isinstance(text, bool) and 1000 <= text <= 10_000_000:
+            return text
+        raise ValueError("must be a whole number of tokens from 1000 to 10000000, or off")
 
     @field_validator("ask_answerers", mode="before")
     @classmethod
@@ -276,6 +299,22 @@ class Settings(BaseSettings):
         if text is not None and not re.fullmatch(r"[UW][A-Z0-9_]{1,63}", text):
             raise ValueError("must be a user id (U... or W...)")
         return text
+
+    @model_validator(mode="after")
+    def _cluster(self) -> Settings:
+        if not self.redis_cluster:
+            return self
+        if "{" in self.redis_prefix or "}" in self.redis_prefix:
+            raise ValueError("REDIS_PREFIX: must not contain { or } with REDIS_CLUSTER (they decide a key's slot)")
+        if self.redis_url is not None:
+            parts = urlsplit(self.redis_url.get_secret_value())
+            if parts.scheme.lower() == "unix":
+                raise ValueError(
+                    "REDIS_CLUSTER: a cluster is reached over TCP; REDIS_URL must be redis:// or rediss://"
+                )
+            if parts.path.strip("/") not in ("", "0"):
+                raise ValueError("REDIS_CLUSTER: a cluster has only database 0; drop it from REDIS_URL")
+        return self
 
     @model_validator(mode="after")
     def _escalation(self) -> Settings:

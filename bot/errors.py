@@ -3,7 +3,8 @@
 Faults:
 - the caller's input (bad resume data, wrong tool call): :class:`AnswerError` (also a ``ValueError``);
 - the run's lifecycle (unknown, already answered, not retryable): :class:`RunError`;
-- the outside world (model, Redis, Slack): :class:`ModelCallFailed`, :class:`StoreUnavailable`;
+- the outside world (model, Redis, Slack): :class:`ModelCallFailed` (and :class:`ContextTooLong`),
+  :class:`StoreUnavailable`;
 - configuration: :class:`ConfigError`.
 
 Messages never contain tokens, keys or other secrets.
@@ -131,7 +132,37 @@ class RunConflict(RunError):
 
 
 class ModelCallFailed(BotError):
-    """The model call failed after the client's own retries (5xx, timeout, connection, bad reply)."""
+    """The model call failed after the client's own retries (5xx, timeout, connection, bad reply).
+
+    ``kind`` names the failure for metrics (a small fixed set): ``server`` (the model server failed or answered
+    badly), ``timeout`` (the turn took longer than allowed), ``too_long`` (the output went past its bound),
+    ``incomplete`` (the stream ended before the turn finished), ``connection`` (the server could not be
+    reached), ``adapter`` (the model adapter raised), ``context_length`` (:class:`ContextTooLong`).
+    """
+
+    kind: str = "server"
+
+    def __init__(self, message: str, *, kind: str | None = None) -> None:
+        super().__init__(message)
+        if kind is not None:
+            self.kind = kind
+
+
+class ContextTooLong(ModelCallFailed):
+    """The model refused the request as longer than its context window (OpenAI's ``context_length_exceeded``).
+
+    ``limit``: the window in tokens and ``prompt_tokens``: what the request had, when the server said (else None).
+    Sending the same request again fails the same way; a shorter one (fewer messages) may not.
+    """
+
+    kind = "context_length"
+
+    def __init__(self, *, limit: int | None = None, prompt_tokens: int | None = None) -> None:
+        self.limit = limit
+        self.prompt_tokens = prompt_tokens
+        stated = f" of {limit} tokens" if limit else ""
+        had = f" (the request had {prompt_tokens})" if prompt_tokens else ""
+        super().__init__(f"the request is longer than the model's context window{stated}{had}")
 
 
 class StoreUnavailable(BotError):

@@ -195,7 +195,8 @@ class TextFormatter(logging.Formatter):
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: ``time`` (ISO 8601, UTC), ``level``, ``logger``, ``message``, the known
-    context fields, and ``exception`` / ``stack`` when present; redacted once more."""
+    context fields, an audit record's fields (``extra={"audit": {...}}``, :mod:`bot.ops.audit`) as top-level keys,
+    and ``exception`` / ``stack`` when present; redacted once more."""
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, object] = {
@@ -209,6 +210,9 @@ class JsonFormatter(logging.Formatter):
             value = getattr(record, name, None) or bound.get(name)
             if value:
                 line[name] = value
+        audit = getattr(record, "audit", None)  # bot.ops.audit's fields: top-level keys of the line
+        if isinstance(audit, dict):
+            line.update((k, v) for k, v in audit.items() if k not in line or k in LOG_FIELDS)
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:

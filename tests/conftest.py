@@ -2,6 +2,18 @@
 
 Real-Redis tests skip when Redis is unreachable, unless ``REQUIRE_REAL_REDIS=1`` (set by ``.ci/run``),
 which turns the skip into a failure.
+
+Every test using ``real_redis`` runs twice: against the single Redis (``REDIS_TEST_URL``) and against a Redis
+Cluster (``REDIS_TEST_CLUSTER_URL``, default the local 3-master cluster ``.ci/run`` starts on 127.0.0.1:7000-7002),
+ids ``[single]`` / ``[cluster]``. ``real_redis_env`` gives a bot subprocess the matching ``REDIS_URL`` and
+``REDIS_CLUSTER``; ``connect_real_redis()`` makes more clients of the same kind. A test marked
+``redis_kinds("single")`` runs against the single Redis only; that is for:
+
+- the tests that cut or slow Redis with a ``TcpProxy`` in front of one server (a cluster client follows the
+  nodes' own addresses past the proxy): they test the client's retries, not what the store keeps;
+- most MCP server tests (``tests/slack/test_mcp_server.py``, subprocess-heavy: ~90 s on one Redis): two of them,
+  the plain question and two answers racing in two processes, also run on the cluster, as does one ``serve``
+  end to end; the rest exercise the same store calls.
 """
 
 from __future__ import annotations
@@ -17,10 +29,56 @@ import redis.asyncio as aioredis
 
 from bot.agent import Agent, OpenAIChatModel, ask_user_tool
 from bot.agent.tools import Tool
-from bot.store import RedisRunStore
+from bot.store import RedisRunStore, connect_redis
 from bot.testing.openai_server import FakeOpenAI
 
 REAL_REDIS_URL = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/0")
+REAL_CLUSTER_URL = os.environ.get("REDIS_TEST_CLUSTER_URL", "redis://127.0.0.1:7000/0")
+REDIS_KINDS = ("single", "cluster")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each test using ``real_redis`` (or ``redis_kind``) on every kind its ``redis_kinds`` marker allows."""
+    if "redis_kind" in metafunc.fixturenames:
+        marker = metafunc.definition.get_closest_marker("redis_kinds")
+        kinds = marker.args if marker is not None else REDIS_KINDS
+        metafunc.parametrize("redis_kind", kinds)
+
+
+@pytest.fixture
+def redis_kind() -> str:
+    """``single`` or ``cluster`` (parametrized by :func:`pytest_generate_tests`)."""
+    return "single"
+
+
+@pytest.fixture
+def real_redis_env(redis_kind: str) -> dict[str, str]:
+    """``REDIS_URL`` and ``REDIS_CLUSTER`` for a bot process on the real Redis of this test's kind."""
+    cluster = redis_kind == "cluster"
+    return {"REDIS_URL": REAL_CLUSTER_URL if cluster else REAL_REDIS_URL, "REDIS_CLUSTER": str(cluster).lower()}
+
+
+@pytest.fixture
+async def connect_real_redis(redis_kind: str) -> AsyncIterator[Callable[[], aioredis.Redis]]:
+    """``connect_real_redis()``: another client (another "process") of this test's real Redis, closed at teardown."""
+    clients: list[aioredis.Redis] = []
+
+    def connect() -> aioredis.Redis:
+        cluster = redis_kind == "cluster"
+        clients.append(connect_redis(REAL_CLUSTER_URL if cluster else REAL_REDIS_URL, cluster=cluster))
+        return clients[-1]
+
+    yield connect
+    for client in clients:
+        await client.aclose()
+
+
+@pytest.fixture(autouse=True)
+def fresh_calibration() -> None:
+    """What the process learned of models' token counts and windows does not carry from one test to the next."""
+    from bot.agent.budget import CALIBRATION
+
+    CALIBRATION.clear()
 
 
 @pytest.fixture
@@ -43,21 +101,23 @@ def prefix() -> str:
 
 
 @pytest.fixture
-async def real_redis(prefix: str) -> AsyncIterator[aioredis.Redis]:
-    """A client of the real Redis; deletes this test's keys (its prefix only) afterwards."""
-    client = aioredis.from_url(REAL_REDIS_URL)
+async def real_redis(prefix: str, redis_kind: str) -> AsyncIterator[aioredis.Redis]:
+    """A client of the real Redis (or of the cluster); deletes this test's keys (its prefix only) afterwards."""
+    cluster = redis_kind == "cluster"
+    url = REAL_CLUSTER_URL if cluster else REAL_REDIS_URL
+    client = connect_redis(url, cluster=True, retries=0) if cluster else aioredis.from_url(url)
     try:
         await client.ping()
     except Exception as exc:
         await client.aclose()
-        message = f"real Redis not reachable at {REAL_REDIS_URL}: {type(exc).__name__}"
+        message = f"real Redis {'cluster ' if cluster else ''}not reachable at {url}: {type(exc).__name__}"
         if os.environ.get("REQUIRE_REAL_REDIS") == "1":
             pytest.fail(message)
         pytest.skip(message)
     yield client
-    keys = [k async for k in client.scan_iter(match=f"{prefix}*")]
+    keys = [k async for k in client.scan_iter(match=f"{prefix}*")]  # a cluster client scans every node
     if keys:
-        await client.delete(*keys)
+        await client.delete(*keys)  # split per slot by a cluster client
     await client.aclose()
 
 

@@ -77,9 +77,13 @@ BAD_VALUES = [
     ("ASSISTANT_PROMPTS", '[{"title": "x"}]', "prompt 1 has no message"),
     ("ASSISTANT_PROMPTS", "[not json", "is not valid JSON (a list of {title, message} objects)"),
     ("MCP_PORT", "70000", "must be a whole number from 0 to 65535"),
+    ("METRICS_PORT", "metrics", "must be a whole number from 0 to 65535"),
     ("MCP_ASK_CHANNEL", "#general", "must be a channel id (C..., G... or D...)"),
     ("MCP_ASK_USER", "alice", "must be a user id (U... or W...)"),
     ("MCP_PROGRESS_SECONDS", "0", "must be greater than or equal to 0.5"),
+    ("HISTORY_TOKEN_BUDGET", "500", "must be a whole number of tokens from 1000 to 10000000, or off"),
+    ("HISTORY_TOKEN_BUDGET", "lots", "must be a whole number of tokens from 1000 to 10000000, or off"),
+    ("HISTORY_TOKEN_BUDGET", "-24000", "must be a whole number of tokens from 1000 to 10000000, or off"),
 ]
 SHORT_MCP_TOKEN = (
     "MCP_TOKEN: must be at least 16 characters (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')"
@@ -160,6 +164,15 @@ def test_good_values_are_normalised(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.slack_app_token is None and s.mode == "http"
     assert s.redis_url is not None and redis_address(s.redis_url.get_secret_value()) == "db.example:6380"
     assert "pw" in s.secret_values() and "xoxb-1" in s.secret_values()
+
+
+def test_the_history_budget_is_on_by_default_and_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.agent.budget import DEFAULT_HISTORY_BUDGET
+
+    assert load_settings().history_token_budget == DEFAULT_HISTORY_BUDGET == 24_000
+    for text, budget in [("off", None), (" OFF ", None), ("8000", 8000), ("128_000", 128_000)]:
+        monkeypatch.setenv("HISTORY_TOKEN_BUDGET", text)
+        assert load_settings().history_token_budget == budget
 
 
 @pytest.mark.parametrize(
@@ -333,3 +346,24 @@ def test_escalation_needs_both_settings_and_a_time_before_the_deadline() -> None
         with pytest.raises(SettingsError) as info:
             load_settings(**values)
         assert info.value.problems[0].startswith(line), info.value.problems
+
+
+def test_redis_cluster_is_off_by_default_and_takes_a_boolean(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().redis_cluster is False
+    monkeypatch.setenv("REDIS_CLUSTER", "1")
+    assert load_settings(redis_url="redis://127.0.0.1:7000").redis_cluster is True
+    [line] = problems(monkeypatch, REDIS_CLUSTER="maybe")
+    assert line.startswith("REDIS_CLUSTER: must be a valid boolean") and line.endswith("(got 'maybe')")
+
+
+def test_redis_cluster_refuses_what_a_cluster_cannot_do() -> None:
+    for values, line in (
+        ({"redis_url": "unix:///run/redis.sock"}, "REDIS_CLUSTER: a cluster is reached over TCP"),
+        ({"redis_url": "redis://127.0.0.1:7000/2"}, "REDIS_CLUSTER: a cluster has only database 0"),
+        ({"redis_prefix": "app{1}:"}, "REDIS_PREFIX: must not contain { or } with REDIS_CLUSTER"),
+    ):
+        with pytest.raises(SettingsError) as info:
+            load_settings(redis_cluster=True, **values)
+        assert info.value.problems == [info.value.problems[0]] and info.value.problems[0].startswith(line)
+        load_settings(**values)  # fine on one Redis
+    assert load_settings(redis_cluster=True, redis_url="rediss://:pw@cache.example:6380/0").redis_cluster

@@ -29,6 +29,7 @@ from typing import Any
 from bot.agent.approvals import approval_payload, ask_approval, needs_approval
 from bot.agent.ask_user import AskUserPayload
 from bot.agent.asking import ASK_ONLY, ask_run, finish_ask_only
+from bot.agent.budget import DEFAULT_HISTORY_BUDGET, HistoryBudget, tools_tokens
 from bot.agent.claims import Claims
 from bot.agent.history import check_tool_messages, history_of, last_text, unique_ids
 from bot.agent.live_questions import LiveQuestions
@@ -42,6 +43,7 @@ from bot.agent.stream import (
     AgentStream,
     ApprovalChunk,
     ErrorChunk,
+    ErrorKind,
     ErrorPayload,
     FinishChunk,
     FinishPayload,
@@ -52,14 +54,16 @@ from bot.agent.stream import (
 )
 from bot.agent.tool_calls import Suspended, add_result, run_tool_call
 from bot.agent.tools import Tool
-from bot.agent.turns import model_turn
+from bot.agent.turns import budgeted_turn
 from bot.errors import (
     BotError,
+    ContextTooLong,
     ModelCallFailed,
     NotAwaitingThisKind,
     RunConflict,
     RunNotResumable,
 )
+from bot.ops import audit, observe
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +85,8 @@ class Agent(Claims):
     exceeds it stops with an ``error`` chunk. ``ask_ttl`` (seconds, ``None`` for none): how long a suspended
     question waits for its answer (its deadline is stored with it). ``turn_timeout`` (seconds) and
     ``max_reply_chars`` bound one model turn (``None``: unbounded); past either the run fails, retryable.
+    ``history_budget`` (tokens, ``None``: unbounded): what one model request may carry; the oldest turns are left
+    out past it and the stored history is bounded to a few times it (:mod:`bot.agent.budget`).
     ``require_tool_approval``: every tool call but questions waits for a person's approval (tools can also ask
     for it one by one, ``require_approval=True``; see :mod:`bot.agent.approvals`).
     ``persist_for`` (seconds): how long a save
@@ -104,11 +110,13 @@ class Agent(Claims):
         require_tool_approval: bool = False,
         persist_for: float = 600.0,
         lease_renew_every: float = 10.0,
+        history_budget: int | None = DEFAULT_HISTORY_BUDGET,
     ) -> None:
         self.id = id
         self.name = name
         self.instructions = instructions
         self.model = model
+        self.budget = HistoryBudget(history_budget, model=str(getattr(model, "model", "") or type(model).__name__))
         self.tools = {tool.id: tool for tool in tools}
         if len(self.tools) != len(tools):
             raise ValueError("tool ids must be unique")
@@ -143,6 +151,7 @@ class Agent(Claims):
         """
         messages = list(history or [])
         messages += [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
+        messages = self.budget.bound_stored(messages) or messages  # what no request can send is not stored
         state = RunState(
             run_id=run_id or new_run_id(),
             agent_id=self.id,
@@ -208,6 +217,7 @@ class Agent(Claims):
             )
         except RunConflict:
             raise RunNotResumable(run_id, "running", "another process took it first") from None
+        audit.retried(claimed)
         return self._launch(claimed)
 
     def add_tools(self, tools: Sequence[Tool]) -> None:
@@ -226,6 +236,7 @@ class Agent(Claims):
         """What the model is offered: every tool but hidden ones, their JSON schema built once, not per turn."""
         self._offered = {tool.id: tool for tool in self.tools.values() if not tool.hidden}
         self._tool_specs = [tool.spec() for tool in self._offered.values()]
+        self._tools_tokens = tools_tokens(self._tool_specs)
 
     async def get_run(self, run_id: str) -> RunState:
         """The stored state of a run. Raises ``RunNotFound``, ``StoreCorrupt``, ``StoreUnavailable``."""
@@ -296,7 +307,8 @@ class Agent(Claims):
         self._driving.add(run_id)
         heartbeat = asyncio.ensure_future(self.saver.keep_lease(run_id, also=self.stops.poll))
         try:
-            return await self._drive(state, out)
+            async with observe.run_segment(run_id):
+                return await self._drive(state, out)
         finally:
             heartbeat.cancel()
             self._driving.discard(run_id)
@@ -310,6 +322,7 @@ class Agent(Claims):
             except Suspended:
                 state = await self.saver.save_final(state)
                 assert state.pending is not None
+                audit.asked(state, state.pending)
                 if state.pending.kind == "approval":
                     out.emit(ApprovalChunk(run_id, approval_payload(state.pending)))
                 else:
@@ -324,7 +337,8 @@ class Agent(Claims):
             except ModelCallFailed as exc:
                 state.status, state.error = "failed", RunFailure(kind="model", message=str(exc))
                 state = await self.saver.save_final(state)
-                out.emit(ErrorChunk(run_id, ErrorPayload(kind="model", message=str(exc))))
+                kind: ErrorKind = "context_length" if isinstance(exc, ContextTooLong) else "model"
+                out.emit(ErrorChunk(run_id, ErrorPayload(kind=kind, message=str(exc))))
                 return state
             if state.error is not None:  # turn limit
                 failure = state.error
@@ -384,11 +398,13 @@ class Agent(Claims):
                 return state
             check_tool_messages(state.messages)
             self.stops.check(state.run_id)
-            turn = await model_turn(
+            turn = await budgeted_turn(
                 self.model,
-                [{"role": "system", "content": self.instructions}, *state.messages],
+                state,
+                instructions=self.instructions,
+                budget=self.budget,
                 tools=self._tool_specs,
-                run_id=state.run_id,
+                tools_tokens=self._tools_tokens,
                 out=out,
                 turn_timeout=self.turn_timeout,
                 max_reply_chars=self.max_reply_chars,

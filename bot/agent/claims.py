@@ -26,6 +26,7 @@ from bot.errors import (
     RunNotResumable,
     ToolCallNotPending,
 )
+from bot.ops import audit
 
 log = logging.getLogger("bot.agent.agent")
 
@@ -170,6 +171,7 @@ class Claims:
         except QuestionExpired:
             await self._mark_expired(state)
             raise
+        audit.claimed(state, pending, answer)
         return _handed_off(claimed) if hand_off else self._launch(claimed)
 
     async def check(self, state: RunState, tool_call_id: str | None = None) -> AnswerCheck:
@@ -222,6 +224,7 @@ class Claims:
         with contextlib.suppress(BotError):
             await self.store.save(state.model_copy(update={"status": "expired"}), owner=self.owner)
             log.info("run %s: question expired unanswered", state.run_id)
+            audit.expired(state, state.pending)
 
 
 def _handed_off(state: RunState) -> AgentStream:

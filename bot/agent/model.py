@@ -37,12 +37,15 @@ class TurnDone:
       (e.g. ``{"reasoning_content": "..."}`` from DeepSeek's thinking mode, ``reasoning`` /
       ``reasoning_details`` from OpenRouter or vLLM). Some providers refuse a later request whose assistant
       message omits them, so the caller stores them on the assistant message it keeps in the history.
+    - ``prompt_tokens``: the request's size as the server counted it (``usage.prompt_tokens``), None when it did
+      not say; calibrates the agent's token estimate (:mod:`bot.agent.budget`).
     """
 
     content: str
     tool_calls: list[ToolCall]
     finish_reason: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    prompt_tokens: int | None = None
 
 
 ModelEvent = TextDelta | TurnDone
@@ -52,7 +55,8 @@ class ChatModel(Protocol):
     """The model port: one assistant turn per call, streamed."""
 
     def stream_turn(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]]) -> AsyncIterator[ModelEvent]:
-        """Yield :class:`TextDelta` events, then one :class:`TurnDone`. Raises ``ModelCallFailed``.
+        """Yield :class:`TextDelta` events, then one :class:`TurnDone`. Raises ``ModelCallFailed`` (``ContextTooLong``
+        when the model refused the request as longer than its context window).
 
         ``messages`` are Chat Completions messages (system first); ``tools`` are Chat Completions tool specs
         (``{"type": "function", "function": {"name", "description", "parameters"}}``), possibly empty.

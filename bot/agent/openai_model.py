@@ -10,6 +10,12 @@
 - provider fields beside the standard ones, kept so they can be sent back: on the message
   (``reasoning_content``, ``reasoning``, ``reasoning_details``, ...) in :attr:`TurnDone.extra`, on a tool call
   (``extra_content``, ...) in ``ToolCall.extra``.
+
+The server's ``usage.prompt_tokens`` is passed on (:attr:`TurnDone.prompt_tokens`): a stream request asks for it
+with ``stream_options: {"include_usage": true}`` (a last chunk without choices carries it); a server that refuses
+that option (HTTP 400 naming it) is asked again without it, and never again by this model object. A refusal as
+longer than the model's context window (``context_length_exceeded``, or a 400 saying so) raises
+:class:`bot.errors.ContextTooLong` with the numbers the server stated.
 """
 
 from __future__ import annotations
@@ -24,8 +30,9 @@ import openai
 from openai import AsyncOpenAI, AsyncStream
 
 from bot.agent.assembler import ToolCallAssembler, merge_extra
+from bot.agent.budget import error_numbers
 from bot.agent.model import ModelEvent, TextDelta, TurnDone
-from bot.errors import ModelCallFailed
+from bot.errors import ContextTooLong, ModelCallFailed
 
 MESSAGE_FIELDS = frozenset(
     {"role", "content", "refusal", "tool_calls", "function_call", "audio", "annotations", "name"}
@@ -33,6 +40,18 @@ MESSAGE_FIELDS = frozenset(
 """The keys Chat Completions defines for an assistant message; any other key is a provider extra."""
 
 _ERROR_CODE = re.compile(r"[\w.:-]{1,64}")
+_CONTEXT_WORDS = re.compile(
+    r"context[ _-]?(length|window)|maximum context|too many tokens|prompt is too long|reduce the length", re.I
+)
+
+
+def context_error(code: object, text: str, *, status: int | None = None) -> ContextTooLong | None:
+    """A :class:`ContextTooLong` when an error (its ``code``, its text, its HTTP ``status``) says the request is
+    longer than the model's context window, else None. Only the numbers of the text are kept."""
+    if code == "context_length_exceeded" or (status in (None, 400, 413) and _CONTEXT_WORDS.search(text)):
+        limit, used = error_numbers(text)
+        return ContextTooLong(limit=limit, prompt_tokens=used)
+    return None
 
 
 class _Turn:
@@ -43,12 +62,14 @@ class _Turn:
         self.assembler = ToolCallAssembler()
         self.finish_reason: str | None = None
         self.extra: dict[str, Any] = {}
+        self.prompt_tokens: int | None = None
 
     def add_chunk(self, chunk: Any) -> Iterator[str]:
         """Take one streamed ``chat.completion.chunk`` as its JSON object (any shape: what is not a mapping or a
         list where one is expected is skipped); yields its text pieces."""
         if not isinstance(chunk, Mapping):
             return
+        self._usage(chunk.get("usage"))
         choices = chunk.get("choices")
         for choice in choices if isinstance(choices, list) else ():
             if not isinstance(choice, Mapping):
@@ -75,6 +96,10 @@ class _Turn:
         error = body.get("error")
         if error:
             code = (error.get("code") or error.get("type")) if isinstance(error, Mapping) else None
+            text = error.get("message") if isinstance(error, Mapping) else None
+            too_long = context_error(code, text if isinstance(text, str) else "")
+            if too_long is not None:
+                raise too_long
             shown = f" ({code})" if isinstance(code, str) and _ERROR_CODE.fullmatch(code) else ""
             raise ModelCallFailed(f"model request failed: the model server answered with an error{shown}")
         choices = body.get("choices")
@@ -94,7 +119,13 @@ class _Turn:
         merge_extra(self.extra, {k: v for k, v in message.items() if k not in MESSAGE_FIELDS})
         finish = choice.get("finish_reason")
         self.finish_reason = finish if isinstance(finish, str) else None
+        self._usage(body.get("usage"))
         return text
+
+    def _usage(self, usage: Any) -> None:
+        tokens = usage.get("prompt_tokens") if isinstance(usage, Mapping) else getattr(usage, "prompt_tokens", None)
+        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
+            self.prompt_tokens = tokens
 
     def done(self) -> TurnDone:
         return TurnDone(
@@ -102,6 +133,7 @@ class _Turn:
             tool_calls=self.assembler.calls(),
             finish_reason=self.finish_reason,
             extra=self.extra,
+            prompt_tokens=self.prompt_tokens,
         )
 
 
@@ -172,6 +204,7 @@ class OpenAIChatModel:
         self.model = model
         self.temperature = temperature
         self.stream = stream
+        self.usage_in_stream = True  # ask for usage in streams (off once a server refused stream_options)
         self._owns_client = client is None
         self._client = client or AsyncOpenAI(
             base_url=base_url,
@@ -195,21 +228,24 @@ class OpenAIChatModel:
         connection failure, an error object in the reply (a JSON body or a stream event), or a reply that is
         not a Chat Completions response. Messages name no key or server text.
         """
-        # The request's fields go as ``extra_body`` (merged into the JSON body as they are; the SDK documents that
-        # its keys win): ``messages`` and ``tools`` are wire-format JSON already, and the SDK's transform of typed
-        # params walks every message and schema (~1 ms of CPU per turn, growing with the history). ``messages=[]``
+        # The messages and tool specs are plain JSON already: sent as the body's own fields (``extra_body``, merged
+        # into the JSON body as they are; the SDK documents that its keys win), they skip the SDK's type-directed
+        # transform of every message and schema (~1 ms of CPU per turn with a short history; ~0.2 ms a message, so
+        # 1,000 messages ~200 ms, measured by benchmarks/history.py), for an identical request body. ``messages=[]``
         # only satisfies the signature.
-        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        fields: dict[str, Any] = {"messages": messages}
+        kwargs: dict[str, Any] = {"model": self.model, "messages": [], "extra_body": fields}
         if self.stream:
-            body["stream"] = True
+            kwargs["stream"] = True
+            if self.usage_in_stream:
+                kwargs["stream_options"] = {"include_usage": True}
         if tools:
-            body["tools"] = tools
+            fields["tools"] = tools
         if self.temperature is not None:
-            body["temperature"] = self.temperature
-        kwargs: dict[str, Any] = {"model": self.model, "messages": [], "stream": self.stream, "extra_body": body}
+            fields["temperature"] = self.temperature
         turn = _Turn()
         try:
-            raw = await self._client.chat.completions.with_raw_response.create(**kwargs)
+            raw = await self._create(kwargs)
             content_type = raw.headers.get("content-type", "").lower()
             if self.stream and "json" not in content_type:
                 # Chunks as plain JSON objects: the SDK's own chunk models cost ~0.8 ms of CPU per turn to build.
@@ -232,13 +268,33 @@ class OpenAIChatModel:
                 if text:
                     yield TextDelta(text)
         except openai.APIStatusError as exc:
+            too_long = context_error(exc.code, exc.message, status=exc.status_code)
+            if too_long is not None:
+                raise too_long from None
             raise ModelCallFailed(f"model request failed: HTTP {exc.status_code} from the model server") from None
         except openai.APITimeoutError as exc:
             if _refused(exc):  # the aiohttp transport reports a refused connection as a connect timeout
-                raise ModelCallFailed("could not connect to the model server") from None
-            raise ModelCallFailed("model request timed out") from None
+                raise ModelCallFailed("could not connect to the model server", kind="connection") from None
+            raise ModelCallFailed("model request timed out", kind="timeout") from None
         except openai.APIConnectionError:
-            raise ModelCallFailed("could not connect to the model server") from None
+            raise ModelCallFailed("could not connect to the model server", kind="connection") from None
+        except openai.APIError as exc:  # e.g. an error event in the stream
+            too_long = context_error(exc.code, exc.message)
+            if too_long is not None:
+                raise too_long from None
+            raise ModelCallFailed(f"model request failed: {type(exc).__name__}") from None
         except openai.OpenAIError as exc:
             raise ModelCallFailed(f"model request failed: {type(exc).__name__}") from None
         yield turn.done()
+
+    async def _create(self, kwargs: dict[str, Any]) -> Any:
+        """Send the request; a 400 naming ``stream_options`` (a server that does not know it) is sent again
+        without it, and this model stops asking for usage in streams."""
+        create = self._client.chat.completions.with_raw_response.create
+        try:
+            return await create(**kwargs)
+        except openai.BadRequestError as exc:
+            if "stream_options" not in kwargs or "stream_options" not in exc.message:
+                raise
+            self.usage_in_stream = False
+            return await create(**{k: v for k, v in kwargs.items() if k != "stream_options"})

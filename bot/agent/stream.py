@@ -39,10 +39,11 @@ from pydantic import BaseModel
 
 from bot.agent.state import RunState
 
-ErrorKind = Literal["model", "max_turns", "store", "superseded", "internal"]
-"""``model``: the model call failed; ``max_turns``: too many turns without human input; ``store``: the run could
-not be saved; ``superseded``: another process took the run over (its result is the one shown); ``internal``: a bug
-in the runtime."""
+ErrorKind = Literal["model", "context_length", "max_turns", "store", "superseded", "internal"]
+"""``model``: the model call failed; ``context_length``: the model refused the conversation as longer than its
+context window, even with its oldest turns left out (the same request would fail again); ``max_turns``: too many
+turns without human input; ``store``: the run could not be saved; ``superseded``: another process took the run
+over (its result is the one shown); ``internal``: a bug in the runtime."""
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from bot.agent.state import Answer, PendingCall, RunState, ToolCall, utcnow
 from bot.agent.stream import AgentStream, ToolResultChunk, ToolResultPayload
 from bot.agent.tools import Tool, ToolContext, ToolInputError, ToolSuspended, tool_result_content
 from bot.errors import RunConflict, StoreUnavailable
+from bot.ops import observe
 
 log = logging.getLogger("bot.agent.agent")
 
@@ -52,7 +53,8 @@ async def run_tool_call(
         ask_live=live.asker(state, call, args, out, ttl=ask_ttl) if live is not None else None,
     )
     try:
-        result = await tool.execute(args, ctx)
+        with observe.tool_call(state.run_id, tool=call.name, tool_call_id=call.id):
+            result = await tool.execute(args, ctx)
     except ToolSuspended as signal:
         now = utcnow()
         state.pending = PendingCall(

@@ -1,5 +1,5 @@
 """One model turn of a run (:func:`model_turn`): the model's stream read to its end, its text passed on, its size
-and time bounded."""
+and time bounded; :func:`budgeted_turn`: that turn over the run's history fitted to the token budget."""
 
 from __future__ import annotations
 
@@ -10,14 +10,40 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+from bot.agent.budget import HistoryBudget, message_tokens
 from bot.agent.model import ChatModel, TextDelta, TurnDone
+from bot.agent.state import RunState
 from bot.agent.stream import AgentStream, TextDeltaChunk, TextDeltaPayload
-from bot.errors import ModelCallFailed
+from bot.errors import ContextTooLong, ModelCallFailed
+from bot.ops import observe
 
 log = logging.getLogger("bot.agent.agent")
 
 
 async def model_turn(
+    model: ChatModel,
+    messages: list[dict[str, Any]],
+    *,
+    tools: list[dict[str, Any]],
+    run_id: str,
+    out: AgentStream,
+    turn_timeout: float | None,
+    max_reply_chars: int | None,
+) -> TurnDone:
+    """:func:`_model_turn`, measured (``askbot_model_turn_seconds``, failures by kind, a span: :mod:`bot.ops`)."""
+    with observe.model_turn(run_id):
+        return await _model_turn(
+            model,
+            messages,
+            tools=tools,
+            run_id=run_id,
+            out=out,
+            turn_timeout=turn_timeout,
+            max_reply_chars=max_reply_chars,
+        )
+
+
+async def _model_turn(
     model: ChatModel,
     messages: list[dict[str, Any]],
     *,
@@ -39,23 +65,23 @@ async def model_turn(
                 if isinstance(event, TextDelta):
                     chars += len(event.text)
                     if max_reply_chars is not None and chars > max_reply_chars:
-                        raise ModelCallFailed(f"the reply went past {max_reply_chars} characters")
+                        raise ModelCallFailed(f"the reply went past {max_reply_chars} characters", kind="too_long")
                     out.emit(TextDeltaChunk(run_id, TextDeltaPayload(event.text)))
                 else:
                     done = event
     except ModelCallFailed:
         raise
     except TimeoutError:
-        raise ModelCallFailed(f"the model took longer than {turn_timeout:g} s for one turn") from None
+        raise ModelCallFailed(f"the model took longer than {turn_timeout:g} s for one turn", kind="timeout") from None
     except Exception as exc:  # a model adapter's bug must not strand the run
         log.exception("run %s: model adapter raised", run_id)
-        raise ModelCallFailed(f"model adapter error: {type(exc).__name__}") from None
+        raise ModelCallFailed(f"model adapter error: {type(exc).__name__}", kind="adapter") from None
     if done is None:
-        raise ModelCallFailed("the model stream ended without finishing the turn")
+        raise ModelCallFailed("the model stream ended without finishing the turn", kind="incomplete")
     if max_reply_chars is not None:
         size = chars + sum(len(c.arguments) for c in done.tool_calls) + len(json.dumps(done.extra, default=str))
         if size > 2 * max_reply_chars:  # tool arguments and reasoning count too (the run stores them)
-            raise ModelCallFailed(f"the turn's output went past {2 * max_reply_chars} characters")
+            raise ModelCallFailed(f"the turn's output went past {2 * max_reply_chars} characters", kind="too_long")
     return done
 
 
@@ -68,3 +94,63 @@ async def _closing(events: AsyncIterator[Any]) -> AsyncIterator[None]:
         close = getattr(events, "aclose", None)
         if close is not None:
             await close()
+
+
+async def budgeted_turn(
+    model: ChatModel,
+    state: RunState,
+    *,
+    instructions: str,
+    budget: HistoryBudget,
+    tools: list[dict[str, Any]],
+    tools_tokens: int,
+    out: AgentStream,
+    turn_timeout: float | None,
+    max_reply_chars: int | None,
+) -> TurnDone:
+    """:func:`model_turn` over ``state.messages`` fitted to ``budget`` (oldest turns left out, see
+    :mod:`bot.agent.budget`); the stored history is cut first when it is past its bound (``state.messages`` is
+    replaced). The server's ``prompt_tokens`` calibrates later estimates. A context-length refusal teaches the
+    model's window and is tried once more with a smaller budget (the window's 80 %, or half the refused request),
+    when that leaves more out; otherwise, and when the budget is off, ``ContextTooLong`` is raised. Raises
+    ``ModelCallFailed``."""
+    sizes: list[int] | None = [message_tokens(m) for m in state.messages] if budget.budget is not None else None
+    bounded = budget.bound_stored(state.messages, sizes)
+    if bounded is not None:
+        log.info("run %s: stored history cut from %d to %d messages", state.run_id, len(state.messages), len(bounded))
+        state.messages, sizes = bounded, None
+    calibration, name = budget.calibration, budget.model
+    request = budget.request(instructions, state.messages, tools_tokens=tools_tokens, sizes=sizes)
+    for attempt in (1, 2):
+        try:
+            turn = await model_turn(
+                model,
+                request.messages,
+                tools=tools,
+                run_id=state.run_id,
+                out=out,
+                turn_timeout=turn_timeout,
+                max_reply_chars=max_reply_chars,
+            )
+        except ContextTooLong as exc:
+            if exc.limit:
+                calibration.learn_limit(name, exc.limit)
+            if exc.prompt_tokens:
+                calibration.observe(name, estimated=request.estimated, reported=exc.prompt_tokens)
+            smaller = budget.effective()
+            if attempt == 2 or smaller is None:
+                raise
+            if exc.limit is None:
+                smaller = min(smaller, int(request.estimated * calibration.ratio(name)) // 2)
+            retry = budget.request(instructions, state.messages, tools_tokens=tools_tokens, budget=smaller)
+            if retry.left_out <= request.left_out:  # only what must be sent is left: the same refusal again
+                raise
+            log.info(
+                "run %s: too long for the model; trying again with %d messages left out", state.run_id, retry.left_out
+            )
+            request = retry
+            continue
+        if turn.prompt_tokens:
+            calibration.observe(name, estimated=request.estimated, reported=turn.prompt_tokens)
+        return turn
+    raise AssertionError("unreachable")

@@ -185,13 +185,13 @@ async def asking(settings: Settings) -> AsyncIterator[Asker]:
     ``SLACK_APP_TOKEN`` this process also takes what Slack sends over Socket Mode, with the same listeners as
     ``serve`` (Slack spreads an app's requests over all its Socket Mode connections) and runs the scheduler: no
     public URL and no other process needed. Raises ``ConfigError`` when Slack or Redis can't be reached."""
-    from bot.__main__ import check_redis
+    from bot.__main__ import check_redis, serve_ops
     from bot.slack.app import build_bot
     from bot.store import connect_redis
 
     assert settings.redis_url is not None
     redis_url = settings.redis_url.get_secret_value()
-    redis_client = connect_redis(redis_url)
+    redis_client = connect_redis(redis_url, cluster=settings.redis_cluster)
     try:
         await check_redis(redis_client, redis_url)
         socket = settings.slack_app_token is not None
@@ -202,6 +202,7 @@ async def asking(settings: Settings) -> AsyncIterator[Asker]:
             stack.push_async_callback(bot.aclose)
             stack.push_async_callback(bot.drain)
             team_id = await bot_team(bot.client)
+            await serve_ops(bot, settings, stack)  # METRICS_PORT: /metrics, /healthz, /readyz
             if socket:
                 from bot.slack.socket_mode import connect_socket_mode
 

@@ -78,7 +78,7 @@ def make_redis(settings: Settings) -> tuple[aioredis.Redis, str, str]:
     """``(client, kind, label)``: the configured Redis, or an in-process one when ``REDIS_URL`` is unset."""
     if settings.redis_url is not None:
         url = settings.redis_url.get_secret_value()
-        return connect_redis(url), "redis", redis_label(url)
+        return connect_redis(url, cluster=settings.redis_cluster), "redis", redis_label(url)
     try:
         import fakeredis
     except ImportError as exc:  # pragma: no cover - fakeredis ships with the package

@@ -38,6 +38,7 @@ from bot.errors import (
     ToolCallNotPending,
 )
 from bot.logs import log_context
+from bot.ops import audit
 from bot.slack import blocks as bk
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import Follower
@@ -272,7 +273,9 @@ class Answering:
             return None
         return slot
 
-    async def lost_claim(self, run_id: str, ctx: SlackContext, *, call: str, user: str, say: Say) -> None:
+    async def lost_claim(
+        self, run_id: str, ctx: SlackContext, *, call: str, user: str, say: Say, kind: audit.Kind | None = None
+    ) -> None:
         """After a claim on ``call`` lost (someone answered first, it expired, the run moved on): tell ``user`` what
         the stored run says now."""
         loaded = await self.load(run_id, say)
@@ -282,13 +285,27 @@ class Answering:
         if isinstance(check, Open):  # a concurrent write that was not an answer: nothing taken
             await say("Someone else changed this conversation at the same moment; please try again.")
         else:
-            await self.not_open(check, loaded[0], ctx=ctx, call=call, user=user, say=say)
+            await self.not_open(check, loaded[0], ctx=ctx, call=call, user=user, say=say, kind=kind)
 
     async def not_open(
-        self, check: AnswerCheck, state: RunState, *, ctx: SlackContext, call: str, user: str, say: Say
+        self,
+        check: AnswerCheck,
+        state: RunState,
+        *,
+        ctx: SlackContext,
+        call: str,
+        user: str,
+        say: Say,
+        kind: audit.Kind | None = None,
     ) -> None:
         """Tell ``user`` why the question can't take their answer, and do what that outcome needs: close an
-        expired question's messages, or continue a run whose answer is recorded but that nobody drives."""
+        expired question's messages, or continue a run whose answer is recorded but that nobody drives. The
+        refusal is audited (``kind``: ``approval`` for a decision, when the call is no longer pending to tell)."""
+        if isinstance(check, Answered):
+            audit.duplicate(state, call, user=user, kind=kind)
+        else:
+            reason: audit.RefusalReason = "expired" if isinstance(check, Expired) else "closed"
+            audit.refused(state, call, user=user, reason=reason, kind=kind)
         await say(explain(check, user))
         if isinstance(check, Expired):
             await self.expire(state, call)
@@ -386,6 +403,7 @@ class Answering:
             await say(STORE_DOWN)
             return None
         if not ok:
+            audit.refused(state, call, user=where.user, reason="not_allowed")
             await say(self.refusal(ctx))
             return None
         return found

@@ -34,6 +34,8 @@ from bot.agent.asking import APPROVAL_TOOL, approval_tool
 from bot.agent.loading import load_agent
 from bot.config import Settings
 from bot.errors import ConfigError, describe_error
+from bot.ops.metrics import QueueGauges
+from bot.ops.server import Health, OpsEndpoints
 from bot.slack.answer_modal import AnswerModal, modal_key
 from bot.slack.answering import Answering
 from bot.slack.approvers import ApproverPolicy
@@ -87,6 +89,7 @@ class Bot:
     scheduler: Scheduler | None = None  # deadlines, reminders, escalations (processes that run the agent)
     plan: WaitPlan | None = None  # what is scheduled while a question waits (its settings can change live)
     threads: Threads | None = None  # conversations and their questions (the MCP server asks through them)
+    ops: OpsEndpoints = field(default_factory=OpsEndpoints)  # /metrics, /healthz, /readyz (bot.ops.server)
     _mcp_starting: asyncio.Future[None] | None = field(default=None, init=False, repr=False)
     _ticking: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
 
@@ -195,6 +198,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     agent.ask_ttl = float(settings.ask_ttl_seconds)
     agent.turn_timeout = float(settings.model_turn_timeout)
     agent.max_reply_chars = settings.max_reply_chars
+    agent.budget.budget = settings.history_token_budget
     if APPROVAL_TOOL in agent.tools:
         log.warning("the agent has its own %s tool: the MCP server's approval requests can't be asked", APPROVAL_TOOL)
     else:
@@ -281,6 +285,10 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         scheduler=None if role in ("web", "asker") else Scheduler(plan.schedule, waiting.handlers()),
         plan=plan,
         threads=threads,
+        ops=OpsEndpoints(
+            health=Health(redis_client, slack=client),
+            queue=QueueGauges(queue) if queue is not None else None,
+        ),
     )
     if mcp is not None and _loop_running():
         bot._start_in_background(mcp)  # MCP servers start while the caller goes on; Bot.start() waits for them
@@ -325,7 +333,8 @@ async def tell_store_down(web_api: SlackWeb, body: dict[str, Any]) -> None:
 
 
 async def start_http(bot: Bot, *, host: str = "0.0.0.0", port: int = 3000) -> tuple[web.AppRunner, int]:
-    """Serve ``POST /slack/events`` on ``host:port`` (0 = a free port); returns the runner and the port.
+    """Serve ``POST /slack/events`` on ``host:port`` (0 = a free port), and ``GET /metrics``, ``/healthz``,
+    ``/readyz`` (:mod:`bot.ops.server`); returns the runner and the port.
 
     The body is capped, its Slack signature verified and then parsed before Bolt sees it (413 / 401 / 400, one
     short log line each; see :mod:`bot.slack.http`). Raises ``ConfigError`` without a signing secret.
@@ -333,7 +342,9 @@ async def start_http(bot: Bot, *, host: str = "0.0.0.0", port: int = 3000) -> tu
     signing_secret = bot.signing_secret
     if not signing_secret:
         raise ConfigError("SLACK_SIGNING_SECRET is not set (needed in HTTP mode)")
-    web_app = events_web_app(bot.app, signing_secret=signing_secret, path=EVENTS_PATH, first_sight=bot.first_sight)
+    web_app = events_web_app(
+        bot.app, signing_secret=signing_secret, path=EVENTS_PATH, first_sight=bot.first_sight, ops=bot.ops
+    )
     runner = web.AppRunner(web_app, access_log=None, logger=server_log)
     await runner.setup()
     site = web.TCPSite(runner, host, port)

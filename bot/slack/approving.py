@@ -20,6 +20,7 @@ from bot.errors import (
     StoreUnavailable,
 )
 from bot.logs import log_context
+from bot.ops import audit
 from bot.slack import modals
 from bot.slack.answer_modal import LOADING_VIEW, AnswerModal
 from bot.slack.answering import LOST_CLAIM, Answering, Found, Say
@@ -76,6 +77,7 @@ class Approving:
             await say(STORE_DOWN)
             return None
         if not ok:
+            audit.refused(state, call, user=where.user, reason="not_allowed", kind="approval")
             await say(self.policy.refusal(ctx))
             return None
         return state, ctx, call
@@ -87,7 +89,7 @@ class Approving:
         say = self.answering.say_to(where, ctx)
         check = await self.answering.agent.check(state, call)
         if not isinstance(check, Open):
-            await self.answering.not_open(check, state, ctx=ctx, call=call, user=where.user, say=say)
+            await self.answering.not_open(check, state, ctx=ctx, call=call, user=where.user, say=say, kind="approval")
             return
         if check.pending.kind != "approval":
             await say(NOT_OPEN)
@@ -135,7 +137,7 @@ class Approving:
                 run_id=state.run_id, tool_call_id=call, reason=reason, declined_by=where.user
             )
         except (*LOST_CLAIM, NotAwaitingThisKind):
-            await self.answering.lost_claim(state.run_id, ctx, call=call, user=where.user, say=say)
+            await self.answering.lost_claim(state.run_id, ctx, call=call, user=where.user, say=say, kind="approval")
         except RunNotFound:
             await say(GONE)
         except StoreUnavailable:

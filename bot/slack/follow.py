@@ -61,6 +61,7 @@ FAILURE = "failure"  # the run_messages key of failure notices with a Retry butt
 
 FAILURES = {
     "model": "The model call failed",
+    "context_length": "This conversation has grown too long for the model",
     "max_turns": "I stopped because the model kept going without finishing",
     "store": "I couldn't save this conversation",
     "internal": "Something went wrong on my side",
@@ -357,7 +358,17 @@ def _result_error(result: object) -> str:
     return escape(clip(str(error), 300))
 
 
+TOO_LONG_ADVICE = (
+    " I already left its oldest messages out; what is left (the latest message and what it brought) is still too"
+    " much. Write a shorter message here to go on (older messages will be left out), or start a new thread with"
+    " a short summary of what matters. Whoever runs the bot can also set HISTORY_TOKEN_BUDGET to fit this model."
+)
+"""What to do after a context-length refusal: Retry would send the same request and fail the same way."""
+
+
 def failure_text(kind: str, message: str, *, retry: bool) -> str:
-    """The plain text of a failure notice: what failed (by ``ErrorKind``), why, and whether Retry helps."""
+    """The plain text of a failure notice: what failed (by ``ErrorKind``), why, and whether Retry helps (never
+    offered for ``context_length``: what to do instead)."""
     what = FAILURES.get(kind, "Something went wrong")
-    return f"{what}: {message}." + (" Nothing is lost; press Retry to continue." if retry else "")
+    advice = TOO_LONG_ADVICE if kind == "context_length" else ""
+    return f"{what}: {message}.{advice}" + (" Nothing is lost; press Retry to continue." if retry else "")

@@ -48,6 +48,7 @@ from slack_bolt.request.internals import extract_content_type, parse_body
 from slack_sdk.signature import Clock, SignatureVerifier
 
 from bot.errors import BotError
+from bot.ops.server import OpsEndpoints
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_JSON_DEPTH = 64  # by our count Slack's deepest (rich text in the message of a block_actions) nest ~15 deep
@@ -329,11 +330,15 @@ def events_web_app(
     signing_secret: str,
     path: str,
     first_sight: Callable[[str], Awaitable[bool]] | None = None,
+    ops: OpsEndpoints | None = None,
 ) -> web.Application:
     """An aiohttp application serving ``POST <path>`` with a :class:`SlackEventsEndpoint` (``first_sight``: the
-    replay guard, see :meth:`SlackEventsEndpoint.refuse_replay`). Serve it with ``web.AppRunner(web_app,
-    logger=server_log)`` so aiohttp's parse errors are logged short."""
+    replay guard, see :meth:`SlackEventsEndpoint.refuse_replay`), and ``ops``'s ``GET /metrics``, ``/healthz``,
+    ``/readyz`` when given. Serve it with ``web.AppRunner(web_app, logger=server_log)`` so aiohttp's parse errors
+    are logged short."""
     endpoint = SlackEventsEndpoint(app, signing_secret, first_sight=first_sight)
     web_app = web.Application(client_max_size=endpoint.max_body_bytes)
     web_app.router.add_post(path, endpoint.handle)
+    if ops is not None:
+        ops.add_routes(web_app)
     return web_app

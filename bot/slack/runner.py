@@ -11,6 +11,11 @@ lazy-listener runner; this module replaces that runner (as Bolt's AWS Lambda ada
   payload with :meth:`LazyJobs.run_job`, never sending it through HTTP verification again (a job may be older than
   the 5 minutes a signature is valid). Tokens are never queued: the worker uses its own client.
 
+Jobs carry their shape's version (``"v"``, :data:`~bot.store.work_queue.JOB_VERSION`). When the shape changes, bump
+the version and add to :data:`JOB_UPGRADES` the function that turns a job of the old version into the new shape:
+a newer worker then runs the jobs an older ``web`` queued, and an older worker leaves newer jobs in the queue for a
+newer worker (:class:`~bot.store.work_queue.WorkQueue` parks them), so a rolling deploy strands nothing.
+
 Nothing a request carries selects lazy-only execution: :func:`no_lazy_only_from_outside` clears Bolt's
 ``x-slack-bolt-lazy-only`` / ``x-slack-bolt-lazy-function-name`` header switches on every dispatched request.
 """
@@ -19,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from slack_bolt.kwargs_injection.async_utils import build_async_required_kwargs
@@ -29,11 +34,16 @@ from slack_bolt.util.utils import get_arg_names_of_callable, get_name_for_callab
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import StoreUnavailable
+from bot.ops.observe import slack_call
 from bot.store.work_queue import JOB_VERSION, WorkQueue
 
 log = logging.getLogger(__name__)
 
 LazyFunction = Callable[..., Awaitable[None]]
+Upgrade = Callable[[dict[str, Any]], dict[str, Any]]
+# version k -> the function turning a job of version k into the shape of version k + 1 (none yet: version 1 is the
+# first shape). Keep every entry while a job of its version may still wait in a queue (JOB_MARKER_TTL: a day).
+JOB_UPGRADES: Mapping[int, Upgrade] = {}
 # What a worker needs of Bolt's context (and what ack functions leave for their lazy functions); never a token.
 QUEUED_CONTEXT = (  # the modals' keys: answer_modal.py, approving.py
     "bot_user_id",
@@ -62,6 +72,12 @@ class SharedWebClient(AsyncWebClient):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> SharedWebClient:
         return self
+
+    async def api_call(self, api_method: str, **kwargs: Any) -> Any:
+        """Every Web API method goes through here: counted and traced by method (:func:`bot.ops.observe.slack_call`:
+        Slack's ``error`` string on failure, never the token or the payload)."""
+        with slack_call(api_method):
+            return await super().api_call(api_method, **kwargs)
 
 
 def use_client(client: SharedWebClient) -> Callable[..., Awaitable[Any]]:
@@ -144,10 +160,14 @@ class QueueRunner(InProcessRunner):
 
 
 class LazyJobs:
-    """The lazy functions a worker may run, by the name Bolt gives them (their ``__name__``)."""
+    """The lazy functions a worker may run, by the name Bolt gives them (their ``__name__``); ``version`` and
+    ``upgrades``: the job shape this worker runs and how older shapes become it (see the module docstring; tests
+    make workers of other versions)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, version: int = JOB_VERSION, upgrades: Mapping[int, Upgrade] = JOB_UPGRADES) -> None:
         self.functions: dict[str, LazyFunction] = {}
+        self.version = version
+        self.upgrades = upgrades
 
     def add(self, function: LazyFunction) -> LazyFunction:
         """Register ``function``. Raises ``ValueError`` when another function already has its name."""
@@ -158,13 +178,30 @@ class LazyJobs:
         self.functions[name] = function
         return function
 
+    def upgrade(self, job: dict[str, Any]) -> dict[str, Any] | None:
+        """``job`` in this worker's shape (older versions upgraded step by step; ``"v"`` absent means 1), or ``None``
+        when it can't be: a newer version (the queue leaves those for newer workers) or no upgrade from its version.
+        An upgrade that raises is a bug: the exception propagates (the queue logs it)."""
+        v = job.get("v", 1)
+        if not isinstance(v, int) or v > self.version:
+            return None
+        while v < self.version:
+            step = self.upgrades.get(v)
+            if step is None:
+                return None
+            v += 1
+            job = {**step(job), "v": v}
+        return job
+
     async def run_job(self, job: dict[str, Any], *, client: AsyncWebClient, runner: InProcessRunner) -> None:
-        """Run one queued job (see the module docstring) with ``client``. A job of an unknown version or function
-        is logged and dropped."""
+        """Run one queued job (see the module docstring) with ``client``, upgraded to this worker's version first.
+        A job that can't be upgraded, or names an unknown function, is logged and dropped."""
+        queued = job
+        job = self.upgrade(job) or {}
         name, body = job.get("fn"), job.get("body")
         function = self.functions.get(str(name))
-        if job.get("v") != JOB_VERSION or function is None or not isinstance(body, dict):
-            log.error("work queue: dropping job %s (version %r, function %r)", job.get("id"), job.get("v"), name)
+        if not job or function is None or not isinstance(body, dict):
+            log.error("work queue: dropping job %s (version %r, function %r)", queued.get("id"), queued.get("v"), name)
             return
         # The job id marks this delivery chain: a job redelivered after its worker died is the same job, so marks it
         # made (e.g. "event seen") are recognised as its own (see ConversationIndex.first_sight).

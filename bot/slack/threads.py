@@ -27,6 +27,7 @@ from bot.agent.state import RunState
 from bot.agent.text import is_blank
 from bot.errors import RunNotFound, RunNotResumable, StoreCorrupt, StoreUnavailable
 from bot.logs import log_context
+from bot.ops import audit
 from bot.slack import blocks as bk
 from bot.slack.answering import Answering
 from bot.slack.context import SlackContext, Where
@@ -247,6 +248,7 @@ class Threads:
             try:
                 if not self.answering.may_answer(ctx, where.user):
                     if await self.index.tell_once(state.run_id, tool_call_id=call, user=where.user, topic="refused"):
+                        audit.refused(state, call, user=where.user, reason="not_allowed")  # once a person
                         await self.answering.say_to(where)(
                             self.answering.refusal(ctx) + " Your reply wasn't taken as an answer."
                         )

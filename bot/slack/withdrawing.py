@@ -19,6 +19,7 @@ from bot.agent.state import RunState
 from bot.agent.stream import AgentStream
 from bot.errors import StoreUnavailable
 from bot.logs import log_context
+from bot.ops import audit
 from bot.slack.answering import Answering
 from bot.slack.context import SlackContext, Where
 from bot.slack.notices import STORE_DOWN
@@ -55,6 +56,7 @@ class Withdrawing:
                 return
             state, ctx, call = found
             if where.user != ctx.requester:
+                audit.refused(state, call, user=where.user, reason="not_allowed")
                 await say(f"Only <@{ctx.requester}> can withdraw this question.")
                 return
             check = await self.agent.check(state, call)

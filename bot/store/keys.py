@@ -1,8 +1,13 @@
 """Every Redis key this project uses, built in one place.
 
 All keys share a configurable prefix (default ``askbot:``) so several deployments, or tests, can share
-one Redis without seeing each other's data. Keys that one Lua script touches together share a hash tag
-(the part in ``{...}``), so they live in one Redis Cluster slot:
+one Redis without seeing each other's data. Keys that one Lua script or ``MULTI`` touches together share a hash tag
+(the part in ``{...}``), so they live in one Redis Cluster slot: a run's keys are tagged ``{<run_id>}``, the work
+queue's ``{work}``; every other script or ``MULTI`` touches one key (``due``, ``due:tries``, ``active:``, ``event:``,
+``thread:``, ``msgs:``, ``esc:``). The inbox's multi-key writes are plain pipelines (not atomic on one Redis either;
+a cluster client splits them per node). ``tests/store/test_cluster_slots.py`` checks every script and ``MULTI``.
+With a cluster the prefix must hold no ``{``/``}`` (checked in :mod:`bot.config`); the key names are the same on
+one Redis and on a cluster.
 
 - ``{prefix}run:{<run_id>}`` - hash ``{rev, state, wid}``: one run (see :mod:`bot.store.redis_store`).
 - ``{prefix}lease:{<run_id>}`` - string with a TTL: the process driving the run (owner id); absent when no
@@ -25,7 +30,8 @@ one Redis without seeing each other's data. Keys that one Lua script touches tog
 - ``{prefix}due`` - sorted set: things due later (deadlines, reminders, escalations, Home refreshes), scored by
   when (ms, Redis's clock), see :mod:`bot.store.schedule`.
 - ``{prefix}{work}`` - stream: jobs from ``web`` processes for ``worker`` processes; ``{prefix}{work}:job:{id}``
-  marks a job id already queued (a resent XADD queues nothing).
+  marks a job id already queued (a resent XADD queues nothing); ``{prefix}{work}:alive:{consumer}`` - string with a
+  TTL: the lease of a live worker (consumer name ``host:pid``), see :mod:`bot.store.work_queue`.
 """
 
 from __future__ import annotations
@@ -108,3 +114,7 @@ class Keys:
     def work_job(self, job_id: str) -> str:
         """Marks job ``job_id`` as queued (same slot as :meth:`work`)."""
         return f"{self.prefix}{{work}}:job:{job_id}"
+
+    def work_lease(self, consumer: str) -> str:
+        """The liveness lease of worker ``consumer`` (same slot as :meth:`work`)."""
+        return f"{self.prefix}{{work}}:alive:{consumer}"

@@ -69,12 +69,13 @@ end
 return 0
 """
 
-# KEYS[1] due. ARGV: [1] "LT" to keep an earlier one (an item being carried out is at its lease's end, later: LT moves
-# it, so its done() keeps it for the new time) or "", then per item: at ms ("" = Redis TIME + after), after ms, member.
-# Returns how many were added or moved.
+# KEYS[1] due. ARGV: [1] "LT" to keep an earlier one (an item being carried out is at its lease's end, later: LT
+# moves it, so its done() keeps it for the new time), then per item three: at ms ("" = Redis TIME + after), after ms,
+# member. Returns how many were added. One script for many items (not a pipeline of scripts: redis-py's cluster
+# pipelines refuse EVALSHA), on the one key, so it stays one round trip on a cluster.
 _ADD = """
-local now
-local changed = 0
+local now = nil
+local added = 0
 for i = 2, #ARGV, 3 do
   local at = tonumber(ARGV[i])
   if not at then
@@ -85,12 +86,12 @@ for i = 2, #ARGV, 3 do
     at = now + tonumber(ARGV[i + 1])
   end
   if ARGV[1] == 'LT' then
-    changed = changed + redis.call('ZADD', KEYS[1], 'LT', 'CH', at, ARGV[i + 2])
+    added = added + redis.call('ZADD', KEYS[1], 'LT', at, ARGV[i + 2])
   else
-    changed = changed + redis.call('ZADD', KEYS[1], 'CH', at, ARGV[i + 2])
+    added = added + redis.call('ZADD', KEYS[1], at, ARGV[i + 2])
   end
 end
-return changed
+return added
 """
 
 
@@ -150,7 +151,7 @@ class Schedule:
     async def add_all(
         self, entries: Sequence[tuple[DueItem, datetime | None, float]], *, keep_earlier: bool = False
     ) -> None:
-        """:meth:`add` each ``(item, at, after)`` of ``entries``, in one round trip (one script call)."""
+        """:meth:`add` each ``(item, at, after)`` of ``entries``, in one round trip."""
         if not entries:
             return
         args: list[str | int] = ["LT" if keep_earlier else ""]

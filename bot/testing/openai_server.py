@@ -13,12 +13,19 @@ served. A reply can also carry raw streamed ``chunks`` (any delta dicts, for odd
 ``FakeOpenAI(require_reasoning_roundtrip=True)`` behaves like DeepSeek's thinking mode: it refuses (HTTP 400)
 a request whose assistant message with ``tool_calls`` lacks ``reasoning_content``, or does not send back
 exactly the extras this server returned with those calls. :func:`collect_turn` runs one model turn for tests.
+
+Usage: every answer reports ``usage.prompt_tokens`` counted by this server's own tokenizer (:func:`count_tokens`:
+words, numbers and punctuation marks, plus 3 per message; not the agent's estimate, so calibration has something to
+learn); a stream carries it in a last chunk without choices when the request asks for it
+(``stream_options.include_usage``), as OpenAI does. ``FakeOpenAI(context_window=n)`` refuses a request of more than
+``n`` counted tokens with OpenAI's HTTP 400 ``context_length_exceeded`` error and wording.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections import deque
 from collections.abc import Callable
@@ -28,6 +35,26 @@ from typing import Any
 from aiohttp import web
 
 from bot.agent.model import ChatModel, TextDelta, TurnDone
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    return []
+
+
+def count_tokens(body: dict[str, Any]) -> int:
+    """This server's count of a request's prompt tokens: the words, numbers and punctuation marks of every string
+    of its messages and tools, plus 3 per message."""
+    messages = body.get("messages") or []
+    text = "\n".join(_strings(messages) + _strings(body.get("tools") or []))
+    return len(_TOKEN.findall(text)) + 3 * len(messages)
 
 
 @dataclass
@@ -113,9 +140,12 @@ class FakeOpenAI:
         *,
         responder: Callable[[dict[str, Any]], Reply] | None = None,
         require_reasoning_roundtrip: bool = False,
+        context_window: int | None = None,
     ) -> None:
         self.responder = responder
         self.require_reasoning_roundtrip = require_reasoning_roundtrip
+        self.context_window = context_window
+        self.prompt_tokens: list[int] = []  # the count of every request, as reported
         self.requests: list[dict[str, Any]] = []
         self.rejections: list[str] = []
         self._issued: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # call id -> (message, call) extras
@@ -127,6 +157,7 @@ class FakeOpenAI:
         """Forget queued replies, recorded requests, rejections and the extras issued so far."""
         self._queue.clear()
         self.requests.clear()
+        self.prompt_tokens.clear()
         self.rejections.clear()
         self._issued.clear()
 
@@ -202,6 +233,22 @@ class FakeOpenAI:
                     "code": "invalid_request_error",
                 }
                 return web.json_response({"error": error}, status=400)
+        prompt_tokens = count_tokens(body)
+        self.prompt_tokens.append(prompt_tokens)
+        if self.context_window is not None and prompt_tokens > self.context_window:
+            text = (
+                f"This model's maximum context length is {self.context_window} tokens. However, your "
+                f"messages resulted in {prompt_tokens} tokens. Please reduce the length of the messages."
+            )
+            self.rejections.append(text)
+            error = {
+                "message": text,
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+            return web.json_response({"error": error}, status=400)
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": 1, "total_tokens": prompt_tokens + 1}
         reply = self._next(body)
         if reply.delay:
             await asyncio.sleep(reply.delay)
@@ -235,7 +282,7 @@ class FakeOpenAI:
                     "created": created,
                     "model": model,
                     "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    "usage": usage,
                 }
             )
         deltas = reply.chunks if reply.chunks is not None else self._deltas(reply)
@@ -264,6 +311,9 @@ class FakeOpenAI:
                 return resp  # the client went away
             await asyncio.sleep(reply.chunk_delay or 0.01)
         await send({}, finish)
+        if (body.get("stream_options") or {}).get("include_usage"):
+            last = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": []}
+            await resp.write(f"data: {json.dumps({**last, 'usage': usage})}\n\n".encode())
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp

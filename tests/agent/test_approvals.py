@@ -179,7 +179,7 @@ async def test_a_crash_mid_call_asks_again_as_interrupted_instead_of_running_twi
 
 @pytest.mark.real_redis
 async def test_fifty_concurrent_approvals_run_the_tool_once(
-    real_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+    real_redis: aioredis.Redis, connect_real_redis: Any, make_agent: Any, openai_server: FakeOpenAI
 ) -> None:
     world = Service()
     openai_server.script(restart())
@@ -187,7 +187,7 @@ async def test_fifty_concurrent_approvals_run_the_tool_once(
     first: Agent = make_agent(real_redis, tools=world.tools())
     stream = await first.stream("restart api")
     await stream.collect()
-    clients = [aioredis.from_url("redis://127.0.0.1:6379/0") for _ in range(5)]
+    clients = [connect_real_redis() for _ in range(5)]
     agents = [make_agent(clients[i % 5], tools=world.tools()) for i in range(50)]
     results = await asyncio.gather(
         *(a.approve_tool_call(run_id=stream.run_id, approved_by=f"U{i}") for i, a in enumerate(agents)),
@@ -197,5 +197,3 @@ async def test_fifty_concurrent_approvals_run_the_tool_once(
     assert len(winners) == 1 and all(isinstance(r, RunAlreadyResumed) for r in results if r not in winners)
     await winners[0].collect()
     assert world.restarts == ["api"]
-    for client in clients:
-        await client.aclose()

@@ -80,7 +80,7 @@ async def test_mention_job_redelivered_after_its_worker_died_is_still_answered(
         await asyncio.sleep(0.35)
         stop = asyncio.Event()
         working = asyncio.ensure_future(
-            worker.bot.queue.consume(worker.bot.run_job, stop=stop, block_ms=50, consumer="live", reclaim_after=0.3)
+            worker.bot.queue.consume(worker.bot.run_job, stop=stop, block_ms=50, consumer="live", lease_ttl=0.3)
         )
         try:
             await asyncio.sleep(1.5)
@@ -250,6 +250,7 @@ async def test_model_output_other_than_text_is_bounded_too(fake_redis: aioredis.
 
 
 @pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
 async def test_refusal_for_a_thread_reply_is_not_lost_with_the_reply_of_its_told_once_mark(
     real_redis: aioredis.Redis, harness: Any
 ) -> None:
@@ -279,6 +280,7 @@ async def test_refusal_for_a_thread_reply_is_not_lost_with_the_reply_of_its_told
 
 
 @pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
 async def test_a_click_queued_for_a_worker_is_not_delayed_minutes_by_a_lost_xreadgroup_reply(
     real_redis: aioredis.Redis, harness: Any
 ) -> None:

@@ -91,6 +91,7 @@ async def test_click_ack_is_fast_while_the_model_takes_6s(fake_redis: aioredis.R
 
 
 @pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
 async def test_answer_button_opens_modal_while_redis_is_slow(real_redis: aioredis.Redis, harness: Any) -> None:
     async with TcpProxy("127.0.0.1", 6379) as proxy:
         client = aioredis.from_url(f"redis://127.0.0.1:{proxy.port}/0", socket_timeout=10)
@@ -227,6 +228,7 @@ async def test_model_failure_posts_retry_that_continues(fake_redis: aioredis.Red
 
 
 @pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
 async def test_redis_down_during_click_says_try_again(real_redis: aioredis.Redis, harness: Any) -> None:
     async with TcpProxy("127.0.0.1", 6379) as proxy:
         client = aioredis.from_url(f"redis://127.0.0.1:{proxy.port}/0", socket_timeout=2, socket_connect_timeout=1)

@@ -30,7 +30,14 @@ from bot.store import Keys
 from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, has_controls
 from bot.testing.tcp_proxy import TcpProxy
 
-pytestmark = pytest.mark.real_redis
+# Subprocess-heavy: on the cluster too only where marked (see tests/conftest.py).
+pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
+REDIS_ENV: dict[str, str] = {}  # REDIS_URL and REDIS_CLUSTER of this test's real Redis (set by the fixture below)
+
+
+@pytest.fixture(autouse=True)
+def _redis_env(real_redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(globals(), "REDIS_ENV", real_redis_env)
 TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py)
 
 
@@ -39,7 +46,7 @@ def mcp_env(h: Any, prefix: str, *, user: str | None = ALICE) -> dict[str, str]:
         "PATH": os.environ.get("PATH", ""),
         "SLACK_BOT_TOKEN": TOKEN,
         "SLACK_API_URL": h.ws.api_url,
-        "REDIS_URL": os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/0"),
+        **REDIS_ENV,
         "REDIS_PREFIX": prefix,
         "MCP_ASK_CHANNEL": GENERAL,
         "LOG_LEVEL": "WARNING",
@@ -62,6 +69,7 @@ def questions(h: Any) -> set[str]:
     return {m["ts"] for m in h.ws.messages(GENERAL) if has_controls(m)}
 
 
+@pytest.mark.redis_kinds("single", "cluster")
 async def test_an_mcp_client_asks_and_gets_the_answer_with_who_gave_it(
     real_redis: aioredis.Redis, harness: Any, prefix: str
 ) -> None:
@@ -332,6 +340,7 @@ async def test_progress_is_reported_all_through_a_long_wait(
         assert all(m == f"waiting for <@{ALICE}> in <#{GENERAL}>" for _, m in told)
 
 
+@pytest.mark.redis_kinds("single", "cluster")
 async def test_two_answers_racing_in_two_processes_give_the_call_one(
     real_redis: aioredis.Redis, harness: Any, prefix: str
 ) -> None:

@@ -14,7 +14,7 @@ from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import ALICE, GENERAL, SINGLE, ask, current, has_controls, resumed_requests
 from bot.testing.tcp_proxy import TcpProxy
 
-pytestmark = pytest.mark.real_redis
+pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]  # a TcpProxy in front of one server
 
 
 async def test_a_click_whose_claim_reply_is_lost_still_resumes_the_run_once(

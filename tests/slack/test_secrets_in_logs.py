@@ -49,6 +49,7 @@ async def test_no_secret_in_logs_even_at_debug_and_on_failures(
 
 
 @pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
 async def test_real_redis_outage_during_final_save_leaves_thread_usable(
     real_redis: aioredis.Redis, harness: Any
 ) -> None:

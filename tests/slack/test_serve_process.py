@@ -189,6 +189,7 @@ def test_unreachable_redis_is_refused_by_every_role(command: str) -> None:
 
 
 @pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # start-up checks, no store behaviour
 def test_busy_port_is_refused(real_redis: Any) -> None:
     with socket.socket() as busy:
         busy.bind(("0.0.0.0", 0))
@@ -240,6 +241,7 @@ async def stop(proc: asyncio.subprocess.Process) -> str:
 
 
 @pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # start-up checks, no store behaviour
 async def test_socket_mode_says_connected_only_once_connected(real_redis: Any, prefix: str) -> None:
     async with Workspace(bot_token=TOKEN, transport="socket", app_token=APP_TOKEN) as ws:
         env = complete_env(SLACK_APP_TOKEN=APP_TOKEN, SLACK_API_URL=ws.api_url, REDIS_PREFIX=prefix, LOG_LEVEL="info")
@@ -257,6 +259,7 @@ async def test_socket_mode_says_connected_only_once_connected(real_redis: Any, p
 
 
 @pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # start-up checks, no store behaviour
 async def test_socket_mode_refused_app_token_is_a_clear_error(real_redis: Any, prefix: str) -> None:
     async with Workspace(bot_token=TOKEN, transport="socket", app_token=APP_TOKEN) as ws:
         wrong = "xapp-1-A0PLAYGRND-not-this-one"
@@ -285,7 +288,12 @@ async def test_socket_mode_refused_app_token_is_a_clear_error(real_redis: Any, p
     ids=["auto", "http-flag-over-app-token"],
 )
 async def test_serve_answers_a_mention_end_to_end(
-    real_redis: Any, prefix: str, openai_server: FakeOpenAI, args: tuple[str, ...], extra: dict[str, str]
+    real_redis: Any,
+    real_redis_env: dict[str, str],
+    prefix: str,
+    openai_server: FakeOpenAI,
+    args: tuple[str, ...],
+    extra: dict[str, str],
 ) -> None:
     port = free_port()
     secret = "serve-test-secret"
@@ -296,9 +304,9 @@ async def test_serve_answers_a_mention_end_to_end(
             SLACK_API_URL=ws.api_url,
             OPENAI_API_KEY="sk-test",
             OPENAI_BASE_URL=openai_server.base_url,
-            REDIS_URL=REAL_REDIS,
             REDIS_PREFIX=prefix,
             PORT=str(port),
+            **real_redis_env,
             LOG_LEVEL="INFO",
             **extra,
         )

@@ -98,7 +98,7 @@ async def test_job_of_a_worker_that_died_before_handling_it_is_answered_exactly_
         worker, key, thread = await click_taken_by_a_dead_worker(h, client, fake_server, prefix, then="Once.")
         await asyncio.sleep(0.35)
         stop = asyncio.Event()
-        working = consume(worker, stop, reclaim_after=0.3)
+        working = consume(worker, stop, lease_ttl=0.3)
         try:
             await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Once."))
             await asyncio.sleep(0.5)  # several reclaim rounds
@@ -125,7 +125,7 @@ async def test_job_of_a_worker_that_died_after_claiming_the_answer_still_gets_it
         stream._task.cancel()  # ... claimed the answer, then the process died
         await asyncio.sleep(0.35)
         stop = asyncio.Event()
-        working = consume(worker, stop, reclaim_after=0.3)
+        working = consume(worker, stop, lease_ttl=0.3)
         try:
             await h.ws.wait_for_message(
                 channel=GENERAL, thread_ts=thread, predicate=text_is("Reply after crash."), timeout=3

@@ -159,14 +159,14 @@ SINGLE = {"question": "Which?", "options": [{"label": "a"}, {"label": "b"}]}
 
 @pytest.mark.real_redis
 async def test_fifty_concurrent_resumes_exactly_one_wins(
-    real_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+    real_redis: aioredis.Redis, connect_real_redis: Any, make_agent: Any, openai_server: FakeOpenAI
 ) -> None:
     openai_server.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="c1")]))
     openai_server.responder = lambda body: Reply(text="done")
     stream = await make_agent(real_redis).stream("hi")
     await stream.collect()
 
-    clients = [aioredis.from_url("redis://127.0.0.1:6379/0") for _ in range(5)]  # 5 "processes"
+    clients = [connect_real_redis() for _ in range(5)]  # 5 "processes"
     agents = [make_agent(clients[i % 5]) for i in range(50)]
     results = await asyncio.gather(
         *(
@@ -184,8 +184,6 @@ async def test_fifty_concurrent_resumes_exactly_one_wins(
     assert len(state.answers) == 1 and state.status == "completed"
     assert {e.answered_by for e in losers if isinstance(e, RunAlreadyResumed)} <= {state.answers[0].answered_by, None}
     assert sum(1 for b in openai_server.requests if any(m["role"] == "tool" for m in b["messages"])) == 1
-    for c in clients:
-        await c.aclose()
 
 
 @pytest.mark.real_redis
@@ -220,6 +218,7 @@ async def test_cas_race_on_real_redis(real_redis: aioredis.Redis, prefix: str) -
 
 
 @pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
 async def test_a_claim_whose_reply_is_lost_is_applied_once_and_recognised(
     real_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
 ) -> None:

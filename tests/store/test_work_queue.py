@@ -42,16 +42,16 @@ async def test_a_dead_workers_jobs_are_reclaimed(fake_redis: aioredis.Redis, pre
     await fake_redis.xgroup_create(Keys(prefix).work(), GROUP, id="0", mkstream=True)
     taken = await fake_redis.xreadgroup(GROUP, "dead-worker", {Keys(prefix).work(): ">"}, count=10)
     assert len(taken[0][1]) == 1  # a worker took it, then died without acknowledging
-    await asyncio.sleep(0.3)  # longer than reclaim_after below
+    await asyncio.sleep(0.3)  # longer than lease_ttl below
     seen: list[dict[str, Any]] = []
-    await run_until(queue, seen, 1, reclaim_after=0.2)
+    await run_until(queue, seen, 1, lease_ttl=0.2)
     assert [{k: v for k, v in j.items() if k not in ("id", "v")} for j in seen] == [
         {"kind": "converse", "n": 1, "redelivered": True}
     ]  # the handler knows it is a second try
 
 
 async def test_a_long_job_of_a_live_worker_is_not_taken_again(fake_redis: aioredis.Redis, prefix: str) -> None:
-    """A job that runs five times ``reclaim_after`` stays with its live worker: the worker keeps it fresh."""
+    """A job that runs five times ``lease_ttl`` stays with its live worker: the worker keeps it fresh."""
     queue = WorkQueue(fake_redis, keys=Keys(prefix))
     await queue.enqueue({"kind": "converse", "n": 1})
     started, stop = asyncio.Event(), asyncio.Event()
@@ -61,7 +61,7 @@ async def test_a_long_job_of_a_live_worker_is_not_taken_again(fake_redis: aiored
         await asyncio.sleep(1.0)
         stop.set()
 
-    worker = asyncio.ensure_future(queue.consume(slow, stop=stop, block_ms=50, reclaim_after=0.2))
+    worker = asyncio.ensure_future(queue.consume(slow, stop=stop, block_ms=50, lease_ttl=0.2))
     await started.wait()
     stolen = []
     while not stop.is_set():  # another worker looking for dead workers' jobs, more often than the owner
@@ -107,6 +107,7 @@ async def test_jobs_carry_a_version_and_an_id_and_a_resent_enqueue_queues_once(
 
 
 @pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
 async def test_an_enqueue_whose_reply_is_lost_queues_the_job_once(real_redis: aioredis.Redis, prefix: str) -> None:
     """Redis adds the job, the reply is lost, redis-py's retry sends the same script again: still one job."""
     async with TcpProxy("127.0.0.1", 6379) as proxy:
@@ -119,3 +120,23 @@ async def test_an_enqueue_whose_reply_is_lost_queues_the_job_once(real_redis: ai
             assert await real_redis.xlen(Keys(prefix).work()) == 1
         finally:
             await client.aclose()
+
+
+async def test_a_first_release_workers_job_is_left_to_its_own_rule_while_a_deploy_rolls(
+    fake_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A consumer named ``host:pid`` (the first release: no lease, it touches its jobs every 40 s) is not taken for
+    dead after lease_ttl; a lease-less consumer of this release (any other name) is."""
+    queue = WorkQueue(fake_redis, keys=Keys(prefix))
+    key = Keys(prefix).work()
+    await fake_redis.xgroup_create(key, GROUP, id="0", mkstream=True)
+    await queue.enqueue({"n": 1})
+    await fake_redis.xreadgroup(GROUP, "oldhost:4242", {key: ">"}, count=10)
+    await queue.enqueue({"n": 2})
+    await fake_redis.xreadgroup(GROUP, "newhost:4242:a1b2c3", {key: ">"}, count=10)
+    await asyncio.sleep(0.3)  # longer than lease_ttl below
+    seen: list[dict[str, Any]] = []
+    await run_until(queue, seen, 1, lease_ttl=0.2)
+    assert [j["n"] for j in seen] == [2]
+    pending = await fake_redis.xpending_range(key, GROUP, "-", "+", 10)
+    assert [p["consumer"] for p in pending] == [b"oldhost:4242"]

@@ -333,9 +333,10 @@ async def test_unreachable_redis_url_is_a_clear_config_error() -> None:
 
 
 @pytest.mark.real_redis
-async def test_real_redis_url_is_used(real_redis: Any) -> None:
-    async with Playground(settings(redis_url=SecretStr("redis://127.0.0.1:6379/0")), ui_port=0) as playground:
-        assert playground.info.redis == "redis" and playground.info.redis_label == "Redis at 127.0.0.1:6379/0"
+async def test_real_redis_url_is_used(real_redis: Any, real_redis_env: dict[str, str]) -> None:
+    url, cluster = real_redis_env["REDIS_URL"], real_redis_env["REDIS_CLUSTER"] == "true"
+    async with Playground(settings(redis_url=SecretStr(url), redis_cluster=cluster), ui_port=0) as playground:
+        assert playground.info.redis == "redis" and playground.info.redis_label == redis_label(url)
 
 
 async def test_run_playground_prints_the_url_and_stops_on_cancel(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,197 @@
+"""``/healthz``, ``/readyz`` and ``/metrics`` over HTTP: on the HTTP server's port, on ``METRICS_PORT`` for processes
+without one (``worker``, Socket Mode), and the split mode's queue gauges read from Redis at scrape time."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import fakeredis
+import pytest
+import redis.asyncio as aioredis
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.ops.metrics import QueueGauges
+from bot.ops.server import Health, OpsEndpoints, start_ops_server
+from bot.playground import Workspace
+from bot.store import Keys
+from bot.store.work_queue import GROUP, WorkQueue
+from bot.testing.scrape import get, scrape
+from bot.testing.slack_scenarios import ALICE, GENERAL
+from tests.slack.test_serve_process import (
+    APP_TOKEN,
+    TOKEN,
+    complete_env,
+    error_lines,
+    free_port,
+    read_until,
+    run_bot,
+    start_bot,
+)
+from tests.slack.test_serve_process import stop as stop_bot
+
+
+def base(process: Any) -> str:
+    return str(process.url).removesuffix("/slack/events")
+
+
+async def test_healthz_and_readyz_answer_on_the_http_server(fake_redis: aioredis.Redis, harness: Any) -> None:
+    async with harness(fake_redis) as h:
+        alive, alive_body, _ = await get(base(h.processes[0]), "/healthz")
+        status, body, _ = await get(base(h.processes[0]), "/readyz")
+    assert (alive, json.loads(alive_body)) == (200, {"status": "ok"})
+    assert (status, json.loads(body)) == (200, {"status": "ready"})
+
+
+async def test_readyz_is_503_while_redis_does_not_answer(harness: Any) -> None:
+    dead = aioredis.from_url(f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
+    try:
+        async with harness(dead) as h:
+            url = base(h.processes[0])
+            status, body, _ = await get(url, "/readyz")
+            alive, _, _ = await get(url, "/healthz")
+    finally:
+        await dead.aclose()
+    assert status == 503 and alive == 200
+    assert json.loads(body) == {"status": "not ready", "reason": "redis: Connection refused"}
+
+
+async def test_readyz_is_503_while_slack_refuses_the_token(fake_redis: aioredis.Redis) -> None:
+    async with Workspace(bot_token=TOKEN) as ws:
+        for token, expected in (("xoxb-not-this-one", 503), (TOKEN, 200)):
+            client = AsyncWebClient(token=token, base_url=ws.api_url)
+            runner, port = await start_ops_server(
+                OpsEndpoints(health=Health(fake_redis, slack=client)), host="127.0.0.1", port=0
+            )
+            try:
+                status, body, _ = await get(f"http://127.0.0.1:{port}", "/readyz")
+            finally:
+                await runner.cleanup()
+            assert status == expected, body
+            if expected == 503:
+                assert json.loads(body) == {"status": "not ready", "reason": "slack auth.test: invalid_auth"}
+                assert token not in body
+
+
+async def test_queue_gauges_are_read_from_redis_at_scrape_time(fake_redis: aioredis.Redis, prefix: str) -> None:
+    keys = Keys(prefix)
+    queue = WorkQueue(fake_redis, keys=keys)
+    ops = OpsEndpoints(queue=QueueGauges(queue))
+    runner, port = await start_ops_server(ops, host="127.0.0.1", port=0)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        empty = await scrape(url)
+        for n in range(3):
+            await queue.enqueue({"fn": "f", "body": {"n": n}})
+        await asyncio.sleep(0.05)
+        queued = await scrape(url)
+        await fake_redis.xgroup_create(keys.work(), GROUP, id="0", mkstream=True)
+        await fake_redis.xreadgroup(GROUP, "w1", {keys.work(): ">"}, count=2)
+        taken = await scrape(url)
+    finally:
+        await runner.cleanup()
+    assert empty.get("askbot_queue_jobs") == 0 and empty.get("askbot_queue_oldest_job_age_seconds") == 0
+    assert queued.get("askbot_queue_jobs") == 3 and queued.get("askbot_queue_pending_jobs") == 0
+    assert 0.04 <= queued.get("askbot_queue_oldest_job_age_seconds") < 30
+    assert taken.get("askbot_queue_jobs") == 3 and taken.get("askbot_queue_pending_jobs") == 2
+
+
+async def test_web_and_worker_report_the_same_queue_depth(
+    fake_server: fakeredis.FakeServer, harness: Any, prefix: str
+) -> None:
+    client = fakeredis.FakeAsyncRedis(server=fake_server)
+    async with harness(client) as h:
+        web = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="web")
+        worker = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="worker")
+        h.route_to(web)
+        await h.ws.mention(ALICE, GENERAL, "queued, no worker consuming")
+        await h.settle()
+        from_web, from_worker = await scrape(base(web)), await scrape(base(worker))
+    assert from_web.get("askbot_queue_jobs") == from_worker.get("askbot_queue_jobs") == 1
+
+
+# --- METRICS_PORT in processes without an HTTP server ------------------------------------------
+
+
+async def ops_of(port: int) -> tuple[int, int, str]:
+    """(healthz status, readyz status, /metrics text) of the process serving ``port``."""
+    url = f"http://127.0.0.1:{port}"
+    alive, _, _ = await get(url, "/healthz")
+    ready, _, _ = await get(url, "/readyz")
+    status, text, _ = await get(url, "/metrics")
+    assert status == 200
+    return alive, ready, text
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # start-up and endpoints, no store behaviour
+async def test_a_worker_serves_metrics_health_and_readiness_on_metrics_port(real_redis: Any, prefix: str) -> None:
+    metrics_port = free_port()
+    async with Workspace(bot_token=TOKEN) as ws:
+        env = complete_env(
+            SLACK_API_URL=ws.api_url, REDIS_PREFIX=prefix, METRICS_PORT=str(metrics_port), LOG_LEVEL="info"
+        )
+        proc = await start_bot("worker", env=env)
+        try:
+            await read_until(proc, "metrics: GET /metrics")
+            alive, ready, text = await ops_of(metrics_port)
+        finally:
+            rest = await stop_bot(proc)
+    assert (alive, ready) == (200, 200), rest
+    assert "askbot_queue_jobs " in text and "askbot_runs_in_flight " in text
+    assert proc.returncode == 0, rest
+    assert TOKEN not in rest
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # start-up and endpoints, no store behaviour
+async def test_socket_mode_serves_metrics_health_and_readiness_on_metrics_port(real_redis: Any, prefix: str) -> None:
+    metrics_port = free_port()
+    async with Workspace(bot_token=TOKEN, transport="socket", app_token=APP_TOKEN) as ws:
+        env = complete_env(
+            SLACK_APP_TOKEN=APP_TOKEN,
+            SLACK_API_URL=ws.api_url,
+            REDIS_PREFIX=prefix,
+            METRICS_PORT=str(metrics_port),
+            LOG_LEVEL="info",
+        )
+        del env["SLACK_SIGNING_SECRET"]
+        proc = await start_bot("serve", env=env)
+        try:
+            await read_until(proc, "Socket Mode: connected")
+            alive, ready, text = await ops_of(metrics_port)
+        finally:
+            rest = await stop_bot(proc)
+    assert (alive, ready) == (200, 200), rest
+    assert "# TYPE askbot_slack_api_calls_total counter" in text
+    assert 'askbot_slack_api_calls_total{method="auth.test"}' in text  # the start-up check, through the bot's client
+    assert proc.returncode == 0, rest
+
+
+def test_metrics_port_equal_to_the_http_port_is_refused() -> None:
+    [line] = error_lines(run_bot("serve", env=complete_env(PORT="3555", METRICS_PORT="3555"), timeout=20))
+    assert line == "error: METRICS_PORT is PORT: the HTTP server serves /metrics on PORT already; unset METRICS_PORT"
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # start-up and endpoints, no store behaviour
+async def test_the_mcp_server_serves_metrics_health_and_readiness_on_metrics_port(real_redis: Any, prefix: str) -> None:
+    metrics_port = free_port()
+    async with Workspace(bot_token=TOKEN) as ws:
+        env = complete_env(
+            SLACK_API_URL=ws.api_url,
+            REDIS_PREFIX=prefix,
+            METRICS_PORT=str(metrics_port),
+            MCP_PORT=str(free_port()),
+            MCP_TOKEN="mcp-test-token-0123456789abcdef",
+            LOG_LEVEL="info",
+        )
+        proc = await start_bot("mcp", "--http", env=env)
+        try:
+            await read_until(proc, "metrics: GET /metrics")
+            alive, ready, text = await ops_of(metrics_port)
+        finally:
+            rest = await stop_bot(proc)
+    assert (alive, ready) == (200, 200), rest
+    assert 'askbot_slack_api_calls_total{method="auth.test"}' in text
