@@ -123,17 +123,13 @@ def _listen_error(exc: OSError, port: int, setting: str = "PORT") -> ConfigError
 
 
 async def serve_ops(bot: Bot, settings: Settings, stack: contextlib.AsyncExitStack) -> None:
-    """Check Slack's ``auth.test`` for ``/readyz`` (a failure is logged; the process still starts) and, when
-    ``METRICS_PORT`` is set, serve ``/metrics``, ``/healthz`` and ``/readyz`` on it until ``stack`` unwinds. Raises
-    ``ConfigError`` when that port can't be listened on."""
+    """When ``METRICS_PORT`` is set, serve ``/metrics``, ``/healthz`` and ``/readyz`` on it until ``stack`` unwinds
+    (and, in multiprocess mode, drop this process's live gauges then). Raises ``ConfigError`` when that port can't
+    be listened on."""
     from bot.ops.metrics import process_exiting
     from bot.ops.server import start_ops_server
 
     stack.callback(process_exiting)
-    health = bot.ops.health
-    problem = await health.check_slack() if health is not None else None
-    if problem:
-        log.warning("Slack auth.test failed (%s): /readyz answers 503 until it passes", problem)
     if settings.metrics_port is None:
         return
     try:

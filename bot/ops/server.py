@@ -3,8 +3,8 @@ processes without one (Socket Mode ``serve`` / ``web``, ``worker``, ``mcp``), on
 
 - ``/healthz``: ``200 {"status": "ok"}`` while the event loop runs (it answers at all);
 - ``/readyz``: ``200 {"status": "ready"}`` when Redis answers ``PING`` (within 1 s, asked at each request) and
-  Slack's ``auth.test`` passed (at start-up, or within the last :data:`SLACK_FRESH_SECONDS`; a stale or failed
-  result is checked again at most every :data:`SLACK_RETRY_SECONDS`); else ``503 {"status": "not ready",
+  Slack's ``auth.test`` passed within the last :data:`SLACK_FRESH_SECONDS` (checked at the first ``/readyz``, then
+  again when stale, a failed result at most every :data:`SLACK_RETRY_SECONDS`); else ``503 {"status": "not ready",
   "reason": "..."}`` (a short reason: ``redis: ...`` or ``slack auth.test: <error>``; never a secret);
 - ``/metrics``: Prometheus text (:func:`bot.ops.metrics.exposition`), the queue's gauges read at scrape time.
 """
@@ -12,6 +12,7 @@ processes without one (Socket Mode ``serve`` / ``web``, ``worker``, ``mcp``), on
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass, field
 
@@ -29,6 +30,9 @@ REDIS_PING_SECONDS = 1.0
 SLACK_CHECK_SECONDS = 5.0
 SLACK_FRESH_SECONDS = 300.0
 SLACK_RETRY_SECONDS = 30.0
+NOT_CHECKED = "not checked yet"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -39,14 +43,16 @@ class Health:
     slack: AsyncWebClient | None = None
     _slack_ok_at: float | None = field(default=None, init=False)
     _slack_checked_at: float | None = field(default=None, init=False)
-    _slack_problem: str | None = field(default="auth.test not run yet", init=False)
+    _slack_problem: str | None = field(default=NOT_CHECKED, init=False)
     _slack_checking: asyncio.Future[str | None] | None = field(default=None, init=False, repr=False)
 
     async def check_slack(self) -> str | None:
-        """Call ``auth.test`` now; returns the problem (``"invalid_auth"``...) or None, and remembers it."""
+        """Call ``auth.test`` now; returns the problem (``"invalid_auth"``...) or None, and remembers it. A change
+        between passing and failing is logged (one line)."""
         if self.slack is None:
             self._slack_problem = None
             return None
+        before = self._slack_problem
         try:
             await asyncio.wait_for(self.slack.auth_test(), SLACK_CHECK_SECONDS)
         except TimeoutError:
@@ -57,6 +63,10 @@ class Health:
             self._slack_problem = None
             self._slack_ok_at = time.monotonic()
         self._slack_checked_at = time.monotonic()
+        if self._slack_problem and self._slack_problem != before:
+            log.warning("readiness: Slack auth.test failed (%s); /readyz answers 503", self._slack_problem)
+        elif self._slack_problem is None and before not in (None, NOT_CHECKED):
+            log.info("readiness: Slack auth.test passes again")
         return self._slack_problem
 
     async def _slack_state(self) -> str | None:

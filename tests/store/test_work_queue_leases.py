@@ -108,15 +108,15 @@ def done(n: int) -> Any:
 async def test_a_long_job_is_not_run_again_while_its_worker_lives(
     target: tuple[aioredis.Redis, str, bool], workers: Workers, prefix: str
 ) -> None:
-    """Jobs running 4x the lease TTL, on a worker whose only slot is busy (its reading loop waits for the slot, so
+    """Jobs running 2.5x the lease TTL, on a worker whose only slot is busy (its reading loop waits for the slot, so
     only a lease kept by a task of its own shows it alive), with another worker scanning for dead ones."""
     client, _url, _cluster = target
     queue = WorkQueue(client, keys=Keys(prefix))
     for n in (1, 2):
-        await queue.enqueue({"n": n, "sleep": 2.0})
-    busy = workers.start(lease_ttl=0.5, concurrency=1)
+        await queue.enqueue({"n": n, "sleep": 2.5})
+    busy = workers.start(lease_ttl=1.0, concurrency=1)
     await wait_for(client, prefix, lambda log: len(log) >= 1, 15)  # it took both jobs, runs the first
-    workers.start(lease_ttl=0.5)
+    workers.start(lease_ttl=1.0)
     log = await wait_for(client, prefix, lambda log: done(1)(log) and done(2)(log), 20)
     starts = [e for e in log if e["event"] == "start"]
     assert sorted(e["n"] for e in starts) == [1, 2], log  # each started once
