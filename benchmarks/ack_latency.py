@@ -446,7 +446,8 @@ async def run(
             bare_p99={k: percentile([a.duration_ms for a in phases.bare.acks[k]], 99) for k in ("mention", "click")},
         )
     )
-    cpu_rows = [[name, f"{ms:.2f}", f"{ms / max(phases.bare.cpu_ms['bare'], 1e-9):.2f}x"] for name, ms in into[-1].cpu_ms.items()]
+    bare_ms = max(phases.bare.cpu_ms["bare"], 1e-9)
+    cpu_rows = [[name, f"{ms:.2f}", f"{ms / bare_ms:.2f}x"] for name, ms in into[-1].cpu_ms.items()]
     cpu_rows.append(["bare Bolt", f"{phases.bare.cpu_ms['bare']:.2f}", "1.00x"])
     print(table(["process", "CPU ms per request (its work included)", "/ bare Bolt's"], cpu_rows))
     print_traffic(phases.bot, n)
