@@ -43,6 +43,15 @@ async def traffic(url: str) -> RedisTraffic:
     return RedisTraffic(commands, int(net["total_net_input_bytes"]), int(net["total_net_output_bytes"]))
 
 
+async def used_memory(url: str) -> int:
+    """The server's ``INFO memory`` ``used_memory`` (bytes)."""
+    client = aioredis.from_url(url)
+    try:
+        return int((await client.info("memory"))["used_memory"])
+    finally:
+        await client.aclose()
+
+
 @contextlib.asynccontextmanager
 async def own_redis() -> AsyncIterator[str]:
     """A ``redis-server`` of its own on a free loopback port (no persistence) for the ``with`` block; yields its URL."""

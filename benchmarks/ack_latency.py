@@ -53,7 +53,7 @@ from typing import Any
 import aiohttp
 import redis.asyncio as aioredis
 
-from benchmarks._redis_stats import RedisTraffic, own_redis, traffic
+from benchmarks._redis_stats import RedisTraffic, own_redis, traffic, used_memory
 from benchmarks._util import percentile, table
 from bot.playground.sender import Ack
 from bot.playground.state import BOT_USER_ID, JSON
@@ -497,6 +497,8 @@ async def drive(
     needed = n_clicks + WARMUP_REQUESTS // 2
     quiet = args.model_delay + 1.0
     await load.mention()  # Bolt's first request calls auth.test
+    await settle(ws, quiet=quiet, timeout=30)
+    memory_before = await used_memory(args.redis) if args.own_redis else 0
     for attempt in range(4):
         missing = needed - len(question_messages(ws))
         if missing <= 0:
@@ -508,6 +510,9 @@ async def drive(
         if attempt == 3:
             raise RuntimeError(f"only {len(question_messages(ws))} of {needed} questions were posted")
     questions = question_messages(ws)
+    if args.own_redis:  # the bot's Redis holds little else than these waiting questions (and one thread each)
+        per_question = (await used_memory(args.redis) - memory_before) / max(1, len(questions) - 1)
+        print(f"Redis memory per waiting question (its run, thread, inbox, schedule): {per_question / 1024:.1f} KB")
     await load.warm_up(questions[:WARMUP_REQUESTS])
     measured_questions = questions[WARMUP_REQUESTS // 2 :]
     await settle(ws, quiet=quiet, timeout=30)  # the warm-up runs finish
