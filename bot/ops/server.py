@@ -97,7 +97,6 @@ class OpsEndpoints:
 
     health: Health | None = None
     queue: m.QueueGauges | None = None
-    extra: list[Collector] = field(default_factory=list)
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -109,7 +108,7 @@ class OpsEndpoints:
         return web.json_response({"status": "ready"})
 
     async def metrics(self, request: web.Request) -> web.Response:
-        collectors = list(self.extra)
+        collectors: list[Collector] = []
         if self.queue is not None:
             await self.queue.refresh()
             collectors.append(self.queue)
