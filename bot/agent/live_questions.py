@@ -35,6 +35,7 @@ from bot.agent.stream import (
 )
 from bot.agent.tools import LiveAsk, Tool
 from bot.errors import RunConflict, StoreUnavailable
+from bot.ops import audit
 
 log = logging.getLogger("bot.agent.agent")
 
@@ -83,6 +84,7 @@ class LiveQuestions:
             live_owner=self.owner,
         )
         await self._save(state)  # still running: the lease stays with this process
+        audit.asked(state, state.pending)
         tool = self.tools.get(call.name)
         shown = tool.load_suspend_payload(payload) if tool is not None else payload
         pending = state.pending

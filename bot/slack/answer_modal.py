@@ -96,7 +96,7 @@ class AnswerModal:
         ref = await button_ref(body, notice)
         if ref is None:
             return
-        with log_context(run_id=ref.run_id, user_id=where.user):
+        with log_context(run_id=ref.run_id, team_id=where.team_id, channel_id=where.channel_id, user_id=where.user):
             found = await self.answering.vet(ref, where, notice)
             if found is None:
                 return

@@ -160,7 +160,7 @@ class Answering:
         except BadReference:
             await say(UNKNOWN_BUTTON)
             return
-        with log_context(run_id=ref.run_id, user_id=where.user):
+        with log_context(run_id=ref.run_id, team_id=where.team_id, channel_id=where.channel_id, user_id=where.user):
             found = await self.vet(ref, where, say)
             if found is not None:
                 state, ctx, call = found

@@ -50,7 +50,7 @@ class Withdrawing:
         ref = await button_ref(body, say)
         if ref is None:
             return
-        with log_context(run_id=ref.run_id, user_id=where.user):
+        with log_context(run_id=ref.run_id, team_id=where.team_id, channel_id=where.channel_id, user_id=where.user):
             found = await self.answering.find(ref, say, where=where)
             if found is None:
                 return
