@@ -70,6 +70,7 @@ from bot.settings_values import (
     people_ids,
     redis_url_value,
     suggested_prompts,
+    url_db,
 )
 from bot.settings_values import parse_duration as parse_duration
 from bot.settings_values import redis_address as redis_address
@@ -312,7 +313,7 @@ class Settings(BaseSettings):
                 raise ValueError(
                     "REDIS_CLUSTER: a cluster is reached over TCP; REDIS_URL must be redis:// or rediss://"
                 )
-            if parts.path.strip("/") not in ("", "0"):
+            if url_db(self.redis_url.get_secret_value()).lstrip("0") != "":
                 raise ValueError("REDIS_CLUSTER: a cluster has only database 0; drop it from REDIS_URL")
         return self
 

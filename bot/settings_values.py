@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from typing import Annotated, Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from pydantic import BeforeValidator
 from pydantic_settings import NoDecode
@@ -107,7 +107,17 @@ def redis_url_value(value: object) -> str:
     db = parts.path.strip("/")
     if db and not db.isdigit():
         raise ValueError(f"has a database (the path after the host) that is not a number, {example}")
+    if not url_db(text).isdigit():  # redis-py reads ?db= too (over the path), and raises on a bad one at connect
+        raise ValueError(f"has a database (?db=) that is not a number, {example}")
     return text
+
+
+def url_db(url: str) -> str:
+    """The database a ``redis://`` URL names, as redis-py reads it: ``?db=`` (its first value) over the path;
+    ``"0"`` when neither says. Text as written (may not be a number)."""
+    parts = urlsplit(url)
+    query = parse_qs(parts.query).get("db")
+    return (query[0].strip() if query else parts.path.strip("/")) or "0"
 
 
 def redis_address(url: str) -> str:

@@ -66,6 +66,7 @@ BAD_VALUES = [
     ("REDIS_URL", "http://127.0.0.1:6379", "must be a redis://, rediss:// or unix:// URL"),
     ("REDIS_URL", "redis://", "must name a host"),
     ("REDIS_URL", "redis://localhost:six", "has a port that is not a number"),
+    ("REDIS_URL", "redis://127.0.0.1:6379?db=abc", "has a database (?db=) that is not a number"),
     ("LOG_LEVEL", "LOUD", "must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
     ("LOG_FORMAT", "xml", "must be text or json"),
     ("SLACK_API_URL", "ftp://slack.example", "must be an http:// or https:// URL"),
@@ -360,6 +361,8 @@ def test_redis_cluster_refuses_what_a_cluster_cannot_do() -> None:
     for values, line in (
         ({"redis_url": "unix:///run/redis.sock"}, "REDIS_CLUSTER: a cluster is reached over TCP"),
         ({"redis_url": "redis://127.0.0.1:7000/2"}, "REDIS_CLUSTER: a cluster has only database 0"),
+        ({"redis_url": "redis://127.0.0.1:7000?db=2"}, "REDIS_CLUSTER: a cluster has only database 0"),
+        ({"redis_url": "redis://127.0.0.1:7000/0?db=3"}, "REDIS_CLUSTER: a cluster has only database 0"),
         ({"redis_prefix": "app{1}:"}, "REDIS_PREFIX: must not contain { or } with REDIS_CLUSTER"),
     ):
         with pytest.raises(SettingsError) as info:

@@ -13,7 +13,7 @@
 
 The server's ``usage.prompt_tokens`` is passed on (:attr:`TurnDone.prompt_tokens`): a stream request asks for it
 with ``stream_options: {"include_usage": true}`` (a last chunk without choices carries it); a server that refuses
-that option (HTTP 400 naming it) is asked again without it, and never again by this model object. A refusal as
+that option (HTTP 400 or 422 naming it) is asked again without it, and never again by this model object. A refusal as
 longer than the model's context window (``context_length_exceeded``, or a 400 saying so) raises
 :class:`bot.errors.ContextTooLong` with the numbers the server stated.
 """
@@ -244,15 +244,22 @@ class OpenAIChatModel:
         if self.temperature is not None:
             fields["temperature"] = self.temperature
         turn = _Turn()
+        answered = False  # the server answered: a connection error from here on broke its reply off
         try:
             raw = await self._create(kwargs)
+            answered = True
             content_type = raw.headers.get("content-type", "").lower()
             if self.stream and "json" not in content_type:
                 # Chunks as plain JSON objects: the SDK's own chunk models cost ~0.8 ms of CPU per turn to build.
                 stream = raw.parse(to=AsyncStream[dict[str, Any]])
-                async for chunk in stream:
-                    for text in turn.add_chunk(chunk):
-                        yield TextDelta(text)
+                try:
+                    async for chunk in stream:
+                        for text in turn.add_chunk(chunk):
+                            yield TextDelta(text)
+                except json.JSONDecodeError:  # the SDK decodes each ``data:`` line; a broken one is the server's
+                    raise ModelCallFailed("model server sent a stream chunk that is not valid JSON") from None
+                finally:
+                    await stream.close()
                 if turn.finish_reason is None:  # cut off: no finish_reason, so no telling what is missing
                     raise ModelCallFailed("the model's stream ended before the turn was finished")
             else:
@@ -277,6 +284,10 @@ class OpenAIChatModel:
                 raise ModelCallFailed("could not connect to the model server", kind="connection") from None
             raise ModelCallFailed("model request timed out", kind="timeout") from None
         except openai.APIConnectionError:
+            if answered:
+                raise ModelCallFailed(
+                    "the connection to the model server broke during its reply", kind="connection"
+                ) from None
             raise ModelCallFailed("could not connect to the model server", kind="connection") from None
         except openai.APIError as exc:  # e.g. an error event in the stream
             too_long = context_error(exc.code, exc.message)
@@ -288,13 +299,14 @@ class OpenAIChatModel:
         yield turn.done()
 
     async def _create(self, kwargs: dict[str, Any]) -> Any:
-        """Send the request; a 400 naming ``stream_options`` (a server that does not know it) is sent again
+        """Send the request; a 400 or 422 naming ``stream_options`` (a server that does not know it) is sent again
         without it, and this model stops asking for usage in streams."""
         create = self._client.chat.completions.with_raw_response.create
         try:
             return await create(**kwargs)
-        except openai.BadRequestError as exc:
-            if "stream_options" not in kwargs or "stream_options" not in exc.message:
+        except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:  # 422: pydantic-validating servers
+            said = f"{exc.message} {exc.body}"  # the SDK's message holds only error.message, not e.g. FastAPI's detail
+            if "stream_options" not in kwargs or "stream_options" not in said:
                 raise
             self.usage_in_stream = False
             return await create(**{k: v for k, v in kwargs.items() if k != "stream_options"})

@@ -208,6 +208,21 @@ async def test_a_server_that_refuses_stream_options_is_asked_without_them(openai
     assert ["stream_options" in r for r in openai_server.requests] == [True, False, False]
 
 
+async def test_a_server_that_validates_with_422_and_names_stream_options_is_asked_without_them(
+    openai_server: FakeOpenAI,
+) -> None:
+    # FastAPI/pydantic servers (extra fields forbidden) refuse an unknown field with 422 and no "error" object.
+    refusal = {"detail": [{"loc": ["body", "stream_options"], "msg": "Extra inputs are not permitted"}]}
+    openai_server.script(Reply(json_body=refusal, status=422), Reply(text="fine"))
+    model = OpenAIChatModel("m", base_url=openai_server.base_url, api_key="sk-test", max_retries=0)
+    try:
+        texts, _ = await collect_turn(model)
+    finally:
+        await model.aclose()
+    assert "".join(texts) == "fine"
+    assert ["stream_options" in r for r in openai_server.requests] == [True, False]
+
+
 async def test_a_context_length_refusal_is_learned_and_tried_once_smaller(
     fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
 ) -> None:

@@ -3,11 +3,13 @@ streaming, plain JSON replies (asked for, or sent to a stream request anyway), a
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from aiohttp import web
 from openai import AsyncOpenAI
 
 from bot.agent import OpenAIChatModel
@@ -158,3 +160,65 @@ async def test_http_error_with_stream_false_is_model_call_failed(
     openai_server.script(Reply(status=400))
     with pytest.raises(ModelCallFailed, match="HTTP 400"):
         await collect_turn(model_for(openai_server, stream=False, max_retries=0))
+
+
+@pytest.fixture
+async def raw_sse_server() -> AsyncIterator[Callable[..., str]]:
+    """``base_url = raw_sse_server(body, drop=False)``: a loopback server answering every chat completion with
+    the raw server-sent-events ``body`` (bytes as they are), then closing the connection abruptly with ``drop``."""
+    runners: list[web.AppRunner] = []
+
+    async def start(body: bytes, *, drop: bool = False) -> str:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            await resp.write(body)
+            if drop:
+                await asyncio.sleep(0.05)
+                assert request.transport is not None
+                request.transport.abort()  # mid-stream: no terminating chunk
+                return resp
+            await resp.write_eof()
+            return resp
+
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", handle)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        runners.append(runner)
+        return f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+
+    yield start  # type: ignore[misc]
+    for runner in runners:
+        await runner.cleanup()
+
+
+def sse(*events: object) -> bytes:
+    return b"".join(b"data: " + (e if isinstance(e, bytes) else json.dumps(e).encode()) + b"\n\n" for e in events)
+
+
+FIRST = {"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [{"delta": {"content": "Hel"}}]}
+
+
+async def test_a_stream_chunk_that_is_not_json_is_the_server_s_failure_not_the_adapter_s(
+    raw_sse_server: Callable[..., Any],
+) -> None:
+    base_url = await raw_sse_server(sse(FIRST, b"{not json", b"[DONE]"))
+    model = OpenAIChatModel(model="m", base_url=base_url, api_key="sk-test", max_retries=0)
+    with pytest.raises(ModelCallFailed) as info:
+        await collect_turn(model)
+    await model.aclose()
+    assert info.value.kind == "server" and "not valid JSON" in str(info.value)
+
+
+async def test_a_connection_dropped_mid_stream_is_not_reported_as_could_not_connect(
+    raw_sse_server: Callable[..., Any],
+) -> None:
+    base_url = await raw_sse_server(sse(FIRST), drop=True)
+    model = OpenAIChatModel(model="m", base_url=base_url, api_key="sk-test", max_retries=0)
+    with pytest.raises(ModelCallFailed) as info:
+        await collect_turn(model)
+    await model.aclose()
+    assert info.value.kind == "connection" and "could not connect" not in str(info.value)
+    assert "during its reply" in str(info.value)
