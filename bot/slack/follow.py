@@ -181,11 +181,12 @@ class Follower:
     @staticmethod
     async def _posted_question(status: ThreadStatus, ts: str | None) -> None:
         """A question or approval request was posted in the thread (``ts``), which clears the status in Slack (no
-        call needed); where it could not be posted, the status is cleared by a call."""
+        call needed); where it could not be posted, the status is cleared by a call. The working reaction (where
+        Slack refused the status) is taken away either way: a post does not, and a live question's segment goes on
+        while it waits."""
         if ts is not None:
             status.posted()
-        else:
-            await status.clear()
+        await status.clear()  # after posted(): a call only for what the post left (the reaction)
 
     async def _tool_done(
         self,

@@ -3,6 +3,7 @@ field each for a form, typed replies, Decline; both protocol generations (tests/
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -147,3 +148,22 @@ async def test_a_stale_click_on_an_earlier_question_of_the_same_call_does_not_an
         await h.ws.click(q2, "Yes", user=ALICE)
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Both done.")
         assert ran(tmp_path)[-1] == 'two_questions: first: decline | second: accept {"second":true}'
+
+
+async def test_where_slack_refuses_the_status_a_live_question_takes_the_working_reaction_away_while_it_waits(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    # A live question (legacy protocol: asked inside tools/call) keeps its run segment going while it waits; the
+    # question's post clears a status in Slack, but not the reaction shown where Slack refused the status.
+    async with harness(fake_redis, settings=mcp_settings(tmp_path, protocol="legacy")) as h:
+        h.ws.fake.fail_next("assistant.threads.setStatus", "missing_scope")
+        thread, q = await ask(h, "deploy", {"service": "web"}, then="Deployed web.")
+        await h.ws.wait_for_call("reactions.add")
+        await asyncio.sleep(1.0)  # the run's segment goes on while the question waits
+        waiting = (h.ws.state.message(GENERAL, thread) or {}).get("reactions")
+        await h.ws.click(q, "Yes", user=ALICE)  # answered first: a failing check must not leave the run waiting
+        assert not waiting  # the question waits for a person: nothing shows as working
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Deployed web.")
+        await h.settle()
+        assert not (h.ws.state.message(GENERAL, thread) or {}).get("reactions")
+        assert len(h.ws.calls("reactions.add")) == len(h.ws.calls("reactions.remove"))  # shown again once working
