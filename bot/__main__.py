@@ -275,7 +275,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from bot.playground.launcher import run_playground
 
-            signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops it as cleanly as Ctrl-C
+            # SIGTERM stops it as Ctrl-C does: asyncio.Runner's SIGINT handler cancels the main task (a
+            # KeyboardInterrupt raised by the SIGTERM handler itself lands in whatever task runs: a traceback).
+            signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
             with contextlib.suppress(KeyboardInterrupt):
                 run_loop(run_playground(settings))
     except ConfigError as exc:

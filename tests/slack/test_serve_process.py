@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -337,3 +338,14 @@ async def test_serve_answers_a_mention_end_to_end(
         assert proc.returncode == 0, log
         assert "stopping" in log
         assert TOKEN not in log and secret not in log and "sk-test" not in log
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+async def test_the_playground_stops_on_sigterm_as_on_ctrl_c_without_a_traceback(sig: signal.Signals) -> None:
+    proc = await start_bot("playground", env=clean_env(PORT="0", MCP_PORT=str(free_port())))
+    started = await read_until(proc, "MCP server:")
+    proc.send_signal(sig)
+    output, _ = await asyncio.wait_for(proc.communicate(), 20)
+    log = "\n".join(started) + "\n" + output.decode()
+    assert proc.returncode == 0, log
+    assert "Traceback" not in log and "ERROR" not in log, log
