@@ -166,21 +166,29 @@ def fit(
     *,
     budget: int,
     quantum: int = 0,
+    count_latest_user: bool = True,
 ) -> tuple[list[dict[str, Any]], int]:
     """``(the messages to keep, how many were left out)`` so that their ``sizes`` (raw tokens per message) sum to
     at most ``budget`` where possible: oldest turns out first, the last turn and the latest user message always
     kept. ``quantum`` (tokens, 0 for none): the amount left out is rounded up to a multiple of it, so the cut
     stays put while the history grows by less than that. ``tool`` messages whose call is not kept are dropped."""
-    keep = kept_indices(messages, sizes, budget=budget, quantum=quantum)
+    keep = kept_indices(messages, sizes, budget=budget, quantum=quantum, count_latest_user=count_latest_user)
     if keep is None:
         return list(messages), 0
     return [messages[i] for i in keep], len(messages) - len(keep)
 
 
 def kept_indices(
-    messages: Sequence[dict[str, Any]], sizes: Sequence[int], *, budget: int, quantum: int = 0
+    messages: Sequence[dict[str, Any]],
+    sizes: Sequence[int],
+    *,
+    budget: int,
+    quantum: int = 0,
+    count_latest_user: bool = True,
 ) -> list[int] | None:
-    """The indices of the messages :func:`fit` keeps, or None when it keeps them all."""
+    """The indices of the messages :func:`fit` keeps, or None when it keeps them all. ``count_latest_user=False``:
+    the latest user message, kept anyway, takes none of ``budget`` from the turns after it (the stored bound: once
+    a newer user message comes, requests send those turns again, however long that message was)."""
     spans = turns_of(messages)
     if not spans:
         return None
@@ -190,7 +198,7 @@ def kept_indices(
     total = sum(turn_sizes)
     if total <= budget:
         return None
-    used = sum(turn_sizes[t] for t in pinned)
+    used = sum(turn_sizes[t] for t in pinned if count_latest_user or t == len(spans) - 1)
     cut = len(spans) - 1  # the first turn kept (pinned ones before it are kept too)
     for t in range(len(spans) - 2, -1, -1):
         if t in pinned:
@@ -274,14 +282,16 @@ class HistoryBudget:
         self, messages: list[dict[str, Any]], sizes: Sequence[int] | None = None
     ) -> list[dict[str, Any]] | None:
         """The stored history cut to ``STORE_KEEP`` x budget once it is past ``STORE_HIGH`` x budget (same rules
-        as a request), or None when it stays as it is (no budget, or under the bound). ``sizes``: the messages'
-        :func:`message_tokens` when known."""
+        as a request, but the latest user message takes none of the room of the turns after it: a request sends
+        them again once a newer user message comes, however long that one was), or None when it stays as it is
+        (no budget, or under the bound). ``sizes``: the messages' :func:`message_tokens` when known."""
         if self.budget is None:
             return None
         sizes = [message_tokens(m) for m in messages] if sizes is None else sizes
         if sum(sizes) <= self._raw(int(STORE_HIGH * self.budget)):
             return None
-        kept, left_out = fit(messages, sizes, budget=self._raw(int(STORE_KEEP * self.budget)))
+        keep = self._raw(int(STORE_KEEP * self.budget))
+        kept, left_out = fit(messages, sizes, budget=keep, count_latest_user=False)
         return kept if left_out else None
 
 

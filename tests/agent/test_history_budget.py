@@ -271,6 +271,31 @@ async def test_the_stored_history_is_bounded(
     assert request_tokens(agent, openai_server.requests[-1]) > 500  # still a budget's worth of context
 
 
+async def test_a_message_longer_than_the_stored_bound_does_not_cost_the_turns_after_it(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """The latest user message is always sent, so the stored bound keeps it whatever its size; the turns after it
+    are kept by their own sizes: once a newer message comes, requests have room for them again."""
+    from tests.agent.test_agent import echo_tool
+
+    agent = await budget_agent(make_agent, fake_redis, 1000, tools=[echo_tool])
+    openai_server.script(
+        Reply(tool_calls=[tool_call("echo", {"text": "first look"}, id="t1")]),
+        Reply(tool_calls=[tool_call("echo", {"text": "second look"}, id="t2")]),
+        Reply(text="The log shows a full disk."),
+        Reply(text="Free some space."),
+    )
+    pasted = "error: disk quota exceeded on /var " * 400  # ~3,600 tokens: over 2 x the budget alone
+    state = await (await agent.stream(pasted)).result()
+    assert state is not None and state.status == "completed"
+    history = agent.history_of(await agent.get_run(state.run_id))
+    assert [m.get("tool_call_id") for m in history if m["role"] == "tool"] == ["t1", "t2"]
+    await (await agent.stream("and the fix?", history=history)).result()
+    sent = openai_server.requests[-1]["messages"]
+    assert [m.get("tool_call_id") for m in sent if m["role"] == "tool"] == ["t1", "t2"]
+    assert sent[-2]["content"] == "The log shows a full disk." and all(pasted not in str(m) for m in sent)
+
+
 @pytest.mark.parametrize("version", [1, 2, 3, 4])
 def test_runs_of_every_stored_version_load_and_fit(version: int) -> None:
     state = RunState.from_json((FIXTURES / f"run_state_v{version}.json").read_text())
