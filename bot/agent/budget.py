@@ -28,6 +28,7 @@ model's ratio, comparable to the server's ``prompt_tokens`` and to the budget.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -84,6 +85,11 @@ def text_tokens(text: str) -> int:
     return (_chars(text) + 3) // 4
 
 
+def _count(value: object) -> bool:
+    """Whether ``value`` is a finite number (not a bool)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 @dataclass
 class _ModelStats:
     ratio: float = 1.0
@@ -109,9 +115,10 @@ class Calibration:
 
     def observe(self, model: str, *, estimated: int, reported: int) -> float:
         """Take one report: ``estimated`` raw tokens were sent, the server counted ``reported``. Returns the new
-        ratio. Reports that are not positive are ignored (some servers send 0 or 1 as a placeholder)."""
+        ratio. Reports that are not positive are ignored (some servers send 0 or 1 as a placeholder), and so are
+        values that are not counts at all (text, None, NaN: a model adapter passing on what a server sent)."""
         stats = self._models.setdefault(model, _ModelStats())
-        if estimated <= 0 or reported <= 1:
+        if not (_count(estimated) and _count(reported)) or estimated <= 0 or reported <= 1:
             return stats.ratio
         sample = min(self.high, max(self.low, reported / estimated))
         stats.ratio = sample if stats.samples == 0 else (1 - self.weight) * stats.ratio + self.weight * sample

@@ -166,6 +166,14 @@ def test_calibration_moves_toward_the_reported_count() -> None:
     assert cal.ratio("other") == 1.0
 
 
+def test_calibration_ignores_reports_that_are_not_counts() -> None:
+    cal = Calibration()
+    for nonsense in ("100", None, True, float("nan"), float("inf"), -5, 0, [100]):
+        assert cal.observe("m", estimated=100, reported=nonsense) == 1.0  # type: ignore[arg-type]
+        assert cal.observe("m", estimated=nonsense, reported=100) == 1.0  # type: ignore[arg-type]
+    assert cal.observe("m", estimated=100, reported=150) == 1.5  # the first real report is still taken as is
+
+
 async def test_reported_usage_calibrates_the_next_request(
     fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
 ) -> None:
