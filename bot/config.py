@@ -36,6 +36,7 @@
 | ``ASSISTANT_PROMPTS`` | see below | the pane's 1-4 suggested prompts: JSON ``[{"title", "message"}]`` or ``a|b`` |
 | ``MCP_PORT`` | ``3100`` | ``python -m bot mcp --http``: the port of its streamable HTTP endpoint ``/mcp`` |
 | ``METRICS_PORT`` | unset (none) | serve ``/metrics``, ``/healthz``, ``/readyz`` here (HTTP mode: on ``PORT`` too) |
+| ``PROMETHEUS_MULTIPROC_DIR`` | unset | multiprocess metrics: an existing directory this process can write |
 | ``MCP_TOKEN`` | unset | ``python -m bot mcp --http``: the bearer token every request must carry (required there) |
 | ``MCP_ASK_CHANNEL`` | unset | ``python -m bot mcp``: the channel id its questions go to when a call names none |
 | ``MCP_PROGRESS_SECONDS`` | ``10`` | ``python -m bot mcp``: seconds between progress notifications while a call waits |
@@ -53,6 +54,7 @@ Durations are whole seconds (``90``) or a number with a unit, ``30s`` / ``30m`` 
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
@@ -153,6 +155,7 @@ class Settings(BaseSettings):
     assistant_prompts: SuggestedPrompts = Field(default_factory=lambda: suggested_prompts(DEFAULT_PROMPTS))
     mcp_port: int = 3100
     metrics_port: int | None = None
+    prometheus_multiproc_dir: str | None = None  # read by prometheus-client itself; checked here before it is
     mcp_token: SecretStr | None = None
     mcp_ask_channel: str | None = None
     mcp_ask_user: str | None = None
@@ -201,6 +204,19 @@ class Settings(BaseSettings):
     @classmethod
     def _metrics_port(cls, value: object) -> int | None:
         return None if value is None else cls._port(value)
+
+    @field_validator("prometheus_multiproc_dir", mode="before")
+    @classmethod
+    def _multiproc_dir(cls, value: object) -> object:
+        """prometheus-client opens its files there when the metrics are defined (a missing or read-only directory
+        was a traceback at import)."""
+        if not isinstance(value, str):
+            return value
+        if not os.path.isdir(value):
+            raise ValueError("must be an existing directory (prometheus-client's multiprocess mode writes there)")
+        if not os.access(value, os.W_OK | os.X_OK):
+            raise ValueError("must be a directory this process can write")
+        return value
 
     @field_validator("port", "mcp_port", mode="before")
     @classmethod

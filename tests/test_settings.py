@@ -79,6 +79,7 @@ BAD_VALUES = [
     ("ASSISTANT_PROMPTS", "[not json", "is not valid JSON (a list of {title, message} objects)"),
     ("MCP_PORT", "70000", "must be a whole number from 0 to 65535"),
     ("METRICS_PORT", "metrics", "must be a whole number from 0 to 65535"),
+    ("PROMETHEUS_MULTIPROC_DIR", "/nonexistent/metrics", "must be an existing directory"),
     ("MCP_ASK_CHANNEL", "#general", "must be a channel id (C..., G... or D...)"),
     ("MCP_ASK_USER", "alice", "must be a user id (U... or W...)"),
     ("MCP_PROGRESS_SECONDS", "0", "must be greater than or equal to 0.5"),
