@@ -61,7 +61,7 @@ _IN_MESSAGES = re.compile(r"(\d+)\s+in the messages", re.I)
 
 def _chars(value: Any) -> int:
     if isinstance(value, str):
-        return len(value) if value.isascii() else len(value.encode())
+        return len(value) if value.isascii() else len(value.encode(errors="surrogatepass"))  # half emoji: 3 bytes
     if value is None or isinstance(value, bool | int | float):
         return 0 if value is None else 2
     if isinstance(value, list):

@@ -14,6 +14,7 @@ import redis.asyncio as aioredis
 from bot.agent import Agent, OpenAIChatModel
 from bot.agent.budget import (
     LEFT_OUT_NOTE,
+    PER_MESSAGE,
     STORE_HIGH,
     Calibration,
     HistoryBudget,
@@ -164,6 +165,13 @@ def test_calibration_moves_toward_the_reported_count() -> None:
     assert cal.observe("m", estimated=1000, reported=1) == 1.5  # placeholder counts are ignored
     assert cal.observe("m", estimated=10, reported=10_000) == pytest.approx(2.75)  # clamped at 4
     assert cal.ratio("other") == 1.0
+
+
+def test_a_lone_surrogate_is_estimated_not_raised_on() -> None:
+    """A server may send half of an emoji (a lone UTF-16 surrogate, ``\\ud83d`` in its JSON); the estimate counts
+    it as 3 bytes instead of failing on it (it is not UTF-8)."""
+    half = {"role": "assistant", "content": "half an emoji \ud83d", "reasoning_content": "\udc00"}
+    assert message_tokens(half) == PER_MESSAGE + (len("assistanthalf an emoji ") + 3 + 3 + 3) // 4
 
 
 def test_calibration_ignores_reports_that_are_not_counts() -> None:
