@@ -4,7 +4,9 @@ processes without one (Socket Mode ``serve`` / ``web``, ``worker``, ``mcp``), on
 - ``/healthz``: ``200 {"status": "ok"}`` while the event loop runs (it answers at all);
 - ``/readyz``: ``200 {"status": "ready"}`` when Redis answers ``PING`` (within 1 s, asked at each request) and
   Slack's ``auth.test`` passed within the last :data:`SLACK_FRESH_SECONDS` (checked at the first ``/readyz``, then
-  again when stale, a failed result at most every :data:`SLACK_RETRY_SECONDS`); else ``503 {"status": "not ready",
+  again when stale, a failed result at most every :data:`SLACK_RETRY_SECONDS`; a request waits for a running check
+  at most :data:`SLACK_WAIT_SECONDS`, then answers from the last result, so a hanging Slack or Redis never makes
+  ``/readyz`` slower than about a second, a probe's usual timeout); else ``503 {"status": "not ready",
   "reason": "..."}`` (a short reason: ``redis: ...`` or ``slack auth.test: <error>``; never a secret);
 - ``/metrics``: Prometheus text (:func:`bot.ops.metrics.exposition`), the queue's gauges read at scrape time.
 """
@@ -12,6 +14,7 @@ processes without one (Socket Mode ``serve`` / ``web``, ``worker``, ``mcp``), on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -30,6 +33,7 @@ REDIS_PING_SECONDS = 1.0
 SLACK_CHECK_SECONDS = 5.0
 SLACK_FRESH_SECONDS = 300.0
 SLACK_RETRY_SECONDS = 30.0
+SLACK_WAIT_SECONDS = 1.0  # a /readyz waits this long for a running auth.test (the check goes on in the background)
 NOT_CHECKED = "not checked yet"
 
 log = logging.getLogger(__name__)
@@ -76,19 +80,25 @@ class Health:
         if self._slack_checked_at is None or now - self._slack_checked_at >= SLACK_RETRY_SECONDS:
             if self._slack_checking is None or self._slack_checking.done():  # one check at a time
                 self._slack_checking = asyncio.ensure_future(self.check_slack())
-            await asyncio.shield(self._slack_checking)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._slack_checking), SLACK_WAIT_SECONDS)
         return self._slack_problem
 
     async def problem(self) -> str | None:
         """Why the process is not ready (``redis: ...`` / ``slack auth.test: ...``), or None."""
+        redis, slack = await asyncio.gather(self._redis_problem(), self._slack_state())  # both at once
+        if redis:
+            return redis
+        return f"slack auth.test: {slack}" if slack else None
+
+    async def _redis_problem(self) -> str | None:
         try:
             await asyncio.wait_for(self.redis.ping(), REDIS_PING_SECONDS)
         except TimeoutError:
             return "redis: no answer to PING"
         except (RedisError, OSError) as exc:
             return f"redis: {describe_os_error(exc)}"
-        slack = await self._slack_state()
-        return f"slack auth.test: {slack}" if slack else None
+        return None
 
 
 @dataclass

@@ -195,3 +195,38 @@ async def test_the_mcp_server_serves_metrics_health_and_readiness_on_metrics_por
             rest = await stop_bot(proc)
     assert (alive, ready) == (200, 200), rest
     assert 'askbot_slack_api_calls_total{method="auth.test"}' in text
+
+
+async def test_readyz_stays_fast_while_slack_hangs(fake_redis: aioredis.Redis) -> None:
+    """A Slack that accepts auth.test and never answers: /readyz answers 503 within about a second (a probe's usual
+    timeout), not after the 5 s the check itself may take; a later /readyz tells the check's outcome."""
+    from aiohttp import web
+
+    async def hang(request: web.Request) -> web.Response:
+        await asyncio.sleep(8)
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.router.add_post("/api/auth.test", hang)
+    slack_runner = web.AppRunner(app)
+    await slack_runner.setup()
+    site = web.TCPSite(slack_runner, "127.0.0.1", 0)
+    await site.start()
+    slack_port = slack_runner.addresses[0][1]
+    client = AsyncWebClient(token=TOKEN, base_url=f"http://127.0.0.1:{slack_port}/api/")
+    ops = OpsEndpoints(health=Health(fake_redis, slack=client))
+    runner, port = await start_ops_server(ops, host="127.0.0.1", port=0)
+    loop = asyncio.get_running_loop()
+    try:
+        started = loop.time()
+        first = await asyncio.gather(*(get(f"http://127.0.0.1:{port}", "/readyz") for _ in range(5)))
+        took = loop.time() - started
+        await asyncio.sleep(5.5)  # the check gives up (SLACK_CHECK_SECONDS)
+        later, later_body, _ = await get(f"http://127.0.0.1:{port}", "/readyz")
+    finally:
+        await runner.cleanup()
+        await slack_runner.cleanup()
+    assert took < 1.8, took
+    assert {status for status, _, _ in first} == {503}
+    assert json.loads(first[0][1])["reason"].startswith("slack auth.test: ")
+    assert (later, json.loads(later_body)["reason"]) == (503, "slack auth.test: no answer")
