@@ -25,7 +25,8 @@ Metrics (names carry the ``askbot_`` prefix, base units; counters end in ``_tota
 - ``askbot_slack_api_calls_total{method}``: Web API calls (one per call, whatever slack_sdk retried) of the bot's
   client (:class:`bot.slack.runner.SharedWebClient`): all but Bolt's own cached ``auth.test`` of its first request;
 - ``askbot_slack_api_errors_total{method,error}``: failed ones, by Slack's ``error`` string (or the exception's
-  type name for a connection failure);
+  type name for a connection failure); at most :data:`ERROR_LABELS_MAX` distinct error values a process, later
+  new ones count as ``other`` (the strings come from outside);
 - ``askbot_runs_in_flight`` (gauge): runs this process drives now (multiprocess: summed over live processes);
 - split mode, read from Redis at scrape time: ``askbot_queue_jobs`` (jobs not yet handled),
   ``askbot_queue_oldest_job_age_seconds`` (the oldest one's age, 0 when none), ``askbot_queue_pending_jobs``
@@ -101,12 +102,25 @@ RUNS_IN_FLIGHT = Gauge("askbot_runs_in_flight", "Runs being driven now.", multip
 
 _LABEL_VALUE = re.compile(r"[A-Za-z0-9_.]{1,64}")
 OTHER = "other"
+ERROR_LABELS_MAX = 100  # distinct error label values a process reports (Slack's error strings come from outside)
+_error_labels: set[str] = set()
 
 
 def label_value(value: str) -> str:
     """``value`` when it looks like a Slack method or error code (``[A-Za-z0-9_.]``, at most 64), else ``"other"``: a
     label never carries arbitrary text (nor an unbounded set of values)."""
     return value if _LABEL_VALUE.fullmatch(value) else OTHER
+
+
+def error_label(value: str) -> str:
+    """:func:`label_value` of an error string from outside, from a bounded set: once :data:`ERROR_LABELS_MAX`
+    distinct values were seen, a new one is ``"other"`` (each value is a series every scrape carries)."""
+    value = label_value(value)
+    if value not in _error_labels:
+        if len(_error_labels) >= ERROR_LABELS_MAX:
+            return OTHER
+        _error_labels.add(value)
+    return value
 
 
 class QueueGauges(Collector):

@@ -138,12 +138,12 @@ def slack_call(method: str) -> Iterator[None]:
 
 def slack_error_code(exc: BaseException) -> str:
     """Slack's ``error`` of a refused call (``invalid_auth``, ``ratelimited``...), else the exception's type name;
-    made safe as a label (:func:`bot.ops.metrics.label_value`)."""
+    made safe as a label, from a bounded set (:func:`bot.ops.metrics.error_label`)."""
     response = getattr(exc, "response", None)
     error = None
     if response is not None:
         with contextlib.suppress(Exception):
             error = response.get("error")
     if isinstance(error, str) and error:
-        return m.label_value(error)
-    return m.label_value(type(exc).__name__.lower())
+        return m.error_label(error)
+    return m.error_label(type(exc).__name__.lower())

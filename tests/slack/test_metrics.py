@@ -3,10 +3,12 @@ loopback model: each counter moves by what happened, once."""
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from typing import Any
 
 import redis.asyncio as aioredis
+from slack_sdk.errors import SlackApiError
 
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.scrape import Samples, get, scrape
@@ -166,3 +168,26 @@ async def test_metrics_are_plain_prometheus_text_without_secrets(
     for secret in slack_secrets:
         assert secret not in text
     assert isinstance(Samples, type)
+
+
+async def test_slack_error_strings_from_outside_make_a_bounded_set_of_label_values() -> None:
+    """Slack (or a proxy in front of it) answering ever new error strings: the error label's values stay a bounded
+    set (the rest counted as ``other``), so a scrape never grows without end."""
+    from bot.ops.metrics import ERROR_LABELS_MAX, exposition
+    from bot.playground import Workspace
+    from bot.slack.runner import SharedWebClient
+    TOKEN = "xoxb-metrics-test-0123456789"
+    async with Workspace(bot_token=TOKEN) as ws:
+        client = SharedWebClient(token=TOKEN, base_url=ws.api_url)
+        for n in range(ERROR_LABELS_MAX + 30):
+            ws.fake.fail_next("chat.getPermalink", f"hostile_error_{n}")
+            with contextlib.suppress(SlackApiError):
+                await client.chat_getPermalink(channel="C1", message_ts="1.2")
+    text = exposition().decode()
+    values = {
+        line.split('error="')[1].split('"')[0]
+        for line in text.splitlines()
+        if line.startswith("askbot_slack_api_errors_total{") and 'method="chat.getPermalink"' in line
+    }
+    assert len({v for v in values if v.startswith("hostile_error_")}) <= ERROR_LABELS_MAX
+    assert "other" in values
