@@ -24,7 +24,8 @@ queued work, and an old worker meets a newer job once, not in a loop.
 Every key is in the ``{work}`` hash slot (stream, job markers, leases), so all this works on Redis Cluster.
 
 Round trips: ``enqueue`` 1 (the script: ``SET NX`` + ``XADD``); a worker reads up to ``batch`` jobs per
-``XREADGROUP``, acks each job in 1 (a script), refreshes its lease in 1 (+1 to keep its jobs' idle time low for
+``XREADGROUP``, and never more than it has free slots (a job read into a busy worker would wait there while another
+worker may be idle), acks each job in 1 (a script), refreshes its lease in 1 (+1 to keep its jobs' idle time low for
 releases that still reclaim by idle time), and scans for dead consumers in 1 + 1 per dead or parked consumer.
 """
 
@@ -185,6 +186,7 @@ class WorkQueue:
                 slots=slots,
                 tasks=tasks,
                 batch=batch,
+                concurrency=concurrency,
                 block_ms=block_ms,
                 lease_ttl=lease_ttl,
                 stop=stop,
@@ -204,6 +206,7 @@ class WorkQueue:
         slots: asyncio.Semaphore,
         tasks: set[asyncio.Task[None]],
         batch: int,
+        concurrency: int,
         block_ms: int,
         lease_ttl: float,
         stop: asyncio.Event,
@@ -212,16 +215,26 @@ class WorkQueue:
         last_scan = 0.0
         own_pending = True  # jobs this consumer name took before a restart are read first
         while not stop.is_set():
+            # Only as many jobs as there are free slots: a job read into a busy worker would wait there, pending
+            # (no other worker takes it while this one lives), while another worker may stand idle.
+            free = min(batch, concurrency - len(tasks))
+            if free <= 0:
+                await asyncio.wait(tasks, timeout=block_ms / 1000, return_when=asyncio.FIRST_COMPLETED)
+                continue
             entries: list[tuple[Any, dict[Any, Any], bool]] = []  # (entry id, fields, redelivered)
             try:
                 if loop.time() - last_scan > lease_ttl / 3:
                     last_scan = loop.time()
-                    entries += await self._take_orphans(name, lease_ttl=lease_ttl, batch=batch)
+                    entries += await self._take_orphans(name, lease_ttl=lease_ttl, batch=free)
                 # After a Redis error, first re-read this consumer's own pending jobs ("0"): a read whose reply was
                 # lost delivered them to us, and nobody else would take them while our lease lives.
                 start = "0" if own_pending else ">"
                 read: Any = await self.client.xreadgroup(
-                    GROUP, name, {self.key: start}, count=batch, block=None if own_pending else block_ms
+                    GROUP,
+                    name,
+                    {self.key: start},
+                    count=batch if own_pending else free,
+                    block=None if own_pending else block_ms,
                 )
                 own_pending = False
                 for _stream, items in read or []:

@@ -109,18 +109,19 @@ async def test_a_long_job_is_not_run_again_while_its_worker_lives(
     target: tuple[aioredis.Redis, str, bool], workers: Workers, prefix: str
 ) -> None:
     """Jobs running 2.5x the lease TTL, on a worker whose only slot is busy (its reading loop waits for the slot, so
-    only a lease kept by a task of its own shows it alive), with another worker scanning for dead ones."""
+    only a lease kept by a task of its own shows it alive), with another worker scanning for dead ones (and taking
+    the second job: a busy worker reads no more jobs than it has free slots)."""
     client, _url, _cluster = target
     queue = WorkQueue(client, keys=Keys(prefix))
     for n in (1, 2):
         await queue.enqueue({"n": n, "sleep": 2.5})
     busy = workers.start(lease_ttl=1.0, concurrency=1)
-    await wait_for(client, prefix, lambda log: len(log) >= 1, 15)  # it took both jobs, runs the first
+    await wait_for(client, prefix, lambda log: len(log) >= 1, 15)  # it runs the first
     workers.start(lease_ttl=1.0)
     log = await wait_for(client, prefix, lambda log: done(1)(log) and done(2)(log), 20)
     starts = [e for e in log if e["event"] == "start"]
     assert sorted(e["n"] for e in starts) == [1, 2], log  # each started once
-    assert {e["pid"] for e in starts} == {busy.pid} and not any(e["redelivered"] for e in starts)
+    assert [e["pid"] for e in starts if e["n"] == 1] == [busy.pid] and not any(e["redelivered"] for e in starts)
 
 
 @pytest.mark.real_redis
@@ -241,3 +242,23 @@ async def test_stats_tell_the_depth_and_the_oldest_jobs_age(
     stats = await queue.stats()
     assert (stats.jobs, stats.in_progress) == (3, 1)
     assert stats.oldest_age_s is not None and 0.15 < stats.oldest_age_s < 5
+
+
+@pytest.mark.real_redis
+async def test_a_busy_worker_does_not_hoard_jobs_an_idle_one_could_run(
+    target: tuple[aioredis.Redis, str, bool], workers: Workers, prefix: str
+) -> None:
+    """A worker reads only as many jobs as it has free slots: with its one slot busy, the jobs queued behind go to
+    another worker started later (they waited behind the long job, pending on the busy worker, while the other
+    worker stood idle)."""
+    client, _url, _cluster = target
+    queue = WorkQueue(client, keys=Keys(prefix))
+    for n in range(4):
+        await queue.enqueue({"n": n, "sleep": 1.5})
+    first = workers.start(lease_ttl=1.0, concurrency=1)
+    await wait_for(client, prefix, lambda log: len(log) >= 1, 15)
+    second = workers.start(lease_ttl=1.0, concurrency=1)
+    log = await wait_for(client, prefix, lambda log: all(done(n)(log) for n in range(4)), 20)
+    starts = [e for e in log if e["event"] == "start"]
+    assert sorted(e["n"] for e in starts) == [0, 1, 2, 3], log  # each once
+    assert {e["pid"] for e in starts} == {first.pid, second.pid}, log
