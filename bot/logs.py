@@ -68,8 +68,8 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # user:password@ in any URL (redis://:pw@host, rediss://user:pw@host, https://u:p@proxy)
     (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]*):[^\s/@]+@"), rf"\1:{REDACTED}@"),
     (
-        re.compile(r"(?i)\b(password|passwd|pwd|token|secret|api_key|apikey|access_token|ticket)=[^\s&'\"]+"),
-        rf"\1={REDACTED}",
+        re.compile(r"(?i)\b(password|passwd|pwd|token|secret|api_key|apikey|access_token|ticket)=(['\"]?)[^\s&'\"]+"),
+        rf"\1=\2{REDACTED}",
     ),
 ]
 _secrets: set[str] = set()
@@ -219,7 +219,19 @@ class JsonFormatter(logging.Formatter):
             line["exception"] = record.exc_text
         if record.stack_info:
             line["stack"] = record.stack_info
-        return redact(json.dumps(line, ensure_ascii=False, default=str))
+        # Redacted before encoding: a pattern run over the JSON text could eat an escape's backslash (token=ab\")
+        return json.dumps(_redacted(line), ensure_ascii=False, default=lambda value: redact(str(value)))
+
+
+def _redacted(value: object) -> object:
+    """``value`` (a line's fields: strings, numbers, lists, dicts) with every string :func:`redact`-ed."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {str(k): _redacted(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted(v) for v in value]
+    return value
 
 
 class _DropBoltUnusedTokenWarning(logging.Filter):

@@ -371,3 +371,29 @@ def test_redis_cluster_refuses_what_a_cluster_cannot_do() -> None:
         assert info.value.problems == [info.value.problems[0]] and info.value.problems[0].startswith(line)
         load_settings(**values)  # fine on one Redis
     assert load_settings(redis_cluster=True, redis_url="rediss://:pw@cache.example:6380/0").redis_cluster
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'token="abc" and more',
+        'an option labelled password="hunter2"',
+        'line\nbreak "quoted" \\ back\\slash \u00e9\u2603',
+    ],
+)
+def test_json_lines_stay_json_whatever_the_text_redacted(text: str) -> None:
+    """A line whose text (or an audit field: an option label) holds ``token="..."``: redacting ``token=...``
+    after encoding ate the backslash of the escaped quote and cut the JSON string (an unparseable line)."""
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    stream = io.StringIO()
+    handler = configure_logging("info", "json", stream=stream)
+    try:
+        logging.getLogger("bot.audit").info("question answered %s", text, extra={"audit": {"answer_labels": [text]}})
+    finally:
+        root.removeHandler(handler)
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    line = json.loads(stream.getvalue())
+    assert "abc" not in stream.getvalue() and "hunter2" not in stream.getvalue()
+    assert line["message"].startswith("question answered ") and len(line["answer_labels"]) == 1
