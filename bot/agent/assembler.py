@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.agent.state import ToolCall
+from bot.agent.text import json_without_surrogates, without_surrogates
 
 TOOL_CALL_FIELDS = frozenset({"index", "id", "type", "function"})
 """The keys Chat Completions defines for a ``tool_calls[]`` entry; any other key is a provider extra."""
@@ -27,7 +28,7 @@ def merge_extra(target: dict[str, Any], fields: Mapping[str, Any]) -> None:
     are extended; dicts are merged (shallow, later keys win); any other value (or a change of type) replaces.
     Lists and dicts are copied on first sight, so ``target`` never aliases the delta's objects.
     """
-    for key, value in fields.items():
+    for key, value in json_without_surrogates(dict(fields)).items():
         if value is None:
             continue
         old = target.get(key)
@@ -139,6 +140,9 @@ class ToolCallAssembler:
     ) -> None:
         if arguments is not None and not isinstance(arguments, str):
             arguments = json.dumps(arguments, ensure_ascii=False)
+        arguments = without_surrogates(arguments) if isinstance(arguments, str) else arguments
+        name = without_surrogates(name) if name else name
+        call_id = without_surrogates(call_id) if call_id else call_id
         if index is not None:
             call = self._by_index.get(index)
         elif call_id:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bot.agent.state import ToolCall
+from bot.agent.text import json_without_surrogates
 
 
 @dataclass(frozen=True)
@@ -65,9 +66,10 @@ class ChatModel(Protocol):
 
 
 def parse_arguments(raw: str) -> dict[str, Any]:
-    """Parse a tool call's ``arguments`` JSON text into an object. Raises ``ValueError`` with a reason."""
+    """Parse a tool call's ``arguments`` JSON text into an object (a lone surrogate its JSON escapes, ``"\\ud83d"``,
+    becomes U+FFFD: see :func:`bot.agent.text.without_surrogates`). Raises ``ValueError`` with a reason."""
     try:
-        value = json.loads(raw or "{}")
+        value = json_without_surrogates(json.loads(raw or "{}"))
     except json.JSONDecodeError as exc:
         raise ValueError(f"arguments are not valid JSON ({exc.msg} at position {exc.pos})") from None
     if not isinstance(value, dict):

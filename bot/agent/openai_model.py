@@ -32,6 +32,7 @@ from openai import AsyncOpenAI, AsyncStream
 from bot.agent.assembler import ToolCallAssembler, merge_extra
 from bot.agent.budget import error_numbers
 from bot.agent.model import ModelEvent, TextDelta, TurnDone
+from bot.agent.text import without_surrogates
 from bot.errors import ContextTooLong, ModelCallFailed
 
 MESSAGE_FIELDS = frozenset(
@@ -78,6 +79,7 @@ class _Turn:
             if isinstance(delta, Mapping):
                 content = delta.get("content")
                 if isinstance(content, str) and content:
+                    content = without_surrogates(content)
                     self.text.append(content)
                     yield content
                 calls = delta.get("tool_calls")
@@ -110,7 +112,7 @@ class _Turn:
         message = choice.get("message") or choice.get("delta") or {}
         if not isinstance(message, Mapping):
             raise ModelCallFailed("model server sent a reply whose message is not an object")
-        text = _text_of(message.get("content"))
+        text = without_surrogates(_text_of(message.get("content")))
         if text:
             self.text.append(text)
         calls = message.get("tool_calls")

@@ -366,3 +366,34 @@ async def test_reasoning_content_goes_back_with_the_tool_call_message(
     assert chunks[-1].type == "finish", chunks[-1]
     sent = [m for m in openai_server.requests[-1]["messages"] if m.get("tool_calls")]
     assert sent[0]["reasoning_content"] == "Which repo? Ask."
+
+
+HALF_EMOJI = "\ud83d"  # a lone UTF-16 surrogate: a server's JSON may carry "\ud83d" without its other half
+
+
+async def test_half_an_emoji_from_the_model_is_replaced_and_the_run_goes_on(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """A lone surrogate in the model's text, a tool call's arguments or a provider field can't be encoded as UTF-8:
+    kept as it is, the next request, the run's save and the post to Slack all failed. It arrives as U+FFFD."""
+    question = {**SINGLE, "question": f"Which repo? {HALF_EMOJI}"}
+    openai_server.script(
+        Reply(
+            text=f"Thinking {HALF_EMOJI}",
+            tool_calls=[tool_call("ask_user", question, id="c1")],
+            reasoning=f"why {HALF_EMOJI}",
+        ),
+        Reply(text=f"Done {HALF_EMOJI}!"),
+    )
+    agent: Agent = make_agent(fake_redis)
+    stream = await agent.stream("hi")
+    payload = suspended(await stream.collect()).suspend_payload
+    assert isinstance(payload, AskUserPayload) and payload.question == "Which repo? \ufffd"
+    asked = await agent.get_run(stream.run_id)
+    assert asked.status == "suspended"  # the save went through
+    resumed = await agent.resume_stream("api", run_id=stream.run_id)
+    chunks = await resumed.collect()
+    assert chunks[-1].type == "finish" and chunks[-1].payload.text == "Done \ufffd!", chunks[-1]
+    sent = openai_server.requests[-1]["messages"]
+    call_message = next(m for m in sent if m.get("tool_calls"))
+    assert call_message["reasoning_content"] == "why \ufffd" and call_message["content"] == "Thinking \ufffd"
