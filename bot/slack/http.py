@@ -49,6 +49,7 @@ from slack_sdk.signature import Clock, SignatureVerifier
 
 from bot.errors import BotError
 from bot.ops.server import OpsEndpoints
+from bot.slack.runner import HttpBoltRequest
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_JSON_DEPTH = 64  # by our count Slack's deepest (rich text in the message of a block_actions) nest ~15 deep
@@ -271,7 +272,7 @@ def bolt_request_of(text: str, headers: Mapping[str, list[str]], query: str) -> 
     """Bolt's request for a checked body; raises ``Refused(400, ...)`` if Bolt still cannot read it (a field
     of an unexpected type where Bolt looks for the team, user or channel)."""
     try:
-        return AsyncBoltRequest(body=text, query=query, headers=dict(headers))
+        return HttpBoltRequest(body=text, query=query, headers=dict(headers))
     except Exception as exc:  # Bolt reads untyped JSON with plain indexing; anything it raises is a bad body
         raise Refused(400, f"body unreadable by Bolt ({type(exc).__name__})") from None
 
