@@ -242,6 +242,22 @@ class _DropBoltUnusedTokenWarning(logging.Filter):
         return not ("token" in message and "will be unused" in message)
 
 
+class _BadRequestsInOneLine(logging.Filter):
+    """aiohttp's server logs a malformed request (a header over 8190 bytes, a bad request line: the client's fault,
+    answered 400) as an ERROR with a traceback: anyone who reaches a port could fill the log. Such a record becomes
+    one INFO line naming the error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        code = getattr(exc, "code", None)
+        client_error = isinstance(code, int) and 400 <= code < 500
+        if exc is not None and client_error and type(exc).__module__.startswith("aiohttp.http_exceptions"):
+            record.msg, record.args = "bad HTTP request (%s), answered %d", (type(exc).__name__, code)
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
 def configure_logging(
     level: str | int = "INFO",
     fmt: LogFormat = "text",
@@ -277,4 +293,7 @@ def configure_logging(
     bolt = logging.getLogger("slack_bolt.AsyncApp")
     if not any(isinstance(f, _DropBoltUnusedTokenWarning) for f in bolt.filters):
         bolt.addFilter(_DropBoltUnusedTokenWarning())
+    server = logging.getLogger("aiohttp.server")
+    if not any(isinstance(f, _BadRequestsInOneLine) for f in server.filters):
+        server.addFilter(_BadRequestsInOneLine())
     return handler

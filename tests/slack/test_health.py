@@ -230,3 +230,35 @@ async def test_readyz_stays_fast_while_slack_hangs(fake_redis: aioredis.Redis) -
     assert {status for status, _, _ in first} == {503}
     assert json.loads(first[0][1])["reason"].startswith("slack auth.test: ")
     assert (later, json.loads(later_body)["reason"]) == (503, "slack auth.test: no answer")
+
+
+async def test_a_malformed_request_is_answered_400_and_logged_in_one_line(fake_redis: aioredis.Redis) -> None:
+    """A request with a 20 KB header (or any malformed HTTP): 400, and one INFO line, not an ERROR traceback per
+    request (anyone reaching the port could fill the log)."""
+    import io
+    import logging
+
+    from bot.logs import configure_logging
+
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    stream = io.StringIO()
+    handler = configure_logging("info", "text", stream=stream)
+    runner, port = await start_ops_server(OpsEndpoints(health=Health(fake_redis)), host="127.0.0.1", port=0)
+    try:
+        for _ in range(3):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n")
+            await writer.drain()
+            status_line = await reader.readline()
+            writer.close()
+            assert status_line.split()[1:2] == [b"400"], status_line
+        await asyncio.sleep(0.1)
+    finally:
+        await runner.cleanup()
+        root.removeHandler(handler)
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    text = stream.getvalue()
+    assert "Traceback" not in text and "ERROR" not in text, text
+    assert text.count("bad HTTP request (LineTooLong), answered 400") == 3, text
