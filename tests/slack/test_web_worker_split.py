@@ -137,3 +137,25 @@ async def test_job_of_a_worker_that_died_after_claiming_the_answer_still_gets_it
         assert resumed_requests(h.model) == 1
         texts = [m["text"] for m in h.ws.messages(GENERAL, thread_ts=thread)]
         assert "Reply after crash." in texts
+
+
+async def test_a_job_run_by_a_stalled_worker_and_its_heir_at_once_is_answered_exactly_once(
+    fake_server: fakeredis.FakeServer, harness: Any, prefix: str
+) -> None:
+    """A worker stopped (SIGSTOP) past its lease: another takes its click job over and runs it, then the first one
+    resumes and runs the same job too, at the same time. The model is asked once, the reply posted once, and the
+    person is not told their one click was 'already answered'."""
+    client = fakeredis.FakeAsyncRedis(server=fake_server)
+    async with harness(client) as h:
+        worker, key, thread = await click_taken_by_a_dead_worker(h, client, fake_server, prefix, then="Once only.")
+        heir = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="worker")
+        [(_id, fields)] = await client.xrange(key)
+        job = json.loads(fields[b"job"])
+        await asyncio.gather(worker.bot.run_job(job), heir.bot.run_job({**job, "redelivered": True}))
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Once only."))
+        await asyncio.sleep(0.5)
+        await h.settle()
+        assert resumed_requests(h.model) == 1
+        texts = [m["text"] for m in h.ws.messages(GENERAL, thread_ts=thread)]
+        assert texts.count("Once only.") == 1, texts
+        assert not [e for e in h.ws.ephemerals(user=ALICE) if "already answered" in e["text"]]
