@@ -81,6 +81,15 @@ def fresh_calibration() -> None:
     CALIBRATION.clear()
 
 
+@pytest.fixture(autouse=True)
+def fresh_error_labels() -> None:
+    """The bounded set of Slack error labels a process has seen (bot.ops.metrics.error_label) starts empty in each
+    test: the suite's many refused calls would otherwise fill it, and a later test would see ``other``."""
+    from bot.ops import metrics
+
+    metrics._error_labels.clear()
+
+
 @pytest.fixture
 def fake_server() -> fakeredis.FakeServer:
     """One in-memory Redis 'server'; several clients on it behave like several processes."""

@@ -128,8 +128,8 @@ def slack_call(method: str) -> Iterator[None]:
                 yield
     except Exception as exc:
         error = slack_error_code(exc)
-        m.SLACK_ERRORS.labels(m.label_value(method), error).inc()
-        _failed(span, "slack.error", error)
+        m.SLACK_ERRORS.labels(m.label_value(method), m.error_label(error)).inc()  # a bounded set of series
+        _failed(span, "slack.error", error)  # a span is no series: its error as it was
         raise
     finally:
         if span is not None:
@@ -138,12 +138,13 @@ def slack_call(method: str) -> Iterator[None]:
 
 def slack_error_code(exc: BaseException) -> str:
     """Slack's ``error`` of a refused call (``invalid_auth``, ``ratelimited``...), else the exception's type name;
-    made safe as a label, from a bounded set (:func:`bot.ops.metrics.error_label`)."""
+    made safe as a label value (:func:`bot.ops.metrics.label_value`; the metric bounds the set itself with
+    :func:`bot.ops.metrics.error_label`)."""
     response = getattr(exc, "response", None)
     error = None
     if response is not None:
         with contextlib.suppress(Exception):
             error = response.get("error")
     if isinstance(error, str) and error:
-        return m.error_label(error)
-    return m.error_label(type(exc).__name__.lower())
+        return m.label_value(error)
+    return m.label_value(type(exc).__name__.lower())

@@ -132,3 +132,17 @@ def test_the_sdk_is_set_up_from_otel_variables_at_start_up() -> None:
 def test_an_exporter_that_is_not_installed_is_a_start_up_error() -> None:
     [line] = error_lines(run_bot("serve", env=complete_env(OTEL_TRACES_EXPORTER="zipkin"), timeout=30))
     assert line.startswith("error: OTEL_TRACES_EXPORTER: no span exporter 'zipkin' is installed")
+
+
+def test_a_span_keeps_slack_s_error_when_the_metric_s_label_set_is_full() -> None:
+    """The metric's error labels are a bounded set; a span is no series, so it keeps the error Slack gave."""
+    from slack_sdk.errors import SlackApiError
+
+    from bot.ops import metrics
+    from bot.ops.observe import slack_error_code
+
+    for i in range(metrics.ERROR_LABELS_MAX):
+        metrics.error_label(f"seen_{i}")
+    refused = SlackApiError("refused", {"ok": False, "error": "message_not_found"})
+    assert slack_error_code(refused) == "message_not_found"
+    assert metrics.error_label("message_not_found") == metrics.OTHER
