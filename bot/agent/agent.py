@@ -305,11 +305,13 @@ class Agent(Claims):
         """Drive the run while renewing its lease; the final save drops the lease."""
         run_id = state.run_id
         self._driving.add(run_id)
-        heartbeat = asyncio.ensure_future(self.saver.keep_lease(run_id, also=self.stops.poll))
+        ended = asyncio.Event()
+        heartbeat = asyncio.ensure_future(self.saver.keep_lease(run_id, also=self.stops.poll, until=ended))
         try:
             async with observe.run_segment(run_id):
                 return await self._drive(state, out)
         finally:
+            ended.set()
             heartbeat.cancel()
             self._driving.discard(run_id)
             self.stops.forget(run_id)

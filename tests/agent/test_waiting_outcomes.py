@@ -208,3 +208,27 @@ async def test_a_stop_asked_in_another_process_reaches_the_driving_process_with_
     chunks = await stream.collect()
     assert isinstance(chunks[-1], FinishChunk) and chunks[-1].payload.status == "stopped"
     assert len(openai_server.requests) == 1
+
+
+async def test_the_lease_loop_ends_with_its_segment_even_when_a_cancel_is_lost(fake_redis: aioredis.Redis) -> None:
+    """A cancellation that reaches the lease loop inside a store call can be lost; the segment's end still stops
+    it (it renewed forever, and pytest's event loop never closed, about one run in eight of the test above)."""
+    import contextlib
+
+    from bot.agent.saving import RunSaver
+    from bot.store import RedisRunStore
+
+    saver = RunSaver(RedisRunStore(fake_redis), owner="me", persist_for=1.0, lease_renew_every=0.01)
+    inside = asyncio.Event()
+
+    async def loses_a_cancel(run_id: str) -> None:
+        inside.set()
+        with contextlib.suppress(asyncio.CancelledError):  # what a store call did once in a while
+            await asyncio.sleep(0.05)
+
+    ended = asyncio.Event()
+    task = asyncio.ensure_future(saver.keep_lease("run_x", also=loses_a_cancel, until=ended))
+    await asyncio.wait_for(inside.wait(), 5)
+    ended.set()
+    task.cancel()
+    await asyncio.wait_for(task, 2)
