@@ -152,6 +152,11 @@ def _text_of(content: Any) -> str:
     return ""
 
 
+def _transport_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is an HTTP library's own transport error (httpx, httpcore, their 2.x forks, aiohttp)."""
+    return type(exc).__module__.split(".")[0] in ("httpx", "httpx2", "httpcore", "httpcore2", "aiohttp")
+
+
 def _refused(exc: BaseException) -> bool:
     """Whether ``exc`` was caused by a connection that could not be made (refused, unreachable, name unknown):
     aiohttp's ``ClientConnectorError`` or an ``OSError`` somewhere in its cause chain."""
@@ -171,7 +176,7 @@ def aiohttp_http_client() -> Any:
     model turn with 100 calls in flight, ``benchmarks.ack_latency``), or ``None`` (the SDK's default client) where
     this openai version lacks it or its aiohttp extra."""
     try:
-        from openai import DefaultAioHttpClient
+        from openai import DefaultAioHttpClient  # type: ignore[attr-defined,unused-ignore]  # openai < 1.8x
     except ImportError:
         return None
     try:
@@ -298,6 +303,12 @@ class OpenAIChatModel:
             raise ModelCallFailed(f"model request failed: {type(exc).__name__}") from None
         except openai.OpenAIError as exc:
             raise ModelCallFailed(f"model request failed: {type(exc).__name__}") from None
+        except Exception as exc:
+            if not _transport_error(exc):
+                raise
+            # older openai releases let the HTTP library's own errors out of a stream's iteration
+            what = "broke during its reply" if answered else "could not be made"
+            raise ModelCallFailed(f"the connection to the model server {what}", kind="connection") from None
         yield turn.done()
 
     async def _create(self, kwargs: dict[str, Any]) -> Any:
