@@ -61,6 +61,30 @@ def run_loop(main: Coroutine[Any, Any, None]) -> None:
         runner.run(main)
 
 
+async def until_sigterm(main: Coroutine[Any, Any, None]) -> None:
+    """Await ``main``; SIGTERM cancels it as Ctrl-C does, and then this returns (exit status 0). The loop's own
+    handler, so it works also where the process started with SIGINT ignored (``nohup cmd &`` in a script, some
+    supervisors), which leaves asyncio.Runner without its SIGINT handler; a KeyboardInterrupt raised from a
+    ``signal.signal`` handler would land in whatever task runs, a traceback."""
+    task = asyncio.current_task()
+    assert task is not None
+    stopped = asyncio.Event()
+
+    def stop() -> None:
+        stopped.set()
+        task.cancel()
+
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop)
+    try:
+        await main
+    except asyncio.CancelledError:
+        if not stopped.is_set():
+            raise
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
 def choose_transport(settings: Settings, requested: Transport | None) -> Transport:
     """``requested`` (``--http`` / ``--socket``) if given, else ``socket`` when ``SLACK_APP_TOKEN`` is set."""
     if requested is not None:
@@ -275,11 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from bot.playground.launcher import run_playground
 
-            # SIGTERM stops it as Ctrl-C does: asyncio.Runner's SIGINT handler cancels the main task (a
-            # KeyboardInterrupt raised by the SIGTERM handler itself lands in whatever task runs: a traceback).
-            signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
-            with contextlib.suppress(KeyboardInterrupt):
-                run_loop(run_playground(settings))
+            with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: asyncio.Runner cancelled the main task
+                run_loop(until_sigterm(run_playground(settings)))
     except ConfigError as exc:
         for line in str(exc).splitlines():
             print(f"error: {redact(line)}", file=sys.stderr)

@@ -67,6 +67,7 @@ from bot.settings_values import MAX_DURATION as MAX_DURATION
 from bot.settings_values import (
     PositiveDuration,
     SuggestedPrompts,
+    describe_errors,
     http_url,
     one_of,
     people_ids,
@@ -379,40 +380,6 @@ def _is_secret(field: str) -> bool:
     return bool(_SECRET_NAME.search(field)) or (info is not None and "SecretStr" in repr(info.annotation))
 
 
-def _shown(field: str, value: object) -> str:
-    """``got 'value'``, or ``value hidden`` for a secret (and for a Redis URL that may carry a password)."""
-    if isinstance(value, SecretStr):
-        return "value hidden"
-    text = value if isinstance(value, str) else repr(value)
-    if field == "redis_url":  # shown unless it may carry credentials (user:password@ or ?password=)
-        if "@" in text or "password" in text.lower():
-            return "value hidden"
-    elif _is_secret(field):
-        return "value hidden"
-    if len(text) > 80:
-        text = text[:77] + "..."
-    return f"got {text!r}"
-
-
-def describe_errors(error: ValidationError) -> list[str]:
-    """One ``NAME: reason (got 'value')`` line per setting that failed (the first reason of each), in field order."""
-    problems: dict[str, str] = {}
-    for item in error.errors(include_url=False):
-        field = str(item["loc"][0]) if item["loc"] else "settings"
-        if field in problems:
-            continue
-        if not item["loc"]:  # a rule across settings: its message names the setting ("NAME: reason")
-            problems[field] = str(item.get("ctx", {}).get("error", item["msg"]))
-            continue
-        if item["type"] == "value_error":
-            reason = str(item.get("ctx", {}).get("error", item["msg"]))
-        else:
-            reason = item["msg"].replace("Input should be", "must be")
-        problems[field] = f"{field.upper()}: {reason} ({_shown(field, item.get('input'))})"
-    order = list(Settings.model_fields)
-    return [problems[f] for f in sorted(problems, key=lambda f: order.index(f) if f in order else len(order))]
-
-
 def load_settings(**values: Any) -> Settings:
     """The settings from the environment (``values``, by field name, take precedence over it).
 
@@ -421,4 +388,4 @@ def load_settings(**values: Any) -> Settings:
     try:
         return Settings(**values)
     except ValidationError as exc:
-        raise SettingsError(describe_errors(exc)) from None
+        raise SettingsError(describe_errors(exc, order=list(Settings.model_fields), is_secret=_is_secret)) from None

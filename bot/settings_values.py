@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import parse_qs, urlsplit
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, SecretStr, ValidationError
 from pydantic_settings import NoDecode
 
 MAX_DURATION = 10 * 365 * 86400  # ten years: beyond that a TTL is a typo, and Redis expiry times overflow
@@ -169,3 +170,37 @@ def suggested_prompts(value: object) -> list[dict[str, str]]:
 
 SuggestedPrompts = Annotated[list[dict[str, str]], NoDecode, BeforeValidator(suggested_prompts)]
 """NoDecode: pydantic-settings would read a list from the environment as JSON only (pydantic-settings >= 2.7)."""
+
+
+def _shown(field: str, value: object, is_secret: Callable[[str], bool]) -> str:
+    """``got 'value'``, or ``value hidden`` for a secret (and for a Redis URL that may carry a password)."""
+    if isinstance(value, SecretStr):
+        return "value hidden"
+    text = value if isinstance(value, str) else repr(value)
+    if field == "redis_url":  # shown unless it may carry credentials (user:password@ or ?password=)
+        if "@" in text or "password" in text.lower():
+            return "value hidden"
+    elif is_secret(field):
+        return "value hidden"
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return f"got {text!r}"
+
+
+def describe_errors(error: ValidationError, *, order: list[str], is_secret: Callable[[str], bool]) -> list[str]:
+    """One ``NAME: reason (got 'value')`` line per setting that failed (the first reason of each), in the fields'
+    ``order``; ``is_secret(field)``: its value is never shown (``value hidden``)."""
+    problems: dict[str, str] = {}
+    for item in error.errors(include_url=False):
+        field = str(item["loc"][0]) if item["loc"] else "settings"
+        if field in problems:
+            continue
+        if not item["loc"]:  # a rule across settings: its message names the setting ("NAME: reason")
+            problems[field] = str(item.get("ctx", {}).get("error", item["msg"]))
+            continue
+        if item["type"] == "value_error":
+            reason = str(item.get("ctx", {}).get("error", item["msg"]))
+        else:
+            reason = item["msg"].replace("Input should be", "must be")
+        problems[field] = f"{field.upper()}: {reason} ({_shown(field, item.get('input'), is_secret)})"
+    return [problems[f] for f in sorted(problems, key=lambda f: order.index(f) if f in order else len(order))]

@@ -144,8 +144,8 @@ class AnswerModal:
         if isinstance(found, str):
             return found
         state, ctx, call = found
-        if not await self.answering.allowed(ctx, user, run_id=state.run_id, call=call):
-            return self.answering.refusal(ctx)
+        if not await self.answering.policy.allowed(ctx, user, run_id=state.run_id, call=call):
+            return self.answering.policy.refusal(ctx)
         check = await self.answering.agent.check(state, call)
         if isinstance(check, Open):
             return check.pending
@@ -214,12 +214,12 @@ class AnswerModal:
 
         with log_context(run_id=state.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id, user_id=user):
             try:
-                ok = await self.answering.allowed(ctx, user, run_id=state.run_id, call=call)
+                ok = await self.answering.policy.allowed(ctx, user, run_id=state.run_id, call=call)
             except StoreUnavailable:
                 await say(STORE_DOWN)
                 return
             if not ok:
-                await say(self.answering.refusal(ctx))
+                await say(self.answering.policy.refusal(ctx))
                 return
             await self.answering.take(state, ctx, call=call, where=where, pick=pick, say=say)
 

@@ -40,6 +40,7 @@ from bot.errors import (
 from bot.logs import log_context
 from bot.ops import audit
 from bot.slack import blocks as bk
+from bot.slack.answer_policy import AnswerPolicy
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import Follower
 from bot.slack.limits import RunGate, Slot
@@ -58,7 +59,7 @@ from bot.slack.placement import misplaced
 from bot.slack.refs import BadReference, QuestionRef, parse_index
 from bot.slack.typed_answers import labels_in_text
 from bot.slack.webapi import SlackWeb
-from bot.store.conversations import ConversationIndex
+from bot.store.conversations import ConversationIndex, MessageRef
 
 log = logging.getLogger(__name__)
 
@@ -88,35 +89,7 @@ class Answering:
         self.web = web
         self.follower = follower
         self.answerers: Answerers = answerers
-
-    # --- policy ----------------------------------------------------------------------------------
-
-    def may_answer(self, ctx: SlackContext, user: str) -> bool:
-        """The answer policy: anyone in the run's channel, or only its requester; a run asked for nobody in
-        particular (no requester: an outside agent's question for the channel) is anyone's in its channel."""
-        return self.answerers == "channel" or not ctx.requester or user == ctx.requester
-
-    async def allowed(
-        self, ctx: SlackContext, user: str, *, run_id: str, call: str, channel: str | None = None
-    ) -> bool:
-        """The answer policy, or the question was escalated to ``user`` (or to ``channel``, where the request comes
-        from: the person is then remembered, so their modal's submission passes too). Raises ``StoreUnavailable``."""
-        return self.may_answer(ctx, user) or await self.escalated_to(user, run_id=run_id, call=call, channel=channel)
-
-    async def escalated_to(self, user: str, *, run_id: str, call: str, channel: str | None = None) -> bool:
-        """Whether question ``call`` was escalated to ``user``, or to ``channel`` (then ``user`` is remembered).
-        Raises ``StoreUnavailable``."""
-        escalated = await self.index.escalated(run_id, call)
-        if user in escalated:
-            return True
-        if channel and channel in escalated:
-            await self.index.escalate(run_id, key=call, to=[user])
-            return True
-        return False
-
-    def refusal(self, ctx: SlackContext) -> str:
-        """What a person the policy does not allow is told."""
-        return f"Only <@{ctx.requester}> can answer this question."
+        self.policy = AnswerPolicy(answerers, index=index)  # who may answer
 
     def say_to(self, where: Where, ctx: SlackContext | None = None) -> Say:
         """Tell ``where.user`` privately, on the surface they used (see :meth:`SlackWeb.tell`); a modal's answers go
@@ -225,7 +198,17 @@ class Answering:
 
         said = bk.answer_display(shown(payload, data), allow_user_mentions=self.follower.allow_user_mentions)
         outcome = f":white_check_mark: <@{where.user}> answered: *{said}*"
-        await self.settle(state, ctx, pending, call=call, user=where.user, say=say, claim=resume, outcome=outcome)
+        await self.settle(
+            state,
+            ctx,
+            pending,
+            call=call,
+            user=where.user,
+            say=say,
+            claim=resume,
+            outcome=outcome,
+            clicked=where.message(),
+        )
 
     async def settle(
         self,
@@ -239,10 +222,12 @@ class Answering:
         claim: Callable[[], Awaitable[AgentStream]],
         outcome: str,
         summary: str = "answered",
+        clicked: MessageRef | None = None,
     ) -> None:
         """Make ``claim`` (an answer, a withdrawal) on question ``call``; then close its messages with ``outcome``
-        (mrkdwn; ``summary`` its notification suffix) and follow the run. A claim that can't be made is explained to
-        ``user`` instead."""
+        (mrkdwn; ``summary`` its notification suffix), ``clicked`` (the message the person acted on) among them even
+        if it was never recorded, and follow the run. A claim that can't be made is explained to ``user``
+        instead."""
         try:
             stream = await claim()
         except AnswerError as exc:
@@ -257,7 +242,7 @@ class Answering:
         except StoreUnavailable:
             await say(STORE_DOWN)
             return
-        await self.follower.close_pending(state.run_id, pending, outcome=outcome, summary=summary)
+        await self.follower.close_pending(state.run_id, pending, outcome=outcome, summary=summary, clicked=clicked)
         await self.follower.follow(stream, ctx)
 
     async def slot(self, ctx: SlackContext, say: Say, *, user: str | None = None) -> Slot | None:
@@ -398,12 +383,12 @@ class Answering:
             return None
         state, ctx, call = found
         try:
-            ok = await self.allowed(ctx, where.user, run_id=state.run_id, call=call, channel=where.channel_id)
+            ok = await self.policy.allowed(ctx, where.user, run_id=state.run_id, call=call, channel=where.channel_id)
         except StoreUnavailable:
             await say(STORE_DOWN)
             return None
         if not ok:
             audit.refused(state, call, user=where.user, reason="not_allowed")
-            await say(self.refusal(ctx))
+            await say(self.policy.refusal(ctx))
             return None
         return found

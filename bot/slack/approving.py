@@ -61,7 +61,7 @@ class Approving:
         from). Raises ``StoreUnavailable``."""
         if await self.policy.may_approve(ctx, user):
             return True
-        return await self.answering.escalated_to(user, run_id=run_id, call=call, channel=channel)
+        return await self.answering.policy.escalated_to(user, run_id=run_id, call=call, channel=channel)
 
     async def _found(self, body: dict[str, Any], where: Where, say: Say) -> Found | None:
         """The run, context and call a click is about, checked (its message, the approver policy); or None after

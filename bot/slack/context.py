@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.agent.state import RunState
 from bot.errors import StoreCorrupt
+from bot.store.conversations import MessageRef
 
 SLACK_KEY = "slack"
 
@@ -127,6 +128,13 @@ class Where:
             message_ts=_str(event.get("ts")),
             thread_ts=_str(event.get("thread_ts") or event.get("ts")),
         )
+
+    def message(self) -> MessageRef | None:
+        """The bot's message acted on, on a ``message`` surface (a click on it); None elsewhere (an ephemeral, a
+        thread reply, Home, a modal)."""
+        if self.surface == "message" and self.channel_id and self.message_ts:
+            return MessageRef(channel_id=self.channel_id, ts=self.message_ts)
+        return None
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -44,13 +44,14 @@ from bot.slack.approvers import ApproverPolicy
 from bot.slack.context import SlackContext
 from bot.slack.home import Home, closed_summary
 from bot.slack.mrkdwn import clip, escape
+from bot.slack.question_records import QuestionRecords
 from bot.slack.refs import QuestionRef
 from bot.slack.refusals import Refusals
 from bot.slack.reply_stream import ReplyStream, TaskStatus
 from bot.slack.status import THINKING, ThreadStatus, running
 from bot.slack.wait_plan import WaitPlan
 from bot.slack.webapi import SlackWeb
-from bot.store.conversations import ConversationIndex, MessageRef, asked_id
+from bot.store.conversations import ConversationIndex, MessageRef
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,7 @@ class Follower:
         self.status_refusals = Refusals()  # ... or the thread status
         self.plan = plan  # schedules each question's deadline, reminders and escalation
         self.home = home  # the inboxes on the App Home tab
+        self.records = QuestionRecords(index=index, plan=plan, home=home)  # what a shown / closed question writes
         self.web = web
         self.index = index
         self.answerers: Answerers = answerers
@@ -233,7 +235,7 @@ class Follower:
             ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=plain)
         await self._posted_question(status, ts)
         call, asked, expires = suspended.tool_call_id, suspended.asked_at, suspended.expires_at
-        await self._asked(run_id, call, ctx, ts=ts, approval=False, asked=asked, expires_at=expires)
+        await self.records.shown(ctx, run_id, call, ts=ts, approval=False, asked=asked, expires_at=expires)
 
     async def _ask_approval(
         self, run_id: str, approval: ApprovalPayload, ctx: SlackContext, *, status: ThreadStatus
@@ -244,52 +246,17 @@ class Follower:
         ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text, blocks=blocks)
         await self._posted_question(status, ts)
         call, asked, expires = approval.tool_call_id, approval.asked_at, approval.expires_at
-        await self._asked(run_id, call, ctx, ts=ts, approval=True, asked=asked, expires_at=expires)
+        await self.records.shown(ctx, run_id, call, ts=ts, approval=True, asked=asked, expires_at=expires)
 
-    async def _asked(
-        self,
-        run_id: str,
-        call: str,
-        ctx: SlackContext,
-        *,
-        ts: str | None,
-        approval: bool,
-        asked: datetime | None,
-        expires_at: datetime | None,
+    async def close_approval(
+        self, run_id: str, approval: ApprovalPayload, *, outcome: str, clicked: MessageRef | None = None
     ) -> None:
-        """A question or approval request was just posted (as ``ts``): record its message, plan its deadline,
-        reminders and escalation, and put it in its people's Home inboxes."""
-        await self._record(run_id, call, ctx, ts=ts, what="approval" if approval else "question", asked=asked)
-        if self.plan is not None:
-            await self.plan.asked(run_id, call, expires_at=expires_at)
-        if self.home is not None:
-            await self.home.asked(ctx, run_id, call, asked_at=asked, approval=approval, also=[])
-
-    async def _record(
-        self, run_id: str, call: str, ctx: SlackContext, *, ts: str | None, what: str, asked: datetime | None
-    ) -> None:
-        """Record the message ``ts`` (if posted) as showing ``call`` of ``run_id``, so clicks on it are accepted and
-        it is updated when the call is decided; a store outage leaves it unrecorded (logged)."""
-        if not ts:
-            return
-        try:
-            ref = MessageRef(channel_id=ctx.channel_id, ts=ts, asked=asked_id(asked))
-            await self.index.add_message(run_id, key=call, ref=ref)
-        except StoreUnavailable:
-            log.warning("run %s: could not record the %s's message", run_id, what)
-
-    async def close_approval(self, run_id: str, approval: ApprovalPayload, *, outcome: str) -> None:
-        """Update every message showing the approval request to ``outcome`` (mrkdwn), without controls."""
-        if self.plan is not None:
-            await self.plan.closed(run_id, approval.tool_call_id)
-        if self.home is not None:
-            what = f"Run `{escape(approval.tool_name)}`"
-            await self.home.closed(run_id, approval.tool_call_id, summary=closed_summary(what, outcome))
-        try:
-            refs = await self.index.messages(run_id, approval.tool_call_id, asked=asked_id(approval.asked_at))
-        except StoreUnavailable:
-            log.warning("run %s: could not read where its approval is shown; left as it is", run_id)
-            return
+        """Update every message showing the approval request (and ``clicked``, the one acted on, recorded or not) to
+        ``outcome`` (mrkdwn), without controls."""
+        what = f"Run `{escape(approval.tool_name)}`"
+        summary = closed_summary(what, outcome)
+        refs = await self.records.closed(run_id, approval.tool_call_id, summary=summary, asked=approval.asked_at)
+        refs = with_clicked(refs, clicked)
         ref = QuestionRef.of(run_id, approval.tool_call_id)
         blocks = approval_outcome_blocks(approval, ref=ref, outcome=outcome)
         for message in refs:
@@ -310,11 +277,14 @@ class Follower:
             except StoreUnavailable:
                 log.warning("run %s: could not record the failure notice", run_id)
 
-    async def close_pending(self, run_id: str, pending: PendingCall, *, outcome: str, summary: str) -> None:
+    async def close_pending(
+        self, run_id: str, pending: PendingCall, *, outcome: str, summary: str, clicked: MessageRef | None = None
+    ) -> None:
         """Close the messages of ``pending`` (a stored question or approval request, this asking of it) with
-        ``outcome`` (mrkdwn); ``summary``: a question's notification suffix (e.g. ``"expired"``)."""
+        ``outcome`` (mrkdwn); ``summary``: a question's notification suffix (e.g. ``"expired"``); ``clicked``: the
+        message acted on, closed too even if it was never recorded (a store blip when it was posted)."""
         if pending.kind == "approval":
-            await self.close_approval(run_id, approval_payload(pending), outcome=outcome)
+            await self.close_approval(run_id, approval_payload(pending), outcome=outcome, clicked=clicked)
             return
         await self.close_question(
             run_id,
@@ -323,6 +293,7 @@ class Follower:
             outcome=outcome,
             summary=summary,
             asked=pending.suspended_at,
+            clicked=clicked,
         )
 
     async def close_question(
@@ -334,24 +305,26 @@ class Follower:
         outcome: str,
         summary: str,
         asked: datetime | None = None,
+        clicked: MessageRef | None = None,
     ) -> None:
         """Update every message showing the question (``asked``: that asking of it, when the call asked more than
         once) to its outcome: the question without controls and ``outcome`` (mrkdwn) below it; ``summary`` is the
         notification text's suffix (e.g. ``"answered"``)."""
-        if self.plan is not None:
-            await self.plan.closed(run_id, tool_call_id)
-        if self.home is not None:
-            await self.home.closed(run_id, tool_call_id, summary=closed_summary(payload.question, outcome))
-        try:
-            refs = await self.index.messages(run_id, tool_call_id, asked=asked_id(asked))
-        except StoreUnavailable:
-            log.warning("run %s: could not read where its question is shown; left as it is", run_id)
-            return
+        summary_text = closed_summary(payload.question, outcome)
+        refs = with_clicked(await self.records.closed(run_id, tool_call_id, summary=summary_text, asked=asked), clicked)
         ref = QuestionRef.of(run_id, tool_call_id)
         text = f"{escape(clip(payload.question, 3000))} ({summary})"
         blocks = bk.outcome_blocks(payload, ref=ref, outcome=outcome, allow_user_mentions=self.allow_user_mentions)
         for message in refs:
             await self.web.update(message.channel_id, message.ts, text=text, blocks=blocks)
+
+
+def with_clicked(refs: list[MessageRef] | None, clicked: MessageRef | None) -> list[MessageRef]:
+    """The messages to close: ``refs`` (those recorded; None: unreadable) and ``clicked`` (the one acted on) once."""
+    refs = list(refs or [])
+    if clicked is not None and not any(r.channel_id == clicked.channel_id and r.ts == clicked.ts for r in refs):
+        refs.append(clicked)
+    return refs
 
 
 def _result_error(result: object) -> str:

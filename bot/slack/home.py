@@ -36,7 +36,7 @@ from bot.slack.refs import QuestionRef
 from bot.slack.webapi import SlackWeb
 from bot.store.conversations import ConversationIndex
 from bot.store.inbox import Inbox
-from bot.store.schedule import DueItem, Schedule
+from bot.store.schedule import Due, DueItem, Schedule
 
 log = logging.getLogger(__name__)
 
@@ -72,36 +72,34 @@ class Home:
 
     # --- keeping inboxes ---------------------------------------------------------------------------------------
 
-    async def asked(
-        self, ctx: SlackContext, run_id: str, call: str, *, asked_at: datetime | None, approval: bool, also: list[str]
-    ) -> None:
-        """Put a question just asked in its people's inboxes (the requester; for an approval the named approvers;
-        ``also``: e.g. escalation targets) and refresh their Home tabs. Never raises (a store outage is logged)."""
+    async def people(self, ctx: SlackContext, *, approval: bool, also: list[str]) -> list[str]:
+        """Whose inboxes a question just asked goes in: the requester; for an approval the named approvers (user
+        groups expanded); ``also``: e.g. escalation targets. In order, each once."""
         people = [ctx.requester, *also]
         if approval:
             for named in self.approvers.named():
                 people += sorted(await self.approvers.group_members(named)) if named.startswith("S") else [named]
-        people = list(dict.fromkeys(p for p in people if p))
+        return list(dict.fromkeys(p for p in people if p))
+
+    @staticmethod
+    def refreshes(people: list[tuple[str, str]]) -> list[Due]:
+        """The Home refreshes to schedule after a change to the inboxes of ``people`` (``(team_id, user)``): each
+        :data:`DEBOUNCE` s later, an earlier one kept (one per person at a time)."""
+        return [Due(DueItem(HOME, team_id, user), after=DEBOUNCE, keep_earlier=True) for team_id, user in people]
+
+    async def asked(
+        self, ctx: SlackContext, run_id: str, call: str, *, asked_at: datetime | None, approval: bool, also: list[str]
+    ) -> None:
+        """Put a question in its :meth:`people`'s inboxes and refresh their Home tabs (an escalation adds its targets
+        this way; a question just posted is recorded by :mod:`bot.slack.question_records`, in fewer round trips).
+        Never raises (a store outage is logged)."""
+        people = await self.people(ctx, approval=approval, also=also)
         when = int((asked_at or datetime.now(UTC)).timestamp() * 1000)
         try:
             await self.inbox.add(ctx.team_id, people, run_id=run_id, call=call, asked_ms=when)
-            for person in people:
-                await self.refresh(ctx.team_id, person)
+            await self.schedule.change(add=self.refreshes([(ctx.team_id, p) for p in people]))
         except StoreUnavailable as exc:
             log.warning("run %s: could not add its question to the Home inboxes: %s", run_id, exc)
-
-    async def closed(self, run_id: str, call: str, *, summary: str) -> None:
-        """Take a closed question out of every inbox (``summary``: how it ended, mrkdwn) and refresh those Home
-        tabs. Never raises."""
-        try:
-            for team_id, person in await self.inbox.close(run_id, call, summary=summary):
-                await self.refresh(team_id, person)
-        except StoreUnavailable as exc:
-            log.warning("run %s: could not take its question out of the Home inboxes: %s", run_id, exc)
-
-    async def refresh(self, team_id: str, user: str) -> None:
-        """Publish ``user``'s Home again shortly (debounced). Raises ``StoreUnavailable``."""
-        await self.schedule.add(DueItem(HOME, team_id, user), after=DEBOUNCE, keep_earlier=True)
 
     # --- publishing --------------------------------------------------------------------------------------------
 
@@ -123,24 +121,25 @@ class Home:
     async def view(self, team_id: str, user: str) -> dict[str, Any]:
         """The Home view of ``user``: what waits for them (oldest first), then what closed lately."""
         blocks: list[dict[str, Any]] = [_header("Waiting for you")]
-        waiting = await self.inbox.waiting(team_id, user, limit=SHOWN)
-        shown = 0
-        for run_id, call, asked_ms in waiting:
+        inbox = await self.inbox.snapshot(team_id, user, limit=SHOWN)
+        shown = stale = 0
+        for run_id, call, asked_ms in inbox.waiting:
             item = await self._item(team_id, user, run_id=run_id, call=call, asked_ms=asked_ms)
-            if item is None:
+            if item is None:  # no longer waits: taken out of the inbox
+                stale += 1
                 continue
             if len(blocks) + len(item) + 1 > MAX_BLOCKS:
                 break
             blocks += [*item, {"type": "divider"}]
             shown += 1
-        total = await self.inbox.count(team_id, user)
+        total = inbox.total - stale
         if shown == 0:
             blocks.append(_context("Nothing is waiting for you."))
         elif total > shown:
             blocks.append(
                 _context(f"…and {total - shown} more waiting; answer these first, or find them in their threads.")
             )
-        recent = await self.inbox.recent(team_id, user)
+        recent = inbox.recent
         if recent and len(blocks) + 2 <= 100:
             lines = [f"• {clip(str(r.get('summary') or ''), 300)}" for r in recent]
             blocks += [_header("Recently closed"), _context(clip("\n".join(lines), 2900))]

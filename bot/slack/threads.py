@@ -131,7 +131,10 @@ class Threads:
         )
         with log_context(team_id=team, channel_id=channel, user_id=where.user):
             try:
-                pointed, previous = await self._previous(ctx)
+                if where.thread_ts == where.message_ts:  # the message starts its thread: nothing points at it yet
+                    pointed, previous = None, None  # (a duplicate delivery loses the thread's claim in _start)
+                else:
+                    pointed, previous = await self._previous(ctx)
                 if previous is not None and await self._answered_or_busy(previous, where, text):
                     return
                 if previous is not None and previous.status == "running":  # continued above: take its final state
@@ -202,8 +205,8 @@ class Threads:
         if isinstance(check, Open):
             if is_blank(text):
                 await say("A question above is waiting for an answer.")
-            elif not self.answering.may_answer(prev_ctx, where.user):
-                await say(self.answering.refusal(prev_ctx))
+            elif not self.answering.policy.may_answer(prev_ctx, where.user):
+                await say(self.answering.policy.refusal(prev_ctx))
             else:
                 await self.answering.answer_typed(previous, prev_ctx, where, text)
             return True
@@ -246,11 +249,11 @@ class Threads:
         call = state.pending.tool_call_id
         with log_context(run_id=state.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id, user_id=where.user):
             try:
-                if not self.answering.may_answer(ctx, where.user):
+                if not self.answering.policy.may_answer(ctx, where.user):
                     if await self.index.tell_once(state.run_id, tool_call_id=call, user=where.user, topic="refused"):
                         audit.refused(state, call, user=where.user, reason="not_allowed")  # once a person
                         await self.answering.say_to(where)(
-                            self.answering.refusal(ctx) + " Your reply wasn't taken as an answer."
+                            self.answering.policy.refusal(ctx) + " Your reply wasn't taken as an answer."
                         )
                     return
                 check = await self.agent.check(state, call)
@@ -277,7 +280,7 @@ class Threads:
                 if where.channel_id != ctx.channel_id:
                     await say("This doesn't belong to a conversation I know.")
                     return
-                if not self.answering.may_answer(ctx, where.user):
+                if not self.answering.policy.may_answer(ctx, where.user):
                     await say(f"Only <@{ctx.requester}> can retry this.")
                     return
                 record = await self.index.thread(ctx.team_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts)

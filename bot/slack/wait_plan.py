@@ -2,21 +2,17 @@
 (:class:`WaitPlan`), as items of :mod:`bot.store.schedule`. :mod:`bot.slack.waiting` carries them out.
 
 Settings (:mod:`bot.config`): ``ASK_ON_TIMEOUT``, ``ASK_REMIND_AFTER`` / ``ASK_REMIND_MAX``, ``ASK_ESCALATE_AFTER``
-/ ``ASK_ESCALATE_TO``. A question is planned when its message is posted (:meth:`WaitPlan.asked`) and unplanned when
-it is closed (:meth:`WaitPlan.closed`); a store outage leaves it unplanned (logged): its deadline then still holds
-for any answer, judged when someone answers.
+/ ``ASK_ESCALATE_TO``. A question is planned when its message is posted (:meth:`WaitPlan.entries`) and unplanned when
+it is closed (:meth:`WaitPlan.planned`), both written by :mod:`bot.slack.question_records`; a store outage leaves it
+unplanned (logged): its deadline then still holds for any answer, judged when someone answers.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.errors import StoreUnavailable
-from bot.store.schedule import DueItem, Schedule
-
-log = logging.getLogger(__name__)
+from bot.store.schedule import Due, DueItem, Schedule
 
 DEADLINE, REMIND, ESCALATE = "deadline", "remind", "escalate"
 
@@ -40,20 +36,18 @@ class WaitPlan:
         self.schedule = schedule
         self.settings = settings
 
-    async def asked(self, run_id: str, call: str, *, expires_at: datetime | None) -> None:
-        """Plan question ``call`` of ``run_id``, asked now, due by ``expires_at`` (never raises)."""
+    def entries(self, run_id: str, call: str, *, expires_at: datetime | None) -> list[Due]:
+        """What to schedule for question ``call`` of ``run_id``, asked now, due by ``expires_at``: its deadline,
+        first reminder and escalation, as the settings say."""
         s = self.settings
-        due: list[tuple[DueItem, datetime | None, float]] = []
+        due: list[Due] = []
         if expires_at is not None:
-            due.append((DueItem(DEADLINE, run_id, call), expires_at, 0.0))
+            due.append(Due(DueItem(DEADLINE, run_id, call), at=expires_at))
         if s.remind_after is not None:
-            due.append((DueItem(REMIND, run_id, call, 1), None, s.remind_after))
+            due.append(Due(DueItem(REMIND, run_id, call, 1), after=s.remind_after))
         if s.escalate_after is not None and s.escalate_to:
-            due.append((DueItem(ESCALATE, run_id, call), None, s.escalate_after))
-        try:
-            await self.schedule.add_all(due)  # one round trip
-        except StoreUnavailable as exc:
-            log.warning("run %s: could not schedule its question's deadline and reminders: %s", run_id, exc)
+            due.append(Due(DueItem(ESCALATE, run_id, call), after=s.escalate_after))
+        return due
 
     async def remind_again(self, run_id: str, call: str, *, n: int) -> None:
         """Plan reminder ``n`` (the one after ``n - 1``), if the settings allow that many. Raises
@@ -67,13 +61,9 @@ class WaitPlan:
         ``StoreUnavailable``."""
         await self.schedule.add(item, at=at + timedelta(seconds=1))
 
-    async def closed(self, run_id: str, call: str) -> None:
-        """Drop the reminders and escalation still planned for a question that was answered, expired or withdrawn
-        (never raises). Its deadline stays: a question closed as expired by a late click still goes on without an
-        answer at its deadline (``ASK_ON_TIMEOUT=resume``); for an answered one it finds nothing to do."""
+    def planned(self, run_id: str, call: str) -> list[DueItem]:
+        """What to drop when question ``call`` was answered, expired or withdrawn: its reminders and escalation. Its
+        deadline stays: a question closed as expired by a late click still goes on without an answer at its deadline
+        (``ASK_ON_TIMEOUT=resume``); for an answered one it finds nothing to do."""
         items = [DueItem(ESCALATE, run_id, call)]
-        items += [DueItem(REMIND, run_id, call, n) for n in range(1, self.settings.remind_max + 1)]
-        try:
-            await self.schedule.cancel(*items)
-        except StoreUnavailable as exc:  # what fires later finds the question closed and does nothing
-            log.warning("run %s: could not drop its question's schedule: %s", run_id, exc)
+        return items + [DueItem(REMIND, run_id, call, n) for n in range(1, self.settings.remind_max + 1)]

@@ -78,6 +78,7 @@ class Withdrawing:
                 claim=withdraw,
                 outcome=withdrawn,
                 summary="withdrawn",
+                clicked=where.message(),
             )
 
     async def stop(self, state: RunState, ctx: SlackContext, where: Where) -> None:

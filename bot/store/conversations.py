@@ -27,6 +27,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from bot.errors import StoreUnavailable
+from bot.store.batch import Batch, Later
 from bot.store.keys import Keys
 
 # KEYS[1] event marker; ARGV: [1] token, [2] ttl s. 1: first sight (or our own earlier mark), 0: seen before.
@@ -141,34 +142,30 @@ class ConversationIndex:
     async def add_message(self, run_id: str, *, key: str, ref: MessageRef) -> None:
         """Record that ``(run_id, key)`` is shown in message ``ref`` (idempotent; one hash field per message, so
         concurrent posts never lose each other). Raises ``StoreUnavailable``."""
+        batch = Batch(self.client)
+        self.queue_message(batch, run_id, key=key, ref=ref)
+        await batch.run("recording a question message")
+
+    def queue_message(self, batch: Batch, run_id: str, *, key: str, ref: MessageRef) -> None:
+        """:meth:`add_message`, queued in ``batch``."""
         hash_key = self.keys.run_messages(run_id)
-        field = json.dumps([key, ref.channel_id, ref.ts])
-        try:
-            async with self.client.pipeline(transaction=True) as pipe:
-                pipe.hset(hash_key, field, ref.asked or "1")
-                pipe.expire(hash_key, self.retention)
-                await pipe.execute()
-        except RedisError as exc:
-            raise StoreUnavailable(f"Redis error while recording a question message: {type(exc).__name__}") from None
+        batch.pipe.hset(hash_key, json.dumps([key, ref.channel_id, ref.ts]), ref.asked or "1")
+        batch.pipe.expire(hash_key, self.retention)
 
     async def messages(self, run_id: str, key: str, *, asked: str | None = None) -> list[MessageRef]:
         """The messages recorded for ``(run_id, key)`` (by ``ts``); ``asked``: only those of that asking (and those
         whose asking is unknown). Raises ``StoreUnavailable``."""
-        try:
-            fields = await self.client.hgetall(self.keys.run_messages(run_id))
-        except RedisError as exc:
-            raise StoreUnavailable(f"Redis error while reading question messages: {type(exc).__name__}") from None
-        refs = []
-        for field, value in fields.items():
-            try:
-                call, channel_id, ts = json.loads(_text(field) or "")
-            except (ValueError, TypeError):
-                continue
-            shown = _text(value) or ""
-            shown = "" if shown == "1" else shown
-            if call == key and (not asked or not shown or shown == asked):
-                refs.append(MessageRef(channel_id=str(channel_id), ts=str(ts), asked=shown))
-        return sorted(refs, key=lambda r: r.ts)
+        batch = Batch(self.client)
+        refs = self.queue_messages(batch, run_id, key, asked=asked)
+        await batch.run("reading question messages")
+        return refs.value
+
+    def queue_messages(
+        self, batch: Batch, run_id: str, key: str, *, asked: str | None = None
+    ) -> Later[list[MessageRef]]:
+        """:meth:`messages`, read in ``batch``."""
+        batch.pipe.hgetall(self.keys.run_messages(run_id))
+        return batch.read(lambda fields: _refs(fields or {}, key, asked))
 
     async def tell_once(self, run_id: str, *, tool_call_id: str, user: str, topic: str) -> bool:
         """True the first time ``user`` is to be told ``topic`` (e.g. ``"refused"``) about this question. Raises
@@ -209,3 +206,18 @@ class ConversationIndex:
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while reading an escalation: {type(exc).__name__}") from None
         return {t for t in (_text(m) for m in members) if t}
+
+
+def _refs(fields: dict[Any, Any], key: str, asked: str | None) -> list[MessageRef]:
+    """The messages of ``key`` among a run's message fields (see :meth:`ConversationIndex.messages`)."""
+    refs = []
+    for field, value in fields.items():
+        try:
+            call, channel_id, ts = json.loads(_text(field) or "")
+        except (ValueError, TypeError):
+            continue
+        shown = _text(value) or ""
+        shown = "" if shown == "1" else shown
+        if call == key and (not asked or not shown or shown == asked):
+            refs.append(MessageRef(channel_id=str(channel_id), ts=str(ts), asked=shown))
+    return sorted(refs, key=lambda r: r.ts)

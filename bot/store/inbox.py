@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from bot.errors import StoreUnavailable
+from bot.store.batch import Batch, Later
 from bot.store.keys import Keys
 
 RECENT = 10
@@ -25,6 +27,11 @@ RECENT = 10
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _owner(member: Any) -> tuple[str, str]:
+    team_id, user = _text(member).split("|", 1)
+    return team_id, user
 
 
 class Inbox:
@@ -37,65 +44,67 @@ class Inbox:
 
     async def add(self, team_id: str, people: list[str], *, run_id: str, call: str, asked_ms: int) -> None:
         """Put question ``call`` of ``run_id`` in each of ``people``'s inbox. Raises ``StoreUnavailable``."""
+        batch = Batch(self.client)
+        self.queue_add(batch, team_id, people, run_id=run_id, call=call, asked_ms=asked_ms)
+        await batch.run("filling an inbox")
+
+    def queue_add(
+        self, batch: Batch, team_id: str, people: list[str], *, run_id: str, call: str, asked_ms: int
+    ) -> None:
+        """:meth:`add`, queued in ``batch``."""
         if not people:
             return
         member = json.dumps([run_id, call])
         owners = self.keys.inbox_of(run_id, call)
-        try:
-            async with self.client.pipeline(transaction=False) as pipe:
-                for user in people:
-                    box = self.keys.inbox(team_id, user)
-                    pipe.zadd(box, {member: asked_ms})
-                    pipe.expire(box, self.retention)
-                    pipe.sadd(owners, f"{team_id}|{user}")
-                pipe.expire(owners, self.retention)
-                await pipe.execute()
-        except RedisError as exc:
-            raise StoreUnavailable(f"Redis error while filling an inbox: {type(exc).__name__}") from None
+        for user in people:
+            box = self.keys.inbox(team_id, user)
+            batch.pipe.zadd(box, {member: asked_ms})
+            batch.pipe.expire(box, self.retention)
+            batch.pipe.sadd(owners, f"{team_id}|{user}")
+        batch.pipe.expire(owners, self.retention)
 
     async def close(self, run_id: str, call: str, *, summary: str) -> list[tuple[str, str]]:
         """Take question ``call`` of ``run_id`` out of every inbox, adding ``summary`` to each person's recently
         closed; returns those ``(team_id, user)``. Raises ``StoreUnavailable``."""
-        owners = self.keys.inbox_of(run_id, call)
+        reading = Batch(self.client)
+        owners = self.queue_owners(reading, run_id, call)
+        await reading.run("reading who holds an inbox entry")
+        writing = Batch(self.client)
+        self.queue_close(writing, owners.value, run_id=run_id, call=call, summary=summary)
+        await writing.run("closing an inbox entry")
+        return owners.value
+
+    def queue_owners(self, batch: Batch, run_id: str, call: str) -> Later[list[tuple[str, str]]]:
+        """Whose inboxes hold question ``call`` of ``run_id`` (``(team_id, user)``), read in ``batch``."""
+        batch.pipe.smembers(self.keys.inbox_of(run_id, call))
+        return batch.read(lambda members: [_owner(m) for m in members or () if "|" in _text(m)])
+
+    def queue_close(self, batch: Batch, people: list[tuple[str, str]], *, run_id: str, call: str, summary: str) -> None:
+        """Queue in ``batch`` what takes question ``call`` out of ``people``'s inboxes (they are its
+        :meth:`queue_owners`), with ``summary`` in each one's recently closed."""
         member = json.dumps([run_id, call])
         done = json.dumps({"run_id": run_id, "tool_call_id": call, "summary": summary, "at": int(time.time())})
-        try:
-            people = [_text(p).split("|", 1) for p in await self.client.smembers(owners)]
-            async with self.client.pipeline(transaction=False) as pipe:
-                for team_id, user in people:
-                    pipe.zrem(self.keys.inbox(team_id, user), member)
-                    recent = self.keys.inbox_done(team_id, user)
-                    pipe.lpush(recent, done)
-                    pipe.ltrim(recent, 0, RECENT - 1)
-                    pipe.expire(recent, self.retention)
-                pipe.delete(owners)
-                await pipe.execute()
-        except RedisError as exc:
-            raise StoreUnavailable(f"Redis error while closing an inbox entry: {type(exc).__name__}") from None
-        return [(team_id, user) for team_id, user in people]
+        for team_id, user in people:
+            batch.pipe.zrem(self.keys.inbox(team_id, user), member)
+            recent = self.keys.inbox_done(team_id, user)
+            batch.pipe.lpush(recent, done)
+            batch.pipe.ltrim(recent, 0, RECENT - 1)
+            batch.pipe.expire(recent, self.retention)
+        batch.pipe.delete(self.keys.inbox_of(run_id, call))
 
-    async def waiting(self, team_id: str, user: str, *, limit: int = 50) -> list[tuple[str, str, int]]:
-        """``(run_id, tool_call_id, asked_ms)`` waiting for ``user``, oldest first. Raises ``StoreUnavailable``."""
-        try:
-            rows: Any = await self.client.zrange(self.keys.inbox(team_id, user), 0, limit - 1, withscores=True)
-        except RedisError as exc:
-            raise StoreUnavailable(f"Redis error while reading an inbox: {type(exc).__name__}") from None
-        out = []
-        for member, score in rows:
-            try:
-                entry = json.loads(_text(member))
-                run_id, call = str(entry[0]), str(entry[1])
-            except (ValueError, TypeError, IndexError, KeyError):
-                continue
-            out.append((run_id, call, int(score)))
-        return out
-
-    async def count(self, team_id: str, user: str) -> int:
-        """How many questions wait for ``user``. Raises ``StoreUnavailable``."""
-        try:
-            return int(await self.client.zcard(self.keys.inbox(team_id, user)))
-        except RedisError as exc:
-            raise StoreUnavailable(f"Redis error while reading an inbox: {type(exc).__name__}") from None
+    async def snapshot(self, team_id: str, user: str, *, limit: int = 50, recent: int = 5) -> Snapshot:
+        """What ``user``'s Home shows, read in one round trip: at most ``limit`` waiting questions, how many wait in
+        all, and the last ``recent`` closed. Raises ``StoreUnavailable``."""
+        batch = Batch(self.client)
+        box = self.keys.inbox(team_id, user)
+        batch.pipe.zrange(box, 0, limit - 1, withscores=True)
+        waiting = batch.read(_waiting)
+        batch.pipe.zcard(box)
+        total = batch.read(int)
+        batch.pipe.lrange(self.keys.inbox_done(team_id, user), 0, recent - 1)
+        closed = batch.read(_recent)
+        await batch.run("reading an inbox")
+        return Snapshot(waiting=waiting.value, total=total.value, recent=closed.value)
 
     async def drop(self, team_id: str, user: str, *, run_id: str, call: str) -> None:
         """Take an entry that no longer waits out of ``user``'s inbox (found stale while reading it)."""
@@ -104,18 +113,36 @@ class Inbox:
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while tidying an inbox: {type(exc).__name__}") from None
 
-    async def recent(self, team_id: str, user: str, *, limit: int = 5) -> list[dict[str, Any]]:
-        """The questions of ``user`` closed lately, newest first. Raises ``StoreUnavailable``."""
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A person's inbox as :meth:`Inbox.snapshot` read it: ``waiting`` ``(run_id, tool_call_id, asked_ms)`` oldest
+    first, ``total`` waiting in all, ``recent`` closed ones (``{run_id, tool_call_id, summary, at}``) newest first."""
+
+    waiting: list[tuple[str, str, int]]
+    total: int
+    recent: list[dict[str, Any]]
+
+
+def _waiting(rows: Any) -> list[tuple[str, str, int]]:
+    out = []
+    for member, score in rows or ():
         try:
-            rows = await self.client.lrange(self.keys.inbox_done(team_id, user), 0, limit - 1)
-        except RedisError as exc:
-            raise StoreUnavailable(f"Redis error while reading an inbox: {type(exc).__name__}") from None
-        out = []
-        for row in rows:
-            try:
-                item = json.loads(_text(row))
-            except ValueError:
-                continue
-            if isinstance(item, dict):
-                out.append(item)
-        return out
+            entry = json.loads(_text(member))
+            run_id, call = str(entry[0]), str(entry[1])
+        except (ValueError, TypeError, IndexError, KeyError):
+            continue
+        out.append((run_id, call, int(score)))
+    return out
+
+
+def _recent(rows: Any) -> list[dict[str, Any]]:
+    out = []
+    for row in rows or ():
+        try:
+            item = json.loads(_text(row))
+        except ValueError:
+            continue
+        if isinstance(item, dict):
+            out.append(item)
+    return out

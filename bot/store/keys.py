@@ -4,8 +4,9 @@ All keys share a configurable prefix (default ``askbot:``) so several deployment
 one Redis without seeing each other's data. Keys that one Lua script or ``MULTI`` touches together share a hash tag
 (the part in ``{...}``), so they live in one Redis Cluster slot: a run's keys are tagged ``{<run_id>}``, the work
 queue's ``{work}``; every other script or ``MULTI`` touches one key (``due``, ``due:tries``, ``active:``, ``event:``,
-``thread:``, ``msgs:``, ``esc:``). The inbox's multi-key writes are plain pipelines (not atomic on one Redis either;
-a cluster client splits them per node). ``tests/store/test_cluster_slots.py`` checks every script and ``MULTI``.
+``thread:``, ``esc:``). Multi-key writes that need no atomicity (a question's message and inbox entries) are plain
+pipelines (:mod:`bot.store.batch`; a cluster client splits them per node). ``tests/store/test_cluster_slots.py``
+checks every script and ``MULTI``.
 With a cluster the prefix must hold no ``{``/``}`` (checked in :mod:`bot.config`); the key names are the same on
 one Redis and on a cluster.
 

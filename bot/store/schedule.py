@@ -69,26 +69,30 @@ end
 return 0
 """
 
-# KEYS[1] due. ARGV: [1] "LT" to keep an earlier one (an item being carried out is at its lease's end, later: LT
-# moves it, so its done() keeps it for the new time), then per item three: at ms ("" = Redis TIME + after), after ms,
-# member. Returns how many were added. One script for many items (not a pipeline of scripts: redis-py's cluster
-# pipelines refuse EVALSHA), on the one key, so it stays one round trip on a cluster.
-_ADD = """
+# KEYS[1] due. ARGV: [1] n, [2 .. n+1] members to drop, then per item to add four: "LT" to keep an earlier one (an
+# item being carried out is at its lease's end, later: LT moves it, so its done() keeps it for the new time) or "",
+# at ms ("" = Redis TIME + after), after ms, member. Returns how many were added. One script for many items (not a
+# pipeline of scripts: redis-py's cluster pipelines refuse EVALSHA), on the one key: one round trip on a cluster.
+_CHANGE = """
+local n = tonumber(ARGV[1])
+for i = 2, n + 1 do
+  redis.call('ZREM', KEYS[1], ARGV[i])
+end
 local now = nil
 local added = 0
-for i = 2, #ARGV, 3 do
-  local at = tonumber(ARGV[i])
+for i = n + 2, #ARGV, 4 do
+  local at = tonumber(ARGV[i + 1])
   if not at then
     if not now then
       local t = redis.call('TIME')
       now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     end
-    at = now + tonumber(ARGV[i + 1])
+    at = now + tonumber(ARGV[i + 2])
   end
-  if ARGV[1] == 'LT' then
-    added = added + redis.call('ZADD', KEYS[1], 'LT', at, ARGV[i + 2])
+  if ARGV[i] == 'LT' then
+    added = added + redis.call('ZADD', KEYS[1], 'LT', at, ARGV[i + 3])
   else
-    added = added + redis.call('ZADD', KEYS[1], at, ARGV[i + 2])
+    added = added + redis.call('ZADD', KEYS[1], at, ARGV[i + 3])
   end
 end
 return added
@@ -120,6 +124,18 @@ class DueItem:
 
 
 @dataclass(frozen=True)
+class Due:
+    """``item`` to be due ``at`` (an aware datetime; never before it, to the millisecond), else ``after`` seconds from
+    now by Redis's clock; ``keep_earlier``: leave it as it is when it is already due sooner (a debounce; one being
+    carried out now is due again at the new time)."""
+
+    item: DueItem
+    at: datetime | None = None
+    after: float = 0.0
+    keep_earlier: bool = False
+
+
+@dataclass(frozen=True)
 class Claimed:
     """An item a claim took: carry it out, then :meth:`Schedule.done` with ``held`` (the score the claim gave)."""
 
@@ -138,37 +154,31 @@ class Schedule:
         self.tries_key = keys.due_tries()
         self._claim = client.register_script(_CLAIM)
         self._done = client.register_script(_DONE)
-        self._add = client.register_script(_ADD)
+        self._change = client.register_script(_CHANGE)
 
     async def add(
         self, item: DueItem, *, at: datetime | None = None, after: float = 0.0, keep_earlier: bool = False
     ) -> None:
-        """Make ``item`` due ``at`` (an aware datetime; never before it, to the millisecond), else ``after`` seconds
-        from now by Redis's clock; ``keep_earlier``: leave it as it is when it is already due sooner (a debounce;
-        one being carried out now is due again at the new time)."""
-        await self.add_all([(item, at, after)], keep_earlier=keep_earlier)
-
-    async def add_all(
-        self, entries: Sequence[tuple[DueItem, datetime | None, float]], *, keep_earlier: bool = False
-    ) -> None:
-        """:meth:`add` each ``(item, at, after)`` of ``entries``, in one round trip."""
-        if not entries:
-            return
-        args: list[str | int] = ["LT" if keep_earlier else ""]
-        for item, at, after in entries:
-            args += [str(math.ceil(at.timestamp() * 1000)) if at is not None else "", int(after * 1000), item.member()]
-        try:
-            await self._add(keys=[self.key], args=args)
-        except RedisError as exc:
-            raise StoreUnavailable(f"Redis error while trying to schedule items: {type(exc).__name__}") from None
+        """Make ``item`` due (see :class:`Due`)."""
+        await self.change(add=[Due(item, at=at, after=after, keep_earlier=keep_earlier)])
 
     async def cancel(self, *items: DueItem) -> None:
         """Drop ``items`` (those not scheduled are ignored)."""
-        if items:
-            try:
-                await self.client.zrem(self.key, *[i.member() for i in items])
-            except RedisError as exc:
-                raise StoreUnavailable(f"Redis error while dropping scheduled items: {type(exc).__name__}") from None
+        await self.change(drop=items)
+
+    async def change(self, *, add: Sequence[Due] = (), drop: Sequence[DueItem] = ()) -> None:
+        """Drop the items of ``drop`` (those not scheduled are ignored), then schedule those of ``add``: one script
+        call, one round trip, also on a cluster (one key)."""
+        if not add and not drop:
+            return
+        args: list[str | int] = [len(drop), *(item.member() for item in drop)]
+        for due in add:
+            at = str(math.ceil(due.at.timestamp() * 1000)) if due.at is not None else ""
+            args += ["LT" if due.keep_earlier else "", at, int(due.after * 1000), due.item.member()]
+        try:
+            await self._change(keys=[self.key], args=args)
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while scheduling items: {type(exc).__name__}") from None
 
     async def claim(self, *, now: datetime | None = None, lease: float = LEASE, limit: int = BATCH) -> list[Claimed]:
         """Take the items due at ``now`` (default: Redis's clock), at most ``limit``, holding them ``lease``

@@ -5,6 +5,8 @@
 every connection and refuses new ones until ``proxy.restore()``. ``proxy.lose_next_reply(containing=b"...")``
 forwards the next request whose bytes contain the pattern, so the service executes it, then closes that
 connection instead of passing the reply back (a reply lost in the network); ``replies_lost`` counts them.
+``round_trips`` counts requests: bytes towards the service after a reply on that connection (or its first bytes),
+so a pipeline is one however many commands it holds.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ class _Pair:
 
     def __init__(self) -> None:
         self.drop_reply = False
+        self.replied = True  # the service answered since the client last sent: the next bytes start a round trip
 
 
 class TcpProxy:
@@ -30,6 +33,7 @@ class TcpProxy:
         self.down = False
         self.port = 0
         self.replies_lost = 0
+        self.round_trips = 0
         self._lose: bytes | None = None
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
@@ -84,6 +88,9 @@ class TcpProxy:
                     await asyncio.sleep(self.delay)
                 if self.down:
                     break
+                if upstream and pair.replied:
+                    self.round_trips += 1
+                pair.replied = not upstream
                 if upstream and self._lose is not None and self._lose in data:
                     self._lose, pair.drop_reply = None, True
                 if not upstream and pair.drop_reply:

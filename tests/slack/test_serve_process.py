@@ -200,7 +200,10 @@ def test_busy_port_is_refused(real_redis: Any) -> None:
     assert line == f"error: cannot listen on port {port}: it is in use by another process; stop it or set PORT"
 
 
-async def start_bot(*args: str, env: dict[str, str]) -> asyncio.subprocess.Process:
+async def start_bot(*args: str, env: dict[str, str], sigint: bool = True) -> asyncio.subprocess.Process:
+    """``python -m bot *args``; ``sigint``: with SIGINT at its default disposition, as from a terminal (a test run
+    started in the background, ``nohup pytest &``, hands its children SIGINT ignored), else ignored."""
+    handler = signal.SIG_DFL if sigint else signal.SIG_IGN
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -210,6 +213,7 @@ async def start_bot(*args: str, env: dict[str, str]) -> asyncio.subprocess.Proce
         cwd=ROOT,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, handler),
     )
 
 
@@ -340,12 +344,25 @@ async def test_serve_answers_a_mention_end_to_end(
         assert TOKEN not in log and secret not in log and "sk-test" not in log
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
-async def test_the_playground_stops_on_sigterm_as_on_ctrl_c_without_a_traceback(sig: signal.Signals) -> None:
-    proc = await start_bot("playground", env=clean_env(PORT="0", MCP_PORT=str(free_port())))
-    started = await read_until(proc, "MCP server:")
-    proc.send_signal(sig)
-    output, _ = await asyncio.wait_for(proc.communicate(), 20)
+@pytest.mark.parametrize(
+    ("sig", "sigint"),
+    [(signal.SIGTERM, True), (signal.SIGINT, True), (signal.SIGTERM, False)],
+    ids=["SIGTERM", "Ctrl-C", "SIGTERM, started with SIGINT ignored"],
+)
+async def test_the_playground_stops_on_sigterm_as_on_ctrl_c_without_a_traceback(
+    sig: signal.Signals, sigint: bool
+) -> None:
+    """Also when it started with SIGINT ignored (``nohup python -m bot playground &`` in a script): it stopped on
+    SIGTERM by raising SIGINT, which was then ignored, and it ran on."""
+    proc = await start_bot("playground", env=clean_env(PORT="0", MCP_PORT=str(free_port())), sigint=sigint)
+    try:
+        started = await read_until(proc, "MCP server:")
+        proc.send_signal(sig)
+        output, _ = await asyncio.wait_for(proc.communicate(), 20)
+    finally:
+        if proc.returncode is None:  # it ran on: don't leave it behind
+            proc.kill()
+            await proc.wait()
     log = "\n".join(started) + "\n" + output.decode()
     assert proc.returncode == 0, log
     assert "Traceback" not in log and "ERROR" not in log, log

@@ -28,7 +28,7 @@ from bot.store.conversations import ConversationIndex, MessageRef
 from bot.store.inbox import Inbox
 from bot.store.limits import ActiveRuns
 from bot.store.pane_contexts import PaneContexts
-from bot.store.schedule import DueItem, Schedule
+from bot.store.schedule import Due, DueItem, Schedule
 from bot.store.work_queue import GROUP, WorkQueue
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,7 +119,13 @@ async def exercise(client: SlotCheckingRedis, keys: Keys) -> None:
 
     schedule = Schedule(client, prefix=keys.prefix)
     await schedule.add(DueItem("remind", "run-1", "c1"), after=0)
-    await schedule.add_all([(DueItem("expire", "run-1", "c1"), now, 0.0), (DueItem("home", "", "U1"), None, 1.0)])
+    await schedule.change(
+        add=[
+            Due(DueItem("expire", "run-1", "c1"), at=now),
+            Due(DueItem("home", "", "U1"), after=1.0, keep_earlier=True),
+        ],
+        drop=[DueItem("remind", "run-1", "c1")],
+    )
     await schedule.add(DueItem("remind", "run-1", "c1", 1), at=now, keep_earlier=True)
     claimed = await schedule.claim(now=now + timedelta(seconds=5))
     assert claimed
