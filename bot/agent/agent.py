@@ -27,9 +27,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.agent.approvals import approval_payload, ask_approval, needs_approval
-from bot.agent.ask_user import AskUserPayload
 from bot.agent.asking import ASK_ONLY, ask_run, finish_ask_only
-from bot.agent.budget import DEFAULT_HISTORY_BUDGET, HistoryBudget, tools_tokens
+from bot.agent.budget import DEFAULT_HISTORY_BUDGET, HistoryBudget
 from bot.agent.claims import Claims
 from bot.agent.history import check_tool_messages, history_of, last_text, unique_ids
 from bot.agent.live_questions import LiveQuestions
@@ -53,6 +52,7 @@ from bot.agent.stream import (
     ToolCallPayload,
 )
 from bot.agent.tool_calls import Suspended, add_result, run_tool_call
+from bot.agent.toolbox import Toolbox
 from bot.agent.tools import Tool
 from bot.agent.turns import budgeted_turn
 from bot.errors import (
@@ -78,7 +78,7 @@ def new_run_id() -> str:
     return "run_" + secrets.token_urlsafe(16)
 
 
-class Agent(Claims):
+class Agent(Claims, Toolbox):
     """An agent: instructions, a model, tools and a run store.
 
     ``max_turns`` bounds the model turns between two human inputs (start, resume or retry); a run that
@@ -117,10 +117,7 @@ class Agent(Claims):
         self.instructions = instructions
         self.model = model
         self.budget = HistoryBudget(history_budget, model=str(getattr(model, "model", "") or type(model).__name__))
-        self.tools = {tool.id: tool for tool in tools}
-        if len(self.tools) != len(tools):
-            raise ValueError("tool ids must be unique")
-        self._offer()
+        self._set_tools(tools)
         self.store = store
         self.max_turns = max_turns
         self.ask_ttl = ask_ttl
@@ -220,24 +217,6 @@ class Agent(Claims):
         audit.retried(claimed)
         return self._launch(claimed)
 
-    def add_tools(self, tools: Sequence[Tool]) -> None:
-        """Offer ``tools`` too, from the next model turn on (e.g. tools of MCP servers, listed after start-up).
-
-        Raises ``ValueError``, adding none, when an id is already taken or given twice.
-        """
-        ids = [tool.id for tool in tools]
-        clashes = sorted({i for i in ids if i in self.tools or ids.count(i) > 1})
-        if clashes:
-            raise ValueError(f"tool ids must be unique; taken: {', '.join(clashes)}")
-        self.tools.update((tool.id, tool) for tool in tools)
-        self._offer()
-
-    def _offer(self) -> None:
-        """What the model is offered: every tool but hidden ones, their JSON schema built once, not per turn."""
-        self._offered = {tool.id: tool for tool in self.tools.values() if not tool.hidden}
-        self._tool_specs = [tool.spec() for tool in self._offered.values()]
-        self._tools_tokens = tools_tokens(self._tool_specs)
-
     async def get_run(self, run_id: str) -> RunState:
         """The stored state of a run. Raises ``RunNotFound``, ``StoreCorrupt``, ``StoreUnavailable``."""
         return await self.store.load(run_id)
@@ -249,20 +228,6 @@ class Agent(Claims):
             return False
         holder = await self.store.lease_owner(state.run_id)
         return holder is None or (holder == self.owner and state.run_id not in self._driving)
-
-    def _tool(self, run_id: str, name: str) -> Tool:
-        tool = self.tools.get(name)
-        if tool is None:
-            raise RunNotResumable(run_id, "suspended", f"this agent has no tool {name!r}")
-        return tool
-
-    def question_tool(self) -> Tool:
-        """The tool this agent asks people with (``ask_user``: its suspend schema is ``AskUserPayload``). Raises
-        ``ValueError`` when it has none."""
-        tool = next((t for t in self.tools.values() if t.suspend_schema is AskUserPayload), None)
-        if tool is None:
-            raise ValueError(f"agent {self.id} has no question tool (ask_user)")
-        return tool
 
     async def ask(
         self,

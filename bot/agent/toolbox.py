@@ -1,0 +1,61 @@
+"""The tools of an :class:`~bot.agent.agent.Agent` (:class:`Toolbox`): by id, the question tool among them, and what
+the model is offered (hidden tools left out, their JSON schemas and token estimate built once, not per turn)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bot.agent.ask_user import AskUserPayload
+from bot.agent.budget import tools_tokens
+from bot.agent.tools import Tool
+from bot.errors import RunNotResumable
+
+
+class Toolbox:
+    """Mixed into :class:`~bot.agent.agent.Agent`: ``tools`` by id; ``_offered``, ``_tool_specs`` and
+    ``_tools_tokens`` are what each model request carries."""
+
+    id: str
+    tools: dict[str, Tool]
+    _offered: dict[str, Tool]
+    _tool_specs: list[dict[str, object]]
+    _tools_tokens: int
+
+    def _set_tools(self, tools: Sequence[Tool]) -> None:
+        """The first tools. Raises ``ValueError`` when two share an id."""
+        self.tools = {tool.id: tool for tool in tools}
+        if len(self.tools) != len(tools):
+            raise ValueError("tool ids must be unique")
+        self._offer()
+
+    def add_tools(self, tools: Sequence[Tool]) -> None:
+        """Offer ``tools`` too, from the next model turn on (e.g. tools of MCP servers, listed after start-up).
+
+        Raises ``ValueError``, adding none, when an id is already taken or given twice.
+        """
+        ids = [tool.id for tool in tools]
+        clashes = sorted({i for i in ids if i in self.tools or ids.count(i) > 1})
+        if clashes:
+            raise ValueError(f"tool ids must be unique; taken: {', '.join(clashes)}")
+        self.tools.update((tool.id, tool) for tool in tools)
+        self._offer()
+
+    def _offer(self) -> None:
+        """What the model is offered: every tool but hidden ones, their JSON schema built once, not per turn."""
+        self._offered = {tool.id: tool for tool in self.tools.values() if not tool.hidden}
+        self._tool_specs = [tool.spec() for tool in self._offered.values()]
+        self._tools_tokens = tools_tokens(self._tool_specs)
+
+    def _tool(self, run_id: str, name: str) -> Tool:
+        tool = self.tools.get(name)
+        if tool is None:
+            raise RunNotResumable(run_id, "suspended", f"this agent has no tool {name!r}")
+        return tool
+
+    def question_tool(self) -> Tool:
+        """The tool this agent asks people with (``ask_user``: its suspend schema is ``AskUserPayload``). Raises
+        ``ValueError`` when it has none."""
+        tool = next((t for t in self.tools.values() if t.suspend_schema is AskUserPayload), None)
+        if tool is None:
+            raise ValueError(f"agent {self.id} has no question tool (ask_user)")
+        return tool
