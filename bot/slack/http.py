@@ -141,9 +141,9 @@ class SlackEventsEndpoint:
             raw = await self.read_body(request)
             headers = multi_headers(request.headers)
             self.verify(raw, headers)
-            text = self.check_body(raw, headers)
+            text, body = self.check_body(raw, headers)
             await self.refuse_replay(text, headers)
-            bolt_request = bolt_request_of(text, headers, request.query_string)
+            bolt_request = bolt_request_of(text, body, headers, request.query_string)
         except Refused as refused:
             self._refusals.note(refused.reason, refused.status)
             response = web.json_response({"error": refused.reason}, status=refused.status)
@@ -204,8 +204,8 @@ class SlackEventsEndpoint:
         if not self._verifier.is_valid(body=raw, timestamp=timestamp, signature=signature):
             raise Refused(401, "signature mismatch")
 
-    def check_body(self, raw: bytes, headers: Mapping[str, list[str]]) -> str:
-        """The body as text, once it is UTF-8 and parses (as Bolt parses it) to a non-empty JSON object at most
+    def check_body(self, raw: bytes, headers: Mapping[str, list[str]]) -> tuple[str, dict[str, Any]]:
+        """The body as text and parsed (as Bolt parses it), once it is UTF-8 and a non-empty JSON object at most
         ``max_depth`` deep; raises ``Refused(400, ...)``."""
         try:
             text = raw.decode("utf-8")
@@ -227,7 +227,7 @@ class SlackEventsEndpoint:
         problem = shape_problem(body)
         if problem:
             raise Refused(400, problem)
-        return text
+        return text, body
 
 
 # The fields Bolt and the listeners read before any check of their own, with the type Slack always sends.
@@ -268,11 +268,11 @@ def shape_problem(body: dict[str, Any]) -> str | None:
     return None
 
 
-def bolt_request_of(text: str, headers: Mapping[str, list[str]], query: str) -> AsyncBoltRequest:
-    """Bolt's request for a checked body; raises ``Refused(400, ...)`` if Bolt still cannot read it (a field
-    of an unexpected type where Bolt looks for the team, user or channel)."""
+def bolt_request_of(text: str, body: dict[str, Any], headers: Mapping[str, list[str]], query: str) -> AsyncBoltRequest:
+    """Bolt's request for a checked body (``text``, parsed as ``body``); raises ``Refused(400, ...)`` if Bolt still
+    cannot read it (a field of an unexpected type where Bolt looks for the team, user or channel)."""
     try:
-        return HttpBoltRequest(body=text, query=query, headers=dict(headers))
+        return HttpBoltRequest.parsed(text, body, query=query, headers=dict(headers))
     except Exception as exc:  # Bolt reads untyped JSON with plain indexing; anything it raises is a bad body
         raise Refused(400, f"body unreadable by Bolt ({type(exc).__name__})") from None
 

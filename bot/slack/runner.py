@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from slack_bolt.kwargs_injection.async_utils import build_async_required_kwargs
@@ -75,6 +75,18 @@ class HttpBoltRequest(AsyncBoltRequest):
     .to_copyable``). The deepcopy after it copied all of that a second time, a deep copy of the whole payload in
     Python: ~13 % of a ``web`` process's CPU, ~5 % of ``serve``'s (``benchmarks.ack_latency --profile``). The copy
     made here answers ``deepcopy`` with itself. Socket Mode requests are Bolt's own (not this class): unchanged."""
+
+    @classmethod
+    def parsed(
+        cls, raw_body: str, body: dict[str, Any], *, query: str, headers: dict[str, str | Sequence[str]]
+    ) -> HttpBoltRequest:
+        """Bolt's HTTP-mode request for ``raw_body``, already parsed into ``body`` (by Bolt's own ``parse_body``, as
+        the endpoint's checks do): Bolt would parse it again, as it takes only text in HTTP mode; a dict body it
+        takes as is in Socket Mode, so the request is built that way and then made an HTTP one (its raw body kept
+        for Bolt's signature check and for the lazy listener's copy)."""
+        request = cls(body=body, query=query, headers=headers, mode="socket_mode")
+        request.raw_body, request.mode = raw_body, "http"
+        return request
 
     def to_copyable(self) -> AsyncBoltRequest:
         """A new request from the raw body and a copy of the context, as Bolt's (HTTP mode)."""

@@ -6,6 +6,7 @@ import copy
 import json
 from urllib.parse import urlencode
 
+from slack_bolt.request.internals import parse_body
 from slack_bolt.util.utils import create_copy
 
 from bot.slack.runner import HttpBoltRequest
@@ -44,3 +45,23 @@ def test_the_fresh_copy_is_not_deep_copied_again() -> None:
     fresh = request().to_copyable()
     assert copy.deepcopy(fresh) is fresh
     assert copy.deepcopy(request()) is not None  # the request itself is still deep-copied as before
+
+
+def test_a_request_built_from_the_endpoints_parsed_body_is_the_one_bolt_builds_from_the_text() -> None:
+    """The endpoint parses each body for its checks; Bolt's request is built from that parse (Bolt takes only text in
+    HTTP mode and would parse it again). It must be the request Bolt builds itself, for a form payload and for a JSON
+    event, and its lazy copy too."""
+    event = json.dumps({"type": "event_callback", "team_id": "T1", "event": {"type": "app_mention", "user": "U1"}})
+    for text, content_type in (
+        (urlencode({"payload": json.dumps(PAYLOAD)}), "application/x-www-form-urlencoded"),
+        (event, "application/json"),
+    ):
+        headers: dict[str, str | list[str]] = {"content-type": [content_type], "x-slack-signature": ["v0=abc"]}
+        bolt = HttpBoltRequest(body=text, query="a=1", headers=headers)
+        ours = HttpBoltRequest.parsed(text, parse_body(text, content_type), query="a=1", headers=headers)
+        assert (ours.mode, ours.raw_body, ours.body, ours.query) == (bolt.mode, bolt.raw_body, bolt.body, bolt.query)
+        assert ours.headers == bolt.headers and ours.content_type == bolt.content_type
+        assert dict(ours.context) == dict(bolt.context) and ours.context.team_id == "T1"
+        copied = create_copy(ours.to_copyable())
+        assert copied.mode == "http" and copied.raw_body == text and copied.body == bolt.body
+        assert copied.body is not ours.body
