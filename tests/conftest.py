@@ -31,6 +31,7 @@ from bot.agent import Agent, OpenAIChatModel, ask_user_tool
 from bot.agent.tools import Tool
 from bot.store import RedisRunStore, connect_redis
 from bot.testing.openai_server import FakeOpenAI
+from bot.testing.tcp_proxy import TcpProxy
 
 REAL_REDIS_URL = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/0")
 REAL_CLUSTER_URL = os.environ.get("REDIS_TEST_CLUSTER_URL", "redis://127.0.0.1:7000/0")
@@ -128,6 +129,19 @@ async def real_redis(prefix: str, redis_kind: str) -> AsyncIterator[aioredis.Red
     if keys:
         await client.delete(*keys)  # split per slot by a cluster client
     await client.aclose()
+
+
+@pytest.fixture
+async def proxied_redis(real_redis: aioredis.Redis) -> AsyncIterator[tuple[aioredis.Redis, TcpProxy]]:
+    """A client of the real single Redis through a :class:`TcpProxy` (which counts round trips, cuts, loses
+    replies), and that proxy; mark the test ``redis_kinds("single")``. Keys are deleted as ``real_redis``'s."""
+    async with TcpProxy("127.0.0.1", 6379) as proxy:
+        client = connect_redis(f"redis://127.0.0.1:{proxy.port}/0")
+        try:
+            await client.ping()
+            yield client, proxy
+        finally:
+            await client.aclose()
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ from bot.slack.question_records import QuestionRecords
 from bot.slack.wait_plan import DEADLINE, ESCALATE, REMIND, WaitPlan, WaitSettings
 from bot.slack.webapi import SlackWeb
 from bot.store import Keys
-from bot.store.connect import connect_redis
 from bot.store.conversations import ConversationIndex, MessageRef, asked_id
 from bot.store.inbox import Inbox
 from bot.store.schedule import DueItem, Schedule
@@ -80,18 +79,16 @@ async def test_a_question_closed_while_the_store_is_down_returns_none_and_raises
 
 @pytest.mark.real_redis
 @pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server counts the round trips
-async def test_a_question_shown_costs_two_round_trips_and_closed_three(real_redis: aioredis.Redis, prefix: str) -> None:
-    async with TcpProxy("127.0.0.1", 6379) as proxy:
-        client = connect_redis(f"redis://127.0.0.1:{proxy.port}/0")
-        try:
-            records, *_ = records_on(client, prefix)
-            await records.shown(CTX, "run-0", "c0", ts="9.9", approval=False, asked=None, expires_at=None)  # warm
-            asked = utcnow()
-            before = proxy.round_trips
-            await records.shown(CTX, "run-1", "c1", ts="100.2", approval=False, asked=asked, expires_at=asked)
-            assert proxy.round_trips - before == 2
-            before = proxy.round_trips
-            assert await records.closed("run-1", "c1", summary="answered", asked=asked)
-            assert proxy.round_trips - before == 3
-        finally:
-            await client.aclose()
+async def test_a_question_shown_costs_two_round_trips_and_closed_three(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], prefix: str
+) -> None:
+    client, proxy = proxied_redis
+    records, *_ = records_on(client, prefix)
+    await records.shown(CTX, "run-0", "c0", ts="9.9", approval=False, asked=None, expires_at=None)  # scripts loaded
+    asked = utcnow()
+    before = proxy.round_trips
+    await records.shown(CTX, "run-1", "c1", ts="100.2", approval=False, asked=asked, expires_at=asked)
+    assert proxy.round_trips - before == 2
+    before = proxy.round_trips
+    assert await records.closed("run-1", "c1", summary="answered", asked=asked)
+    assert proxy.round_trips - before == 3

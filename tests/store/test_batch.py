@@ -10,7 +10,6 @@ import redis.asyncio as aioredis
 from bot.errors import StoreUnavailable
 from bot.store import Keys
 from bot.store.batch import Batch
-from bot.store.connect import connect_redis
 from bot.store.conversations import ConversationIndex, MessageRef
 from bot.store.inbox import Inbox
 from bot.testing.tcp_proxy import TcpProxy
@@ -18,30 +17,27 @@ from bot.testing.tcp_proxy import TcpProxy
 
 @pytest.mark.real_redis
 @pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server counts the round trips
-async def test_commands_of_several_store_objects_go_in_one_round_trip(real_redis: aioredis.Redis, prefix: str) -> None:
-    async with TcpProxy("127.0.0.1", 6379) as proxy:
-        client = connect_redis(f"redis://127.0.0.1:{proxy.port}/0")
-        try:
-            await client.ping()
-            keys = Keys(prefix)
-            index, inbox = ConversationIndex(client, keys=keys), Inbox(client, keys=keys)
-            before = proxy.round_trips
-            batch = Batch(client)
-            index.queue_message(batch, "run-1", key="c1", ref=MessageRef("C1", "1.1", "7"))
-            inbox.queue_add(batch, "T1", ["U1", "U2"], run_id="run-1", call="c1", asked_ms=5)
-            await batch.run("writing")
-            assert proxy.round_trips - before == 1
+async def test_commands_of_several_store_objects_go_in_one_round_trip(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], prefix: str
+) -> None:
+    client, proxy = proxied_redis
+    keys = Keys(prefix)
+    index, inbox = ConversationIndex(client, keys=keys), Inbox(client, keys=keys)
+    before = proxy.round_trips
+    batch = Batch(client)
+    index.queue_message(batch, "run-1", key="c1", ref=MessageRef("C1", "1.1", "7"))
+    inbox.queue_add(batch, "T1", ["U1", "U2"], run_id="run-1", call="c1", asked_ms=5)
+    await batch.run("writing")
+    assert proxy.round_trips - before == 1
 
-            before = proxy.round_trips
-            reading = Batch(client)
-            owners = inbox.queue_owners(reading, "run-1", "c1")
-            shown = index.queue_messages(reading, "run-1", "c1", asked="7")
-            await reading.run("reading")
-            assert proxy.round_trips - before == 1
-            assert sorted(owners.value) == [("T1", "U1"), ("T1", "U2")]
-            assert shown.value == [MessageRef("C1", "1.1", "7")]
-        finally:
-            await client.aclose()
+    before = proxy.round_trips
+    reading = Batch(client)
+    owners = inbox.queue_owners(reading, "run-1", "c1")
+    shown = index.queue_messages(reading, "run-1", "c1", asked="7")
+    await reading.run("reading")
+    assert proxy.round_trips - before == 1
+    assert sorted(owners.value) == [("T1", "U1"), ("T1", "U2")]
+    assert shown.value == [MessageRef("C1", "1.1", "7")]
 
 
 @pytest.mark.real_redis
