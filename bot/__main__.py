@@ -65,14 +65,16 @@ async def until_sigterm(main: Coroutine[Any, Any, None]) -> None:
     """Await ``main``; SIGTERM cancels it as Ctrl-C does, and then this returns (exit status 0). The loop's own
     handler, so it works also where the process started with SIGINT ignored (``nohup cmd &`` in a script, some
     supervisors), which leaves asyncio.Runner without its SIGINT handler; a KeyboardInterrupt raised from a
-    ``signal.signal`` handler would land in whatever task runs, a traceback."""
+    ``signal.signal`` handler would land in whatever task runs, a traceback. A second SIGTERM changes nothing (a
+    Ctrl-C while it stops still cancels the clean-up, as asyncio.Runner's second Ctrl-C does)."""
     task = asyncio.current_task()
     assert task is not None
     stopped = asyncio.Event()
 
     def stop() -> None:
-        stopped.set()
-        task.cancel()
+        if not stopped.is_set():  # a second SIGTERM while it stops: let the clean-up finish
+            stopped.set()
+            task.cancel()
 
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop)

@@ -163,7 +163,9 @@ class Answering:
         question's messages and follow the resumed run (in a run slot: past the limits nothing is taken)."""
         check = await self.agent.check(state, call)
         if not isinstance(check, Open):
-            await self.not_open(check, state, ctx=ctx, call=call, user=where.user, say=say)
+            await self.not_open(
+                check, state, ctx=ctx, call=call, user=where.user, say=say, clicked=where.message_in(ctx)
+            )
             return
         slot = await self.slot(ctx, say, user=where.user)  # the answerer's request makes the run work
         if slot is None:
@@ -207,7 +209,7 @@ class Answering:
             say=say,
             claim=resume,
             outcome=outcome,
-            clicked=where.message(),
+            clicked=where.message_in(ctx),
         )
 
     async def settle(
@@ -234,7 +236,7 @@ class Answering:
             await say(f"I couldn't take that answer: {exc}")
             return
         except LOST_CLAIM:
-            await self.lost_claim(state.run_id, ctx, call=call, user=user, say=say)
+            await self.lost_claim(state.run_id, ctx, call=call, user=user, say=say, clicked=clicked)
             return
         except RunNotFound:
             await say(GONE)
@@ -259,10 +261,18 @@ class Answering:
         return slot
 
     async def lost_claim(
-        self, run_id: str, ctx: SlackContext, *, call: str, user: str, say: Say, kind: audit.Kind | None = None
+        self,
+        run_id: str,
+        ctx: SlackContext,
+        *,
+        call: str,
+        user: str,
+        say: Say,
+        kind: audit.Kind | None = None,
+        clicked: MessageRef | None = None,
     ) -> None:
         """After a claim on ``call`` lost (someone answered first, it expired, the run moved on): tell ``user`` what
-        the stored run says now."""
+        the stored run says now (``clicked``: the message acted on, see :meth:`not_open`)."""
         loaded = await self.load(run_id, say)
         if loaded is None:
             return
@@ -270,7 +280,7 @@ class Answering:
         if isinstance(check, Open):  # a concurrent write that was not an answer: nothing taken
             await say("Someone else changed this conversation at the same moment; please try again.")
         else:
-            await self.not_open(check, loaded[0], ctx=ctx, call=call, user=user, say=say, kind=kind)
+            await self.not_open(check, loaded[0], ctx=ctx, call=call, user=user, say=say, kind=kind, clicked=clicked)
 
     async def not_open(
         self,
@@ -282,10 +292,12 @@ class Answering:
         user: str,
         say: Say,
         kind: audit.Kind | None = None,
+        clicked: MessageRef | None = None,
     ) -> None:
         """Tell ``user`` why the question can't take their answer, and do what that outcome needs: close an
-        expired question's messages, or continue a run whose answer is recorded but that nobody drives. The
-        refusal is audited (``kind``: ``approval`` for a decision, when the call is no longer pending to tell)."""
+        expired question's messages (``clicked``, the message acted on, among them), or continue a run whose answer
+        is recorded but that nobody drives. The refusal is audited (``kind``: ``approval`` for a decision, when the
+        call is no longer pending to tell)."""
         if isinstance(check, Answered):
             audit.duplicate(state, call, user=user, kind=kind)
         else:
@@ -293,20 +305,23 @@ class Answering:
             audit.refused(state, call, user=user, reason=reason, kind=kind)
         await say(explain(check, user))
         if isinstance(check, Expired):
-            await self.expire(state, call)
+            await self.expire(state, call, clicked=clicked)
         elif isinstance(check, Answered):
             await self.continue_orphan(state, ctx)
 
-    async def expire(self, state: RunState, call: str) -> RunState:
-        """Close question ``call`` of ``state`` as expired (stored status and its messages). Raises nothing: a
-        store outage leaves the messages as they are."""
+    async def expire(self, state: RunState, call: str, *, clicked: MessageRef | None = None) -> RunState:
+        """Close question ``call`` of ``state`` as expired (stored status and its messages, ``clicked`` among them
+        even if never recorded). Raises nothing: a store outage leaves the messages as they are."""
         try:
             state = await self.agent.expire(state)
         except StoreUnavailable:
             return state
         pending = state.pending
         if pending is not None and pending.tool_call_id == call and pending.resume is None:
-            await self.follower.close_pending(state.run_id, pending, outcome=EXPIRED_OUTCOME, summary="expired")
+            outcome = EXPIRED_OUTCOME
+            await self.follower.close_pending(
+                state.run_id, pending, outcome=outcome, summary="expired", clicked=clicked
+            )
         return state
 
     async def continue_orphan(self, state: RunState, ctx: SlackContext) -> bool:

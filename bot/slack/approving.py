@@ -87,9 +87,12 @@ class Approving:
     ) -> None:
         """Claim the decision on ``call`` (policy already applied) and follow the run it continues."""
         say = self.answering.say_to(where, ctx)
+        clicked = where.message_in(ctx)  # closed with the recorded messages, recorded or not
         check = await self.answering.agent.check(state, call)
         if not isinstance(check, Open):
-            await self.answering.not_open(check, state, ctx=ctx, call=call, user=where.user, say=say, kind="approval")
+            await self.answering.not_open(
+                check, state, ctx=ctx, call=call, user=where.user, say=say, kind="approval", clicked=clicked
+            )
             return
         if check.pending.kind != "approval":
             await say(NOT_OPEN)
@@ -106,14 +109,14 @@ class Approving:
                 follower = self.answering.follower
                 if approved:
                     outcome = f":white_check_mark: Approved by <@{where.user}>"
-                    await follower.close_approval(state.run_id, payload, outcome=f"{outcome} · running…")
-                    decided = Decided(tool_call_id=call, payload=payload, outcome=outcome)
+                    running = f"{outcome} · running…"
+                    await follower.close_approval(state.run_id, payload, outcome=running, clicked=clicked)
+                    decided = Decided(tool_call_id=call, payload=payload, outcome=outcome, clicked=clicked)
                     await follower.follow(stream, ctx, decided=decided)
                 else:
                     why = f": {safe_mrkdwn(reason)}" if reason else ""
-                    await follower.close_approval(
-                        state.run_id, payload, outcome=f":no_entry_sign: Declined by <@{where.user}>{why}"
-                    )
+                    declined = f":no_entry_sign: Declined by <@{where.user}>{why}"
+                    await follower.close_approval(state.run_id, payload, outcome=declined, clicked=clicked)
                     await follower.follow(stream, ctx)
         finally:
             await slot.release()

@@ -129,12 +129,16 @@ class Where:
             thread_ts=_str(event.get("thread_ts") or event.get("ts")),
         )
 
-    def message(self) -> MessageRef | None:
-        """The bot's message acted on, on a ``message`` surface (a click on it); None elsewhere (an ephemeral, a
-        thread reply, Home, a modal)."""
-        if self.surface == "message" and self.channel_id and self.message_ts:
-            return MessageRef(channel_id=self.channel_id, ts=self.message_ts)
-        return None
+    def message_in(self, ctx: SlackContext) -> MessageRef | None:
+        """The bot's message acted on, when it lives in ``ctx``'s thread (a click on one of the run's messages there,
+        or on the thread's first message: an outside agent's question is posted as one); None for anything else: an
+        ephemeral, a thread reply, Home, a modal, or a message elsewhere (whatever a click's ``container`` says, the
+        bot rewrites no message outside the run's thread on its word)."""
+        if self.surface != "message" or not self.channel_id or not self.message_ts:
+            return None
+        if self.channel_id != ctx.channel_id or ctx.thread_ts not in (self.thread_ts, self.message_ts):
+            return None
+        return MessageRef(channel_id=self.channel_id, ts=self.message_ts)
 
 
 def _dict(value: Any) -> dict[str, Any]:

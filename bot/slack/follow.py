@@ -77,6 +77,7 @@ class Decided:
     payload: ApprovalPayload
     outcome: str
     started: float = field(default_factory=time.monotonic)
+    clicked: MessageRef | None = None  # the request's message the decision was made on (recorded or not)
 
 
 class Follower:
@@ -208,7 +209,8 @@ class Follower:
         if decided and result.tool_call_id == decided.tool_call_id:
             took = time.monotonic() - decided.started
             how = f"failed: {_result_error(result.result)}" if result.is_error else f"ran in {took:.1f} s"
-            await self.close_approval(run_id, decided.payload, outcome=f"{decided.outcome} · {how}")
+            outcome = f"{decided.outcome} · {how}"
+            await self.close_approval(run_id, decided.payload, outcome=outcome, clicked=decided.clicked)
 
     async def _reply(self, text: str, ctx: SlackContext) -> None:
         for part, blocks in bk.reply_messages(text, allow_user_mentions=self.allow_user_mentions):

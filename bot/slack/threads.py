@@ -131,10 +131,9 @@ class Threads:
         )
         with log_context(team_id=team, channel_id=channel, user_id=where.user):
             try:
-                if where.thread_ts == where.message_ts:  # the message starts its thread: nothing points at it yet
-                    pointed, previous = None, None  # (a duplicate delivery loses the thread's claim in _start)
-                else:
-                    pointed, previous = await self._previous(ctx)
+                # Read also for a message that starts its own thread: a redelivered job whose first worker claimed
+                # the thread and died before its run existed finds that claim here, and takes the thread after it.
+                pointed, previous = await self._previous(ctx)
                 if previous is not None and await self._answered_or_busy(previous, where, text):
                     return
                 if previous is not None and previous.status == "running":  # continued above: take its final state

@@ -61,7 +61,10 @@ class Withdrawing:
                 return
             check = await self.agent.check(state, call)
             if not isinstance(check, Open):
-                await self.answering.not_open(check, state, ctx=ctx, call=call, user=where.user, say=say)
+                clicked = where.message_in(ctx)
+                await self.answering.not_open(
+                    check, state, ctx=ctx, call=call, user=where.user, say=say, clicked=clicked
+                )
                 return
 
             async def withdraw() -> AgentStream:
@@ -78,7 +81,7 @@ class Withdrawing:
                 claim=withdraw,
                 outcome=withdrawn,
                 summary="withdrawn",
-                clicked=where.message(),
+                clicked=where.message_in(ctx),
             )
 
     async def stop(self, state: RunState, ctx: SlackContext, where: Where) -> None:

@@ -1,8 +1,10 @@
 """Commands of several store objects sent to Redis together (:class:`Batch`): one round trip where there were several.
 
 A batch is a redis-py pipeline without ``MULTI`` (its keys may live in different cluster slots: redis-py's cluster
-client splits it per node and sends those parts at once), so it is not atomic; what goes in one is writes that are
-each idempotent, and reads whose replies are independent of each other. Store objects queue their commands with
+client splits it per node and sends those parts at once), so it is not atomic; and redis-py sends the whole of it
+again when its reply is lost. So what goes in one is writes that are idempotent, as a whole when sent twice in
+order (a list push goes after an ``LREM`` of the same value), and reads whose replies are independent of each
+other. Store objects queue their commands with
 ``queue_*`` methods taking the batch; a read's reply is parsed into a :class:`Later`, whose ``value`` is there once
 :meth:`Batch.run` returned.
 """

@@ -87,6 +87,7 @@ class Inbox:
         for team_id, user in people:
             batch.pipe.zrem(self.keys.inbox(team_id, user), member)
             recent = self.keys.inbox_done(team_id, user)
+            batch.pipe.lrem(recent, 0, done)  # a batch resent after its reply was lost pushes the line once
             batch.pipe.lpush(recent, done)
             batch.pipe.ltrim(recent, 0, RECENT - 1)
             batch.pipe.expire(recent, self.retention)

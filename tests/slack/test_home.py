@@ -6,12 +6,14 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 
 from bot.agent.state import utcnow
 from bot.playground.home_tab import click_home, home_view, open_home
 from bot.testing.openai_server import Reply, tool_call
-from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, SINGLE, blocks_text, current, has_controls
+from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, SINGLE, ask, blocks_text, current, has_controls, text_is
+from bot.testing.tcp_proxy import TcpProxy
 
 AGENT = {"agent": "bot.testing.approval_agent:build"}
 
@@ -96,3 +98,27 @@ async def test_a_crowded_inbox_stays_within_slacks_100_blocks_and_says_how_many_
         view = home_view(h.ws, ALICE)
         assert view is not None and len(view["blocks"]) <= 100
         assert "more waiting" in blocks_text(view)
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
+async def test_a_close_whose_reply_was_lost_lists_the_question_once_under_recently_closed(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], harness: Any
+) -> None:
+    """Closing a question's inbox entries pushes its "recently closed" line; when that batch's reply is lost,
+    redis-py sends the whole batch again: the line was pushed twice and Alice's Home listed the question twice."""
+    client, proxy = proxied_redis
+    async with harness(client) as h:
+        thread, q = await ask(h, then="Carried on.")
+        await h.settle()
+        proxy.lose_next_reply(containing=b"LPUSH")  # the inbox close: applied, its reply lost
+        await h.ws.click(q, "web", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Carried on."))
+        await h.settle()
+        assert proxy.replies_lost == 1
+        await open_home(h.ws, ALICE)
+        await h.settle()
+        view = home_view(h.ws, ALICE)
+        assert view is not None
+        shown = blocks_text(view)
+        assert "Recently closed" in shown and shown.count("answered: *web*") == 1, shown

@@ -366,3 +366,23 @@ async def test_the_playground_stops_on_sigterm_as_on_ctrl_c_without_a_traceback(
     log = "\n".join(started) + "\n" + output.decode()
     assert proc.returncode == 0, log
     assert "Traceback" not in log and "ERROR" not in log, log
+
+
+async def test_a_second_sigterm_while_the_playground_stops_lets_it_finish_quietly() -> None:
+    """A supervisor signals again while the playground stops (``docker stop`` after a first SIGTERM): the second
+    cancelled the clean-up midway and the MCP server's uvicorn logged an ERROR traceback. (A Ctrl-C while it
+    stops still cancels the clean-up, as asyncio.Runner's second Ctrl-C does: a deliberate forced stop.)"""
+    proc = await start_bot("playground", env=clean_env(PORT="0", MCP_PORT=str(free_port())))
+    try:
+        started = await read_until(proc, "MCP server:")
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        output, _ = await asyncio.wait_for(proc.communicate(), 20)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    log = "\n".join(started) + "\n" + output.decode()
+    assert proc.returncode == 0, log
+    assert "Traceback" not in log and "ERROR" not in log, log

@@ -9,9 +9,12 @@ from typing import Any
 import fakeredis
 import pytest
 
+from bot.agent import new_run_id
 from bot.errors import StoreUnavailable
 from bot.ops.metrics import exposition
+from bot.playground.state import TEAM_ID
 from bot.store import Keys
+from bot.store.conversations import ConversationIndex
 from bot.store.work_queue import GROUP
 from bot.testing.openai_server import Reply
 from bot.testing.scrape import parse
@@ -165,6 +168,36 @@ async def test_a_job_run_by_a_stalled_worker_and_its_heir_at_once_is_answered_ex
         after = parse(exposition().decode())  # every process of the harness shares this registry
         assert after.since(before, "askbot_questions_answered_total", mode="single_select") == 1
         assert after.since(before, "askbot_run_resumes_total", trigger="answer") == 1
+
+
+async def test_a_mention_redelivered_after_its_worker_claimed_the_thread_and_died_is_still_answered(
+    fake_server: fakeredis.FakeServer, harness: Any, prefix: str
+) -> None:
+    """A worker took a top-level mention's job, marked the event seen and claimed the thread for its new run, then
+    died before the run existed. The job's next delivery must answer the mention (at least once). A top-level
+    mention that skipped reading the thread (nothing could point at it yet, it seemed) lost the thread's claim to
+    the dead worker's and told Alice "I'm still working on this thread" about a run that never existed."""
+    client = fakeredis.FakeAsyncRedis(server=fake_server)
+    async with harness(client) as h:
+        _web, worker = await start_split(h, fake_server)
+        key = Keys(prefix).work()
+        await client.xgroup_create(key, GROUP, id="0", mkstream=True)
+        h.model.script(Reply(text="Hello after a crash."))
+        d = await h.ws.mention(ALICE, GENERAL, "hi")
+        await h.settle()
+        taken = await client.xreadgroup(GROUP, "dead", {key: ">"}, count=10)
+        [mention] = [j for j in (json.loads(f[b"job"]) for _id, f in taken[0][1]) if j["fn"] == "on_mention"]
+        dead = ConversationIndex(client, keys=Keys(prefix))  # the dead worker's first steps, as its run_job made them
+        assert await dead.first_sight(str(mention["body"]["event_id"]), token=mention["id"])
+        claimed = await dead.claim_thread(
+            TEAM_ID, channel_id=GENERAL, thread_ts=d.message["ts"], run_id=new_run_id(), after=None
+        )
+        assert claimed
+        await worker.bot.run_job({**mention, "redelivered": True})
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d.message["ts"], predicate=text_is("Hello after a crash.")
+        )
+        assert [e["text"] for e in h.ws.ephemerals(user=ALICE)] == []
 
 
 @pytest.mark.xfail(

@@ -1,0 +1,142 @@
+"""A question whose message could not be recorded (a store blip just after the post) still closes on the message
+people act on: answered, withdrawn, decided (approvals) or found expired by a late click; and a click whose
+``container`` names a message outside the run's thread never makes the bot rewrite that message. Found by break
+tests of the round-trip change (db13520); the blip is simulated at the batch that records a shown question."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from bot.errors import StoreUnavailable
+from bot.slack import question_records
+from bot.testing import approval_agent
+from bot.testing.openai_server import Reply, tool_call
+from bot.testing.slack_scenarios import (
+    ALICE,
+    FREE,
+    GENERAL,
+    action_payload,
+    ask,
+    blocks_text,
+    button,
+    current,
+    has_controls,
+    is_answer_form,
+    past_deadline,
+    text_is,
+    thread_run_id,
+)
+
+
+def blip_recording_once(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The next batch that records a shown question fails (its post worked): returns what failed, once it did."""
+    failed: list[str] = []
+
+    class BlipOnce(question_records.Batch):
+        async def run(self, what: str) -> None:
+            if not failed and what.startswith("recording"):
+                failed.append(what)
+                raise StoreUnavailable("Redis error while recording a question: ConnectionError")
+            await super().run(what)
+
+    monkeypatch.setattr(question_records, "Batch", BlipOnce)
+    return failed
+
+
+@pytest.fixture
+def fresh_service() -> Any:
+    approval_agent.RESTARTS.clear()
+    approval_agent.GATE.clear()
+    yield
+    approval_agent.GATE.clear()
+
+
+async def test_an_approval_request_whose_message_could_not_be_recorded_shows_its_decision(
+    fake_redis: aioredis.Redis, harness: Any, monkeypatch: pytest.MonkeyPatch, fresh_service: None
+) -> None:
+    """Approved by its button, the request's message says who approved and how the call went, without controls;
+    it kept Approve / Decline (the decision closed only recorded messages)."""
+    failed = blip_recording_once(monkeypatch)
+    async with harness(fake_redis, settings={"agent": "bot.testing.approval_agent:build"}) as h:
+        h.model.script(Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]), Reply(text="Done."))
+        d = await h.ws.mention(ALICE, GENERAL, "restart api")
+        thread = d.message["ts"]
+        q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+        assert failed
+        await h.ws.click(q, "Approve", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        await h.settle()
+        after = await current(h, q)
+        assert approval_agent.RESTARTS == ["api"]
+        assert not has_controls(after), blocks_text(after)
+        assert "Approved by" in blocks_text(after) and "ran in" in blocks_text(after)
+
+
+async def test_a_late_click_on_an_unrecorded_question_closes_the_message_clicked_as_expired(
+    fake_redis: aioredis.Redis, harness: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past its deadline a click is told "expired" and the question closes as expired; the clicked message kept
+    its buttons (each further click said "expired" again)."""
+    failed = blip_recording_once(monkeypatch)
+    async with harness(fake_redis) as h:
+        thread, q = await ask(h, then="Went on.")
+        assert failed
+        await past_deadline(h, thread)
+        await h.ws.click(q, "api", user=ALICE)
+        await h.ws.wait_for_ephemeral(user=ALICE)
+        await h.settle()
+        after = await current(h, q)
+        assert not has_controls(after), blocks_text(after)
+
+
+async def test_a_forged_click_on_an_unrecorded_question_rewrites_no_message_of_another_run(
+    fake_redis: aioredis.Redis, harness: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a leaked signing secret, a click carrying the first question's button but naming Alice's other question
+    (another thread, another run; its thread_ts dropped) as its container: nothing may be written to a message the
+    run does not own. The answer is the first question's (its button says so); the other run's message was
+    rewritten with that outcome, its buttons gone while its run still waits."""
+    failed = blip_recording_once(monkeypatch)
+    async with harness(fake_redis) as h:
+        _t1, first = await ask(h, then="First done.")
+        assert failed
+        h.model.reset()
+        t2, other = await ask(h, then="Other done.", call_id="c2")
+        h.model.script(Reply(text="First done."))
+        payload = action_payload(h, other, button(first, 1), user=ALICE)
+        payload["message"].pop("thread_ts", None)
+        payload["container"].pop("thread_ts", None)
+        await h.ws.sender.send_interaction(payload)
+        await h.settle()
+        pending = (await h.bot.agent.get_run(await thread_run_id(h, t2))).pending
+        assert pending is not None and pending.tool_call_id == "c2"  # the other run still waits...
+        assert has_controls(await current(h, other))  # ...so its message keeps its buttons
+        assert [c for c in h.ws.calls("chat.update") if c.params.get("ts") == other["ts"]] == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: a free-text question answered through its form or by a thread reply gives no clicked message "
+    "(the submission comes from the modal, the reply from the thread), so an unrecorded question message keeps its "
+    "buttons; the form could carry the message it was opened from in its signed metadata",
+)
+@pytest.mark.parametrize("how", ["answer form", "thread reply"])
+async def test_a_free_text_question_whose_message_could_not_be_recorded_shows_its_answered_state(
+    fake_redis: aioredis.Redis, harness: Any, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    failed = blip_recording_once(monkeypatch)
+    async with harness(fake_redis) as h:
+        thread, q = await ask(h, FREE, then="Goal noted.")
+        assert failed
+        if how == "answer form":
+            await h.ws.click(q, "Answer", user=ALICE)
+            view = await h.ws.wait_for_view(user=ALICE, predicate=is_answer_form)
+            await h.ws.submit_view(view, {"answer_input": {"answer_text": "Ship v2"}}, user=ALICE)
+        else:
+            await h.ws.reply_in_thread(ALICE, GENERAL, thread, "Ship v2")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Goal noted."))
+        after = await current(h, q)
+        assert not has_controls(after), blocks_text(after)
