@@ -30,7 +30,7 @@ from bot.slack.mrkdwn import clip, escape
 from bot.slack.notices import NOT_OPEN, STORE_DOWN, explain
 from bot.slack.picks import Pick, button_ref
 from bot.slack.refs import QuestionRef
-from bot.store.conversations import asked_id
+from bot.store.conversations import MessageRef, asked_id
 
 MODAL_CHECK_SECONDS = 2.0  # a view_submission must be acked within 3 s
 # Context keys an ack function leaves for its lazy function (Bolt copies the context to it after the ack).
@@ -48,23 +48,35 @@ class AnswerModal:
         self.key = key
 
     def metadata(
-        self, *, run_id: str, call: str, user: str, view_id: str, asked: datetime | None = None
+        self,
+        *,
+        run_id: str,
+        call: str,
+        user: str,
+        view_id: str,
+        asked: datetime | None = None,
+        message_ts: str = "",
     ) -> dict[str, str]:
         """The form's ``private_metadata``: the question (and which asking of it, ``asked``), the person it was
-        opened for, the view, and a signature of them (HMAC-SHA256), so a submission is tied to a form this bot
-        opened for that person and that question."""
-        fields = {"r": run_id, "c": call, "u": user, "v": view_id, "a": asked_id(asked)}
+        opened for, the view, the question's message it was opened from (``message_ts``, in the run's thread; ""
+        for none) and a signature of them (HMAC-SHA256), so a submission is tied to a form this bot opened for that
+        person and that question."""
+        fields = {"r": run_id, "c": call, "u": user, "v": view_id, "a": asked_id(asked), "m": message_ts}
+        if not message_ts:
+            del fields["m"]
         return {**fields, "s": self._sign(fields)}
 
     def opened_by_us(self, meta: dict[str, str], *, user: str, view_id: str) -> bool:
         """Whether ``meta`` (a submitted form's metadata) is a form the bot opened for ``user`` as view ``view_id``."""
-        fields = {k: meta.get(k, "") for k in ("r", "c", "u", "v", "a")}
+        fields = {k: meta.get(k, "") for k in ("r", "c", "u", "v", "a", "m")}
         if not all(fields[k] for k in ("r", "c", "u", "v")) or fields["u"] != user or fields["v"] != view_id:
             return False
         return hmac.compare_digest(self._sign(fields), meta.get("s", ""))
 
     def _sign(self, fields: dict[str, str]) -> str:
-        text = "|".join(fields[k] for k in ("r", "c", "u", "v", "a"))
+        text = "|".join(fields.get(k, "") for k in ("r", "c", "u", "v", "a"))
+        if fields.get("m"):  # forms opened before the message was carried verify as they were signed
+            text += "|" + fields["m"]
         return hmac.new(self.key, text.encode(), hashlib.sha256).hexdigest()[:32]
 
     # --- the answer modal ------------------------------------------------------------------------
@@ -107,7 +119,15 @@ class AnswerModal:
                 return
             payload = AskUserPayload.model_validate(check.pending.suspend_payload)
             asked = check.pending.suspended_at
-            meta = self.metadata(run_id=ref.run_id, call=ref.call, user=where.user, view_id=view_id, asked=asked)
+            shown = where.message_in(ctx)  # closed with the recorded messages once answered, recorded or not
+            meta = self.metadata(
+                run_id=ref.run_id,
+                call=ref.call,
+                user=where.user,
+                view_id=view_id,
+                asked=asked,
+                message_ts=shown.ts if shown is not None else "",
+            )
             if payload.form is not None and payload.form.fields:  # a server's question: a field each
                 form = modals.form_modal(payload.form, payload.question, private_metadata=meta)
             else:
@@ -221,7 +241,9 @@ class AnswerModal:
             if not ok:
                 await say(self.answering.policy.refusal(ctx))
                 return
-            await self.answering.take(state, ctx, call=call, where=where, pick=pick, say=say)
+            meta = modals.modal_metadata(body.get("view") or {})  # signed: checked by form_question above
+            opened_from = MessageRef(channel_id=ctx.channel_id, ts=meta["m"]) if meta.get("m") else None
+            await self.answering.take(state, ctx, call=call, where=where, pick=pick, say=say, clicked=opened_from)
 
     async def form_question(self, body: dict[str, Any]) -> Found | str:
         """The run, context and question a submitted form (answer or decline modal) is about, if this bot opened

@@ -158,20 +158,30 @@ class Answering:
 
     # --- the claim -------------------------------------------------------------------------------
 
-    async def take(self, state: RunState, ctx: SlackContext, *, call: str, where: Where, pick: Pick, say: Say) -> None:
+    async def take(
+        self,
+        state: RunState,
+        ctx: SlackContext,
+        *,
+        call: str,
+        where: Where,
+        pick: Pick,
+        say: Say,
+        clicked: MessageRef | None = None,
+    ) -> None:
         """Claim an answer to question ``call`` of ``state`` (policy already applied); on success update the
-        question's messages and follow the resumed run (in a run slot: past the limits nothing is taken)."""
+        question's messages (``clicked``, the one it was given on, among them: by default the message of ``where``
+        in the run's thread) and follow the resumed run (in a run slot: past the limits nothing is taken)."""
+        clicked = clicked or where.message_in(ctx)
         check = await self.agent.check(state, call)
         if not isinstance(check, Open):
-            await self.not_open(
-                check, state, ctx=ctx, call=call, user=where.user, say=say, clicked=where.message_in(ctx)
-            )
+            await self.not_open(check, state, ctx=ctx, call=call, user=where.user, say=say, clicked=clicked)
             return
         slot = await self.slot(ctx, say, user=where.user)  # the answerer's request makes the run work
         if slot is None:
             return
         try:
-            await self._claim(state, ctx, check.pending, call=call, where=where, pick=pick, say=say)
+            await self._claim(state, ctx, check.pending, call=call, where=where, pick=pick, say=say, clicked=clicked)
         finally:
             await slot.release()
 
@@ -185,6 +195,7 @@ class Answering:
         where: Where,
         pick: Pick,
         say: Say,
+        clicked: MessageRef | None,
     ) -> None:
         payload = AskUserPayload.model_validate(pending.suspend_payload)
         try:
@@ -209,7 +220,7 @@ class Answering:
             say=say,
             claim=resume,
             outcome=outcome,
-            clicked=where.message_in(ctx),
+            clicked=clicked,
         )
 
     async def settle(

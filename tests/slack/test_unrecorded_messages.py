@@ -5,13 +5,16 @@ tests of the round-trip change (db13520); the blip is simulated at the batch tha
 
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+import hmac
+from typing import Any, cast
 
 import pytest
 import redis.asyncio as aioredis
 
 from bot.errors import StoreUnavailable
 from bot.slack import question_records
+from bot.slack.answer_modal import AnswerModal
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import (
@@ -117,16 +120,19 @@ async def test_a_forged_click_on_an_unrecorded_question_rewrites_no_message_of_a
         assert [c for c in h.ws.calls("chat.update") if c.params.get("ts") == other["ts"]] == []
 
 
-@pytest.mark.xfail(
+THREAD_REPLY_GAP = pytest.mark.xfail(
     strict=True,
-    reason="known gap: a free-text question answered through its form or by a thread reply gives no clicked message "
-    "(the submission comes from the modal, the reply from the thread), so an unrecorded question message keeps its "
-    "buttons; the form could carry the message it was opened from in its signed metadata",
+    reason="known gap: an answer typed as a thread reply names no message (it comes from the thread), so a question "
+    "message that was never recorded keeps its buttons",
 )
-@pytest.mark.parametrize("how", ["answer form", "thread reply"])
+
+
+@pytest.mark.parametrize("how", ["answer form", pytest.param("thread reply", marks=THREAD_REPLY_GAP)])
 async def test_a_free_text_question_whose_message_could_not_be_recorded_shows_its_answered_state(
     fake_redis: aioredis.Redis, harness: Any, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
+    """Answered through its Answer form, the question's message closes too: the form carries, signed, the message
+    it was opened from (the submission comes from the modal, which names no message)."""
     failed = blip_recording_once(monkeypatch)
     async with harness(fake_redis) as h:
         thread, q = await ask(h, FREE, then="Goal noted.")
@@ -140,3 +146,18 @@ async def test_a_free_text_question_whose_message_could_not_be_recorded_shows_it
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Goal noted."))
         after = await current(h, q)
         assert not has_controls(after), blocks_text(after)
+
+
+def test_the_forms_signed_metadata_carries_its_message_and_forms_opened_before_still_verify() -> None:
+    """The message a form was opened from is signed with the rest (a submission can't name another message to
+    close); a form opened before it was carried (no ``m``) still verifies, as it was signed."""
+    forms = AnswerModal(cast(Any, None), key=b"k" * 32)
+    meta = forms.metadata(run_id="run_1", call="c1", user="U1", view_id="V1", message_ts="100.2")
+    assert meta["m"] == "100.2" and forms.opened_by_us(meta, user="U1", view_id="V1")
+    assert not forms.opened_by_us({**meta, "m": "100.3"}, user="U1", view_id="V1")
+    assert not forms.opened_by_us({k: v for k, v in meta.items() if k != "m"}, user="U1", view_id="V1")
+    old = {"r": "run_1", "c": "c1", "u": "U1", "v": "V1", "a": ""}
+    digest = hmac.new(b"k" * 32, "|".join(old.values()).encode(), hashlib.sha256).hexdigest()[:32]
+    old_meta = {**old, "s": digest}  # signed as before the message was carried
+    assert forms.metadata(run_id="run_1", call="c1", user="U1", view_id="V1") == old_meta
+    assert forms.opened_by_us(old_meta, user="U1", view_id="V1")
