@@ -24,8 +24,9 @@ from bot.agent.text import is_blank
 from bot.errors import StoreUnavailable
 from bot.logs import log_context
 from bot.slack import modals
-from bot.slack.answering import Answering, Found
+from bot.slack.answering import Answering
 from bot.slack.context import Where
+from bot.slack.lookup import Found
 from bot.slack.mrkdwn import clip, escape
 from bot.slack.notices import NOT_OPEN, STORE_DOWN, explain
 from bot.slack.picks import Pick, button_ref

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bot.agent import Agent
-from bot.agent.answers import AnswerCheck, Answered, Expired, Open, question_of
+from bot.agent.answers import AnswerCheck, Answered, Expired, Open
 from bot.agent.ask_user import AskUserPayload
 from bot.agent.forms import FormReply
 from bot.agent.state import PendingCall, ResumeData, RunState
@@ -44,18 +44,16 @@ from bot.slack.answer_policy import AnswerPolicy
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import Follower
 from bot.slack.limits import RunGate, Slot
+from bot.slack.lookup import QuestionLookup, Say
 from bot.slack.notices import (
     EXPIRED_OUTCOME,
     GONE,
     MULTI_HINT,
-    NOT_OPEN,
     STORE_DOWN,
     UNKNOWN_BUTTON,
-    UNREADABLE,
     explain,
 )
 from bot.slack.picks import Pick, label, resume_data, shown, ticked
-from bot.slack.placement import misplaced
 from bot.slack.refs import BadReference, QuestionRef, parse_index
 from bot.slack.typed_answers import labels_in_text
 from bot.slack.webapi import SlackWeb
@@ -63,14 +61,11 @@ from bot.store.conversations import ConversationIndex, MessageRef
 
 log = logging.getLogger(__name__)
 
-Say = Callable[[str], Awaitable[Any]]
-Found = tuple[RunState, SlackContext, str]
-"""A loaded run, its Slack context and the ``tool_call_id`` of the question a request names."""
 LOST_CLAIM = (RunAlreadyResumed, QuestionExpired, RunNotResumable, RunConflict, ToolCallNotPending)
 """What a claim raises when it lost to another write; :meth:`Answering.lost_claim` says what the run shows now."""
 
 
-class Answering:
+class Answering(QuestionLookup):
     """Takes answers for ``agent``'s runs; see the module docstring."""
 
     def __init__(
@@ -356,65 +351,3 @@ class Answering:
             return True
         finally:
             await slot.release()
-
-    # --- helpers ---------------------------------------------------------------------------------
-
-    async def load(self, run_id: str, say: Say) -> tuple[RunState, SlackContext] | None:
-        """The run and its Slack context, or None after telling the person why not."""
-        try:
-            state = await self.agent.get_run(run_id)
-            return state, SlackContext.of(state)
-        except RunNotFound:
-            await say(GONE)
-        except StoreCorrupt as exc:
-            log.error("run %s: stored record unreadable (%s); the person was told to start again", run_id, exc)
-            await say(UNREADABLE)
-        except StoreUnavailable:
-            await say(STORE_DOWN)
-        return None
-
-    async def find(self, ref: QuestionRef, say: Say, *, where: Where | None = None) -> Found | None:
-        """The run, context and question ``ref`` names, and when ``where`` is given, only if the request comes from
-        there (:meth:`belongs`); or None after telling the person why not (gone, unreadable, store down, no such
-        question, not from the run's messages)."""
-        loaded = await self.load(ref.run_id, say)
-        if loaded is None:
-            return None
-        state, ctx = loaded
-        call = question_of(state, ref.matches)
-        if call is None:
-            await say(NOT_OPEN)
-            return None
-        problem = await misplaced(self.index, where, ctx, state=state, call=call) if where is not None else None
-        if problem:
-            await say(problem)
-            return None
-        return state, ctx, call
-
-    async def find_or_reason(self, ref: QuestionRef) -> Found | str:
-        """:meth:`find` for a modal's submission, whose ack answers with an error instead of a message: the found
-        question, or what the person would have been told."""
-        told: list[str] = []
-
-        async def keep(text: str) -> None:
-            told.append(text)
-
-        found = await self.find(ref, keep)
-        return found if found is not None else (told[0] if told else NOT_OPEN)
-
-    async def vet(self, ref: QuestionRef, where: Where, say: Say) -> Found | None:
-        """:meth:`find` from ``where``, then the answer policy (:meth:`may_answer`); or None after telling why not."""
-        found = await self.find(ref, say, where=where)
-        if found is None:
-            return None
-        state, ctx, call = found
-        try:
-            ok = await self.policy.allowed(ctx, where.user, run_id=state.run_id, call=call, channel=where.channel_id)
-        except StoreUnavailable:
-            await say(STORE_DOWN)
-            return None
-        if not ok:
-            audit.refused(state, call, user=where.user, reason="not_allowed")
-            await say(self.policy.refusal(ctx))
-            return None
-        return found

@@ -23,11 +23,12 @@ from bot.logs import log_context
 from bot.ops import audit
 from bot.slack import modals
 from bot.slack.answer_modal import LOADING_VIEW, AnswerModal
-from bot.slack.answering import LOST_CLAIM, Answering, Found, Say
+from bot.slack.answering import LOST_CLAIM, Answering
 from bot.slack.approval_blocks import details_text
 from bot.slack.approvers import ApproverPolicy
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import Decided
+from bot.slack.lookup import Found, Say
 from bot.slack.notices import GONE, NOT_OPEN, STORE_DOWN
 from bot.slack.picks import button_ref
 from bot.slack.refs import QuestionRef
