@@ -55,6 +55,7 @@ from bot.slack.notices import (
 )
 from bot.slack.picks import Pick, label, resume_data, shown, ticked
 from bot.slack.refs import BadReference, QuestionRef, parse_index
+from bot.slack.runner import REDELIVERED
 from bot.slack.typed_answers import labels_in_text
 from bot.slack.webapi import SlackWeb
 from bot.store.conversations import ConversationIndex, MessageRef
@@ -304,6 +305,11 @@ class Answering(QuestionLookup):
         expired question's messages (``clicked``, the message acted on, among them), or continue a run whose answer
         is recorded but that nobody drives. The refusal is audited (``kind``: ``approval`` for a decision, when the
         call is no longer pending to tell)."""
+        if isinstance(check, Answered) and REDELIVERED.get() and check.answer.answered_by == user:
+            # A redelivered job finding its own person's answer: its first delivery made that claim and its worker
+            # died (a second click by the same person is its own job, not a redelivery): nothing to refuse.
+            await self.continue_orphan(state, ctx)
+            return
         if isinstance(check, Answered):
             audit.duplicate(state, call, user=user, kind=kind)
         else:

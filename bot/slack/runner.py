@@ -26,6 +26,7 @@ import asyncio
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from slack_bolt.kwargs_injection.async_utils import build_async_required_kwargs
@@ -215,6 +216,11 @@ class QueueRunner(InProcessRunner):
             await self.on_store_down(request.body)
 
 
+REDELIVERED: ContextVar[bool] = ContextVar("redelivered", default=False)
+"""True while a worker runs a job that a dead (or stalled) worker took before (``"redelivered"`` in the job): what
+that earlier delivery already did may be this job's own doing (see :meth:`bot.slack.answering.Answering.not_open`)."""
+
+
 class LazyJobs:
     """The lazy functions a worker may run, by the name Bolt gives them (their ``__name__``); ``version`` and
     ``upgrades``: the job shape this worker runs and how older shapes become it (see the module docstring; tests
@@ -264,4 +270,8 @@ class LazyJobs:
         context = {**(job.get("context") or {}), "client": client, "job_id": str(job.get("id") or "")}
         request = AsyncBoltRequest(body=body, mode="socket_mode", context=context)
         request.lazy_only, request.lazy_function_name = True, str(name)
-        await runner.run(function, request)
+        token = REDELIVERED.set(bool(queued.get("redelivered")))
+        try:
+            await runner.run(function, request)
+        finally:
+            REDELIVERED.reset(token)
