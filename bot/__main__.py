@@ -85,6 +85,8 @@ async def until_sigterm(main: Coroutine[Any, Any, None]) -> None:
             raise
     finally:
         loop.remove_signal_handler(signal.SIGTERM)
+        if stopped.is_set():  # stopping: a later SIGTERM, until the loop is closed and the process exits, is moot
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def choose_transport(settings: Settings, requested: Transport | None) -> Transport:

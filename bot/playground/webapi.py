@@ -62,6 +62,26 @@ def _metadata(params: JSON) -> JSON | None:
     return {"event_type": value["event_type"], "event_payload": copy.deepcopy(payload)}
 
 
+def _in_range(ts: str, params: JSON) -> bool:
+    """Slack's ``oldest`` / ``latest`` / ``inclusive`` of conversations.history and .replies: messages after
+    ``oldest`` and before ``latest`` (each end included with ``inclusive``); no bound when absent. Raises
+    ``ApiError`` ``invalid_ts_oldest`` / ``invalid_ts_latest`` for a bound that is not a timestamp."""
+    inclusive = str(params.get("inclusive", "")).lower() in ("true", "1")
+    when = float(ts)
+    for bound, after in (("oldest", True), ("latest", False)):
+        if params.get(bound) in (None, ""):
+            continue
+        try:
+            edge = float(str(params[bound]))
+        except ValueError:
+            raise ApiError(f"invalid_ts_{bound}") from None
+        if when == edge and not inclusive:
+            return False
+        if (when < edge) if after else (when > edge):
+            return False
+    return True
+
+
 def _listed(messages: list[JSON], params: JSON) -> list[JSON]:
     """Messages as history / replies list them: ``metadata`` only with ``include_all_metadata``."""
     listed = copy.deepcopy(messages)
@@ -390,7 +410,7 @@ class WebApi:
             raise ApiError("thread_not_found")
         target = conversation.messages[ts]
         root = str(target.get("thread_ts", ts))
-        messages = conversation.replies(root) or [target]
+        messages = [m for m in conversation.replies(root) or [target] if _in_range(str(m["ts"]), params)]
         return {
             "ok": True,
             "messages": _listed(messages, params),
@@ -401,7 +421,11 @@ class WebApi:
     async def conversations_history(self, params: JSON) -> JSON:
         channel = self._channel(params)
         conversation = self.state.conversations[channel]
-        top = [m for m in conversation.messages.values() if m.get("thread_ts", m["ts"]) == m["ts"]]
+        top = [
+            m
+            for m in conversation.messages.values()
+            if m.get("thread_ts", m["ts"]) == m["ts"] and _in_range(str(m["ts"]), params)
+        ]
         limit = int(params.get("limit") or 100)
         return {
             "ok": True,

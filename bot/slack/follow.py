@@ -5,7 +5,9 @@ run), then its question, its approval request or its failure, in its thread.
 :class:`bot.slack.status.ThreadStatus`, the reply :class:`bot.slack.reply_stream.ReplyStream`. A question is posted with
 its Block Kit (plain text if Slack refuses the blocks: a reply in the thread still answers it) and every
 message that shows it is recorded (:meth:`bot.store.conversations.ConversationIndex.add_message`):
-only those messages are ever updated for that question. :meth:`Follower.close_question` updates them to the
+only those messages are updated for that question, and the message a person acted on when it was never
+recorded (a store blip when it was posted), once Slack's copy of it (``conversations.replies``) shows that
+question. :meth:`Follower.close_question` updates them to the
 question's outcome (answered, expired), rendered from the stored question.
 """
 
@@ -258,8 +260,8 @@ class Follower:
         what = f"Run `{escape(approval.tool_name)}`"
         summary = closed_summary(what, outcome)
         refs = await self.records.closed(run_id, approval.tool_call_id, summary=summary, asked=approval.asked_at)
-        refs = with_clicked(refs, clicked)
         ref = QuestionRef.of(run_id, approval.tool_call_id)
+        refs = await self._with_clicked(refs, clicked, ref)
         blocks = approval_outcome_blocks(approval, ref=ref, outcome=outcome)
         for message in refs:
             await self.web.update(
@@ -278,6 +280,24 @@ class Follower:
                 await self.index.add_message(run_id, key=FAILURE, ref=MessageRef(channel_id=ctx.channel_id, ts=ts))
             except StoreUnavailable:
                 log.warning("run %s: could not record the failure notice", run_id)
+
+    async def _with_clicked(
+        self, refs: list[MessageRef] | None, clicked: MessageRef | None, ref: QuestionRef
+    ) -> list[MessageRef]:
+        """The messages to close: ``refs`` (those recorded; None: unreadable) and ``clicked`` (the one acted on)
+        once. A clicked message not among them (a store blip when it was posted) is read back from Slack first and
+        closed only if it shows question ``ref``: a click's ``container`` is the payload's word, and a forged one
+        must not make the bot rewrite another message."""
+        refs = list(refs or [])
+        if clicked is None or any(r.channel_id == clicked.channel_id and r.ts == clicked.ts for r in refs):
+            return refs
+        message = await self.web.message(clicked.channel_id, clicked.ts)
+        if message is not None and ref.shown_in(message):
+            return [*refs, clicked]
+        log.warning(
+            "run %s: the message acted on (%s) does not show its question; left as it is", ref.run_id, clicked.ts
+        )
+        return refs
 
     async def close_pending(
         self, run_id: str, pending: PendingCall, *, outcome: str, summary: str, clicked: MessageRef | None = None
@@ -313,20 +333,13 @@ class Follower:
         once) to its outcome: the question without controls and ``outcome`` (mrkdwn) below it; ``summary`` is the
         notification text's suffix (e.g. ``"answered"``)."""
         summary_text = closed_summary(payload.question, outcome)
-        refs = with_clicked(await self.records.closed(run_id, tool_call_id, summary=summary_text, asked=asked), clicked)
+        refs = await self.records.closed(run_id, tool_call_id, summary=summary_text, asked=asked)
         ref = QuestionRef.of(run_id, tool_call_id)
+        refs = await self._with_clicked(refs, clicked, ref)
         text = f"{escape(clip(payload.question, 3000))} ({summary})"
         blocks = bk.outcome_blocks(payload, ref=ref, outcome=outcome, allow_user_mentions=self.allow_user_mentions)
         for message in refs:
             await self.web.update(message.channel_id, message.ts, text=text, blocks=blocks)
-
-
-def with_clicked(refs: list[MessageRef] | None, clicked: MessageRef | None) -> list[MessageRef]:
-    """The messages to close: ``refs`` (those recorded; None: unreadable) and ``clicked`` (the one acted on) once."""
-    refs = list(refs or [])
-    if clicked is not None and not any(r.channel_id == clicked.channel_id and r.ts == clicked.ts for r in refs):
-        refs.append(clicked)
-    return refs
 
 
 def _result_error(result: object) -> str:

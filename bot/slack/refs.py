@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from bot.errors import BotError
 
@@ -59,6 +60,20 @@ class QuestionRef:
         if len(parts) != 4 or parts[0] != "ask" or not parts[1] or not parts[2]:
             raise BadReference("not a question block")
         return cls(run_id=parts[1], call=parts[2]), parts[3]
+
+    def shown_in(self, message: dict[str, Any]) -> bool:
+        """Whether ``message`` (as Slack returns it) shows this question: one of its blocks carries this reference
+        (:meth:`block_id`: the question, its outcome, an approval request or its decision)."""
+        for block in message.get("blocks") or []:
+            try:
+                ref, _part = QuestionRef.from_block_id(
+                    str(block.get("block_id", "")) if isinstance(block, dict) else ""
+                )
+            except BadReference:
+                continue
+            if ref == self:
+                return True
+        return False
 
     @classmethod
     def from_value(cls, value: str) -> tuple[QuestionRef, int]:

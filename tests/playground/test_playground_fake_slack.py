@@ -238,3 +238,24 @@ async def test_fault_injection_and_subscription(client: AsyncWebClient, fake: Fa
     events = [queue.get_nowait() for _ in range(queue.qsize())]
     assert [e["type"] for e in events] == ["api_call", "message", "api_call", "api_call"]
     fake.unsubscribe(queue)
+
+
+async def test_replies_and_history_keep_to_oldest_latest_and_inclusive(client: AsyncWebClient) -> None:
+    """Slack's bounds: messages after ``oldest`` and before ``latest``, each end only with ``inclusive``; a bound
+    that is not a timestamp is ``invalid_ts_oldest`` / ``invalid_ts_latest``."""
+    parent = await client.chat_postMessage(channel="C_GENERAL", text="top")
+    first = await client.chat_postMessage(channel="C_GENERAL", text="one", thread_ts=parent["ts"])
+    await client.chat_postMessage(channel="C_GENERAL", text="two", thread_ts=parent["ts"])
+    ts = first["ts"]
+    exact = await client.conversations_replies(channel="C_GENERAL", ts=ts, oldest=ts, latest=ts, inclusive=True)
+    assert [m["text"] for m in exact["messages"]] == ["one"]
+    shut = await client.conversations_replies(channel="C_GENERAL", ts=ts, oldest=ts, latest=ts)
+    assert shut["messages"] == []
+    after = await client.conversations_replies(channel="C_GENERAL", ts=parent["ts"], oldest=ts)
+    assert [m["text"] for m in after["messages"]] == ["two"]
+    top = await client.conversations_history(channel="C_GENERAL", latest=parent["ts"], inclusive=True)
+    assert [m["text"] for m in top["messages"]] == ["top"]
+    for bound in ("oldest", "latest"):
+        with pytest.raises(SlackApiError) as refused:
+            await client.conversations_replies(channel="C_GENERAL", ts=ts, **{bound: "yesterday"})
+        assert refused.value.response["error"] == f"invalid_ts_{bound}"

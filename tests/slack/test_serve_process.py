@@ -368,17 +368,25 @@ async def test_the_playground_stops_on_sigterm_as_on_ctrl_c_without_a_traceback(
     assert "Traceback" not in log and "ERROR" not in log, log
 
 
-async def test_a_second_sigterm_while_the_playground_stops_lets_it_finish_quietly() -> None:
-    """A supervisor signals again while the playground stops (``docker stop`` after a first SIGTERM): the second
-    cancelled the clean-up midway and the MCP server's uvicorn logged an ERROR traceback. (A Ctrl-C while it
-    stops still cancels the clean-up, as asyncio.Runner's second Ctrl-C does: a deliberate forced stop.)"""
+async def test_sigterms_repeated_until_the_playground_has_exited_never_kill_it() -> None:
+    """A supervisor that keeps signalling (every few ms) until the process is gone (``docker stop`` after a first
+    SIGTERM): each SIGTERM after the first changes nothing, to the very end. The second cancelled the clean-up
+    midway (uvicorn logged an ERROR traceback), and one after the loop's handler was removed killed the process
+    (status -15). (A Ctrl-C while it stops still cancels the clean-up, as asyncio.Runner's second Ctrl-C does.)"""
     proc = await start_bot("playground", env=clean_env(PORT="0", MCP_PORT=str(free_port())))
     try:
         started = await read_until(proc, "MCP server:")
         proc.send_signal(signal.SIGTERM)
-        await asyncio.sleep(0.05)
-        proc.send_signal(signal.SIGTERM)
+
+        async def keep_signalling() -> None:
+            while proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+                await asyncio.sleep(0.002)
+
+        signaller = asyncio.create_task(keep_signalling())
         output, _ = await asyncio.wait_for(proc.communicate(), 20)
+        signaller.cancel()
     finally:
         if proc.returncode is None:
             proc.kill()

@@ -21,6 +21,7 @@ from bot.testing.slack_scenarios import (
     ALICE,
     FREE,
     GENERAL,
+    SINGLE,
     action_payload,
     ask,
     blocks_text,
@@ -34,18 +35,21 @@ from bot.testing.slack_scenarios import (
 )
 
 
-def blip_recording_once(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The next batch that records a shown question fails (its post worked): returns what failed, once it did."""
+def blip_recording_once(monkeypatch: pytest.MonkeyPatch, nth: int = 1) -> list[str]:
+    """The ``nth`` batch that records a shown question fails (its post worked): returns what failed, once it did."""
+    seen: list[str] = []
     failed: list[str] = []
 
-    class BlipOnce(question_records.Batch):
+    class Blip(question_records.Batch):
         async def run(self, what: str) -> None:
-            if not failed and what.startswith("recording"):
-                failed.append(what)
-                raise StoreUnavailable("Redis error while recording a question: ConnectionError")
+            if what.startswith("recording"):
+                seen.append(what)
+                if len(seen) == nth:
+                    failed.append(what)
+                    raise StoreUnavailable("Redis error while recording a question: ConnectionError")
             await super().run(what)
 
-    monkeypatch.setattr(question_records, "Batch", BlipOnce)
+    monkeypatch.setattr(question_records, "Batch", Blip)
     return failed
 
 
@@ -118,6 +122,95 @@ async def test_a_forged_click_on_an_unrecorded_question_rewrites_no_message_of_a
         assert pending is not None and pending.tool_call_id == "c2"  # the other run still waits...
         assert has_controls(await current(h, other))  # ...so its message keeps its buttons
         assert [c for c in h.ws.calls("chat.update") if c.params.get("ts") == other["ts"]] == []
+
+
+async def test_a_forged_click_naming_the_runs_thread_rewrites_no_message_of_another_run(
+    fake_redis: aioredis.Redis, harness: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Like test_a_forged_click_on_an_unrecorded_question_rewrites_no_message_of_another_run, but the forged
+    container keeps a thread_ts: the FIRST run's thread (the payload says so; ``misplaced`` and ``message_in`` both
+    take it as is). The first question's message was not recorded (a blip). Expected: the other run's question, still
+    waiting, keeps its buttons and is never updated."""
+    failed = blip_recording_once(monkeypatch)
+    async with harness(fake_redis) as h:
+        t1, first = await ask(h, then="First done.")
+        assert failed
+        h.model.reset()
+        t2, other = await ask(h, then="Other done.", call_id="c2")
+        h.model.script(Reply(text="First done."))
+        payload = action_payload(h, other, button(first, 1), user=ALICE)
+        payload["message"]["thread_ts"] = t1  # the forger names the first run's thread
+        payload["container"]["thread_ts"] = t1
+        await h.ws.sender.send_interaction(payload)
+        await h.settle()
+        pending = (await h.bot.agent.get_run(await thread_run_id(h, t2))).pending
+        assert pending is not None and pending.tool_call_id == "c2"  # the other run still waits...
+        assert [c for c in h.ws.calls("chat.update") if c.params.get("ts") == other["ts"]] == []
+        assert has_controls(await current(h, other)), blocks_text(await current(h, other))
+
+
+async def test_a_forged_click_naming_an_earlier_question_of_the_same_thread_leaves_that_message(
+    fake_redis: aioredis.Redis, harness: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same run, same thread: the first question was answered ("api"), the run then asked a second one. A click
+    with the second question's button whose container names the FIRST question's message: that message is the
+    first question's record (answered "api") and must keep saying so. The second question's message was not
+    recorded (a blip), so nothing tells the click's container from a real one."""
+    failed = blip_recording_once(monkeypatch, nth=2)
+    async with harness(fake_redis) as h:
+        h.model.script(
+            Reply(tool_calls=[tool_call("ask_user", SINGLE, id="c1")]),
+            Reply(tool_calls=[tool_call("ask_user", {**SINGLE, "question": "And which region?"}, id="c2")]),
+            Reply(text="All done."),
+        )
+        d = await h.ws.mention(ALICE, GENERAL, "go")
+        thread = d.message["ts"]
+        q1 = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+        await h.ws.click(q1, button(q1, 0)["text"]["text"], user=ALICE)
+        q2 = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: has_controls(m) and m["ts"] != q1["ts"]
+        )
+        await h.settle()
+        assert failed
+        before = await current(h, q1)
+        assert not has_controls(before)
+        payload = action_payload(h, q1, button(q2, 1), user=ALICE)  # container: q1; button: q2's
+        await h.ws.sender.send_interaction(payload)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("All done."))
+        await h.settle()
+        after = await current(h, q1)
+        assert [c for c in h.ws.calls("chat.update") if c.params.get("ts") == q1["ts"]][1:] == [], "q1 rewritten"
+        assert blocks_text(after) == blocks_text(before)
+
+
+async def test_a_forged_approve_naming_the_bots_earlier_reply_in_the_thread_leaves_that_reply(
+    fake_redis: aioredis.Redis, harness: Any, monkeypatch: pytest.MonkeyPatch, fresh_service: None
+) -> None:
+    """Approvals too: the bot replied "Hello." in the thread, then (continued there) asked to run a tool; the
+    request's message was not recorded (a blip). An Approve click whose container names the bot's "Hello." reply
+    (same channel, same thread: ``message_in`` takes it): the reply must stay "Hello."; it becomes the approval's
+    outcome ("Approved by ... ran in")."""
+    failed = blip_recording_once(monkeypatch)
+    async with harness(fake_redis, settings={"agent": "bot.testing.approval_agent:build"}) as h:
+        h.model.script(Reply(text="Hello."))
+        d = await h.ws.mention(ALICE, GENERAL, "hi")
+        thread = d.message["ts"]
+        hello = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Hello."))
+        await h.settle()
+        h.model.script(Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]), Reply(text="Done."))
+        await h.ws.mention(ALICE, GENERAL, "restart api", thread_ts=thread)
+        q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+        assert failed
+        approve = next(
+            e for b in q["blocks"] if b["type"] == "actions" for e in b["elements"] if e["text"]["text"] == "Approve"
+        )
+        await h.ws.sender.send_interaction(action_payload(h, hello, approve, user=ALICE))
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        await h.settle()
+        after = await current(h, hello)
+        assert approval_agent.RESTARTS == ["api"]
+        assert [c for c in h.ws.calls("chat.update") if c.params.get("ts") == hello["ts"]] == [], blocks_text(after)
+        assert after["text"] == "Hello."
 
 
 THREAD_REPLY_GAP = pytest.mark.xfail(
