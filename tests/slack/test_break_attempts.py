@@ -13,7 +13,6 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.errors import StoreUnavailable
-from bot.slack import question_records
 from bot.slack.follow import CUT_OFF
 from bot.store import Keys
 from bot.store.conversations import ConversationIndex
@@ -517,33 +516,6 @@ async def test_two_quick_mentions_in_one_thread_do_not_fork_the_conversation(
         assert len(asked) == 1 or any(
             "do X" in str(r["messages"]) and "do Y" in str(r["messages"]) for r in h.model.requests
         ), (asked, texts_in(h, thread))
-
-
-async def test_a_question_whose_message_could_not_be_recorded_still_shows_its_answered_state(
-    fake_redis: aioredis.Redis, harness: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """README (Answering): "The question message switches at once to its answered state (who answered what, no
-    controls)". If Redis blips just when the bot records where it posted the question (the post itself worked), the
-    question is still shown and answerable; once answered, Alice expects the message to switch to its answered
-    state. It kept its buttons forever (nothing recorded which message to update), inviting more clicks; now the
-    message clicked is closed with the others, recorded or not."""
-    async with harness(fake_redis) as h:
-        failed: list[str] = []
-
-        class BlipOnce(question_records.Batch):
-            async def run(self, what: str) -> None:
-                if not failed and what.startswith("recording"):
-                    failed.append(what)
-                    raise StoreUnavailable("Redis error while recording a question: ConnectionError")
-                await super().run(what)
-
-        monkeypatch.setattr(question_records, "Batch", BlipOnce)
-        thread, q = await ask(h, then="Went on.")
-        assert failed
-        await h.ws.click(q, "api", user=ALICE)
-        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Went on."))
-        after = await current(h, q)
-        assert not has_controls(after), blocks_text(after)
 
 
 # --- leases: a run driven by a live process is not taken over -----------------------------------------------------
