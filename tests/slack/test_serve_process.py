@@ -379,9 +379,11 @@ async def test_sigterms_repeated_until_the_playground_has_exited_never_kill_it()
         proc.send_signal(signal.SIGTERM)
 
         async def keep_signalling() -> None:
+            # os.kill, not proc.send_signal: Popen.send_signal polls first, and that poll can reap the child
+            # before asyncio's watcher does (which then reports status 255)
             while proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
+                    os.kill(proc.pid, signal.SIGTERM)
                 await asyncio.sleep(0.002)
 
         signaller = asyncio.create_task(keep_signalling())
