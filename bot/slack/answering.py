@@ -170,6 +170,9 @@ class Answering(QuestionLookup):
         in the run's thread) and follow the resumed run (in a run slot: past the limits nothing is taken)."""
         clicked = clicked or where.message_in(ctx)
         check = await self.agent.check(state, call)
+        if self.own_earlier_claim(check, where.user):
+            await self.finish_own_claim(state, ctx, call=call, clicked=clicked)
+            return
         if not isinstance(check, Open):
             await self.not_open(check, state, ctx=ctx, call=call, user=where.user, say=say, clicked=clicked)
             return
@@ -205,8 +208,7 @@ class Answering(QuestionLookup):
                 data, run_id=state.run_id, tool_call_id=call, answered_by=where.user, loaded=state
             )
 
-        said = bk.answer_display(shown(payload, data), allow_user_mentions=self.follower.allow_user_mentions)
-        outcome = f":white_check_mark: <@{where.user}> answered: *{said}*"
+        outcome = self.answered_outcome(payload, data, user=where.user)
         await self.settle(
             state,
             ctx,
@@ -284,10 +286,45 @@ class Answering(QuestionLookup):
         if loaded is None:
             return
         check = await self.agent.check(loaded[0], call)
+        if self.own_earlier_claim(check, user):
+            await self.finish_own_claim(loaded[0], ctx, call=call, clicked=clicked)
+            return
         if isinstance(check, Open):  # a concurrent write that was not an answer: nothing taken
             await say("Someone else changed this conversation at the same moment; please try again.")
         else:
             await self.not_open(check, loaded[0], ctx=ctx, call=call, user=user, say=say, kind=kind, clicked=clicked)
+
+    @staticmethod
+    def own_earlier_claim(check: AnswerCheck, user: str) -> bool:
+        """Whether an answer or decision job finds its own earlier claim: it is redelivered (its first delivery's
+        worker died, :data:`bot.slack.runner.REDELIVERED`) and the call holds ``user``'s answer. (A second click by
+        the same person is its own job, not a redelivery: still a duplicate.)"""
+        return REDELIVERED.get() and isinstance(check, Answered) and check.answer.answered_by == user
+
+    async def finish_own_claim(
+        self, state: RunState, ctx: SlackContext, *, call: str, clicked: MessageRef | None
+    ) -> None:
+        """Do what the first delivery of a claim on ``call`` did not live to do: nothing to tell or count; close
+        the question's messages while the run still holds that answer unused (its worker died before the run went
+        on), then continue the run if nobody drives it."""
+        pending = state.pending
+        answer = state.answer_for(call)
+        if pending is not None and pending.tool_call_id == call and pending.resume is not None and answer:
+            if pending.kind == "approval":
+                decided = "Approved" if answer.resume_data == "approved" else "Declined"
+                outcome = f":white_check_mark: {decided} by <@{answer.answered_by}>"
+            else:
+                payload = AskUserPayload.model_validate(pending.suspend_payload)
+                outcome = self.answered_outcome(payload, answer.resume_data, user=answer.answered_by or "")
+            await self.follower.close_pending(
+                state.run_id, pending, outcome=outcome, summary="answered", clicked=clicked
+            )
+        await self.continue_orphan(state, ctx)
+
+    def answered_outcome(self, payload: AskUserPayload, data: ResumeData, *, user: str) -> str:
+        """The mrkdwn line a question's messages show once ``user`` answered it with ``data``."""
+        said = bk.answer_display(shown(payload, data), allow_user_mentions=self.follower.allow_user_mentions)
+        return f":white_check_mark: <@{user}> answered: *{said}*"
 
     async def not_open(
         self,
@@ -305,11 +342,6 @@ class Answering(QuestionLookup):
         expired question's messages (``clicked``, the message acted on, among them), or continue a run whose answer
         is recorded but that nobody drives. The refusal is audited (``kind``: ``approval`` for a decision, when the
         call is no longer pending to tell)."""
-        if isinstance(check, Answered) and REDELIVERED.get() and check.answer.answered_by == user:
-            # A redelivered job finding its own person's answer: its first delivery made that claim and its worker
-            # died (a second click by the same person is its own job, not a redelivery): nothing to refuse.
-            await self.continue_orphan(state, ctx)
-            return
         if isinstance(check, Answered):
             audit.duplicate(state, call, user=user, kind=kind)
         else:

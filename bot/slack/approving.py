@@ -90,6 +90,9 @@ class Approving:
         say = self.answering.say_to(where, ctx)
         clicked = where.message_in(ctx)  # closed with the recorded messages, recorded or not
         check = await self.answering.agent.check(state, call)
+        if self.answering.own_earlier_claim(check, where.user):
+            await self.answering.finish_own_claim(state, ctx, call=call, clicked=clicked)
+            return
         if not isinstance(check, Open):
             await self.answering.not_open(
                 check, state, ctx=ctx, call=call, user=where.user, say=say, kind="approval", clicked=clicked

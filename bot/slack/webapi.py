@@ -109,14 +109,21 @@ class SlackWeb:
     async def message(self, channel: str, ts: str) -> dict[str, Any] | None:
         """Message ``ts`` of ``channel`` (a thread's first message or a reply in it) as Slack has it, read with
         ``conversations.replies`` (``oldest`` = ``latest`` = ``ts``, inclusive; the ``*:history`` scopes); None
-        when it is not there or Slack refused (logged)."""
-        try:
-            resp = await self.client.conversations_replies(channel=channel, ts=ts, oldest=ts, latest=ts, inclusive=True)
-        except SlackApiError as exc:
-            log.warning("conversations.replies failed: %s", slack_error(exc))
-            return None
-        found = [m for m in resp.get("messages") or [] if isinstance(m, dict) and m.get("ts") == ts]
-        return found[0] if found else None
+        when it is not there or Slack refused (logged). Transient errors are retried twice, as in :meth:`post`."""
+        for attempt in range(3):
+            try:
+                resp = await self.client.conversations_replies(
+                    channel=channel, ts=ts, oldest=ts, latest=ts, inclusive=True
+                )
+            except SlackApiError as exc:
+                if error_code(exc) in TRANSIENT and attempt < 2:
+                    await asyncio.sleep(0.5 * (attempt + 1))
+                    continue
+                log.warning("conversations.replies failed: %s", slack_error(exc))
+                return None
+            found = [m for m in resp.get("messages") or [] if isinstance(m, dict) and m.get("ts") == ts]
+            return found[0] if found else None
+        return None
 
     async def update(self, channel: str, ts: str, *, text: str, blocks: list[dict[str, Any]]) -> bool:
         """``chat.update`` of a message the bot posted; False when Slack refused it."""

@@ -1,0 +1,137 @@
+"""A job redelivered after its first worker claimed the answer (or decision) and died finishes what that delivery
+did not live to: the question's (or request's) message shows its outcome, the run goes on, nobody is told or
+counted a duplicate; a redelivered job that claims nothing (opening the Answer form) says what it always says."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import fakeredis
+import pytest
+
+from bot.testing.openai_server import Reply
+from bot.testing.slack_scenarios import ALICE, GENERAL, blocks_text, current, has_controls, text_is, thread_run
+from tests.slack.test_web_worker_split import click_taken_by_a_dead_worker
+
+
+async def test_a_click_redelivered_after_its_worker_claimed_and_died_closes_the_question_message(
+    fake_server: fakeredis.FakeServer, harness: Any, prefix: str
+) -> None:
+    """The first delivery of Alice's click claimed her answer ("api") and died before it closed the question's
+    message. Its redelivery finds her answer, says nothing and continues the run (the reply comes), but the
+    question's message must show its answered state: it keeps its option buttons forever (every click on them
+    is then told "already answered")."""
+    client = fakeredis.FakeAsyncRedis(server=fake_server)
+    async with harness(client) as h:
+        worker, key, thread = await click_taken_by_a_dead_worker(h, client, fake_server, prefix, then="After crash.")
+        q = next(m for m in h.ws.messages(GENERAL, thread_ts=thread) if has_controls(m))
+        state = await thread_run(client, prefix, thread)
+        stream = await worker.bot.agent.resume_stream("api", run_id=state.run_id, answered_by=ALICE)
+        assert stream._task is not None
+        stream._task.cancel()  # ... the first delivery claimed the answer, then its process died
+        await asyncio.sleep(0.35)  # its lease lapses
+        [(_id, fields)] = await client.xrange(key)
+        job = json.loads(fields[b"job"])
+        await worker.bot.run_job({**job, "redelivered": True})
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("After crash."))
+        await h.settle()
+        assert [e["text"] for e in h.ws.ephemerals(user=ALICE)] == []
+        after = await current(h, q)
+        assert not has_controls(after), blocks_text(after)
+
+
+async def test_an_approve_redelivered_after_its_worker_decided_and_died_shows_the_decision(
+    fake_server: fakeredis.FakeServer, harness: Any, prefix: str
+) -> None:
+    """Approvals too: the first delivery of Alice's Approve claimed the decision and died before it touched the
+    request's message. The redelivered job finds her decision, says nothing and continues the run (the tool runs
+    once, the reply comes); the request's message must then show the decision, not Approve / Decline."""
+    from bot.store import Keys
+    from bot.store.work_queue import GROUP
+    from bot.testing import approval_agent
+    from bot.testing.openai_server import tool_call
+    from tests.slack.test_web_worker_split import consume, start_split
+
+    approval_agent.RESTARTS.clear()
+    approval_agent.GATE.clear()
+    client = fakeredis.FakeAsyncRedis(server=fake_server)
+    async with harness(client, settings={"agent": "bot.testing.approval_agent:build"}) as h:
+        _web, worker = await start_split(h, fake_server)
+        key = Keys(prefix).work()
+        await client.xgroup_create(key, GROUP, id="0", mkstream=True)
+        h.model.script(Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]), Reply(text="Done."))
+        stop = asyncio.Event()
+        working = consume(worker, stop)
+        try:
+            d = await h.ws.mention(ALICE, GENERAL, "restart api")
+            thread = d.message["ts"]
+            q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+            await h.settle()
+        finally:
+            stop.set()
+            await asyncio.wait_for(working, 10)
+        await h.ws.click(q, "Approve", user=ALICE)
+        taken = await client.xreadgroup(GROUP, "dead", {key: ">"}, count=10)
+        [(_entry, fields)] = taken[0][1]
+        job = json.loads(fields[b"job"])
+        state = await thread_run(client, prefix, thread)
+        stream = await worker.bot.agent.approve_tool_call(run_id=state.run_id, tool_call_id="r1", approved_by=ALICE)
+        assert stream._task is not None
+        stream._task.cancel()  # decided, then the process died (before the tool ran)
+        await asyncio.sleep(0.35)
+        await worker.bot.run_job({**job, "redelivered": True})
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."), timeout=5)
+        await h.settle()
+        assert [e["text"] for e in h.ws.ephemerals(user=ALICE)] == []
+        assert approval_agent.RESTARTS == ["api"]
+        after = await current(h, q)
+        assert not has_controls(after), blocks_text(after)
+    approval_agent.GATE.clear()
+
+
+@pytest.mark.parametrize("redelivered", [True, False])
+async def test_a_redelivered_answer_button_job_after_the_person_answered_otherwise_leaves_no_spinner(
+    fake_server: fakeredis.FakeServer, harness: Any, prefix: str, redelivered: bool
+) -> None:
+    """Opening the Answer form claims nothing, so a redelivered "open the form" job never finds its own claim.
+    Alice presses Answer (the web process opens the loading modal at once); the worker that took the job dies
+    before it filled the form in; Alice, seeing a spinner, types her answer in the thread instead. The job's
+    redelivery finds Alice's answer and, REDELIVERED being set, says nothing: the modal spins on
+    ("Opening the question…") for good. Before e0da528 it said she had answered already (as the same job run
+    without the flag still does: the False case passes)."""
+    from bot.store import Keys
+    from bot.store.work_queue import GROUP
+    from bot.testing.slack_scenarios import FREE, ask
+    from tests.slack.test_web_worker_split import consume, start_split
+
+    client = fakeredis.FakeAsyncRedis(server=fake_server)
+    async with harness(client) as h:
+        _web, worker = await start_split(h, fake_server)
+        key = Keys(prefix).work()
+        await client.xgroup_create(key, GROUP, id="0", mkstream=True)
+        stop = asyncio.Event()
+        working = consume(worker, stop)
+        try:
+            thread, q = await ask(h, FREE, then="Goal noted.")
+            await h.settle()
+        finally:
+            stop.set()
+            await asyncio.wait_for(working, 10)
+        await h.ws.click(q, "Answer", user=ALICE)
+        loading = await h.ws.wait_for_view(user=ALICE)
+        assert "Opening the question" in json.dumps(loading)
+        taken = await client.xreadgroup(GROUP, "dead", {key: ">"}, count=10)
+        [(_entry, fields)] = taken[0][1]
+        opening = json.loads(fields[b"job"])
+        await h.ws.reply_in_thread(ALICE, GENERAL, thread, "Ship v2")
+        taken = await client.xreadgroup(GROUP, "live2", {key: ">"}, count=10)
+        for _entry, fields in taken[0][1]:
+            await worker.bot.run_job(json.loads(fields[b"job"]))
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Goal noted."))
+        await h.settle()
+        await worker.bot.run_job({**opening, "redelivered": redelivered})
+        await h.settle()
+        view = await h.ws.wait_for_view(user=ALICE)
+        assert "Opening the question" not in json.dumps(view), json.dumps(view)
