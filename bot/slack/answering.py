@@ -41,6 +41,7 @@ from bot.logs import log_context
 from bot.ops import audit
 from bot.slack import blocks as bk
 from bot.slack.answer_policy import AnswerPolicy
+from bot.slack.approval_blocks import decision_outcome
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import Follower
 from bot.slack.limits import RunGate, Slot
@@ -311,8 +312,8 @@ class Answering(QuestionLookup):
         answer = state.answer_for(call)
         if pending is not None and pending.tool_call_id == call and pending.resume is not None and answer:
             if pending.kind == "approval":
-                decided = "Approved" if answer.resume_data == "approved" else "Declined"
-                outcome = f":white_check_mark: {decided} by <@{answer.answered_by}>"
+                approved = answer.resume_data == "approved"
+                outcome = decision_outcome(approved=approved, user=answer.answered_by or "", reason=answer.reason)
             else:
                 payload = AskUserPayload.model_validate(pending.suspend_payload)
                 outcome = self.answered_outcome(payload, answer.resume_data, user=answer.answered_by or "")

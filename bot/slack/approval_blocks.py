@@ -75,6 +75,14 @@ def approval_blocks(payload: ApprovalPayload, *, ref: QuestionRef, approvers: st
     return [b.to_dict() for b in blocks]
 
 
+def decision_outcome(*, approved: bool, user: str, reason: str | None = None) -> str:
+    """The mrkdwn line an approval request shows once ``user`` decided it (``reason``: a decline's, neutralised)."""
+    if approved:
+        return f":white_check_mark: Approved by <@{user}>"
+    why = f": {safe_mrkdwn(reason)}" if reason else ""
+    return f":no_entry_sign: Declined by <@{user}>{why}"
+
+
 def approval_outcome_blocks(payload: ApprovalPayload, *, ref: QuestionRef, outcome: str) -> list[dict[str, Any]]:
     """The request without controls and ``outcome`` (mrkdwn) below it; new block ids each time."""
     blocks = _request_sections(payload, ref, "done-")

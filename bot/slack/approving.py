@@ -24,7 +24,7 @@ from bot.ops import audit
 from bot.slack import modals
 from bot.slack.answer_modal import LOADING_VIEW, AnswerModal
 from bot.slack.answering import LOST_CLAIM, Answering
-from bot.slack.approval_blocks import details_text
+from bot.slack.approval_blocks import decision_outcome, details_text
 from bot.slack.approvers import ApproverPolicy
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import Decided
@@ -32,7 +32,6 @@ from bot.slack.lookup import Found, Say
 from bot.slack.notices import GONE, NOT_OPEN, STORE_DOWN
 from bot.slack.picks import button_ref
 from bot.slack.refs import QuestionRef
-from bot.slack.safe_text import safe_mrkdwn
 
 Ack = Callable[..., Awaitable[Any]]
 
@@ -111,16 +110,14 @@ class Approving:
                     return
                 payload = approval_payload(check.pending)
                 follower = self.answering.follower
+                outcome = decision_outcome(approved=approved, user=where.user, reason=reason)
                 if approved:
-                    outcome = f":white_check_mark: Approved by <@{where.user}>"
                     running = f"{outcome} · running…"
                     await follower.close_approval(state.run_id, payload, outcome=running, clicked=clicked)
                     decided = Decided(tool_call_id=call, payload=payload, outcome=outcome, clicked=clicked)
                     await follower.follow(stream, ctx, decided=decided)
                 else:
-                    why = f": {safe_mrkdwn(reason)}" if reason else ""
-                    declined = f":no_entry_sign: Declined by <@{where.user}>{why}"
-                    await follower.close_approval(state.run_id, payload, outcome=declined, clicked=clicked)
+                    await follower.close_approval(state.run_id, payload, outcome=outcome, clicked=clicked)
                     await follower.follow(stream, ctx)
         finally:
             await slot.release()

@@ -104,7 +104,6 @@ class Follower:
         self.is_question_tool = is_question_tool  # tools that only ask (or are hidden): no progress line of their own
         self.stream_refusals = Refusals()  # channels whose Slack refused streaming lately
         self.status_refusals = Refusals()  # ... or the thread status
-        self.plan = plan  # schedules each question's deadline, reminders and escalation
         self.home = home  # the inboxes on the App Home tab
         self.records = QuestionRecords(index=index, plan=plan, home=home)  # what a shown / closed question writes
         self.web = web

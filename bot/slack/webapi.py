@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -77,20 +77,29 @@ class SlackWeb:
     async def _post_message(
         self, *, channel: str, thread_ts: str | None, text: str, blocks: list[dict[str, Any]] | None
     ) -> tuple[str, str] | None:
-        for attempt in range(3):
+        try:
+            resp = await self._retrying(
+                lambda: self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text, blocks=blocks)
+            )
+        except SlackApiError as exc:
+            log.error("chat.postMessage failed: %s", slack_error(exc))
+            return None
+        posted_in, ts = resp.get("channel") or channel, resp.get("ts")
+        return (str(posted_in), str(ts)) if ts else None
+
+    @staticmethod
+    async def _retrying(call: Callable[[], Awaitable[Any]]) -> Any:
+        """``call()``, again up to twice (after 0.5 s, then 1 s) on Slack's transient errors answered with HTTP 200
+        (:data:`TRANSIENT`, which slack_sdk's retry handlers don't see). Raises the last ``SlackApiError``."""
+        retries = 0
+        while True:
             try:
-                resp = await self.client.chat_postMessage(
-                    channel=channel, thread_ts=thread_ts, text=text, blocks=blocks
-                )
+                return await call()
             except SlackApiError as exc:
-                if error_code(exc) in TRANSIENT and attempt < 2:
-                    await asyncio.sleep(0.5 * (attempt + 1))
-                    continue
-                log.error("chat.postMessage failed: %s", slack_error(exc))
-                return None
-            posted_in, ts = resp.get("channel") or channel, resp.get("ts")
-            return (str(posted_in), str(ts)) if ts else None
-        return None
+                if error_code(exc) not in TRANSIENT or retries == 2:
+                    raise
+            retries += 1
+            await asyncio.sleep(0.5 * retries)
 
     async def publish_home(self, user: str, view: dict[str, Any]) -> bool:
         """``views.publish`` of ``user``'s App Home tab; False when Slack refused."""
@@ -110,20 +119,15 @@ class SlackWeb:
         """Message ``ts`` of ``channel`` (a thread's first message or a reply in it) as Slack has it, read with
         ``conversations.replies`` (``oldest`` = ``latest`` = ``ts``, inclusive; the ``*:history`` scopes); None
         when it is not there or Slack refused (logged). Transient errors are retried twice, as in :meth:`post`."""
-        for attempt in range(3):
-            try:
-                resp = await self.client.conversations_replies(
-                    channel=channel, ts=ts, oldest=ts, latest=ts, inclusive=True
-                )
-            except SlackApiError as exc:
-                if error_code(exc) in TRANSIENT and attempt < 2:
-                    await asyncio.sleep(0.5 * (attempt + 1))
-                    continue
-                log.warning("conversations.replies failed: %s", slack_error(exc))
-                return None
-            found = [m for m in resp.get("messages") or [] if isinstance(m, dict) and m.get("ts") == ts]
-            return found[0] if found else None
-        return None
+        try:
+            resp = await self._retrying(
+                lambda: self.client.conversations_replies(channel=channel, ts=ts, oldest=ts, latest=ts, inclusive=True)
+            )
+        except SlackApiError as exc:
+            log.warning("conversations.replies failed: %s", slack_error(exc))
+            return None
+        found = [m for m in resp.get("messages") or [] if isinstance(m, dict) and m.get("ts") == ts]
+        return found[0] if found else None
 
     async def update(self, channel: str, ts: str, *, text: str, blocks: list[dict[str, Any]]) -> bool:
         """``chat.update`` of a message the bot posted; False when Slack refused it."""

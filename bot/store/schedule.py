@@ -162,10 +162,6 @@ class Schedule:
         """Make ``item`` due (see :class:`Due`)."""
         await self.change(add=[Due(item, at=at, after=after, keep_earlier=keep_earlier)])
 
-    async def cancel(self, *items: DueItem) -> None:
-        """Drop ``items`` (those not scheduled are ignored)."""
-        await self.change(drop=items)
-
     async def change(self, *, add: Sequence[Due] = (), drop: Sequence[DueItem] = ()) -> None:
         """Drop the items of ``drop`` (those not scheduled are ignored), then schedule those of ``add``: one script
         call, one round trip, also on a cluster (one key)."""

@@ -11,9 +11,12 @@ from typing import Any
 import fakeredis
 import pytest
 
-from bot.testing.openai_server import Reply
-from bot.testing.slack_scenarios import ALICE, GENERAL, blocks_text, current, has_controls, text_is, thread_run
-from tests.slack.test_web_worker_split import click_taken_by_a_dead_worker
+from bot.store import Keys
+from bot.store.work_queue import GROUP
+from bot.testing import approval_agent
+from bot.testing.openai_server import Reply, tool_call
+from bot.testing.slack_scenarios import ALICE, FREE, GENERAL, blocks_text, current, has_controls, text_is, thread_run
+from tests.slack.test_web_worker_split import asked_through_a_split, click_taken_by_a_dead_worker, consume, start_split
 
 
 async def test_a_click_redelivered_after_its_worker_claimed_and_died_closes_the_question_message(
@@ -48,12 +51,6 @@ async def test_an_approve_redelivered_after_its_worker_decided_and_died_shows_th
     """Approvals too: the first delivery of Alice's Approve claimed the decision and died before it touched the
     request's message. The redelivered job finds her decision, says nothing and continues the run (the tool runs
     once, the reply comes); the request's message must then show the decision, not Approve / Decline."""
-    from bot.store import Keys
-    from bot.store.work_queue import GROUP
-    from bot.testing import approval_agent
-    from bot.testing.openai_server import tool_call
-    from tests.slack.test_web_worker_split import consume, start_split
-
     approval_agent.RESTARTS.clear()
     approval_agent.GATE.clear()
     client = fakeredis.FakeAsyncRedis(server=fake_server)
@@ -101,24 +98,12 @@ async def test_a_redelivered_answer_button_job_after_the_person_answered_otherwi
     redelivery finds Alice's answer and, REDELIVERED being set, says nothing: the modal spins on
     ("Opening the question…") for good. Before e0da528 it said she had answered already (as the same job run
     without the flag still does: the False case passes)."""
-    from bot.store import Keys
-    from bot.store.work_queue import GROUP
-    from bot.testing.slack_scenarios import FREE, ask
-    from tests.slack.test_web_worker_split import consume, start_split
-
     client = fakeredis.FakeAsyncRedis(server=fake_server)
     async with harness(client) as h:
-        _web, worker = await start_split(h, fake_server)
-        key = Keys(prefix).work()
-        await client.xgroup_create(key, GROUP, id="0", mkstream=True)
-        stop = asyncio.Event()
-        working = consume(worker, stop)
-        try:
-            thread, q = await ask(h, FREE, then="Goal noted.")
-            await h.settle()
-        finally:
-            stop.set()
-            await asyncio.wait_for(working, 10)
+        worker, key, thread, q = await asked_through_a_split(
+            h, client, fake_server, prefix, then="Goal noted.", args=FREE
+        )
+        await h.settle()
         await h.ws.click(q, "Answer", user=ALICE)
         loading = await h.ws.wait_for_view(user=ALICE)
         assert "Opening the question" in json.dumps(loading)

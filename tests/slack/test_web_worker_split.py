@@ -18,7 +18,7 @@ from bot.store.conversations import ConversationIndex
 from bot.store.work_queue import GROUP
 from bot.testing.openai_server import Reply
 from bot.testing.scrape import parse
-from bot.testing.slack_scenarios import ALICE, GENERAL, ask, resumed_requests, text_is, thread_run
+from bot.testing.slack_scenarios import ALICE, GENERAL, SINGLE, ask, resumed_requests, text_is, thread_run
 
 
 async def start_split(h: Any, server: fakeredis.FakeServer) -> tuple[Any, Any]:
@@ -34,22 +34,38 @@ def consume(worker: Any, stop: asyncio.Event, **kwargs: Any) -> asyncio.Future[N
     )
 
 
-async def click_taken_by_a_dead_worker(
-    h: Any, client: fakeredis.FakeAsyncRedis, server: fakeredis.FakeServer, prefix: str, *, then: str
-) -> tuple[Any, str, str]:
-    """Ask a question through a web/worker split (its reply will be ``then``), then click its "api" option and
-    let a consumer named "dead" take the click's job and never acknowledge it. Returns ``(the live worker, the
-    work stream's key, the thread's ts)``."""
+async def asked_through_a_split(
+    h: Any,
+    client: fakeredis.FakeAsyncRedis,
+    server: fakeredis.FakeServer,
+    prefix: str,
+    *,
+    then: str,
+    args: dict[str, Any] = SINGLE,
+) -> tuple[Any, str, str, dict[str, Any]]:
+    """Ask ``args`` (its reply will be ``then``) through a web/worker split whose worker stops consuming once it is
+    asked. Returns ``(the worker, the work stream's key, the thread's ts,
+    the question's message)``."""
     _web, worker = await start_split(h, server)
     key = Keys(prefix).work()
     await client.xgroup_create(key, GROUP, id="0", mkstream=True)
     stop = asyncio.Event()
     working = consume(worker, stop)
     try:
-        thread, q = await ask(h, then=then)
+        thread, q = await ask(h, args, then=then)
     finally:
         stop.set()
         await asyncio.wait_for(working, 10)
+    return worker, key, thread, q
+
+
+async def click_taken_by_a_dead_worker(
+    h: Any, client: fakeredis.FakeAsyncRedis, server: fakeredis.FakeServer, prefix: str, *, then: str
+) -> tuple[Any, str, str]:
+    """Ask a question through a web/worker split (its reply will be ``then``), then click its "api" option and
+    let a consumer named "dead" take the click's job and never acknowledge it. Returns ``(the live worker, the
+    work stream's key, the thread's ts)``."""
+    worker, key, thread, q = await asked_through_a_split(h, client, server, prefix, then=then)
     await h.ws.click(q, "api", user=ALICE)
     taken = await client.xreadgroup(GROUP, "dead", {key: ">"}, count=10)
     assert len(taken[0][1]) == 1  # the dead worker took the click and never acknowledged it
