@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
+from bot.agent.state import utcnow
+from bot.errors import QuestionExpired
 from bot.playground.state import TEAM_ID
 from bot.store import Keys
 from bot.testing import approval_agent
@@ -22,6 +25,37 @@ from bot.testing.openai_server import Reply
 from bot.testing.slack_scenarios import ALICE, GENERAL, ask, has_controls, thread_run_id
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
+FROZEN = sorted(p.name for p in FIXTURES.glob("run_state_v*.json"))
+
+
+def parse_time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def moved_to_now(raw: dict[str, Any], *, expires_in: timedelta) -> dict[str, Any]:
+    """The frozen record with every time in it moved by one offset, so that its pending call's deadline falls
+    `expires_in` from now (negative: already past) and every other time keeps its distance to it. A record with
+    no deadline (schema 1) is moved so that it was suspended a minute ago. The fixtures on disk never change:
+    a test that read their absolute dates against the wall clock failed once that date passed."""
+    pending = raw["pending"]
+    anchor, target = (
+        (parse_time(pending["expires_at"]), utcnow() + expires_in)
+        if pending.get("expires_at")
+        else (parse_time(pending["suspended_at"]), utcnow() - timedelta(minutes=1))
+    )
+    offset = target - anchor
+
+    def move(value: Any, key: str = "") -> Any:
+        if isinstance(value, dict):
+            return {k: move(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [move(v) for v in value]
+        if isinstance(value, str) and (key.endswith("_at") or key.endswith("_since")):
+            return (parse_time(value) + offset).isoformat()
+        return value
+
+    moved: dict[str, Any] = move(raw)
+    return moved
 
 
 async def spoil(h: Any, thread: str, how: str) -> str:
@@ -62,30 +96,35 @@ async def test_an_unreadable_run_is_reported_once_and_the_thread_starts_fresh(
         assert h.model.requests[-1]["messages"][1:] == [{"role": "user", "content": "let's try again"}]
 
 
-@pytest.mark.parametrize("fixture", sorted(p.name for p in FIXTURES.glob("run_state_v*.json")))
+async def stored_in_a_thread(h: Any, raw: dict[str, Any]) -> str:
+    """Store the frozen record as the run of a new thread of this workspace (its Slack context pointed at that
+    thread, same shape); returns the thread's ts."""
+    d = await h.ws.mention(ALICE, GENERAL, "started before the upgrade")
+    thread: str = d.message["ts"]
+    await h.settle()
+    slack = raw["metadata"]["slack"]
+    slack.update(team_id=TEAM_ID, channel_id=GENERAL, thread_ts=thread, requester=ALICE)
+    if "message_ts" in slack:
+        slack["message_ts"] = thread
+    keys = Keys(h.settings.redis_prefix)
+    client = h.bot.agent.store.client
+    await client.hset(keys.run(raw["run_id"]), mapping={"rev": str(raw["revision"]), "state": json.dumps(raw)})
+    await client.hset(keys.thread(TEAM_ID, channel_id=GENERAL, thread_ts=thread), "run_id", raw["run_id"])
+    return thread
+
+
+@pytest.mark.parametrize("fixture", FROZEN)
 async def test_a_run_suspended_by_an_earlier_release_resumes(
     fake_redis: aioredis.Redis, harness: Any, fixture: str
 ) -> None:
-    """The frozen record, with its Slack context pointed at this workspace's thread (same shape), answered by a
-    reply in the thread: the answer and the queued second question go on where the old release stopped."""
-    raw = json.loads((FIXTURES / fixture).read_text())
+    """The frozen record (its times moved so that its deadline is an hour away), answered by a reply in the thread:
+    the answer and the queued second question go on where the old release stopped."""
+    raw = moved_to_now(json.loads((FIXTURES / fixture).read_text()), expires_in=timedelta(hours=1))
     if raw["pending"].get("kind") == "approval":
         await resume_a_stored_approval(fake_redis, harness, raw)
         return
     async with harness(fake_redis) as h:
-        d = await h.ws.mention(ALICE, GENERAL, "started before the upgrade")
-        thread = d.message["ts"]
-        await h.settle()
-        slack = raw["metadata"]["slack"]
-        slack.update(team_id=TEAM_ID, channel_id=GENERAL, thread_ts=thread, requester=ALICE)
-        if "message_ts" in slack:
-            slack["message_ts"] = thread
-        raw["pending"]["expires_at"] = None if raw.get("schema_version") == 1 else "2999-01-01T00:00:00Z"
-        keys = Keys(h.settings.redis_prefix)
-        run_id = raw["run_id"]
-        client = h.bot.agent.store.client
-        await client.hset(keys.run(run_id), mapping={"rev": str(raw["revision"]), "state": json.dumps(raw)})
-        await client.hset(keys.thread(TEAM_ID, channel_id=GENERAL, thread_ts=thread), "run_id", run_id)
+        thread = await stored_in_a_thread(h, raw)
         h.model.reset()
         h.model.script(Reply(text="Resumed after the upgrade."))
         await h.ws.reply_in_thread(ALICE, GENERAL, thread, "api")
@@ -119,3 +158,36 @@ async def resume_a_stored_approval(fake_redis: aioredis.Redis, harness: Any, raw
         assert chunks[-1].type == "finish" and approval_agent.RESTARTS == ["api"]
         results = [m for m in h.model.requests[-1]["messages"] if m["role"] == "tool"]
         assert [m["content"] for m in results][-1] == "api restarted"
+
+
+WITH_DEADLINE = [f for f in FROZEN if json.loads((FIXTURES / f).read_text())["pending"].get("expires_at")]
+
+
+@pytest.mark.parametrize("fixture", WITH_DEADLINE)
+async def test_a_run_stored_by_an_earlier_release_past_its_deadline_is_told_as_expired(
+    fake_redis: aioredis.Redis, harness: Any, fixture: str
+) -> None:
+    """The same frozen records with their deadline an hour ago: a question answered in the thread is told it
+    expired and the model is not asked; an approval is refused as expired and its tool does not run."""
+    raw = moved_to_now(json.loads((FIXTURES / fixture).read_text()), expires_in=-timedelta(hours=1))
+    if raw["pending"].get("kind") == "approval":
+        approval_agent.RESTARTS.clear()
+        async with harness(fake_redis, settings={"agent": "bot.testing.approval_agent:build"}) as h:
+            keys = Keys(h.settings.redis_prefix)
+            client = h.bot.agent.store.client
+            await client.hset(
+                keys.run(raw["run_id"]), mapping={"rev": str(raw["revision"]), "state": json.dumps(raw)}
+            )
+            with pytest.raises(QuestionExpired):
+                await h.bot.agent.approve_tool_call(run_id=raw["run_id"], approved_by=ALICE)
+            assert approval_agent.RESTARTS == [] and h.model.requests == []
+        return
+    async with harness(fake_redis) as h:
+        thread = await stored_in_a_thread(h, raw)
+        h.model.reset()
+        await h.ws.reply_in_thread(ALICE, GENERAL, thread, "api")
+        note = await h.ws.wait_for_ephemeral(user=ALICE)
+        assert "expired" in note["text"]
+        await h.settle()
+        assert h.model.requests == []
+        assert (await h.bot.agent.get_run(raw["run_id"])).status == "expired"
