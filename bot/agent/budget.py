@@ -236,8 +236,8 @@ def kept_indices(
 @dataclass
 class Request:
     """A model request fitted to the budget: ``messages`` (system prompt first), ``estimated`` (raw tokens of the
-    whole request: system prompt, tool specs, messages), ``left_out`` (stored messages not sent), ``budget`` (raw
-    tokens it may carry; None: unbounded)."""
+    whole request: system prompt, tool specs, messages), ``left_out`` (stored messages not sent), ``budget`` (the
+    calibrated tokens it was fitted to; None: unbounded)."""
 
     messages: list[dict[str, Any]]
     estimated: int
@@ -280,28 +280,26 @@ class HistoryBudget:
         sizes = [message_tokens(m) for m in messages] if sizes is None else sizes
         fixed = text_tokens(instructions) + tools_tokens + PER_MESSAGE
         limit = self.effective(budget)
-        raw_limit = self._raw(limit) if limit is not None else None
         keep = None
-        if raw_limit is not None:
-            room = max(0, raw_limit - fixed - text_tokens(LEFT_OUT_NOTE))
+        if limit is not None:
+            room = max(0, self._raw(limit) - fixed - text_tokens(LEFT_OUT_NOTE))
             keep = kept_indices(messages, sizes, budget=room, quantum=room // 4)
         if keep is None:
             whole = [{"role": "system", "content": instructions}, *messages]
-            return Request(whole, fixed + sum(sizes), 0, raw_limit)
+            return Request(whole, fixed + sum(sizes), 0, limit)
         system = instructions + "\n\n" + LEFT_OUT_NOTE
         estimated = fixed + text_tokens(LEFT_OUT_NOTE) + sum(sizes[i] for i in keep)
         kept = [messages[i] for i in keep]
         left_out = len(messages) - len(keep)
-        return Request([{"role": "system", "content": system}, *kept], estimated, left_out, raw_limit)
+        return Request([{"role": "system", "content": system}, *kept], estimated, left_out, limit)
 
     def over(self, request: Request) -> tuple[int, int] | None:
         """``(estimated, budget)`` in calibrated tokens when ``request`` (from :meth:`request`) estimates past the
         budget it was fitted to, so it must not be sent; None when it fits or nothing bounds it. Only what is always
         kept can be over: the system prompt, the tool specs, the newest turn and the latest user message."""
-        if request.budget is None or request.estimated <= request.budget:
+        if request.budget is None or request.estimated <= self._raw(request.budget):
             return None
-        ratio = self.calibration.ratio(self.model)
-        return math.ceil(request.estimated * ratio), int(request.budget * ratio)
+        return math.ceil(request.estimated * self.calibration.ratio(self.model)), request.budget
 
     def bound_stored(
         self, messages: list[dict[str, Any]], sizes: Sequence[int] | None = None
