@@ -17,6 +17,7 @@ from bot.slack.follow import CUT_OFF
 from bot.store import Keys
 from bot.store.limits import ActiveRuns
 from bot.testing.openai_server import Reply, tool_call
+from bot.testing.scrape import scrape
 from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, ask, current, has_controls
 
 BASIC = str(Path(__file__).resolve().parent.parent / "mcp_servers" / "basic.py")
@@ -146,6 +147,8 @@ async def test_a_message_over_the_token_budget_is_not_sent_and_says_what_to_do(
     """README (Work is bounded): a request over ``HISTORY_TOKEN_BUDGET`` even with every older message left out is
     never sent; the person gets the too-long notice (no Retry: it would be refused again), and the thread goes on."""
     async with harness(fake_redis, settings={"history_token_budget": 1000}) as h:
+        metrics = h.processes[0].url.removesuffix("/slack/events")
+        before = await scrape(metrics)
         d = await h.ws.mention(ALICE, GENERAL, "please read all of this: " + "word " * 3000)
         thread = d.message["ts"]
         notice = await h.ws.wait_for_message(
@@ -156,6 +159,7 @@ async def test_a_message_over_the_token_budget_is_not_sent_and_says_what_to_do(
         assert not has_controls(notice)
         await h.settle()
         assert h.model.requests == []  # never sent
+        assert (await scrape(metrics)).since(before, "askbot_model_errors_total", kind="over_budget") == 1
 
         h.model.script(Reply(text="Back on track."))
         await h.ws.mention(ALICE, GENERAL, "in short: what next?", thread_ts=thread)
