@@ -23,7 +23,8 @@
 | ``RUN_RETENTION_SECONDS`` | ``604800`` (7 days) | how long an ended or expired run (and its message refs) is kept |
 | ``MODEL_TURN_TIMEOUT`` | ``300`` (5 min) | longest one model turn may take; past it the run fails, retryable |
 | ``MAX_REPLY_CHARS`` | ``40000`` | longest text one model turn may write; past it the run fails, retryable |
-| ``HISTORY_TOKEN_BUDGET`` | ``24000`` | tokens a model request may carry (oldest turns left out); ``off``: no bound |
+| ``HISTORY_TOKEN_BUDGET`` | ``24000`` | tokens a request may carry (oldest turns out; still over: refused); ``off`` |
+| ``TOOL_RESULT_MAX_CHARS`` | ``20000`` | most of a tool result the model gets (1000-10000000 chars); rest cut, marked |
 | ``MAX_RUNS_PER_PERSON`` | ``3`` | runs one person may have working at once, in all processes (not waiting ones) |
 | ``MAX_RUNS_PER_PROCESS`` | ``50`` | runs one process works on at once |
 | ``ALLOW_USER_MENTIONS`` | ``false`` | let model or people text ping a person (never channel/here/everyone/groups) |
@@ -144,6 +145,7 @@ class Settings(BaseSettings):
     model_turn_timeout: PositiveDuration = 300
     max_reply_chars: int = Field(default=40_000, ge=100)
     history_token_budget: int | None = 24_000  # bot.agent.budget.DEFAULT_HISTORY_BUDGET (not imported: no SDKs here)
+    tool_result_max_chars: int = Field(default=20_000, ge=1000, le=10_000_000)  # bot.agent.tools' default
     max_runs_per_person: int = Field(default=3, ge=1)
     max_runs_per_process: int = Field(default=50, ge=1)
     allow_user_mentions: bool = False

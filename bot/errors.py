@@ -3,8 +3,8 @@
 Faults:
 - the caller's input (bad resume data, wrong tool call): :class:`AnswerError` (also a ``ValueError``);
 - the run's lifecycle (unknown, already answered, not retryable): :class:`RunError`;
-- the outside world (model, Redis, Slack): :class:`ModelCallFailed` (and :class:`ContextTooLong`),
-  :class:`StoreUnavailable`;
+- the outside world (model, Redis, Slack): :class:`ModelCallFailed` (and :class:`ContextTooLong`,
+  :class:`RequestOverBudget`, :class:`NoReply`), :class:`StoreUnavailable`;
 - configuration: :class:`ConfigError`.
 
 Messages never contain tokens, keys or other secrets.
@@ -137,7 +137,8 @@ class ModelCallFailed(BotError):
     ``kind`` names the failure for metrics (a small fixed set): ``server`` (the model server failed or answered
     badly), ``timeout`` (the turn took longer than allowed), ``too_long`` (the output went past its bound),
     ``incomplete`` (the stream ended before the turn finished), ``connection`` (the server could not be
-    reached), ``adapter`` (the model adapter raised), ``context_length`` (:class:`ContextTooLong`).
+    reached), ``adapter`` (the model adapter raised), ``context_length`` (:class:`ContextTooLong`), ``over_budget``
+    (:class:`RequestOverBudget`: not sent), ``no_reply`` (:class:`NoReply`).
     """
 
     kind: str = "server"
@@ -163,6 +164,39 @@ class ContextTooLong(ModelCallFailed):
         stated = f" of {limit} tokens" if limit else ""
         had = f" (the request had {prompt_tokens})" if prompt_tokens else ""
         super().__init__(f"the request is longer than the model's context window{stated}{had}")
+
+
+class RequestOverBudget(ContextTooLong):
+    """A model request the token budget refused to send (:mod:`bot.agent.budget`): even with every older turn left
+    out, what must be sent (system prompt, tool specs, the newest turn and the latest user message) estimates past
+    the budget. ``estimated`` and ``budget`` are calibrated tokens. Nothing was sent; the same request would be
+    refused again, a shorter one (a new message, once the long turn is older) or a larger budget would not."""
+
+    kind = "over_budget"
+
+    def __init__(self, *, estimated: int, budget: int) -> None:
+        self.limit = None
+        self.prompt_tokens = None
+        self.estimated = estimated
+        self.budget = budget
+        ModelCallFailed.__init__(
+            self,
+            f"the request would be about {estimated} tokens, over the budget of {budget} tokens a request may carry,"
+            " even with every older message left out",
+        )
+
+
+class NoReply(ModelCallFailed):
+    """The model ended its turn with neither text nor tool calls, for another reason than ``stop``: its output
+    length limit (``finish_reason: "length"``), a content filter (``"content_filter"``), a reason this bot does not
+    know, or none given. ``finish_reason`` is the server's (None when missing); the message says it for a person
+    (:func:`bot.agent.endings.ending_of`). Asking again may get a reply."""
+
+    kind = "no_reply"
+
+    def __init__(self, message: str, *, finish_reason: str | None) -> None:
+        super().__init__(message)
+        self.finish_reason = finish_reason
 
 
 class StoreUnavailable(BotError):

@@ -86,6 +86,9 @@ BAD_VALUES = [
     ("HISTORY_TOKEN_BUDGET", "500", "must be a whole number of tokens from 1000 to 10000000, or off"),
     ("HISTORY_TOKEN_BUDGET", "lots", "must be a whole number of tokens from 1000 to 10000000, or off"),
     ("HISTORY_TOKEN_BUDGET", "-24000", "must be a whole number of tokens from 1000 to 10000000, or off"),
+    ("TOOL_RESULT_MAX_CHARS", "10", "must be greater than or equal to 1000"),
+    ("TOOL_RESULT_MAX_CHARS", "lots", "must be a valid integer, unable to parse string as an integer"),
+    ("TOOL_RESULT_MAX_CHARS", "99999999", "must be less than or equal to 10000000"),
 ]
 SHORT_MCP_TOKEN = (
     "MCP_TOKEN: must be at least 16 characters (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')"
@@ -175,6 +178,14 @@ def test_the_history_budget_is_on_by_default_and_can_be_turned_off(monkeypatch: 
     for text, budget in [("off", None), (" OFF ", None), ("8000", 8000), ("128_000", 128_000)]:
         monkeypatch.setenv("HISTORY_TOKEN_BUDGET", text)
         assert load_settings().history_token_budget == budget
+
+
+def test_the_tool_result_bound_defaults_to_the_agents_and_is_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.agent.tools import DEFAULT_TOOL_RESULT_MAX_CHARS
+
+    assert load_settings().tool_result_max_chars == DEFAULT_TOOL_RESULT_MAX_CHARS == 20_000
+    monkeypatch.setenv("TOOL_RESULT_MAX_CHARS", "100000")
+    assert load_settings().tool_result_max_chars == 100_000
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,7 @@ from bot.agent.approvals import approval_payload, ask_approval, needs_approval
 from bot.agent.asking import ASK_ONLY, ask_run, finish_ask_only
 from bot.agent.budget import DEFAULT_HISTORY_BUDGET, HistoryBudget
 from bot.agent.claims import Claims
+from bot.agent.endings import Ending, ending_of
 from bot.agent.history import check_tool_messages, history_of, last_text, unique_ids
 from bot.agent.live_questions import LiveQuestions
 from bot.agent.model import ChatModel, parse_arguments
@@ -53,12 +54,13 @@ from bot.agent.stream import (
 )
 from bot.agent.tool_calls import Suspended, add_result, run_tool_call
 from bot.agent.toolbox import Toolbox
-from bot.agent.tools import Tool
+from bot.agent.tools import DEFAULT_TOOL_RESULT_MAX_CHARS, Tool
 from bot.agent.turns import budgeted_turn
 from bot.errors import (
     BotError,
     ContextTooLong,
     ModelCallFailed,
+    NoReply,
     NotAwaitingThisKind,
     RunConflict,
     RunNotResumable,
@@ -86,7 +88,10 @@ class Agent(Claims, Toolbox):
     question waits for its answer (its deadline is stored with it). ``turn_timeout`` (seconds) and
     ``max_reply_chars`` bound one model turn (``None``: unbounded); past either the run fails, retryable.
     ``history_budget`` (tokens, ``None``: unbounded): what one model request may carry; the oldest turns are left
-    out past it and the stored history is bounded to a few times it (:mod:`bot.agent.budget`).
+    out past it and the stored history is bounded to a few times it (:mod:`bot.agent.budget`); a request over it even
+    then is not sent (the run fails with ``context_length``). ``tool_result_max_chars`` (characters, ``None``:
+    unbounded): the most of one tool result's text the model gets; the rest is cut, with a marker saying so
+    (:func:`bot.agent.tools.bounded_result`).
     ``require_tool_approval``: every tool call but questions waits for a person's approval (tools can also ask
     for it one by one, ``require_approval=True``; see :mod:`bot.agent.approvals`).
     ``persist_for`` (seconds): how long a save
@@ -111,6 +116,7 @@ class Agent(Claims, Toolbox):
         persist_for: float = 600.0,
         lease_renew_every: float = 10.0,
         history_budget: int | None = DEFAULT_HISTORY_BUDGET,
+        tool_result_max_chars: int | None = DEFAULT_TOOL_RESULT_MAX_CHARS,
     ) -> None:
         self.id = id
         self.name = name
@@ -123,6 +129,7 @@ class Agent(Claims, Toolbox):
         self.ask_ttl = ask_ttl
         self.turn_timeout = turn_timeout
         self.max_reply_chars = max_reply_chars
+        self.tool_result_max_chars = tool_result_max_chars
         self.require_tool_approval = require_tool_approval
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"  # this agent's lease id
         self.saver = RunSaver(store, owner=self.owner, persist_for=persist_for, lease_renew_every=lease_renew_every)
@@ -285,7 +292,7 @@ class Agent(Claims, Toolbox):
         run_id = state.run_id
         try:
             try:
-                state = await self._advance(state, out)
+                state, ending = await self._advance(state, out)
             except Suspended:
                 state = await self.saver.save_final(state)
                 assert state.pending is not None
@@ -304,7 +311,13 @@ class Agent(Claims, Toolbox):
             except ModelCallFailed as exc:
                 state.status, state.error = "failed", RunFailure(kind="model", message=str(exc))
                 state = await self.saver.save_final(state)
-                kind: ErrorKind = "context_length" if isinstance(exc, ContextTooLong) else "model"
+                kind: ErrorKind = (
+                    "context_length"
+                    if isinstance(exc, ContextTooLong)
+                    else "no_reply"
+                    if isinstance(exc, NoReply)
+                    else "model"
+                )
                 out.emit(ErrorChunk(run_id, ErrorPayload(kind=kind, message=str(exc))))
                 return state
             if state.error is not None:  # turn limit
@@ -313,7 +326,7 @@ class Agent(Claims, Toolbox):
                 out.emit(ErrorChunk(run_id, ErrorPayload(kind="max_turns", message=failure.message)))
                 return state
             state = await self.saver.save_final(state)
-            out.emit(FinishChunk(run_id, FinishPayload(status="completed", text=last_text(state))))
+            out.emit(FinishChunk(run_id, FinishPayload(status="completed", text=last_text(state), ending=ending)))
             return state
         except RunConflict:  # another process took the run over (this one's lease lapsed): its result wins
             log.warning("run %s: taken over by another process; this segment's result is dropped", run_id)
@@ -330,13 +343,21 @@ class Agent(Claims, Toolbox):
     history_of = staticmethod(history_of)
     """The run's messages up to its last consistent point (see :func:`bot.agent.history.history_of`)."""
 
-    async def _advance(self, state: RunState, out: AgentStream) -> RunState:
-        """Run until the model answers without tool calls (returns), a tool suspends (raises ``Suspended``
-        with ``state`` updated in place) or the model fails (raises ``ModelCallFailed``)."""
+    async def _advance(self, state: RunState, out: AgentStream) -> tuple[RunState, Ending | None]:
+        """Run until the model answers without tool calls (returns the state, and why its last turn's text is
+        incomplete when it is: :func:`bot.agent.endings.ending_of`), a tool suspends (raises ``Suspended`` with
+        ``state`` updated in place) or the model fails (raises ``ModelCallFailed``)."""
         if state.pending is not None:
             pending, state.pending = state.pending, None
             await continue_pending(
-                self.tools, state, pending, out, save=self._save_midway, ask_ttl=self.ask_ttl, live=self.live
+                self.tools,
+                state,
+                pending,
+                out,
+                save=self._save_midway,
+                ask_ttl=self.ask_ttl,
+                max_result_chars=self.tool_result_max_chars,
+                live=self.live,
             )
         while True:
             while state.queued:
@@ -346,23 +367,35 @@ class Agent(Claims, Toolbox):
                     args = parse_arguments(call.arguments)
                 except ValueError as exc:
                     out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, {})))
-                    add_result(state, call, {"error": f"{call.name}: {exc}"}, out, is_error=True)
+                    error = {"error": f"{call.name}: {exc}"}
+                    add_result(state, call, error, out, max_chars=self.tool_result_max_chars, is_error=True)
                     continue
                 out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, args)))
                 tools = self.tools if ASK_ONLY in state.metadata else self._offered  # the model calls no hidden tool
                 tool = tools.get(call.name)
                 if tool is not None and needs_approval(tool, state, agent_wide=self.require_tool_approval):
-                    ask_approval(tool, state, call, args, out, ask_ttl=self.ask_ttl)  # suspends, unless invalid
-                    continue
-                await run_tool_call(tools, state, call, args, out, resume=None, ask_ttl=self.ask_ttl, live=self.live)
+                    bound = self.tool_result_max_chars
+                    ask_approval(tool, state, call, args, out, ask_ttl=self.ask_ttl, max_result_chars=bound)
+                    continue  # it suspended, unless its arguments were invalid
+                await run_tool_call(
+                    tools,
+                    state,
+                    call,
+                    args,
+                    out,
+                    resume=None,
+                    ask_ttl=self.ask_ttl,
+                    max_result_chars=self.tool_result_max_chars,
+                    live=self.live,
+                )
             if finish_ask_only(state):  # a run that only asked: the answer was all it was for
-                return state
+                return state, None
             if state.turns >= self.max_turns:
                 state.status = "failed"
                 state.error = RunFailure(
                     kind="max_turns", message=f"stopped after {self.max_turns} model turns without finishing"
                 )
-                return state
+                return state, None
             check_tool_messages(state.messages)
             self.stops.check(state.run_id)
             turn = await budgeted_turn(
@@ -385,7 +418,7 @@ class Agent(Claims, Toolbox):
             state.messages.append(message)
             if not calls:
                 state.status = "completed"
-                return state
+                return state, ending_of(turn)
             state.queued = calls
 
     async def _save_midway(self, state: RunState) -> None:

@@ -37,14 +37,21 @@ def needs_approval(tool: Tool | None, state: RunState, *, agent_wide: bool) -> b
 
 
 def ask_approval(
-    tool: Tool, state: RunState, call: ToolCall, args: dict[str, Any], out: AgentStream, *, ask_ttl: float | None
+    tool: Tool,
+    state: RunState,
+    call: ToolCall,
+    args: dict[str, Any],
+    out: AgentStream,
+    *,
+    ask_ttl: float | None,
+    max_result_chars: int | None,
 ) -> None:
     """Suspend the run on ``call`` until a person decides (raises :class:`Suspended`); invalid arguments become a
-    tool error for the model instead (returns)."""
+    tool error for the model instead (returns; its text bounded to ``max_result_chars``)."""
     try:
         valid = tool.parse_args(args).model_dump(mode="json")
     except ToolInputError as exc:
-        add_result(state, call, {"error": str(exc)}, out, is_error=True)
+        add_result(state, call, {"error": str(exc)}, out, max_chars=max_result_chars, is_error=True)
         return
     suspend(state, call.id, tool, valid, ask_ttl=ask_ttl, interrupted=False)
 
@@ -76,10 +83,12 @@ async def run_decided(
     *,
     save: Save,
     ask_ttl: float | None,
+    max_result_chars: int | None,
     live: LiveQuestions | None = None,
 ) -> None:
     """Carry out the decision claimed on ``pending`` (the run's pending approval, already taken off ``state``);
-    ``live``: lets the tool ask questions while it runs (:mod:`bot.agent.live_questions`)."""
+    ``live``: lets the tool ask questions while it runs (:mod:`bot.agent.live_questions`); ``max_result_chars``: the
+    bound of the result's text (:func:`bot.agent.tool_calls.add_result`)."""
     call = ToolCall(id=pending.tool_call_id, name=pending.tool_name, arguments="")
     decision = pending.resume
     tool = tools.get(pending.tool_name)
@@ -89,14 +98,24 @@ async def run_decided(
             result["declined_by"] = decision.answered_by
         if decision is not None and decision.outcome != "answer":
             result["outcome"] = decision.outcome  # nobody decided in time, or the request was withdrawn
-        add_result(state, call, result, out)
+        add_result(state, call, result, out, max_chars=max_result_chars)
         return
     if pending.executing_since is not None and tool is not None:  # a run of it was cut short: ask again
         suspend(state, pending.tool_call_id, tool, pending.args, ask_ttl=ask_ttl, interrupted=True)
     state.pending = pending.model_copy(update={"executing_since": utcnow()})
     await save(state)  # the trace that makes it run at most once per approval
     state.pending = None
-    await run_tool_call(tools, state, call, pending.args, out, resume=None, ask_ttl=ask_ttl, live=live)
+    await run_tool_call(
+        tools,
+        state,
+        call,
+        pending.args,
+        out,
+        resume=None,
+        ask_ttl=ask_ttl,
+        max_result_chars=max_result_chars,
+        live=live,
+    )
 
 
 def approval_payload(pending: PendingCall) -> ApprovalPayload:

@@ -11,9 +11,13 @@ answers with its context-length error) and every turn loads and rewrites all of 
   context-length error's numbers (the model's limit, the tokens the request had) are learned too;
 - **fits** a request into the budget (:func:`fit`): the oldest turns are left out first; a turn is a user message,
   an assistant message, or an assistant message with ``tool_calls`` together with its ``tool`` results (never
-  separated); the last turn (the pending question or its answers) and the latest user message are always sent,
-  even when they alone are over the budget; a request never starts with a ``tool`` message. The cut moves in
-  steps of a quarter of the budget, so consecutive requests share their prefix (providers' prompt caches);
+  separated); the last turn (the pending question or its answers) and the latest user message are always kept;
+  a request never starts with a ``tool`` message. The cut moves in steps of a quarter of the budget, so
+  consecutive requests share their prefix (providers' prompt caches);
+- **refuses** a request still over the budget once every older turn is left out (:meth:`HistoryBudget.over`:
+  the newest turn itself is too big, e.g. many large tool results): it is never sent
+  (:class:`bot.errors.RequestOverBudget`, raised by :func:`bot.agent.turns.budgeted_turn`). One tool result is
+  bounded before it is stored (:func:`bot.agent.tools.bounded_result`), so this takes several large ones;
 - **bounds the stored history** (:meth:`HistoryBudget.bound_stored`): once the stored messages estimate past
   :data:`STORE_HIGH` (2) x budget they are cut, same rules, to :data:`STORE_KEEP` (1.5) x budget. A request can
   never send more than 1 x budget of the newest turns, and what it did not send it never sends again (the history
@@ -232,11 +236,13 @@ def kept_indices(
 @dataclass
 class Request:
     """A model request fitted to the budget: ``messages`` (system prompt first), ``estimated`` (raw tokens of the
-    whole request: system prompt, tool specs, messages), ``left_out`` (stored messages not sent)."""
+    whole request: system prompt, tool specs, messages), ``left_out`` (stored messages not sent), ``budget`` (the
+    calibrated tokens it was fitted to; None: unbounded)."""
 
     messages: list[dict[str, Any]]
     estimated: int
     left_out: int
+    budget: int | None = None
 
 
 class HistoryBudget:
@@ -279,11 +285,21 @@ class HistoryBudget:
             room = max(0, self._raw(limit) - fixed - text_tokens(LEFT_OUT_NOTE))
             keep = kept_indices(messages, sizes, budget=room, quantum=room // 4)
         if keep is None:
-            return Request([{"role": "system", "content": instructions}, *messages], fixed + sum(sizes), 0)
+            whole = [{"role": "system", "content": instructions}, *messages]
+            return Request(whole, fixed + sum(sizes), 0, limit)
         system = instructions + "\n\n" + LEFT_OUT_NOTE
         estimated = fixed + text_tokens(LEFT_OUT_NOTE) + sum(sizes[i] for i in keep)
         kept = [messages[i] for i in keep]
-        return Request([{"role": "system", "content": system}, *kept], estimated, len(messages) - len(keep))
+        left_out = len(messages) - len(keep)
+        return Request([{"role": "system", "content": system}, *kept], estimated, left_out, limit)
+
+    def over(self, request: Request) -> tuple[int, int] | None:
+        """``(estimated, budget)`` in calibrated tokens when ``request`` (from :meth:`request`) estimates past the
+        budget it was fitted to, so it must not be sent; None when it fits or nothing bounds it. Only what is always
+        kept can be over: the system prompt, the tool specs, the newest turn and the latest user message."""
+        if request.budget is None or request.estimated <= self._raw(request.budget):
+            return None
+        return math.ceil(request.estimated * self.calibration.ratio(self.model)), request.budget
 
     def bound_stored(
         self, messages: list[dict[str, Any]], sizes: Sequence[int] | None = None

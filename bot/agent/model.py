@@ -33,7 +33,9 @@ class TurnDone:
 
     - ``content``: the whole text (may be empty);
     - ``tool_calls``: in arrival order, each with a non-empty id unique within the turn;
-    - ``finish_reason``: as the server gave it (``"stop"``, ``"tool_calls"``, ...) or ``None``;
+    - ``finish_reason``: as the server gave it (``"stop"``, ``"tool_calls"``, ``"length"``, ``"content_filter"``, ...)
+      or ``None``; a turn without tool calls that ended otherwise than ``stop`` is told to the person as what it
+      was (:mod:`bot.agent.endings`), so an adapter passes it on unchanged;
     - ``extra``: the assistant-message fields the provider returned that Chat Completions does not define
       (e.g. ``{"reasoning_content": "..."}`` from DeepSeek's thinking mode, ``reasoning`` /
       ``reasoning_details`` from OpenRouter or vLLM). Some providers refuse a later request whose assistant

@@ -35,25 +35,30 @@ async def continue_pending(
     *,
     save: Save,
     ask_ttl: float | None,
+    max_result_chars: int | None,
     live: LiveQuestions | None,
 ) -> None:
-    """Carry on with ``pending`` (already taken off ``state``). Raises ``Suspended`` when it asks again, and what
-    ``save`` raises (``RunConflict``, ``StoreUnavailable``)."""
+    """Carry on with ``pending`` (already taken off ``state``); ``max_result_chars``: the bound of the call's result
+    text (:func:`bot.agent.tool_calls.add_result`). Raises ``Suspended`` when it asks again, and what ``save``
+    raises (``RunConflict``, ``StoreUnavailable``)."""
     tool = tools.get(pending.tool_name)
     call = ToolCall(id=pending.tool_call_id, name=pending.tool_name, arguments="")
     cut_short = pending.live_owner is not None or (pending.kind == "question" and pending.executing_since is not None)
     if cut_short:
         if tool is None:
-            add_result(state, call, {"error": f"unknown tool {pending.tool_name!r}"}, out, is_error=True)
+            error = {"error": f"unknown tool {pending.tool_name!r}"}
+            add_result(state, call, error, out, max_chars=max_result_chars, is_error=True)
             return
         suspend(state, pending.tool_call_id, tool, pending.args, ask_ttl=ask_ttl, interrupted=True)
     resume = pending.resume
     question_tool = tool is not None and tool.suspend_schema is not None  # e.g. ask_user
     if pending.kind == "question" and resume is not None and resume.outcome != "answer" and question_tool:
-        add_result(state, call, unanswered(pending, resume), out)  # told, not run again
+        add_result(state, call, unanswered(pending, resume), out, max_chars=max_result_chars)  # told, not run again
         return
     if pending.kind == "approval":
-        await run_decided(tools, state, pending, out, save=save, ask_ttl=ask_ttl, live=live)
+        await run_decided(
+            tools, state, pending, out, save=save, ask_ttl=ask_ttl, max_result_chars=max_result_chars, live=live
+        )
         return
     if tool is not None and tool.suspend_schema is None:  # it suspended mid-work: leave a trace before it goes on
         state.pending = pending.model_copy(update={"executing_since": utcnow()})
@@ -67,6 +72,7 @@ async def continue_pending(
         out,
         resume=pending.resume,
         ask_ttl=ask_ttl,
+        max_result_chars=max_result_chars,
         suspended=pending.suspend_payload,
         live=live,
     )

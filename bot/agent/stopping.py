@@ -68,7 +68,7 @@ class StopRequests:
 def wrap_up(state: RunState, out: AgentStream) -> str:
     """End ``state`` as stopped (see the module docstring); returns the closing text."""
     for call in state.queued:
-        add_result(state, call, {"status": "stopped"}, out)
+        add_result(state, call, {"status": "stopped"}, out, max_chars=None)  # a constant, short result
     state.queued = []
     state.pending = None
     state.messages.append({"role": "assistant", "content": STOPPED_TEXT})

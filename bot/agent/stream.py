@@ -16,10 +16,11 @@ the class, or compare ``chunk.type``); each has ``run_id`` and a ``payload``:
 - ``tool-call-question-closed``: :class:`QuestionClosedChunk`, payload :class:`QuestionClosedPayload`
   ``(tool_call_id, tool_name, suspend_payload, asked_at, reason)``: a question a running tool asked
   (``tool-call-suspended`` while the run goes on) ended without an answer
-- ``finish``: :class:`FinishChunk`, payload :class:`FinishPayload` ``(status, text)``; ``status`` is
+- ``finish``: :class:`FinishChunk`, payload :class:`FinishPayload` ``(status, text, ending)``; ``status`` is
   ``completed``, ``suspended``, ``handed_off`` (the answer went to the process whose tool call asked the
   question live; that process continues the run and its stream shows the rest) or ``stopped`` (a person asked it
-  to stop: ``Agent.stop``)
+  to stop: ``Agent.stop``); ``ending``: why a completed run's last text is incomplete (its model turn ended for
+  another reason than ``stop``: :class:`bot.agent.endings.Ending`), else None
 - ``error``: :class:`ErrorChunk`, payload :class:`ErrorPayload` ``(kind, message)``; the run is left resumable
   where possible (``kind`` is an :data:`ErrorKind`)
 
@@ -37,11 +38,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from bot.agent.endings import Ending
 from bot.agent.state import RunState
 
-ErrorKind = Literal["model", "context_length", "max_turns", "store", "superseded", "internal"]
-"""``model``: the model call failed; ``context_length``: the model refused the conversation as longer than its
-context window, even with its oldest turns left out (the same request would fail again); ``max_turns``: too many
+ErrorKind = Literal["model", "no_reply", "context_length", "max_turns", "store", "superseded", "internal"]
+"""``model``: the model call failed; ``no_reply``: the model ended its turn without text or tool calls for another
+reason than ``stop`` (its length limit, a content filter, ...: :class:`bot.errors.NoReply`; asking again may
+help); ``context_length``: the model refused the conversation as longer than its context window, or the token
+budget refused to send it (:class:`bot.errors.RequestOverBudget`), even with its oldest turns left out (the same
+request would fail again); ``max_turns``: too many
 turns without human input; ``store``: the run could not be saved; ``superseded``: another process took the run
 over (its result is the one shown); ``internal``: a bug in the runtime."""
 
@@ -107,6 +112,7 @@ class QuestionClosedPayload:
 class FinishPayload:
     status: Literal["completed", "suspended", "handed_off", "stopped"]
     text: str
+    ending: Ending | None = None  # a completed run's last text is incomplete, and why
 
 
 @dataclass(frozen=True)

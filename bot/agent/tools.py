@@ -6,7 +6,8 @@ and the run (it raises :class:`ToolSuspended`, which the agent catches); on resu
 with ``ctx.resume_data`` set. Outside a run ``ctx`` is ``None`` and a tool must not suspend.
 
 The tool's ``result`` becomes the ``content`` of a Chat Completions ``tool`` message: strings are sent as
-they are, anything else as JSON.
+they are, anything else as JSON; past the agent's bound (``tool_result_max_chars``, ``TOOL_RESULT_MAX_CHARS``) it
+is cut, with a marker saying how much (:func:`bounded_result`).
 """
 
 from __future__ import annotations
@@ -147,3 +148,23 @@ def tool_result_content(result: Any) -> str:
     if isinstance(result, BaseModel):
         return result.model_dump_json()
     return json.dumps(result, ensure_ascii=False, default=str)
+
+
+DEFAULT_TOOL_RESULT_MAX_CHARS = 20_000
+"""Characters of one tool result the model gets by default (~5,000 tokens of English; a fifth of the default
+history budget): a tool that returns megabytes must not fill the next request nor the stored run."""
+
+
+def bounded_result(content: str, max_chars: int | None) -> tuple[str, int]:
+    """``(content, characters cut)``: ``content`` (a tool message's text) as it is when it has at most
+    ``max_chars`` characters (None: no bound), else its first ``max_chars`` characters and a marker line saying how
+    many were cut (the model sees that it has part of the result, and how big the whole was). Characters are
+    Unicode code points."""
+    if max_chars is None or len(content) <= max_chars:
+        return content, 0
+    cut = len(content) - max_chars
+    marker = (
+        f"\n\n[... {cut:,} more characters cut here: this tool result had {len(content):,} characters, and at most"
+        f" {max_chars:,} are kept]"
+    )
+    return content[:max_chars] + marker, cut

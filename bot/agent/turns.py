@@ -1,5 +1,6 @@
 """One model turn of a run (:func:`model_turn`): the model's stream read to its end, its text passed on, its size
-and time bounded; :func:`budgeted_turn`: that turn over the run's history fitted to the token budget."""
+and time bounded, its ending judged (:mod:`bot.agent.endings`); :func:`budgeted_turn`: that turn over the run's
+history fitted to the token budget, never sent when the budget says it is over."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from bot.agent.budget import HistoryBudget, message_tokens
+from bot.agent.budget import HistoryBudget, Request, message_tokens
+from bot.agent.endings import ending_of
 from bot.agent.model import ChatModel, TextDelta, TurnDone
 from bot.agent.state import RunState
 from bot.agent.stream import AgentStream, TextDeltaChunk, TextDeltaPayload
-from bot.errors import ContextTooLong, ModelCallFailed
+from bot.errors import ContextTooLong, ModelCallFailed, NoReply, RequestOverBudget
 from bot.ops import observe
 
 log = logging.getLogger("bot.agent.agent")
@@ -32,8 +34,9 @@ async def model_turn(
 ) -> TurnDone:
     """One model turn over ``messages`` (system prompt first), its text streamed to ``out`` as ``text-delta``
     chunks, bounded: at most ``turn_timeout`` seconds and ``max_reply_chars`` characters of text (a server that
-    streams forever must not hold the thread nor fill it). Raises ``ModelCallFailed``. Measured
-    (``askbot_model_turn_seconds``, failures by kind, a span: :mod:`bot.ops`)."""
+    streams forever must not hold the thread nor fill it). A turn that ended for another reason than ``stop``
+    (:func:`bot.agent.endings.ending_of`) is counted; without any text it raises :class:`NoReply`. Raises
+    ``ModelCallFailed``. Measured (``askbot_model_turn_seconds``, failures by kind, a span: :mod:`bot.ops`)."""
     with observe.model_turn(run_id):
         done: TurnDone | None = None
         chars = 0
@@ -63,6 +66,12 @@ async def model_turn(
             size = chars + sum(len(c.arguments) for c in done.tool_calls) + len(json.dumps(done.extra, default=str))
             if size > 2 * max_reply_chars:  # tool arguments and reasoning count too (the run stores them)
                 raise ModelCallFailed(f"the turn's output went past {2 * max_reply_chars} characters", kind="too_long")
+        ending = ending_of(done)
+        if ending is not None:
+            observe.turn_ended(ending.kind)
+            log.info("run %s: the model turn ended with finish_reason %r", run_id, (done.finish_reason or "")[:64])
+            if not ending.has_text:
+                raise NoReply(ending.why, finish_reason=done.finish_reason)
         return done
 
 
@@ -91,10 +100,11 @@ async def budgeted_turn(
 ) -> TurnDone:
     """:func:`model_turn` over ``state.messages`` fitted to ``budget`` (oldest turns left out, see
     :mod:`bot.agent.budget`); the stored history is cut first when it is past its bound (``state.messages`` is
-    replaced). The server's ``prompt_tokens`` calibrates later estimates. A context-length refusal teaches the
-    model's window and is tried once more with a smaller budget (the window's 80 %, or half the refused request),
-    when that leaves more out; otherwise, and when the budget is off, ``ContextTooLong`` is raised. Raises
-    ``ModelCallFailed``."""
+    replaced). A request the budget computes to be over it even with every older turn left out is not sent:
+    ``RequestOverBudget`` (a ``ContextTooLong``). The server's ``prompt_tokens`` calibrates later estimates. A
+    context-length refusal teaches the model's window and is tried once more with a smaller budget (the window's
+    80 %, or half the refused request), when that leaves more out; otherwise, and when the budget is off,
+    ``ContextTooLong`` is raised. Raises ``ModelCallFailed``."""
     sizes: list[int] | None = [message_tokens(m) for m in state.messages] if budget.budget is not None else None
     bounded = budget.bound_stored(state.messages, sizes)
     if bounded is not None:
@@ -103,6 +113,7 @@ async def budgeted_turn(
     calibration, name = budget.calibration, budget.model
     request = budget.request(instructions, state.messages, tools_tokens=tools_tokens, sizes=sizes)
     for attempt in (1, 2):
+        _refuse_over_budget(request, budget, run_id=state.run_id)
         try:
             turn = await model_turn(
                 model,
@@ -135,3 +146,14 @@ async def budgeted_turn(
             calibration.observe(name, estimated=request.estimated, reported=turn.prompt_tokens)
         return turn
     raise AssertionError("unreachable")
+
+
+def _refuse_over_budget(request: Request, budget: HistoryBudget, *, run_id: str) -> None:
+    """Raise :class:`RequestOverBudget` (counted, not sent) when ``request`` estimates past its budget."""
+    over = budget.over(request)
+    if over is not None:
+        estimated, allowed = over
+        exc = RequestOverBudget(estimated=estimated, budget=allowed)
+        log.warning("run %s: not sent: %s", run_id, exc)
+        observe.request_refused(exc)
+        raise exc

@@ -21,7 +21,12 @@ Metrics (names carry the ``askbot_`` prefix, base units; counters end in ``_tota
   ``cancelled`` / ``retry``;
 - ``askbot_model_turn_seconds`` (histogram): one model turn, request to its last chunk (failed ones too);
 - ``askbot_model_errors_total{kind}``: failed turns by ``ModelCallFailed.kind`` (``server``, ``timeout``,
-  ``connection``, ``too_long``, ``incomplete``, ``adapter``, ``context_length``);
+  ``connection``, ``too_long``, ``incomplete``, ``adapter``, ``context_length``, ``no_reply``: the turn ended
+  without text for another reason than ``stop``), and ``over_budget``: requests the token budget refused to send;
+- ``askbot_model_turn_endings_total{finish_reason}``: model turns without tool calls that ended for another reason
+  than ``stop`` (:mod:`bot.agent.endings`), with text or without: ``length``, ``content_filter``, ``missing``
+  (none given, no text), ``other``;
+- ``askbot_tool_results_cut_total``: tool results cut to ``TOOL_RESULT_MAX_CHARS`` before the model saw them;
 - ``askbot_slack_api_calls_total{method}``: Web API calls (one per call, whatever slack_sdk retried) of the bot's
   client (:class:`bot.slack.runner.SharedWebClient`): all but Bolt's own cached ``auth.test`` of its first request;
 - ``askbot_slack_api_errors_total{method,error}``: failed ones, by Slack's ``error`` string (or the exception's
@@ -94,6 +99,12 @@ MODEL_TURN = Histogram(
     buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300),
 )
 MODEL_ERRORS = Counter("askbot_model_errors_total", "Failed model turns, by kind.", ["kind"])
+MODEL_TURN_ENDINGS = Counter(
+    "askbot_model_turn_endings_total",
+    "Model turns without tool calls that ended for another reason than stop, by finish_reason.",
+    ["finish_reason"],
+)
+TOOL_RESULTS_CUT = Counter("askbot_tool_results_cut_total", "Tool results cut to their size bound.")
 SLACK_CALLS = Counter("askbot_slack_api_calls_total", "Slack Web API calls, by method.", ["method"])
 SLACK_ERRORS = Counter(
     "askbot_slack_api_errors_total", "Failed Slack Web API calls, by method and Slack's error.", ["method", "error"]

@@ -95,6 +95,21 @@ def model_turn(run_id: str) -> Iterator[None]:
             m.MODEL_TURN.observe(m.monotonic() - start)
 
 
+def turn_ended(kind: str) -> None:
+    """A model turn ended for another reason than ``stop`` (``kind``: an :data:`bot.agent.endings.EndingKind`)."""
+    m.MODEL_TURN_ENDINGS.labels(kind).inc()
+
+
+def request_refused(exc: ModelCallFailed) -> None:
+    """A model request was not sent: ``exc`` says why (e.g. ``RequestOverBudget``), counted by its ``kind``."""
+    m.MODEL_ERRORS.labels(exc.kind).inc()
+
+
+def tool_result_cut() -> None:
+    """A tool result was cut to its size bound before the model saw it."""
+    m.TOOL_RESULTS_CUT.inc()
+
+
 @contextlib.contextmanager
 def tool_call(run_id: str, *, tool: str, tool_call_id: str) -> Iterator[None]:
     """One tool call's span (no metric of its own: tool outcomes reach the model, not the operator)."""

@@ -199,6 +199,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     agent.turn_timeout = float(settings.model_turn_timeout)
     agent.max_reply_chars = settings.max_reply_chars
     agent.budget.budget = settings.history_token_budget
+    agent.tool_result_max_chars = settings.tool_result_max_chars
     if APPROVAL_TOOL in agent.tools:
         log.warning("the agent has its own %s tool: the MCP server's approval requests can't be asked", APPROVAL_TOOL)
     else:

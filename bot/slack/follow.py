@@ -21,6 +21,7 @@ from datetime import datetime
 
 from bot.agent.approvals import approval_payload
 from bot.agent.ask_user import AskUserPayload, fallback_text
+from bot.agent.endings import Ending
 from bot.agent.state import PendingCall
 from bot.agent.stream import (
     AgentStream,
@@ -64,11 +65,17 @@ FAILURE = "failure"  # the run_messages key of failure notices with a Retry butt
 
 FAILURES = {
     "model": "The model call failed",
+    "no_reply": "The model ended its turn without a reply",
     "context_length": "This conversation has grown too long for the model",
     "max_turns": "I stopped because the model kept going without finishing",
     "store": "I couldn't save this conversation",
     "internal": "Something went wrong on my side",
 }
+
+
+RETRYABLE = frozenset({"model", "no_reply", "max_turns"})
+"""The failure kinds whose notice offers Retry: asking the model again may go otherwise (a failed call, a turn that
+ended without a reply, a run that kept going). Not ``context_length``: the same request would be refused again."""
 
 
 @dataclass
@@ -152,7 +159,11 @@ class Follower:
                         case FinishChunk(payload=finish) if finish.status == "completed":
                             if not reply.raw.strip():  # nothing was written as it streamed: the run's last text
                                 reply.text(finish.text or "(no reply)")
+                            if finish.ending is not None:  # the text is not a whole answer: marked, and told why
+                                reply.cut_off(CUT_OFF)
                             await reply.close()
+                            if finish.ending is not None:
+                                await self._incomplete(stream.run_id, finish.ending, ctx)
                         case FinishChunk(payload=finish) if finish.status == "stopped":
                             await reply.close()
                             await self._reply(f":octagonal_sign: {finish.text}", ctx)
@@ -270,7 +281,7 @@ class Follower:
     async def _failed(self, run_id: str, error: ErrorPayload, ctx: SlackContext) -> None:
         if error.kind == "superseded":  # the process that took the run over posts its outcome
             return
-        retry = error.kind in ("model", "max_turns")
+        retry = error.kind in RETRYABLE
         text = failure_text(error.kind, error.message, retry=retry)
         blocks = bk.failure_blocks(text, run_id=run_id, retry=retry)
         ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=escape(text), blocks=blocks)
@@ -279,6 +290,13 @@ class Follower:
                 await self.index.add_message(run_id, key=FAILURE, ref=MessageRef(channel_id=ctx.channel_id, ts=ts))
             except StoreUnavailable:
                 log.warning("run %s: could not record the failure notice", run_id)
+
+    async def _incomplete(self, run_id: str, ending: Ending, ctx: SlackContext) -> None:
+        """A completed run's reply is incomplete (:func:`incomplete_text`): a notice below it, without Retry (the
+        run is completed; asking it to go on is a new message)."""
+        text = incomplete_text(ending)
+        blocks = bk.failure_blocks(text, run_id=run_id, retry=False)
+        await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=escape(text), blocks=blocks)
 
     async def _with_clicked(
         self, refs: list[MessageRef] | None, clicked: MessageRef | None, ref: QuestionRef
@@ -360,3 +378,13 @@ def failure_text(kind: str, message: str, *, retry: bool) -> str:
     what = FAILURES.get(kind, "Something went wrong")
     advice = TOO_LONG_ADVICE if kind == "context_length" else ""
     return f"{what}: {message}.{advice}" + (" Nothing is lost; press Retry to continue." if retry else "")
+
+
+def incomplete_text(ending: Ending) -> str:
+    """The plain text of the notice below a reply that is not a whole answer (its model turn ended for another
+    reason than ``stop``, :mod:`bot.agent.endings`): why, and what to do."""
+    if ending.kind == "length":
+        return f"The reply above is incomplete: {ending.why}. Ask me to go on and I will continue where it stopped."
+    if ending.kind == "content_filter":
+        return f"The reply above is incomplete: {ending.why}. Asking in other words may help."
+    return f"The reply above may be incomplete: {ending.why}."

@@ -139,22 +139,24 @@ async def test_requests_over_tool_call_histories_stay_well_formed(
     assert [m.get("tool_call_id") for m in last[-2:]] == ["n1", "n2"] and last[-4]["content"] == "go"
 
 
-async def test_the_pending_question_is_sent_even_alone_over_budget(
+async def test_the_pending_question_is_sent_with_everything_older_left_out(
     fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
 ) -> None:
-    agent = await budget_agent(make_agent, fake_redis, 1000)
+    """The newest turn and the latest user message are kept whatever else must go: here every older message (each
+    ~1,000 tokens, none fits beside them)."""
+    agent = await budget_agent(make_agent, fake_redis, 4000)
     long_question = "please weigh all of this: " + "detail " * 1500  # ~2,600 tokens alone
     question = {"question": "Which one?", "options": [{"label": "a"}, {"label": "b"}]}
     openai_server.script(Reply(tool_calls=[tool_call("ask_user", question, id="q1")]), Reply(text="Going with a."))
-    stream = await agent.stream(long_question, history=chat(200))
+    stream = await agent.stream(long_question, history=chat(200, size=4000))
     await stream.result()
     await (await agent.resume_stream("a", run_id=stream.run_id)).result()
     first, second = openai_server.requests
     assert [m["role"] for m in first["messages"]] == ["system", "user"]
     assert first["messages"][1]["content"] == long_question
-    assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "tool"]
-    assert second["messages"][1]["content"] == long_question
-    assert second["messages"][3]["tool_call_id"] == "q1"
+    assert [m["role"] for m in second["messages"]][-3:] == ["user", "assistant", "tool"]  # (calibrated: more fits)
+    assert second["messages"][-3]["content"] == long_question
+    assert second["messages"][-1]["tool_call_id"] == "q1"
 
 
 def test_calibration_moves_toward_the_reported_count() -> None:
@@ -287,29 +289,28 @@ async def test_the_stored_history_is_bounded(
     assert request_tokens(agent, openai_server.requests[-1]) > 500  # still a budget's worth of context
 
 
-async def test_a_message_longer_than_the_stored_bound_does_not_cost_the_turns_after_it(
-    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
-) -> None:
-    """The latest user message is always sent, so the stored bound keeps it whatever its size; the turns after it
-    are kept by their own sizes: once a newer message comes, requests have room for them again."""
-    from tests.agent.test_agent import echo_tool
-
-    agent = await budget_agent(make_agent, fake_redis, 1000, tools=[echo_tool])
-    openai_server.script(
-        Reply(tool_calls=[tool_call("echo", {"text": "first look"}, id="t1")]),
-        Reply(tool_calls=[tool_call("echo", {"text": "second look"}, id="t2")]),
-        Reply(text="The log shows a full disk."),
-        Reply(text="Free some space."),
-    )
+def test_a_message_longer_than_the_stored_bound_does_not_cost_the_turns_after_it() -> None:
+    """The latest user message is always kept, so the stored bound keeps it whatever its size (a request holding one
+    over the budget is not sent: :func:`test_a_request_over_the_budget_even_alone_is_not_sent`, but a run stored
+    under a larger budget has one); the turns after it are kept by their own sizes: once a newer message comes,
+    requests have room for them again."""
+    budget = HistoryBudget(1000, model="m", calibration=Calibration())
     pasted = "error: disk quota exceeded on /var " * 400  # ~3,600 tokens: over 2 x the budget alone
-    state = await (await agent.stream(pasted)).result()
-    assert state is not None and state.status == "completed"
-    history = agent.history_of(await agent.get_run(state.run_id))
-    assert [m.get("tool_call_id") for m in history if m["role"] == "tool"] == ["t1", "t2"]
-    await (await agent.stream("and the fix?", history=history)).result()
-    sent = openai_server.requests[-1]["messages"]
-    assert [m.get("tool_call_id") for m in sent if m["role"] == "tool"] == ["t1", "t2"]
+    stored = [
+        *chat(40),
+        {"role": "user", "content": pasted},
+        *calls_turn(["t1"], result="first look " * 30),
+        *calls_turn(["t2"], result="second look " * 30),
+        {"role": "assistant", "content": "The log shows a full disk."},
+    ]
+    kept = budget.bound_stored(stored)
+    assert kept is not None and kept[0] != stored[0] and any(m["content"] == pasted for m in kept)  # cut, kept
+    assert [m.get("tool_call_id") for m in kept if m["role"] == "tool"] == ["t1", "t2"]
+    request = budget.request("sys", [*kept, {"role": "user", "content": "and the fix?"}], tools_tokens=0)
+    sent = request.messages
+    assert [m.get("tool_call_id") for m in sent if m["role"] == "tool"][-1:] == ["t2"]
     assert sent[-2]["content"] == "The log shows a full disk." and all(pasted not in str(m) for m in sent)
+    assert budget.over(request) is None
 
 
 @pytest.mark.parametrize("version", [1, 2, 3, 4])

@@ -2,7 +2,8 @@
 
 ``python basic.py [NAME]``: tools ``echo`` (plain text), ``add`` (structured output), ``delete_item`` (matched by
 the tests' ``requireApproval`` pattern ``delete_*``), ``fail`` (an ``isError`` result), ``pid`` (this process's id),
-``getenv`` (one of its environment variables) and ``crash`` (exits the process mid-call).
+``getenv`` (one of its environment variables), ``big`` (``chars`` characters of text) and ``crash`` (exits the
+process mid-call).
 ``MCP_TEST_REFUSE_IF_EXISTS=path`` makes it exit at once (status 3) while that file exists (a server that can't be
 restarted).
 """
@@ -51,6 +52,14 @@ def fail(reason: str) -> str:
 def pid() -> str:
     """This server's process id."""
     return str(os.getpid())
+
+
+@server.tool(structured_output=False)
+def big(chars: int) -> str:
+    """``chars`` characters of text (numbered lines), for a result larger than anyone should send a model."""
+    line = "log line {:08d}: nothing to see here, all systems nominal\n"
+    text = "".join(line.format(i) for i in range(chars // 50 + 1))
+    return text[:chars]
 
 
 @server.tool(structured_output=False)

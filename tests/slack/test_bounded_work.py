@@ -5,6 +5,9 @@ the run can be retried."""
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,8 +16,11 @@ import redis.asyncio as aioredis
 from bot.slack.follow import CUT_OFF
 from bot.store import Keys
 from bot.store.limits import ActiveRuns
-from bot.testing.openai_server import Reply
+from bot.testing.openai_server import Reply, tool_call
+from bot.testing.scrape import scrape
 from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, ask, current, has_controls
+
+BASIC = str(Path(__file__).resolve().parent.parent / "mcp_servers" / "basic.py")
 
 
 def failure(m: dict[str, Any]) -> bool:
@@ -109,3 +115,55 @@ async def test_slots_of_a_crashed_process_lapse_on_their_own(real_redis: aioredi
     await asyncio.sleep(0.4)
     assert await active.acquire("T:U", slot="c", limit=2)
     assert 0 < await real_redis.pttl(Keys(prefix).active_runs("T:U")) <= 300
+
+
+async def test_an_mcp_tools_huge_result_reaches_the_model_cut_to_tool_result_max_chars(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    """README (Work is bounded): a tool result is cut to ``TOOL_RESULT_MAX_CHARS``, marked (the week's input: a
+    3 MB MCP result put 3.2 MB into the next model request); a real stdio MCP server from tests/mcp_servers."""
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"basic": {"command": sys.executable, "args": [BASIC]}}}))
+    async with harness(fake_redis, settings={"mcp_config": str(config), "tool_result_max_chars": 3000}) as h:
+        await h.bot.start()
+        h.model.script(
+            Reply(tool_calls=[tool_call("basic__big", {"chars": 3_000_000}, id="m1")]), Reply(text="Nothing odd.")
+        )
+        d = await h.ws.mention(ALICE, GENERAL, "anything in the logs?")
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: m["text"] == "Nothing odd."
+        )
+        [sent] = [m["content"] for m in h.model.requests[1]["messages"] if m.get("tool_call_id") == "m1"]
+        assert sent.startswith("log line 00000000") and len(sent) < 3200
+        assert sent.endswith(
+            "[... 2,997,000 more characters cut here: this tool result had 3,000,000 characters, and"
+            " at most 3,000 are kept]"
+        )
+
+
+async def test_a_message_over_the_token_budget_is_not_sent_and_says_what_to_do(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """README (Work is bounded): a request over ``HISTORY_TOKEN_BUDGET`` even with every older message left out is
+    never sent; the person gets the too-long notice (no Retry: it would be refused again), and the thread goes on."""
+    async with harness(fake_redis, settings={"history_token_budget": 1000}) as h:
+        metrics = h.processes[0].url.removesuffix("/slack/events")
+        before = await scrape(metrics)
+        d = await h.ws.mention(ALICE, GENERAL, "please read all of this: " + "word " * 3000)
+        thread = d.message["ts"]
+        notice = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: "too long" in m["text"]
+        )
+        assert notice["text"].startswith("This conversation has grown too long for the model: the request would be")
+        assert "over the budget of 1000 tokens" in notice["text"] and "Write a shorter message" in notice["text"]
+        assert not has_controls(notice)
+        await h.settle()
+        assert h.model.requests == []  # never sent
+        assert (await scrape(metrics)).since(before, "askbot_model_errors_total", kind="over_budget") == 1
+
+        h.model.script(Reply(text="Back on track."))
+        await h.ws.mention(ALICE, GENERAL, "in short: what next?", thread_ts=thread)
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Back on track."
+        )
+        assert not any("word word" in str(m.get("content")) for m in h.model.requests[-1]["messages"])
