@@ -20,6 +20,7 @@
 | ``ASK_REMIND_MAX`` | ``1`` | how many reminders at most |
 | ``ASK_ESCALATE_AFTER`` | unset (off) | also ask ``ASK_ESCALATE_TO`` after this long (a duration) |
 | ``ASK_ESCALATE_TO`` | unset | a channel id, or user ids and user-group ids (each person gets a DM) |
+| ``ASK_ESCALATE_ANSWERS`` | ``false`` | ``true``: escalation targets may answer questions too (never approvals) |
 | ``RUN_RETENTION_SECONDS`` | ``604800`` (7 days) | how long an ended or expired run (and its message refs) is kept |
 | ``MODEL_TURN_TIMEOUT`` | ``300`` (5 min) | longest one model turn may take; past it the run fails, retryable |
 | ``MAX_REPLY_CHARS`` | ``40000`` | longest text one model turn may write; past it the run fails, retryable |
@@ -140,6 +141,7 @@ class Settings(BaseSettings):
     ask_remind_max: int = Field(default=1, ge=1, le=100)
     ask_escalate_after: PositiveDuration | None = None
     ask_escalate_to: str | None = None
+    ask_escalate_answers: bool = False
     run_retention_seconds: PositiveDuration = 7 * 24 * 3600
     model_turn_timeout: PositiveDuration = 300
     max_reply_chars: int = Field(default=40_000, ge=100)
@@ -340,6 +342,8 @@ class Settings(BaseSettings):
             raise ValueError("ASK_ESCALATE_TO: must be set when ASK_ESCALATE_AFTER is (whom to ask)")
         if self.ask_escalate_to is not None and self.ask_escalate_after is None:
             raise ValueError("ASK_ESCALATE_AFTER: must be set when ASK_ESCALATE_TO is (when to ask them)")
+        if self.ask_escalate_answers and self.ask_escalate_to is None:
+            raise ValueError("ASK_ESCALATE_ANSWERS: means nothing without ASK_ESCALATE_TO (whom questions escalate to)")
         if self.ask_escalate_after is not None and self.ask_escalate_after >= self.ask_ttl_seconds:
             raise ValueError("ASK_ESCALATE_AFTER: must be shorter than ASK_TTL_SECONDS (the question's deadline)")
         return self

@@ -49,6 +49,7 @@ from bot.slack.http import events_web_app, server_log
 from bot.slack.limits import RunGate
 from bot.slack.listeners import register
 from bot.slack.notices import STORE_DOWN
+from bot.slack.permissions import Permissions
 from bot.slack.runner import InProcessRunner, LazyJobs, QueueRunner, SharedWebClient, use_client
 from bot.slack.threads import Threads
 from bot.slack.wait_plan import WaitPlan, WaitSettings
@@ -239,8 +240,20 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         per_person=settings.max_runs_per_person,
         per_process=settings.max_runs_per_process,
     )
+    permissions = Permissions(
+        answerers=settings.ask_answerers,
+        approvers=policy,
+        index=index,
+        escalate_answers=settings.ask_escalate_answers,
+    )
     answering = Answering(
-        agent=agent, index=index, web=web_api, follower=follower, answerers=settings.ask_answerers, gate=gate
+        agent=agent,
+        index=index,
+        web=web_api,
+        follower=follower,
+        answerers=settings.ask_answerers,
+        gate=gate,
+        permissions=permissions,
     )
     threads = Threads(agent=agent, index=index, web=web_api, follower=follower, answering=answering)
     secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
@@ -262,7 +275,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     app.listener_runner.lazy_listener_runner = runner
     app.middleware(use_client(client))  # first: the middleware and listeners after it get this client
     modal = AnswerModal(answering, key=modal_key(client.token or ""))
-    approving = Approving(answering, policy=policy, modal=modal)
+    approving = Approving(answering, modal=modal)
     pane = AssistantPane(
         threads=threads,
         web=web_api,

@@ -202,10 +202,14 @@ class Threads:
             await self.answering.expire(previous, previous.pending.tool_call_id)
             return False
         if isinstance(check, Open):
+            call = check.pending.tool_call_id
             if is_blank(text):
                 await say("A question above is waiting for an answer.")
-            elif not self.answering.policy.may_answer(prev_ctx, where.user):
-                await say(self.answering.policy.refusal(prev_ctx))
+            elif refused := await self.answering.permissions.refusal(
+                previous, prev_ctx, call, user=where.user, where=where
+            ):
+                audit.refused(previous, call, user=where.user, reason="not_allowed")
+                await say(refused)
             else:
                 await self.answering.answer_typed(previous, prev_ctx, where, text)
             return True
@@ -248,12 +252,11 @@ class Threads:
         call = state.pending.tool_call_id
         with log_context(run_id=state.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id, user_id=where.user):
             try:
-                if not self.answering.policy.may_answer(ctx, where.user):
+                refused = await self.answering.permissions.refusal(state, ctx, call, user=where.user, where=where)
+                if refused is not None:
                     if await self.index.tell_once(state.run_id, tool_call_id=call, user=where.user, topic="refused"):
                         audit.refused(state, call, user=where.user, reason="not_allowed")  # once a person
-                        await self.answering.say_to(where)(
-                            self.answering.policy.refusal(ctx) + " Your reply wasn't taken as an answer."
-                        )
+                        await self.answering.say_to(where)(refused + " Your reply wasn't taken as an answer.")
                     return
                 check = await self.agent.check(state, call)
                 if isinstance(check, Expired):
@@ -279,7 +282,7 @@ class Threads:
                 if where.channel_id != ctx.channel_id:
                     await say("This doesn't belong to a conversation I know.")
                     return
-                if not self.answering.policy.may_answer(ctx, where.user):
+                if not self.answering.permissions.is_answerer(ctx, where.user, where=where):
                     await say(f"Only <@{ctx.requester}> can retry this.")
                     return
                 record = await self.index.thread(ctx.team_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts)

@@ -14,8 +14,11 @@ Each handler loads the run and asks the runtime whether the question is still op
 - **Reminder** ``n``: a message in the thread mentioning the requester (and, for an approval, the approvers named in
   ``APPROVERS``); then the next one is planned, up to ``ASK_REMIND_MAX``.
 - **Escalation**: the question is posted to ``ASK_ESCALATE_TO`` (a channel, or a DM to each person, user groups
-  expanded), saying where it comes from; those people may answer too (:meth:`Answering.allowed`); every message of
-  the question is updated when it closes.
+  expanded), saying where it comes from; every message of the question is updated when it closes. Escalation widens
+  who is reminded, never who may decide (:mod:`bot.slack.permissions`): an approval stays its approvers'; a question
+  may be answered by its targets only with ``ASK_ESCALATE_ANSWERS=true`` (otherwise the escalated message is a
+  reminder without controls). Escalations to one target that fall due within ``COALESCE_SECONDS`` are one message
+  (several questions: a list linking their threads), so a flood of questions is not a flood of DMs.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from bot.agent.answers import Expired, Open
 from bot.agent.approvals import approval_payload
 from bot.agent.ask_user import AskUserPayload
 from bot.agent.state import PendingCall, RunState, utcnow
-from bot.errors import RunAlreadyResumed, RunConflict, RunNotFound, RunNotResumable, StoreCorrupt
+from bot.errors import RunAlreadyResumed, RunConflict, RunNotFound, RunNotResumable, SlackRefused, StoreCorrupt
 from bot.slack import blocks as bk
 from bot.slack.answering import Answering
 from bot.slack.approval_blocks import approval_blocks
@@ -38,7 +41,7 @@ from bot.slack.home import HOME
 from bot.slack.mrkdwn import clip, escape, how_long
 from bot.slack.notices import EXPIRED_OUTCOME
 from bot.slack.refs import QuestionRef
-from bot.slack.wait_plan import DEADLINE, ESCALATE, REMIND, WaitPlan
+from bot.slack.wait_plan import DEADLINE, ESCALATE, ESCALATE_TO, REMIND, WaitPlan
 from bot.store.conversations import MessageRef, asked_id
 from bot.store.schedule import DueItem, Handler
 
@@ -60,7 +63,12 @@ class Waiting:
 
     def handlers(self) -> dict[str, Handler]:
         """``{kind: handler}`` for :class:`bot.store.schedule.Scheduler`."""
-        handlers: dict[str, Handler] = {DEADLINE: self.on_deadline, REMIND: self.on_remind, ESCALATE: self.on_escalate}
+        handlers: dict[str, Handler] = {
+            DEADLINE: self.on_deadline,
+            REMIND: self.on_remind,
+            ESCALATE: self.on_escalate,
+            ESCALATE_TO: self.on_escalation_message,
+        }
         if self.follower.home is not None:
             handlers[HOME] = self.follower.home.on_refresh
         return handlers
@@ -138,8 +146,11 @@ class Waiting:
     # --- escalation ------------------------------------------------------------------------------------------
 
     async def on_escalate(self, item: DueItem) -> None:
-        """Post the question to each of ``ASK_ESCALATE_TO`` (each once: posted, then marked), and let those people
-        answer it; if it closed meanwhile, close what was just posted too."""
+        """Question ``item.key`` is due to be escalated: record its targets (:class:`Permissions` lets them answer
+        only where ``ASK_ESCALATE_ANSWERS`` says so, never an approval), list it in their Home inboxes when they may
+        answer it, and queue it for each target's next escalation message (:meth:`on_escalation_message`, planned
+        :data:`~bot.slack.wait_plan.COALESCE_SECONDS` ahead: escalations to one target falling due together are
+        one message)."""
         found = await self._open(item)
         if found is None:
             return
@@ -148,25 +159,72 @@ class Waiting:
         targets = await self._targets()
         await index.escalate(state.run_id, key=item.key, to=targets)
         home = self.follower.home
-        if home is not None:
+        approval = pending.kind == "approval"
+        if home is not None and self.answering.permissions.escalation_answers(pending.kind):
             people = [t for t in targets if t.startswith(("U", "W"))]
-            approval = pending.kind == "approval"
             await home.asked(ctx, state.run_id, item.key, asked_at=pending.suspended_at, approval=approval, also=people)
-        text, blocks = await self._escalation_message(state.run_id, item.key, ctx, pending)
         for target in targets:
-            topic = f"escalated:{target}"
-            if await index.was_told(state.run_id, tool_call_id=item.key, user="", topic=topic):
-                continue
-            posted = await self.answering.web.post_to(target, text=text, blocks=blocks)
-            if posted is not None:
-                channel_id, ts = posted
-                there = MessageRef(channel_id=channel_id, ts=ts, asked=asked_id(pending.suspended_at))
-                await index.add_message(state.run_id, key=item.key, ref=there)
-                if channel_id != target:  # a DM: its D… id answers too (the person is allowed by id)
-                    await index.escalate(state.run_id, key=item.key, to=[channel_id])
-            await index.tell_once(state.run_id, tool_call_id=item.key, user="", topic=topic)
-        if await self._open(item) is None:  # answered while it was being escalated: close the new messages too
-            await self._close_settled(state.run_id, pending)
+            await index.queue_escalation(ctx.team_id, target, run_id=state.run_id, key=item.key)
+            await self.plan.escalation_message(ctx.team_id, target)
+
+    async def on_escalation_message(self, item: DueItem) -> None:
+        """Post to ``item.key`` (a channel or user id; team ``item.run_id``) what is queued for it and still waits,
+        in one message: one question as itself (its controls, where the target may act on it), several as a list
+        linking each thread. Each question is posted to a target once (posted, then marked); if it closed
+        meanwhile, what was just posted is closed too."""
+        team_id, target = item.run_id, item.key
+        index = self.answering.index
+        queued = await index.queued_escalations(team_id, target)
+        due: list[tuple[RunState, SlackContext, PendingCall]] = []
+        for run_id, call in queued:
+            found = await self._open(DueItem(ESCALATE, run_id, call))
+            if found is not None and not await index.was_told(run_id, tool_call_id=call, user="", topic=_told(target)):
+                due.append(found)
+        if len(due) == 1:
+            await self._escalate_one(target, *due[0])
+        elif due:
+            await self._escalate_list(target, due)
+        for state, _ctx, pending in due:
+            await index.tell_once(state.run_id, tool_call_id=pending.tool_call_id, user="", topic=_told(target))
+        await index.escalations_sent(team_id, target, queued)
+        for state, _ctx, pending in due:
+            if await self._open(DueItem(ESCALATE, state.run_id, pending.tool_call_id)) is None:
+                await self._close_settled(state.run_id, pending)  # answered while it was being escalated
+
+    async def _escalate_one(self, target: str, state: RunState, ctx: SlackContext, pending: PendingCall) -> None:
+        """Post one escalated question to ``target`` and record the message as one of the question's."""
+        index = self.answering.index
+        text, blocks = await self._escalation_message(state.run_id, pending.tool_call_id, ctx, pending)
+        posted = await self.answering.web.post_to(target, text=text, blocks=blocks)
+        if posted is None:
+            raise SlackRefused(f"Slack refused the escalation of run {state.run_id} to {target}")
+        channel_id, ts = posted
+        there = MessageRef(channel_id=channel_id, ts=ts, asked=asked_id(pending.suspended_at))
+        await index.add_message(state.run_id, key=pending.tool_call_id, ref=there)
+        if channel_id != target:  # a DM: its D… id is where its clicks come from
+            await index.escalate(state.run_id, key=pending.tool_call_id, to=[channel_id])
+
+    async def _escalate_list(self, target: str, due: list[tuple[RunState, SlackContext, PendingCall]]) -> None:
+        """Post several escalated questions to ``target`` as one message listing them (each linked to its thread;
+        answered there, or on App Home by a person who may answer it)."""
+        home = self.follower.home
+        lines: list[str] = []
+        for state, ctx, pending in due[:MAX_LISTED]:
+            call = pending.tool_call_id
+            link = await home.thread_link(state.run_id, call, ctx) if home is not None else None
+            if pending.kind == "approval":
+                what = f"Approval to run *{escape(approval_payload(pending).tool_name)}*"
+            else:
+                what = escape(clip(AskUserPayload.model_validate(pending.suspend_payload).question, 150))
+            line = f"• {what} · in <#{ctx.channel_id}>, asked by <@{ctx.requester}> {_ago(pending.suspended_at)} ago"
+            lines.append(line + (f" · <{link}|Open the thread>" if link else ""))
+        if len(due) > MAX_LISTED:
+            lines.append(f"…and {len(due) - MAX_LISTED} more.")
+        head = f":arrow_up: {len(due)} questions and requests are still waiting (escalated):"
+        text = clip(head + "\n" + "\n".join(lines), 3000)
+        blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
+        if await self.answering.web.post_to(target, text=head, blocks=blocks) is None:
+            raise SlackRefused(f"Slack refused an escalation message to {target}")
 
     async def _escalation_message(
         self, run_id: str, call: str, ctx: SlackContext, pending: PendingCall
@@ -178,14 +236,19 @@ class Waiting:
         ago = _ago(pending.suspended_at)
         note = f":arrow_up: Escalated from <#{ctx.channel_id}>: asked by <@{ctx.requester}> {ago} ago"
         note += f" · <{link}|Open the thread>" if link else "."
-        if pending.kind == "approval":
+        if pending.kind == "approval":  # decided by its approvers only: those among the targets can decide here
             payload = approval_payload(pending)
-            blocks = approval_blocks(payload, ref=ref, approvers="You may decide too")
+            blocks = approval_blocks(payload, ref=ref, approvers=self.approvers.describe(ctx))
             text = f"Approval needed to run {escape(payload.tool_name)} (escalated)"
         else:
             question = AskUserPayload.model_validate(pending.suspend_payload)
-            blocks = bk.question_blocks(question, ref=ref, requester=None, answerers="channel")
             text = f"{escape(clip(question.question, 2000))} (escalated)"
+            if self.answering.permissions.escalation_answers("question"):
+                blocks = bk.question_blocks(question, ref=ref, requester=None, answerers="channel")
+            else:  # a reminder: the targets may not answer it (ASK_ESCALATE_ANSWERS=false)
+                who = f"<@{ctx.requester}>" if ctx.requester else f"people in <#{ctx.channel_id}>"
+                said = f"*{escape(clip(question.question, 2000))}*\nWaiting for {who} to answer in its thread."
+                blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": said}}]
         return text, [{"type": "context", "elements": [{"type": "mrkdwn", "text": note}]}, *blocks]
 
     async def _close_settled(self, run_id: str, pending: PendingCall) -> None:
@@ -210,6 +273,13 @@ class Waiting:
             else:
                 people.append(target)
         return list(dict.fromkeys(people))
+
+
+MAX_LISTED = 20  # questions one escalation message lists at most
+
+
+def _told(target: str) -> str:
+    return f"escalated:{target}"
 
 
 def _timed_out(pending: PendingCall) -> str:

@@ -199,6 +199,44 @@ class ConversationIndex:
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while recording an escalation: {type(exc).__name__}") from None
 
+    async def queue_escalation(self, team_id: str, target: str, *, run_id: str, key: str) -> None:
+        """Add question ``(run_id, key)`` to what is to be escalated to ``target`` (a channel or user id) in one
+        message (:meth:`queued_escalations`). Raises ``StoreUnavailable``."""
+        name = self.keys.escalation_queue(team_id, target)
+        try:
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.sadd(name, json.dumps([run_id, key]))
+                pipe.expire(name, self.retention)
+                await pipe.execute()
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while queueing an escalation: {type(exc).__name__}") from None
+
+    async def queued_escalations(self, team_id: str, target: str) -> list[tuple[str, str]]:
+        """The questions ``(run_id, tool_call_id)`` queued for ``target`` (:meth:`queue_escalation`), sorted. Raises
+        ``StoreUnavailable``."""
+        try:
+            members = await self.client.smembers(self.keys.escalation_queue(team_id, target))
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while reading queued escalations: {type(exc).__name__}") from None
+        out: list[tuple[str, str]] = []
+        for raw in members:
+            try:
+                run_id, key = json.loads(_text(raw) or "")
+            except (ValueError, TypeError):
+                continue
+            out.append((str(run_id), str(key)))
+        return sorted(out)
+
+    async def escalations_sent(self, team_id: str, target: str, items: list[tuple[str, str]]) -> None:
+        """Take ``items`` (posted) out of ``target``'s queue; others queued meanwhile stay. Raises
+        ``StoreUnavailable``."""
+        if not items:
+            return
+        try:
+            await self.client.srem(self.keys.escalation_queue(team_id, target), *(json.dumps([r, k]) for r, k in items))
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while clearing queued escalations: {type(exc).__name__}") from None
+
     async def escalated(self, run_id: str, key: str) -> set[str]:
         """Who else may answer ``(run_id, key)`` (see :meth:`escalate`). Raises ``StoreUnavailable``."""
         try:
