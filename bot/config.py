@@ -26,6 +26,7 @@
 | ``MAX_REPLY_CHARS`` | ``40000`` | longest text one model turn may write; past it the run fails, retryable |
 | ``HISTORY_TOKEN_BUDGET`` | ``24000`` | tokens a model request may carry (oldest turns left out); ``off``: no bound |
 | ``MAX_RUNS_PER_PERSON`` | ``3`` | runs one person may have working at once, in all processes (not waiting ones) |
+| ``MAX_WAITING_PER_PERSON`` | ``5`` | questions waiting on one person's runs at most; past it, new requests refused |
 | ``MAX_RUNS_PER_PROCESS`` | ``50`` | runs one process works on at once |
 | ``ALLOW_USER_MENTIONS`` | ``false`` | let model or people text ping a person (never channel/here/everyone/groups) |
 | ``AGENT`` | unset | your agent: ``module:attribute`` of a factory ``build(model=..., store=...)`` returning an Agent |
@@ -147,6 +148,7 @@ class Settings(BaseSettings):
     max_reply_chars: int = Field(default=40_000, ge=100)
     history_token_budget: int | None = 24_000  # bot.agent.budget.DEFAULT_HISTORY_BUDGET (not imported: no SDKs here)
     max_runs_per_person: int = Field(default=3, ge=1)
+    max_waiting_per_person: int = Field(default=5, ge=1, le=1000)
     max_runs_per_process: int = Field(default=50, ge=1)
     allow_user_mentions: bool = False
     agent: str | None = None

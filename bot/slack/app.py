@@ -46,7 +46,7 @@ from bot.slack.context import Where
 from bot.slack.follow import Follower
 from bot.slack.home import Home
 from bot.slack.http import events_web_app, server_log
-from bot.slack.limits import RunGate
+from bot.slack.limits import RunGate, WaitingLimit
 from bot.slack.listeners import register
 from bot.slack.notices import STORE_DOWN
 from bot.slack.permissions import Permissions
@@ -214,11 +214,12 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     web_api = SlackWeb(client)
     policy = ApproverPolicy(settings.approvers, client=client)
     plan = WaitPlan(Schedule(redis_client, prefix=settings.redis_prefix), wait_settings(settings))
+    inbox = Inbox(redis_client, keys=keys, retention=retention)
     home = Home(
         agent=agent,
         web=web_api,
         index=index,
-        inbox=Inbox(redis_client, keys=keys, retention=retention),
+        inbox=inbox,
         schedule=plan.schedule,
         approvers=policy,
         answerers=settings.ask_answerers,
@@ -255,7 +256,14 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         gate=gate,
         permissions=permissions,
     )
-    threads = Threads(agent=agent, index=index, web=web_api, follower=follower, answering=answering)
+    threads = Threads(
+        agent=agent,
+        index=index,
+        web=web_api,
+        follower=follower,
+        answering=answering,
+        waiting=WaitingLimit(inbox, agent, limit=settings.max_waiting_per_person),
+    )
     secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
     app = AsyncApp(
         client=client,

@@ -32,6 +32,7 @@ from bot.slack import blocks as bk
 from bot.slack.answering import Answering
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import FAILURE, Follower, failure_text
+from bot.slack.limits import WaitingLimit
 from bot.slack.mrkdwn import unescape
 from bot.slack.notices import EXPIRED, STORE_DOWN, UNREADABLE
 from bot.slack.webapi import SlackWeb
@@ -64,8 +65,10 @@ class Threads:
         web: SlackWeb,
         follower: Follower,
         answering: Answering,
+        waiting: WaitingLimit | None = None,
     ) -> None:
         self.agent = agent
+        self.waiting = waiting  # MAX_WAITING_PER_PERSON (None: no bound)
         self.index = index
         self.web = web
         self.follower = follower
@@ -145,11 +148,27 @@ class Threads:
             if slot is None:
                 return
             try:
+                if await self._too_many_waiting(ctx, where):
+                    return
                 if pointed is None and first_request is not None:
                     await first_request(text)
                 await self._start(ctx, f"{note}\n\n{text}" if note else text, previous, after=pointed)
             finally:
                 await slot.release()
+
+    async def _too_many_waiting(self, ctx: SlackContext, where: Where) -> bool:
+        """Whether the person already has as many questions waiting as :class:`WaitingLimit` allows (then they
+        were told, and no run starts)."""
+        try:
+            refused = await self.waiting.refusal(ctx.team_id, ctx.requester) if self.waiting is not None else None
+        except StoreUnavailable:
+            await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=f":warning: {STORE_DOWN}")
+            return True
+        if refused is not None:
+            log.info("a request of %s was refused: too many of their questions wait already", ctx.requester)
+            await self.answering.say_to(where)(refused)
+            return True
+        return False
 
     async def _start(self, ctx: SlackContext, text: str, previous: RunState | None, *, after: str | None) -> None:
         """Start the thread's next run (continuing ``previous``'s conversation) and follow it. The thread is claimed
