@@ -202,10 +202,11 @@ async def test_a_channel_wide_question_escalated_elsewhere_is_not_answered_from_
         assert has_controls(await current(h, q))
 
 
-async def test_with_escalated_answers_a_target_answers_by_thread_reply_as_by_click(
+async def test_with_escalated_answers_a_target_answers_by_thread_reply_modal_and_app_home_as_by_click(
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:
-    """The same person, the same rule on every surface: the escalation target Bob may click, and so may reply."""
+    """The same person, the same rule on every surface: the escalation target Bob may click, so he may also reply
+    in the thread, answer in the modal, and on App Home (three questions, each escalated on its own)."""
     settings = {"ask_escalate_after": "30m", "ask_escalate_to": BOB, "ask_escalate_answers": True}
     async with harness(fake_redis, settings=settings) as h:
         thread, q = await asked(h, then="Bob said web.")
@@ -216,8 +217,25 @@ async def test_with_escalated_answers_a_target_answers_by_thread_reply_as_by_cli
         assert has_controls(dm)
         await h.ws.reply_in_thread(BOB, GENERAL, thread, "web")
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Bob said web."))
-        done = await current(h, q)
-        assert f"<@{BOB}> answered: *web*" in blocks_text(done)
+        assert f"<@{BOB}> answered: *web*" in blocks_text(await current(h, q))
+
+        thread, q = await asked(h, FREE, then="Noted.")  # the modal
+        await escalate(h, after=1801 + 3 * COALESCE_SECONDS)
+        dm = escalated_in(h, "D_BOB")[-1]
+        await h.ws.click(dm, "Answer", user=BOB)
+        form = await h.ws.wait_for_view(user=BOB, predicate=lambda v: v.get("callback_id") == "ask_answer_modal")
+        ack = await h.ws.submit_view(form, {"Answer": "ship it"}, user=BOB)
+        assert ack.status == 200 and not ack.body
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Noted."))
+        assert f"<@{BOB}> answered" in blocks_text(await current(h, q))
+
+        thread, q = await asked(h, then="Answered from Home.")  # App Home
+        await escalate(h, after=1801 + 6 * COALESCE_SECONDS)
+        bob = home_view(h.ws, BOB)
+        assert bob is not None and "Which repo?" in blocks_text(bob)
+        await click_home(h.ws, BOB, "api")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Answered from Home."))
+        assert f"<@{BOB}> answered: *api*" in blocks_text(await current(h, q))
 
 
 async def test_with_escalated_answers_a_target_answers_by_mention_in_the_thread(
@@ -230,34 +248,6 @@ async def test_with_escalated_answers_a_target_answers_by_mention_in_the_thread(
         await h.ws.mention(BOB, GENERAL, "api", thread_ts=thread)
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Bob said api."))
         assert f"<@{BOB}> answered: *api*" in blocks_text(await current(h, q))
-
-
-async def test_with_escalated_answers_a_target_answers_on_app_home(fake_redis: aioredis.Redis, harness: Any) -> None:
-    settings = {"ask_escalate_after": "30m", "ask_escalate_to": BOB, "ask_escalate_answers": True}
-    async with harness(fake_redis, settings=settings) as h:
-        thread, q = await asked(h, then="Answered from Home.")
-        await escalate(h)
-        bob = home_view(h.ws, BOB)
-        assert bob is not None and "Which repo?" in blocks_text(bob)
-        await click_home(h.ws, BOB, "api")
-        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Answered from Home."))
-        assert f"<@{BOB}> answered: *api*" in blocks_text(await current(h, q))
-
-
-async def test_with_escalated_answers_a_target_answers_in_the_modal(
-    fake_redis: aioredis.Redis, harness: Any
-) -> None:
-    settings = {"ask_escalate_after": "30m", "ask_escalate_to": BOB, "ask_escalate_answers": True}
-    async with harness(fake_redis, settings=settings) as h:
-        thread, q = await asked(h, FREE, then="Noted.")
-        await escalate(h)
-        [dm] = escalated_in(h, "D_BOB")
-        await h.ws.click(dm, "Answer", user=BOB)
-        form = await h.ws.wait_for_view(user=BOB, predicate=lambda v: v.get("callback_id") == "ask_answer_modal")
-        ack = await h.ws.submit_view(form, {"Answer": "ship it"}, user=BOB)
-        assert ack.status == 200 and not ack.body
-        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Noted."))
-        assert f"<@{BOB}> answered" in blocks_text(await current(h, q))
 
 
 async def test_without_escalated_answers_the_modal_and_app_home_refuse_the_target(
@@ -302,22 +292,13 @@ async def test_fifteen_mentions_make_a_bounded_number_of_questions_and_one_escal
         assert blocks_text(dms[0]).count("Which repo?") == 5
         await escalate(h, after=3600)
         assert len(h.ws.messages("D_BOB")) == 1  # once
-
-
-async def test_escalations_to_one_target_falling_due_apart_are_separate_messages(
-    fake_redis: aioredis.Redis, harness: Any
-) -> None:
-    """The coalescing window is short: a question escalated after the last message was sent gets its own."""
-    settings = {"ask_escalate_after": "30m", "ask_escalate_to": BOB, "ask_escalate_answers": True}
-    async with harness(fake_redis, settings=settings) as h:
-        h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="q1")]))
-        d = await h.ws.mention(ALICE, GENERAL, "one")
+        first = next(m for m in h.ws.messages(GENERAL, thread_ts=threads[0]) if has_controls(m))
+        h.model.reset()  # the ten replies scripted for the refused requests were never asked for
+        h.model.script(Reply(text="Fine."), Reply(tool_calls=[tool_call("ask_user", FREE, id="q15")]))
+        await h.ws.click(first, "api", user=ALICE)  # one answered: room for one more
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=threads[0], predicate=text_is("Fine."))
+        d = await h.ws.mention(ALICE, GENERAL, "one more")
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
-        await escalate(h)
-        assert len(escalated_in(h, "D_BOB")) == 1
-        h.model.script(Reply(tool_calls=[tool_call("ask_user", FREE, id="q2")]))
-        d = await h.ws.mention(ALICE, GENERAL, "another")
-        await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
-        await escalate(h, after=1801 + COALESCE_SECONDS * 3)
-        dms = escalated_in(h, "D_BOB")
-        assert len(dms) == 2 and "What is the goal?" in blocks_text(dms[1]) and has_controls(dms[1])
+        await escalate(h, after=1801 + 3 * COALESCE_SECONDS)  # falls due on its own: a message of its own
+        later = h.ws.messages("D_BOB")
+        assert len(later) == 2 and "What is the goal?" in blocks_text(later[1]) and "Which repo?" not in str(later[1])
