@@ -90,10 +90,12 @@ async def test_an_approval_escalated_to_a_channel_is_decided_by_its_approvers_on
         thread, request = await requested(h)
         await escalate(h)
         [copy] = escalated_in(h, RANDOM)
-        assert f"Waiting for <@{CAROL}> to approve or decline" in blocks_text(copy)  # not "you may decide too"
         await h.ws.click(copy, "Approve", user=BOB)  # a member of the escalation channel, not an approver
+        await h.settle()
+        assert approval_agent.RESTARTS == []  # the tool did not run
         refused = await h.ws.wait_for_ephemeral(user=BOB)
         assert "Only the configured approvers" in refused["text"]
+        assert f"Waiting for <@{CAROL}> to approve or decline" in blocks_text(copy)  # not "you may decide too"
         await h.ws.click(copy, "Decline", user=BOB)
         await h.ws.wait_for_view(user=BOB, predicate=lambda v: "configured approvers" in json.dumps(v["blocks"]))
         await h.settle()
@@ -175,11 +177,11 @@ async def test_by_default_an_escalated_question_only_reminds_its_targets(
         thread, q = await asked(h)
         await escalate(h)
         [copy] = escalated_in(h, RANDOM)
-        assert not has_controls(copy) and f"Waiting for <@{ALICE}>" in blocks_text(copy)
         forged = {**copy, "blocks": q["blocks"]}  # the question's buttons clicked on the escalated message
         await h.ws.click(forged, "web", user=BOB, as_seen=True)
         refused = await h.ws.wait_for_ephemeral(user=BOB)
         assert f"Only <@{ALICE}> can answer" in refused["text"]
+        assert not has_controls(copy) and f"Waiting for <@{ALICE}>" in blocks_text(copy)  # a reminder
         await h.ws.reply_in_thread(BOB, GENERAL, thread, "web")
         await h.ws.wait_for_ephemeral(user=BOB, predicate=lambda m: "wasn't taken as an answer" in m["text"])
         await h.settle()
