@@ -15,10 +15,11 @@ from datetime import datetime, timedelta
 from bot.store.schedule import Due, DueItem, Schedule
 
 DEADLINE, REMIND, ESCALATE = "deadline", "remind", "escalate"
-ESCALATE_TO = "escalate_to"  # one escalation message to a target: DueItem(ESCALATE_TO, run_id=team_id, key=target)
+# One message to a target (a user or channel id) for what is queued for it: DueItem(kind, run_id=team_id, key=target)
+ESCALATE_TO, REMIND_TO = "escalate_to", "remind_to"
 COALESCE_SECONDS = 10.0
-"""How long the escalations due to one target wait for each other: those that fall due within it are posted as one
-message (:meth:`WaitPlan.escalation_message`)."""
+"""How long the escalations (reminders) due to one target wait for each other: those that fall due within it are sent
+as one message (:meth:`WaitPlan.notice_message`)."""
 
 
 @dataclass(frozen=True)
@@ -60,11 +61,11 @@ class WaitPlan:
         if s.remind_after is not None and n <= s.remind_max:
             await self.schedule.add(DueItem(REMIND, run_id, call, n), after=s.remind_after)
 
-    async def escalation_message(self, team_id: str, target: str) -> None:
-        """Plan the one message that escalates what is queued for ``target`` (team ``team_id``),
-        :data:`COALESCE_SECONDS` from now; one already planned sooner is kept (so escalations due together share
-        it). Raises ``StoreUnavailable``."""
-        item = DueItem(ESCALATE_TO, team_id, target)
+    async def notice_message(self, kind: str, team_id: str, target: str) -> None:
+        """Plan the one ``kind`` message (:data:`ESCALATE_TO`, :data:`REMIND_TO`) that sends what is queued for
+        ``target`` (team ``team_id``), :data:`COALESCE_SECONDS` from now; one already planned sooner is kept (so
+        those due together share it). Raises ``StoreUnavailable``."""
+        item = DueItem(kind, team_id, target)
         await self.schedule.add(item, after=COALESCE_SECONDS, keep_earlier=True)
 
     async def later(self, item: DueItem, *, at: datetime) -> None:

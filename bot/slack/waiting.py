@@ -11,8 +11,9 @@ Each handler loads the run and asks the runtime whether the question is still op
   tool is told ``no_answer``; an approval is declined, reason "no answer"), the question's messages show it
   expired, and the agent's next message is posted in the thread. ``close``: the question only expires. A question
   asked live by a running tool (:mod:`bot.agent.live_questions`) is closed by that tool's own process.
-- **Reminder** ``n``: a message in the thread mentioning the requester (and, for an approval, the approvers named in
-  ``APPROVERS``); then the next one is planned, up to ``ASK_REMIND_MAX``.
+- **Reminder** ``n``: the requester (and, for an approval, the approvers named in ``APPROVERS``) is mentioned in the
+  thread; then the next one is planned, up to ``ASK_REMIND_MAX``. Reminders to one person that fall due within
+  ``COALESCE_SECONDS`` of each other are one message: a DM listing them (a channel, for questions asked of anyone).
 - **Escalation**: the question is posted to ``ASK_ESCALATE_TO`` (a channel, or a DM to each person, user groups
   expanded), saying where it comes from; every message of the question is updated when it closes. Escalation widens
   who is reminded, never who may decide (:mod:`bot.slack.permissions`): an approval stays its approvers'; a question
@@ -41,8 +42,8 @@ from bot.slack.home import HOME
 from bot.slack.mrkdwn import clip, escape, how_long
 from bot.slack.notices import EXPIRED_OUTCOME
 from bot.slack.refs import QuestionRef
-from bot.slack.wait_plan import DEADLINE, ESCALATE, ESCALATE_TO, REMIND, WaitPlan
-from bot.store.conversations import MessageRef, asked_id
+from bot.slack.wait_plan import DEADLINE, ESCALATE, ESCALATE_TO, REMIND, REMIND_TO, WaitPlan
+from bot.store.conversations import MessageRef, NoticeKind, Queued, asked_id
 from bot.store.schedule import DueItem, Handler
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ class Waiting:
         handlers: dict[str, Handler] = {
             DEADLINE: self.on_deadline,
             REMIND: self.on_remind,
+            REMIND_TO: self.on_reminder_message,
             ESCALATE: self.on_escalate,
             ESCALATE_TO: self.on_escalation_message,
         }
@@ -125,23 +127,48 @@ class Waiting:
     # --- reminders -------------------------------------------------------------------------------------------
 
     async def on_remind(self, item: DueItem) -> None:
-        """Reminder ``item.n``: mention who the question waits for, in its thread; plan the next one. Posted, then
-        marked, so a process that dies in between leaves it to be posted (at least once)."""
+        """Reminder ``item.n`` is due: queue it for each person it reminds (the requester, or the run's channel for
+        a question asked of nobody in particular; for an approval also the approvers named in ``APPROVERS``, user
+        groups expanded) and plan their next reminder message (:meth:`on_reminder_message`); plan the question's
+        next reminder."""
         found = await self._open(item)
         if found is None:
             return
         state, ctx, pending = found
-        index, topic = self.answering.index, f"remind{item.n}"
-        if not await index.was_told(state.run_id, tool_call_id=item.key, user="", topic=topic):
-            what = "approval request" if pending.kind == "approval" else "question"
-            who = [f"<@{ctx.requester}>"] if ctx.requester else ["Anyone here"]
-            if pending.kind == "approval":
-                who += [f"<@{u}>" if not u.startswith("S") else f"<!subteam^{u}>" for u in self.approvers.named()]
-            waited = _ago(pending.suspended_at)
-            text = f":bell: {', '.join(dict.fromkeys(who))}: the {what} above is still waiting (asked {waited} ago)."
-            await self.answering.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text)
-            await index.tell_once(state.run_id, tool_call_id=item.key, user="", topic=topic)
+        for target in await self._reminded(ctx, pending):
+            await self.answering.index.queue_notice(
+                "reminder", ctx.team_id, target=target, run_id=state.run_id, key=item.key, n=item.n
+            )
+            await self.plan.notice_message(REMIND_TO, ctx.team_id, target)
         await self.plan.remind_again(state.run_id, item.key, n=item.n + 1)
+
+    async def on_reminder_message(self, item: DueItem) -> None:
+        """Remind ``item.key`` (a user id, or a channel id; team ``item.run_id``) of what is queued for it and
+        still waits, in one message: one question in its own thread, mentioning them; several as one message
+        listing them (a DM to a person, a post in a channel). Posted, then marked, so a process that dies in
+        between leaves it to be posted (at least once)."""
+        team_id, target = item.run_id, item.key
+        queued, due = await self._due("reminder", team_id, target=target)
+        if len(due) == 1:
+            _q, _state, ctx, pending = due[0]
+            who = f"<@{target}>" if target.startswith(("U", "W")) else "Anyone here"
+            what = "approval request" if pending.kind == "approval" else "question"
+            text = f":bell: {who}: the {what} above is still waiting (asked {_ago(pending.suspended_at)} ago)."
+            await self.answering.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text)
+        elif due:
+            whom = "for you" if target.startswith(("U", "W")) else "here for an answer"
+            head = f":bell: {len(due)} questions and requests are still waiting {whom}:"
+            await self._post_list(target, head, due)
+        await self._sent("reminder", team_id, target=target, queued=queued, due=due)
+
+    async def _reminded(self, ctx: SlackContext, pending: PendingCall) -> list[str]:
+        """Whom a reminder of ``pending`` is for: the requester (or the run's channel when there is none) and, for
+        an approval, the approvers named (user groups expanded)."""
+        targets = [ctx.requester or ctx.channel_id]
+        if pending.kind == "approval":
+            for named in self.approvers.named():
+                targets += sorted(await self.approvers.group_members(named)) if named.startswith("S") else [named]
+        return list(dict.fromkeys(t for t in targets if t))
 
     # --- escalation ------------------------------------------------------------------------------------------
 
@@ -164,8 +191,8 @@ class Waiting:
             people = [t for t in targets if t.startswith(("U", "W"))]
             await home.asked(ctx, state.run_id, item.key, asked_at=pending.suspended_at, approval=approval, also=people)
         for target in targets:
-            await index.queue_escalation(ctx.team_id, target, run_id=state.run_id, key=item.key)
-            await self.plan.escalation_message(ctx.team_id, target)
+            await index.queue_notice("escalation", ctx.team_id, target=target, run_id=state.run_id, key=item.key)
+            await self.plan.notice_message(ESCALATE_TO, ctx.team_id, target)
 
     async def on_escalation_message(self, item: DueItem) -> None:
         """Post to ``item.key`` (a channel or user id; team ``item.run_id``) what is queued for it and still waits,
@@ -173,21 +200,14 @@ class Waiting:
         linking each thread. Each question is posted to a target once (posted, then marked); if it closed
         meanwhile, what was just posted is closed too."""
         team_id, target = item.run_id, item.key
-        index = self.answering.index
-        queued = await index.queued_escalations(team_id, target)
-        due: list[tuple[RunState, SlackContext, PendingCall]] = []
-        for run_id, call in queued:
-            found = await self._open(DueItem(ESCALATE, run_id, call))
-            if found is not None and not await index.was_told(run_id, tool_call_id=call, user="", topic=_told(target)):
-                due.append(found)
+        queued, due = await self._due("escalation", team_id, target=target)
         if len(due) == 1:
-            await self._escalate_one(target, *due[0])
+            _q, state, ctx, pending = due[0]
+            await self._escalate_one(target, state, ctx, pending)
         elif due:
-            await self._escalate_list(target, due)
-        for state, _ctx, pending in due:
-            await index.tell_once(state.run_id, tool_call_id=pending.tool_call_id, user="", topic=_told(target))
-        await index.escalations_sent(team_id, target, queued)
-        for state, _ctx, pending in due:
+            await self._post_list(target, f":arrow_up: {len(due)} questions and requests are still waiting:", due)
+        await self._sent("escalation", team_id, target=target, queued=queued, due=due)
+        for _q, state, _ctx, pending in due:
             if await self._open(DueItem(ESCALATE, state.run_id, pending.tool_call_id)) is None:
                 await self._close_settled(state.run_id, pending)  # answered while it was being escalated
 
@@ -204,27 +224,52 @@ class Waiting:
         if channel_id != target:  # a DM: its D… id is where its clicks come from
             await index.escalate(state.run_id, key=pending.tool_call_id, to=[channel_id])
 
-    async def _escalate_list(self, target: str, due: list[tuple[RunState, SlackContext, PendingCall]]) -> None:
-        """Post several escalated questions to ``target`` as one message listing them (each linked to its thread;
-        answered there, or on App Home by a person who may answer it)."""
+    # --- one message per target ------------------------------------------------------------------------------
+
+    async def _due(self, kind: NoticeKind, team_id: str, *, target: str) -> tuple[list[Queued], list[Waiter]]:
+        """What is queued for ``target``'s next ``kind`` message, and of it what still waits and was not sent to
+        them yet."""
+        index = self.answering.index
+        queued = await index.queued_notices(kind, team_id, target=target)
+        due: list[Waiter] = []
+        for q in queued:
+            found = await self._open(DueItem(kind, q.run_id, q.key))
+            if found is None:
+                continue
+            if not await index.was_told(q.run_id, tool_call_id=q.key, user="", topic=_topic(kind, target, q.n)):
+                due.append((q, *found))
+        return queued, due
+
+    async def _sent(
+        self, kind: NoticeKind, team_id: str, *, target: str, queued: list[Queued], due: list[Waiter]
+    ) -> None:
+        """Mark what was just sent to ``target`` (each once) and take the queue's entries read out of it."""
+        index = self.answering.index
+        for q, *_found in due:
+            await index.tell_once(q.run_id, tool_call_id=q.key, user="", topic=_topic(kind, target, q.n))
+        await index.notices_sent(kind, team_id, target=target, items=queued)
+
+    async def _post_list(self, target: str, head: str, due: list[Waiter]) -> None:
+        """Post to ``target`` one message listing ``due`` (each with where and by whom it was asked, how long ago,
+        and a link to its thread, where it is answered)."""
         home = self.follower.home
         lines: list[str] = []
-        for state, ctx, pending in due[:MAX_LISTED]:
+        for _q, state, ctx, pending in due[:MAX_LISTED]:
             call = pending.tool_call_id
             link = await home.thread_link(state.run_id, call, ctx) if home is not None else None
             if pending.kind == "approval":
                 what = f"Approval to run *{escape(approval_payload(pending).tool_name)}*"
             else:
                 what = escape(clip(AskUserPayload.model_validate(pending.suspend_payload).question, 150))
-            line = f"• {what} · in <#{ctx.channel_id}>, asked by <@{ctx.requester}> {_ago(pending.suspended_at)} ago"
+            by = f"asked by <@{ctx.requester}>" if ctx.requester else "asked of anyone there"
+            line = f"• {what} · in <#{ctx.channel_id}>, {by} {_ago(pending.suspended_at)} ago"
             lines.append(line + (f" · <{link}|Open the thread>" if link else ""))
         if len(due) > MAX_LISTED:
             lines.append(f"…and {len(due) - MAX_LISTED} more.")
-        head = f":arrow_up: {len(due)} questions and requests are still waiting (escalated):"
         text = clip(head + "\n" + "\n".join(lines), 3000)
         blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
         if await self.answering.web.post_to(target, text=head, blocks=blocks) is None:
-            raise SlackRefused(f"Slack refused an escalation message to {target}")
+            raise SlackRefused(f"Slack refused a message listing waiting questions to {target}")
 
     async def _escalation_message(
         self, run_id: str, call: str, ctx: SlackContext, pending: PendingCall
@@ -278,8 +323,13 @@ class Waiting:
 MAX_LISTED = 20  # questions one escalation message lists at most
 
 
-def _told(target: str) -> str:
-    return f"escalated:{target}"
+Waiter = tuple[Queued, RunState, SlackContext, PendingCall]
+"""A queued question that still waits: its queue entry, run, Slack context and pending call."""
+
+
+def _topic(kind: NoticeKind, target: str, n: int) -> str:
+    """The ``tell_once`` topic marking that ``target`` got ``kind`` (reminder ``n``) of a question."""
+    return f"escalated:{target}" if kind == "escalation" else f"remind{n}:{target}"
 
 
 def _timed_out(pending: PendingCall) -> str:

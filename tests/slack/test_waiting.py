@@ -55,7 +55,7 @@ async def tick(h: Any, *, after: float) -> int:
 
 
 async def escalate(h: Any, *, after: float) -> None:
-    """Carry out the escalations due ``after`` seconds from now, then the escalation messages they queued (due
+    """Carry out the escalations (reminders) due ``after`` seconds from now, then the messages they queued (due
     ``COALESCE_SECONDS`` later)."""
     await tick(h, after=after)
     await tick(h, after=after + COALESCE_SECONDS + 1)
@@ -106,16 +106,16 @@ async def test_reminders_mention_the_requester_up_to_the_limit_and_stop_once_ans
     settings = {"ask_remind_after": "1h", "ask_remind_max": 2}
     async with harness(fake_redis, ttl=86400, settings=settings) as h:
         thread, q = await asked(h, then="Thanks.")
-        await tick(h, after=1800)
+        await escalate(h, after=1800)
         assert not [t for t in texts(h, thread) if t.startswith(":bell:")]
-        await tick(h, after=3601)
+        await escalate(h, after=3601)
         reminders = [t for t in texts(h, thread) if t.startswith(":bell:")]
         assert (
             len(reminders) == 1 and f"<@{ALICE}>" in reminders[0] and "question above is still waiting" in reminders[0]
         )
-        await tick(h, after=2 * 3601)
+        await escalate(h, after=2 * 3601)
         assert len([t for t in texts(h, thread) if t.startswith(":bell:")]) == 2
-        await tick(h, after=5 * 3601)
+        await escalate(h, after=5 * 3601)
         assert len([t for t in texts(h, thread) if t.startswith(":bell:")]) == 2  # ASK_REMIND_MAX
         kinds = [m.decode().split('"')[1] for m in await fake_redis.zrange(scheduler(h).schedule.key, 0, -1)]
         assert [k for k in kinds if k != "home"] == ["deadline"]  # only the deadline is left

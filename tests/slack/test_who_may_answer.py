@@ -257,7 +257,7 @@ async def test_without_escalated_answers_the_modal_and_app_home_refuse_the_targe
 ) -> None:
     settings = {"ask_escalate_after": "30m", "ask_escalate_to": BOB}
     async with harness(fake_redis, settings=settings) as h:
-        thread, q = await asked(h, FREE)
+        _thread, q = await asked(h, FREE)
         await escalate(h)
         bob = home_view(h.ws, BOB)
         assert bob is None or "What is the goal?" not in blocks_text(bob)  # reminded, not given it to answer
@@ -304,3 +304,28 @@ async def test_fifteen_mentions_make_a_bounded_number_of_questions_and_one_escal
         await escalate(h, after=1801 + 3 * COALESCE_SECONDS)  # falls due on its own: a message of its own
         later = h.ws.messages("D_BOB")
         assert len(later) == 2 and "What is the goal?" in blocks_text(later[1]) and "Which repo?" not in str(later[1])
+
+
+async def test_reminders_falling_due_together_are_one_message_per_person_reminded(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """Five approval requests of Alice's remind at the same time: the named approver Carol (and Alice) each get
+    one DM listing them, not five mentions each; a reminder falling due on its own stays in its thread."""
+    settings = {**AGENT, "approvers": CAROL, "ask_remind_after": "1h", "ask_remind_max": 1}
+    async with harness(fake_redis, ttl=86400, settings=settings) as h:
+        h.model.script(
+            *(Reply(tool_calls=[tool_call("restart_service", {"name": f"s{i}"}, id=f"r{i}")]) for i in range(5))
+        )
+        threads = []
+        for i in range(5):
+            d = await h.ws.mention(ALICE, GENERAL, f"restart s{i}")
+            await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+            threads.append(d.message["ts"])
+        await escalate(h, after=3601)
+        bells = [m for t in threads for m in h.ws.messages(GENERAL, thread_ts=t) if m["text"].startswith(":bell:")]
+        assert bells == []  # no mention per request
+        for dm in ("D_CAROL", "D_ALICE"):
+            [listed] = [m for m in h.ws.messages(dm) if m["text"].startswith(":bell:")]
+            assert blocks_text(listed).count("restart_service") == 5 and "Open the thread" in blocks_text(listed)
+        await escalate(h, after=3 * 3601)
+        assert len([m for m in h.ws.messages("D_CAROL") if m["text"].startswith(":bell:")]) == 1  # ASK_REMIND_MAX
