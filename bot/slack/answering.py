@@ -49,6 +49,7 @@ from bot.slack.notices import (
     EXPIRED_OUTCOME,
     GONE,
     MULTI_HINT,
+    NOT_OPEN,
     STORE_DOWN,
     UNKNOWN_BUTTON,
     explain,
@@ -180,6 +181,9 @@ class Answering(QuestionLookup):
             return
         if not isinstance(check, Open):
             await self.not_open(check, state, ctx=ctx, call=call, user=where.user, say=say, clicked=clicked)
+            return
+        if check.pending.kind != "question":  # an approval is decided by Approve / Decline, never answered
+            await say(NOT_OPEN)
             return
         slot = await self.slot(ctx, say, user=where.user)  # the answerer's request makes the run work
         if slot is None:

@@ -21,6 +21,7 @@ from bot.agent.state import utcnow
 from bot.mcp_server.asker import Asker, outcome_of
 from bot.playground.home_tab import click_home, home_view
 from bot.playground.state import TEAM_ID
+from bot.slack.notices import NOT_OPEN
 from bot.slack.wait_plan import COALESCE_SECONDS
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
@@ -31,7 +32,9 @@ from bot.testing.slack_scenarios import (
     FREE,
     GENERAL,
     SINGLE,
+    action_payload,
     blocks_text,
+    button,
     current,
     has_controls,
     text_is,
@@ -329,3 +332,22 @@ async def test_reminders_falling_due_together_are_one_message_per_person_reminde
             assert blocks_text(listed).count("restart_service") == 5 and "Open the thread" in blocks_text(listed)
         await escalate(h, after=3 * 3601)
         assert len([m for m in h.ws.messages("D_CAROL") if m["text"].startswith(":bell:")]) == 1  # ASK_REMIND_MAX
+
+
+@pytest.mark.parametrize("user", [ALICE, CAROL])
+async def test_an_answer_click_crafted_for_an_approval_neither_decides_nor_answers_it(
+    fake_redis: aioredis.Redis, harness: Any, user: str
+) -> None:
+    """The kind is the stored run's, not the surface's: an option click naming an approval's reference gets the
+    approvers' rule (Alice, the requester, is refused) and, from an approver, is not taken as an answer either."""
+    async with harness(fake_redis, settings={**AGENT, "approvers": CAROL}) as h:
+        _thread, request = await requested(h)
+        approve = button(request, 0)
+        forged = {**approve, "action_id": "ask_option_0"}  # the Approve button's reference, on the answer path
+        await h.ws.sender.send_interaction(action_payload(h, request, forged, user=user))
+        told = await h.ws.wait_for_ephemeral(user=user)
+        assert told["text"] == (
+            "Only the configured approvers can approve or decline this." if user == ALICE else NOT_OPEN
+        )
+        await h.settle()
+        assert approval_agent.RESTARTS == [] and has_controls(await current(h, request))
