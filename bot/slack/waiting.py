@@ -279,7 +279,8 @@ class Waiting:
         home = self.follower.home
         link = await home.thread_link(run_id, call, ctx) if home is not None else None
         ago = _ago(pending.suspended_at)
-        note = f":arrow_up: Escalated from <#{ctx.channel_id}>: asked by <@{ctx.requester}> {ago} ago"
+        by = f"asked by <@{ctx.requester}>" if ctx.requester else "asked of anyone there"
+        note = f":arrow_up: Escalated from <#{ctx.channel_id}>: {by} {ago} ago"
         note += f" · <{link}|Open the thread>" if link else "."
         if pending.kind == "approval":  # decided by its approvers only: those among the targets can decide here
             payload = approval_payload(pending)
