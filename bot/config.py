@@ -148,7 +148,7 @@ class Settings(BaseSettings):
     max_reply_chars: int = Field(default=40_000, ge=100)
     history_token_budget: int | None = 24_000  # bot.agent.budget.DEFAULT_HISTORY_BUDGET (not imported: no SDKs here)
     max_runs_per_person: int = Field(default=3, ge=1)
-    max_waiting_per_person: int = Field(default=5, ge=1, le=1000)
+    max_waiting_per_person: int = Field(default=5, ge=1, le=100_000)
     max_runs_per_process: int = Field(default=50, ge=1)
     allow_user_mentions: bool = False
     agent: str | None = None
