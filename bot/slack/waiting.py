@@ -284,7 +284,7 @@ class Waiting:
         note += f" · <{link}|Open the thread>" if link else "."
         if pending.kind == "approval":  # decided by its approvers only: those among the targets can decide here
             payload = approval_payload(pending)
-            blocks = approval_blocks(payload, ref=ref, approvers=self.approvers.describe(ctx))
+            blocks = approval_blocks(payload, ref=ref, approvers=self.approvers.describe(ctx, elsewhere=True))
             text = f"Approval needed to run {escape(payload.tool_name)} (escalated)"
         else:
             question = AskUserPayload.model_validate(pending.suspend_payload)

@@ -351,3 +351,23 @@ async def test_an_answer_click_crafted_for_an_approval_neither_decides_nor_answe
         )
         await h.settle()
         assert approval_agent.RESTARTS == [] and has_controls(await current(h, request))
+
+
+async def test_approvers_channel_means_the_runs_channel_not_an_escalation_channel(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """APPROVERS=channel: anyone in the run's channel decides; a member of the escalation channel does not."""
+    settings = {**AGENT, "approvers": "channel", "ask_escalate_after": "30m", "ask_escalate_to": RANDOM}
+    async with harness(fake_redis, settings=settings) as h:
+        thread, request = await requested(h)
+        await escalate(h)
+        [copy] = escalated_in(h, RANDOM)
+        await h.ws.click(copy, "Approve", user=CAROL)
+        await h.settle()
+        assert approval_agent.RESTARTS == []
+        refused = await h.ws.wait_for_ephemeral(user=CAROL)
+        assert refused["text"] == f"Only people in <#{GENERAL}> can approve or decline this."
+        assert f"Anyone in <#{GENERAL}> can approve or decline" in blocks_text(copy)
+        await h.ws.click(request, "Approve", user=BOB)  # anyone in the run's own channel
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Restarted api."))
+        assert approval_agent.RESTARTS == ["api"]
