@@ -371,3 +371,20 @@ async def test_approvers_channel_means_the_runs_channel_not_an_escalation_channe
         await h.ws.click(request, "Approve", user=BOB)  # anyone in the run's own channel
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Restarted api."))
         assert approval_agent.RESTARTS == ["api"]
+
+
+async def test_fifteen_mentions_at_once_stay_within_the_bounds_and_make_one_escalation_dm(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """The reported input: 15 mentions in a burst. Working runs are bounded per person (MAX_RUNS_PER_PERSON), waiting
+    questions by MAX_WAITING_PER_PERSON (a burst can pass it by the runs working at the check), and whatever waits
+    reaches the escalation target as one DM."""
+    settings = {"ask_escalate_after": "30m", "ask_escalate_to": BOB, "max_waiting_per_person": 5}
+    async with harness(fake_redis, settings=settings) as h:
+        h.model.script(*(Reply(tool_calls=[tool_call("ask_user", SINGLE, id=f"q{i}")]) for i in range(15)))
+        await asyncio.gather(*(h.ws.mention(ALICE, GENERAL, f"question {i}") for i in range(15)))
+        await h.settle()
+        questions = [m for m in h.ws.messages(GENERAL) if has_controls(m)]
+        assert 1 <= len(questions) <= 5 + h.settings.max_runs_per_person - 1
+        await escalate(h)
+        assert len(h.ws.messages("D_BOB")) == 1
