@@ -232,7 +232,9 @@ class Waiting:
         index = self.answering.index
         queued = await index.queued_notices(kind, team_id, target=target)
         due: list[Waiter] = []
-        for q in queued:
+        for q in sorted(queued, key=lambda q: -q.n):  # a question queued twice (reminders 1 and 2) is listed once
+            if any((d[0].run_id, d[0].key) == (q.run_id, q.key) for d in due):
+                continue
             found = await self._open(DueItem(kind, q.run_id, q.key))
             if found is None:
                 continue
