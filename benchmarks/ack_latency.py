@@ -69,7 +69,7 @@ SIGNING_SECRET = "bench-signing-secret"
 BOT_TOKEN = "xoxb-bench"
 OPTION_ACTION = re.compile(r"^ask_option_\d+$")
 WARMUP_REQUESTS = 10  # per target, half mentions and half clicks, sent one at a time
-NO_LIMIT = 100_000  # MAX_RUNS_PER_PERSON / MAX_RUNS_PER_PROCESS for the bot under test
+NO_LIMIT = 100_000  # MAX_RUNS_PER_PERSON / MAX_RUNS_PER_PROCESS / MAX_WAITING_PER_PERSON for the bot under test
 WARMUP_RATE = 25.0  # mentions/s that open the questions: slow enough for the bot to keep up
 QUESTION = "Which colour should it be?"
 REPLY = "Thanks, noted."
@@ -416,6 +416,7 @@ async def run(
             # per process by default) would refuse most of them; this measures acks of runs that do their work
             "MAX_RUNS_PER_PERSON": str(NO_LIMIT),
             "MAX_RUNS_PER_PROCESS": str(NO_LIMIT),
+            "MAX_WAITING_PER_PERSON": str(NO_LIMIT),  # each run leaves a question waiting: never refused here
         }
         for var in ("SLACK_APP_TOKEN", "OPENAI_MODEL", "ASK_ANSWERERS", "ASK_TTL_SECONDS"):
             os.environ.pop(var, None)  # the children inherit the environment: keep them in HTTP mode, defaults

@@ -20,12 +20,14 @@
 | ``ASK_REMIND_MAX`` | ``1`` | how many reminders at most |
 | ``ASK_ESCALATE_AFTER`` | unset (off) | also ask ``ASK_ESCALATE_TO`` after this long (a duration) |
 | ``ASK_ESCALATE_TO`` | unset | a channel id, or user ids and user-group ids (each person gets a DM) |
+| ``ASK_ESCALATE_ANSWERS`` | ``false`` | ``true``: escalation targets may answer questions too (never approvals) |
 | ``RUN_RETENTION_SECONDS`` | ``604800`` (7 days) | how long an ended or expired run (and its message refs) is kept |
 | ``MODEL_TURN_TIMEOUT`` | ``300`` (5 min) | longest one model turn may take; past it the run fails, retryable |
 | ``MAX_REPLY_CHARS`` | ``40000`` | longest text one model turn may write; past it the run fails, retryable |
 | ``HISTORY_TOKEN_BUDGET`` | ``24000`` | tokens a request may carry (oldest turns out; still over: refused); ``off`` |
 | ``TOOL_RESULT_MAX_CHARS`` | ``20000`` | most of a tool result the model gets (1000-10000000 chars); rest cut, marked |
 | ``MAX_RUNS_PER_PERSON`` | ``3`` | runs one person may have working at once, in all processes (not waiting ones) |
+| ``MAX_WAITING_PER_PERSON`` | ``5`` | questions waiting on one person's runs at most; past it, new requests refused |
 | ``MAX_RUNS_PER_PROCESS`` | ``50`` | runs one process works on at once |
 | ``ALLOW_USER_MENTIONS`` | ``false`` | let model or people text ping a person (never channel/here/everyone/groups) |
 | ``AGENT`` | unset | your agent: ``module:attribute`` of a factory ``build(model=..., store=...)`` returning an Agent |
@@ -141,12 +143,14 @@ class Settings(BaseSettings):
     ask_remind_max: int = Field(default=1, ge=1, le=100)
     ask_escalate_after: PositiveDuration | None = None
     ask_escalate_to: str | None = None
+    ask_escalate_answers: bool = False
     run_retention_seconds: PositiveDuration = 7 * 24 * 3600
     model_turn_timeout: PositiveDuration = 300
     max_reply_chars: int = Field(default=40_000, ge=100)
     history_token_budget: int | None = 24_000  # bot.agent.budget.DEFAULT_HISTORY_BUDGET (not imported: no SDKs here)
     tool_result_max_chars: int = Field(default=20_000, ge=1000, le=10_000_000)  # bot.agent.tools' default
     max_runs_per_person: int = Field(default=3, ge=1)
+    max_waiting_per_person: int = Field(default=5, ge=1, le=100_000)
     max_runs_per_process: int = Field(default=50, ge=1)
     allow_user_mentions: bool = False
     agent: str | None = None
@@ -342,6 +346,8 @@ class Settings(BaseSettings):
             raise ValueError("ASK_ESCALATE_TO: must be set when ASK_ESCALATE_AFTER is (whom to ask)")
         if self.ask_escalate_to is not None and self.ask_escalate_after is None:
             raise ValueError("ASK_ESCALATE_AFTER: must be set when ASK_ESCALATE_TO is (when to ask them)")
+        if self.ask_escalate_answers and self.ask_escalate_to is None:
+            raise ValueError("ASK_ESCALATE_ANSWERS: means nothing without ASK_ESCALATE_TO (whom questions escalate to)")
         if self.ask_escalate_after is not None and self.ask_escalate_after >= self.ask_ttl_seconds:
             raise ValueError("ASK_ESCALATE_AFTER: must be shorter than ASK_TTL_SECONDS (the question's deadline)")
         return self

@@ -199,6 +199,11 @@ class NoReply(ModelCallFailed):
         self.finish_reason = finish_reason
 
 
+class SlackRefused(BotError):
+    """Slack refused a Web API call the bot's scheduled work needs (after its transient-error retries); the work is
+    tried again later (e.g. an escalation message, :mod:`bot.slack.waiting`)."""
+
+
 class StoreUnavailable(BotError):
     """The run store (Redis) could not be reached or answered with an error."""
 

@@ -74,6 +74,9 @@ BAD_VALUES = [
     ("STREAM_INTERVAL", "0.05", "must be greater than or equal to 0.2"),
     ("STREAM_INTERVAL", "fast", "must be a valid number, unable to parse string as a number"),
     ("REPLY_STREAMING", "maybe", "must be a valid boolean, unable to interpret input"),
+    ("ASK_ESCALATE_ANSWERS", "maybe", "must be a valid boolean, unable to interpret input"),
+    ("MAX_WAITING_PER_PERSON", "0", "must be greater than or equal to 1"),
+    ("MAX_WAITING_PER_PERSON", "many", "must be a valid integer, unable to parse string as an integer"),
     ("ASSISTANT_PROMPTS", "a|b|c|d|e", "must be 1 to 4 prompts"),
     ("ASSISTANT_PROMPTS", '[{"title": "x"}]', "prompt 1 has no message"),
     ("ASSISTANT_PROMPTS", "[not json", "is not valid JSON (a list of {title, message} objects)"),
@@ -149,6 +152,7 @@ def test_defaults_are_kept() -> None:
     assert (s.log_level, s.log_format, s.slack_api_url) == ("INFO", "text", "https://slack.com/api/")
     assert (s.openai_model, s.redis_prefix, s.agent_instructions) == ("gpt-4.1-mini", "askbot:", DEFAULT_INSTRUCTIONS)
     assert s.mode == "playground" and s.redis_url is None and s.openai_base_url is None
+    assert (s.ask_escalate_answers, s.max_waiting_per_person) == (False, 5)  # escalation reminds; 5 may wait
 
 
 def test_good_values_are_normalised(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -355,6 +359,7 @@ def test_escalation_needs_both_settings_and_a_time_before_the_deadline() -> None
         ({"ask_escalate_after": "1h"}, "ASK_ESCALATE_TO: must be set when ASK_ESCALATE_AFTER is"),
         ({"ask_escalate_after": "2d", "ask_escalate_to": "C123"}, "ASK_ESCALATE_AFTER: must be shorter than"),
         ({"ask_remind_after": "1\u0663"}, "ASK_REMIND_AFTER: must be whole seconds or a duration"),
+        ({"ask_escalate_answers": True}, "ASK_ESCALATE_ANSWERS: means nothing without ASK_ESCALATE_TO"),
     ):
         with pytest.raises(SettingsError) as info:
             load_settings(**values)

@@ -31,12 +31,14 @@ def home_view(ws: Workspace, user: str) -> JSON | None:
     return copy.deepcopy(view) if view is not None else None
 
 
-async def click_home(ws: Workspace, user: str, label: str, *, within: str = "") -> Ack:
+async def click_home(ws: Workspace, user: str, label: str, *, within: str = "", view_of: str | None = None) -> Ack:
     """``user`` clicks the button ``label`` on their Home tab (the first one, or the first in a block whose id
-    contains ``within``)."""
-    view = ws.state.home_views.get(user)
+    contains ``within``). ``view_of``: on a copy of that person's Home instead (a forged request, which Slack's
+    clients never send: for tests that the app decides from its own records, not from what a view showed)."""
+    owner = view_of or user
+    view = ws.state.home_views.get(owner)
     if view is None:
-        raise PlaygroundError(f"nothing published on {user}'s Home tab")
+        raise PlaygroundError(f"nothing published on {owner}'s Home tab")
     for block, element in iter_elements(view.get("blocks", [])):
         text = (element.get("text") or {}).get("text") if isinstance(element.get("text"), dict) else None
         if element.get("type") == "button" and text == label and within in str(block.get("block_id", "")):
@@ -64,4 +66,4 @@ async def click_home(ws: Workspace, user: str, label: str, *, within: str = "") 
                 "actions": [action],
             }
             return await ws.sender.send_interaction(payload)
-    raise PlaygroundError(f"no button {label!r} on {user}'s Home tab")
+    raise PlaygroundError(f"no button {label!r} on {owner}'s Home tab")

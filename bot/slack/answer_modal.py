@@ -165,8 +165,10 @@ class AnswerModal:
         if isinstance(found, str):
             return found
         state, ctx, call = found
-        if not await self.answering.policy.allowed(ctx, user, run_id=state.run_id, call=call):
-            return self.answering.policy.refusal(ctx)
+        where = Where(user=user, surface="modal", team_id=ctx.team_id)
+        refused = await self.answering.permissions.refusal(state, ctx, call, user=user, where=where)
+        if refused is not None:
+            return refused
         check = await self.answering.agent.check(state, call)
         if isinstance(check, Open):
             return check.pending
@@ -235,12 +237,12 @@ class AnswerModal:
 
         with log_context(run_id=state.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id, user_id=user):
             try:
-                ok = await self.answering.policy.allowed(ctx, user, run_id=state.run_id, call=call)
+                refused = await self.answering.permissions.refusal(state, ctx, call, user=user, where=where)
             except StoreUnavailable:
                 await say(STORE_DOWN)
                 return
-            if not ok:
-                await say(self.answering.policy.refusal(ctx))
+            if refused is not None:
+                await say(refused)
                 return
             meta = modals.modal_metadata(body.get("view") or {})  # signed: checked by form_question above
             opened_from = MessageRef(channel_id=ctx.channel_id, ts=meta["m"]) if meta.get("m") else None

@@ -6,8 +6,8 @@ the messages the bot posted for that question), apply the answer policy (who may
 whether the run can take the answer (:meth:`bot.agent.Agent.check_answer`, the one place that decides) and render
 what it says. Messages are updated from the stored question, never from the payload.
 
-Who may answer (``ASK_ANSWERERS``): ``requester`` (default: the person who started the run) or ``channel``
-(anyone in the run's channel). Refusals reach the person on the surface they used (:meth:`SlackWeb.tell`).
+Who may answer or decide is :class:`bot.slack.permissions.Permissions`'s to say, for every surface. Refusals reach
+the person on the surface they used (:meth:`SlackWeb.tell`).
 
 The answer modal's flow is in :mod:`bot.slack.answer_modal`; it ends in :meth:`Answering.take` like the others.
 """
@@ -40,7 +40,6 @@ from bot.errors import (
 from bot.logs import log_context
 from bot.ops import audit
 from bot.slack import blocks as bk
-from bot.slack.answer_policy import AnswerPolicy
 from bot.slack.approval_blocks import decision_outcome
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import Follower
@@ -50,10 +49,12 @@ from bot.slack.notices import (
     EXPIRED_OUTCOME,
     GONE,
     MULTI_HINT,
+    NOT_OPEN,
     STORE_DOWN,
     UNKNOWN_BUTTON,
     explain,
 )
+from bot.slack.permissions import Permissions
 from bot.slack.picks import Pick, label, resume_data, shown, ticked
 from bot.slack.refs import BadReference, QuestionRef, parse_index
 from bot.slack.runner import REDELIVERED
@@ -79,6 +80,7 @@ class Answering(QuestionLookup):
         follower: Follower,
         answerers: Answerers,
         gate: RunGate,
+        permissions: Permissions,
     ) -> None:
         self.agent = agent
         self.gate = gate
@@ -86,7 +88,7 @@ class Answering(QuestionLookup):
         self.web = web
         self.follower = follower
         self.answerers: Answerers = answerers
-        self.policy = AnswerPolicy(answerers, index=index)  # who may answer
+        self.permissions = permissions  # who may answer and decide: the one place
 
     def say_to(self, where: Where, ctx: SlackContext | None = None) -> Say:
         """Tell ``where.user`` privately, on the surface they used (see :meth:`SlackWeb.tell`); a modal's answers go
@@ -143,6 +145,9 @@ class Answering(QuestionLookup):
         if pending is None or is_blank(text):
             return
         say = self.say_to(where)
+        if pending.kind == "approval":  # decided by its buttons only: a reply is not a decision
+            await say("Use the Approve or Decline button of the request above.")
+            return
         payload = AskUserPayload.model_validate(pending.suspend_payload)
         answer: ResumeData = text
         if payload.selection_mode == "multi_select":
@@ -176,6 +181,9 @@ class Answering(QuestionLookup):
             return
         if not isinstance(check, Open):
             await self.not_open(check, state, ctx=ctx, call=call, user=where.user, say=say, clicked=clicked)
+            return
+        if check.pending.kind != "question":  # an approval is decided by Approve / Decline, never answered
+            await say(NOT_OPEN)
             return
         slot = await self.slot(ctx, say, user=where.user)  # the answerer's request makes the run work
         if slot is None:

@@ -46,9 +46,10 @@ from bot.slack.context import Where
 from bot.slack.follow import Follower
 from bot.slack.home import Home
 from bot.slack.http import events_web_app, server_log
-from bot.slack.limits import RunGate
+from bot.slack.limits import RunGate, WaitingLimit
 from bot.slack.listeners import register
 from bot.slack.notices import STORE_DOWN
+from bot.slack.permissions import Permissions
 from bot.slack.runner import InProcessRunner, LazyJobs, QueueRunner, SharedWebClient, use_client
 from bot.slack.threads import Threads
 from bot.slack.wait_plan import WaitPlan, WaitSettings
@@ -214,11 +215,12 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     web_api = SlackWeb(client)
     policy = ApproverPolicy(settings.approvers, client=client)
     plan = WaitPlan(Schedule(redis_client, prefix=settings.redis_prefix), wait_settings(settings))
+    inbox = Inbox(redis_client, keys=keys, retention=retention)
     home = Home(
         agent=agent,
         web=web_api,
         index=index,
-        inbox=Inbox(redis_client, keys=keys, retention=retention),
+        inbox=inbox,
         schedule=plan.schedule,
         approvers=policy,
         answerers=settings.ask_answerers,
@@ -240,10 +242,29 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         per_person=settings.max_runs_per_person,
         per_process=settings.max_runs_per_process,
     )
-    answering = Answering(
-        agent=agent, index=index, web=web_api, follower=follower, answerers=settings.ask_answerers, gate=gate
+    permissions = Permissions(
+        answerers=settings.ask_answerers,
+        approvers=policy,
+        index=index,
+        escalate_answers=settings.ask_escalate_answers,
     )
-    threads = Threads(agent=agent, index=index, web=web_api, follower=follower, answering=answering)
+    answering = Answering(
+        agent=agent,
+        index=index,
+        web=web_api,
+        follower=follower,
+        answerers=settings.ask_answerers,
+        gate=gate,
+        permissions=permissions,
+    )
+    threads = Threads(
+        agent=agent,
+        index=index,
+        web=web_api,
+        follower=follower,
+        answering=answering,
+        waiting=WaitingLimit(inbox, agent, limit=settings.max_waiting_per_person),
+    )
     secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
     app = AsyncApp(
         client=client,
@@ -263,7 +284,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     app.listener_runner.lazy_listener_runner = runner
     app.middleware(use_client(client))  # first: the middleware and listeners after it get this client
     modal = AnswerModal(answering, key=modal_key(client.token or ""))
-    approving = Approving(answering, policy=policy, modal=modal)
+    approving = Approving(answering, modal=modal)
     pane = AssistantPane(
         threads=threads,
         web=web_api,

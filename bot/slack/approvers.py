@@ -43,19 +43,23 @@ class ApproverPolicy:
                 return True
         return False
 
-    def describe(self, ctx: SlackContext) -> str:
-        """Who may decide, as mrkdwn for the approval message (it mentions them)."""
+    def describe(self, ctx: SlackContext, *, elsewhere: bool = False) -> str:
+        """Who may decide, as mrkdwn for the approval message (it mentions them); ``elsewhere``: for a copy posted
+        outside the run's channel (an escalation), which names that channel."""
+        here = f"<#{ctx.channel_id}>" if elsewhere else "this channel"
         if self.spec == "channel":
-            return "Anyone in this channel can approve or decline"
+            return f"Anyone in {here} can approve or decline"
         if self.spec == "requester":
             if not ctx.requester:
-                return "Anyone in this channel can approve or decline"
+                return f"Anyone in {here} can approve or decline"
             return f"Waiting for <@{ctx.requester}> to approve or decline"
         names = [f"<@{u}>" for u in sorted(self.users)] + [f"<!subteam^{g}>" for g in self.groups]
         return "Waiting for " + ", ".join(names) + " to approve or decline"
 
     def refusal(self, ctx: SlackContext) -> str:
         """What someone not allowed to decide is told."""
+        if self.spec == "channel" or (self.spec == "requester" and not ctx.requester):
+            return f"Only people in <#{ctx.channel_id}> can approve or decline this."
         if self.spec == "requester":
             return f"Only <@{ctx.requester}> can approve or decline this."
         return "Only the configured approvers can approve or decline this."

@@ -1,6 +1,6 @@
 """Deciding on tool calls from Slack: Approve, Decline (with an optional reason, in a modal) and Details (the call's
 full arguments, in a modal). The same path as answers: the bot's own reference in the payload, the run loaded, the
-request checked against the run's channel and messages, the approver policy (:mod:`bot.slack.approvers`), then the
+request checked against the run's channel and messages, who may decide (:mod:`bot.slack.permissions`), then the
 runtime's check and its exactly-once claim (``Agent.approve_tool_call`` / ``decline_tool_call``). The request message
 then says who decided, and once the call ends how it went (ran in N s, or failed).
 """
@@ -20,12 +20,10 @@ from bot.errors import (
     StoreUnavailable,
 )
 from bot.logs import log_context
-from bot.ops import audit
 from bot.slack import modals
 from bot.slack.answer_modal import LOADING_VIEW, AnswerModal
 from bot.slack.answering import LOST_CLAIM, Answering
 from bot.slack.approval_blocks import decision_outcome, details_text
-from bot.slack.approvers import ApproverPolicy
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import Decided
 from bot.slack.lookup import Found, Say
@@ -37,11 +35,11 @@ Ack = Callable[..., Awaitable[Any]]
 
 
 class Approving:
-    """Approve / Decline / Details listeners for ``answering``'s agent, decided by ``policy``."""
+    """Approve / Decline / Details listeners for ``answering``'s agent (who may decide:
+    ``answering.permissions``)."""
 
-    def __init__(self, answering: Answering, *, policy: ApproverPolicy, modal: AnswerModal) -> None:
+    def __init__(self, answering: Answering, *, modal: AnswerModal) -> None:
         self.answering = answering
-        self.policy = policy
         self.modal = modal
 
     # --- Approve ---------------------------------------------------------------------------------
@@ -54,33 +52,11 @@ class Approving:
             state, ctx, call = found
             await self.decide(state, ctx, call, where=where, approved=True, reason=None)
 
-    async def may_decide(
-        self, ctx: SlackContext, user: str, *, run_id: str, call: str, channel: str | None = None
-    ) -> bool:
-        """The approver policy, or the request was escalated to ``user`` (or to ``channel``, where the request comes
-        from). Raises ``StoreUnavailable``."""
-        if await self.policy.may_approve(ctx, user):
-            return True
-        return await self.answering.policy.escalated_to(user, run_id=run_id, call=call, channel=channel)
-
     async def _found(self, body: dict[str, Any], where: Where, say: Say) -> Found | None:
-        """The run, context and call a click is about, checked (its message, the approver policy); or None after
-        telling the person why not."""
+        """The run, context and call a click is about, checked (its message, who may decide:
+        :class:`~bot.slack.permissions.Permissions`); or None after telling the person why not."""
         ref = await button_ref(body, say)
-        found = await self.answering.find(ref, say, where=where) if ref is not None else None
-        if found is None:
-            return None
-        state, ctx, call = found
-        try:
-            ok = await self.may_decide(ctx, where.user, run_id=state.run_id, call=call, channel=where.channel_id)
-        except StoreUnavailable:
-            await say(STORE_DOWN)
-            return None
-        if not ok:
-            audit.refused(state, call, user=where.user, reason="not_allowed", kind="approval")
-            await say(self.policy.refusal(ctx))
-            return None
-        return state, ctx, call
+        return await self.answering.vet(ref, where, say, expect="approval") if ref is not None else None
 
     async def decide(
         self, state: RunState, ctx: SlackContext, call: str, *, where: Where, approved: bool, reason: str | None
@@ -232,8 +208,10 @@ class Approving:
         if isinstance(found, str):
             return found
         state, ctx, call = found
-        if not await self.may_decide(ctx, user, run_id=state.run_id, call=call):
-            return self.policy.refusal(ctx)
+        where = Where(user=user, surface="modal", team_id=ctx.team_id)
+        refused = await self.answering.permissions.refusal(state, ctx, call, user=user, where=where, expect="approval")
+        if refused is not None:
+            return refused
         check = await self.answering.agent.check(state, call)
         if not isinstance(check, Open) or check.pending.kind != "approval":
             return NOT_OPEN

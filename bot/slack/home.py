@@ -2,7 +2,9 @@
 
 - Who: a question is in the inbox of the person who started its run; an approval request also in those of the
   approvers named in ``APPROVERS`` (user groups expanded); an escalated question also in its escalation targets'
-  (not every ``channel``-mode question of every channel a person is in).
+  when they may answer it (``ASK_ESCALATE_ANSWERS=true``; never an approval: :mod:`bot.slack.permissions`), not
+  every ``channel``-mode question of every channel a person is in. Who may act on an item is decided again when
+  they click, by the same rule as everywhere.
 - What: oldest first, each question or approval as in its thread (answering here goes through the same exactly-once
   path and updates the thread's message too), with where it was asked, by whom, how long it has waited and a link
   to its thread; then the last few closed.

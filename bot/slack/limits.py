@@ -1,6 +1,11 @@
 """How many runs may work at once: per person across all processes (Redis, :mod:`bot.store.limits`) and per
 process (here). A run waiting for an answer holds no slot; one a model or tool is working on does. Past a limit
 the person gets a friendly "slow down" and nothing starts (an answer is not taken, so it can be sent again).
+
+How many questions may wait on one person's runs (:class:`WaitingLimit`, ``MAX_WAITING_PER_PERSON``): past it, a
+new request of theirs is refused before its run starts, plainly (answer or cancel a waiting one first); what they
+asked stays in Slack as they wrote it. Each waiting question is reminded and escalated, so this bounds what one
+person can make the bot send to others.
 """
 
 from __future__ import annotations
@@ -10,7 +15,11 @@ import contextlib
 import logging
 import secrets
 
-from bot.errors import StoreUnavailable
+from bot.agent import Agent
+from bot.agent.answers import Open
+from bot.errors import RunNotFound, StoreCorrupt, StoreUnavailable
+from bot.slack.context import SlackContext
+from bot.store.inbox import Inbox
 from bot.store.limits import ActiveRuns
 
 log = logging.getLogger(__name__)
@@ -19,6 +28,11 @@ TOO_MANY_FOR_YOU = (
     "I'm still working on {n} of your requests; I'll take new ones as they finish. Please try again in a moment."
 )
 TOO_BUSY = "I'm working on many conversations right now; please try again in a minute."
+TOO_MANY_WAITING = (
+    "{n} of your questions are already waiting for an answer, the most I keep open for one person; answer or "
+    "cancel one of them (your App Home lists them), then ask me again. I haven't started on this request."
+)
+SCANNED = 200  # inbox entries read at most to count a person's waiting questions
 
 
 class Slot:
@@ -72,3 +86,35 @@ class RunGate:
             self.process_slots.release()
             return TOO_MANY_FOR_YOU.format(n=self.per_person)
         return Slot(self, person, slot)
+
+
+class WaitingLimit:
+    """At most ``limit`` questions (and approval requests) waiting on the runs one person started, counted from
+    their Home inbox (:class:`bot.store.inbox.Inbox`: what waits on them, asked of them or not) by ``agent``'s
+    stored runs: only still-open calls of runs whose requester they are count. Runs working at the moment of the
+    check are not counted yet, so the bound can be passed by the runs the person has working at once
+    (``MAX_RUNS_PER_PERSON``)."""
+
+    def __init__(self, inbox: Inbox, agent: Agent, *, limit: int) -> None:
+        self.inbox = inbox
+        self.agent = agent
+        self.limit = limit
+
+    async def refusal(self, team_id: str, user: str) -> str | None:
+        """None while ``user`` may start another run in ``team_id``; else what to tell them. Raises
+        ``StoreUnavailable``."""
+        snapshot = await self.inbox.snapshot(team_id, user, limit=SCANNED, recent=1)
+        if snapshot.total < self.limit:
+            return None
+        waiting = 0
+        for run_id, call, _asked in snapshot.waiting:
+            try:
+                state = await self.agent.get_run(run_id)
+                requester = SlackContext.of(state).requester
+            except (RunNotFound, StoreCorrupt):
+                continue
+            if requester == user and isinstance(await self.agent.check(state, call), Open):
+                waiting += 1
+                if waiting >= self.limit:
+                    return TOO_MANY_WAITING.format(n=waiting)
+        return None

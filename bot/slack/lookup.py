@@ -14,9 +14,9 @@ from bot.agent.answers import question_of
 from bot.agent.state import RunState
 from bot.errors import RunNotFound, StoreCorrupt, StoreUnavailable
 from bot.ops import audit
-from bot.slack.answer_policy import AnswerPolicy
 from bot.slack.context import SlackContext, Where
 from bot.slack.notices import GONE, NOT_OPEN, STORE_DOWN, UNREADABLE
+from bot.slack.permissions import Kind, Permissions, kind_of
 from bot.slack.placement import misplaced
 from bot.slack.refs import QuestionRef
 from bot.store.conversations import ConversationIndex
@@ -29,11 +29,11 @@ Found = tuple[RunState, SlackContext, str]
 
 
 class QuestionLookup:
-    """Needs ``agent``, ``index`` and ``policy`` (see :class:`~bot.slack.answering.Answering`)."""
+    """Needs ``agent``, ``index`` and ``permissions`` (see :class:`~bot.slack.answering.Answering`)."""
 
     agent: Agent
     index: ConversationIndex
-    policy: AnswerPolicy
+    permissions: Permissions
 
     async def load(self, run_id: str, say: Say) -> tuple[RunState, SlackContext] | None:
         """The run and its Slack context, or None after telling the person why not."""
@@ -78,19 +78,20 @@ class QuestionLookup:
         found = await self.find(ref, keep)
         return found if found is not None else (told[0] if told else NOT_OPEN)
 
-    async def vet(self, ref: QuestionRef, where: Where, say: Say) -> Found | None:
-        """:meth:`find` from ``where``, then the answer policy (:meth:`may_answer`); or None after telling why not."""
+    async def vet(self, ref: QuestionRef, where: Where, say: Say, *, expect: Kind = "question") -> Found | None:
+        """:meth:`find` from ``where``, then who may answer or decide (:class:`~bot.slack.permissions.Permissions`,
+        ``expect`` the surface's kind); or None after telling why not."""
         found = await self.find(ref, say, where=where)
         if found is None:
             return None
         state, ctx, call = found
         try:
-            ok = await self.policy.allowed(ctx, where.user, run_id=state.run_id, call=call, channel=where.channel_id)
+            refused = await self.permissions.refusal(state, ctx, call, user=where.user, where=where, expect=expect)
         except StoreUnavailable:
             await say(STORE_DOWN)
             return None
-        if not ok:
-            audit.refused(state, call, user=where.user, reason="not_allowed")
-            await say(self.policy.refusal(ctx))
+        if refused is not None:
+            audit.refused(state, call, user=where.user, reason="not_allowed", kind=kind_of(state, call, expect=expect))
+            await say(refused)
             return None
         return found

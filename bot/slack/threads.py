@@ -32,6 +32,7 @@ from bot.slack import blocks as bk
 from bot.slack.answering import Answering
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import FAILURE, Follower, failure_text
+from bot.slack.limits import WaitingLimit
 from bot.slack.mrkdwn import unescape
 from bot.slack.notices import EXPIRED, STORE_DOWN, UNREADABLE
 from bot.slack.webapi import SlackWeb
@@ -64,8 +65,10 @@ class Threads:
         web: SlackWeb,
         follower: Follower,
         answering: Answering,
+        waiting: WaitingLimit | None = None,
     ) -> None:
         self.agent = agent
+        self.waiting = waiting  # MAX_WAITING_PER_PERSON (None: no bound)
         self.index = index
         self.web = web
         self.follower = follower
@@ -145,11 +148,27 @@ class Threads:
             if slot is None:
                 return
             try:
+                if await self._too_many_waiting(ctx, where):
+                    return
                 if pointed is None and first_request is not None:
                     await first_request(text)
                 await self._start(ctx, f"{note}\n\n{text}" if note else text, previous, after=pointed)
             finally:
                 await slot.release()
+
+    async def _too_many_waiting(self, ctx: SlackContext, where: Where) -> bool:
+        """Whether the person already has as many questions waiting as :class:`WaitingLimit` allows (then they
+        were told, and no run starts)."""
+        try:
+            refused = await self.waiting.refusal(ctx.team_id, ctx.requester) if self.waiting is not None else None
+        except StoreUnavailable:
+            await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=f":warning: {STORE_DOWN}")
+            return True
+        if refused is not None:
+            log.info("a request of %s was refused: too many of their questions wait already", ctx.requester)
+            await self.answering.say_to(where)(refused)
+            return True
+        return False
 
     async def _start(self, ctx: SlackContext, text: str, previous: RunState | None, *, after: str | None) -> None:
         """Start the thread's next run (continuing ``previous``'s conversation) and follow it. The thread is claimed
@@ -202,10 +221,14 @@ class Threads:
             await self.answering.expire(previous, previous.pending.tool_call_id)
             return False
         if isinstance(check, Open):
+            call = check.pending.tool_call_id
             if is_blank(text):
                 await say("A question above is waiting for an answer.")
-            elif not self.answering.policy.may_answer(prev_ctx, where.user):
-                await say(self.answering.policy.refusal(prev_ctx))
+            elif refused := await self.answering.permissions.refusal(
+                previous, prev_ctx, call, user=where.user, where=where
+            ):
+                audit.refused(previous, call, user=where.user, reason="not_allowed")
+                await say(refused)
             else:
                 await self.answering.answer_typed(previous, prev_ctx, where, text)
             return True
@@ -248,12 +271,11 @@ class Threads:
         call = state.pending.tool_call_id
         with log_context(run_id=state.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id, user_id=where.user):
             try:
-                if not self.answering.policy.may_answer(ctx, where.user):
+                refused = await self.answering.permissions.refusal(state, ctx, call, user=where.user, where=where)
+                if refused is not None:
                     if await self.index.tell_once(state.run_id, tool_call_id=call, user=where.user, topic="refused"):
                         audit.refused(state, call, user=where.user, reason="not_allowed")  # once a person
-                        await self.answering.say_to(where)(
-                            self.answering.policy.refusal(ctx) + " Your reply wasn't taken as an answer."
-                        )
+                        await self.answering.say_to(where)(refused + " Your reply wasn't taken as an answer.")
                     return
                 check = await self.agent.check(state, call)
                 if isinstance(check, Expired):
@@ -279,7 +301,7 @@ class Threads:
                 if where.channel_id != ctx.channel_id:
                     await say("This doesn't belong to a conversation I know.")
                     return
-                if not self.answering.policy.may_answer(ctx, where.user):
+                if not self.answering.permissions.is_answerer(ctx, where.user, where=where):
                     await say(f"Only <@{ctx.requester}> can retry this.")
                     return
                 record = await self.index.thread(ctx.team_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts)

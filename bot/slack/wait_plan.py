@@ -15,6 +15,11 @@ from datetime import datetime, timedelta
 from bot.store.schedule import Due, DueItem, Schedule
 
 DEADLINE, REMIND, ESCALATE = "deadline", "remind", "escalate"
+# One message to a target (a user or channel id) for what is queued for it: DueItem(kind, run_id=team_id, key=target)
+ESCALATE_TO, REMIND_TO = "escalate_to", "remind_to"
+COALESCE_SECONDS = 10.0
+"""How long the escalations (reminders) due to one target wait for each other: those that fall due within it are sent
+as one message (:meth:`WaitPlan.notice_message`)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,13 @@ class WaitPlan:
         s = self.settings
         if s.remind_after is not None and n <= s.remind_max:
             await self.schedule.add(DueItem(REMIND, run_id, call, n), after=s.remind_after)
+
+    async def notice_message(self, kind: str, team_id: str, target: str) -> None:
+        """Plan the one ``kind`` message (:data:`ESCALATE_TO`, :data:`REMIND_TO`) that sends what is queued for
+        ``target`` (team ``team_id``), :data:`COALESCE_SECONDS` from now; one already planned sooner is kept (so
+        those due together share it). Raises ``StoreUnavailable``."""
+        item = DueItem(kind, team_id, target)
+        await self.schedule.add(item, after=COALESCE_SECONDS, keep_earlier=True)
 
     async def later(self, item: DueItem, *, at: datetime) -> None:
         """Come back to ``item`` at ``at`` (a second late: the store's clock has the last word). Raises

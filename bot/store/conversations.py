@@ -21,7 +21,7 @@ import json
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -74,6 +74,19 @@ class MessageRef:
 def asked_id(when: datetime | None) -> str:
     """The id of one asking of a question: when it was asked, in milliseconds (``""`` for None)."""
     return str(int(when.timestamp() * 1000)) if when is not None else ""
+
+
+NoticeKind = Literal["escalation", "reminder"]
+
+
+@dataclass(frozen=True, order=True)
+class Queued:
+    """A question queued for a target's next message: run ``run_id``, its call ``key``, reminder ``n`` (0 for an
+    escalation)."""
+
+    run_id: str
+    key: str
+    n: int = 0
 
 
 def _text(value: Any) -> str | None:
@@ -198,6 +211,48 @@ class ConversationIndex:
                 await pipe.execute()
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while recording an escalation: {type(exc).__name__}") from None
+
+    async def queue_notice(
+        self, kind: NoticeKind, team_id: str, target: str, *, run_id: str, key: str, n: int = 0
+    ) -> None:
+        """Add question ``(run_id, key)`` (its reminder ``n``) to what is to be sent to ``target`` (a channel or user
+        id) as one ``kind`` message, ``escalation`` or ``reminder`` (:meth:`queued_notices`). Raises
+        ``StoreUnavailable``."""
+        name = self.keys.notice_queue(kind, team_id, target)
+        try:
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.sadd(name, json.dumps([run_id, key, n]))
+                pipe.expire(name, self.retention)
+                await pipe.execute()
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while queueing a {kind}: {type(exc).__name__}") from None
+
+    async def queued_notices(self, kind: NoticeKind, team_id: str, *, target: str) -> list[Queued]:
+        """What is queued for ``target`` as one ``kind`` message (:meth:`queue_notice`), sorted. Raises
+        ``StoreUnavailable``."""
+        try:
+            members = await self.client.smembers(self.keys.notice_queue(kind, team_id, target))
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while reading queued {kind}s: {type(exc).__name__}") from None
+        out: list[Queued] = []
+        for raw in members:
+            try:
+                run_id, key, n = json.loads(_text(raw) or "")
+                out.append(Queued(run_id=str(run_id), key=str(key), n=int(n)))
+            except (ValueError, TypeError):
+                continue
+        return sorted(out)
+
+    async def notices_sent(self, kind: NoticeKind, team_id: str, *, target: str, items: list[Queued]) -> None:
+        """Take ``items`` (sent) out of ``target``'s ``kind`` queue; others queued meanwhile stay. Raises
+        ``StoreUnavailable``."""
+        if not items:
+            return
+        members = [json.dumps([q.run_id, q.key, q.n]) for q in items]
+        try:
+            await self.client.srem(self.keys.notice_queue(kind, team_id, target), *members)
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while clearing queued {kind}s: {type(exc).__name__}") from None
 
     async def escalated(self, run_id: str, key: str) -> set[str]:
         """Who else may answer ``(run_id, key)`` (see :meth:`escalate`). Raises ``StoreUnavailable``."""

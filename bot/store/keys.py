@@ -19,6 +19,9 @@ one Redis and on a cluster.
 - ``{prefix}stop:{<run_id>}`` - string with a TTL: a person asked the working run to stop (their id).
 - ``{prefix}esc:{<run_id>}:{tool_call_id}`` - set: who else may answer a question once it was escalated (user ids,
   and channel ids of channels it was posted to).
+- ``{prefix}escalationq:{team_id}:{target}`` / ``reminderq:...`` - set: ``[run_id, tool_call_id, n]`` (JSON) of the
+  questions due to be escalated to (reminded to) ``target`` (a channel or user id) in one message (see
+  :mod:`bot.slack.waiting`).
 - ``{prefix}event:{event_id}`` - string: a Slack event already taken (retry dedupe).
 - ``{prefix}thread:{team_id}:{channel_id}:{thread_ts}`` - hash: the run of a Slack thread.
 - ``{prefix}pane:{channel_id}:{thread_ts}`` - string (JSON): what an assistant-pane thread's person is looking at
@@ -67,6 +70,10 @@ class Keys:
     def escalated(self, run_id: str, tool_call_id: str) -> str:
         """Who else may answer question ``tool_call_id`` of run ``run_id`` (same slot as :meth:`run`)."""
         return f"{self.prefix}esc:{{{run_id}}}:{tool_call_id}"
+
+    def notice_queue(self, kind: str, team_id: str, target: str) -> str:
+        """The questions waiting to be sent to ``target`` together in one ``kind`` message (escalation, reminder)."""
+        return f"{self.prefix}{kind}q:{team_id}:{target}"
 
     def event(self, event_id: str) -> str:
         """The marker of a Slack ``event_id`` already processed."""

@@ -89,7 +89,8 @@ async def test_an_approval_waits_in_the_named_approvers_home_and_they_decide_the
 async def test_a_crowded_inbox_stays_within_slacks_100_blocks_and_says_how_many_more_wait(
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:
-    async with harness(fake_redis, settings={"max_runs_per_person": 50}) as h:
+    settings = {"max_runs_per_person": 50, "max_waiting_per_person": 50}  # 25 questions of one person's waiting
+    async with harness(fake_redis, settings=settings) as h:
         for i in range(25):
             h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id=f"q{i}")]))
             d = await h.ws.mention(ALICE, GENERAL, f"question {i}")

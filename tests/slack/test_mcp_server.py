@@ -26,8 +26,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from bot.agent.state import utcnow
 from bot.playground import Workspace
 from bot.slack.refs import QuestionRef
+from bot.slack.wait_plan import COALESCE_SECONDS
 from bot.store import Keys
-from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, has_controls
+from bot.testing.slack_scenarios import ALICE, BOB, CAROL, GENERAL, has_controls
 from bot.testing.tcp_proxy import TcpProxy
 
 # Subprocess-heavy: on the cluster too only where marked (see tests/conftest.py).
@@ -450,3 +451,35 @@ async def test_several_choices_come_back_as_the_labels_ticked(
         await h.ws.click(question, "Submit", user=ALICE)
         result = await asyncio.wait_for(call, 20)
         assert result.structured_content == {"status": "answered", "answer": ["lint", "docs"], "answered_by": ALICE}
+
+
+async def test_an_approval_request_escalated_to_a_channel_is_decided_by_its_approvers_only(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """request_approval over stdio, escalated to another channel: a member there who is not an approver clicks
+    Approve on the escalated copy and is refused; the call stays waiting until the approver decides."""
+    escalation = {"ask_escalate_after": "30m", "ask_escalate_to": "C_RANDOM"}
+    env = {"APPROVERS": CAROL, "ASK_ESCALATE_AFTER": "30m", "ASK_ESCALATE_TO": "C_RANDOM"}
+    async with (
+        harness(real_redis, settings={"approvers": CAROL, **escalation}) as h,
+        mcp_session(h, prefix, extra=env) as session,
+    ):
+        call = asyncio.ensure_future(session.call_tool("request_approval", {"action": "Drop the cache"}))
+        await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        assert h.bot.scheduler is not None
+        for _ in range(100):  # the MCP server plans the escalation right after posting the request
+            for after in (1801, 1801 + COALESCE_SECONDS + 1):  # the escalation, then its message to the channel
+                await h.bot.scheduler.tick(now=utcnow() + timedelta(seconds=after))
+                await h.settle()
+            if h.ws.messages("C_RANDOM"):
+                break
+            await asyncio.sleep(0.1)
+        [copy] = [m for m in h.ws.messages("C_RANDOM") if has_controls(m)]
+        await h.ws.click(copy, "Approve", user=BOB)
+        refused = await h.ws.wait_for_ephemeral(user=BOB)
+        assert "Only the configured approvers" in refused["text"]
+        await h.settle()
+        assert not call.done()
+        await h.ws.click(copy, "Approve", user=CAROL)
+        result = await asyncio.wait_for(call, 20)
+        assert result.structured_content == {"status": "approved", "approved_by": CAROL}

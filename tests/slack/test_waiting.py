@@ -14,6 +14,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.agent.state import utcnow
+from bot.slack.wait_plan import COALESCE_SECONDS
 from bot.store.schedule import Scheduler
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
@@ -51,6 +52,13 @@ async def tick(h: Any, *, after: float) -> int:
     taken = await scheduler(h).tick(now=utcnow() + timedelta(seconds=after))
     await h.settle()
     return taken
+
+
+async def escalate(h: Any, *, after: float) -> None:
+    """Carry out the escalations (reminders) due ``after`` seconds from now, then the messages they queued (due
+    ``COALESCE_SECONDS`` later)."""
+    await tick(h, after=after)
+    await tick(h, after=after + COALESCE_SECONDS + 1)
 
 
 def texts(h: Any, thread: str) -> list[str]:
@@ -98,16 +106,16 @@ async def test_reminders_mention_the_requester_up_to_the_limit_and_stop_once_ans
     settings = {"ask_remind_after": "1h", "ask_remind_max": 2}
     async with harness(fake_redis, ttl=86400, settings=settings) as h:
         thread, q = await asked(h, then="Thanks.")
-        await tick(h, after=1800)
+        await escalate(h, after=1800)
         assert not [t for t in texts(h, thread) if t.startswith(":bell:")]
-        await tick(h, after=3601)
+        await escalate(h, after=3601)
         reminders = [t for t in texts(h, thread) if t.startswith(":bell:")]
         assert (
             len(reminders) == 1 and f"<@{ALICE}>" in reminders[0] and "question above is still waiting" in reminders[0]
         )
-        await tick(h, after=2 * 3601)
+        await escalate(h, after=2 * 3601)
         assert len([t for t in texts(h, thread) if t.startswith(":bell:")]) == 2
-        await tick(h, after=5 * 3601)
+        await escalate(h, after=5 * 3601)
         assert len([t for t in texts(h, thread) if t.startswith(":bell:")]) == 2  # ASK_REMIND_MAX
         kinds = [m.decode().split('"')[1] for m in await fake_redis.zrange(scheduler(h).schedule.key, 0, -1)]
         assert [k for k in kinds if k != "home"] == ["deadline"]  # only the deadline is left
@@ -123,12 +131,12 @@ async def test_reminders_mention_the_requester_up_to_the_limit_and_stop_once_ans
 async def test_a_question_escalated_to_a_channel_can_be_answered_there_and_every_message_closes(
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:
-    settings = {"ask_escalate_after": "30m", "ask_escalate_to": RANDOM}
+    settings = {"ask_escalate_after": "30m", "ask_escalate_to": RANDOM, "ask_escalate_answers": True}
     async with harness(fake_redis, settings=settings) as h:
         thread, q = await asked(h, then="Bob chose web.")
         await h.ws.click(q, "web", user=BOB)  # not yet escalated: only the requester may answer
         await h.ws.wait_for_ephemeral(user=BOB, predicate=lambda m: "Only" in m["text"])
-        await tick(h, after=1801)
+        await escalate(h, after=1801)
         [escalated] = [m for m in h.ws.messages(RANDOM) if has_controls(m)]
         shown = blocks_text(escalated)
         assert "Escalated from" in shown and GENERAL in shown and f"<@{ALICE}>" in shown
@@ -148,10 +156,10 @@ async def test_a_question_escalated_to_a_channel_can_be_answered_there_and_every
 async def test_a_question_escalated_to_people_reaches_each_by_dm_and_they_may_answer(
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:
-    settings = {"ask_escalate_after": "1h", "ask_escalate_to": f"{BOB},{CAROL}"}
+    settings = {"ask_escalate_after": "1h", "ask_escalate_to": f"{BOB},{CAROL}", "ask_escalate_answers": True}
     async with harness(fake_redis, ttl=86400, settings=settings) as h:
         thread, _ = await asked(h, then="Carol chose api.")
-        await tick(h, after=3601)
+        await escalate(h, after=3601)
         dm_bob = [m for m in h.ws.messages("D_BOB") if has_controls(m)]
         dm_carol = [m for m in h.ws.messages("D_CAROL") if has_controls(m)]
         assert len(dm_bob) == 1 and len(dm_carol) == 1
@@ -262,9 +270,9 @@ async def test_clicks_on_a_withdrawn_question_say_it_was_withdrawn(fake_redis: a
 async def test_an_escalation_refused_once_by_slack_is_posted_on_its_retry(
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:
-    settings = {"ask_escalate_after": "30m", "ask_escalate_to": RANDOM}
+    settings = {"ask_escalate_after": "30m", "ask_escalate_to": RANDOM, "ask_escalate_answers": True}
     async with harness(fake_redis, settings=settings) as h:
         await asked(h)
         h.ws.fake.fail_next("chat.postMessage", "internal_error")
-        await tick(h, after=1801)
+        await escalate(h, after=1801)
         assert len([m for m in h.ws.messages(RANDOM) if has_controls(m)]) == 1

@@ -143,6 +143,11 @@ async def exercise(client: SlotCheckingRedis, keys: Keys) -> None:
     assert await index.tell_once("run-1", tool_call_id="c1", user="U1", topic="refused")
     await index.escalate("run-1", key="c1", to=["U2", "C2"])
     assert await index.escalated("run-1", "c1") == {"U2", "C2"}
+    await index.queue_notice("escalation", "T1", target="U2", run_id="run-1", key="c1")
+    [queued] = await index.queued_notices("escalation", "T1", target="U2")
+    assert (queued.run_id, queued.key, queued.n) == ("run-1", "c1", 0)
+    await index.notices_sent("escalation", "T1", target="U2", items=[queued])
+    assert await index.queued_notices("escalation", "T1", target="U2") == []
 
     inbox = Inbox(client, keys=keys)
     await inbox.add("T1", ["U1", "U2"], run_id="run-1", call="c1", asked_ms=1)
