@@ -141,6 +141,9 @@ class Bot:
                 await self._mcp_starting
         if self.mcp is not None:
             await self.mcp.aclose()
+        if self.threads is not None:  # bookkeeping owed to Redis since an outage: tried once more
+            await self.threads.answering.gate.aclose()
+            await self.threads.follower.records.aclose()
         session = self.client.session
         if session is not None and not session.closed:
             await session.close()

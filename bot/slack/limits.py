@@ -1,6 +1,13 @@
 """How many runs may work at once: per person across all processes (Redis, :mod:`bot.store.limits`) and per
 process (here). A run waiting for an answer holds no slot; one a model or tool is working on does. Past a limit
 the person gets a friendly "slow down" and nothing starts (an answer is not taken, so it can be sent again).
+
+Giving a slot back is bookkeeping whose undo can fail in a Redis outage. Such a release is owed, not left to the
+slot's lapse time (``ActiveRuns.ttl``, 2 minutes: the person would be told "still working on N of your requests"
+while nothing runs): :class:`RunGate` retries the owed releases in the background until Redis answers (backoff
+from :data:`RETRY_FIRST` to :data:`RETRY_MAX` seconds), and the person's next request in this process removes them
+in the same script that takes its slot, so it goes through at once. A slot whose taking failed is owed too (Redis
+may have applied it and lost the reply). The per-process count is this process's own and is given back at once.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ TOO_MANY_FOR_YOU = (
     "I'm still working on {n} of your requests; I'll take new ones as they finish. Please try again in a moment."
 )
 TOO_BUSY = "I'm working on many conversations right now; please try again in a minute."
+RETRY_FIRST = 0.05  # seconds before an owed release is first tried again (doubling ...)
+RETRY_MAX = 1.0  # ... up to this: an owed release lands within about a second of Redis coming back
 
 
 class Slot:
@@ -34,16 +43,18 @@ class Slot:
         while True:
             await asyncio.sleep(self.gate.active.ttl / 3)
             with contextlib.suppress(StoreUnavailable):
-                await self.gate.active.renew(self.person, slot=self.slot, limit=self.gate.per_person)
+                await self.gate.active.renew(self.person, slot=self.slot)
 
     async def release(self) -> None:
-        """Give the slot back (best effort: a slot that can't be released lapses on its own)."""
+        """Give the slot back: at once in this process; in Redis now, or (in an outage) as soon as Redis answers
+        (see the module docstring). Raises nothing."""
         self._renew.cancel()
         self.gate.process_slots.release()
         try:
-            await self.gate.active.release(self.person, slot=self.slot)
-        except StoreUnavailable:
-            log.warning("could not release a run slot; it lapses in %.0f s", self.gate.active.ttl)
+            await self.gate.active.release(self.person, slots=[self.slot])
+        except StoreUnavailable as exc:
+            log.warning("could not release a run slot (%s); retrying until Redis answers", exc)
+            self.gate.owe(self.person, self.slot)
 
 
 class RunGate:
@@ -54,21 +65,68 @@ class RunGate:
         self.per_person = per_person
         self.per_process = per_process
         self.process_slots = asyncio.Semaphore(per_process)
+        self.owed: dict[str, set[str]] = {}  # person -> slots whose release failed, not yet given back
+        self._retrying: asyncio.Task[None] | None = None
 
     async def enter(self, *, team_id: str, user: str) -> Slot | str:
-        """A slot for a run of ``user`` in ``team_id``, or the text to tell them instead. Raises
-        ``StoreUnavailable`` (no slot was taken)."""
+        """A slot for a run of ``user`` in ``team_id``, or the text to tell them instead. The person's owed
+        releases are given back in the same script first. Raises ``StoreUnavailable`` (no slot was taken; one Redis
+        may have applied is owed back)."""
         if self.process_slots.locked():
             log.warning("at the per-process limit of %d working runs", self.per_process)
             return TOO_BUSY
         await self.process_slots.acquire()
         person, slot = f"{team_id}:{user}", secrets.token_hex(8)
+        drop = set(self.owed.get(person, ()))
         try:
-            granted = await self.active.acquire(person, slot=slot, limit=self.per_person)
+            granted = await self.active.acquire(person, slot=slot, limit=self.per_person, drop=drop)
         except BaseException:
             self.process_slots.release()
+            self.owe(person, slot)  # applied with its reply lost, maybe
             raise
+        self._paid(person, drop)
         if not granted:
             self.process_slots.release()
             return TOO_MANY_FOR_YOU.format(n=self.per_person)
         return Slot(self, person, slot)
+
+    def owe(self, person: str, slot: str) -> None:
+        """Remember that ``slot`` of ``person`` must still be released in Redis, and retry it in the background."""
+        self.owed.setdefault(person, set()).add(slot)
+        if self._retrying is None or self._retrying.done():
+            self._retrying = asyncio.ensure_future(self._pay_owed())
+
+    def _paid(self, person: str, slots: set[str]) -> None:
+        left = self.owed.get(person, set()) - slots
+        if left:
+            self.owed[person] = left
+        else:
+            self.owed.pop(person, None)
+
+    async def _pay_owed(self) -> None:
+        pause = RETRY_FIRST
+        while self.owed:
+            await asyncio.sleep(pause)
+            try:
+                await self.pay_owed()
+            except StoreUnavailable:
+                pause = min(pause * 2, RETRY_MAX)
+
+    async def pay_owed(self) -> None:
+        """Release every owed slot now (one round trip a person). Raises ``StoreUnavailable`` (what was not given
+        back stays owed)."""
+        for person, slots in list(self.owed.items()):
+            slots = set(slots)
+            await self.active.release(person, slots=slots)
+            self._paid(person, slots)
+            log.info("gave back %d run slot(s) whose release had failed", len(slots))
+
+    async def aclose(self) -> None:
+        """Stop retrying; owed releases are tried once more (the rest lapse on their own). Raises nothing."""
+        if self._retrying is not None:
+            self._retrying.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._retrying
+        if self.owed:
+            with contextlib.suppress(StoreUnavailable, TimeoutError):
+                await asyncio.wait_for(self.pay_owed(), 2.0)

@@ -7,12 +7,18 @@ forwards the next request whose bytes contain the pattern, so the service execut
 connection instead of passing the reply back (a reply lost in the network); ``replies_lost`` counts them.
 ``round_trips`` counts requests: bytes towards the service after a reply on that connection (or its first bytes),
 so a pipeline is one however many commands it holds.
+``proxy.cut_at(containing=b"...", when=...)`` starts an outage (as :meth:`TcpProxy.cut`, until ``restore()``) at the
+next request whose bytes contain the pattern: ``"request"`` before the service sees it, ``"applied"`` after the
+service executed it but before its reply is passed back, ``"replied"`` right after its reply was passed back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Literal
+
+CutWhen = Literal["request", "applied", "replied"]
 
 
 class _Pair:
@@ -20,6 +26,7 @@ class _Pair:
 
     def __init__(self) -> None:
         self.drop_reply = False
+        self.cut_after_reply = False
         self.replied = True  # the service answered since the client last sent: the next bytes start a round trip
 
 
@@ -35,6 +42,7 @@ class TcpProxy:
         self.replies_lost = 0
         self.round_trips = 0
         self._lose: bytes | None = None
+        self._cut_at: tuple[bytes, CutWhen] | None = None
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
@@ -63,6 +71,12 @@ class TcpProxy:
     def lose_next_reply(self, *, containing: bytes) -> None:
         """Let the next request containing ``containing`` through, then drop its connection before the reply."""
         self._lose = containing
+
+    def cut_at(self, *, containing: bytes, when: CutWhen) -> None:
+        """Cut (see :meth:`cut`) at the next request containing ``containing``: before it reaches the service
+        (``"request"``), after the service executed it with its reply lost (``"applied"``), or after its reply
+        (``"replied"``). The outage lasts until :meth:`restore`."""
+        self._cut_at = (containing, when)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.down:
@@ -93,12 +107,27 @@ class TcpProxy:
                 pair.replied = not upstream
                 if upstream and self._lose is not None and self._lose in data:
                     self._lose, pair.drop_reply = None, True
+                if upstream and self._cut_at is not None and self._cut_at[0] in data:
+                    when = self._cut_at[1]
+                    self._cut_at = None
+                    if when == "request":
+                        self.cut()
+                        break
+                    if when == "applied":
+                        pair.drop_reply, pair.cut_after_reply = True, True
+                    else:
+                        pair.cut_after_reply = True
                 if not upstream and pair.drop_reply:
                     self.replies_lost += 1
                     writer.transport.abort()  # a reset, as when the network drops mid-reply
+                    if pair.cut_after_reply:
+                        self.cut()
                     break
                 writer.write(data)
                 await writer.drain()
+                if not upstream and pair.cut_after_reply:
+                    self.cut()
+                    break
         except (ConnectionError, OSError):
             pass
         finally:
