@@ -219,3 +219,23 @@ async def test_a_question_answered_from_home_after_its_records_were_cut_closes_i
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Carried on.")
         await h.settle()
         assert not has_controls(await current(h, q)) and "answered: *web*" in blocks_text(await current(h, q))
+
+
+async def test_a_mention_after_an_outage_that_lost_a_slot_release_goes_through_at_once(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], harness: Any
+) -> None:
+    """The neighbour with a mention: Redis is cut (2 s) just after a new request took its run slot, so the run
+    can't start nor the slot be given back. Once Redis is back the person's next mention starts a run at once."""
+    client, proxy = proxied_redis
+    async with harness(client, settings={"max_runs_per_person": 1}) as h:
+        h.model.responder = lambda body: Reply(text="Answered.")
+        await outage_after_slots_taken(proxy)
+        first = await h.ws.mention(ALICE, GENERAL, "first")
+        await h.settle()
+        said = [m["text"] for m in h.ws.messages(GENERAL, thread_ts=first.message["ts"]) if m.get("bot_id")]
+        assert said == [f":warning: {STORE_DOWN}"]  # true when said: the run could not be started
+        await until(lambda: asyncio.sleep(0, not proxy.down))
+        d = await h.ws.mention(ALICE, GENERAL, "second")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=answered, timeout=5)
+        await h.settle()
+        assert held_back(h) == []
