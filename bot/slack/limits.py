@@ -4,10 +4,10 @@ the person gets a friendly "slow down" and nothing starts (an answer is not take
 
 Giving a slot back is bookkeeping whose undo can fail in a Redis outage. Such a release is owed, not left to the
 slot's lapse time (``ActiveRuns.ttl``, 2 minutes: the person would be told "still working on N of your requests"
-while nothing runs): :class:`RunGate` retries the owed releases in the background until Redis answers (backoff
-from :data:`RETRY_FIRST` to :data:`RETRY_MAX` seconds), and the person's next request in this process removes them
-in the same script that takes its slot, so it goes through at once. A slot whose taking failed is owed too (Redis
-may have applied it and lost the reply). The per-process count is this process's own and is given back at once.
+while nothing runs): :class:`RunGate` retries the owed releases in the background until Redis answers (backoff:
+:mod:`bot.store.outage`), and the person's next request in this process removes them in the same script that
+takes its slot, so it goes through at once. A slot whose taking failed is owed too (Redis may have applied it and
+lost the reply). The per-process count is this process's own and is given back at once.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import logging
 import secrets
 
 from bot.errors import StoreUnavailable
+from bot.store import outage
 from bot.store.limits import ActiveRuns
 
 log = logging.getLogger(__name__)
@@ -26,8 +27,6 @@ TOO_MANY_FOR_YOU = (
     "I'm still working on {n} of your requests; I'll take new ones as they finish. Please try again in a moment."
 )
 TOO_BUSY = "I'm working on many conversations right now; please try again in a minute."
-RETRY_FIRST = 0.05  # seconds before an owed release is first tried again (doubling ...)
-RETRY_MAX = 1.0  # ... up to this: an owed release lands within about a second of Redis coming back
 
 
 class Slot:
@@ -104,13 +103,11 @@ class RunGate:
             self.owed.pop(person, None)
 
     async def _pay_owed(self) -> None:
-        pause = RETRY_FIRST
+        pauses = outage.pauses()
         while self.owed:
-            await asyncio.sleep(pause)
-            try:
+            await asyncio.sleep(next(pauses))
+            with contextlib.suppress(StoreUnavailable):
                 await self.pay_owed()
-            except StoreUnavailable:
-                pause = min(pause * 2, RETRY_MAX)
 
     async def pay_owed(self) -> None:
         """Release every owed slot now (one round trip a person). Raises ``StoreUnavailable`` (what was not given

@@ -9,8 +9,8 @@ refreshes (:mod:`bot.slack.home`), in as few round trips as the store allows:
   messages to update are returned.
 
 A store outage (Redis cut, or out of memory) between the post and its records loses nothing: what was not written
-is owed, retried in the background until Redis answers (backoff from :data:`RETRY_FIRST` to :data:`RETRY_MAX`
-seconds, for as long as the question can be answered), so its deadline, reminders and Home entries are there once
+is owed, retried in the background until Redis answers (backoff: :mod:`bot.store.outage`; for as long as the question
+can be answered), so its deadline, reminders and Home entries are there once
 Redis is back and its message closes when it is answered. A question closed while its records are still owed
 closes the message it was posted as (and nothing owed is written after: no reminder for a question answered).
 Owed records live in this process: if it dies in the outage too, a deadline not scheduled still holds for any
@@ -29,14 +29,13 @@ from bot.errors import StoreUnavailable
 from bot.slack.context import SlackContext
 from bot.slack.home import Home
 from bot.slack.wait_plan import WaitPlan
+from bot.store import outage
 from bot.store.batch import Batch
 from bot.store.conversations import ConversationIndex, MessageRef, asked_id
 from bot.store.schedule import Due, DueItem, Schedule
 
 log = logging.getLogger(__name__)
 
-RETRY_FIRST = 0.1  # seconds before owed records are first written again (doubling ...)
-RETRY_MAX = 2.0  # ... up to this: owed records land within about two seconds of Redis coming back
 OWED_AT_MOST = timedelta(days=1)  # how long records of a question with no deadline are retried
 
 
@@ -142,10 +141,9 @@ class QuestionRecords:
         return True
 
     async def _write_owed(self) -> None:
-        pause = RETRY_FIRST
+        pauses = outage.pauses()
         while self.owed:
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, RETRY_MAX)
+            await asyncio.sleep(next(pauses))
             for key in list(self.owed):
                 async with self._writing:
                     owed = self.owed.get(key)
@@ -156,7 +154,6 @@ class QuestionRecords:
                         del self.owed[key]
                     elif await self._write(*key, owed):
                         del self.owed[key]
-                        pause = RETRY_FIRST
                     else:
                         break  # Redis still does not answer: wait before trying the others
 

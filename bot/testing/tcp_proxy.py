@@ -9,7 +9,8 @@ connection instead of passing the reply back (a reply lost in the network); ``re
 so a pipeline is one however many commands it holds.
 ``proxy.cut_at(containing=b"...", when=...)`` starts an outage (as :meth:`TcpProxy.cut`, until ``restore()``) at the
 next request whose bytes contain the pattern: ``"request"`` before the service sees it, ``"applied"`` after the
-service executed it but before its reply is passed back, ``"replied"`` right after its reply was passed back.
+service executed it but before its reply is passed back, ``"replied"`` right after its reply was passed back;
+``lasting=`` seconds restores it that long after the cut.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ class _Pair:
 
     def __init__(self) -> None:
         self.drop_reply = False
-        self.cut_after_reply = False
+        self.cut_after_reply = False  # cut everything once the reply to the last request is passed (or lost)
+        self.lasting: float | None = None  # ... restoring this long after
         self.replied = True  # the service answered since the client last sent: the next bytes start a round trip
 
 
@@ -40,9 +42,10 @@ class TcpProxy:
         self.down = False
         self.port = 0
         self.replies_lost = 0
+        self.cuts = 0  # outages started (cut() calls)
         self.round_trips = 0
         self._lose: bytes | None = None
-        self._cut_at: tuple[bytes, CutWhen] | None = None
+        self._cut_at: tuple[bytes, CutWhen, float | None] | None = None
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
@@ -60,6 +63,7 @@ class TcpProxy:
     def cut(self) -> None:
         """Close all connections and refuse new ones."""
         self.down = True
+        self.cuts += 1
         for writer in list(self._writers):
             writer.close()
         self._writers.clear()
@@ -72,11 +76,16 @@ class TcpProxy:
         """Let the next request containing ``containing`` through, then drop its connection before the reply."""
         self._lose = containing
 
-    def cut_at(self, *, containing: bytes, when: CutWhen) -> None:
+    def cut_at(self, *, containing: bytes, when: CutWhen, lasting: float | None = None) -> None:
         """Cut (see :meth:`cut`) at the next request containing ``containing``: before it reaches the service
         (``"request"``), after the service executed it with its reply lost (``"applied"``), or after its reply
-        (``"replied"``). The outage lasts until :meth:`restore`."""
-        self._cut_at = (containing, when)
+        (``"replied"``). The outage lasts until :meth:`restore`, or ``lasting`` seconds from the cut."""
+        self._cut_at = (containing, when, lasting)
+
+    def _cut_for(self, lasting: float | None) -> None:
+        self.cut()
+        if lasting is not None:
+            asyncio.get_running_loop().call_later(lasting, self.restore)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.down:
@@ -108,25 +117,22 @@ class TcpProxy:
                 if upstream and self._lose is not None and self._lose in data:
                     self._lose, pair.drop_reply = None, True
                 if upstream and self._cut_at is not None and self._cut_at[0] in data:
-                    when = self._cut_at[1]
+                    _, when, pair.lasting = self._cut_at
                     self._cut_at = None
                     if when == "request":
-                        self.cut()
+                        self._cut_for(pair.lasting)
                         break
-                    if when == "applied":
-                        pair.drop_reply, pair.cut_after_reply = True, True
-                    else:
-                        pair.cut_after_reply = True
+                    pair.drop_reply, pair.cut_after_reply = when == "applied", True
                 if not upstream and pair.drop_reply:
                     self.replies_lost += 1
                     writer.transport.abort()  # a reset, as when the network drops mid-reply
                     if pair.cut_after_reply:
-                        self.cut()
+                        self._cut_for(pair.lasting)
                     break
                 writer.write(data)
                 await writer.drain()
                 if not upstream and pair.cut_after_reply:
-                    self.cut()
+                    self._cut_for(pair.lasting)
                     break
         except (ConnectionError, OSError):
             pass

@@ -87,7 +87,6 @@ async def test_the_first_clicks_after_an_outage_ends_just_work(real_redis: aiore
             await client.aclose()
 
 
-
 def answers_slowly(delay: float = 0.0) -> Any:
     """A model that asks a question first, and answers "Answered." (after ``delay`` seconds) once it has the answer."""
     return lambda body: (
@@ -104,7 +103,7 @@ async def questions(h: Any, n: int, *, user: str = ALICE) -> list[tuple[str, dic
         d = await h.ws.mention(user, GENERAL, f"question {i}")
         q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
         asked.append((d.message["ts"], q))
-    await h.settle()
+        await h.settle()  # its asking segment gives its run slot back
     return asked
 
 
@@ -120,10 +119,9 @@ def answered(m: dict[str, Any]) -> bool:
 SLOTS = b"active:"  # in every command on a person's run slots (bot.store.keys.Keys.active_runs)
 
 
-async def outage_after_slots_taken(proxy: TcpProxy, *, when: Any = "replied", lasting: float = 2.0) -> None:
-    """Redis is cut at the next command on run slots (``when``: see ``TcpProxy.cut_at``) for ``lasting`` seconds."""
-    proxy.cut_at(containing=SLOTS, when=when)
-    asyncio.get_running_loop().call_later(lasting, proxy.restore)
+def outage_after_slots_taken(proxy: TcpProxy) -> None:
+    """Redis is cut for 2 s right after the next command on run slots was answered (a slot was just taken)."""
+    proxy.cut_at(containing=SLOTS, when="replied", lasting=2.0)
 
 
 async def test_a_click_after_an_outage_that_lost_slot_releases_goes_through_at_once(
@@ -136,11 +134,11 @@ async def test_a_click_after_an_outage_that_lost_slot_releases_goes_through_at_o
     async with harness(client, settings={"max_runs_per_person": 1}) as h:
         h.model.responder = answers_slowly()
         asked = await questions(h, 6)
-        await outage_after_slots_taken(proxy)
+        outage_after_slots_taken(proxy)
         for _thread, q in asked[:3]:
             await h.ws.click(q, "api", user=ALICE)
         await h.settle()
-        await asyncio.sleep(2.0)  # Redis is back
+        await until(lambda: asyncio.sleep(0, not proxy.down))  # Redis is back
         told = [e["text"] for e in h.ws.ephemerals(user=ALICE)]
         assert told and all(t == STORE_DOWN for t in told), told  # true when told: nothing was recorded
         for thread, q in asked[3:]:
@@ -156,9 +154,9 @@ async def test_a_click_after_an_outage_that_lost_slot_releases_goes_through_at_o
 QUESTION_RECORDS = b"msgs:"  # in the first write after a question is posted (its message, bot.store.keys)
 
 
-async def until(probe: Any, *, timeout: float = 10.0) -> None:
-    """Wait until ``await probe()`` is true (polling every 0.1 s), or fail after ``timeout`` seconds."""
-    deadline = asyncio.get_running_loop().time() + timeout
+async def until(probe: Any, *, within: float = 10.0) -> None:
+    """Wait until ``await probe()`` is true (polling every 0.1 s), or fail after ``within`` seconds."""
+    deadline = asyncio.get_running_loop().time() + within
     while not await probe():
         assert asyncio.get_running_loop().time() < deadline, "timed out"
         await asyncio.sleep(0.1)
@@ -166,11 +164,10 @@ async def until(probe: Any, *, timeout: float = 10.0) -> None:
 
 async def asked_with_records_cut(h: Any, proxy: TcpProxy) -> tuple[str, dict[str, Any], str]:
     """A question posted, then Redis cut (2 s) before its records are written: (thread_ts, question, run_id)."""
-    proxy.cut_at(containing=QUESTION_RECORDS, when="request")
+    proxy.cut_at(containing=QUESTION_RECORDS, when="request", lasting=2.0)
     thread, q = await ask(h, then="Carried on.")
-    asyncio.get_running_loop().call_later(2.0, proxy.restore)
     await h.settle()
-    assert proxy.down  # the outage hit the records
+    assert proxy.cuts == 1  # the outage hit the records
     await until(lambda: asyncio.sleep(0, not proxy.down))
     return thread, q, await thread_run_id(h, thread)
 
@@ -229,7 +226,7 @@ async def test_a_mention_after_an_outage_that_lost_a_slot_release_goes_through_a
     client, proxy = proxied_redis
     async with harness(client, settings={"max_runs_per_person": 1}) as h:
         h.model.responder = lambda body: Reply(text="Answered.")
-        await outage_after_slots_taken(proxy)
+        outage_after_slots_taken(proxy)
         first = await h.ws.mention(ALICE, GENERAL, "first")
         await h.settle()
         said = [m["text"] for m in h.ws.messages(GENERAL, thread_ts=first.message["ts"]) if m.get("bot_id")]
@@ -239,3 +236,29 @@ async def test_a_mention_after_an_outage_that_lost_a_slot_release_goes_through_a
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=answered, timeout=5)
         await h.settle()
         assert held_back(h) == []
+
+
+async def test_a_mention_after_an_outage_that_held_up_a_runs_final_save_starts_at_once(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], harness: Any
+) -> None:
+    """The neighbour with a run's lease (dropped by the save that ends its segment): Redis is cut as a run's
+    final save goes out and stays down past its quick retries, so the save goes on in the background and the
+    stored run still reads "running" under a live lease. Once Redis is back the next mention in the thread is not
+    told "I'm still working on this thread", and the run is not done over: one reply each."""
+    client, proxy = proxied_redis
+    async with harness(client) as h:
+        h.model.script(Reply(text="First."), Reply(text="Second."))
+        proxy.cut_at(containing=b'"status":"completed"', when="request", lasting=6.0)  # past save_final's retries
+        d = await h.ws.mention(ALICE, GENERAL, "go")
+        thread = d.message["ts"]
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "First.")
+        await h.settle()
+        await until(lambda: asyncio.sleep(0, not proxy.down))
+        await h.ws.mention(ALICE, GENERAL, "again", thread_ts=thread)
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Second.", timeout=5
+        )
+        await h.settle()
+        said = [m["text"] for m in h.ws.messages(GENERAL, thread_ts=thread) if m.get("bot_id")]
+        assert said == ["First.", "Second."], said
+        assert [e["text"] for e in h.ws.ephemerals(user=ALICE)] == [] and len(h.model.requests) == 2
