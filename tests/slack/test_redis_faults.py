@@ -262,3 +262,26 @@ async def test_a_mention_after_an_outage_that_held_up_a_runs_final_save_starts_a
         said = [m["text"] for m in h.ws.messages(GENERAL, thread_ts=thread) if m.get("bot_id")]
         assert said == ["First.", "Second."], said
         assert [e["text"] for e in h.ws.ephemerals(user=ALICE)] == [] and len(h.model.requests) == 2
+
+
+async def test_a_question_answered_as_redis_goes_down_has_its_message_closed_once_it_is_back(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], harness: Any
+) -> None:
+    """The neighbour at the other end: the answer (a reply in the thread) is taken, then Redis is cut (2 s) as the
+    messages showing the question are looked up to close them. Once it is back the question's message closes (it
+    kept its buttons, live-looking, for an answered question)."""
+    client, proxy = proxied_redis
+    async with harness(client) as h:
+        thread, q = await ask(h, then="Carried on.")
+        await h.settle()
+        proxy.cut_at(containing=b"SMEMBERS", when="request", lasting=2.0)  # the close's look-up (its inbox owners)
+        await h.ws.reply_in_thread(ALICE, GENERAL, thread, "api")
+        await h.settle()
+        assert proxy.cuts == 1
+        await until(lambda: asyncio.sleep(0, not proxy.down))
+
+        async def closed() -> bool:
+            return not has_controls(await current(h, q))
+
+        await until(closed)
+        assert "answered: *api*" in blocks_text(await current(h, q))
