@@ -196,6 +196,24 @@ async def test_records_a_question_could_not_write_after_its_post_are_written_whe
         assert await Schedule(real_redis, prefix=prefix).due_at(DueItem(REMIND, run_id, "c1", 1)) is None
 
 
+async def test_records_refused_by_redis_out_of_memory_after_a_post_are_written_once_it_takes_writes(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """The neighbour with Redis out of memory (it answers the records' writes with OOM errors, then takes writes
+    again): the question's records are written, and its message closes when it is answered in the thread."""
+    client, proxy = proxied_redis
+    async with harness(client, settings={"ask_remind_after": 600}) as h:
+        proxy.refuse_next(containing=QUESTION_RECORDS, error=b"OOM command not allowed when used memory > 'maxmemory'.")
+        thread, q = await ask(h, then="Carried on.")
+        await h.settle()
+        run_id = await thread_run_id(h, thread)
+        await until(lambda: records_written(real_redis, prefix, run_id))
+        await h.ws.reply_in_thread(ALICE, GENERAL, thread, "api")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Carried on.")
+        await h.settle()
+        assert not has_controls(await current(h, q))
+
+
 async def test_a_question_answered_from_home_after_its_records_were_cut_closes_its_message(
     proxied_redis: tuple[aioredis.Redis, TcpProxy], harness: Any
 ) -> None:
