@@ -62,6 +62,12 @@ class Owed:
                 else:
                     break  # the store still does not answer: wait before trying the others
 
+    async def flush(self) -> None:
+        """Try everything owed once more now (e.g. at shutdown). Raises nothing."""
+        for item in list(self.attempts):
+            if await item[1]():
+                self.attempts.remove(item)
+
     async def aclose(self) -> None:
         """Stop retrying (what is left is logged). Raises nothing."""
         if self._task is not None:
