@@ -128,6 +128,7 @@ class WorkQueue:
         self._claim = client.register_script(_CLAIM)
         self._ack = client.register_script(_ACK)
         self._acks = outage.Owed("acknowledging handled jobs")  # acks an outage refused, retried until it ends
+        self._handled: set[Any] = set()  # entry ids handled whose ack is owed: skipped when pending jobs are re-read
         self._in_flight: set[Any] = set()  # entry ids being handled by this consumer
 
     async def enqueue(self, job: dict[str, Any]) -> str:
@@ -259,7 +260,7 @@ class WorkQueue:
                 continue
             newer: dict[int, list[Any]] = {}
             for entry_id, fields, redelivered in entries:
-                if entry_id in self._in_flight or not fields:
+                if entry_id in self._in_flight or entry_id in self._handled or not fields:
                     continue
                 job = _parse(fields)
                 version = _version(job) if job is not None else None
@@ -339,8 +340,9 @@ class WorkQueue:
         finally:
             slots.release()
             self._in_flight.discard(entry_id)
-            if not await self._acked(entry_id):  # an outage: owed, or the job would be run again when this
-                self._acks.add(lambda: self._acked(entry_id))  # worker stops (another reclaims it), much later
+            if not await self._acked(entry_id):  # an outage: owed (it stays pending: not read again meanwhile)
+                self._handled.add(entry_id)
+                self._acks.add(lambda: self._acked(entry_id))
 
     async def _acked(self, entry_id: Any) -> bool:
         """Acknowledge (and delete) a handled job; False when Redis did not answer."""
@@ -349,6 +351,7 @@ class WorkQueue:
         except RedisError as exc:
             log.warning("work queue: could not acknowledge a handled job (%s); retrying", type(exc).__name__)
             return False
+        self._handled.discard(entry_id)
         return True
 
     async def _ensure_group(self) -> None:
