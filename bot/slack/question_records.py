@@ -9,12 +9,12 @@ refreshes (:mod:`bot.slack.home`), in as few round trips as the store allows:
   messages to update are returned.
 
 A store outage (Redis cut, or out of memory) between the post and its records loses nothing: what was not written
-is owed, retried in the background until Redis answers (backoff: :mod:`bot.store.outage`; for as long as the question
-can be answered), so its deadline, reminders and Home entries are there once
-Redis is back and its message closes when it is answered. A question closed while its records are still owed
-closes the message it was posted as (and nothing owed is written after: no reminder for a question answered).
-Owed records live in this process: if it dies in the outage too, a deadline not scheduled still holds for any
-answer (judged when someone answers), and a clicked message is closed from Slack's copy of it.
+is owed, retried in the background until Redis answers (backoff: :mod:`bot.store.outage`; for as long as the
+question can be answered), so its deadline, reminders and Home entries are there once Redis is back and its
+message closes when it is answered. A question closed while its records are still owed closes the message it was
+posted as (and nothing owed is written after: no reminder for a question answered). Owed records live in this
+process: if it dies in the outage too, a deadline not scheduled still holds for any answer (judged when someone
+answers), and a clicked message is closed from Slack's copy of it.
 """
 
 from __future__ import annotations
