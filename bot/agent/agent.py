@@ -225,7 +225,9 @@ class Agent(Claims, Toolbox):
         return self._launch(claimed)
 
     async def get_run(self, run_id: str) -> RunState:
-        """The stored state of a run. Raises ``RunNotFound``, ``StoreCorrupt``, ``StoreUnavailable``."""
+        """The stored state of a run (a save of it this process still owes since an outage is made first:
+        :meth:`RunSaver.settle`). Raises ``RunNotFound``, ``StoreCorrupt``, ``StoreUnavailable``."""
+        await self.saver.settle(run_id)
         return await self.store.load(run_id)
 
     async def is_orphaned(self, state: RunState) -> bool:

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from bot.agent.state import RunState
 from bot.agent.store import RunStore
 from bot.errors import BotError, StoreUnavailable
+from bot.store import outage
 
 log = logging.getLogger("bot.agent.agent")
 
@@ -29,6 +30,7 @@ class RunSaver:
         self.persist_for = persist_for
         self.lease_renew_every = lease_renew_every
         self.background: set[asyncio.Task[None]] = set()  # saves going on after an outage
+        self.unsaved: dict[str, tuple[RunState, str]] = {}  # run_id -> (state, write id) a background save owes
 
     async def save_final(self, state: RunState) -> RunState:
         """Save the state a segment ends in. A store outage is retried quickly (a blip costs < 2 s), always as
@@ -43,6 +45,7 @@ class RunSaver:
             except StoreUnavailable as exc:
                 if pause is None:
                     log.warning("run %s: could not save (%s); saving in the background", state.run_id, exc)
+                    self.unsaved[state.run_id] = (state, write_id)
                     task = asyncio.ensure_future(self._persist_later(state, write_id))
                     self.background.add(task)
                     task.add_done_callback(self.background.discard)
@@ -51,19 +54,47 @@ class RunSaver:
         raise AssertionError("unreachable")
 
     async def _persist_later(self, state: RunState, write_id: str) -> None:
-        pause, deadline = 2.0, asyncio.get_running_loop().time() + self.persist_for
-        while asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(pause)
-            try:
-                await self.store.save(state, owner=self.owner, write_id=write_id)
-                log.info("run %s: saved after the store came back", state.run_id)
-                return
-            except StoreUnavailable:
-                pause = min(pause * 2, 30.0)
-            except BotError as exc:  # taken over or expired meanwhile: the newer state wins
-                log.warning("run %s: background save abandoned: %s", state.run_id, exc)
-                return
-        log.error("run %s: could not be saved for %.0f s; its last step is lost", state.run_id, self.persist_for)
+        """Retry the save with :mod:`bot.store.outage`'s backoff, so it lands soon after the store is back: until
+        then the stored run reads ``running`` under this process's lease, and another process would tell the thread
+        "still working"."""
+        pauses, deadline = outage.pauses(), asyncio.get_running_loop().time() + self.persist_for
+        try:
+            while asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(next(pauses))
+                if self.unsaved.get(state.run_id, (None, None))[1] != write_id:
+                    return  # saved by a load meanwhile (settle), or a newer save replaced it
+                try:
+                    await self.store.save(state, owner=self.owner, write_id=write_id)
+                    log.info("run %s: saved after the store came back", state.run_id)
+                    return
+                except StoreUnavailable:
+                    continue
+                except BotError as exc:  # taken over or expired meanwhile: the newer state wins
+                    log.warning("run %s: background save abandoned: %s", state.run_id, exc)
+                    return
+            log.error("run %s: could not be saved for %.0f s; its last step is lost", state.run_id, self.persist_for)
+        finally:
+            if self.unsaved.get(state.run_id, (None, None))[1] == write_id:
+                del self.unsaved[state.run_id]
+
+    async def settle(self, run_id: str) -> None:
+        """Before ``run_id`` is read: if a save of it is still owed (see :meth:`save_final`), make it now, so the
+        stored run is the one this process computed (not ``running`` under its lease: a run that "nobody drives"
+        would be done over). The same write as the background one (its write id): whichever lands second is
+        recognised as applied. Raises ``StoreUnavailable`` (still owed)."""
+        owed = self.unsaved.get(run_id)
+        if owed is None:
+            return
+        state, write_id = owed
+        try:
+            await self.store.save(state, owner=self.owner, write_id=write_id)
+            log.info("run %s: saved after the store came back", run_id)
+        except BotError as exc:
+            if isinstance(exc, StoreUnavailable):
+                raise
+            log.warning("run %s: background save abandoned: %s", run_id, exc)
+        if self.unsaved.get(run_id) is owed:
+            del self.unsaved[run_id]
 
     async def keep_lease(
         self,

@@ -131,7 +131,8 @@ class Bot:
 
     async def aclose(self) -> None:
         """Close the Web API client's HTTP session, the model's client, if it has one to close, and the MCP servers'
-        sessions (stopping stdio servers) (after :meth:`drain`)."""
+        sessions (stopping stdio servers) (after :meth:`drain`); stop retrying the bookkeeping owed to Redis since
+        an outage (run slots given back once more, what is left logged)."""
         if self._ticking is not None and self.scheduler is not None:
             self.scheduler.stop()  # the items in hand finish (a handler cut short is tried again later)
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
@@ -142,6 +143,10 @@ class Bot:
                 await self._mcp_starting
         if self.mcp is not None:
             await self.mcp.aclose()
+        if self.threads is not None:  # bookkeeping owed to Redis since an outage: tried once more
+            await self.threads.answering.gate.aclose()
+            await self.threads.follower.records.aclose()
+            await self.threads.follower.closes.aclose()
         session = self.client.session
         if session is not None and not session.closed:
             await session.close()

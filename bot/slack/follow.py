@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from bot.agent.approvals import approval_payload
 from bot.agent.ask_user import AskUserPayload, fallback_text
@@ -54,6 +55,7 @@ from bot.slack.reply_stream import ReplyStream, TaskStatus
 from bot.slack.status import THINKING, ThreadStatus, running
 from bot.slack.wait_plan import WaitPlan
 from bot.slack.webapi import SlackWeb
+from bot.store import outage
 from bot.store.conversations import ConversationIndex, MessageRef
 
 log = logging.getLogger(__name__)
@@ -113,6 +115,7 @@ class Follower:
         self.status_refusals = Refusals()  # ... or the thread status
         self.home = home  # the inboxes on the App Home tab
         self.records = QuestionRecords(index=index, plan=plan, home=home)  # what a shown / closed question writes
+        self.closes = outage.Owed("closing a question's messages")  # closes Redis could not tell the messages of
         self.web = web
         self.index = index
         self.answerers: Answerers = answerers
@@ -269,14 +272,37 @@ class Follower:
         ``outcome`` (mrkdwn), without controls."""
         what = f"Run `{escape(approval.tool_name)}`"
         summary = closed_summary(what, outcome)
-        refs = await self.records.closed(run_id, approval.tool_call_id, summary=summary, asked=approval.asked_at)
         ref = QuestionRef.of(run_id, approval.tool_call_id)
-        refs = await self._with_clicked(refs, clicked, ref)
         blocks = approval_outcome_blocks(approval, ref=ref, outcome=outcome)
-        for message in refs:
-            await self.web.update(
-                message.channel_id, message.ts, text=f"{approval.tool_name}: {outcome}", blocks=blocks
-            )
+        text = f"{approval.tool_name}: {outcome}"
+        call, asked = approval.tool_call_id, approval.asked_at
+        await self._close(ref, call, summary=summary, asked=asked, clicked=clicked, text=text, blocks=blocks)
+
+    async def _close(
+        self,
+        ref: QuestionRef,
+        call: str,
+        *,
+        summary: str,
+        asked: datetime | None,
+        clicked: MessageRef | None,
+        text: str,
+        blocks: list[dict[str, Any]],
+    ) -> None:
+        """Close question ``ref``'s (tool call ``call``) records and update the messages showing it (and
+        ``clicked``) to ``text`` / ``blocks``. When Redis can't say which messages show it (an outage), ``clicked``
+        is updated now and the whole close is owed: done again as soon as Redis answers
+        (:class:`bot.store.outage.Owed`)."""
+
+        async def close(*, first: bool) -> bool:
+            refs = await self.records.closed(ref.run_id, call, summary=summary, asked=asked)
+            if refs is not None or first:  # the first try closes the message acted on, whatever Redis says
+                for message in await self._with_clicked(refs, clicked, ref):
+                    await self.web.update(message.channel_id, message.ts, text=text, blocks=blocks)
+            return refs is not None
+
+        if not await close(first=True):
+            self.closes.add(lambda: close(first=False))
 
     async def _failed(self, run_id: str, error: ErrorPayload, ctx: SlackContext) -> None:
         if error.kind == "superseded":  # the process that took the run over posts its outcome
@@ -350,13 +376,12 @@ class Follower:
         once) to its outcome: the question without controls and ``outcome`` (mrkdwn) below it; ``summary`` is the
         notification text's suffix (e.g. ``"answered"``)."""
         summary_text = closed_summary(payload.question, outcome)
-        refs = await self.records.closed(run_id, tool_call_id, summary=summary_text, asked=asked)
         ref = QuestionRef.of(run_id, tool_call_id)
-        refs = await self._with_clicked(refs, clicked, ref)
         text = f"{escape(clip(payload.question, 3000))} ({summary})"
         blocks = bk.outcome_blocks(payload, ref=ref, outcome=outcome, allow_user_mentions=self.allow_user_mentions)
-        for message in refs:
-            await self.web.update(message.channel_id, message.ts, text=text, blocks=blocks)
+        await self._close(
+            ref, tool_call_id, summary=summary_text, asked=asked, clicked=clicked, text=text, blocks=blocks
+        )
 
 
 def _result_error(result: object) -> str:

@@ -6,6 +6,13 @@ How many questions may wait on one person's runs (:class:`WaitingLimit`, ``MAX_W
 new request of theirs is refused before its run starts, plainly (answer or cancel a waiting one first); what they
 asked stays in Slack as they wrote it. Each waiting question is reminded and escalated, so this bounds what one
 person can make the bot send to others.
+
+Giving a slot back is bookkeeping whose undo can fail in a Redis outage. Such a release is owed, not left to the
+slot's lapse time (``ActiveRuns.ttl``, 2 minutes: the person would be told "still working on N of your requests"
+while nothing runs): :class:`RunGate` retries the owed releases in the background until Redis answers (backoff:
+:mod:`bot.store.outage`), and the person's next request in this process removes them in the same script that
+takes its slot, so it goes through at once. A slot whose taking failed is owed too (Redis may have applied it and
+lost the reply). The per-process count is this process's own and is given back at once.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from bot.agent import Agent
 from bot.agent.answers import Open
 from bot.errors import RunNotFound, StoreCorrupt, StoreUnavailable
 from bot.slack.context import SlackContext
+from bot.store import outage
 from bot.store.inbox import Inbox
 from bot.store.limits import ActiveRuns
 
@@ -48,16 +56,18 @@ class Slot:
         while True:
             await asyncio.sleep(self.gate.active.ttl / 3)
             with contextlib.suppress(StoreUnavailable):
-                await self.gate.active.renew(self.person, slot=self.slot, limit=self.gate.per_person)
+                await self.gate.active.renew(self.person, slot=self.slot)
 
     async def release(self) -> None:
-        """Give the slot back (best effort: a slot that can't be released lapses on its own)."""
+        """Give the slot back: at once in this process; in Redis now, or (in an outage) as soon as Redis answers
+        (see the module docstring). Raises nothing."""
         self._renew.cancel()
         self.gate.process_slots.release()
         try:
-            await self.gate.active.release(self.person, slot=self.slot)
-        except StoreUnavailable:
-            log.warning("could not release a run slot; it lapses in %.0f s", self.gate.active.ttl)
+            await self.gate.active.release(self.person, slots=[self.slot])
+        except StoreUnavailable as exc:
+            log.warning("could not release a run slot (%s); retrying until Redis answers", exc)
+            self.gate.owe(self.person, self.slot)
 
 
 class RunGate:
@@ -68,25 +78,69 @@ class RunGate:
         self.per_person = per_person
         self.per_process = per_process
         self.process_slots = asyncio.Semaphore(per_process)
+        self.owed: dict[str, set[str]] = {}  # person -> slots whose release failed, not yet given back
+        self._retrying: asyncio.Task[None] | None = None
 
     async def enter(self, *, team_id: str, user: str) -> Slot | str:
-        """A slot for a run of ``user`` in ``team_id``, or the text to tell them instead. Raises
-        ``StoreUnavailable`` (no slot was taken)."""
+        """A slot for a run of ``user`` in ``team_id``, or the text to tell them instead. The person's owed
+        releases are given back in the same script first. Raises ``StoreUnavailable`` (no slot was taken; one Redis
+        may have applied is owed back)."""
         if self.process_slots.locked():
             log.warning("at the per-process limit of %d working runs", self.per_process)
             return TOO_BUSY
         await self.process_slots.acquire()
         person, slot = f"{team_id}:{user}", secrets.token_hex(8)
+        drop = set(self.owed.get(person, ()))
         try:
-            granted = await self.active.acquire(person, slot=slot, limit=self.per_person)
+            granted = await self.active.acquire(person, slot=slot, limit=self.per_person, drop=drop)
         except BaseException:
             self.process_slots.release()
+            self.owe(person, slot)  # applied with its reply lost, maybe
             raise
+        self._paid(person, drop)
         if not granted:
             self.process_slots.release()
             return TOO_MANY_FOR_YOU.format(n=self.per_person)
         return Slot(self, person, slot)
 
+    def owe(self, person: str, slot: str) -> None:
+        """Remember that ``slot`` of ``person`` must still be released in Redis, and retry it in the background."""
+        self.owed.setdefault(person, set()).add(slot)
+        if self._retrying is None or self._retrying.done():
+            self._retrying = asyncio.ensure_future(self._pay_owed())
+
+    def _paid(self, person: str, slots: set[str]) -> None:
+        left = self.owed.get(person, set()) - slots
+        if left:
+            self.owed[person] = left
+        else:
+            self.owed.pop(person, None)
+
+    async def _pay_owed(self) -> None:
+        pauses = outage.pauses()
+        while self.owed:
+            await asyncio.sleep(next(pauses))
+            with contextlib.suppress(StoreUnavailable):
+                await self.pay_owed()
+
+    async def pay_owed(self) -> None:
+        """Release every owed slot now (one round trip a person). Raises ``StoreUnavailable`` (what was not given
+        back stays owed)."""
+        for person, slots in list(self.owed.items()):
+            slots = set(slots)
+            await self.active.release(person, slots=slots)
+            self._paid(person, slots)
+            log.info("gave back %d run slot(s) whose release had failed", len(slots))
+
+    async def aclose(self) -> None:
+        """Stop retrying; owed releases are tried once more (the rest lapse on their own). Raises nothing."""
+        if self._retrying is not None:
+            self._retrying.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._retrying
+        if self.owed:
+            with contextlib.suppress(StoreUnavailable, TimeoutError):
+                await asyncio.wait_for(self.pay_owed(), 2.0)
 
 class WaitingLimit:
     """At most ``limit`` questions (and approval requests) waiting on the runs one person started, counted from

@@ -1,13 +1,17 @@
 """Runs working at once, per person, across every process: a sorted set per person in Redis whose members are
 run slots and whose scores are when each slot lapses, so a process that dies can't leave a count stuck.
 
-``acquire`` adds a slot if fewer than ``limit`` live slots remain (expired ones are dropped first), atomically;
-``renew`` pushes a held slot's lapse time on; ``release`` removes it. One round trip each.
+``acquire`` adds a slot if fewer than ``limit`` live slots remain (expired ones, and the slots given in ``drop``,
+are removed first), atomically; ``renew`` pushes a held slot's lapse time on (never adding back a slot released
+meanwhile); ``release`` removes slots. One round trip each. A release that fails in an outage is not left to the
+lapse time: :class:`bot.slack.limits.RunGate` retries it until Redis answers, and carries it in the person's next
+``acquire`` (``drop``).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -15,14 +19,28 @@ from redis.exceptions import RedisError
 from bot.errors import StoreUnavailable
 from bot.store.keys import Keys
 
-# KEYS[1] the person's set; ARGV: [1] now ms, [2] lapse ms, [3] slot, [4] limit. 1 granted, 0 full.
+# KEYS[1] the person's set; ARGV: [1] now ms, [2] lapse ms, [3] slot, [4] limit, [5 ..] slots to drop first.
+# 1 granted, 0 full.
 _ACQUIRE = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+for i = 5, #ARGV do
+  redis.call('ZREM', KEYS[1], ARGV[i])
+end
 if redis.call('ZSCORE', KEYS[1], ARGV[3]) then
   redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
   return 1
 end
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
+redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+return 1
+"""
+
+# KEYS[1] the person's set; ARGV: [1] now ms, [2] lapse ms, [3] slot. 1 renewed, 0 no longer held (released or
+# lapsed: not added back).
+_RENEW = """
+local score = redis.call('ZSCORE', KEYS[1], ARGV[3])
+if not score or tonumber(score) <= tonumber(ARGV[1]) then return 0 end
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
 redis.call('PEXPIREAT', KEYS[1], ARGV[2])
 return 1
@@ -37,26 +55,40 @@ class ActiveRuns:
         self.keys = keys
         self.ttl = ttl
         self._acquire = client.register_script(_ACQUIRE)
+        self._renew = client.register_script(_RENEW)
 
-    async def acquire(self, person: str, *, slot: str, limit: int) -> bool:
-        """Take ``slot`` for ``person`` when fewer than ``limit`` are live (a slot already held is renewed).
-        Raises ``StoreUnavailable``."""
+    async def acquire(self, person: str, *, slot: str, limit: int, drop: Collection[str] = ()) -> bool:
+        """Take ``slot`` for ``person`` when fewer than ``limit`` are live (a slot already held is renewed), after
+        removing the slots in ``drop`` (releases that failed earlier). Raises ``StoreUnavailable`` (the slot may
+        have been taken: its reply can be lost after Redis applied it)."""
         now = int(time.time() * 1000)
         try:
             granted = await self._acquire(
-                keys=[self.keys.active_runs(person)], args=[now, now + int(self.ttl * 1000), slot, limit]
+                keys=[self.keys.active_runs(person)],
+                args=[now, now + int(self.ttl * 1000), slot, limit, *sorted(drop)],
             )
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while counting runs: {type(exc).__name__}") from None
         return int(granted) == 1
 
-    async def renew(self, person: str, *, slot: str, limit: int) -> bool:
-        """Keep ``slot`` alive another ``ttl`` seconds. Raises ``StoreUnavailable``."""
-        return await self.acquire(person, slot=slot, limit=limit)
-
-    async def release(self, person: str, *, slot: str) -> None:
-        """Give ``slot`` back. Raises ``StoreUnavailable``."""
+    async def renew(self, person: str, *, slot: str) -> bool:
+        """Keep ``slot`` alive another ``ttl`` seconds; False when it is no longer held (released, or lapsed: it is
+        not added back). Raises ``StoreUnavailable``."""
+        now = int(time.time() * 1000)
         try:
-            await self.client.zrem(self.keys.active_runs(person), slot)
+            renewed = await self._renew(
+                keys=[self.keys.active_runs(person)], args=[now, now + int(self.ttl * 1000), slot]
+            )
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while counting runs: {type(exc).__name__}") from None
+        return int(renewed) == 1
+
+    async def release(self, person: str, *, slots: Collection[str]) -> None:
+        """Give ``slots`` back (removing one no longer held is no error: a release may be sent twice). Raises
+        ``StoreUnavailable``."""
+        if not slots:
+            return
+        try:
+            await self.client.zrem(self.keys.active_runs(person), *slots)
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while counting runs: {type(exc).__name__}") from None

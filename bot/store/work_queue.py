@@ -3,7 +3,9 @@
 Jobs are JSON objects carrying ``"v"`` (the job shape's version, :data:`JOB_VERSION`) and a unique ``"id"``.
 Enqueueing is idempotent: a marker key per job id is set with the XADD in one script, so an XADD resent after its
 reply was lost (by redis-py's retry) queues nothing twice. Delivery is at least once: a worker acknowledges
-(``XACK`` + ``XDEL``) a job after handling it, whatever the handler did (a job that always fails must not loop).
+(``XACK`` + ``XDEL``) a job after handling it, whatever the handler did (a job that always fails must not loop);
+an acknowledgement an outage refused is retried until Redis answers (:class:`bot.store.outage.Owed`), else the job
+would stay pending under a live worker and be run again, much later, when another reclaims it.
 
 Who died is told by a liveness lease, not by how long a job has been pending: each consumer keeps the key
 ``Keys.work_lease(name)`` alive (TTL ``lease_ttl`` s, refreshed every third of it, by a task of its own, so a
@@ -48,6 +50,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
 from bot.errors import StoreUnavailable
+from bot.store import outage
 from bot.store.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -124,6 +127,8 @@ class WorkQueue:
         self._enqueue = client.register_script(_ENQUEUE)
         self._claim = client.register_script(_CLAIM)
         self._ack = client.register_script(_ACK)
+        self._acks = outage.Owed("acknowledging handled jobs")  # acks an outage refused, retried until it ends
+        self._handled: set[Any] = set()  # entry ids handled whose ack is owed: skipped when pending jobs are re-read
         self._in_flight: set[Any] = set()  # entry ids being handled by this consumer
 
     async def enqueue(self, job: dict[str, Any]) -> str:
@@ -195,6 +200,8 @@ class WorkQueue:
                 await asyncio.wait(tasks)
         finally:
             leasing.cancel()
+            await self._acks.flush()  # before the lease goes: an unacknowledged job would be run again elsewhere
+            await self._acks.aclose()
         with contextlib.suppress(RedisError):
             await self.client.delete(self.keys.work_lease(name))
 
@@ -253,7 +260,7 @@ class WorkQueue:
                 continue
             newer: dict[int, list[Any]] = {}
             for entry_id, fields, redelivered in entries:
-                if entry_id in self._in_flight or not fields:
+                if entry_id in self._in_flight or entry_id in self._handled or not fields:
                     continue
                 job = _parse(fields)
                 version = _version(job) if job is not None else None
@@ -333,8 +340,19 @@ class WorkQueue:
         finally:
             slots.release()
             self._in_flight.discard(entry_id)
-            with contextlib.suppress(RedisError):
-                await self._ack(keys=[self.key], args=[GROUP, entry_id])
+            if not await self._acked(entry_id):  # an outage: owed (it stays pending: not read again meanwhile)
+                self._handled.add(entry_id)
+                self._acks.add(lambda: self._acked(entry_id))
+
+    async def _acked(self, entry_id: Any) -> bool:
+        """Acknowledge (and delete) a handled job; False when Redis did not answer."""
+        try:
+            await self._ack(keys=[self.key], args=[GROUP, entry_id])
+        except RedisError as exc:
+            log.warning("work queue: could not acknowledge a handled job (%s); retrying", type(exc).__name__)
+            return False
+        self._handled.discard(entry_id)
+        return True
 
     async def _ensure_group(self) -> None:
         """Create the group at the stream's start ("0"), so jobs queued before any worker started are read."""

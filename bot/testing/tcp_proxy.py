@@ -7,12 +7,21 @@ forwards the next request whose bytes contain the pattern, so the service execut
 connection instead of passing the reply back (a reply lost in the network); ``replies_lost`` counts them.
 ``round_trips`` counts requests: bytes towards the service after a reply on that connection (or its first bytes),
 so a pipeline is one however many commands it holds.
+``proxy.cut_at(containing=b"...", when=...)`` starts an outage (as :meth:`TcpProxy.cut`, until ``restore()``) at the
+next request whose bytes contain the pattern: ``"request"`` before the service sees it, ``"applied"`` after the
+service executed it but before its reply is passed back, ``"replied"`` right after its reply was passed back;
+``lasting=`` seconds restores it that long after the cut. ``proxy.refuse_next(containing=b"...", error=b"OOM ...")``
+answers the next request containing the pattern itself, with that Redis error for each command in it (as Redis out
+of memory answers writes), without passing it on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Literal
+
+CutWhen = Literal["request", "applied", "replied"]
 
 
 class _Pair:
@@ -20,6 +29,9 @@ class _Pair:
 
     def __init__(self) -> None:
         self.drop_reply = False
+        self.cut_after_reply = False  # cut everything once the reply to the last request is passed (or lost)
+        self.lasting: float | None = None  # ... restoring this long after
+        self.reply_to: asyncio.StreamWriter  # the client's end, for replies made up here
         self.replied = True  # the service answered since the client last sent: the next bytes start a round trip
 
 
@@ -33,8 +45,11 @@ class TcpProxy:
         self.down = False
         self.port = 0
         self.replies_lost = 0
+        self.cuts = 0  # outages started (cut() calls)
         self.round_trips = 0
         self._lose: bytes | None = None
+        self._cut_at: tuple[bytes, CutWhen, float | None] | None = None
+        self._refuse: tuple[bytes, bytes] | None = None
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
@@ -52,6 +67,7 @@ class TcpProxy:
     def cut(self) -> None:
         """Close all connections and refuse new ones."""
         self.down = True
+        self.cuts += 1
         for writer in list(self._writers):
             writer.close()
         self._writers.clear()
@@ -64,6 +80,22 @@ class TcpProxy:
         """Let the next request containing ``containing`` through, then drop its connection before the reply."""
         self._lose = containing
 
+    def cut_at(self, *, containing: bytes, when: CutWhen, lasting: float | None = None) -> None:
+        """Cut (see :meth:`cut`) at the next request containing ``containing``: before it reaches the service
+        (``"request"``), after the service executed it with its reply lost (``"applied"``), or after its reply
+        (``"replied"``). The outage lasts until :meth:`restore`, or ``lasting`` seconds from the cut."""
+        self._cut_at = (containing, when, lasting)
+
+    def refuse_next(self, *, containing: bytes, error: bytes) -> None:
+        """Answer the next request containing ``containing`` with the Redis error ``error`` (e.g. ``b"OOM command not
+        allowed when used memory > 'maxmemory'."``) once per command in it, instead of passing it on."""
+        self._refuse = (containing, error)
+
+    def _cut_for(self, lasting: float | None) -> None:
+        self.cut()
+        if lasting is not None:
+            asyncio.get_running_loop().call_later(lasting, self.restore)
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.down:
             writer.close()
@@ -75,6 +107,7 @@ class TcpProxy:
             return
         self._writers.update((writer, up_writer))
         pair = _Pair()
+        pair.reply_to = writer
         await asyncio.gather(
             self._pump(reader, up_writer, pair, upstream=True), self._pump(up_reader, writer, pair, upstream=False)
         )
@@ -93,15 +126,47 @@ class TcpProxy:
                 pair.replied = not upstream
                 if upstream and self._lose is not None and self._lose in data:
                     self._lose, pair.drop_reply = None, True
+                if upstream and self._refuse is not None and self._refuse[0] in data:
+                    error = b"-" + self._refuse[1] + b"\r\n"
+                    self._refuse = None
+                    pair.replied = True
+                    pair.reply_to.write(error * _commands(data))
+                    await pair.reply_to.drain()
+                    continue
+                if upstream and self._cut_at is not None and self._cut_at[0] in data:
+                    _, when, pair.lasting = self._cut_at
+                    self._cut_at = None
+                    if when == "request":
+                        self._cut_for(pair.lasting)
+                        break
+                    pair.drop_reply, pair.cut_after_reply = when == "applied", True
                 if not upstream and pair.drop_reply:
                     self.replies_lost += 1
                     writer.transport.abort()  # a reset, as when the network drops mid-reply
+                    if pair.cut_after_reply:
+                        self._cut_for(pair.lasting)
                     break
                 writer.write(data)
                 await writer.drain()
+                if not upstream and pair.cut_after_reply:
+                    self._cut_for(pair.lasting)
+                    break
         except (ConnectionError, OSError):
             pass
         finally:
             self._writers.discard(writer)
             with contextlib.suppress(Exception):
                 writer.close()
+
+
+def _commands(data: bytes) -> int:
+    """How many commands (RESP arrays of bulk strings, as clients send them) ``data`` holds; at least 1."""
+    n, i = 0, 0
+    while i < len(data) and data[i : i + 1] == b"*":
+        end = data.index(b"\r\n", i)
+        parts, i = int(data[i + 1 : end]), end + 2
+        for _ in range(parts):
+            end = data.index(b"\r\n", i)
+            i = end + 2 + int(data[i + 1 : end]) + 2
+        n += 1
+    return max(n, 1)

@@ -69,11 +69,16 @@ async def test_a_question_shown_then_closed_leaves_the_right_records(fake_redis:
     assert await schedule.due_at(DueItem(HOME, "T1", "U_ALICE")) is not None
 
 
-async def test_a_question_closed_while_the_store_is_down_returns_none_and_raises_nothing() -> None:
+async def test_a_question_closed_while_the_store_is_down_raises_nothing_and_returns_what_it_knows() -> None:
+    """Nothing can be read; the message the question was posted as (its record still owed) is still returned, to
+    close; a question never recorded here gives None."""
     client = aioredis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.2)
     records, *_ = records_on(client, "qr:")
     await records.shown(CTX, "run-1", "c1", ts="100.2", approval=False, asked=None, expires_at=None)
-    assert await records.closed("run-1", "c1", summary="answered", asked=None) is None
+    assert await records.closed("run-1", "c1", summary="answered", asked=None) == [MessageRef("C1", "100.2", "")]
+    assert not records.owed  # closed: nothing of it is written later
+    assert await records.closed("run-2", "c1", summary="answered", asked=None) is None
+    await records.aclose()
     await client.aclose()
 
 

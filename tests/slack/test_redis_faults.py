@@ -9,9 +9,25 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from bot.store import connect_redis
+from bot.playground.home_tab import click_home, home_view, open_home
+from bot.playground.state import TEAM_ID
+from bot.slack.notices import STORE_DOWN
+from bot.slack.wait_plan import DEADLINE, REMIND
+from bot.store import Keys, connect_redis
+from bot.store.inbox import Inbox
+from bot.store.schedule import DueItem, Schedule
 from bot.testing.openai_server import Reply, tool_call
-from bot.testing.slack_scenarios import ALICE, GENERAL, SINGLE, ask, current, has_controls, resumed_requests
+from bot.testing.slack_scenarios import (
+    ALICE,
+    GENERAL,
+    SINGLE,
+    ask,
+    blocks_text,
+    current,
+    has_controls,
+    resumed_requests,
+    thread_run_id,
+)
 from bot.testing.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]  # a TcpProxy in front of one server
@@ -69,3 +85,221 @@ async def test_the_first_clicks_after_an_outage_ends_just_work(real_redis: aiore
                 assert [e["text"] for e in h.ws.ephemerals(user=ALICE)] == []
         finally:
             await client.aclose()
+
+
+def answers_slowly(delay: float = 0.0) -> Any:
+    """A model that asks a question first, and answers "Answered." (after ``delay`` seconds) once it has the answer."""
+    return lambda body: (
+        Reply(text="Answered.", delay=delay)
+        if body["messages"][-1]["role"] == "tool"
+        else Reply(tool_calls=[tool_call("ask_user", SINGLE)])
+    )
+
+
+async def questions(h: Any, n: int, *, user: str = ALICE) -> list[tuple[str, dict[str, Any]]]:
+    """``n`` questions asked of ``user``, each in its own thread: [(thread_ts, question message)]."""
+    asked = []
+    for i in range(n):
+        d = await h.ws.mention(user, GENERAL, f"question {i}")
+        q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+        asked.append((d.message["ts"], q))
+        await h.settle()  # its asking segment gives its run slot back
+    return asked
+
+
+def held_back(h: Any, user: str = ALICE) -> list[str]:
+    """What ``user`` was told about limits ("still working on N of your requests", "many conversations")."""
+    return [e["text"] for e in h.ws.ephemerals(user=user) if "still working" in e["text"] or "many" in e["text"]]
+
+
+def answered(m: dict[str, Any]) -> bool:
+    return bool(m["text"] == "Answered.")
+
+
+SLOTS = b"active:"  # in every command on a person's run slots (bot.store.keys.Keys.active_runs)
+
+
+def outage_after_slots_taken(proxy: TcpProxy) -> None:
+    """Redis is cut for 2 s right after the next command on run slots was answered (a slot was just taken)."""
+    proxy.cut_at(containing=SLOTS, when="replied", lasting=2.0)
+
+
+async def test_a_click_after_an_outage_that_lost_slot_releases_goes_through_at_once(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], harness: Any
+) -> None:
+    """Six questions waiting; three are clicked while Redis is cut (2 s, from just after the first click took its
+    run slot: its answer can't be taken, nor its slot given back). Once Redis is back the next click goes through at
+    once: never "I'm still working on 1 of your requests" while nothing runs (that slot used to lapse in 120 s)."""
+    client, proxy = proxied_redis
+    async with harness(client, settings={"max_runs_per_person": 1}) as h:
+        h.model.responder = answers_slowly()
+        asked = await questions(h, 6)
+        outage_after_slots_taken(proxy)
+        for _thread, q in asked[:3]:
+            await h.ws.click(q, "api", user=ALICE)
+        await h.settle()
+        await until(lambda: asyncio.sleep(0, not proxy.down))  # Redis is back
+        told = [e["text"] for e in h.ws.ephemerals(user=ALICE)]
+        assert told and all(t == STORE_DOWN for t in told), told  # true when told: nothing was recorded
+        for thread, q in asked[3:]:
+            await h.ws.click(q, "api", user=ALICE)
+            await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=answered, timeout=5)
+            await h.settle()
+        await h.ws.click(asked[0][1], "api", user=ALICE)  # the question whose click the outage cut: taken now
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=asked[0][0], predicate=answered, timeout=5)
+        await h.settle()
+        assert held_back(h) == []
+
+
+QUESTION_RECORDS = b"msgs:"  # in the first write after a question is posted (its message, bot.store.keys)
+
+
+async def until(probe: Any, *, within: float = 10.0) -> None:
+    """Wait until ``await probe()`` is true (polling every 0.1 s), or fail after ``within`` seconds."""
+    deadline = asyncio.get_running_loop().time() + within
+    while not await probe():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.1)
+
+
+async def asked_with_records_cut(h: Any, proxy: TcpProxy) -> tuple[str, dict[str, Any], str]:
+    """A question posted, then Redis cut (2 s) before its records are written: (thread_ts, question, run_id)."""
+    proxy.cut_at(containing=QUESTION_RECORDS, when="request", lasting=2.0)
+    thread, q = await ask(h, then="Carried on.")
+    await h.settle()
+    assert proxy.cuts == 1  # the outage hit the records
+    await until(lambda: asyncio.sleep(0, not proxy.down))
+    return thread, q, await thread_run_id(h, thread)
+
+
+async def records_written(real_redis: aioredis.Redis, prefix: str, run_id: str) -> bool:
+    schedule, inbox = Schedule(real_redis, prefix=prefix), Inbox(real_redis, keys=Keys(prefix))
+    due = [await schedule.due_at(DueItem(kind, run_id, "c1", *n)) for kind, *n in ((DEADLINE,), (REMIND, 1))]
+    box = await inbox.snapshot(TEAM_ID, ALICE)
+    return None not in due and [(r, c) for r, c, _ in box.waiting] == [(run_id, "c1")]
+
+
+async def test_records_a_question_could_not_write_after_its_post_are_written_when_redis_is_back(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """Redis is cut between a question's post and its records: once it is back, the question's deadline, reminder
+    and Home entry are there, and its message closes when it is answered (here by a reply in the thread, which
+    names no message: only the recorded one can be closed)."""
+    client, proxy = proxied_redis
+    async with harness(client, settings={"ask_remind_after": 600}) as h:
+        thread, q, run_id = await asked_with_records_cut(h, proxy)
+        await until(lambda: records_written(real_redis, prefix, run_id))
+        await h.ws.reply_in_thread(ALICE, GENERAL, thread, "api")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Carried on.")
+        await h.settle()
+        assert not has_controls(await current(h, q)) and "answered: *api*" in blocks_text(await current(h, q))
+        assert await Schedule(real_redis, prefix=prefix).due_at(DueItem(REMIND, run_id, "c1", 1)) is None
+
+
+async def test_records_refused_by_redis_out_of_memory_after_a_post_are_written_once_it_takes_writes(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """The neighbour with Redis out of memory (it answers the records' writes with OOM errors, then takes writes
+    again): the question's records are written, and its message closes when it is answered in the thread."""
+    client, proxy = proxied_redis
+    async with harness(client, settings={"ask_remind_after": 600}) as h:
+        proxy.refuse_next(containing=QUESTION_RECORDS, error=b"OOM command not allowed when used memory > 'maxmemory'.")
+        thread, q = await ask(h, then="Carried on.")
+        await h.settle()
+        run_id = await thread_run_id(h, thread)
+        await until(lambda: records_written(real_redis, prefix, run_id))
+        await h.ws.reply_in_thread(ALICE, GENERAL, thread, "api")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Carried on.")
+        await h.settle()
+        assert not has_controls(await current(h, q))
+
+
+async def test_a_question_answered_from_home_after_its_records_were_cut_closes_its_message(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], harness: Any
+) -> None:
+    """The neighbour on Home: the question shows on the person's Home tab once Redis is back, and answering it
+    there closes its message in the thread."""
+    client, proxy = proxied_redis
+    async with harness(client) as h:
+        thread, q, _run_id = await asked_with_records_cut(h, proxy)
+
+        async def on_home() -> bool:
+            await open_home(h.ws, ALICE)
+            await h.settle()
+            view = home_view(h.ws, ALICE)
+            return view is not None and "Which repo?" in blocks_text(view)
+
+        await until(on_home)
+        await click_home(h.ws, ALICE, "web")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Carried on.")
+        await h.settle()
+        assert not has_controls(await current(h, q)) and "answered: *web*" in blocks_text(await current(h, q))
+
+
+async def test_a_mention_after_an_outage_that_lost_a_slot_release_goes_through_at_once(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], harness: Any
+) -> None:
+    """The neighbour with a mention: Redis is cut (2 s) just after a new request took its run slot, so the run
+    can't start nor the slot be given back. Once Redis is back the person's next mention starts a run at once."""
+    client, proxy = proxied_redis
+    async with harness(client, settings={"max_runs_per_person": 1}) as h:
+        h.model.responder = lambda body: Reply(text="Answered.")
+        outage_after_slots_taken(proxy)
+        first = await h.ws.mention(ALICE, GENERAL, "first")
+        await h.settle()
+        said = [m["text"] for m in h.ws.messages(GENERAL, thread_ts=first.message["ts"]) if m.get("bot_id")]
+        assert said == [f":warning: {STORE_DOWN}"]  # true when said: the run could not be started
+        await until(lambda: asyncio.sleep(0, not proxy.down))
+        d = await h.ws.mention(ALICE, GENERAL, "second")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=answered, timeout=5)
+        await h.settle()
+        assert held_back(h) == []
+
+
+async def test_a_mention_after_an_outage_that_held_up_a_runs_final_save_starts_at_once(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], harness: Any
+) -> None:
+    """The neighbour with a run's lease (dropped by the save that ends its segment): Redis is cut as a run's
+    final save goes out and stays down past its quick retries, so the save goes on in the background and the
+    stored run still reads "running" under a live lease. Once Redis is back the next mention in the thread is not
+    told "I'm still working on this thread", and the run is not done over: one reply each."""
+    client, proxy = proxied_redis
+    async with harness(client) as h:
+        h.model.script(Reply(text="First."), Reply(text="Second."))
+        proxy.cut_at(containing=b'"status":"completed"', when="request", lasting=6.0)  # past save_final's retries
+        d = await h.ws.mention(ALICE, GENERAL, "go")
+        thread = d.message["ts"]
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "First.")
+        await h.settle()
+        await until(lambda: asyncio.sleep(0, not proxy.down))
+        await h.ws.mention(ALICE, GENERAL, "again", thread_ts=thread)
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Second.", timeout=5
+        )
+        await h.settle()
+        said = [m["text"] for m in h.ws.messages(GENERAL, thread_ts=thread) if m.get("bot_id")]
+        assert said == ["First.", "Second."], said
+        assert [e["text"] for e in h.ws.ephemerals(user=ALICE)] == [] and len(h.model.requests) == 2
+
+
+async def test_a_question_answered_as_redis_goes_down_has_its_message_closed_once_it_is_back(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], harness: Any
+) -> None:
+    """The neighbour at the other end: the answer (a reply in the thread) is taken, then Redis is cut (2 s) as the
+    messages showing the question are looked up to close them. Once it is back the question's message closes (it
+    kept its buttons, live-looking, for an answered question)."""
+    client, proxy = proxied_redis
+    async with harness(client) as h:
+        thread, q = await ask(h, then="Carried on.")
+        await h.settle()
+        proxy.cut_at(containing=b"SMEMBERS", when="request", lasting=2.0)  # the close's look-up (its inbox owners)
+        await h.ws.reply_in_thread(ALICE, GENERAL, thread, "api")
+        await h.settle()
+        assert proxy.cuts == 1
+        await until(lambda: asyncio.sleep(0, not proxy.down))
+
+        async def closed() -> bool:
+            return not has_controls(await current(h, q))
+
+        await until(closed)
+        assert "answered: *api*" in blocks_text(await current(h, q))

@@ -38,7 +38,9 @@ from tests.slack.test_mcp_questions import mcp_settings, ran
 
 
 def blip_recording_once(monkeypatch: pytest.MonkeyPatch, nth: int = 1) -> list[str]:
-    """The ``nth`` batch that records a shown question fails (its post worked): returns what failed, once it did."""
+    """The ``nth`` batch that records a shown question fails (its post worked), and so does every later one: its
+    records are retried until Redis answers (``QuestionRecords``), so a message never recorded is one whose
+    process died before that (here: its retries fail too). Returns what failed, once it did."""
     seen: list[str] = []
     failed: list[str] = []
 
@@ -46,13 +48,18 @@ def blip_recording_once(monkeypatch: pytest.MonkeyPatch, nth: int = 1) -> list[s
         async def run(self, what: str) -> None:
             if what.startswith("recording"):
                 seen.append(what)
-                if len(seen) == nth:
+                if len(seen) >= nth:
                     failed.append(what)
                     raise StoreUnavailable("Redis error while recording a question: ConnectionError")
             await super().run(what)
 
     monkeypatch.setattr(question_records, "Batch", Blip)
     return failed
+
+
+async def elsewhere(h: Any, client: aioredis.Redis) -> None:
+    """The process that posted the question died with its records unwritten: what follows goes to another one."""
+    h.route_to(await h.start_process(client))
 
 
 async def test_a_question_whose_message_could_not_be_recorded_still_shows_its_answered_state(
@@ -66,6 +73,7 @@ async def test_a_question_whose_message_could_not_be_recorded_still_shows_its_an
     async with harness(fake_redis) as h:
         thread, q = await ask(h, then="Went on.")
         assert failed
+        await elsewhere(h, fake_redis)
         await h.ws.click(q, "api", user=ALICE)
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Went on."))
         after = await current(h, q)
@@ -92,6 +100,7 @@ async def test_an_approval_request_whose_message_could_not_be_recorded_shows_its
         thread = d.message["ts"]
         q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
         assert failed
+        await elsewhere(h, fake_redis)
         await h.ws.click(q, "Approve", user=ALICE)
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
         await h.settle()
@@ -110,6 +119,7 @@ async def test_a_late_click_on_an_unrecorded_question_closes_the_message_clicked
     async with harness(fake_redis) as h:
         thread, q = await ask(h, then="Went on.")
         assert failed
+        await elsewhere(h, fake_redis)
         await past_deadline(h, thread)
         await h.ws.click(q, "api", user=ALICE)
         await h.ws.wait_for_ephemeral(user=ALICE)
@@ -131,6 +141,7 @@ async def test_a_forged_click_on_an_unrecorded_question_rewrites_no_message_of_a
     async with harness(fake_redis) as h:
         t1, first = await ask(h, then="First done.")
         assert failed
+        await elsewhere(h, fake_redis)
         h.model.reset()
         t2, other = await ask(h, then="Other done.", call_id="c2")
         h.model.script(Reply(text="First done."))
@@ -171,6 +182,7 @@ async def test_a_forged_click_naming_an_earlier_question_of_the_same_thread_leav
         )
         await h.settle()
         assert failed
+        await elsewhere(h, fake_redis)
         before = await current(h, q1)
         assert not has_controls(before)
         payload = action_payload(h, q1, button(q2, 1), user=ALICE)  # container: q1; button: q2's
@@ -200,6 +212,7 @@ async def test_a_forged_approve_naming_the_bots_earlier_reply_in_the_thread_leav
         await h.ws.mention(ALICE, GENERAL, "restart api", thread_ts=thread)
         q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
         assert failed
+        await elsewhere(h, fake_redis)
         approve = next(
             e for b in q["blocks"] if b["type"] == "actions" for e in b["elements"] if e["text"]["text"] == "Approve"
         )
@@ -229,6 +242,7 @@ async def test_a_free_text_question_whose_message_could_not_be_recorded_shows_it
     async with harness(fake_redis) as h:
         thread, q = await ask(h, FREE, then="Goal noted.")
         assert failed
+        await elsewhere(h, fake_redis)
         if how == "answer form":
             await h.ws.click(q, "Answer", user=ALICE)
             view = await h.ws.wait_for_view(user=ALICE, predicate=is_answer_form)
@@ -267,6 +281,7 @@ async def test_a_transient_failure_reading_back_the_clicked_message_is_retried(
     async with harness(fake_redis) as h:
         thread, q = await ask(h, then="Went on.")
         assert failed
+        await elsewhere(h, fake_redis)
         h.ws.fake.fail_next("conversations.replies", error)
         await h.ws.click(q, "api", user=ALICE)
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Went on."))

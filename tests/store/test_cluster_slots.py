@@ -114,8 +114,8 @@ async def exercise(client: SlotCheckingRedis, keys: Keys) -> None:
     await store.now()
 
     runs = ActiveRuns(client, keys=keys)
-    assert await runs.acquire("T1:U1", slot="run-1", limit=2) and await runs.renew("T1:U1", slot="run-1", limit=2)
-    await runs.release("T1:U1", slot="run-1")
+    assert await runs.acquire("T1:U1", slot="run-1", limit=2) and await runs.renew("T1:U1", slot="run-1")
+    await runs.release("T1:U1", slots=["run-1"])
 
     schedule = Schedule(client, prefix=keys.prefix)
     await schedule.add(DueItem("remind", "run-1", "c1"), after=0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.store import Keys, connect_redis
-from bot.store.work_queue import GROUP, JOB_VERSION, WorkQueue
+from bot.store.work_queue import _ACK, GROUP, JOB_VERSION, WorkQueue
 from bot.testing.tcp_proxy import TcpProxy
 
 
@@ -140,3 +141,37 @@ async def test_a_first_release_workers_job_is_left_to_its_own_rule_while_a_deplo
     assert [j["n"] for j in seen] == [2]
     pending = await fake_redis.xpending_range(key, GROUP, "-", "+", 10)
     assert [p["consumer"] for p in pending] == [b"oldhost:4242"]
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
+async def test_a_job_handled_as_redis_goes_down_is_acknowledged_once_it_is_back(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], real_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Redis is cut (1 s) as a handled job's acknowledgement goes out: once it is back the job is acknowledged and
+    gone, handled once. It stayed pending and was handled again and again (seven times in one run of this test)."""
+    client, proxy = proxied_redis
+    queue, stop, handled = WorkQueue(client, keys=Keys(prefix)), asyncio.Event(), asyncio.Event()
+    ack = hashlib.sha1(_ACK.encode()).hexdigest().encode()  # the acknowledgement's EVALSHA
+
+    runs: list[int] = []
+
+    async def handler(job: dict[str, Any]) -> None:
+        runs.append(job["n"])
+        proxy.cut_at(containing=ack, when="request", lasting=1.0)
+        handled.set()
+
+    await WorkQueue(real_redis, keys=Keys(prefix)).enqueue({"n": 1})
+    worker = asyncio.ensure_future(queue.consume(handler, stop=stop, block_ms=50))
+    try:
+        await asyncio.wait_for(handled.wait(), 10)
+        key = Keys(prefix).work()
+        for _ in range(100):
+            if proxy.cuts and not proxy.down and (await real_redis.xpending(key, GROUP))["pending"] == 0:
+                break
+            await asyncio.sleep(0.1)
+        assert runs == [1] and proxy.cuts == 1
+        assert (await real_redis.xpending(key, GROUP))["pending"] == 0 and await real_redis.xlen(key) == 0
+    finally:
+        stop.set()
+        await asyncio.wait_for(worker, 10)

@@ -1,0 +1,122 @@
+"""Run slots (:mod:`bot.slack.limits`, :mod:`bot.store.limits`) through Redis outages, on the real Redis behind a
+fault-injecting proxy: a slot whose release, or whose taking, failed in an outage is given back as soon as Redis
+answers, in this process at the person's next request and in every other one within about a second; a renewal
+never brings back a released slot."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import redis.asyncio as aioredis
+
+from bot.errors import StoreUnavailable
+from bot.slack.limits import TOO_BUSY, TOO_MANY_FOR_YOU, RunGate, Slot
+from bot.store import Keys
+from bot.store.limits import ActiveRuns
+from bot.store.outage import RETRY_MAX
+from bot.testing.tcp_proxy import TcpProxy
+
+pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]  # a TcpProxy in front of one server
+
+PERSON = {"team_id": "T1", "user": "U1"}
+
+
+def gate_on(client: aioredis.Redis, prefix: str, *, per_person: int = 3, per_process: int = 3) -> RunGate:
+    return RunGate(ActiveRuns(client, keys=Keys(prefix)), per_person=per_person, per_process=per_process)
+
+
+async def slots(gate: RunGate, n: int) -> list[Slot]:
+    taken = [await gate.enter(**PERSON) for _ in range(n)]
+    assert all(isinstance(s, Slot) for s in taken), taken
+    return [s for s in taken if isinstance(s, Slot)]
+
+
+async def held(real_redis: aioredis.Redis, prefix: str) -> int:
+    return int(await real_redis.zcard(Keys(prefix).active_runs("T1:U1")))
+
+
+async def test_slots_whose_release_failed_in_an_outage_do_not_hold_anyone_back_once_redis_answers(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], prefix: str
+) -> None:
+    """Three runs working (both limits reached), Redis cut as they end: once it is back the next request gets a
+    slot at once, under the per-person limit and the per-process one (it used to be told "still working on 3 of
+    your requests" for 2 minutes)."""
+    client, proxy = proxied_redis
+    gate = gate_on(client, prefix)
+    try:
+        working = await slots(gate, 3)
+        assert await gate.enter(**PERSON) == TOO_BUSY  # the per-process limit (3) as well as the person's (3)
+        proxy.cut()
+        for slot in working:
+            await slot.release()  # raises nothing: owed
+        proxy.restore()
+        next_one = await gate.enter(**PERSON)
+        assert isinstance(next_one, Slot)
+        await next_one.release()
+    finally:
+        await gate.aclose()
+
+
+async def test_another_process_sees_slots_given_back_soon_after_redis_answers(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], real_redis: aioredis.Redis, prefix: str
+) -> None:
+    """The person's next request goes to another process: the process whose releases failed gives them back in the
+    background as soon as Redis answers (not after the slots' 2-minute lapse)."""
+    client, proxy = proxied_redis
+    gate, other = gate_on(client, prefix), gate_on(real_redis, prefix)
+    try:
+        working = await slots(gate, 3)
+        proxy.cut()
+        for slot in working:
+            await slot.release()
+        assert await other.enter(**PERSON) == TOO_MANY_FOR_YOU.format(n=3)  # held meanwhile
+        await asyncio.sleep(1.0)  # the outage goes on: retried, still owed
+        assert gate.owed
+        proxy.restore()
+        for _ in range(int(RETRY_MAX * 5 / 0.1)):  # given back within about RETRY_MAX seconds; 5x for a slow box
+            if not await held(real_redis, prefix):
+                break
+            await asyncio.sleep(0.1)
+        assert await held(real_redis, prefix) == 0 and not gate.owed
+        assert isinstance(await other.enter(**PERSON), Slot)
+    finally:
+        await gate.aclose()
+        await other.aclose()
+
+
+async def test_a_slot_taken_as_redis_goes_down_is_given_back_once_it_answers(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], real_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Redis applies the taking of a slot and the outage loses its reply: the request is refused as the store being
+    down (true: nothing was taken for it), and the slot Redis holds is given back once it answers."""
+    client, proxy = proxied_redis
+    gate = gate_on(client, prefix)
+    try:
+        proxy.cut_at(containing=b"active:", when="applied")
+        with pytest.raises(StoreUnavailable):
+            await gate.enter(**PERSON)
+        assert await held(real_redis, prefix) == 1 and not gate.process_slots.locked()
+        proxy.restore()
+        for _ in range(int(RETRY_MAX * 5 / 0.1)):
+            if not await held(real_redis, prefix):
+                break
+            await asyncio.sleep(0.1)
+        assert await held(real_redis, prefix) == 0
+        assert len(await slots(gate_on(real_redis, prefix), 3)) == 3  # the whole limit, in another process too
+    finally:
+        await gate.aclose()
+
+
+async def test_a_renewal_that_lands_after_the_release_does_not_bring_the_slot_back(
+    real_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A slot's background renewal can reach Redis after its release (its cancel comes too late): the slot stays
+    released (a renewal used to add it again, to hold the person's count for another 2 minutes)."""
+    active = ActiveRuns(real_redis, keys=Keys(prefix))
+    assert await active.acquire("T1:U1", slot="a", limit=3)
+    await active.release("T1:U1", slots=["a"])
+    assert not await active.renew("T1:U1", slot="a")
+    assert await held(real_redis, prefix) == 0
+    assert await active.acquire("T1:U1", slot="b", limit=3) and await active.renew("T1:U1", slot="b")
+    assert 119_000 < await real_redis.pttl(Keys(prefix).active_runs("T1:U1")) <= 120_000
