@@ -33,6 +33,9 @@ one Redis and on a cluster.
 - ``{prefix}{work}`` - stream: jobs from ``web`` processes for ``worker`` processes; ``{prefix}{work}:job:{id}``
   marks a job id already queued (a resent XADD queues nothing); ``{prefix}{work}:alive:{consumer}`` - string with a
   TTL: the lease of a live worker (consumer name ``host:pid``), see :mod:`bot.store.work_queue`.
+- ``{prefix}playground:workspace`` - string (JSON, ``schema_version``): the playground's fake Slack workspace
+  (messages, threads, open views, Home tabs), kept only when the playground runs on a real Redis, see
+  :mod:`bot.playground.saved`.
 """
 
 from __future__ import annotations
@@ -119,3 +122,7 @@ class Keys:
     def work_lease(self, consumer: str) -> str:
         """The liveness lease of worker ``consumer`` (same slot as :meth:`work`)."""
         return f"{self.prefix}{{work}}:alive:{consumer}"
+
+    def playground_workspace(self) -> str:
+        """The playground's saved fake workspace (one JSON string; see :mod:`bot.playground.saved`)."""
+        return f"{self.prefix}playground:workspace"
