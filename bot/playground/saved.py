@@ -95,8 +95,11 @@ def restore(state: SlackState, snapshot: JSON) -> int:
             f"the playground's saved workspace has schema_version {version}, newer than this version knows "
             f"({SCHEMA_VERSION}); run the newer version, or use another REDIS_PREFIX"
         )
+    conversations, views, stacks = (_dict(snapshot, n) for n in ("conversations", "views", "view_stacks"))
+    homes = _dict(snapshot, "home_views")
+    lists = {n: _list(snapshot, n) for n in ("assistant_threads", "titles", "suggested_prompts")}  # all checked first
     restored = 0
-    for channel_id, saved in _dict(snapshot, "conversations").items():
+    for channel_id, saved in conversations.items():
         if channel_id not in state.conversations or not isinstance(saved, dict):
             continue
         conversation = Conversation(channel_id)
@@ -108,15 +111,15 @@ def restore(state: SlackState, snapshot: JSON) -> int:
             if isinstance(ephemeral, dict) and isinstance(ephemeral.get("message"), dict):
                 conversation.ephemerals.append(Ephemeral(channel_id, str(ephemeral["user"]), ephemeral["message"]))
         state.conversations[channel_id] = conversation
-    for view_id, saved in _dict(snapshot, "views").items():
+    for view_id, saved in views.items():
         if isinstance(saved, dict) and isinstance(saved.get("data"), dict):
             state.views[view_id] = View(data=saved["data"], user=str(saved["user"]))
-    for user, stack in _dict(snapshot, "view_stacks").items():
+    for user, stack in stacks.items():
         state.view_stacks[user] = [vid for vid in stack if vid in state.views]
-    state.home_views.update(_dict(snapshot, "home_views"))
-    state.assistant_threads.extend(_list(snapshot, "assistant_threads"))
-    state.titles.extend(_list(snapshot, "titles"))
-    state.suggested_prompts.extend(_list(snapshot, "suggested_prompts"))
+    state.home_views.update(homes)
+    state.assistant_threads.extend(lists["assistant_threads"])
+    state.titles.extend(lists["titles"])
+    state.suggested_prompts.extend(lists["suggested_prompts"])
     last_us = snapshot.get("last_ts_us")
     if isinstance(last_us, int):
         state.mint_ts.continue_after(last_us)
@@ -124,14 +127,18 @@ def restore(state: SlackState, snapshot: JSON) -> int:
 
 
 def _dict(snapshot: JSON, name: str) -> dict[str, Any]:
-    value = snapshot.get(name) or {}
+    value = snapshot.get(name)
+    if value is None:
+        return {}
     if not isinstance(value, dict):
         raise ValueError(f"{name} is not an object")
     return value
 
 
 def _list(snapshot: JSON, name: str) -> list[Any]:
-    value = snapshot.get(name) or []
+    value = snapshot.get(name)
+    if value is None:
+        return []
     if not isinstance(value, list):
         raise ValueError(f"{name} is not a list")
     return value
