@@ -33,9 +33,10 @@ export function syncList(container, items) {
       fresh.dataset.sig = item.sig;
       if (node) {
         keepUiState(node, fresh);
+        const hadFocus = node.contains(document.activeElement);
         const focusAt = focusIndex(node);
         node.replaceWith(fresh);
-        if (focusAt >= 0) [...fresh.querySelectorAll(FOCUSABLE)][focusAt]?.focus();
+        if (hadFocus) refocus(fresh, focusAt);
       }
       node = fresh;
     }
@@ -68,6 +69,16 @@ function keepUiState(old, fresh) {
   before.forEach((d, i) => {
     if (d.open && after[i]) after[i].open = true;
   });
+}
+
+// Focus inside a re-rendered item stays there: on the control at the same index, else (the control went away:
+// the question was answered and its buttons replaced) on the item itself, so the page never takes it and the next
+// Tab goes on from the answered message.
+export function refocus(item, focusAt = -1) {
+  const control = focusAt >= 0 ? [...item.querySelectorAll(FOCUSABLE)][focusAt] : null;
+  if (control) return control.focus();
+  if (!item.hasAttribute("tabindex")) item.tabIndex = -1;
+  item.focus({ preventScroll: true });
 }
 
 // Keyboard users keep their place: the index of the focused control, to focus the same one after a re-render.
