@@ -159,9 +159,7 @@ class Playground:
         self._stack.push_async_callback(workspace.stop)
         self.workspace = workspace
         if redis_kind == "redis":  # the runs outlast a restart on this Redis: so must the messages they point at
-            saver = WorkspaceSaver(
-                redis_client, workspace.fake, key=Keys(self.settings.redis_prefix).playground_workspace()
-            )
+            saver = WorkspaceSaver(redis_client, workspace.fake, keys=Keys(self.settings.redis_prefix))
             await saver.load()
             saver.start()
             self._stack.push_async_callback(saver.stop)  # after the bot's last work (the stack unwinds backwards)

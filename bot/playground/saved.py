@@ -22,11 +22,12 @@ Short-lived things are not kept: trigger_ids (3 s), response_urls, what someone 
 assistant statuses (two minutes), the Web API call log.
 
 :class:`WorkspaceSaver` loads the snapshot into a :class:`~bot.playground.state.SlackState` (:meth:`load`, before the
-bot starts) and writes it again after every change (:meth:`start` follows the fake's change events; changes that
-come while a write is on its way are written together by the next one); :meth:`stop` writes the last changes.
+bot starts) and writes it again after every change (:meth:`start` follows the fake's change events; changes within
+:data:`COALESCE_SECONDS` of each other, or while a write is on its way, are written together); :meth:`stop` writes
+the last changes.
 A snapshot written by a newer version (a higher ``schema_version``) stops start-up with a
 :class:`~bot.errors.ConfigError` and is left as it is; one that is not valid JSON is logged, set aside under
-``<key>:unreadable`` and the workspace starts empty.
+``Keys.playground_workspace_unreadable()`` and the workspace starts empty.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from redis.exceptions import RedisError
 from bot.errors import ConfigError
 from bot.playground.fake_slack import FakeSlack
 from bot.playground.state import JSON, Conversation, Ephemeral, SlackState, View
+from bot.store.keys import Keys
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,9 @@ MAX_RECORDS = 200
 """Per assistant list (panes opened, titles, suggested prompts): the newest are kept."""
 TTL_SECONDS = 30 * 24 * 3600
 """The saved workspace expires 30 days after its last change."""
+COALESCE_SECONDS = 0.05
+"""After a change, how long the writer waits for more (a streamed reply changes its message many times a second):
+one write then covers them all."""
 QUIET_EVENTS = frozenset({"api_call", "socket_connected", "socket_disconnected", "assistant_status", "view_errors"})
 """Change events that change nothing this module keeps."""
 
@@ -145,16 +150,18 @@ def _list(snapshot: JSON, name: str) -> list[Any]:
 
 
 class WorkspaceSaver:
-    """Keeps ``fake``'s workspace (``fake.state``) in Redis under ``key`` (see the module docstring).
+    """Keeps ``fake``'s workspace (``fake.state``) in Redis under ``keys.playground_workspace()`` (see the module
+    docstring).
 
     The fake's change events (``FakeSlack.subscribe``) wake the writer. Redis errors while writing are logged and
     the write is tried again at the next change; the workspace goes on in memory.
     """
 
-    def __init__(self, redis_client: aioredis.Redis, fake: FakeSlack, *, key: str) -> None:
+    def __init__(self, redis_client: aioredis.Redis, fake: FakeSlack, *, keys: Keys) -> None:
         self.redis = redis_client
         self.fake = fake
-        self.key = key
+        self.key = keys.playground_workspace()
+        self.aside_key = keys.playground_workspace_unreadable()
         self.state = fake.state
         self._queue: asyncio.Queue[JSON] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -172,9 +179,10 @@ class WorkspaceSaver:
                 raise ValueError("not a JSON object")
             restored = restore(self.state, snapshot)
         except (ValueError, KeyError, TypeError) as exc:  # JSONDecodeError is a ValueError
-            aside = f"{self.key}:unreadable"
-            log.warning("the saved playground workspace is unreadable (%s); kept as %s, starting empty", exc, aside)
-            await self.redis.set(aside, raw, ex=TTL_SECONDS)
+            log.warning(
+                "the saved playground workspace is unreadable (%s); kept as %s, starting empty", exc, self.aside_key
+            )
+            await self.redis.set(self.aside_key, raw, ex=TTL_SECONDS)
             return 0
         log.info("restored the playground workspace: %d messages", restored)
         return restored
@@ -212,9 +220,11 @@ class WorkspaceSaver:
         while True:
             event = await queue.get()
             changed = event.get("type") not in QUIET_EVENTS
-            if not (_drain(queue) or changed or self._dirty):
+            if not (changed or self._dirty):
                 continue
             self._dirty = True
+            await asyncio.sleep(COALESCE_SECONDS)
+            _drain(queue)
             await self.save()
 
 

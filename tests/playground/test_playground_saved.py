@@ -25,8 +25,13 @@ HOME = {"type": "home", "blocks": [{"type": "section", "text": {"type": "mrkdwn"
 
 
 @pytest.fixture
-def key(prefix: str) -> str:
-    return Keys(prefix).playground_workspace()
+def keys(prefix: str) -> Keys:
+    return Keys(prefix)
+
+
+@pytest.fixture
+def key(keys: Keys) -> str:
+    return keys.playground_workspace()
 
 
 @pytest.fixture
@@ -50,9 +55,9 @@ async def fill(fake: FakeSlack) -> str:
 
 
 async def test_a_new_fake_slack_loads_the_workspace_as_it_was(
-    fake_redis: aioredis.Redis, fake: FakeSlack, key: str
+    fake_redis: aioredis.Redis, fake: FakeSlack, keys: Keys, key: str
 ) -> None:
-    saver = WorkspaceSaver(fake_redis, fake, key=key)
+    saver = WorkspaceSaver(fake_redis, fake, keys=keys)
     saver.start()
     root = await fill(fake)
     await saver.stop()
@@ -61,7 +66,7 @@ async def test_a_new_fake_slack_loads_the_workspace_as_it_was(
     assert 0 < await fake_redis.ttl(key) <= saved_module.TTL_SECONDS  # bounded in time too
 
     async with FakeSlack(TOKEN) as again:
-        assert await WorkspaceSaver(fake_redis, again, key=key).load() == 2
+        assert await WorkspaceSaver(fake_redis, again, keys=keys).load() == 2
         assert dump(again.state) == dump(fake.state)
         [parent, reply] = again.state.conversations["C_GENERAL"].replies(root)
         assert parent["reply_count"] == 1 and reply["text"] == "Deploying to *production*"
@@ -76,10 +81,10 @@ async def test_a_new_fake_slack_loads_the_workspace_as_it_was(
 
 
 async def test_it_is_written_after_each_change_not_only_at_the_end(
-    fake_redis: aioredis.Redis, fake_server: fakeredis.FakeServer, fake: FakeSlack, key: str
+    fake_redis: aioredis.Redis, fake_server: fakeredis.FakeServer, fake: FakeSlack, keys: Keys, key: str
 ) -> None:
     reader = fakeredis.FakeAsyncRedis(server=fake_server)  # another process looking
-    saver = WorkspaceSaver(fake_redis, fake, key=key)
+    saver = WorkspaceSaver(fake_redis, fake, keys=keys)
     saver.start()
     try:
         root = await fill(fake)
@@ -99,7 +104,9 @@ async def test_it_is_written_after_each_change_not_only_at_the_end(
         await reader.aclose()
 
 
-async def test_each_channel_keeps_its_newest_messages(fake_redis: aioredis.Redis, fake: FakeSlack, key: str) -> None:
+async def test_each_channel_keeps_its_newest_messages(
+    fake_redis: aioredis.Redis, fake: FakeSlack, keys: Keys, key: str
+) -> None:
     client = AsyncWebClient(token=TOKEN, base_url=fake.api_url)
     limit = saved_module.MAX_MESSAGES
     conversation = fake.state.conversations["C_RANDOM"]
@@ -114,12 +121,12 @@ async def test_each_channel_keeps_its_newest_messages(fake_redis: aioredis.Redis
 
 
 async def test_a_snapshot_from_a_newer_version_stops_start_up_and_is_kept(
-    fake_redis: aioredis.Redis, fake: FakeSlack, key: str
+    fake_redis: aioredis.Redis, fake: FakeSlack, keys: Keys, key: str
 ) -> None:
     newer = json.dumps({"schema_version": SCHEMA_VERSION + 1, "conversations": {}})
     await fake_redis.set(key, newer)
     with pytest.raises(ConfigError, match=f"schema_version {SCHEMA_VERSION + 1}.*another REDIS_PREFIX"):
-        await WorkspaceSaver(fake_redis, fake, key=key).load()
+        await WorkspaceSaver(fake_redis, fake, keys=keys).load()
     assert await fake_redis.get(key) == newer.encode()
 
 
@@ -129,9 +136,9 @@ async def test_a_snapshot_from_a_newer_version_stops_start_up_and_is_kept(
     ids=["not JSON", "not an object", "no version", "wrong shape"],
 )
 async def test_an_unreadable_snapshot_is_set_aside_and_the_workspace_starts_empty(
-    fake_redis: aioredis.Redis, fake: FakeSlack, key: str, raw: str
+    fake_redis: aioredis.Redis, fake: FakeSlack, keys: Keys, key: str, raw: str
 ) -> None:
     await fake_redis.set(key, raw)
-    assert await WorkspaceSaver(fake_redis, fake, key=key).load() == 0
-    assert await fake_redis.get(f"{key}:unreadable") == raw.encode()  # not lost
+    assert await WorkspaceSaver(fake_redis, fake, keys=keys).load() == 0
+    assert await fake_redis.get(keys.playground_workspace_unreadable()) == raw.encode()  # not lost
     assert all(not c.messages for c in fake.state.conversations.values())

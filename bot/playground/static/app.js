@@ -55,7 +55,7 @@ function renderHeader() {
   const redis = $("redis-badge");
   redis.textContent = info.redis === "memory" ? "In-process Redis" : info.redis_label || "Redis";
   redis.className = `badge ${info.redis === "memory" ? "demo" : "live"}`;
-  redis.title = info.redis === "memory" ? "REDIS_URL is unset: runs live in this process and vanish on restart" : "REDIS_URL";
+  redis.title = info.redis === "memory" ? "REDIS_URL is unset: runs live in this process and vanish on restart" : "REDIS_URL: the runs and this workspace (its messages, threads and open modals) outlast a restart";
   const policy = $("policy-badge");
   policy.textContent = info.answerers === "channel" ? "Anyone may answer" : "Only the asker may answer";
   policy.className = "badge";
