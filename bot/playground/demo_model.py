@@ -264,13 +264,14 @@ class DemoModel:
         )
 
 
-_CALL = re.compile(r"\s*call\s+(?P<name>[^\s{]+)(?P<args>.*)", re.DOTALL | re.IGNORECASE)
+_CALL = re.compile(r"\s*call(?:\s+(?P<name>[^\s{]+)(?P<args>.*)|\s*)$", re.DOTALL | re.IGNORECASE)
 _QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"})
 
 
 def parse_call(text: str) -> tuple[str, str] | None:
-    """``call TOOL {json}`` -> ``(TOOL, "{json}")`` (the arguments' text stripped; ``""`` when none), or ``None``
-    when the message does not start with the word ``call`` (Slack ``<...>`` mentions before it are ignored).
+    """``call TOOL {json}`` -> ``(TOOL, "{json}")`` (the arguments' text stripped; ``""`` when none; ``call`` alone
+    -> ``("", "")``), or ``None`` when the message does not start with the word ``call`` (Slack ``<...>`` mentions
+    before it are ignored).
 
     The text is unescaped as Slack escapes it (``&amp;``, ``&lt;``, ``&gt;``) and typographic quotes (which
     some keyboards type) become straight ones, so the JSON reads as typed.
@@ -278,16 +279,19 @@ def parse_call(text: str) -> tuple[str, str] | None:
     match = _CALL.match(_SLACK_TOKEN.sub(" ", text))
     if match is None:
         return None
-    args = match.group("args").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-    return match.group("name"), args.translate(_QUOTES).strip()
+    args = (match.group("args") or "").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    return match.group("name") or "", args.translate(_QUOTES).strip()
 
 
 def _call_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]], name: str, args_text: str) -> TurnDone:
     """The turn for ``call NAME {json}``: the tool call, or a text reply saying what is wrong and what there is."""
     offered = {str((t.get("function") or {}).get("name")): t.get("function") or {} for t in tools}
+    if not name:
+        return _text_turn(
+            f"{LABEL}Say which tool to call, and with what: `call TOOL {{json}}`. {_tool_listing(offered)}"
+        )
     if name not in offered:
-        listing = _tool_listing(offered)
-        return _text_turn(f"{LABEL}This agent has no `{name}` tool. {listing}")
+        return _text_turn(f"{LABEL}This agent has no `{name}` tool. {_tool_listing(offered)}")
     try:
         arguments = json.loads(args_text) if args_text else {}
     except json.JSONDecodeError as exc:

@@ -307,8 +307,13 @@ async def test_call_reads_the_json_as_typed(fake_redis: aioredis.Redis, text: st
             "(demo model) The arguments of `call coffee_count` must be a JSON object, not list: "
             '`call coffee_count {"team": …}`',
         ),
+        (
+            "<@U_BOT> call",
+            "(demo model) Say which tool to call, and with what: `call TOOL {json}`. Its tools: "
+            '`call ask_user {"question": …}`, `call coffee_count {"team": …}`.',
+        ),
     ],
-    ids=["unknown tool", "not JSON", "not an object"],
+    ids=["unknown tool", "not JSON", "not an object", "no tool named"],
 )
 async def test_call_with_a_wrong_tool_or_arguments_says_what_there_is(
     fake_redis: aioredis.Redis, text: str, expected: str
