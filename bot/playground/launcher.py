@@ -1,7 +1,8 @@
 """Run the bot and the playground side by side on loopback: what ``python -m bot`` does without Slack credentials.
 
 ``await run_playground(settings, host="127.0.0.1", ui_port=None, ready=None)`` serves until cancelled
-(Ctrl-C), printing ``Playground: http://127.0.0.1:3000/  (demo model (offline); in-process Redis)``.
+(Ctrl-C), printing ``Playground: http://127.0.0.1:3000/  (demo model (offline); in-process Redis)`` and the agent it
+runs, ``Agent: bot.playground.demo_agent:build (tools: ask_user, lookup_ticket, restart_service)``.
 
 ``Playground(settings, *, host="127.0.0.1", ui_port=None)`` is the same as an async context manager, for
 tests and embedding: ``async with Playground(settings, ui_port=0) as pg: pg.url, pg.workspace, pg.bot``.
@@ -17,7 +18,9 @@ What runs (all in this process, on loopback):
 
 Embedded defaults: ``REDIS_URL`` unset -> in-process Redis (``fakeredis``); ``OPENAI_API_KEY`` unset -> the
 offline :class:`~bot.playground.demo_model.DemoModel`. With them set, the real Redis / OpenAI-compatible
-model (``OPENAI_BASE_URL``, ``OPENAI_MODEL``) are used. Nothing secret is printed: the Redis URL is shown
+model (``OPENAI_BASE_URL``, ``OPENAI_MODEL``) are used; on a real Redis the fake workspace (messages, threads, open
+modals, Home tabs) is kept there too and loaded at start (:mod:`bot.playground.saved`), so questions asked before a
+restart are answered in place after it. Nothing secret is printed: the Redis URL is shown
 without its credentials, and the MCP server's bearer token only when the playground made it (else
 ``$MCP_TOKEN``).
 """
