@@ -169,3 +169,21 @@ async def test_at_800_px_a_side_pane_opens_in_front_of_the_developer_panel(
     await expect(composer).to_be_focused()
     await page.locator("#dev-toggle").click()  # the panel comes back when asked for
     await expect(page.locator("#devpanel")).to_be_visible()
+
+
+async def test_focus_stays_in_the_thread_after_dismissing_an_ephemeral_with_the_keyboard(page: Any) -> None:
+    from playwright.async_api import expect
+
+    thread = await mention(page, "deploy")
+    await expect(thread.get_by_role("button", name="staging")).to_be_visible()
+    await page.select_option("#user-select", "U_BOB")
+    await thread.get_by_role("button", name="staging").click()  # Bob may not answer: an ephemeral tells him
+    dismiss = thread.locator(".msg.ephemeral").get_by_role("button", name="Dismiss")
+    await dismiss.focus()
+    await page.keyboard.press("Enter")
+    await expect(thread.locator(".msg.ephemeral")).to_have_count(0)
+    focused = await page.evaluate(
+        """() => { const a = document.activeElement;
+                   return { tag: a.tagName, inThread: Boolean(a.closest("#thread-pane")) }; }"""
+    )
+    assert focused == {"tag": "ARTICLE", "inThread": True}, focused  # the message now in its place

@@ -17,10 +17,13 @@ export function el(tag, attrs, children) {
 }
 
 // items: [{key, sig, build() -> Element}]. Children whose key and sig are unchanged are kept as they are
-// (so focus and open menus survive live updates); changed ones are rebuilt; order follows items.
+// (so focus and open menus survive live updates); changed ones are rebuilt; order follows items. Focus in an item
+// that goes away (a dismissed ephemeral, a deleted message) moves to the item now in its place (else the last one).
 export function syncList(container, items) {
   const existing = new Map();
-  for (const child of [...container.children]) {
+  const before = [...container.children];
+  const focusedAt = before.findIndex((child) => child.contains(document.activeElement));
+  for (const child of before) {
     if (child.dataset.key) existing.set(child.dataset.key, child);
     else child.remove();
   }
@@ -45,7 +48,13 @@ export function syncList(container, items) {
     if (node !== want) container.insertBefore(node, want);
     prev = node;
   }
+  const lost = focusedAt >= 0 && [...existing.values()].includes(before[focusedAt]);
   for (const node of existing.values()) node.remove();
+  if (lost) {
+    const kept = [...container.children].filter((child) => child.dataset.key);
+    const place = kept[Math.min(focusedAt, kept.length - 1)];
+    if (place) refocus(place);
+  }
 }
 
 export function formatTime(ts) {
