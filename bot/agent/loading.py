@@ -2,6 +2,11 @@
 factory, ``module:attribute`` as uvicorn does, called as ``build(model=..., store=...)`` with the bot's configured
 model and run store, and returning an :class:`~bot.agent.Agent`.
 
+The module is imported as Python finds it; when it is not found there, the current directory is put on the import
+path (``sys.path``) and it is tried again, as uvicorn's ``--app-dir`` (default ``.``) does: ``python -m bot --agent
+my_agent:build`` works from the folder holding ``my_agent.py`` however Python was started (``-P``,
+``PYTHONSAFEPATH``, a launcher that does not add it).
+
 Every problem is one :class:`~bot.errors.ConfigError` line, raised at start-up: a malformed string, a module that
 can't be imported (and why), a missing attribute, something not callable, a factory that raises, or a result that
 is not an ``Agent``.
@@ -10,7 +15,9 @@ is not an ``Agent``.
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import sys
 from typing import Any
 
 from bot.agent.agent import Agent
@@ -28,7 +35,7 @@ def load_agent(spec: str, *, model: ChatModel, store: RunStore) -> Agent:
         raise ConfigError(f"AGENT {spec!r} must look like module:attribute, e.g. mypkg.agents:build")
     module_name, attribute = spec.split(":", 1)
     try:
-        target: Any = importlib.import_module(module_name)
+        target: Any = _import(module_name)
     except Exception as exc:  # an import runs the module: anything can happen there
         raise ConfigError(f"AGENT {spec!r}: cannot import {module_name} ({type(exc).__name__}: {exc})") from None
     for part in attribute.split("."):
@@ -44,3 +51,18 @@ def load_agent(spec: str, *, model: ChatModel, store: RunStore) -> Agent:
     if not isinstance(agent, Agent):
         raise ConfigError(f"AGENT {spec!r}: the factory returned {type(agent).__name__}, not a bot.agent.Agent")
     return agent
+
+
+def _import(module_name: str) -> Any:
+    """``importlib.import_module(module_name)``; when the module itself (not something it imports) is not found,
+    again with the current directory first on ``sys.path``."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        top = module_name.split(".", 1)[0]
+        here = os.getcwd()
+        if exc.name not in (top, module_name) or here in sys.path:
+            raise
+    sys.path.insert(0, here)
+    importlib.invalidate_caches()
+    return importlib.import_module(module_name)

@@ -20,6 +20,10 @@ What it does is decided from the conversation (Chat Completions messages)::
   ============================================  ==========================================================
   keywords (a word starting with one of them)   turn
   ============================================  ==========================================================
+  ``call TOOL {json}`` (the message starts      a call of any tool the turn offers, with that JSON object as
+  with ``call``)                                its arguments (none: ``{}``); a tool it doesn't offer, or
+                                                arguments that are not a JSON object, get a text reply
+                                                that says why and lists the tools with their arguments
   ``restart`` (only when ``tools`` has          a ``restart_service`` call (it waits for a person's
   ``restart_service``)                          approval): ``{"name": "api"}``, or the service named after
                                                 "restart" ("restart the web service" -> ``"web"``)
@@ -47,7 +51,8 @@ What it does is decided from the conversation (Chat Completions messages)::
   *production*, as <@U1> chose."`` or ``"(demo model) Planned: Search, Dark mode."``; a ``{"error": ...}``
   result is explained instead. After the demo tools the reply uses their results: ``"(demo model) Done:
   restarted web (demo: nothing really restarted)."`` once a restart was approved and ran, ``"(demo model) OK,
-  I won't restart it (<reason>)."`` when it was declined, a one-line summary of a looked-up ticket
+  I won't restart it (<reason>)."`` when it was declined, ``"(demo model) `coffee_count` returned: {...}"`` after
+  another tool (``call TOOL {json}``), a one-line summary of a looked-up ticket
   (``"(demo model) SUP-123 “Login page times out”: *open*, assigned to Bob."``). Only tool results after the
   last user message count, so a conversation can go on with a new user message after a finished exchange.
 
@@ -178,6 +183,8 @@ HELP_TEXT = (
     "• `two questions` (or `both`): two questions in one turn, asked one after the other\n"
     "• `restart` (e.g. `restart web`): a tool call that waits for someone to Approve or Decline it\n"
     "• `ticket` (e.g. `ticket SUP-123`): a tool call that looks up a (made-up) support ticket\n"
+    '• `call TOOL {json}` (e.g. `call lookup_ticket {"ticket_id": "SUP-7"}`): a call of any tool the agent '
+    "has (your own too, with `--agent`), with that JSON object as its arguments\n"
     "• `help`: this message\n"
     f"(`restart` and `ticket` need the demo agent's tools: `AGENT={DEMO_AGENT_SPEC}`)"
 )
@@ -223,8 +230,11 @@ class DemoModel:
         since_user = messages[last_user + 1 :] if last_user >= 0 else list(messages)
         asked = next((m for m in reversed(since_user) if m.get("role") == "assistant" and m.get("tool_calls")), None)
         if asked is not None:
-            return _text_turn(_reply(asked, since_user))
+            return _text_turn(_reply(asked, since_user, question_tool=self.tool_name))
         text = _text_of(messages[last_user]) if last_user >= 0 else ""
+        wanted = parse_call(text)
+        if wanted is not None:
+            return _call_turn(messages, tools, *wanted)
         tool_flow = choose_tool_flow(text)
         if tool_flow is not None and _has_tool(tools, tool_flow[0]):
             name, arguments = tool_flow
@@ -252,6 +262,68 @@ class DemoModel:
             ],
             finish_reason="tool_calls",
         )
+
+
+_CALL = re.compile(r"\s*call(?:\s+(?P<name>[^\s{]+)(?P<args>.*)|\s*)$", re.DOTALL | re.IGNORECASE)
+_QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"})
+
+
+def parse_call(text: str) -> tuple[str, str] | None:
+    """``call TOOL {json}`` -> ``(TOOL, "{json}")`` (the arguments' text stripped; ``""`` when none; ``call`` alone
+    -> ``("", "")``), or ``None`` when the message does not start with the word ``call`` (Slack ``<...>`` mentions
+    before it are ignored).
+
+    The text is unescaped as Slack escapes it (``&amp;``, ``&lt;``, ``&gt;``) and typographic quotes (which
+    some keyboards type) become straight ones, so the JSON reads as typed.
+    """
+    match = _CALL.match(_SLACK_TOKEN.sub(" ", text))
+    if match is None:
+        return None
+    args = (match.group("args") or "").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    return match.group("name") or "", args.translate(_QUOTES).strip()
+
+
+def _call_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]], name: str, args_text: str) -> TurnDone:
+    """The turn for ``call NAME {json}``: the tool call, or a text reply saying what is wrong and what there is."""
+    offered = {str((t.get("function") or {}).get("name")): t.get("function") or {} for t in tools}
+    if not name:
+        return _text_turn(
+            f"{LABEL}Say which tool to call, and with what: `call TOOL {{json}}`. {_tool_listing(offered)}"
+        )
+    if name not in offered:
+        return _text_turn(f"{LABEL}This agent has no `{name}` tool. {_tool_listing(offered)}")
+    try:
+        arguments = json.loads(args_text) if args_text else {}
+    except json.JSONDecodeError as exc:
+        return _text_turn(
+            f"{LABEL}I couldn't read the arguments of `call {name}` as JSON ({exc.msg} at character {exc.pos + 1}). "
+            f"Write them as one JSON object: {_example(name, offered[name])}"
+        )
+    if not isinstance(arguments, dict):
+        return _text_turn(
+            f"{LABEL}The arguments of `call {name}` must be a JSON object, not {type(arguments).__name__}: "
+            f"{_example(name, offered[name])}"
+        )
+    (call_id,) = _call_ids(messages, 1)
+    call = ToolCall(id=call_id, name=name, arguments=json.dumps(arguments, ensure_ascii=False))
+    return TurnDone(content="", tool_calls=[call], finish_reason="tool_calls")
+
+
+def _tool_listing(offered: dict[str, dict[str, Any]]) -> str:
+    """``"Its tools: `call ask_user {"question": …}`, `call lookup_ticket {"ticket_id": …}`."`` (sorted)."""
+    if not offered:
+        return "It has no tools at all."
+    return "Its tools: " + ", ".join(_example(name, fn) for name, fn in sorted(offered.items())) + "."
+
+
+def _example(name: str, function: dict[str, Any]) -> str:
+    """``"`call coffee_count {"team": …}`"``: the tool's required arguments (all of them when none is required)."""
+    schema = function.get("parameters") or {}
+    properties = list((schema.get("properties") or {}).keys()) if isinstance(schema, dict) else []
+    required = [p for p in (schema.get("required") or []) if p in properties] if isinstance(schema, dict) else []
+    shown = required or properties
+    args = ", ".join(f'"{p}": …' for p in shown)
+    return f"`call {name} {{{args}}}`"
 
 
 def choose_flow(text: str) -> tuple[str, tuple[_Question, ...]]:
@@ -357,12 +429,12 @@ def _text_turn(text: str) -> TurnDone:
 # --- the reply after the answers ---------------------------------------------------------------------
 
 
-def _reply(asked: dict[str, Any], since_user: list[dict[str, Any]]) -> str:
-    """The reply after the tool calls of ``asked``: about the demo tools' results when it called only those, else
-    about the answers to its questions."""
+def _reply(asked: dict[str, Any], since_user: list[dict[str, Any]], *, question_tool: str) -> str:
+    """The reply after the tool calls of ``asked``: about the tools' results when it asked no question (no
+    ``question_tool`` call), else about the answers to its questions."""
     calls = asked.get("tool_calls") or []
     names = {(call.get("function") or {}).get("name") for call in calls}
-    if calls and names <= {RESTART_TOOL, TICKET_TOOL}:
+    if calls and question_tool not in names:
         return _tools_reply(calls, since_user)
     return _answers_reply(asked, since_user)
 
@@ -394,7 +466,7 @@ def _parse_tool_result(content: Any) -> dict[str, Any] | None:
 
 def _tool_sentence(name: str, content: Any, result: dict[str, Any] | None) -> str:
     """e.g. ``"Done: restarted web (demo: nothing really restarted)."`` or ``"OK, I won't restart it (busy)."``."""
-    what = "restart it" if name == RESTART_TOOL else "look up the ticket"
+    what = {RESTART_TOOL: "restart it", TICKET_TOOL: "look up the ticket"}.get(name, f"call `{name}`")
     if result is not None and result.get("status") == "declined":
         reason = result.get("reason")
         because = f" ({_esc(str(reason))})" if isinstance(reason, str) and reason.strip() else ""
@@ -408,6 +480,8 @@ def _tool_sentence(name: str, content: Any, result: dict[str, Any] | None) -> st
         owner = f"assigned to {_esc(str(assignee))}" if assignee else "unassigned"
         return f"{_esc(str(result['id']))} “{title}”: *{status}*, {owner}."
     text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    if name not in (RESTART_TOOL, TICKET_TOOL):
+        return f"`{name}` returned: {_esc(text.strip())}"
     return f"Done: {_esc(text.strip()).rstrip('.')}."
 
 

@@ -1,7 +1,8 @@
 """Run the bot and the playground side by side on loopback: what ``python -m bot`` does without Slack credentials.
 
 ``await run_playground(settings, host="127.0.0.1", ui_port=None, ready=None)`` serves until cancelled
-(Ctrl-C), printing ``Playground: http://127.0.0.1:3000/  (demo model (offline); in-process Redis)``.
+(Ctrl-C), printing ``Playground: http://127.0.0.1:3000/  (demo model (offline); in-process Redis)`` and the agent it
+runs, ``Agent: bot.playground.demo_agent:build (tools: ask_user, lookup_ticket, restart_service)``.
 
 ``Playground(settings, *, host="127.0.0.1", ui_port=None)`` is the same as an async context manager, for
 tests and embedding: ``async with Playground(settings, ui_port=0) as pg: pg.url, pg.workspace, pg.bot``.
@@ -17,7 +18,9 @@ What runs (all in this process, on loopback):
 
 Embedded defaults: ``REDIS_URL`` unset -> in-process Redis (``fakeredis``); ``OPENAI_API_KEY`` unset -> the
 offline :class:`~bot.playground.demo_model.DemoModel`. With them set, the real Redis / OpenAI-compatible
-model (``OPENAI_BASE_URL``, ``OPENAI_MODEL``) are used. Nothing secret is printed: the Redis URL is shown
+model (``OPENAI_BASE_URL``, ``OPENAI_MODEL``) are used; on a real Redis the fake workspace (messages, threads, open
+modals, Home tabs) is kept there too and loaded at start (:mod:`bot.playground.saved`), so questions asked before a
+restart are answered in place after it. Nothing secret is printed: the Redis URL is shown
 without its credentials, and the MCP server's bearer token only when the playground made it (else
 ``$MCP_TOKEN``).
 """
@@ -40,12 +43,14 @@ from bot.agent import ChatModel, OpenAIChatModel
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.playground.mcp import PlaygroundMcp, start_mcp
+from bot.playground.saved import WorkspaceSaver
 from bot.playground.sender import Sender
 from bot.playground.timing import BotTiming
 from bot.playground.ui import PlaygroundInfo, PlaygroundUI
 from bot.playground.workspace import Workspace
 from bot.slack.app import EVENTS_PATH, Bot, build_bot, start_http
 from bot.store import connect_redis
+from bot.store.keys import Keys
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +121,7 @@ class Playground:
         self.ui: PlaygroundUI | None = None
         self.mcp: PlaygroundMcp | None = None  # the bot's MCP server for MCP clients, on loopback
         self.info = PlaygroundInfo()
+        self.agent_spec: str | None = None  # the agent factory the bot runs (None: the built-in agent)
         self._stack = contextlib.AsyncExitStack()
 
     @property
@@ -155,15 +161,21 @@ class Playground:
         await workspace.start()
         self._stack.push_async_callback(workspace.stop)
         self.workspace = workspace
+        if redis_kind == "redis":  # the runs outlast a restart on this Redis: so must the messages they point at
+            saver = WorkspaceSaver(redis_client, workspace.fake, keys=Keys(self.settings.redis_prefix))
+            await saver.load()
+            saver.start()
+            self._stack.push_async_callback(saver.stop)  # after the bot's last work (the stack unwinds backwards)
 
+        # The offline demo model comes with the demo agent's tools (one needs approval), unless AGENT is set.
+        self.agent_spec = self.settings.agent or (DEMO_AGENT if model_kind == "demo" else None)
         bot_settings = self.settings.model_copy(
             update={
                 "slack_bot_token": SecretStr(workspace.fake.bot_token),
                 "slack_signing_secret": SecretStr(secret),
                 "slack_app_token": None,
                 "slack_api_url": workspace.api_url,
-                # The offline demo model comes with the demo agent's tools (one needs approval), unless AGENT is set.
-                "agent": self.settings.agent or (DEMO_AGENT if model_kind == "demo" else None),
+                "agent": self.agent_spec,
             }
         )
         bot = build_bot(bot_settings, model=model, redis_client=redis_client)
@@ -212,12 +224,22 @@ async def run_playground(
     async with Playground(settings, host=host, ui_port=ui_port) as playground:
         info = playground.info
         print(f"Playground: {playground.url}  ({info.model_label}; {info.redis_label})", flush=True)
+        print(f"Agent: {agent_label(playground)}", flush=True)
         if playground.mcp is not None:
             shown = "$MCP_TOKEN" if settings.mcp_token is not None else playground.mcp.token  # made here: local only
             print(f"MCP server: {playground.mcp.url}  (Authorization: Bearer {shown})", flush=True)
         if ready is not None:
             ready.set()
         await asyncio.Event().wait()
+
+
+def agent_label(playground: Playground) -> str:
+    """``my_agent:build (tools: ask_user, coffee_count)``: the agent's factory (``AGENT`` / ``--agent``, the demo
+    agent with the demo model, else ``built-in``) and the tools the model is offered."""
+    bot = playground.bot
+    spec = playground.agent_spec or "built-in"
+    tools = sorted(t.id for t in bot.agent.tools.values() if not t.hidden) if bot is not None else []
+    return f"{spec} (tools: {', '.join(tools) or 'none'})"
 
 
 async def _drain(bot: Bot) -> None:

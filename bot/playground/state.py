@@ -79,6 +79,15 @@ class TsMinter:
         self._last_us = max(now_us, self._last_us + 100)
         return f"{self._last_us // 1_000_000}.{self._last_us % 1_000_000:06d}"
 
+    @property
+    def last_us(self) -> int:
+        """The last ts minted, in microseconds since the epoch (0 before the first)."""
+        return self._last_us
+
+    def continue_after(self, last_us: int) -> None:
+        """Mint only timestamps after ``last_us`` (microseconds): a restored workspace's next messages sort last."""
+        self._last_us = max(self._last_us, last_us)
+
 
 @dataclass
 class Directory:

@@ -36,6 +36,10 @@ one Redis and on a cluster.
 - ``{prefix}{work}`` - stream: jobs from ``web`` processes for ``worker`` processes; ``{prefix}{work}:job:{id}``
   marks a job id already queued (a resent XADD queues nothing); ``{prefix}{work}:alive:{consumer}`` - string with a
   TTL: the lease of a live worker (consumer name ``host:pid``), see :mod:`bot.store.work_queue`.
+- ``{prefix}playground:workspace`` - string (JSON, ``schema_version``): the playground's fake Slack workspace
+  (messages, threads, open views, Home tabs), kept only when the playground runs on a real Redis, see
+  :mod:`bot.playground.saved`; ``{prefix}playground:workspace:unreadable`` - string: a saved workspace that could
+  not be read, set aside.
 """
 
 from __future__ import annotations
@@ -126,3 +130,11 @@ class Keys:
     def work_lease(self, consumer: str) -> str:
         """The liveness lease of worker ``consumer`` (same slot as :meth:`work`)."""
         return f"{self.prefix}{{work}}:alive:{consumer}"
+
+    def playground_workspace(self) -> str:
+        """The playground's saved fake workspace (one JSON string; see :mod:`bot.playground.saved`)."""
+        return f"{self.prefix}playground:workspace"
+
+    def playground_workspace_unreadable(self) -> str:
+        """Where a saved playground workspace that could not be read is set aside (kept, not overwritten)."""
+        return f"{self.prefix}playground:workspace:unreadable"

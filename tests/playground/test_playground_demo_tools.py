@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.agent import Agent
+from bot.agent import Agent, make_ask_user_tool, tool
 from bot.agent.loading import load_agent
 from bot.agent.stream import ApprovalChunk, ApprovalPayload, Chunk, FinishPayload, TextDeltaChunk, ToolResultChunk
 from bot.agent.tools import ToolInputError
@@ -233,3 +233,109 @@ async def test_approvers_from_a_user_group(client: AsyncWebClient) -> None:
     assert not await policy.may_approve(ctx, "U_ALICE")
     unknown = ApproverPolicy("S_NOPE", client=client)
     assert not await unknown.may_approve(ctx, "U_BOB")  # an unknown group approves nobody
+
+
+# --- call TOOL {json}: any tool the agent has ------------------------------------------------------------------
+
+
+def coffee_agent(client: aioredis.Redis, cups: list[str]) -> Agent:
+    """An agent of one's own (``--agent my_agent:build``): a tool the demo model has no flow for."""
+
+    @tool
+    async def coffee_count(team: str) -> dict[str, Any]:
+        """How many coffees a team drank today.
+
+        Args:
+            team: The team's name, e.g. platform.
+        """
+        cups.append(team)
+        return {"team": team, "cups": 3}
+
+    return Agent(
+        id="mine",
+        name="Mine",
+        instructions="Count coffee.",
+        model=DemoModel(),
+        tools=[coffee_count, make_ask_user_tool()],
+        store=RedisRunStore(client, prefix="coffee:"),
+    )
+
+
+async def test_call_calls_a_tool_the_demo_model_has_no_flow_for(fake_redis: aioredis.Redis) -> None:
+    cups: list[str] = []
+    agent = coffee_agent(fake_redis, cups)
+    chunks = await (await agent.stream('<@U_BOT> call coffee_count {"team": "platform"}')).collect()
+    [result] = [c.payload for c in chunks if isinstance(c, ToolResultChunk)]
+    assert result.tool_name == "coffee_count" and result.result == {"team": "platform", "cups": 3}
+    assert cups == ["platform"]
+    assert final_text(chunks) == '(demo model) `coffee_count` returned: {"team": "platform", "cups": 3}'
+    for text in ["can you call me later?", "recall the deploy", "callback name please"]:  # only a leading `call`
+        later = await (await agent.stream(text)).collect()
+        assert not [c for c in later if isinstance(c, ToolResultChunk)] and cups == ["platform"]
+
+
+@pytest.mark.parametrize(
+    ("text", "team"),
+    [
+        ("Call coffee_count {“team”: “platform”}", "platform"),  # typographic quotes, as some keyboards type
+        ('call coffee_count {"team": "R&amp;D &lt;3"}', "R&D <3"),  # Slack's escaping undone
+        ('call   coffee_count{"team":"ops"}', "ops"),
+    ],
+    ids=["smart quotes", "slack escaping", "spacing"],
+)
+async def test_call_reads_the_json_as_typed(fake_redis: aioredis.Redis, text: str, team: str) -> None:
+    cups: list[str] = []
+    await (await coffee_agent(fake_redis, cups).stream(text)).collect()
+    assert cups == [team]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            'call coffee_cups {"team": "platform"}',
+            '(demo model) This agent has no `coffee_cups` tool. Its tools: `call ask_user {"question": …}`, '
+            '`call coffee_count {"team": …}`.',
+        ),
+        (
+            "call coffee_count {team: platform}",
+            "(demo model) I couldn't read the arguments of `call coffee_count` as JSON (Expecting property name "
+            'enclosed in double quotes at character 2). Write them as one JSON object: `call coffee_count {"team": …}`',
+        ),
+        (
+            'call coffee_count ["platform"]',
+            "(demo model) The arguments of `call coffee_count` must be a JSON object, not list: "
+            '`call coffee_count {"team": …}`',
+        ),
+        (
+            "<@U_BOT> call",
+            "(demo model) Say which tool to call, and with what: `call TOOL {json}`. Its tools: "
+            '`call ask_user {"question": …}`, `call coffee_count {"team": …}`.',
+        ),
+    ],
+    ids=["unknown tool", "not JSON", "not an object", "no tool named"],
+)
+async def test_call_with_a_wrong_tool_or_arguments_says_what_there_is(
+    fake_redis: aioredis.Redis, text: str, expected: str
+) -> None:
+    cups: list[str] = []
+    chunks = await (await coffee_agent(fake_redis, cups).stream(text)).collect()
+    assert final_text(chunks) == expected and cups == []
+    assert not [c for c in chunks if isinstance(c, ToolResultChunk)]
+
+
+async def test_call_with_arguments_the_tool_refuses_explains_its_error(fake_redis: aioredis.Redis) -> None:
+    cups: list[str] = []
+    chunks = await (await coffee_agent(fake_redis, cups).stream("call coffee_count")).collect()  # no arguments: {}
+    [result] = [c.payload for c in chunks if isinstance(c, ToolResultChunk)]
+    assert result.is_error and cups == []
+    text = final_text(chunks)
+    assert text.startswith("(demo model) I couldn't call `coffee_count`: ") and "team" in text
+
+
+async def test_call_needs_approval_when_the_tool_does(agent: Agent, restarts: list[str]) -> None:
+    stream = await agent.stream('call restart_service {"name": "db"}')
+    request = approval(await stream.collect())
+    assert request.tool_name == RESTART_TOOL and request.args == {"name": "db"} and restarts == []
+    done = await (await agent.approve_tool_call(run_id=stream.run_id)).collect()
+    assert restarts == ["db"] and final_text(done) == DONE.format("db")

@@ -356,6 +356,28 @@ async def test_run_playground_prints_the_url_and_stops_on_cancel(capsys: pytest.
             await http.get(match.group(1))
 
 
+@pytest.mark.parametrize(
+    ("agent", "expected"),
+    [
+        (None, "Agent: bot.playground.demo_agent:build (tools: ask_user, lookup_ticket, restart_service)"),
+        ("bot.playground.demo_agent:build", "Agent: bot.playground.demo_agent:build (tools: ask_user, lookup_ticket"),
+    ],
+    ids=["the demo agent by default", "AGENT"],
+)
+async def test_the_banner_names_the_agent_and_its_tools(
+    capsys: pytest.CaptureFixture[str], agent: str | None, expected: str
+) -> None:
+    ready = asyncio.Event()
+    task = asyncio.create_task(run_playground(settings(agent=agent), ui_port=0, ready=ready))
+    try:
+        await asyncio.wait_for(ready.wait(), 10)
+        assert expected in capsys.readouterr().out
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 10)
+
+
 async def test_busy_port_is_a_config_error() -> None:
     async with Playground(settings(), ui_port=0) as first:
         port = int(first.url.rsplit(":", 1)[1].strip("/"))

@@ -55,7 +55,7 @@ function renderHeader() {
   const redis = $("redis-badge");
   redis.textContent = info.redis === "memory" ? "In-process Redis" : info.redis_label || "Redis";
   redis.className = `badge ${info.redis === "memory" ? "demo" : "live"}`;
-  redis.title = info.redis === "memory" ? "REDIS_URL is unset: runs live in this process and vanish on restart" : "REDIS_URL";
+  redis.title = info.redis === "memory" ? "REDIS_URL is unset: runs live in this process and vanish on restart" : "REDIS_URL: the runs and this workspace (its messages, threads and open modals) outlast a restart";
   const policy = $("policy-badge");
   policy.textContent = info.answerers === "channel" ? "Anyone may answer" : "Only the asker may answer";
   policy.className = "badge";
@@ -154,6 +154,7 @@ function openChannel(channel) {
 function openThread(channel, ts) {
   S.thread = { channel, ts };
   S.pane = null; // the thread takes the side column
+  sideOpened();
   schedule("messages");
   requestAnimationFrame(() => threadComposer && threadComposer.focus());
 }
@@ -189,10 +190,17 @@ function switchUser(user) {
   schedule("all");
 }
 
-function setDevOpen(open) {
+function setDevOpen(open, { remember = true } = {}) {
   layout.classList.toggle("dev-open", open);
   $("dev-toggle").setAttribute("aria-pressed", String(open));
-  localStorage.setItem("playground.dev", open ? "1" : "0");
+  if (remember) localStorage.setItem("playground.dev", open ? "1" : "0");
+}
+
+// Where the developer panel floats over the right side (app.css: max-width 1180px), a thread or the assistant
+// pane opened there would open behind it: the panel makes way (not remembered; "Developer" brings it back).
+const devFloats = window.matchMedia("(max-width: 1180px)");
+function sideOpened() {
+  if (devFloats.matches && layout.classList.contains("dev-open")) setDevOpen(false, { remember: false });
 }
 
 // --- live updates -------------------------------------------------------------------------------------
@@ -259,6 +267,7 @@ function init() {
     schedule,
     opened: () => {
       S.thread = null; // the pane takes the side column
+      sideOpened();
     },
   });
   $("assistant-toggle").addEventListener("click", () => (S.pane ? closeAssistant() : openAssistant(S.current === HOME ? null : S.current)));

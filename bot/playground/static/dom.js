@@ -17,10 +17,13 @@ export function el(tag, attrs, children) {
 }
 
 // items: [{key, sig, build() -> Element}]. Children whose key and sig are unchanged are kept as they are
-// (so focus and open menus survive live updates); changed ones are rebuilt; order follows items.
+// (so focus and open menus survive live updates); changed ones are rebuilt; order follows items. Focus in an item
+// that goes away (a dismissed ephemeral, a deleted message) moves to the item now in its place (else the last one).
 export function syncList(container, items) {
   const existing = new Map();
-  for (const child of [...container.children]) {
+  const before = [...container.children];
+  const focusedAt = before.findIndex((child) => child.contains(document.activeElement));
+  for (const child of before) {
     if (child.dataset.key) existing.set(child.dataset.key, child);
     else child.remove();
   }
@@ -33,9 +36,10 @@ export function syncList(container, items) {
       fresh.dataset.sig = item.sig;
       if (node) {
         keepUiState(node, fresh);
+        const hadFocus = node.contains(document.activeElement);
         const focusAt = focusIndex(node);
         node.replaceWith(fresh);
-        if (focusAt >= 0) [...fresh.querySelectorAll(FOCUSABLE)][focusAt]?.focus();
+        if (hadFocus) refocus(fresh, focusAt);
       }
       node = fresh;
     }
@@ -44,7 +48,13 @@ export function syncList(container, items) {
     if (node !== want) container.insertBefore(node, want);
     prev = node;
   }
+  const lost = focusedAt >= 0 && [...existing.values()].includes(before[focusedAt]);
   for (const node of existing.values()) node.remove();
+  if (lost) {
+    const kept = [...container.children].filter((child) => child.dataset.key);
+    const place = kept[Math.min(focusedAt, kept.length - 1)];
+    if (place) refocus(place);
+  }
 }
 
 export function formatTime(ts) {
@@ -68,6 +78,16 @@ function keepUiState(old, fresh) {
   before.forEach((d, i) => {
     if (d.open && after[i]) after[i].open = true;
   });
+}
+
+// Focus inside a re-rendered item stays there: on the control at the same index, else (the control went away:
+// the question was answered and its buttons replaced) on the item itself, so the page never takes it and the next
+// Tab goes on from the answered message.
+export function refocus(item, focusAt = -1) {
+  const control = focusAt >= 0 ? [...item.querySelectorAll(FOCUSABLE)][focusAt] : null;
+  if (control) return control.focus();
+  if (!item.hasAttribute("tabindex")) item.tabIndex = -1;
+  item.focus({ preventScroll: true });
 }
 
 // Keyboard users keep their place: the index of the focused control, to focus the same one after a re-render.

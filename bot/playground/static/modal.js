@@ -5,7 +5,7 @@
 //   renderModal(root)   call after any change to S.views / S.viewErrors / S.me
 
 import { renderBlocks } from "./blocks.js";
-import { el, toast } from "./dom.js";
+import { el, refocus, toast } from "./dom.js";
 import { plainText } from "./text.js";
 import { S, api, textCtx } from "./store.js";
 
@@ -114,6 +114,21 @@ function build(root, view) {
   return { dialog, inputs };
 }
 
+// Back to what opened the modal; when that control was re-rendered meanwhile (the question it answered was
+// updated), to the same message's new rendering (found by its data-key in the same list), else nothing moves.
+function returnFocusTo(back) {
+  if (!back || !back.element) return;
+  if (back.element.isConnected) return back.element.focus();
+  const list = back.list && back.list.isConnected ? back.list : null;
+  const item = list && back.key ? [...list.children].find((child) => child.dataset.key === back.key) : null;
+  if (item) refocus(item);
+}
+
+function focusOrigin(element) {
+  const item = element && element.closest ? element.closest("[data-key]") : null;
+  return { element, key: item ? item.dataset.key : null, list: item ? item.parentElement : null };
+}
+
 export function renderModal(root) {
   const stack = S.views.get(S.me) || [];
   const view = stack[stack.length - 1];
@@ -122,7 +137,7 @@ export function renderModal(root) {
       root.replaceChildren();
       const back = shown.returnFocus;
       shown = null;
-      if (back && back.isConnected) back.focus();
+      returnFocusTo(back);
     }
     return;
   }
@@ -131,7 +146,7 @@ export function renderModal(root) {
     setErrors(S.viewErrors.get(view.id) || {});
     return;
   }
-  const returnFocus = shown ? shown.returnFocus : document.activeElement;
+  const returnFocus = shown ? shown.returnFocus : focusOrigin(document.activeElement);
   const { dialog, inputs } = build(root, view);
   shown = { key, dialog, inputs, view, returnFocus };
 }

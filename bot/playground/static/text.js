@@ -8,18 +8,83 @@
 //   plainText(obj)       a plain_text object (:emoji: converted when emoji is not false).
 // ctx: { userName(id) -> string, channelName(id) -> string, me: "U_ALICE" }
 
+// Slack's emoji shortcodes -> characters: every one the bot itself writes (tests/ui/test_ui_emoji.py checks that
+// against bot/), plus the common ones people and apps use. Unknown names stay as typed, as Slack shows them.
 const EMOJI = {
+  // the bot's own
   question: "❓", grey_question: "❔", white_check_mark: "✅", heavy_check_mark: "✔️", x: "❌",
-  warning: "⚠️", hourglass: "⌛", hourglass_flowing_sand: "⏳", repeat: "🔁", tada: "🎉",
-  "+1": "👍", thumbsup: "👍", "-1": "👎", thumbsdown: "👎", wave: "👋", robot_face: "🤖", bulb: "💡",
-  no_entry: "⛔", no_entry_sign: "🚫", lock: "🔒", memo: "📝", rocket: "🚀", eyes: "👀", sparkles: "✨",
-  speech_balloon: "💬", information_source: "ℹ️", point_right: "👉", pizza: "🍕", calendar: "📅",
-  star: "⭐", fire: "🔥", heart: "❤️", smile: "😄", slightly_smiling_face: "🙂", thinking_face: "🤔",
-  white_circle: "⚪", red_circle: "🔴", large_green_circle: "🟢", arrows_counterclockwise: "🔄",
+  heavy_multiplication_x: "✖️", warning: "⚠️", hourglass: "⌛", hourglass_flowing_sand: "⏳", repeat: "🔁",
+  raised_hand: "✋", hand: "✋", bell: "🔔", no_bell: "🔕", arrow_up: "⬆️", octagonal_sign: "🛑",
+  double_vertical_bar: "⏸️", no_entry: "⛔", no_entry_sign: "🚫", robot_face: "🤖",
+  // arrows and signs
+  arrow_down: "⬇️", arrow_left: "⬅️", arrow_right: "➡️", arrow_forward: "▶️", arrow_backward: "◀️",
+  arrow_upper_right: "↗️", arrow_lower_right: "↘️", arrow_heading_up: "⤴️", arrow_heading_down: "⤵️",
+  leftwards_arrow_with_hook: "↩️", arrow_right_hook: "↪️", arrows_counterclockwise: "🔄", arrows_clockwise: "🔃",
+  fast_forward: "⏩", rewind: "⏪", black_square_for_stop: "⏹️", twisted_rightwards_arrows: "🔀",
+  heavy_plus_sign: "➕", heavy_minus_sign: "➖", exclamation: "❗", heavy_exclamation_mark: "❗",
+  grey_exclamation: "❕", bangbang: "‼️", interrobang: "⁉️", information_source: "ℹ️", o: "⭕",
+  negative_squared_cross_mark: "❎", ballot_box_with_check: "☑️", recycle: "♻️", new: "🆕", up: "🆙", ok: "🆗",
+  cool: "🆒", sos: "🆘", free: "🆓", "100": "💯", link: "🔗", lock: "🔒", unlock: "🔓", key: "🔑",
+  white_circle: "⚪", black_circle: "⚫", red_circle: "🔴", large_blue_circle: "🔵", blue_circle: "🔵",
+  large_green_circle: "🟢", large_yellow_circle: "🟡", large_orange_circle: "🟠", large_purple_circle: "🟣",
+  white_large_square: "⬜", black_large_square: "⬛", large_green_square: "🟩", large_red_square: "🟥",
+  rotating_light: "🚨", construction: "🚧", triangular_flag_on_post: "🚩", checkered_flag: "🏁",
+  white_flag: "🏳️", vertical_traffic_light: "🚦", traffic_light: "🚥",
+  // hands and people
+  "+1": "👍", thumbsup: "👍", "-1": "👎", thumbsdown: "👎", wave: "👋", ok_hand: "👌", clap: "👏",
+  raised_hands: "🙌", pray: "🙏", muscle: "💪", point_right: "👉", point_left: "👈", point_up: "☝️",
+  point_up_2: "👆", point_down: "👇", v: "✌️", crossed_fingers: "🤞", handshake: "🤝", fist: "✊", punch: "👊",
+  raised_hand_with_fingers_splayed: "🖐️", writing_hand: "✍️", raising_hand: "🙋", shrug: "🤷", face_palm: "🤦",
+  eyes: "👀", brain: "🧠", bust_in_silhouette: "👤", busts_in_silhouette: "👥",
+  "skin-tone-2": "🏻", "skin-tone-3": "🏼", "skin-tone-4": "🏽", "skin-tone-5": "🏾", "skin-tone-6": "🏿",
+  // faces
+  smile: "😄", smiley: "😃", grinning: "😀", grin: "😁", laughing: "😆", sweat_smile: "😅", joy: "😂",
+  rolling_on_the_floor_laughing: "🤣", slightly_smiling_face: "🙂", upside_down_face: "🙃", wink: "😉",
+  blush: "😊", innocent: "😇", heart_eyes: "😍", "star-struck": "🤩", kissing_heart: "😘", stuck_out_tongue: "😛",
+  hugging_face: "🤗", thinking_face: "🤔", zipper_mouth_face: "🤐", neutral_face: "😐", expressionless: "😑",
+  face_with_rolling_eyes: "🙄", grimacing: "😬", relieved: "😌", sleeping: "😴", mask: "😷", nerd_face: "🤓",
+  sunglasses: "😎", partying_face: "🥳", confused: "😕", slightly_frowning_face: "🙁", disappointed: "😞",
+  worried: "😟", cry: "😢", sob: "😭", scream: "😱", exploding_head: "🤯", rage: "😡", angry: "😠",
+  smiling_imp: "😈", skull: "💀", ghost: "👻", alien: "👽", see_no_evil: "🙈", hankey: "💩", poop: "💩",
+  // hearts and sparkle
+  heart: "❤️", green_heart: "💚", blue_heart: "💙", purple_heart: "💜", yellow_heart: "💛", orange_heart: "🧡",
+  broken_heart: "💔", sparkling_heart: "💖", star: "⭐", star2: "🌟", dizzy: "💫", sparkles: "✨", fire: "🔥",
+  zap: "⚡", boom: "💥", tada: "🎉", confetti_ball: "🎊", balloon: "🎈", gift: "🎁", trophy: "🏆",
+  medal: "🏅", dart: "🎯", rocket: "🚀",
+  // talk, office, time
+  speech_balloon: "💬", thought_balloon: "💭", loudspeaker: "📢", mega: "📣", mute: "🔇", zzz: "💤",
+  memo: "📝", pencil: "📝", pencil2: "✏️", page_facing_up: "📄", scroll: "📜", clipboard: "📋",
+  bookmark: "🔖", books: "📚", file_folder: "📁", open_file_folder: "📂", package: "📦", wastebasket: "🗑️",
+  email: "📧", envelope: "✉️", incoming_envelope: "📨", inbox_tray: "📥", outbox_tray: "📤", mailbox: "📫",
+  pushpin: "📌", round_pushpin: "📍", paperclip: "📎", label: "🏷️", mag: "🔍", mag_right: "🔎",
+  chart_with_upwards_trend: "📈", chart_with_downwards_trend: "📉", bar_chart: "📊", calendar: "📅",
+  date: "📅", spiral_calendar_pad: "🗓️", alarm_clock: "⏰", stopwatch: "⏱️", timer_clock: "⏲️",
+  clock1: "🕐", clock3: "🕒", clock9: "🕘", watch: "⌚", bulb: "💡", wrench: "🔧", hammer: "🔨",
+  hammer_and_wrench: "🛠️", gear: "⚙️", shield: "🛡️", bug: "🐛", computer: "💻", iphone: "📱",
+  telephone_receiver: "📞", phone: "☎️", satellite: "📡", electric_plug: "🔌", battery: "🔋",
+  globe_with_meridians: "🌐", moneybag: "💰", dollar: "💵", credit_card: "💳", gem: "💎",
+  house: "🏠", office: "🏢", car: "🚗", airplane: "✈️", ship: "🚢", art: "🎨", camera: "📷",
+  musical_note: "🎵", headphones: "🎧", game_die: "🎲",
+  // nature and food
+  sunny: "☀️", cloud: "☁️", umbrella: "☔", snowflake: "❄️", rainbow: "🌈", crescent_moon: "🌙",
+  seedling: "🌱", evergreen_tree: "🌲", cactus: "🌵", sunflower: "🌻", dog: "🐶", cat: "🐱", unicorn_face: "🦄",
+  pizza: "🍕", apple: "🍎", banana: "🍌", cake: "🍰", birthday: "🎂", doughnut: "🍩", cookie: "🍪",
+  hamburger: "🍔", taco: "🌮", sushi: "🍣", coffee: "☕", tea: "🍵", beer: "🍺", beers: "🍻",
+  wine_glass: "🍷", champagne: "🍾",
 };
 
 export function emojiFor(name) {
-  return EMOJI[name] || null;
+  return Object.hasOwn(EMOJI, name) ? EMOJI[name] : null; // own keys only: :constructor: stays text
+}
+
+// A rich_text emoji element's "unicode" ("1f44d", "1f3f3-fe0f"): its characters, or null.
+function fromUnicode(code) {
+  if (typeof code !== "string" || !/^[0-9a-f]{2,6}(-[0-9a-f]{2,6})*$/i.test(code)) return null;
+  try {
+    return String.fromCodePoint(...code.split("-").map((hex) => parseInt(hex, 16)));
+  } catch {
+    return null;
+  }
 }
 
 export function unescapeSlack(text) {
@@ -267,7 +332,7 @@ function richElements(elements, ctx) {
     } else if (e.type === "link") out.push(styled(link(e.url, e.text || e.url), e.style));
     else if (e.type === "user") out.push(mention(e.user_id, "", ctx));
     else if (e.type === "channel") out.push(el("span", "mention channel", ["#" + (ctx.channelName(e.channel_id) || e.channel_id)]));
-    else if (e.type === "emoji") out.push(el("span", "emoji", [emojiFor(e.name) || `:${e.name}:`]));
+    else if (e.type === "emoji") out.push(el("span", "emoji", [emojiFor(e.name) || fromUnicode(e.unicode) || `:${e.name}:`]));
     else if (e.type === "broadcast") out.push(el("span", "mention broadcast", ["@" + e.range]));
     else if (e.text) out.push(document.createTextNode(String(e.text)));
   }
