@@ -131,7 +131,7 @@ async def test_a_click_after_an_outage_that_lost_slot_releases_goes_through_at_o
     run slot: its answer can't be taken, nor its slot given back). Once Redis is back the next click goes through at
     once: never "I'm still working on 1 of your requests" while nothing runs (that slot used to lapse in 120 s)."""
     client, proxy = proxied_redis
-    async with harness(client, settings={"max_runs_per_person": 1}) as h:
+    async with harness(client, settings={"max_runs_per_person": 1, "max_waiting_per_person": 10}) as h:
         h.model.responder = answers_slowly()
         asked = await questions(h, 6)
         outage_after_slots_taken(proxy)
@@ -242,7 +242,7 @@ async def test_a_mention_after_an_outage_that_lost_a_slot_release_goes_through_a
     """The neighbour with a mention: Redis is cut (2 s) just after a new request took its run slot, so the run
     can't start nor the slot be given back. Once Redis is back the person's next mention starts a run at once."""
     client, proxy = proxied_redis
-    async with harness(client, settings={"max_runs_per_person": 1}) as h:
+    async with harness(client, settings={"max_runs_per_person": 1, "max_waiting_per_person": 10}) as h:
         h.model.responder = lambda body: Reply(text="Answered.")
         outage_after_slots_taken(proxy)
         first = await h.ws.mention(ALICE, GENERAL, "first")
