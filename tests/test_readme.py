@@ -20,7 +20,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-FENCE = re.compile(r"^(?P<marker><!-- not run: (?P<reason>[^>]*?) -->\n)?```(?P<lang>\w*)\n(?P<code>.*?)^```$", re.M | re.S)
+FENCE = re.compile(
+    r"^(?P<marker><!-- not run: (?P<reason>[^>]*?) -->\n)?```(?P<lang>\w*)\n(?P<code>.*?)^```$", re.M | re.S
+)
 
 
 @dataclass(frozen=True)
