@@ -13,7 +13,8 @@ beside redis>=8 (arq 0.28 requires ``redis[hiredis]<6``), so try it forced past 
     PYTHONPATH=/tmp/arq-pkgs .venv/bin/python -m benchmarks.queue_eval
 
 Keys use a unique prefix and are deleted at the end (arq's own ``arq:<kind>:<job id>`` keys by their ids). The
-checks take about two minutes (arq's reclaim needs ``job_timeout`` + 10 s).
+checks take about two minutes (arq's reclaim needs ``job_timeout`` + 10 s). ``QUEUE_EVAL_VERBOSE=1`` shows the
+workers' own output.
 """
 
 from __future__ import annotations
@@ -114,7 +115,9 @@ class Env:
         self.arq_jobs: list[str] = []
 
     def start(self, script: str, *args: str) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen([sys.executable, "-c", script, *args], cwd=ROOT)
+        # Quiet: a killed worker's and a cancelled job's tracebacks are expected here, not news.
+        out = None if os.environ.get("QUEUE_EVAL_VERBOSE") else subprocess.DEVNULL
+        proc = subprocess.Popen([sys.executable, "-c", script, *args], cwd=ROOT, stdout=out, stderr=out)
         self.procs.append(proc)
         return proc
 
