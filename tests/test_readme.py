@@ -144,3 +144,12 @@ def test_every_demo_word_is_listed(page: str) -> None:
     words += [RESTART_TOOL.split("_")[0], TICKET_TOOL.split("_")[1], "stop", "cancel"]
     missing = [w for w in words if not re.search(rf"`{re.escape(w)}[^`]*`", text)]
     assert not missing, f"{page} does not list {missing}"
+
+
+def test_every_setting_is_in_the_settings_table() -> None:
+    """docs/slack-setup.md's table names every setting bot/config.py reads."""
+    from bot.config import Settings
+
+    rows = [line for line in (ROOT / "docs" / "slack-setup.md").read_text().splitlines() if line.startswith("| `")]
+    missing = [name.upper() for name in Settings.model_fields if not any(f"`{name.upper()}`" in r for r in rows)]
+    assert not missing, f"not in docs/slack-setup.md's settings table: {missing}"

@@ -9,6 +9,7 @@ import contextlib
 import os
 import socket
 import sys
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -133,6 +134,7 @@ async def test_a_call_without_anyone_to_ask_is_a_clear_tool_error(
 
 
 MCP_TOKEN = "mcp-test-token-0123456789abcdef"
+STARTUP_SECONDS = 60  # how long a server process may take to start listening (a loaded machine is slow)
 
 
 def free_port() -> int:
@@ -156,12 +158,16 @@ async def mcp_http_server(h: Any, prefix: str) -> AsyncIterator[HttpServer]:
         sys.executable, "-m", "bot", "mcp", "--http", env=env, stderr=asyncio.subprocess.PIPE
     )
     try:
-        for _ in range(200):
+        # Until it listens, however long a loaded machine (a parallel suite) takes to start it; never past that
+        # silently: the test would then fail later on a refused connection, far from the cause.
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while True:
             with contextlib.suppress(OSError):
                 _, writer = await asyncio.open_connection("127.0.0.1", port)
                 writer.close()
                 break
             assert process.returncode is None, "the MCP server exited"
+            assert time.monotonic() < deadline, f"the MCP server did not listen within {STARTUP_SECONDS} s"
             await asyncio.sleep(0.05)
         yield HttpServer(url=f"http://127.0.0.1:{port}/mcp", process=process)
     finally:

@@ -217,8 +217,9 @@ async def start_bot(*args: str, env: dict[str, str], sigint: bool = True) -> asy
     )
 
 
-async def read_until(proc: asyncio.subprocess.Process, marker: str, *, within: float = 20) -> list[str]:
-    """The process's output lines up to the first containing ``marker`` (or its end)."""
+async def read_until(proc: asyncio.subprocess.Process, marker: str, *, within: float = 60) -> list[str]:
+    """The process's output lines up to the first containing ``marker`` (or its end); ``within``: a budget for a
+    loaded machine (a parallel suite starts several bot processes at once), not a speed requirement."""
     assert proc.stdout is not None
     lines: list[str] = []
 
