@@ -2,5 +2,5 @@
 
 Packages: ``bot.agent`` (Slack-agnostic runtime), ``bot.store`` (Redis run store),
 ``bot.slack`` (Bolt app), ``bot.playground`` (a local fake Slack).
-The README's "Where things are" maps the modules.
+docs/architecture.md ("Where things are") maps the modules.
 """

@@ -44,7 +44,7 @@ log = logging.getLogger("bot")
 HTTP_HOST = "0.0.0.0"
 REDIS_CHECK_SECONDS = 10.0
 DRAIN_SECONDS = 10.0
-SEE_README = "See the README, 'Running against a real Slack workspace'."
+SEE_README = "See docs/slack-setup.md (the README's 'Put it in Slack')."
 
 
 def run_loop(main: Coroutine[Any, Any, None]) -> None:

@@ -14,6 +14,11 @@ ids ``[single]`` / ``[cluster]``. ``real_redis_env`` gives a bot subprocess the 
 - most MCP server tests (``tests/slack/test_mcp_server.py``, subprocess-heavy: ~90 s on one Redis): two of them,
   the plain question and two answers racing in two processes, also run on the cluster, as does one ``serve``
   end to end; the rest exercise the same store calls.
+
+The suite runs in parallel (pytest-xdist, ``-n auto`` in pyproject.toml): ``auto`` is twice the cores here
+(:func:`pytest_xdist_auto_num_workers`), since the suite mostly waits (serially it keeps one core ~40 % busy: bot
+subprocesses starting, sockets, timers). Nothing a test uses is shared between workers: key prefixes are unique
+per test, ports are picked free by the OS, files go in ``tmp_path``.
 """
 
 from __future__ import annotations
@@ -36,6 +41,13 @@ from bot.testing.tcp_proxy import TcpProxy
 REAL_REDIS_URL = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/0")
 REAL_CLUSTER_URL = os.environ.get("REDIS_TEST_CLUSTER_URL", "redis://127.0.0.1:7000/0")
 REDIS_KINDS = ("single", "cluster")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: twice the cores (at least 2, at most 8), or ``PYTEST_XDIST_AUTO_NUM_WORKERS`` when set."""
+    if forced := os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return int(forced)
+    return max(2, min(8, 2 * (os.cpu_count() or 1)))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -535,15 +535,16 @@ def test_a_bad_config_file_is_one_line_naming_the_problem(tmp_path: Path, conten
     assert message in str(info.value) and "\n" not in str(info.value)
 
 
-def test_mcp_config_is_checked_with_the_other_settings(tmp_path: Path) -> None:
+def test_mcp_config_is_checked_with_the_other_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file's problems come as a setting's line. Paths relative to the working directory: a shown value is cut
+    at 80 characters, and a tmp_path's length varies (pytest-xdist adds a directory per worker)."""
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(SettingsError) as info:
-        load_settings(mcp_config=str(tmp_path / "missing.json"))
-    assert info.value.problems == [f"MCP_CONFIG: no such file (got '{tmp_path / 'missing.json'}')"]
+        load_settings(mcp_config="missing.json")
+    assert info.value.problems == ["MCP_CONFIG: no such file (got 'missing.json')"]
     (tmp_path / "mcp.json").write_text('{"mcpServers": {"a": {"command": 42}}}')
     with pytest.raises(SettingsError) as info:
-        load_settings(mcp_config=str(tmp_path / "mcp.json"))
-    assert info.value.problems == [
-        f"MCP_CONFIG: mcpServers.a.command: must be a string (got '{tmp_path / 'mcp.json'}')"
-    ]
+        load_settings(mcp_config="mcp.json")
+    assert info.value.problems == ["MCP_CONFIG: mcpServers.a.command: must be a string (got 'mcp.json')"]
     (tmp_path / "mcp.json").write_text('{"mcpServers": {}}')
-    assert load_settings(mcp_config=str(tmp_path / "mcp.json")).mcp_config == str(tmp_path / "mcp.json")
+    assert load_settings(mcp_config="mcp.json").mcp_config == "mcp.json"

@@ -170,7 +170,7 @@ async def test_socket_mode_serves_metrics_health_and_readiness_on_metrics_port(r
 
 
 def test_metrics_port_equal_to_the_http_port_is_refused() -> None:
-    [line] = error_lines(run_bot("serve", env=complete_env(PORT="3555", METRICS_PORT="3555"), timeout=20))
+    [line] = error_lines(run_bot("serve", env=complete_env(PORT="3555", METRICS_PORT="3555")))
     assert line == "error: METRICS_PORT is PORT: the HTTP server serves /metrics on PORT already; unset METRICS_PORT"
 
 

@@ -9,6 +9,7 @@ import contextlib
 import os
 import socket
 import sys
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -88,7 +89,7 @@ async def test_an_mcp_client_asks_and_gets_the_answer_with_who_gave_it(
             "context": "working in acme/monorepo",
         }
         call = asyncio.ensure_future(session.call_tool("ask_user", args, progress_callback=on_progress))
-        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
         root = next(m for m in h.ws.messages(GENERAL) if m["ts"] == question["thread_ts"])
         assert "acme/monorepo" in root["text"] and f"<@{ALICE}>" in root["text"]
         await h.ws.click(question, "web", user=ALICE)
@@ -107,14 +108,14 @@ async def test_a_client_that_cancels_its_call_withdraws_the_question(
 ) -> None:
     async with harness(real_redis) as h, mcp_session(h, prefix) as session:
         call = asyncio.ensure_future(session.call_tool("ask_user", {"question": "Ship it?", "request_key": "k-1"}))
-        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
         call.cancel()  # the SDK sends notifications/cancelled
         with contextlib.suppress(BaseException):
             await call
         withdrawn = await h.ws.wait_for_message(
             channel=GENERAL,
             predicate=lambda m: m["ts"] == question["ts"] and "Withdrawn" in str(m["blocks"]),
-            timeout=20,
+            timeout=STARTUP_SECONDS,
         )
         assert not has_controls(withdrawn)
         again = await session.call_tool("ask_user", {"question": "Ship it?", "request_key": "k-1"})
@@ -134,6 +135,7 @@ async def test_a_call_without_anyone_to_ask_is_a_clear_tool_error(
 
 
 MCP_TOKEN = "mcp-test-token-0123456789abcdef"
+STARTUP_SECONDS = 60  # how long a server process may take to start and ask (a loaded machine is slow): a budget
 
 
 def free_port() -> int:
@@ -157,12 +159,16 @@ async def mcp_http_server(h: Any, prefix: str) -> AsyncIterator[HttpServer]:
         sys.executable, "-m", "bot", "mcp", "--http", env=env, stderr=asyncio.subprocess.PIPE
     )
     try:
-        for _ in range(200):
+        # Until it listens, however long a loaded machine (a parallel suite) takes to start it; never past that
+        # silently: the test would then fail later on a refused connection, far from the cause.
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while True:
             with contextlib.suppress(OSError):
                 _, writer = await asyncio.open_connection("127.0.0.1", port)
                 writer.close()
                 break
             assert process.returncode is None, "the MCP server exited"
+            assert time.monotonic() < deadline, f"the MCP server did not listen within {STARTUP_SECONDS} s"
             await asyncio.sleep(0.05)
         yield HttpServer(url=f"http://127.0.0.1:{port}/mcp", process=process)
     finally:
@@ -204,7 +210,7 @@ async def test_over_http_an_mcp_client_asks_and_gets_the_answer(
         async with http_session(server.url) as session:
             args = {"question": "What should the release be called?"}
             call = asyncio.ensure_future(session.call_tool("ask_user", args))
-            question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+            question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
             await h.ws.reply_in_thread(ALICE, GENERAL, question["thread_ts"], "Aurora")  # typed in the thread
             result = await asyncio.wait_for(call, 20)
         assert result.structured_content == {"status": "answered", "answer": "Aurora", "answered_by": ALICE}
@@ -219,7 +225,7 @@ async def test_a_server_restart_is_not_a_cancellation_and_the_same_key_waits_for
     async with harness(real_redis) as h:
         async with mcp_http_server(h, prefix) as server, http_session(server.url) as session:
             call = asyncio.ensure_future(session.call_tool("ask_user", args))
-            question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+            question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
             server.process.terminate()  # the server stops (SIGTERM) while the call waits
             await asyncio.wait_for(server.process.wait(), 10)
             with contextlib.suppress(BaseException):
@@ -242,7 +248,7 @@ async def test_a_question_for_nobody_in_particular_is_anyones_in_the_channel(
         call = asyncio.ensure_future(
             session.call_tool("ask_user", {"question": "Who is on call?", "options": [{"label": "me"}]})
         )
-        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
         assert "Anyone in this channel can answer" in str(question["blocks"])
         await h.ws.click(question, "me", user=BOB)
         result = await asyncio.wait_for(call, 20)
@@ -256,7 +262,7 @@ async def test_past_the_deadline_the_call_gets_a_typed_no_answer(
     carries it out (here the serve process's scheduler), the waiting call gets no_answer."""
     async with harness(real_redis) as h, mcp_session(h, prefix, extra={"ASK_TTL_SECONDS": "1"}) as session:
         call = asyncio.ensure_future(session.call_tool("ask_user", {"question": "Anyone?"}))
-        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
         assert h.bot.scheduler is not None
         for _ in range(100):  # the MCP server plans the deadline right after posting the question
             if await real_redis.zcard(Keys(prefix).due()):
@@ -279,7 +285,7 @@ async def test_an_approval_request_is_approved_or_declined_with_a_reason(
         call = asyncio.ensure_future(
             session.call_tool("request_approval", {"action": "Restart the api service", "details": details})
         )
-        request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
         assert "Restart the api service" in str(request["blocks"])
         await h.ws.click(request, "Approve", user=ALICE)
         result = await asyncio.wait_for(call, 20)
@@ -287,7 +293,9 @@ async def test_an_approval_request_is_approved_or_declined_with_a_reason(
 
         call = asyncio.ensure_future(session.call_tool("request_approval", {"action": "Drop the cache"}))
         request = await h.ws.wait_for_message(
-            channel=GENERAL, predicate=lambda m: has_controls(m) and "Drop the cache" in str(m["blocks"]), timeout=20
+            channel=GENERAL,
+            predicate=lambda m: has_controls(m) and "Drop the cache" in str(m["blocks"]),
+            timeout=STARTUP_SECONDS,
         )
         await h.ws.click(request, "Decline", user=ALICE)
         form = await h.ws.wait_for_view(
@@ -313,10 +321,10 @@ async def test_over_socket_mode_the_mcp_server_takes_the_answer_itself(real_redi
         env = {**mcp_env(SimpleNamespace(ws=ws), prefix), "SLACK_APP_TOKEN": APP_TOKEN}
         params = StdioServerParameters(command=sys.executable, args=["-m", "bot", "mcp"], env=env)
         async with stdio_client(params) as streams, Client(contextlib.nullcontext(streams), mode="auto") as client:
-            await ws.fake.socket_mode.wait_connected(timeout=20)
+            await ws.fake.socket_mode.wait_connected(timeout=STARTUP_SECONDS)
             args = {"question": "Which repo?", "options": [{"label": "api"}, {"label": "web"}]}
             call = asyncio.ensure_future(client.session.call_tool("ask_user", args))
-            question = await ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+            question = await ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
             await ws.click(question, "api", user=ALICE)
             result = await asyncio.wait_for(call, 20)
         assert result.structured_content == {"status": "answered", "answer": "api", "answered_by": ALICE}
@@ -333,7 +341,7 @@ async def test_progress_is_reported_all_through_a_long_wait(
 
         args = {"question": "Proceed?", "options": [{"label": "yes"}]}
         call = asyncio.ensure_future(session.call_tool("ask_user", args, progress_callback=on_progress))
-        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
         await asyncio.sleep(2.2)
         await h.ws.click(question, "yes", user=ALICE)
         await asyncio.wait_for(call, 20)
@@ -351,7 +359,7 @@ async def test_two_answers_racing_in_two_processes_give_the_call_one(
         call = asyncio.ensure_future(
             session.call_tool("ask_user", {"question": "Pick", "options": [{"label": "a"}, {"label": "b"}]})
         )
-        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
 
         async def click(process: Any, label: str, user: str) -> None:
             h.route_to(process)
@@ -379,7 +387,7 @@ async def test_a_request_key_names_one_question_and_a_different_one_under_it_is_
         call = asyncio.ensure_future(
             session.call_tool("request_approval", {"action": "Deploy to staging", "request_key": "deploy"})
         )
-        request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
         await h.ws.click(request, "Approve", user=ALICE)
         assert (await asyncio.wait_for(call, 20)).structured_content == {"status": "approved", "approved_by": ALICE}
         posted = len(h.ws.messages(GENERAL))
@@ -410,7 +418,7 @@ async def test_a_store_outage_while_waiting_does_not_end_the_call(
         extra = {"REDIS_URL": f"redis://127.0.0.1:{proxy.port}/0"}  # only the MCP server's Redis goes away
         async with mcp_session(h, prefix, extra=extra) as session:
             call = asyncio.ensure_future(session.call_tool("ask_user", {"question": "Still there?"}))
-            question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+            question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
             await asyncio.sleep(0.5)
             proxy.cut()
             await asyncio.sleep(3)
@@ -426,7 +434,7 @@ async def test_an_approval_requests_thread_holds_the_request_and_no_progress_lin
 ) -> None:
     async with harness(real_redis) as h, mcp_session(h, prefix) as session:
         call = asyncio.ensure_future(session.call_tool("request_approval", {"action": "Rotate the keys"}))
-        request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
         await h.ws.click(request, "Approve", user=ALICE)
         await asyncio.wait_for(call, 20)
         await h.settle()
@@ -445,7 +453,7 @@ async def test_several_choices_come_back_as_the_labels_ticked(
             "options": [{"label": "lint"}, {"label": "tests"}, {"label": "docs"}],
         }
         call = asyncio.ensure_future(session.call_tool("ask_user", args))
-        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
         await h.ws.toggle(question, "lint", user=ALICE)
         await h.ws.toggle(question, "docs", user=ALICE)
         await h.ws.click(question, "Submit", user=ALICE)

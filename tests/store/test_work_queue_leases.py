@@ -41,6 +41,8 @@ async def main() -> None:
         entry = {"n": job["n"], "pid": os.getpid(), "redelivered": job.get("redelivered", False)}
         await client.rpush(log_key, json.dumps({**entry, "event": "start"}))
         await asyncio.sleep(job.get("sleep", 0))
+        while job.get("hold") and not await client.exists(job["hold"]):  # held until the test sets the key
+            await asyncio.sleep(0.05)
         await client.rpush(log_key, json.dumps({**entry, "event": "done"}))
 
     queue = WorkQueue(client, keys=Keys(prefix))
@@ -250,15 +252,23 @@ async def test_a_busy_worker_does_not_hoard_jobs_an_idle_one_could_run(
 ) -> None:
     """A worker reads only as many jobs as it has free slots: with its one slot busy, the jobs queued behind go to
     another worker started later (they waited behind the long job, pending on the busy worker, while the other
-    worker stood idle)."""
+    worker stood idle). The first job is held until the others are done, so however slowly the second worker starts
+    (a loaded machine, a parallel suite), they can only be done by it, and only if the first worker left them."""
     client, _url, _cluster = target
     queue = WorkQueue(client, keys=Keys(prefix))
-    for n in range(4):
-        await queue.enqueue({"n": n, "sleep": 1.5})
+    release = Keys(prefix).work() + ":test-release"
+    await queue.enqueue({"n": 0, "hold": release})
+    for n in range(1, 4):
+        await queue.enqueue({"n": n, "sleep": 0.2})
     first = workers.start(lease_ttl=1.0, concurrency=1)
     await wait_for(client, prefix, lambda log: len(log) >= 1, 15)
     second = workers.start(lease_ttl=1.0, concurrency=1)
-    log = await wait_for(client, prefix, lambda log: all(done(n)(log) for n in range(4)), 20)
+    try:
+        await wait_for(client, prefix, lambda log: all(done(n)(log) for n in range(1, 4)), 30)
+    finally:
+        await client.set(release, "1")
+    log = await wait_for(client, prefix, done(0), 15)
     starts = [e for e in log if e["event"] == "start"]
     assert sorted(e["n"] for e in starts) == [0, 1, 2, 3], log  # each once
+    assert [e["pid"] for e in starts if e["n"] == 0] == [first.pid], log
     assert {e["pid"] for e in starts} == {first.pid, second.pid}, log
