@@ -17,6 +17,9 @@ Built on the official ``mcp`` SDK's ``MCPServer``; served over stdio, or streama
   reason; ``APPROVERS`` decides who may). Result: ``{"status": "approved", "approved_by"}`` or ``{"status":
   "declined", "declined_by", "reason"}`` (``reason`` ``"no answer"`` past the deadline).
 
+Every text field is bounded (:mod:`bot.agent.limits`, shared by both tools); a call over a bound is refused before
+anything is posted or stored, naming the field.
+
 Answers are taken by ``python -m bot serve`` processes on the same Redis (the clicks reach them), or, with
 ``SLACK_APP_TOKEN``, by this process itself over Socket Mode (:func:`asking`). See :mod:`bot.mcp_server.asker`.
 """
@@ -33,9 +36,19 @@ from typing import Any, Literal
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from bot.agent.asking import APPROVAL_TOOL
+from bot.agent.limits import (
+    Action,
+    AskContext,
+    Details,
+    OptionDescription,
+    OptionLabel,
+    Question,
+    RequestKey,
+    SlackTarget,
+)
 from bot.config import Settings
 from bot.errors import BotError, describe_error
 from bot.mcp_server.asker import Asker, AskError
@@ -49,10 +62,11 @@ INSTRUCTIONS = (
 
 
 class Option(BaseModel):
-    """One choice: ``label`` (what the person picks and the answer says), ``description`` (shown under it)."""
+    """One choice: ``label`` (what the person picks and the answer says), ``description`` (shown under it); bounded
+    as :mod:`bot.agent.limits` says."""
 
-    label: str = Field(min_length=1)
-    description: str | None = None
+    label: OptionLabel
+    description: OptionDescription | None = None
 
 
 def build_mcp_server(settings: Settings, asker: Asker) -> MCPServer[Any]:
@@ -61,14 +75,14 @@ def build_mcp_server(settings: Settings, asker: Asker) -> MCPServer[Any]:
 
     @server.tool(name="ask_user")
     async def ask_user(
-        question: str,
+        question: Question,
         ctx: Context,
         options: list[Option] | None = None,
         selection_mode: Literal["single_select", "multi_select"] | None = None,
-        channel: str | None = None,
-        user: str | None = None,
-        context: str | None = None,
-        request_key: str | None = None,
+        channel: SlackTarget | None = None,
+        user: SlackTarget | None = None,
+        context: AskContext | None = None,
+        request_key: RequestKey | None = None,
     ) -> dict[str, Any]:
         """Ask a person on Slack and wait for the answer. Give `options` for one choice (or several, with
         `selection_mode` "multi_select"), none for a free-form answer. `channel` / `user`: where and whom to ask
@@ -86,13 +100,13 @@ def build_mcp_server(settings: Settings, asker: Asker) -> MCPServer[Any]:
 
     @server.tool(name="request_approval")
     async def request_approval(
-        action: str,
+        action: Action,
         ctx: Context,
-        details: str | dict[str, str] | None = None,
-        channel: str | None = None,
-        user: str | None = None,
-        context: str | None = None,
-        request_key: str | None = None,
+        details: Details | None = None,
+        channel: SlackTarget | None = None,
+        user: SlackTarget | None = None,
+        context: AskContext | None = None,
+        request_key: RequestKey | None = None,
     ) -> dict[str, Any]:
         """Ask a person on Slack to approve an action before you take it, and wait for the decision. `action`: one
         line saying what you will do; `details`: Markdown, or key/values (e.g. {"service": "api", "env": "prod"}).

@@ -450,3 +450,47 @@ async def test_several_choices_come_back_as_the_labels_ticked(
         await h.ws.click(question, "Submit", user=ALICE)
         result = await asyncio.wait_for(call, 20)
         assert result.structured_content == {"status": "answered", "answer": ["lint", "docs"], "answered_by": ALICE}
+
+
+async def test_every_text_an_outside_agent_sends_is_bounded_before_anything_is_posted(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """A 100,000-character question was asked (and kept in Redis for the run's retention); every free-text field of
+    both tools is bounded by one table (bot.agent.limits), advertised in the input schemas and refused over it."""
+    from bot.agent import limits
+
+    over = {
+        ("ask_user", "question"): {"question": "q" * 100_000},
+        ("ask_user", "label"): {"question": "Pick", "options": [{"label": "l" * (limits.MAX_OPTION_LABEL + 1)}]},
+        ("ask_user", "description"): {
+            "question": "Pick",
+            "options": [{"label": "a", "description": "d" * (limits.MAX_OPTION_DESCRIPTION + 1)}],
+        },
+        ("ask_user", "context"): {"question": "Ship?", "context": "c" * (limits.MAX_CONTEXT + 1)},
+        ("ask_user", "request_key"): {"question": "Ship?", "request_key": "k" * (limits.MAX_REQUEST_KEY + 1)},
+        ("ask_user", "channel"): {"question": "Ship?", "channel": "C" * (limits.MAX_SLACK_ID + 1)},
+        ("request_approval", "action"): {"action": "a" * (limits.MAX_ACTION + 1)},
+        ("request_approval", "details"): {"action": "deploy", "details": "d" * (limits.MAX_DETAILS + 1)},
+        ("request_approval", "details as key/values"): {
+            "action": "deploy",
+            "details": {f"k{i}": "v" * 100 for i in range(40)},  # 40 short entries, 4,000+ characters
+        },
+        ("request_approval", "context"): {"action": "deploy", "context": "c" * (limits.MAX_CONTEXT + 1)},
+    }
+    async with harness(real_redis) as h, mcp_session(h, prefix) as session:
+        schemas = {t.name: t.input_schema for t in (await session.list_tools()).tools}
+        assert schemas["ask_user"]["properties"]["question"]["maxLength"] == limits.MAX_QUESTION
+        for (tool, field), args in over.items():
+            result = await session.call_tool(tool, args)
+            text = result.content[0].text
+            assert result.is_error, (tool, field)
+            assert field.split()[0] in text and "at most" in text, (tool, field, text)
+        assert h.ws.messages(GENERAL) == []  # nothing posted
+        assert [k async for k in real_redis.scan_iter(f"{prefix}*")] == []  # nothing stored
+        at_the_bound = {"question": "q" * limits.MAX_QUESTION, "request_key": "at-the-bound"}
+        call = asyncio.ensure_future(session.call_tool("ask_user", at_the_bound))
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        call.cancel()
+        with contextlib.suppress(BaseException):
+            await call
+    assert "q" * 1000 in str(question["blocks"])
