@@ -263,8 +263,11 @@ async def bot_team(client: Any) -> str:
 
 async def run_mcp(settings: Settings, *, http: bool = False) -> None:
     """Serve the MCP server over stdio until the client closes it, or (``http``) over streamable HTTP on
-    ``MCP_PORT`` until stopped (:mod:`bot.mcp_server.http`). Raises ``ConfigError`` for missing settings (the
-    token in HTTP mode), an unreachable Redis, a refused bot token or a port in use."""
+    ``MCP_HOST:MCP_PORT`` (default ``127.0.0.1:3100``) until stopped (:mod:`bot.mcp_server.http`). Raises
+    ``ConfigError`` for missing settings (the token in HTTP mode), an unreachable Redis, a refused bot token or
+    an address that can't be listened on (naming ``MCP_PORT`` or ``MCP_HOST``)."""
+    from bot.__main__ import listen_error
+    from bot.config import MCP_PORT_DEFAULT
     from bot.errors import ConfigError
 
     if http and settings.mcp_token is None:
@@ -277,7 +280,8 @@ async def run_mcp(settings: Settings, *, http: bool = False) -> None:
         from bot.mcp_server.http import serve_http
 
         assert settings.mcp_token is not None
+        port = MCP_PORT_DEFAULT if settings.mcp_port is None else settings.mcp_port
         try:
-            await serve_http(server, port=settings.mcp_port, token=settings.mcp_token.get_secret_value())
+            await serve_http(server, host=settings.mcp_host, port=port, token=settings.mcp_token.get_secret_value())
         except OSError as exc:
-            raise ConfigError(f"cannot listen on port {settings.mcp_port} ({exc.strerror}); set MCP_PORT") from None
+            raise listen_error(exc, settings.mcp_host, port, port_setting="MCP_PORT", host_setting="MCP_HOST") from None

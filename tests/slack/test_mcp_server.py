@@ -148,22 +148,23 @@ class HttpServer:
 
 
 @contextlib.asynccontextmanager
-async def mcp_http_server(h: Any, prefix: str) -> AsyncIterator[HttpServer]:
-    """``python -m bot mcp --http`` as its own process, once it listens."""
+async def mcp_http_server(h: Any, prefix: str, *, host: str | None = None) -> AsyncIterator[HttpServer]:
+    """``python -m bot mcp --http`` as its own process, once it listens (on ``MCP_HOST=host`` when given)."""
     port = free_port()
-    env = {**mcp_env(h, prefix), "MCP_PORT": str(port), "MCP_TOKEN": MCP_TOKEN}
+    env = {**mcp_env(h, prefix), "MCP_PORT": str(port), "MCP_TOKEN": MCP_TOKEN, **({"MCP_HOST": host} if host else {})}
+    host = host or "127.0.0.1"
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot", "mcp", "--http", env=env, stderr=asyncio.subprocess.PIPE
     )
     try:
         for _ in range(200):
             with contextlib.suppress(OSError):
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                _, writer = await asyncio.open_connection(host, port)
                 writer.close()
                 break
             assert process.returncode is None, "the MCP server exited"
             await asyncio.sleep(0.05)
-        yield HttpServer(url=f"http://127.0.0.1:{port}/mcp", process=process)
+        yield HttpServer(url=f"http://{host}:{port}/mcp", process=process)
     finally:
         if process.returncode is None:
             process.terminate()
@@ -194,6 +195,22 @@ async def test_over_http_a_request_without_the_right_token_is_refused(
         for scheme in ("bearer", "BEARER"):  # the scheme in any case (RFC 7235)
             async with http.post(server.url, json=initialize, headers={"Authorization": f"{scheme} {MCP_TOKEN}"}) as r:
                 assert r.status != 401
+
+
+async def test_over_http_the_server_listens_on_loopback_unless_mcp_host_says_otherwise(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """It listened on every interface with no setting. On Linux all of 127/8 is loopback: a server on 0.0.0.0
+    answers on 127.0.0.2 as well, one on 127.0.0.1 does not."""
+    async with harness(real_redis) as h:
+        async with mcp_http_server(h, prefix) as server:
+            port = int(server.url.split(":")[2].split("/")[0])
+            with pytest.raises(OSError):
+                await asyncio.open_connection("127.0.0.2", port)
+            async with http_session(server.url) as session:  # a real client, on loopback
+                assert {t.name for t in (await session.list_tools()).tools} == {"ask_user", "request_approval"}
+        async with mcp_http_server(h, prefix, host="127.0.0.2") as server, http_session(server.url) as session:
+            assert {t.name for t in (await session.list_tools()).tools} == {"ask_user", "request_approval"}
 
 
 async def test_over_http_an_mcp_client_asks_and_gets_the_answer(
