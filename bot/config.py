@@ -12,7 +12,7 @@
 | ``REDIS_PREFIX`` | ``askbot:`` | key prefix |
 | ``REDIS_CLUSTER`` | ``false`` | ``REDIS_URL`` names a node of a Redis Cluster (``redis://``/``rediss://``, db 0) |
 | ``PORT`` | ``3000`` | HTTP port for ``POST /slack/events`` (0..65535; 0 = any free port) |
-| ``HTTP_HOST`` | ``0.0.0.0`` | the address ``POST /slack/events`` listens on (Slack must reach it; requests are signed) |
+| ``HTTP_HOST`` | ``0.0.0.0`` | the address ``POST /slack/events`` listens on (Slack must reach it; signed requests) |
 | ``ASK_ANSWERERS`` | ``requester`` | who may answer: ``requester`` or ``channel`` |
 | ``APPROVERS`` | ``requester`` | who may approve tool calls: ``requester``, ``channel``, or user and user-group ids |
 | ``ASK_TTL_SECONDS`` | ``86400`` (1 day) | how long a question waits (a duration) |
@@ -75,8 +75,8 @@ from bot.settings_values import (
     SuggestedPrompts,
     describe_errors,
     http_url,
-    one_of,
     listen_host,
+    one_of,
     people_ids,
     redis_url_value,
     suggested_prompts,

@@ -54,7 +54,7 @@ def mcp_socket(settings: Settings, *, ui_port: int) -> socket.socket:
             " (0: any free one), or unset it"
         )
     if wanted is None:
-        preferred = MCP_PORT_DEFAULT if MCP_PORT_DEFAULT != ui_port else 0
+        preferred = MCP_PORT_DEFAULT if ui_port != MCP_PORT_DEFAULT else 0
         try:
             return listen_socket(HOST, preferred)
         except OSError:  # another process has it: any free port (printed)

@@ -207,7 +207,8 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     if settings.mcp_config and role != "web":  # web processes run no agent
         from bot.agent.mcp_tools import McpTools  # the MCP SDK is imported only when MCP_CONFIG is set
 
-        mcp = McpTools.from_file(settings.mcp_config)  # nothing starts yet: Bot.start() (below, or the caller's)
+        # nothing starts yet: Bot.start() (below, or the caller's)
+        mcp = McpTools.from_file(settings.mcp_config, url_schemes=settings.mcp_elicit_url_schemes)
     client = web_client(settings)  # after the agent: a factory that fails leaves no HTTP session open
     index = ConversationIndex(redis_client, keys=keys, retention=retention)
     web_api = SlackWeb(client)
@@ -345,7 +346,11 @@ async def start_http(
     if not signing_secret:
         raise ConfigError("SLACK_SIGNING_SECRET is not set (needed in HTTP mode)")
     web_app = events_web_app(
-        bot.app, signing_secret=signing_secret, path=EVENTS_PATH, first_sight=bot.first_sight, ops=bot.ops if ops else None
+        bot.app,
+        signing_secret=signing_secret,
+        path=EVENTS_PATH,
+        first_sight=bot.first_sight,
+        ops=bot.ops if ops else None,
     )
     runner = web.AppRunner(web_app, access_log=None, logger=server_log)
     await runner.setup()
