@@ -405,7 +405,8 @@ async def test_older_generation_an_https_link_is_shown_and_other_schemes_only_wh
 ) -> None:
     runs = tmp_path / "runs"
     for url, schemes in (("https://auth.example.com/x", None), ("http://intranet.example/login", ("https", "http"))):
-        server = {"command": sys.executable, "args": [ASKING], "env": {"MCP_TEST_RUNS": str(runs)}, "protocol": "legacy"}
+        env = {"MCP_TEST_RUNS": str(runs)}
+        server = {"command": sys.executable, "args": [ASKING], "env": env, "protocol": "legacy"}
         options = {"url_schemes": schemes} if schemes else {}
         async with McpTools(parse_mcp_config({"mcpServers": {"ask": server}}), **options) as mcp:
             agent: Agent = make_agent(fake_redis, tools=[])
