@@ -393,7 +393,9 @@ class Settings(BaseSettings):
         return "socket" if self.slack_app_token is not None else "http"
 
     def secret_values(self) -> list[str]:
-        """Every secret set (tokens, keys, the Redis URL's password), e.g. to redact them from logs."""
+        """Every secret set (tokens, keys, the Redis URL's password, and the secret-bearing values of the
+        ``MCP_CONFIG`` file, :meth:`bot.agent.mcp_config.McpServerConfig.secret_values`), e.g. to redact them from
+        logs."""
         values = [
             v.get_secret_value()
             for name, v in self.__dict__.items()
@@ -403,6 +405,14 @@ class Settings(BaseSettings):
             password = urlsplit(self.redis_url.get_secret_value()).password
             if password:
                 values.append(password)
+        if self.mcp_config:
+            from bot.agent.mcp_config import McpConfigError, load_mcp_config  # no MCP SDK import
+
+            try:
+                servers = load_mcp_config(self.mcp_config)
+            except McpConfigError:  # checked when the settings were read; changed since: nothing of it is used
+                servers = []
+            values += [v for server in servers for v in server.secret_values()]
         return values
 
 
