@@ -211,6 +211,14 @@ async def test_over_http_the_server_listens_on_loopback_unless_mcp_host_says_oth
                 await asyncio.open_connection("127.0.0.2", port)
             async with http_session(server.url) as session:  # a real client, on loopback
                 assert {t.name for t in (await session.list_tools()).tools} == {"ask_user", "request_approval"}
+            # On loopback the SDK checks Host (DNS rebinding): a TLS proxy in front passes Host: 127.0.0.1:<port>
+            # (nginx's default; Caddy: header_up Host {upstream_hostport}), as the README says.
+            initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+            auth = {"Authorization": f"Bearer {MCP_TOKEN}", "Accept": "application/json, text/event-stream"}
+            async with aiohttp.ClientSession() as http:
+                for host, refused in (("mcp.example.com", True), (f"127.0.0.1:{port}", False)):
+                    async with http.post(server.url, json=initialize, headers={**auth, "Host": host}) as resp:
+                        assert (resp.status == 421) is refused, (host, resp.status)
         async with mcp_http_server(h, prefix, host="127.0.0.2") as server, http_session(server.url) as session:
             assert {t.name for t in (await session.list_tools()).tools} == {"ask_user", "request_approval"}
 
