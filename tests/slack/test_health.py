@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from typing import Any
 
 import fakeredis
@@ -361,3 +362,26 @@ def test_a_host_setting_that_is_no_address_here_is_refused_naming_it(extra: dict
     assert any(line in one for one in lines), lines
     if "cannot listen" in line:
         assert lines[-1].endswith("set METRICS_HOST")
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # start-up checks, no store behaviour
+async def test_mcp_over_http_on_a_taken_port_or_a_foreign_address_is_refused_naming_the_setting(
+    real_redis: Any, prefix: str
+) -> None:
+    """uvicorn, binding the port itself, logged the error and exited the process (no ``error:`` line)."""
+    async with Workspace(bot_token=TOKEN) as ws:
+        base_env = complete_env(SLACK_API_URL=ws.api_url, REDIS_PREFIX=prefix, MCP_TOKEN="mcp-test-token-0123456789abc")
+        with socket.socket() as held:
+            held.bind(("127.0.0.1", 0))
+            held.listen()
+            taken = held.getsockname()[1]
+            out = await asyncio.to_thread(run_bot, "mcp", "--http", env={**base_env, "MCP_PORT": str(taken)})
+        foreign = {**base_env, "MCP_PORT": str(free_port()), "MCP_HOST": "10.255.255.254"}
+        out_host = await asyncio.to_thread(run_bot, "mcp", "--http", env=foreign)
+    assert error_lines(out)[-1] == (
+        f"error: cannot listen on port {taken}: it is in use by another process; stop it or set MCP_PORT"
+    )
+    line = error_lines(out_host)[-1]
+    assert line.startswith("error: cannot listen on 10.255.255.254: not an address of this machine"), line
+    assert line.endswith("set MCP_HOST")
