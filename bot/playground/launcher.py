@@ -140,6 +140,12 @@ class Playground:
             raise
 
     async def _start(self) -> None:
+        metrics_port = self.settings.metrics_port
+        if metrics_port and metrics_port == self.ui_port:
+            raise ConfigError(
+                f"METRICS_PORT is PORT ({metrics_port}), the playground's browser UI; give /metrics, /healthz and"
+                " /readyz another port, or unset METRICS_PORT"
+            )
         redis_client, redis_kind, redis_text = make_redis(self.settings)
         self._stack.push_async_callback(_close_redis, redis_client)
         try:
@@ -186,8 +192,9 @@ class Playground:
         workspace.sender.bot_url = f"http://{BOT_HOST}:{bot_port}{EVENTS_PATH}"
         self.bot_url = f"http://{BOT_HOST}:{bot_port}"
         self.metrics_url = self.bot_url if self.settings.ops_on_port else None
-        ops_port = await serve_ops(bot, self.settings, self._stack)  # METRICS_PORT on METRICS_HOST, as serve does
-        if ops_port is not None:
+        if self.settings.metrics_port is not None:  # on METRICS_HOST (loopback by default), as serve does
+            ops_port = await serve_ops(bot, self.settings, self._stack)
+            assert ops_port is not None
             self.metrics_url = http_address(self.settings.metrics_host, ops_port)
 
         ui = PlaygroundUI(workspace, self.info, timing=BotTiming(bot))

@@ -97,6 +97,13 @@ def test_mcp_port_equal_to_port_is_refused_naming_mcp_port() -> None:
     assert "set MCP_PORT" in line
 
 
+def test_metrics_port_equal_to_port_is_refused_naming_metrics_port() -> None:
+    port = free_port()
+    env = clean_env(PORT=str(port), MCP_PORT="0", METRICS_PORT=str(port))
+    [line] = error_lines(run_bot("playground", env=env, timeout=30))
+    assert line.startswith(f"error: METRICS_PORT is PORT ({port}), the playground's browser UI"), line
+
+
 def test_a_taken_mcp_port_is_refused_naming_mcp_port() -> None:
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
