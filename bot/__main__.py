@@ -25,6 +25,7 @@ import contextlib
 import errno
 import logging
 import signal
+import socket
 import sys
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
@@ -41,7 +42,6 @@ if TYPE_CHECKING:  # bot.slack imports Bolt, openai and redis: only what starts 
 
 log = logging.getLogger("bot")
 
-HTTP_HOST = "0.0.0.0"
 REDIS_CHECK_SECONDS = 10.0
 DRAIN_SECONDS = 10.0
 SEE_README = "See docs/slack-setup.md (the README's 'Put it in Slack')."
@@ -140,32 +140,52 @@ async def check_redis(client: aioredis.Redis, url: str, *, within: float = REDIS
         ) from None
 
 
-def _listen_error(exc: OSError, port: int, setting: str = "PORT") -> ConfigError:
+def listen_error(
+    exc: OSError, host: str, port: int, *, port_setting: str = "PORT", host_setting: str = "HTTP_HOST"
+) -> ConfigError:
+    """The ``ConfigError`` for a server that could not listen on ``host:port``, naming the setting to change: the
+    port's when it is in use or privileged, the host's when the address is not this machine's (or no address)."""
     if exc.errno == errno.EADDRINUSE:
-        return ConfigError(f"cannot listen on port {port}: it is in use by another process; stop it or set {setting}")
+        return ConfigError(
+            f"cannot listen on port {port}: it is in use by another process; stop it or set {port_setting}"
+        )
     if exc.errno == errno.EACCES:
         return ConfigError(
-            f"cannot listen on port {port}: permission denied (ports below 1024 need privileges); set {setting}"
+            f"cannot listen on port {port}: permission denied (ports below 1024 need privileges); set {port_setting}"
         )
-    return ConfigError(f"cannot listen on port {port} ({describe_error(exc)}); set {setting}")
+    if exc.errno == errno.EADDRNOTAVAIL or isinstance(exc, socket.gaierror):
+        return ConfigError(
+            f"cannot listen on {host}: not an address of this machine ({describe_error(exc)}); set {host_setting}"
+        )
+    return ConfigError(f"cannot listen on {host}:{port} ({describe_error(exc)}); set {port_setting} or {host_setting}")
 
 
-async def serve_ops(bot: Bot, settings: Settings, stack: contextlib.AsyncExitStack) -> None:
-    """When ``METRICS_PORT`` is set, serve ``/metrics``, ``/healthz`` and ``/readyz`` on it until ``stack`` unwinds
-    (and, in multiprocess mode, drop this process's live gauges then). Raises ``ConfigError`` when that port can't
-    be listened on."""
+async def serve_ops(bot: Bot, settings: Settings, stack: contextlib.AsyncExitStack) -> int | None:
+    """When ``METRICS_PORT`` is set, serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``METRICS_HOST`` (default
+    127.0.0.1) at that port until ``stack`` unwinds (and, in multiprocess mode, drop this process's live gauges
+    then); returns the port listened on (None: not served). Raises ``ConfigError`` when that address can't be
+    listened on."""
     from bot.ops.metrics import process_exiting
     from bot.ops.server import start_ops_server
 
     stack.callback(process_exiting)
     if settings.metrics_port is None:
-        return
+        return None
+    host = settings.metrics_host
     try:
-        runner, port = await start_ops_server(bot.ops, host=HTTP_HOST, port=settings.metrics_port)
+        runner, port = await start_ops_server(bot.ops, host=host, port=settings.metrics_port)
     except OSError as exc:
-        raise _listen_error(exc, settings.metrics_port, "METRICS_PORT") from None
+        raise listen_error(
+            exc, host, settings.metrics_port, port_setting="METRICS_PORT", host_setting="METRICS_HOST"
+        ) from None
     stack.push_async_callback(runner.cleanup)
-    log.info("metrics: GET /metrics, /healthz, /readyz on port %d", port)
+    log.info("metrics: GET /metrics, /healthz, /readyz on %s", http_address(host, port))
+    return port
+
+
+def http_address(host: str, port: int) -> str:
+    """``http://127.0.0.1:9100`` (an IPv6 host bracketed)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 async def serve(settings: Settings, *, role: Role = "all", transport: Transport | None = None) -> None:
@@ -181,7 +201,10 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
     check_required(settings, role=role, transport=chosen, explicit=transport is not None)
     serves_http = role != "worker" and chosen == "http"
     if serves_http and settings.metrics_port and settings.metrics_port == settings.port:
-        raise ConfigError("METRICS_PORT is PORT: the HTTP server serves /metrics on PORT already; unset METRICS_PORT")
+        raise ConfigError(
+            "METRICS_PORT is PORT: give /metrics, /healthz and /readyz a port of their own, or unset METRICS_PORT"
+            " (PORT serves them then)"
+        )
     assert settings.redis_url is not None and settings.openai_api_key is not None
     redis_url = settings.redis_url.get_secret_value()
 
@@ -240,12 +263,15 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
             log.info("Socket Mode: connected as the app (%s); Ctrl-C to stop", role)
         else:
             try:
-                runner, port = await start_http(bot, host=HTTP_HOST, port=settings.port)
+                runner, port = await start_http(
+                    bot, host=settings.http_host, port=settings.port, ops=settings.ops_on_port
+                )
             except OSError as exc:
-                raise _listen_error(exc, settings.port) from None
+                raise listen_error(exc, settings.http_host, settings.port) from None
             stack.push_async_callback(runner.cleanup)
             stack.push_async_callback(drain)  # before the server stops, as the requests in flight finish
-            log.info("HTTP mode (%s): POST /slack/events on port %d; Ctrl-C to stop", role, port)
+            ops = "; GET /metrics, /healthz, /readyz there too" if settings.ops_on_port else ""
+            log.info("HTTP mode (%s): POST /slack/events on port %d%s; Ctrl-C to stop", role, port, ops)
         await stop.wait()
 
 

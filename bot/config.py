@@ -12,6 +12,7 @@
 | ``REDIS_PREFIX`` | ``askbot:`` | key prefix |
 | ``REDIS_CLUSTER`` | ``false`` | ``REDIS_URL`` names a node of a Redis Cluster (``redis://``/``rediss://``, db 0) |
 | ``PORT`` | ``3000`` | HTTP port for ``POST /slack/events`` (0..65535; 0 = any free port) |
+| ``HTTP_HOST`` | ``0.0.0.0`` | the address ``POST /slack/events`` listens on (Slack must reach it; signed requests) |
 | ``ASK_ANSWERERS`` | ``requester`` | who may answer: ``requester`` or ``channel`` |
 | ``APPROVERS`` | ``requester`` | who may approve tool calls: ``requester``, ``channel``, or user and user-group ids |
 | ``ASK_TTL_SECONDS`` | ``86400`` (1 day) | how long a question waits (a duration) |
@@ -37,8 +38,13 @@
 | ``STREAM_INTERVAL`` | ``1.0`` | seconds between a streaming reply's Web API calls (0.2 to 10; Slack's rate limits) |
 | ``ASSISTANT_GREETING`` | see below | what the bot says when a person opens a thread in its assistant pane |
 | ``ASSISTANT_PROMPTS`` | see below | the pane's 1-4 suggested prompts: JSON ``[{"title", "message"}]`` or ``a|b`` |
-| ``MCP_PORT`` | ``3100`` | ``python -m bot mcp --http``: the port of its streamable HTTP endpoint ``/mcp`` |
-| ``METRICS_PORT`` | unset (none) | serve ``/metrics``, ``/healthz``, ``/readyz`` here (HTTP mode: on ``PORT`` too) |
+| ``MCP_PORT`` | ``3100`` | ``python -m bot mcp --http``: the port of ``/mcp``; the playground: 3100 unless ``PORT`` |
+| | | or another process has it, then a free port (set: exactly this port, never ``PORT``) |
+| ``MCP_HOST`` | ``127.0.0.1`` | ``python -m bot mcp --http``: the address it listens on (put TLS in front; README) |
+| ``MCP_ELICIT_URL_SCHEMES`` | ``https`` | the schemes a link an MCP server asks a person to open may have |
+| ``METRICS_PORT`` | unset (none) | serve ``/metrics``, ``/healthz``, ``/readyz`` on this port of ``METRICS_HOST`` |
+| ``METRICS_HOST`` | ``127.0.0.1`` | the address ``METRICS_PORT`` listens on (``0.0.0.0`` for a scraper elsewhere) |
+| ``METRICS_ON_PORT`` | unset | HTTP mode: also serve them on ``PORT``; unset: yes unless ``METRICS_PORT`` is set |
 | ``PROMETHEUS_MULTIPROC_DIR`` | unset | multiprocess metrics: an existing directory this process can write |
 | ``MCP_TOKEN`` | unset | ``python -m bot mcp --http``: the bearer token every request must carry (required there) |
 | ``MCP_ASK_CHANNEL`` | unset | ``python -m bot mcp``: the channel id its questions go to when a call names none |
@@ -59,11 +65,11 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from bot.errors import ConfigError
 from bot.settings_values import MAX_DURATION as MAX_DURATION
@@ -72,11 +78,13 @@ from bot.settings_values import (
     SuggestedPrompts,
     describe_errors,
     http_url,
+    listen_host,
     one_of,
     people_ids,
     redis_url_value,
     suggested_prompts,
     url_db,
+    url_schemes,
 )
 from bot.settings_values import parse_duration as parse_duration
 from bot.settings_values import redis_address as redis_address
@@ -101,6 +109,7 @@ OnTimeout = Literal["resume", "close"]
 Mode = Literal["playground", "http", "socket"]
 Transport = Literal["http", "socket"]
 
+MCP_PORT_DEFAULT = 3100  # python -m bot mcp --http, and the playground's first choice
 _SECRET_NAME = re.compile(r"(TOKEN|SECRET|KEY|PASSWORD)$", re.IGNORECASE)
 
 
@@ -135,6 +144,7 @@ class Settings(BaseSettings):
     redis_prefix: str = "askbot:"
     redis_cluster: bool = False
     port: int = 3000
+    http_host: str = "0.0.0.0"  # Slack must reach POST /slack/events; every request's signature is checked
     ask_answerers: Answerers = "requester"
     approvers: str = "requester"
     ask_ttl_seconds: PositiveDuration = 24 * 3600
@@ -160,8 +170,12 @@ class Settings(BaseSettings):
     stream_interval: float = Field(default=1.0, ge=0.2, le=10)
     assistant_greeting: str = Field(default=DEFAULT_GREETING, min_length=1, max_length=3000)
     assistant_prompts: SuggestedPrompts = Field(default_factory=lambda: suggested_prompts(DEFAULT_PROMPTS))
-    mcp_port: int = 3100
+    mcp_port: int | None = None  # MCP_PORT_DEFAULT for mcp --http; see bot.playground.mcp for the playground
+    mcp_host: str = "127.0.0.1"
+    mcp_elicit_url_schemes: Annotated[tuple[str, ...], NoDecode] = ("https",)
     metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    metrics_on_port: bool | None = None
     prometheus_multiproc_dir: str | None = None  # read by prometheus-client itself; checked here before it is
     mcp_token: SecretStr | None = None
     mcp_ask_channel: str | None = None
@@ -207,10 +221,20 @@ class Settings(BaseSettings):
             return None
         return SecretStr(redis_url_value(value.get_secret_value() if isinstance(value, SecretStr) else value))
 
-    @field_validator("metrics_port", mode="before")
+    @field_validator("metrics_port", "mcp_port", mode="before")
     @classmethod
-    def _metrics_port(cls, value: object) -> int | None:
+    def _optional_port(cls, value: object) -> int | None:
         return None if value is None else cls._port(value)
+
+    @field_validator("http_host", "mcp_host", "metrics_host", mode="before")
+    @classmethod
+    def _host(cls, value: object) -> str:
+        return listen_host(value)
+
+    @field_validator("mcp_elicit_url_schemes", mode="before")
+    @classmethod
+    def _url_schemes(cls, value: object) -> tuple[str, ...]:
+        return url_schemes(",".join(value) if isinstance(value, (list, tuple)) else value)
 
     @field_validator("prometheus_multiproc_dir", mode="before")
     @classmethod
@@ -225,7 +249,7 @@ class Settings(BaseSettings):
             raise ValueError("must be a directory this process can write")
         return value
 
-    @field_validator("port", "mcp_port", mode="before")
+    @field_validator("port", mode="before")
     @classmethod
     def _port(cls, value: object) -> int:
         if isinstance(value, str) and value.strip().isdigit():
@@ -363,6 +387,13 @@ class Settings(BaseSettings):
         return one_of(value, get_args(LogFormat))
 
     @property
+    def ops_on_port(self) -> bool:
+        """Whether the HTTP server serves ``/metrics``, ``/healthz`` and ``/readyz`` on ``PORT`` beside
+        ``/slack/events``: ``METRICS_ON_PORT`` when set, else only while ``METRICS_PORT`` is unset (then they have
+        their own port, loopback by default, and stay off the public one)."""
+        return self.metrics_on_port if self.metrics_on_port is not None else self.metrics_port is None
+
+    @property
     def mode(self) -> Mode:
         """``playground`` without a bot token, ``socket`` with an app token, else ``http``."""
         if self.slack_bot_token is None:
@@ -370,7 +401,9 @@ class Settings(BaseSettings):
         return "socket" if self.slack_app_token is not None else "http"
 
     def secret_values(self) -> list[str]:
-        """Every secret set (tokens, keys, the Redis URL's password), e.g. to redact them from logs."""
+        """Every secret set (tokens, keys, the Redis URL's password, and the secret-bearing values of the
+        ``MCP_CONFIG`` file, :meth:`bot.agent.mcp_config.McpServerConfig.secret_values`), e.g. to redact them from
+        logs."""
         values = [
             v.get_secret_value()
             for name, v in self.__dict__.items()
@@ -380,6 +413,14 @@ class Settings(BaseSettings):
             password = urlsplit(self.redis_url.get_secret_value()).password
             if password:
                 values.append(password)
+        if self.mcp_config:
+            from bot.agent.mcp_config import McpConfigError, load_mcp_config  # no MCP SDK import
+
+            try:
+                servers = load_mcp_config(self.mcp_config)
+            except McpConfigError:  # checked when the settings were read; changed since: nothing of it is used
+                servers = []
+            values += [v for server in servers for v in server.secret_values()]
         return values
 
 

@@ -72,6 +72,35 @@ def one_of(value: object, choices: tuple[str, ...], *, upper: bool = False) -> s
     raise ValueError(f"must be {listed}")
 
 
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*")
+
+
+def listen_host(value: object) -> str:
+    """The address a server listens on: an IPv4 or IPv6 address (``127.0.0.1``, ``0.0.0.0``, ``::1``, ``::``; IPv6
+    without brackets) or a host name (``localhost``); stripped. Raises ``ValueError``."""
+    import ipaddress
+
+    text = str(value).strip()
+    try:
+        return str(ipaddress.ip_address(text.removeprefix("[").removesuffix("]")))
+    except ValueError:
+        pass
+    if _HOSTNAME.fullmatch(text) and not text.replace(".", "").isdigit():
+        return text.lower()
+    raise ValueError("must be an IP address to listen on (e.g. 127.0.0.1, 0.0.0.0, ::1) or a host name")
+
+
+def url_schemes(value: object) -> tuple[str, ...]:
+    """Comma-separated URL schemes (``https``, ``https,http``), lowercased, without ``:``; at least one. Raises
+    ``ValueError``."""
+    parts = [p.strip().lower().removesuffix(":").removesuffix("://") for p in str(value).split(",")]
+    schemes = tuple(dict.fromkeys(p for p in parts if p))
+    if not schemes or not all(re.fullmatch(r"[a-z][a-z0-9+.-]*", p) for p in schemes):
+        raise ValueError("must be comma-separated URL schemes, e.g. https or https,http")
+    return schemes
+
+
 def http_url(value: object, example: str) -> str:
     if not isinstance(value, str):
         raise ValueError(f"must be an http:// or https:// URL, e.g. {example}")

@@ -413,3 +413,18 @@ def test_json_lines_stay_json_whatever_the_text_redacted(text: str) -> None:
     line = json.loads(stream.getvalue())
     assert "abc" not in stream.getvalue() and "hunter2" not in stream.getvalue()
     assert line["message"].startswith("question answered ") and len(line["answer_labels"]) == 1
+
+
+def test_listen_hosts_and_link_schemes_have_safe_defaults_and_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = load_settings()
+    assert (s.mcp_host, s.metrics_host, s.http_host) == ("127.0.0.1", "127.0.0.1", "0.0.0.0")
+    assert s.mcp_elicit_url_schemes == ("https",) and s.mcp_port is None and s.ops_on_port
+    assert not load_settings(metrics_port=9100).ops_on_port  # their own port: off the public one
+    assert load_settings(metrics_port=9100, metrics_on_port=True).ops_on_port
+    monkeypatch.setenv("MCP_ELICIT_URL_SCHEMES", " HTTPS, http ")
+    monkeypatch.setenv("MCP_HOST", "[::1]")
+    s = load_settings()
+    assert s.mcp_elicit_url_schemes == ("https", "http") and s.mcp_host == "::1"
+    lines = problems(monkeypatch, MCP_ELICIT_URL_SCHEMES="ht tp", METRICS_HOST="256.0.0.1")
+    assert lines[0].startswith("MCP_ELICIT_URL_SCHEMES: must be comma-separated URL schemes"), lines
+    assert lines[1].startswith("METRICS_HOST: must be an IP address to listen on"), lines

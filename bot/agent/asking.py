@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
+from bot.agent.limits import Action, Details
 from bot.agent.state import RunState, ToolCall
 from bot.agent.tools import Tool, ToolContext
 
@@ -28,10 +29,10 @@ ENDED = {  # the run's last text when nobody answered: the reply is for an answe
 
 class ApprovalRequest(BaseModel):
     """What an outside agent asks a person to approve: ``action`` (one line) and its ``details`` (Markdown, or
-    key/values shown one per line)."""
+    key/values shown one per line); their bounds are :mod:`bot.agent.limits`'s."""
 
-    action: str = Field(min_length=1, max_length=300, pattern=r"^[^\n]*$")
-    details: str | dict[str, str] | None = Field(default=None, max_length=3000)
+    action: Action
+    details: Details | None = None
 
 
 def approval_tool() -> Tool:

@@ -26,9 +26,11 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
@@ -45,6 +47,29 @@ _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 class FormUnsupported(BotError, ValueError):
     """A requested schema this bot can't ask as a form (nested objects, unknown types, too many fields)."""
+
+
+URL_SCHEMES = ("https",)  # MCP_ELICIT_URL_SCHEMES' default
+_UNSAFE_IN_URL = re.compile(r"[\x00-\x20\x7f-\x9f<>|\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]")
+
+
+def url_to_show(url: str, *, schemes: Collection[str] = URL_SCHEMES) -> str:
+    """``url`` once it may be shown to a person to open (a URL-mode elicitation's link): its scheme one of
+    ``schemes`` (``MCP_ELICIT_URL_SCHEMES``, default https only: no ``javascript:``, ``data:``, ``slack://`` or plain
+    ``http://``), a host, and no spaces, controls or characters that would break out of a Slack link. The one check
+    every URL shown to a person goes through. Raises :class:`FormUnsupported` saying which rule it broke."""
+    allowed = ", ".join(f"{s}://" for s in schemes)
+    if _UNSAFE_IN_URL.search(url):
+        raise FormUnsupported("its link has spaces, controls or <, >, | in it")
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in schemes:
+        shown = f"{parts.scheme}:" if parts.scheme else "no scheme"
+        raise FormUnsupported(
+            f"its link's scheme is {shown[:40]}; only {allowed} links are shown (MCP_ELICIT_URL_SCHEMES)"
+        )
+    if not parts.hostname:
+        raise FormUnsupported("its link has no host")
+    return url
 
 
 class _Model(BaseModel):

@@ -25,6 +25,11 @@ The file is the format MCP clients share (Claude Desktop, Cursor, ...)::
   replaced from the environment, so the file need not hold secrets; an unset variable without a default is an
   error.
 
+Secrets: every secret-bearing value of the file reaches the log redactor (:meth:`McpServerConfig.secret_values`,
+gathered by :meth:`bot.config.Settings.secret_values`): each ``${NAME}`` expansion wherever it is used, ``env`` and
+``headers`` values (and a header's credential after its scheme, ``Bearer <token>``), ``args``, and a ``url``'s
+path, query, each query value and password (its scheme and host stay readable in logs).
+
 Tool names: each server's tools are offered as ``server__tool`` (:func:`tool_names`), made to fit the model API's
 ``^[a-zA-Z0-9_-]{1,64}$``.
 """
@@ -41,7 +46,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from bot.errors import ConfigError
 
@@ -85,6 +90,24 @@ class McpServerConfig:
     transport: StdioServer | HttpServer
     require_approval: bool | tuple[str, ...] = False
     protocol: str = "auto"  # "auto" or "legacy" (the SDK's ``Client(mode=...)``)
+    expanded: tuple[str, ...] = field(default=(), repr=False, compare=False)  # the ${NAME} values it took
+
+    def secret_values(self) -> list[str]:
+        """The values of this entry that may carry a secret, for the log redactor (see the module docstring):
+        ``${NAME}`` expansions, ``env`` / ``headers`` values (and a header's credential after its scheme),
+        ``args``, and the ``url``'s path, query, query values and password."""
+        values = list(self.expanded)
+        transport = self.transport
+        if isinstance(transport, StdioServer):
+            values += [*transport.args, *transport.env.values()]
+        else:
+            for header in transport.headers.values():
+                values += [header, header.strip().partition(" ")[2].strip()]
+            parts = urlsplit(transport.url)
+            values += [parts.path, parts.query, parts.fragment, parts.password or ""]
+            values += [parts.path + ("?" + parts.query if parts.query else "")]
+            values += [v for _, v in parse_qsl(parts.query, keep_blank_values=True)]
+        return [v for v in dict.fromkeys(values) if v]
 
     def needs_approval(self, tool_name: str) -> bool:
         """Whether calls of this server's tool ``tool_name`` (its MCP name) wait for a person's OK."""
@@ -146,6 +169,7 @@ class _Reader:
 
     def __init__(self, where: str, entry: dict[str, Any], env: Mapping[str, str], problems: list[str]) -> None:
         self.where, self.entry, self.env, self.problems = where, entry, env, problems
+        self.expanded: list[str] = []  # every ${NAME} value substituted: secrets to the log redactor
 
     def server(self, name: str) -> McpServerConfig | None:
         before = len(self.problems)
@@ -170,7 +194,13 @@ class _Reader:
             self.fail("protocol", 'must be "auto" or "legacy"')
         if transport is None or len(self.problems) > before:
             return None
-        return McpServerConfig(name=name, transport=transport, require_approval=approval, protocol=protocol)
+        return McpServerConfig(
+            name=name,
+            transport=transport,
+            require_approval=approval,
+            protocol=protocol,
+            expanded=tuple(self.expanded),
+        )
 
     def fail(self, key: str, reason: str) -> None:
         self.problems.append(f"{self.where}{'.' + key if key else ''}: {reason}")
@@ -187,7 +217,9 @@ class _Reader:
             if found is None and default is None:
                 missing.append(variable)
                 return ""
-            return found if found is not None else default
+            value = found if found is not None else default
+            self.expanded.append(value)
+            return value
 
         expanded = _VARIABLE.sub(substitute, value)
         if missing:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Collection
 from typing import Any
 
 import anyio
@@ -20,7 +21,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
-from bot.agent.forms import FormUnsupported
+from bot.agent.forms import URL_SCHEMES, FormUnsupported
 from bot.agent.mcp_config import HttpServer, McpServerConfig, StdioServer
 from bot.agent.mcp_elicit import call_with_input, elicit_result, question_for, validate_answer
 from bot.agent.mcp_stderr import ServerStderr
@@ -40,8 +41,16 @@ CLIENT_INFO = types.Implementation(name="slack-ask-user", version="0.1.0")
 class McpConnection:
     """One server's client session, held open by a task of its own; reconnects on a call after the server died."""
 
-    def __init__(self, config: McpServerConfig, *, connect_timeout: float, call_timeout: float) -> None:
+    def __init__(
+        self,
+        config: McpServerConfig,
+        *,
+        connect_timeout: float,
+        call_timeout: float,
+        url_schemes: Collection[str] = URL_SCHEMES,
+    ) -> None:
         self.config = config
+        self.url_schemes = tuple(url_schemes)  # the links its questions may show (MCP_ELICIT_URL_SCHEMES)
         self.name = config.name
         self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout
@@ -110,7 +119,10 @@ class McpConnection:
         ) -> types.CallToolResult | types.InputRequiredResult:
             return await self._send(session, tool, arguments, responses=responses, request_state=state)
 
-        return self._outcome(tool, await call_with_input(send, ctx, what=f"{tool} on MCP server {self.name}"))
+        return self._outcome(
+            tool,
+            await call_with_input(send, ctx, what=f"{tool} on MCP server {self.name}", url_schemes=self.url_schemes),
+        )
 
     async def _call_live(
         self, session: ClientSession, tool: str, arguments: dict[str, Any], ctx: ToolContext | None
@@ -148,7 +160,7 @@ class McpConnection:
                 code=types.INVALID_REQUEST, message="no person to ask: no tool call of a run is in flight"
             )
         try:
-            payload = question_for(params)
+            payload = question_for(params, url_schemes=self.url_schemes)
         except FormUnsupported as exc:
             return types.ErrorData(code=types.INVALID_PARAMS, message=f"the bot can't ask this: {exc}")
         async with self._one_question:  # a call's questions are asked one at a time, like the agent's own

@@ -16,7 +16,9 @@ The bot speaks both protocol generations of the installed ``mcp`` SDK (the serve
 
 Questions map onto the bot's own (:func:`question_for`): a string field is a free-form question, an enum one
 choice, an array of enum several, a boolean Yes / No, a number a free-form answer checked as a number; a form of
-several fields is answered in one modal with a field each; a URL-mode request shows the link and a Done button.
+several fields is answered in one modal with a field each; a URL-mode request shows the link and a Done button
+(https links only unless ``MCP_ELICIT_URL_SCHEMES`` says otherwise; any other is refused to the server,
+:func:`bot.agent.forms.url_to_show`).
 Each can be declined. Replies go back as ``accept`` (with the typed content) or ``decline``; a question nobody
 answered in time goes back as ``cancel``. Sampling requests are refused (the bot offers no model to servers);
 roots requests get an empty list.
@@ -25,14 +27,15 @@ roots requests get an empty list.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 import mcp_types as types
 from pydantic import BaseModel, ValidationError
 
 from bot.agent.ask_user import AskUserOption, AskUserPayload
-from bot.agent.forms import MAX_CHOICES, Form, FormReply, FormUnsupported
+from bot.agent.forms import MAX_CHOICES, URL_SCHEMES, Form, FormReply, FormUnsupported, url_to_show
+from bot.agent.limits import MAX_QUESTION
 from bot.agent.mcp_tool import McpStateRefused, McpToolError
 from bot.agent.tools import ToolContext
 from bot.errors import AnswerError
@@ -47,12 +50,14 @@ Send = Callable[
 MAX_ROUNDS = 10  # input_required rounds per call (the SDK's own default)
 
 
-def question_for(params: types.ElicitRequestParams) -> dict[str, Any]:
+def question_for(params: types.ElicitRequestParams, *, url_schemes: Collection[str] = URL_SCHEMES) -> dict[str, Any]:
     """The suspend payload (``AskUserPayload`` with its ``form``) asking ``params``. Raises
-    :class:`FormUnsupported` for a request the bot can't ask (nested or unknown field types, too many choices)."""
+    :class:`FormUnsupported` for a request the bot can't ask (nested or unknown field types, too many choices, a
+    URL-mode link whose scheme is not in ``url_schemes``, :func:`bot.agent.forms.url_to_show`)."""
     if isinstance(params, types.ElicitRequestURLParams):
-        form = Form(url=params.url)
-        text = f"{params.message}\n\nOpen {params.url} and press Done when you have finished there."
+        url = url_to_show(params.url, schemes=url_schemes)
+        form = Form(url=url)
+        text = f"{params.message}\n\nOpen {url} and press Done when you have finished there."
         return _payload(text, ["Done"], "single_select", form)
     form = Form.from_schema(dict(params.requested_schema))
     if not form.fields:
@@ -94,14 +99,21 @@ class InputRound(BaseModel):
     asked_again: bool = False  # the server refused the previous round's state: its questions are asked anew
 
     @classmethod
-    def of(cls, result: types.InputRequiredResult, *, round: int, asked_again: bool = False) -> InputRound:
+    def of(
+        cls,
+        result: types.InputRequiredResult,
+        *,
+        round: int,
+        asked_again: bool = False,
+        url_schemes: Collection[str] = URL_SCHEMES,
+    ) -> InputRound:
         """The round ``result`` asks for. Raises :class:`FormUnsupported` for a request the bot can't serve
-        (sampling, or a question it can't ask)."""
+        (sampling, or a question it can't ask, :func:`question_for`)."""
         requests: dict[str, dict[str, Any]] = {}
         responses: dict[str, dict[str, Any]] = {}
         for key, request in (result.input_requests or {}).items():
             if isinstance(request, types.ElicitRequest):
-                question_for(request.params)  # refuse what can't be asked now, not halfway through
+                question_for(request.params, url_schemes=url_schemes)  # refused now, not halfway through
                 requests[key] = request.params.model_dump(mode="json", by_alias=True, exclude_none=True)
             elif isinstance(request, types.ListRootsRequest):
                 responses[key] = types.ListRootsResult(roots=[]).model_dump(mode="json", by_alias=True)
@@ -131,15 +143,15 @@ class InputRound(BaseModel):
         result = elicit_result(answer).model_dump(mode="json", by_alias=True, exclude_none=True)
         return self.model_copy(update={"responses": {**self.responses, self.asking: result}, "asking": None})
 
-    def next_question(self) -> dict[str, Any] | None:
+    def next_question(self, *, url_schemes: Collection[str] = URL_SCHEMES) -> dict[str, Any] | None:
         """The suspend payload asking the next unanswered request (this round stored in it), or None when every
-        request has its answer."""
+        request has its answer. Raises :class:`FormUnsupported` (:func:`question_for`)."""
         key = next((k for k in self.requests if k not in self.responses), None)
         if key is None:
             return None
         params = _elicit_params(self.requests[key])
         stored = self.model_copy(update={"asking": key}).model_dump(mode="json")
-        question = question_for(params)
+        question = question_for(params, url_schemes=url_schemes)
         if self.asked_again:
             question["question"] = f"{ASKED_AGAIN}\n\n{question['question']}"
         return {**question, INPUT_KEY: stored}
@@ -152,19 +164,25 @@ class InputRound(BaseModel):
         return out
 
 
-async def call_with_input(send: Send, ctx: ToolContext | None, *, what: str) -> types.CallToolResult:
+async def call_with_input(
+    send: Send, ctx: ToolContext | None, *, what: str, url_schemes: Collection[str] = URL_SCHEMES
+) -> types.CallToolResult:
     """Drive one ``tools/call`` on the newer protocol generation to its result: ``send(responses, state)`` sends it;
     an ``input_required`` answer suspends the run with its first question (``ctx.suspend``), and the call that
     resumes with the answer (``ctx.resume_data``, the round in ``ctx.suspend_payload``) asks the next one or sends
     the call again with every answer. A round the server no longer accepts is asked again from the start.
-    ``what`` names the call in errors. Raises ``ToolSuspended``, :class:`McpToolError`."""
+    ``what`` names the call in errors; ``url_schemes``: the links a person may be shown (:func:`question_for`).
+    Raises ``ToolSuspended``, :class:`McpToolError`."""
     responses: dict[str, types.InputResponse] | None = None
     state: str | None = None
     rounds = 0
     stored = InputRound.stored(ctx.suspend_payload) if ctx is not None and ctx.resume_data is not None else None
     if stored is not None and ctx is not None:  # resumed with the answer to one of this call's questions
         done = stored.answered(ctx.resume_data)
-        asking = done.next_question()
+        try:
+            asking = done.next_question(url_schemes=url_schemes)
+        except FormUnsupported as exc:  # the setting changed since the round was stored
+            raise McpToolError(f"{what} asked for input the bot can't give: {exc}") from None
         if asking is not None:
             ctx.suspend(asking)
         responses, state, rounds = done.input_responses(), done.request_state, done.round
@@ -183,10 +201,10 @@ async def call_with_input(send: Send, ctx: ToolContext | None, *, what: str) -> 
         if rounds > MAX_ROUNDS:
             raise McpToolError(f"{what} kept asking for input ({MAX_ROUNDS} rounds)")
         try:
-            round_ = InputRound.of(result, round=rounds, asked_again=again)
+            round_ = InputRound.of(result, round=rounds, asked_again=again, url_schemes=url_schemes)
+            asking = round_.next_question(url_schemes=url_schemes)
         except FormUnsupported as exc:
             raise McpToolError(f"{what} asked for input the bot can't give: {exc}") from None
-        asking = round_.next_question()
         if asking is not None:
             if ctx is None:
                 raise McpToolError(f"{what} asks a person, which needs a conversation")
@@ -206,6 +224,8 @@ def _elicit_params(raw: dict[str, Any]) -> types.ElicitRequestParams:
 
 
 def _payload(question: str, labels: list[str] | None, mode: str | None, form: Form) -> dict[str, Any]:
+    if len(question) > MAX_QUESTION:  # an outside party's text, kept with the run: bot.agent.limits
+        raise FormUnsupported(f"its message has {len(question)} characters; at most {MAX_QUESTION} can be asked")
     if labels is not None and len(labels) > MAX_CHOICES:
         raise FormUnsupported(f"it offers {len(labels)} choices; at most {MAX_CHOICES} can be shown")
     try:

@@ -32,6 +32,7 @@ from types import TracebackType
 
 import mcp_types as types
 
+from bot.agent.forms import URL_SCHEMES
 from bot.agent.mcp_config import McpServerConfig, load_mcp_config, tool_names
 from bot.agent.mcp_connection import CALL_TIMEOUT, CONNECT_TIMEOUT, McpConnection
 from bot.agent.mcp_tool import McpArguments, McpTool, McpToolError, McpUnavailable, content_text
@@ -43,7 +44,8 @@ class McpTools:
     """The tools of the MCP servers ``servers`` (see the module docstring).
 
     ``connect_timeout``: seconds a server has to start and list its tools (also when reconnecting);
-    ``call_timeout``: seconds one tool call may take.
+    ``call_timeout``: seconds one tool call may take; ``url_schemes``: the schemes a link a server asks a person to
+    open may have (``MCP_ELICIT_URL_SCHEMES``; :func:`bot.agent.forms.url_to_show`).
     """
 
     def __init__(
@@ -52,11 +54,15 @@ class McpTools:
         *,
         connect_timeout: float = CONNECT_TIMEOUT,
         call_timeout: float = CALL_TIMEOUT,
+        url_schemes: Collection[str] = URL_SCHEMES,
     ) -> None:
         if len({s.name for s in servers}) != len(servers):
             raise ValueError("MCP server names must be unique")
         self.connections = {
-            s.name: McpConnection(s, connect_timeout=connect_timeout, call_timeout=call_timeout) for s in servers
+            s.name: McpConnection(
+                s, connect_timeout=connect_timeout, call_timeout=call_timeout, url_schemes=url_schemes
+            )
+            for s in servers
         }
         self.tools: list[McpTool] = []
         self.failed: dict[str, str] = {}  # servers that did not start: name -> why
@@ -64,9 +70,18 @@ class McpTools:
         self._start_lock = asyncio.Lock()
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str], **options: float) -> McpTools:
+    def from_file(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        call_timeout: float = CALL_TIMEOUT,
+        url_schemes: Collection[str] = URL_SCHEMES,
+    ) -> McpTools:
         """Servers from the ``MCP_CONFIG`` file at ``path``. Raises ``McpConfigError`` (a ``ConfigError``)."""
-        return cls(load_mcp_config(path), **options)
+        return cls(
+            load_mcp_config(path), connect_timeout=connect_timeout, call_timeout=call_timeout, url_schemes=url_schemes
+        )
 
     async def start(self, *, reserved: Collection[str] = ()) -> list[McpTool]:
         """Open every server and list its tools (once; later calls return the same tools). ``reserved``: names the

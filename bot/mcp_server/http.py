@@ -1,5 +1,10 @@
-"""The MCP server over streamable HTTP (``python -m bot mcp --http``): ``/mcp`` on ``MCP_PORT``, every request
-refused (401) without ``Authorization: Bearer $MCP_TOKEN``.
+"""The MCP server over streamable HTTP (``python -m bot mcp --http``): ``/mcp`` on ``MCP_HOST:MCP_PORT``
+(default ``127.0.0.1:3100``: loopback; a TLS-terminating proxy in front serves it to other hosts, see the
+README), every request refused (401) without ``Authorization: Bearer $MCP_TOKEN``.
+
+On a loopback address the SDK also refuses requests whose ``Host`` header is not a loopback name (DNS rebinding
+protection): a proxy in front passes ``Host: 127.0.0.1:<port>`` (nginx's default; Caddy's
+``header_up Host {upstream_hostport}``).
 
 The token is compared in constant time (``hmac.compare_digest``) and never logged (uvicorn's access log is off;
 the 401 says nothing of what was sent). The app itself is the SDK's (``MCPServer.streamable_http_app``), served by
@@ -12,6 +17,7 @@ import contextlib
 import hmac
 import json
 import logging
+import socket
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -19,7 +25,7 @@ from mcp.server.mcpserver import MCPServer
 log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
-HOST = "0.0.0.0"
+HOST = "127.0.0.1"  # MCP_HOST's default: loopback only
 GRACE = 3  # seconds a stopping server gives requests in flight; waiting calls are cut short (their questions stay)
 ASGIApp = Any  # an ASGI application: await app(scope, receive, send)
 
@@ -85,13 +91,33 @@ def http_server(server: MCPServer[Any], *, host: str = HOST, port: int, token: s
     return Server(config)
 
 
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (0: a free port), for ``await http_server(...).serve(sockets=[it])``:
+    bound here, so an address in use is an ``OSError`` to the caller (uvicorn, binding itself, logs it and exits
+    the process). Raises ``OSError``."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 def bound_port(running: Any) -> int:
     """The port a started :func:`http_server` listens on (``port=0`` picks a free one)."""
     return int(running.servers[0].sockets[0].getsockname()[1])
 
 
-async def serve_http(server: MCPServer[Any], *, port: int, token: str) -> None:
-    """Serve ``server`` at ``/mcp`` on ``port`` (all interfaces) until stopped (SIGINT/SIGTERM). Raises
-    ``OSError`` when the port can't be bound."""
-    log.info("MCP server: streamable HTTP at http://%s:%d%s", HOST, port, MCP_PATH)
-    await http_server(server, port=port, token=token).serve()
+async def serve_http(server: MCPServer[Any], *, host: str = HOST, port: int, token: str) -> None:
+    """Serve ``server`` at ``/mcp`` on ``host:port`` until stopped (SIGINT/SIGTERM). Raises ``OSError`` when the
+    address can't be bound."""
+    running = http_server(server, host=host, port=port, token=token)
+    sock = listen_socket(host, port)
+    try:
+        shown = f"[{host}]" if ":" in host else host
+        log.info("MCP server: streamable HTTP at http://%s:%d%s", shown, sock.getsockname()[1], MCP_PATH)
+        await running.serve(sockets=[sock])
+    finally:
+        sock.close()

@@ -17,6 +17,9 @@ Built on the official ``mcp`` SDK's ``MCPServer``; served over stdio, or streama
   reason; ``APPROVERS`` decides who may). Result: ``{"status": "approved", "approved_by"}`` or ``{"status":
   "declined", "declined_by", "reason"}`` (``reason`` ``"no answer"`` past the deadline).
 
+Every text field is bounded (:mod:`bot.agent.limits`, shared by both tools); a call over a bound is refused before
+anything is posted or stored, naming the field.
+
 Answers are taken by ``python -m bot serve`` processes on the same Redis (the clicks reach them), or, with
 ``SLACK_APP_TOKEN``, by this process itself over Socket Mode (:func:`asking`). See :mod:`bot.mcp_server.asker`.
 """
@@ -33,9 +36,19 @@ from typing import Any, Literal
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from bot.agent.asking import APPROVAL_TOOL
+from bot.agent.limits import (
+    Action,
+    AskContext,
+    Details,
+    OptionDescription,
+    OptionLabel,
+    Question,
+    RequestKey,
+    SlackTarget,
+)
 from bot.config import Settings
 from bot.errors import BotError, describe_error
 from bot.mcp_server.asker import Asker, AskError
@@ -49,10 +62,11 @@ INSTRUCTIONS = (
 
 
 class Option(BaseModel):
-    """One choice: ``label`` (what the person picks and the answer says), ``description`` (shown under it)."""
+    """One choice: ``label`` (what the person picks and the answer says), ``description`` (shown under it); bounded
+    as :mod:`bot.agent.limits` says."""
 
-    label: str = Field(min_length=1)
-    description: str | None = None
+    label: OptionLabel
+    description: OptionDescription | None = None
 
 
 def build_mcp_server(settings: Settings, asker: Asker) -> MCPServer[Any]:
@@ -61,14 +75,14 @@ def build_mcp_server(settings: Settings, asker: Asker) -> MCPServer[Any]:
 
     @server.tool(name="ask_user")
     async def ask_user(
-        question: str,
+        question: Question,
         ctx: Context,
         options: list[Option] | None = None,
         selection_mode: Literal["single_select", "multi_select"] | None = None,
-        channel: str | None = None,
-        user: str | None = None,
-        context: str | None = None,
-        request_key: str | None = None,
+        channel: SlackTarget | None = None,
+        user: SlackTarget | None = None,
+        context: AskContext | None = None,
+        request_key: RequestKey | None = None,
     ) -> dict[str, Any]:
         """Ask a person on Slack and wait for the answer. Give `options` for one choice (or several, with
         `selection_mode` "multi_select"), none for a free-form answer. `channel` / `user`: where and whom to ask
@@ -86,13 +100,13 @@ def build_mcp_server(settings: Settings, asker: Asker) -> MCPServer[Any]:
 
     @server.tool(name="request_approval")
     async def request_approval(
-        action: str,
+        action: Action,
         ctx: Context,
-        details: str | dict[str, str] | None = None,
-        channel: str | None = None,
-        user: str | None = None,
-        context: str | None = None,
-        request_key: str | None = None,
+        details: Details | None = None,
+        channel: SlackTarget | None = None,
+        user: SlackTarget | None = None,
+        context: AskContext | None = None,
+        request_key: RequestKey | None = None,
     ) -> dict[str, Any]:
         """Ask a person on Slack to approve an action before you take it, and wait for the decision. `action`: one
         line saying what you will do; `details`: Markdown, or key/values (e.g. {"service": "api", "env": "prod"}).
@@ -249,8 +263,11 @@ async def bot_team(client: Any) -> str:
 
 async def run_mcp(settings: Settings, *, http: bool = False) -> None:
     """Serve the MCP server over stdio until the client closes it, or (``http``) over streamable HTTP on
-    ``MCP_PORT`` until stopped (:mod:`bot.mcp_server.http`). Raises ``ConfigError`` for missing settings (the
-    token in HTTP mode), an unreachable Redis, a refused bot token or a port in use."""
+    ``MCP_HOST:MCP_PORT`` (default ``127.0.0.1:3100``) until stopped (:mod:`bot.mcp_server.http`). Raises
+    ``ConfigError`` for missing settings (the token in HTTP mode), an unreachable Redis, a refused bot token or
+    an address that can't be listened on (naming ``MCP_PORT`` or ``MCP_HOST``)."""
+    from bot.__main__ import listen_error
+    from bot.config import MCP_PORT_DEFAULT
     from bot.errors import ConfigError
 
     if http and settings.mcp_token is None:
@@ -263,7 +280,8 @@ async def run_mcp(settings: Settings, *, http: bool = False) -> None:
         from bot.mcp_server.http import serve_http
 
         assert settings.mcp_token is not None
+        port = MCP_PORT_DEFAULT if settings.mcp_port is None else settings.mcp_port
         try:
-            await serve_http(server, port=settings.mcp_port, token=settings.mcp_token.get_secret_value())
+            await serve_http(server, host=settings.mcp_host, port=port, token=settings.mcp_token.get_secret_value())
         except OSError as exc:
-            raise ConfigError(f"cannot listen on port {settings.mcp_port} ({exc.strerror}); set MCP_PORT") from None
+            raise listen_error(exc, settings.mcp_host, port, port_setting="MCP_PORT", host_setting="MCP_HOST") from None

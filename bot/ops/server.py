@@ -1,5 +1,7 @@
-"""``GET /metrics``, ``/healthz`` and ``/readyz``: on the HTTP server (``POST /slack/events``'s port) and, for
-processes without one (Socket Mode ``serve`` / ``web``, ``worker``, ``mcp``), on ``METRICS_PORT``.
+"""``GET /metrics``, ``/healthz`` and ``/readyz``: with ``METRICS_PORT`` on a server of their own at
+``METRICS_HOST:METRICS_PORT`` (default host 127.0.0.1: loopback), in every kind of process (``serve``, ``web``,
+``worker``, ``mcp``, the playground); on the HTTP server's ``PORT`` beside ``POST /slack/events`` while
+``METRICS_PORT`` is unset, or when ``METRICS_ON_PORT=true`` (:attr:`bot.config.Settings.ops_on_port`).
 
 - ``/healthz``: ``200 {"status": "ok"}`` while the event loop runs (it answers at all);
 - ``/readyz``: ``200 {"status": "ready"}`` when Redis answers ``PING`` (within 1 s, asked at each request) and

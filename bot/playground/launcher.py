@@ -14,7 +14,13 @@ What runs (all in this process, on loopback):
   ``SLACK_SIGNING_SECRET`` / ``SLACK_API_URL`` pointed at the fake; every other setting as given;
 - the browser UI (:class:`~bot.playground.ui.PlaygroundUI`) on ``ui_port`` (default ``settings.port``;
   0 = a free port) and ``host``;
-- the bot's MCP server for MCP clients (:mod:`bot.playground.mcp`) on ``127.0.0.1:$MCP_PORT/mcp``.
+- the bot's MCP server for MCP clients (:mod:`bot.playground.mcp`) on ``127.0.0.1``: ``MCP_PORT`` when set, else
+  3100, or a free port when ``PORT`` or another process has 3100 (it never takes the UI's port);
+- ``/healthz``, ``/readyz`` and ``/metrics`` on the bot's port, or with ``METRICS_PORT`` on
+  ``METRICS_HOST:METRICS_PORT`` (as ``serve``; ``METRICS_ON_PORT`` decides whether the bot's port keeps them).
+
+Every address is printed at start: ``Playground:`` (the UI), ``MCP server:``, ``Bot:`` and ``Health and
+metrics:``.
 
 Embedded defaults: ``REDIS_URL`` unset -> in-process Redis (``fakeredis``); ``OPENAI_API_KEY`` unset -> the
 offline :class:`~bot.playground.demo_model.DemoModel`. With them set, the real Redis / OpenAI-compatible
@@ -39,6 +45,7 @@ import redis.asyncio as aioredis
 from pydantic import SecretStr
 from redis.exceptions import RedisError
 
+from bot.__main__ import http_address, serve_ops
 from bot.agent import ChatModel, OpenAIChatModel
 from bot.config import Settings
 from bot.errors import ConfigError
@@ -120,6 +127,8 @@ class Playground:
         self.bot: Bot | None = None
         self.ui: PlaygroundUI | None = None
         self.mcp: PlaygroundMcp | None = None  # the bot's MCP server for MCP clients, on loopback
+        self.bot_url = ""  # the bot's own HTTP server (POST /slack/events), e.g. http://127.0.0.1:40123
+        self.metrics_url: str | None = None  # where /metrics, /healthz and /readyz are served
         self.info = PlaygroundInfo()
         self.agent_spec: str | None = None  # the agent factory the bot runs (None: the built-in agent)
         self._stack = contextlib.AsyncExitStack()
@@ -137,6 +146,12 @@ class Playground:
             raise
 
     async def _start(self) -> None:
+        metrics_port = self.settings.metrics_port
+        if metrics_port and metrics_port == self.ui_port:
+            raise ConfigError(
+                f"METRICS_PORT is PORT ({metrics_port}), the playground's browser UI; give /metrics, /healthz and"
+                " /readyz another port, or unset METRICS_PORT"
+            )
         redis_client, redis_kind, redis_text = make_redis(self.settings)
         self._stack.push_async_callback(_close_redis, redis_client)
         try:
@@ -182,14 +197,17 @@ class Playground:
         self.bot = bot
         self._stack.push_async_callback(bot.aclose)  # last: after the runs in flight are drained
         await bot.start()  # MCP servers' tools are there before the first message
-        runner, bot_port = await start_http(bot, host=BOT_HOST, port=0)
+        runner, bot_port = await start_http(bot, host=BOT_HOST, port=0, ops=self.settings.ops_on_port)
         self._stack.push_async_callback(runner.cleanup)
         self._stack.push_async_callback(_drain, bot)
         assert isinstance(workspace.sender, Sender)  # the playground's workspace is HTTP
         workspace.sender.bot_url = f"http://{BOT_HOST}:{bot_port}{EVENTS_PATH}"
-
-        self.mcp = await start_mcp(self.settings, bot)
-        self._stack.push_async_callback(self.mcp.stop)
+        self.bot_url = f"http://{BOT_HOST}:{bot_port}"
+        self.metrics_url = self.bot_url if self.settings.ops_on_port else None
+        if self.settings.metrics_port is not None:  # on METRICS_HOST (loopback by default), as serve does
+            ops_port = await serve_ops(bot, self.settings, self._stack)
+            assert ops_port is not None
+            self.metrics_url = http_address(self.settings.metrics_host, ops_port)
 
         ui = PlaygroundUI(workspace, self.info, timing=BotTiming(bot))
         self.ui = ui
@@ -198,6 +216,10 @@ class Playground:
             await ui.start(self.host, self.ui_port)
         except OSError as exc:
             raise ConfigError(f"cannot listen on {self.host}:{self.ui_port} ({exc.strerror}); set PORT") from exc
+
+        # After the UI, so PORT is the UI's and the MCP server's port is chosen around it (bot.playground.mcp).
+        self.mcp = await start_mcp(self.settings, bot, ui_port=int(urlsplit(ui.url).port or 0))
+        self._stack.push_async_callback(self.mcp.stop)
 
     async def stop(self) -> None:
         """Stop the UI, let the bot's background work finish (a few seconds at most), stop the rest."""
@@ -228,6 +250,10 @@ async def run_playground(
         if playground.mcp is not None:
             shown = "$MCP_TOKEN" if settings.mcp_token is not None else playground.mcp.token  # made here: local only
             print(f"MCP server: {playground.mcp.url}  (Authorization: Bearer {shown})", flush=True)
+        print(f"Bot: {playground.bot_url}{EVENTS_PATH}", flush=True)
+        if playground.metrics_url is not None:
+            where = playground.metrics_url
+            print(f"Health and metrics: {where}/healthz  {where}/readyz  {where}/metrics", flush=True)
         if ready is not None:
             ready.set()
         await asyncio.Event().wait()

@@ -214,7 +214,8 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     if settings.mcp_config and role != "web":  # web processes run no agent
         from bot.agent.mcp_tools import McpTools  # the MCP SDK is imported only when MCP_CONFIG is set
 
-        mcp = McpTools.from_file(settings.mcp_config)  # nothing starts yet: Bot.start() (below, or the caller's)
+        # nothing starts yet: Bot.start() (below, or the caller's)
+        mcp = McpTools.from_file(settings.mcp_config, url_schemes=settings.mcp_elicit_url_schemes)
     client = web_client(settings)  # after the agent: a factory that fails leaves no HTTP session open
     index = ConversationIndex(redis_client, keys=keys, retention=retention)
     web_api = SlackWeb(client)
@@ -359,9 +360,11 @@ async def tell_store_down(web_api: SlackWeb, body: dict[str, Any]) -> None:
     await web_api.tell(where.user, STORE_DOWN, channel=where.channel_id, thread_ts=where.thread_ts)
 
 
-async def start_http(bot: Bot, *, host: str = "0.0.0.0", port: int = 3000) -> tuple[web.AppRunner, int]:
-    """Serve ``POST /slack/events`` on ``host:port`` (0 = a free port), and ``GET /metrics``, ``/healthz``,
-    ``/readyz`` (:mod:`bot.ops.server`); returns the runner and the port.
+async def start_http(
+    bot: Bot, *, host: str = "0.0.0.0", port: int = 3000, ops: bool = True
+) -> tuple[web.AppRunner, int]:
+    """Serve ``POST /slack/events`` on ``host:port`` (0 = a free port), and (``ops``) ``GET /metrics``,
+    ``/healthz``, ``/readyz`` (:mod:`bot.ops.server`; ``METRICS_ON_PORT``); returns the runner and the port.
 
     The body is capped, its Slack signature verified and then parsed before Bolt sees it (413 / 401 / 400, one
     short log line each; see :mod:`bot.slack.http`). Raises ``ConfigError`` without a signing secret.
@@ -370,7 +373,11 @@ async def start_http(bot: Bot, *, host: str = "0.0.0.0", port: int = 3000) -> tu
     if not signing_secret:
         raise ConfigError("SLACK_SIGNING_SECRET is not set (needed in HTTP mode)")
     web_app = events_web_app(
-        bot.app, signing_secret=signing_secret, path=EVENTS_PATH, first_sight=bot.first_sight, ops=bot.ops
+        bot.app,
+        signing_secret=signing_secret,
+        path=EVENTS_PATH,
+        first_sight=bot.first_sight,
+        ops=bot.ops if ops else None,
     )
     runner = web.AppRunner(web_app, access_log=None, logger=server_log)
     await runner.setup()

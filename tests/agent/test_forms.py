@@ -165,3 +165,38 @@ def test_numbers_too_large_or_too_long_are_refused_or_kept_exact() -> None:
         .required
         is False
     )
+
+
+def test_newer_generation_a_round_asking_to_open_a_link_not_allowed_is_refused_before_anyone_is_asked() -> None:
+    """The newer generation's input_required round goes through the same check (bot.agent.forms.url_to_show) as
+    the older generation's elicitation/create."""
+    from bot.agent.forms import FormUnsupported
+    from bot.agent.mcp_elicit import InputRound
+
+    def round_asking(url: str) -> types.InputRequiredResult:
+        params = types.ElicitRequestURLParams(mode="url", message="Sign in", url=url, elicitation_id="e1")
+        return types.InputRequiredResult(
+            input_requests={"login": types.ElicitRequest(params=params)}, request_state="s"
+        )
+
+    with pytest.raises(FormUnsupported, match="scheme is javascript:; only https:// links are shown"):
+        InputRound.of(round_asking("javascript:alert(1)"), round=1)
+    with pytest.raises(FormUnsupported, match="scheme is http:"):
+        InputRound.of(round_asking("http://169.254.169.254/latest/meta-data/"), round=1)
+    allowed = InputRound.of(round_asking("http://intranet.example/login"), round=1, url_schemes=("https", "http"))
+    question = allowed.next_question(url_schemes=("https", "http"))
+    assert question is not None and "http://intranet.example/login" in question["question"]
+    assert InputRound.of(round_asking("HTTPS://Auth.Example.com/x"), round=1).next_question() is not None
+
+
+def test_an_elicitation_message_longer_than_a_question_may_be_is_refused() -> None:
+    """An MCP server's message is an outside party's text like an MCP client's question: the same bound
+    (bot.agent.limits.MAX_QUESTION), so neither is kept in Redis nor shown beyond it."""
+    from bot.agent.forms import FormUnsupported
+    from bot.agent.limits import MAX_QUESTION
+
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+    assert question_for(types.ElicitRequestFormParams(message="m" * (MAX_QUESTION - 100), requested_schema=schema))
+    long = types.ElicitRequestFormParams(message="m" * 100_000, requested_schema=schema)
+    with pytest.raises(FormUnsupported, match=f"its message has 100000 characters; at most {MAX_QUESTION}"):
+        question_for(long)

@@ -366,3 +366,57 @@ async def test_older_generation_a_live_question_that_ends_unanswered_is_closed(
         assert "unavailable" in json.dumps(result_of(chunks))
         state = await slow.get_run(stream.run_id)
         assert state.status == "completed" and state.pending is None
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("javascript:alert(document.cookie)", "scheme is javascript:"),
+        ("slack://open?team=T1", "scheme is slack:"),
+        ("http://169.254.169.254/latest/meta-data/", "scheme is http:"),
+        ("data:text/html,<b>hi</b>", "<, >, |"),
+        ("https://", "no host"),
+        ("https://auth.example.com/x|click here", "<, >, |"),
+    ],
+)
+async def test_older_generation_a_link_with_a_scheme_not_allowed_is_refused_to_the_server(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI, tmp_path: Path, url: str, why: str
+) -> None:
+    """A URL-mode question showed any link (javascript:, slack://, the cloud metadata address over http). Now only
+    https (MCP_ELICIT_URL_SCHEMES) is shown; the server gets a JSON-RPC error saying why, and nobody is asked."""
+    runs = tmp_path / "runs"
+    async with asking_tools(runs, protocol="legacy") as mcp:
+        agent: Agent = make_agent(fake_redis, tools=[])
+        agent.add_tools(mcp.tools)
+        openai_server.script(Reply(tool_calls=[tool_call("ask__open_link", {"url": url}, id="l1")]), Reply(text="ok"))
+        chunks: list[Chunk] = []
+        async with asyncio.timeout(20):
+            async for chunk in await agent.stream("sign in"):
+                chunks.append(chunk)
+                if isinstance(chunk, (SuspendedChunk, FinishChunk)):
+                    break
+    assert not any(isinstance(c, SuspendedChunk) for c in chunks), "the link was shown"
+    [line] = ran(runs)
+    assert line.startswith("open_link: refused: the bot can't ask this:") and why in line, line
+
+
+async def test_older_generation_an_https_link_is_shown_and_other_schemes_only_when_configured(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    for url, schemes in (("https://auth.example.com/x", None), ("http://intranet.example/login", ("https", "http"))):
+        env = {"MCP_TEST_RUNS": str(runs)}
+        server = {"command": sys.executable, "args": [ASKING], "env": env, "protocol": "legacy"}
+        options = {"url_schemes": schemes} if schemes else {}
+        async with McpTools(parse_mcp_config({"mcpServers": {"ask": server}}), **options) as mcp:
+            agent: Agent = make_agent(fake_redis, tools=[])
+            agent.add_tools(mcp.tools)
+            openai_server.script(Reply(tool_calls=[tool_call("ask__open_link", {"url": url})]), Reply(text="ok"))
+            stream = await agent.stream("sign in")
+            suspended, _ = await until_suspended(stream)
+            question = suspended.payload.suspend_payload
+            assert isinstance(question, AskUserPayload) and question.form is not None
+            assert question.form.url == url and url in question.question
+            await (await agent.resume_stream("Done", run_id=stream.run_id)).collect()
+            await stream.collect()
+    assert ran(runs) == ["open_link: accept", "open_link: accept"]

@@ -296,10 +296,12 @@ def http_server() -> MCPServer:
 
 
 @asynccontextmanager
-async def serving(server: MCPServer, port: int, seen: list[dict[str, str]]) -> AsyncIterator[None]:
-    """``server`` over streamable HTTP at http://127.0.0.1:port/mcp (uvicorn in this event loop); the headers of
-    every request are appended to ``seen``."""
-    app = server.streamable_http_app()
+async def serving(
+    server: MCPServer, port: int, seen: list[dict[str, str]], *, path: str = "/mcp"
+) -> AsyncIterator[None]:
+    """``server`` over streamable HTTP at http://127.0.0.1:port``path`` (uvicorn in this event loop); the headers
+    of every request are appended to ``seen``."""
+    app = server.streamable_http_app(streamable_http_path=path)
 
     async def recording(
         scope: Any, receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]
@@ -349,6 +351,52 @@ async def test_a_streamable_http_server_works_and_is_reconnected_after_a_restart
             assert await tools["web__greet"].execute({"name": "Cy"}) == "hello Cy"
     finally:
         await mcp.aclose()
+
+
+async def test_every_secret_bearing_value_of_mcp_config_is_redacted_from_the_logs(tmp_path: Path) -> None:
+    """A token in an MCP server's URL (its path, or ``?key=``) was in DEBUG logs (httpx logs every request's URL).
+    The playground as a process, LOG_LEVEL=DEBUG, MCP_CONFIG naming a loopback HTTP server by a URL holding a
+    token in its path and query and a header filled from ${VAR}: none of them is in its output, the host is."""
+    from tests.slack.test_serve_process import clean_env, read_until, start_bot, stop
+
+    port, seen = free_port(), []
+    path_token, query_key, header_key = "pathtoken-7f3a9c", "querykey-51d2e8", "headerkey-a04b77"
+    url = f"http://127.0.0.1:{port}/t/{path_token}/mcp?key={query_key}"
+    config_file = tmp_path / "mcp.json"
+    entry = {"url": url, "headers": {"X-Api-Key": "${DOCS_KEY}"}}
+    config_file.write_text(json.dumps({"mcpServers": {"docs": entry}}))
+    env = clean_env(PORT="0", MCP_PORT="0", MCP_CONFIG=str(config_file), DOCS_KEY=header_key, LOG_LEVEL="DEBUG")
+    async with serving(http_server(), port, seen, path=f"/t/{path_token}/mcp"):
+        proc = await start_bot("playground", env=env)
+        started: list[str] = []
+        try:
+            started = await read_until(proc, "Health and metrics:")
+        finally:
+            output = "\n".join(started) + "\n" + await stop(proc)
+    assert seen and all(h.get("x-api-key") == header_key for h in seen)  # the server was reached, with the header
+    assert f"127.0.0.1:{port}" in output  # its requests were logged: what is hidden is the secret part
+    for secret in (path_token, query_key, header_key):
+        assert secret not in output
+
+
+def test_the_secret_bearing_values_of_each_kind_of_entry_reach_the_settings_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GH_TOKEN", "ghp-expanded-1234")
+    servers = {
+        "gh": {"command": "npx", "args": ["-y", "--token=${GH_TOKEN}"], "env": {"DB": "postgres://u:dbpass99@h/db"}},
+        "docs": {
+            "url": "https://mcp.example.com/k/pathsecret9?key=querysecret9",
+            "headers": {"Authorization": "Basic b64cred99"},
+        },
+    }
+    config_file = tmp_path / "mcp.json"
+    config_file.write_text(json.dumps({"mcpServers": servers}))
+    secrets = Settings(mcp_config=str(config_file)).secret_values()
+    for value in ("ghp-expanded-1234", "--token=ghp-expanded-1234", "postgres://u:dbpass99@h/db", "b64cred99"):
+        assert value in secrets
+    assert "/k/pathsecret9" in secrets and "querysecret9" in secrets
+    assert not any("mcp.example.com" in v for v in secrets)  # the host stays readable in logs
 
 
 # --- environment, lifecycle, wiring ----------------------------------------------------------------------------------

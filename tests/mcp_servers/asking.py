@@ -17,6 +17,8 @@ to the file named by ``MCP_TEST_RUNS`` (if set), so a test can count how often a
 - ``two_at_once()`` (older generation only: ``ctx.elicit``): two questions sent at the same moment (``a``
   boolean, ``b`` text).
 - ``die_while_asking()`` (older generation only): asks, and the server process exits half a second later.
+- ``open_link(url)`` (older generation only: ``ctx.elicit_url``): asks the person to open ``url``; the line written
+  says the answer, or ``refused: <the client's error>``.
 """
 
 from __future__ import annotations
@@ -191,6 +193,16 @@ async def die_while_asking(ctx: Context) -> str:
     asyncio.get_running_loop().call_later(0.5, os._exit, 3)
     answer = await ctx.elicit("Still there?", B)
     return ran(f"die_while_asking: {answer.action}")
+
+
+@server.tool(structured_output=False)
+async def open_link(url: str, ctx: Context) -> str:
+    """Ask the person to open a link (URL-mode elicitation)."""
+    try:
+        answer = await ctx.elicit_url("Sign in to continue", url, "e-1")
+    except Exception as exc:  # the client refused the request (a JSON-RPC error)
+        return ran(f"open_link: refused: {exc}")
+    return ran(f"open_link: {answer.action}")
 
 
 if __name__ == "__main__":

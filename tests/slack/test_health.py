@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from typing import Any
 
 import fakeredis
@@ -171,7 +172,10 @@ async def test_socket_mode_serves_metrics_health_and_readiness_on_metrics_port(r
 
 def test_metrics_port_equal_to_the_http_port_is_refused() -> None:
     [line] = error_lines(run_bot("serve", env=complete_env(PORT="3555", METRICS_PORT="3555")))
-    assert line == "error: METRICS_PORT is PORT: the HTTP server serves /metrics on PORT already; unset METRICS_PORT"
+    assert line == (
+        "error: METRICS_PORT is PORT: give /metrics, /healthz and /readyz a port of their own, or unset METRICS_PORT"
+        " (PORT serves them then)"
+    )
 
 
 @pytest.mark.real_redis
@@ -262,3 +266,122 @@ async def test_a_malformed_request_is_answered_400_and_logged_in_one_line(fake_r
     text = stream.getvalue()
     assert "Traceback" not in text and "ERROR" not in text, text
     assert text.count("bad HTTP request (LineTooLong), answered 400") == 3, text
+
+
+# --- where each server listens: a host setting each, loopback unless it must be public -----------------------
+# On Linux all of 127.0.0.0/8 is loopback: a server bound to 0.0.0.0 answers on 127.0.0.2 too, one bound to
+# 127.0.0.1 does not. That tells "all interfaces" from "loopback only" without a second network interface.
+
+OTHER_ADDRESS = "127.0.0.2"
+
+
+async def answers(host: str, port: int) -> bool:
+    """Whether something accepts a TCP connection on ``host:port``."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
+    except OSError:
+        return False
+    writer.close()
+    return True
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # start-up and endpoints, no store behaviour
+async def test_with_metrics_port_the_ops_endpoints_are_on_loopback_and_off_the_public_port(
+    real_redis: Any, prefix: str
+) -> None:
+    """/metrics, /healthz and /readyz shared the public PORT with /slack/events, and METRICS_PORT listened on every
+    interface: with METRICS_PORT they are on METRICS_HOST (127.0.0.1) alone; METRICS_ON_PORT=true keeps PORT's."""
+    port, metrics_port = free_port(), free_port()
+    async with Workspace(bot_token=TOKEN) as ws:
+        env = complete_env(
+            SLACK_API_URL=ws.api_url,
+            REDIS_PREFIX=prefix,
+            PORT=str(port),
+            METRICS_PORT=str(metrics_port),
+            LOG_LEVEL="info",
+        )
+        proc = await start_bot("serve", env=env)
+        started: list[str] = []
+        try:
+            started = await read_until(proc, "HTTP mode")
+            alive, ready, text = await ops_of(metrics_port)
+            on_other = await answers(OTHER_ADDRESS, metrics_port)
+            public = [(await get(f"http://127.0.0.1:{port}", path))[0] for path in ("/metrics", "/healthz")]
+            events_public = await answers(OTHER_ADDRESS, port)  # HTTP_HOST's default: Slack must reach it
+        finally:
+            rest = "\n".join(started) + "\n" + await stop_bot(proc)
+        assert (alive, ready) == (200, 200), rest
+        assert "askbot_runs_in_flight " in text
+        assert not on_other  # loopback only
+        assert public == [404, 404]
+        assert events_public
+        assert f"on http://127.0.0.1:{metrics_port}" in rest
+
+        env["METRICS_ON_PORT"] = "true"
+        proc = await start_bot("serve", env=env)
+        try:
+            await read_until(proc, "HTTP mode")
+            both = [(await get(f"http://127.0.0.1:{p}", "/healthz"))[0] for p in (port, metrics_port)]
+        finally:
+            await stop_bot(proc)
+        assert both == [200, 200]
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # start-up and endpoints, no store behaviour
+async def test_the_public_port_keeps_its_ops_endpoints_without_metrics_port_and_http_host_is_honoured(
+    real_redis: Any, prefix: str
+) -> None:
+    """Backward compatible: without METRICS_PORT the HTTP server still answers /healthz on PORT (probes); HTTP_HOST
+    binds /slack/events to one address."""
+    port = free_port()
+    async with Workspace(bot_token=TOKEN) as ws:
+        env = complete_env(SLACK_API_URL=ws.api_url, REDIS_PREFIX=prefix, PORT=str(port), HTTP_HOST="127.0.0.1")
+        proc = await start_bot("serve", env=env)
+        try:
+            await read_until(proc, "HTTP mode")
+            alive, _, _ = await get(f"http://127.0.0.1:{port}", "/healthz")
+            on_other = await answers(OTHER_ADDRESS, port)
+        finally:
+            await stop_bot(proc)
+    assert alive == 200 and not on_other
+
+
+@pytest.mark.parametrize(
+    ("extra", "line"),
+    [
+        ({"HTTP_HOST": "not a host!"}, "HTTP_HOST: must be an IP address to listen on"),
+        ({"MCP_HOST": "256.1.1.1"}, "MCP_HOST: must be an IP address to listen on"),
+        ({"METRICS_HOST": "10.255.255.254"}, "cannot listen on 10.255.255.254: not an address of this machine"),
+    ],
+)
+def test_a_host_setting_that_is_no_address_here_is_refused_naming_it(extra: dict[str, str], line: str) -> None:
+    env = complete_env(METRICS_PORT=str(free_port()), **extra)
+    lines = error_lines(run_bot("worker", env=env, timeout=30))
+    assert any(line in one for one in lines), lines
+    if "cannot listen" in line:
+        assert lines[-1].endswith("set METRICS_HOST")
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # start-up checks, no store behaviour
+async def test_mcp_over_http_on_a_taken_port_or_a_foreign_address_is_refused_naming_the_setting(
+    real_redis: Any, prefix: str
+) -> None:
+    """uvicorn, binding the port itself, logged the error and exited the process (no ``error:`` line)."""
+    async with Workspace(bot_token=TOKEN) as ws:
+        base_env = complete_env(SLACK_API_URL=ws.api_url, REDIS_PREFIX=prefix, MCP_TOKEN="mcp-test-token-0123456789abc")
+        with socket.socket() as held:
+            held.bind(("127.0.0.1", 0))
+            held.listen()
+            taken = held.getsockname()[1]
+            out = await asyncio.to_thread(run_bot, "mcp", "--http", env={**base_env, "MCP_PORT": str(taken)})
+        foreign = {**base_env, "MCP_PORT": str(free_port()), "MCP_HOST": "10.255.255.254"}
+        out_host = await asyncio.to_thread(run_bot, "mcp", "--http", env=foreign)
+    assert error_lines(out)[-1] == (
+        f"error: cannot listen on port {taken}: it is in use by another process; stop it or set MCP_PORT"
+    )
+    line = error_lines(out_host)[-1]
+    assert line.startswith("error: cannot listen on 10.255.255.254: not an address of this machine"), line
+    assert line.endswith("set MCP_HOST")

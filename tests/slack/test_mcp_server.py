@@ -40,6 +40,8 @@ REDIS_ENV: dict[str, str] = {}  # REDIS_URL and REDIS_CLUSTER of this test's rea
 @pytest.fixture(autouse=True)
 def _redis_env(real_redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(globals(), "REDIS_ENV", real_redis_env)
+
+
 TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py)
 
 
@@ -151,10 +153,11 @@ class HttpServer:
 
 
 @contextlib.asynccontextmanager
-async def mcp_http_server(h: Any, prefix: str) -> AsyncIterator[HttpServer]:
-    """``python -m bot mcp --http`` as its own process, once it listens."""
+async def mcp_http_server(h: Any, prefix: str, *, host: str | None = None) -> AsyncIterator[HttpServer]:
+    """``python -m bot mcp --http`` as its own process, once it listens (on ``MCP_HOST=host`` when given)."""
     port = free_port()
-    env = {**mcp_env(h, prefix), "MCP_PORT": str(port), "MCP_TOKEN": MCP_TOKEN}
+    env = {**mcp_env(h, prefix), "MCP_PORT": str(port), "MCP_TOKEN": MCP_TOKEN, **({"MCP_HOST": host} if host else {})}
+    host = host or "127.0.0.1"
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot", "mcp", "--http", env=env, stderr=asyncio.subprocess.PIPE
     )
@@ -164,13 +167,13 @@ async def mcp_http_server(h: Any, prefix: str) -> AsyncIterator[HttpServer]:
         deadline = time.monotonic() + STARTUP_SECONDS
         while True:
             with contextlib.suppress(OSError):
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                _, writer = await asyncio.open_connection(host, port)
                 writer.close()
                 break
             assert process.returncode is None, "the MCP server exited"
             assert time.monotonic() < deadline, f"the MCP server did not listen within {STARTUP_SECONDS} s"
             await asyncio.sleep(0.05)
-        yield HttpServer(url=f"http://127.0.0.1:{port}/mcp", process=process)
+        yield HttpServer(url=f"http://{host}:{port}/mcp", process=process)
     finally:
         if process.returncode is None:
             process.terminate()
@@ -201,6 +204,30 @@ async def test_over_http_a_request_without_the_right_token_is_refused(
         for scheme in ("bearer", "BEARER"):  # the scheme in any case (RFC 7235)
             async with http.post(server.url, json=initialize, headers={"Authorization": f"{scheme} {MCP_TOKEN}"}) as r:
                 assert r.status != 401
+
+
+async def test_over_http_the_server_listens_on_loopback_unless_mcp_host_says_otherwise(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """It listened on every interface with no setting. On Linux all of 127/8 is loopback: a server on 0.0.0.0
+    answers on 127.0.0.2 as well, one on 127.0.0.1 does not."""
+    async with harness(real_redis) as h:
+        async with mcp_http_server(h, prefix) as server:
+            port = int(server.url.split(":")[2].split("/")[0])
+            with pytest.raises(OSError):
+                await asyncio.open_connection("127.0.0.2", port)
+            async with http_session(server.url) as session:  # a real client, on loopback
+                assert {t.name for t in (await session.list_tools()).tools} == {"ask_user", "request_approval"}
+            # On loopback the SDK checks Host (DNS rebinding): a TLS proxy in front passes Host: 127.0.0.1:<port>
+            # (nginx's default; Caddy: header_up Host {upstream_hostport}), as the README says.
+            initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+            auth = {"Authorization": f"Bearer {MCP_TOKEN}", "Accept": "application/json, text/event-stream"}
+            async with aiohttp.ClientSession() as http:
+                for host, refused in (("mcp.example.com", True), (f"127.0.0.1:{port}", False)):
+                    async with http.post(server.url, json=initialize, headers={**auth, "Host": host}) as resp:
+                        assert (resp.status == 421) is refused, (host, resp.status)
+        async with mcp_http_server(h, prefix, host="127.0.0.2") as server, http_session(server.url) as session:
+            assert {t.name for t in (await session.list_tools()).tools} == {"ask_user", "request_approval"}
 
 
 async def test_over_http_an_mcp_client_asks_and_gets_the_answer(
@@ -491,3 +518,47 @@ async def test_an_approval_request_escalated_to_a_channel_is_decided_by_its_appr
         await h.ws.click(copy, "Approve", user=CAROL)
         result = await asyncio.wait_for(call, 20)
         assert result.structured_content == {"status": "approved", "approved_by": CAROL}
+
+
+async def test_every_text_an_outside_agent_sends_is_bounded_before_anything_is_posted(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """A 100,000-character question was asked (and kept in Redis for the run's retention); every free-text field of
+    both tools is bounded by one table (bot.agent.limits), advertised in the input schemas and refused over it."""
+    from bot.agent import limits
+
+    over = {
+        ("ask_user", "question"): {"question": "q" * 100_000},
+        ("ask_user", "label"): {"question": "Pick", "options": [{"label": "l" * (limits.MAX_OPTION_LABEL + 1)}]},
+        ("ask_user", "description"): {
+            "question": "Pick",
+            "options": [{"label": "a", "description": "d" * (limits.MAX_OPTION_DESCRIPTION + 1)}],
+        },
+        ("ask_user", "context"): {"question": "Ship?", "context": "c" * (limits.MAX_CONTEXT + 1)},
+        ("ask_user", "request_key"): {"question": "Ship?", "request_key": "k" * (limits.MAX_REQUEST_KEY + 1)},
+        ("ask_user", "channel"): {"question": "Ship?", "channel": "C" * (limits.MAX_SLACK_ID + 1)},
+        ("request_approval", "action"): {"action": "a" * (limits.MAX_ACTION + 1)},
+        ("request_approval", "details"): {"action": "deploy", "details": "d" * (limits.MAX_DETAILS + 1)},
+        ("request_approval", "details as key/values"): {
+            "action": "deploy",
+            "details": {f"k{i}": "v" * 100 for i in range(40)},  # 40 short entries, 4,000+ characters
+        },
+        ("request_approval", "context"): {"action": "deploy", "context": "c" * (limits.MAX_CONTEXT + 1)},
+    }
+    async with harness(real_redis) as h, mcp_session(h, prefix) as session:
+        schemas = {t.name: t.input_schema for t in (await session.list_tools()).tools}
+        assert schemas["ask_user"]["properties"]["question"]["maxLength"] == limits.MAX_QUESTION
+        for (tool, field), args in over.items():
+            result = await session.call_tool(tool, args)
+            text = result.content[0].text
+            assert result.is_error, (tool, field)
+            assert field.split()[0] in text and "at most" in text, (tool, field, text)
+        assert h.ws.messages(GENERAL) == []  # nothing posted
+        assert [k async for k in real_redis.scan_iter(f"{prefix}*")] == []  # nothing stored
+        at_the_bound = {"question": "q" * limits.MAX_QUESTION, "request_key": "at-the-bound"}
+        call = asyncio.ensure_future(session.call_tool("ask_user", at_the_bound))
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        call.cancel()
+        with contextlib.suppress(BaseException):
+            await call
+    assert "q" * 1000 in str(question["blocks"])
