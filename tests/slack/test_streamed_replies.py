@@ -236,10 +236,11 @@ async def test_a_stream_breaking_in_its_second_message_repeats_nothing(
     async with harness(fake_redis, settings=FAST) as h:
         h.model.script(Reply(text=LONG, chunk_delay=0.0008))  # a few seconds: many pieces, two messages
         d = await h.ws.mention(ALICE, GENERAL, "write a book")
-        await h.ws.wait_for_call("chat.stopStream")  # the first message is full; the second one streams
+        # Limits of 60 s, not speed checks: the reply takes a few seconds alone, longer on a loaded machine.
+        await h.ws.wait_for_call("chat.stopStream", timeout=60)  # the first message is full; the second one streams
         h.ws.fake.fail_next("chat.appendStream", "message_not_in_streaming_state")  # and breaks
         await h.ws.wait_for_message(
-            channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: "w02599" in m["text"]
+            channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: "w02599" in m["text"], timeout=60
         )
         await h.settle()
         assert h.ws.calls("chat.update")  # finished by updating the broken message

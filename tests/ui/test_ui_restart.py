@@ -101,7 +101,7 @@ def _banner_url(lines: list[str]) -> str | None:
     return None
 
 
-async def until(probe: Callable[[], Any], *, what: str, lines: list[str], within: float = 20) -> Any:
+async def until(probe: Callable[[], Any], *, what: str, lines: list[str], within: float = 60) -> Any:
     """Poll ``probe`` (sync or async) until it returns something truthy; fail naming ``what`` and the output."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within

@@ -121,7 +121,7 @@ async def test_single_select_flow_through_the_endpoints(pg: Playground, http: ai
     assert status == 200 and clicked["ok"]
     assert clicked["ack"]["kind"] == "interaction" and clicked["ack"]["name"] == "block_actions"
     assert clicked["ack"]["request"]["actions"][0]["value"]  # the real signed payload, as sent to the app
-    reply = await bot_message(pg, ts, "Deploying to")
+    reply = await bot_message(pg, ts, "Deploying to *production*")  # the whole sentence: it may still be streaming
     assert "production" in reply["text"]
 
 
@@ -419,5 +419,5 @@ async def test_the_home_tab_and_the_timing_controls_through_the_endpoints(
         raise AssertionError("the Home tab was not published with the question")
     status, clicked = await post(http, pg, "home_click", {"user": "U_ALICE", "label": "production"})
     assert status == 200 and clicked["ok"]
-    reply = await bot_message(pg, ts, "Deploying to")
+    reply = await bot_message(pg, ts, "Deploying to *production*")  # the whole sentence: it may still be streaming
     assert "production" in reply["text"]
