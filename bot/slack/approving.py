@@ -93,8 +93,17 @@ class Approving:
             await self.answering.finish_own_claim(state, ctx, call=call, clicked=clicked)
             return
         if not isinstance(check, Open):
+            tried = "approved" if approved else "declined"
             await self.answering.not_open(
-                check, state, ctx=ctx, call=call, user=where.user, say=say, kind="approval", clicked=clicked
+                check,
+                state,
+                ctx=ctx,
+                call=call,
+                user=where.user,
+                say=say,
+                kind="approval",
+                clicked=clicked,
+                tried=tried,
             )
             return
         if check.pending.kind != "approval":
@@ -141,7 +150,10 @@ class Approving:
                 run_id=state.run_id, tool_call_id=call, reason=reason, declined_by=where.user
             )
         except (*LOST_CLAIM, NotAwaitingThisKind):
-            await self.answering.lost_claim(state.run_id, ctx, call=call, user=where.user, say=say, kind="approval")
+            tried = "approved" if approved else "declined"
+            await self.answering.lost_claim(
+                state.run_id, ctx, call=call, user=where.user, say=say, kind="approval", tried=tried
+            )
         except RunNotFound:
             await say(GONE)
         except StoreUnavailable:

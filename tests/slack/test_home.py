@@ -122,3 +122,34 @@ async def test_a_close_whose_reply_was_lost_lists_the_question_once_under_recent
         assert view is not None
         shown = blocks_text(view)
         assert "Recently closed" in shown and shown.count("answered: *web*") == 1, shown
+
+
+async def test_a_late_click_on_a_stale_home_says_what_was_recorded_and_that_this_click_was_not(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """Alice answered "web" in the thread; her Home still showed the question (its refresh not due yet) and a click
+    on "api" there was told "Your answer was recorded." though it was ignored. Told now: what was recorded, by whom,
+    and that this click was not; the same option again: that it was."""
+    async with harness(fake_redis) as h:
+        thread, q = await asked(h, then="Going with web.")
+        await refresh(h)
+        await h.ws.click(q, "web", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Going with web."))
+        await h.settle()
+        await click_home(h.ws, ALICE, "api")  # the stale Home: its refresh is not due
+        note = await h.ws.wait_for_message(channel="D_ALICE", predicate=lambda m: "recorded" in m["text"])
+        assert note["text"] == "You had already answered *web*; your choice *api* was not recorded."
+        await click_home(h.ws, ALICE, "web")
+        same = await h.ws.wait_for_message(channel="D_ALICE", predicate=lambda m: m["text"].startswith("Your "))
+        assert same["text"] == "Your answer *web* was recorded."
+
+
+async def test_a_late_click_by_someone_else_names_who_answered_what(fake_redis: aioredis.Redis, harness: Any) -> None:
+    async with harness(fake_redis, answerers="channel") as h:
+        thread, q = await asked(h, then="Going with web.")
+        await h.ws.click(q, "web", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Going with web."))
+        await h.settle()
+        await h.ws.click(q, "api", user=BOB, as_seen=True)
+        note = await h.ws.wait_for_ephemeral(user=BOB)
+        assert note["text"] == "<@U_ALICE> had already answered *web*; your choice *api* was not recorded."

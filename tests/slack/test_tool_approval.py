@@ -131,6 +131,25 @@ async def test_approvers_can_be_named_people_and_user_groups(fake_redis: aioredi
         assert not h.ws.ephemerals(user=CAROL)
 
 
+async def test_a_late_decision_says_who_decided_what_and_that_it_was_not_recorded(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """Once Bob approved, Carol's Approve is told Bob had already approved (hers not recorded), and Bob's second
+    click that his approval was recorded: never a bare "Your answer was recorded."."""
+    async with harness(fake_redis, settings={**AGENT, "approvers": "U_BOB,U_CAROL"}) as h:
+        thread, q = await request(h, then="Restarted.")
+        await h.ws.click(q, "Approve", user=BOB)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Restarted.")
+        await h.settle()
+        await h.ws.click(q, "Approve", user=CAROL, as_seen=True)
+        note = await h.ws.wait_for_ephemeral(user=CAROL)
+        assert note["text"] == "<@U_BOB> had already approved this; your approval was not recorded."
+        await h.ws.click(q, "Approve", user=BOB, as_seen=True)
+        mine = await h.ws.wait_for_ephemeral(user=BOB)
+        assert mine["text"] == "Your approval was recorded."
+        assert approval_agent.RESTARTS == ["api"]
+
+
 async def test_ten_people_approving_at_once_run_the_tool_once(fake_redis: aioredis.Redis, harness: Any) -> None:
     async with harness(fake_redis, settings={**AGENT, "approvers": "channel"}) as h:
         thread, q = await request(h, then="Once.")
