@@ -38,8 +38,6 @@ REDIS_ENV: dict[str, str] = {}  # REDIS_URL and REDIS_CLUSTER of this test's rea
 @pytest.fixture(autouse=True)
 def _redis_env(real_redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(globals(), "REDIS_ENV", real_redis_env)
-
-
 TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py)
 
 
