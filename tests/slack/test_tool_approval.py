@@ -81,6 +81,19 @@ async def test_decline_with_a_reason_never_runs_and_the_model_is_told(fake_redis
         assert "Declined by <@U_ALICE>: it's peak hours" in blocks_text(done) and not has_controls(done)
 
 
+async def test_the_decline_forms_label_says_optional_once(fake_redis: aioredis.Redis, harness: Any) -> None:
+    """Slack shows "(optional)" after an optional input's label itself: the label said it too ("Reason (optional)
+    (optional)")."""
+    async with harness(fake_redis, settings=AGENT) as h:
+        _thread, q = await request(h)
+        await h.ws.click(q, "Decline", user=ALICE)
+        form = await h.ws.wait_for_view(
+            user=ALICE, predicate=lambda v: v.get("callback_id") == "approval_decline_modal"
+        )
+        reason = next(b for b in form["blocks"] if b["type"] == "input")
+        assert reason["optional"] is True and reason["label"]["text"] == "Reason"
+
+
 async def test_decline_without_a_reason_is_fine(fake_redis: aioredis.Redis, harness: Any) -> None:
     async with harness(fake_redis, settings=AGENT) as h:
         thread, q = await request(h, then="Fine.")
