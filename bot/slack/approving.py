@@ -24,7 +24,7 @@ from bot.ops import audit
 from bot.slack import modals
 from bot.slack.answer_modal import LOADING_VIEW, AnswerModal
 from bot.slack.answering import LOST_CLAIM, Answering
-from bot.slack.approval_blocks import decision_outcome, details_text
+from bot.slack.approval_blocks import decision_outcome, decline_question, details_text
 from bot.slack.approvers import ApproverPolicy
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import Decided
@@ -206,7 +206,7 @@ class Approving:
         meta = self.modal.metadata(
             run_id=state.run_id, call=ref.call, user=where.user, view_id=view_id, asked=pending.suspended_at
         )
-        await web.update_view(view_id, modals.decline_modal(payload.tool_name, private_metadata=meta))
+        await web.update_view(view_id, modals.decline_modal(decline_question(payload), private_metadata=meta))
 
     async def _found_to_read(self, body: dict[str, Any], say: Say) -> Found | None:
         """The run, context and call a click names (no decision right needed: reading the details); or None after

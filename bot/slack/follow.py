@@ -41,7 +41,7 @@ from bot.config import Answerers
 from bot.errors import StoreUnavailable
 from bot.logs import log_context
 from bot.slack import blocks as bk
-from bot.slack.approval_blocks import approval_blocks, approval_outcome_blocks
+from bot.slack.approval_blocks import approval_blocks, approval_outcome_blocks, approval_title, closed_what
 from bot.slack.approvers import ApproverPolicy
 from bot.slack.context import SlackContext
 from bot.slack.home import Home, closed_summary
@@ -245,7 +245,7 @@ class Follower:
     ) -> None:
         ref = QuestionRef.of(run_id, approval.tool_call_id)
         blocks = approval_blocks(approval, ref=ref, approvers=self.approvers.describe(ctx))
-        text = f"Approval needed to run {escape(approval.tool_name)}"
+        text = approval_title(approval)
         ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text, blocks=blocks)
         await self._posted_question(status, ts)
         call, asked, expires = approval.tool_call_id, approval.asked_at, approval.expires_at
@@ -256,16 +256,14 @@ class Follower:
     ) -> None:
         """Update every message showing the approval request (and ``clicked``, the one acted on, recorded or not) to
         ``outcome`` (mrkdwn), without controls."""
-        what = f"Run `{escape(approval.tool_name)}`"
-        summary = closed_summary(what, outcome)
+        what = closed_what(approval)
+        summary = f"{what} · {outcome}"
         refs = await self.records.closed(run_id, approval.tool_call_id, summary=summary, asked=approval.asked_at)
         ref = QuestionRef.of(run_id, approval.tool_call_id)
         refs = await self._with_clicked(refs, clicked, ref)
         blocks = approval_outcome_blocks(approval, ref=ref, outcome=outcome)
         for message in refs:
-            await self.web.update(
-                message.channel_id, message.ts, text=f"{approval.tool_name}: {outcome}", blocks=blocks
-            )
+            await self.web.update(message.channel_id, message.ts, text=f"{what}: {outcome}", blocks=blocks)
 
     async def _failed(self, run_id: str, error: ErrorPayload, ctx: SlackContext) -> None:
         if error.kind == "superseded":  # the process that took the run over posts its outcome

@@ -243,14 +243,14 @@ def modal_metadata(view: dict[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in meta.items()} if isinstance(meta, dict) else {}
 
 
-def decline_modal(tool_name: str, *, private_metadata: dict[str, str]) -> dict[str, Any]:
-    """The decline form: an optional reason for the model and the thread. Raises ``ValueError`` when the metadata
-    is too long."""
+def decline_modal(question_mrkdwn: str, *, private_metadata: dict[str, str]) -> dict[str, Any]:
+    """The decline form: ``question_mrkdwn`` (already safe: :func:`bot.slack.approval_blocks.decline_question`),
+    then an optional reason for the model and the thread. Raises ``ValueError`` when the metadata is too long."""
     return _form(
         callback_id=DECLINE_CALLBACK,
         title="Decline",
         submit="Decline",
-        text_mrkdwn=f"Decline running `{escape(clip(tool_name, 100))}`?",
+        text_mrkdwn=question_mrkdwn,
         input_block=DECLINE_INPUT_BLOCK,
         action_id=ACT_REASON,
         label="Reason",

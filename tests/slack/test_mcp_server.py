@@ -280,6 +280,10 @@ async def test_an_approval_request_is_approved_or_declined_with_a_reason(
         )
         request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
         assert "Restart the api service" in str(request["blocks"])
+        # named by its action, not by the hidden tool it is ("Approval needed to run request_approval")
+        assert request["text"] == "Approval needed: Restart the api service"
+        assert request["blocks"][0]["text"]["text"] == ":raised_hand: *Approval needed*: Restart the api service"
+        assert "request_approval" not in str(request["blocks"])
         await h.ws.click(request, "Approve", user=ALICE)
         result = await asyncio.wait_for(call, 20)
         assert result.structured_content == {"status": "approved", "approved_by": ALICE}
@@ -292,6 +296,7 @@ async def test_an_approval_request_is_approved_or_declined_with_a_reason(
         form = await h.ws.wait_for_view(
             user=ALICE, predicate=lambda v: v.get("callback_id") == "approval_decline_modal"
         )
+        assert form["blocks"][0]["text"]["text"] == "Decline: Drop the cache?"
         await h.ws.submit_view(form, {"decline_reason": {"reason_text": "not during the release"}}, user=ALICE)
         result = await asyncio.wait_for(call, 20)
         assert result.structured_content == {
