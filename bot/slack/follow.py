@@ -174,6 +174,7 @@ class Follower:
             allow_user_mentions=self.allow_user_mentions,
         )
         reply.on_posted = status.posted
+        reply.after_posted = status.reshow
         return reply
 
     async def _pause(self, reply: ReplyStream, status: ThreadStatus, ctx: SlackContext) -> ReplyStream:

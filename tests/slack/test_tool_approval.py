@@ -54,6 +54,37 @@ async def test_approve_runs_the_tool_once_and_the_message_says_who_and_how_it_we
         assert h.model.requests[-1]["messages"][-1]["content"] == "api restarted"
 
 
+async def test_while_an_approved_call_runs_the_status_says_it_is_running(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """The segment an approval starts runs the tool first: its status said "is thinking..." all through the call
+    (the run's stream told no call starting: its tool-call chunk was the earlier segment's)."""
+    async with harness(fake_redis, settings=AGENT) as h:
+        gate = approval_agent.GATE["gate"] = asyncio.Event()
+        thread, q = await request(h, then="Restarted api.")
+        try:
+            await h.ws.click(q, "Approve", user=ALICE)
+            await h.ws.wait_for_message(  # this segment's reply shows the call running (its post clears the status)
+                channel=GENERAL,
+                thread_ts=thread,
+                predicate=lambda m: (m.get("tasks") or {}).get("r1", {}).get("status") == "in_progress",
+            )
+            posted = h.ws.calls("chat.startStream")[-1]
+            await h.ws.wait_for_call(  # shown again once that post went out
+                "assistant.threads.setStatus",
+                predicate=lambda c: c.at > posted.at and c.params.get("status") == "is running restart_service...",
+            )
+            assert h.ws.state.status_of(GENERAL, thread) == "is running restart_service..."
+            assert approval_agent.RESTARTS == ["api"]  # running, held by the gate
+        finally:
+            gate.set()
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Restarted api."
+        )
+        await h.settle()
+        assert h.ws.state.status_of(GENERAL, thread) == ""  # cleared at the end
+
+
 async def test_a_failing_tool_shows_it_failed(fake_redis: aioredis.Redis, harness: Any) -> None:
     async with harness(fake_redis, settings=AGENT) as h:
         thread, q = await request(h, name="broken", then="It failed.")
