@@ -122,7 +122,7 @@ class Approving:
                 outcome = decision_outcome(approved=approved, user=where.user, reason=reason)
                 if approved:
                     running = f"{outcome} · running…"
-                    await follower.close_approval(state.run_id, payload, outcome=running, clicked=clicked)
+                    await follower.close_approval(state.run_id, payload, outcome=running, clicked=clicked, ongoing=True)
                     decided = Decided(tool_call_id=call, payload=payload, outcome=outcome, clicked=clicked)
                     await follower.follow(stream, ctx, decided=decided)
                 else:

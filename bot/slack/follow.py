@@ -253,13 +253,22 @@ class Follower:
         await self.records.shown(ctx, run_id, call, ts=ts, approval=True, asked=asked, expires_at=expires)
 
     async def close_approval(
-        self, run_id: str, approval: ApprovalPayload, *, outcome: str, clicked: MessageRef | None = None
+        self,
+        run_id: str,
+        approval: ApprovalPayload,
+        *,
+        outcome: str,
+        clicked: MessageRef | None = None,
+        ongoing: bool = False,
     ) -> None:
         """Update every message showing the approval request (and ``clicked``, the one acted on, recorded or not) to
-        ``outcome`` (mrkdwn), without controls."""
+        ``outcome`` (mrkdwn), without controls; ``ongoing``: the approved call runs now, and its end closes the
+        request again (the Home line too: :meth:`QuestionRecords.closed`)."""
         what = closed_what(approval)
         summary = f"{what} · {outcome}"
-        refs = await self.records.closed(run_id, approval.tool_call_id, summary=summary, asked=approval.asked_at)
+        refs = await self.records.closed(
+            run_id, approval.tool_call_id, summary=summary, asked=approval.asked_at, ongoing=ongoing
+        )
         ref = QuestionRef.of(run_id, approval.tool_call_id)
         refs = await self._with_clicked(refs, clicked, ref)
         blocks = approval_outcome_blocks(approval, ref=ref, outcome=outcome)

@@ -70,12 +70,17 @@ class QuestionRecords:
         due = self.plan.entries(run_id, call, expires_at=expires_at) if self.plan is not None else []
         await self._schedule(run_id, what, add=due + Home.refreshes([(ctx.team_id, p) for p in people]))
 
-    async def closed(self, run_id: str, call: str, *, summary: str, asked: datetime | None) -> list[MessageRef] | None:
+    async def closed(
+        self, run_id: str, call: str, *, summary: str, asked: datetime | None, ongoing: bool = False
+    ) -> list[MessageRef] | None:
         """Question ``call`` of ``run_id`` was decided (answered, expired, withdrawn; ``summary``: how, mrkdwn):
-        take it out of its inboxes, drop its reminders and escalation, refresh those Home tabs. Returns the messages
-        showing it (of the asking ``asked``), to update; None when they could not be read. Never raises."""
+        take it out of its inboxes, drop its reminders and escalation, refresh those Home tabs. ``ongoing``: its
+        call goes on (an approved call running), and a later close says how it ended: that one replaces this
+        "recently closed" line (:meth:`bot.store.inbox.Inbox.queue_close`). Returns the messages showing it (of the
+        asking ``asked``), to update; None when they could not be read. Never raises."""
         batch = Batch(self.index.client)
         owners = self.home.inbox.queue_owners(batch, run_id, call) if self.home is not None else None
+        previous = self.home.inbox.queue_previous(batch, run_id, call) if self.home is not None else None
         shown = self.index.queue_messages(batch, run_id, call, asked=asked_id(asked))
         try:
             await batch.run("reading where a question is shown")
@@ -86,7 +91,10 @@ class QuestionRecords:
             refs, people = shown.value, owners.value if owners is not None else []
         if self.home is not None and people:
             writing = Batch(self.index.client)
-            self.home.inbox.queue_close(writing, people, run_id=run_id, call=call, summary=summary)
+            line = previous.value if previous is not None else None
+            self.home.inbox.queue_close(
+                writing, people, run_id=run_id, call=call, summary=summary, previous=line, ongoing=ongoing
+            )
             try:
                 await writing.run("closing inbox entries")
             except StoreUnavailable as exc:
