@@ -38,6 +38,8 @@ REDIS_ENV: dict[str, str] = {}  # REDIS_URL and REDIS_CLUSTER of this test's rea
 @pytest.fixture(autouse=True)
 def _redis_env(real_redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(globals(), "REDIS_ENV", real_redis_env)
+
+
 TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py)
 
 
@@ -342,7 +344,29 @@ async def test_progress_is_reported_all_through_a_long_wait(
         await h.ws.click(question, "yes", user=ALICE)
         await asyncio.wait_for(call, 20)
         assert len(told) >= 4 and [d for d, _ in told] == sorted(d for d, _ in told)  # every 0.5 s, counting up
-        assert all(m == f"waiting for <@{ALICE}> in <#{GENERAL}>" for _, m in told)
+        # names, not Slack's <@U…> / <#C…> (a client is not Slack and shows them raw); looked up once each
+        assert all(m == "waiting for @alice in #general" for _, m in told), told
+        assert len(h.ws.calls("users.info")) == 1 and len(h.ws.calls("conversations.info")) == 1
+
+
+async def test_progress_names_fall_back_to_the_id_where_slack_cant_say(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    async with harness(real_redis) as h, mcp_session(h, prefix, extra={"MCP_PROGRESS_SECONDS": "0.5"}) as session:
+        h.ws.fake.refuse("users.info", "missing_scope")  # installed before users:read was asked for
+        told: list[str | None] = []
+
+        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            told.append(message)
+
+        call = asyncio.ensure_future(
+            session.call_tool("ask_user", {"question": "Proceed?"}, progress_callback=on_progress)
+        )
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        await asyncio.sleep(1.2)
+        await h.ws.reply_in_thread(ALICE, GENERAL, question["thread_ts"], "yes")
+        await asyncio.wait_for(call, 20)
+        assert told and all(m == f"waiting for @{ALICE} in #general" for m in told), told
 
 
 @pytest.mark.redis_kinds("single", "cluster")
