@@ -52,7 +52,7 @@ def explain(
             mine = answer.answered_by == user
             if mine and tried in (None, recorded):
                 if approval:
-                    return f"Your {_NOUNS.get(recorded, 'decision')} was recorded."
+                    return f"Your {_NOUNS.get(recorded or '', 'decision')} was recorded."
                 return f"Your answer {recorded} was recorded."
             who = "You" if mine else f"<@{answer.answered_by}>" if answer.answered_by else "Someone"
             done = f"{who} had already {recorded} this" if approval else f"{who} had already answered {recorded}"
