@@ -71,7 +71,7 @@ class Asker:
     def __init__(self, threads: Threads, *, team_id: str, poll: float = 1.0) -> None:
         self.threads, self.team_id, self.poll = threads, team_id, poll
         self.agent = threads.agent
-        self.names = Names(threads.web)  # progress messages go to a client that can't render <@U…> / <#C…>
+        self.names: Names = threads.follower.names  # progress messages go to a client that can't render <@U…>
 
     async def ask(
         self,

@@ -46,6 +46,7 @@ from bot.slack.approvers import ApproverPolicy
 from bot.slack.context import SlackContext
 from bot.slack.home import Home, closed_summary
 from bot.slack.mrkdwn import clip, escape
+from bot.slack.names import NamedMentions, Names
 from bot.slack.question_records import QuestionRecords
 from bot.slack.refs import QuestionRef
 from bot.slack.refusals import Refusals
@@ -111,6 +112,7 @@ class Follower:
         self.answerers: Answerers = answerers
         self.approvers = approvers
         self.allow_user_mentions = allow_user_mentions  # may text from the model or people ping a person
+        self.names = Names(web)  # where a mention may not ping, the model's <@U…> is written as the name
 
     async def follow(self, stream: AgentStream, ctx: SlackContext, *, decided: Decided | None = None) -> None:
         """Show a run segment in its thread: its status while it works, its reply as the model writes it (tool
@@ -120,12 +122,15 @@ class Follower:
         with log_context(run_id=stream.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id):
             status = ThreadStatus(self.web, ctx, refusals=self.status_refusals)
             reply = self._new_reply(ctx, status)
+            mentions = NamedMentions(self.names) if not self.allow_user_mentions else None
             await status.show(THINKING)
             try:
                 async for chunk in stream:
+                    if mentions is not None and not isinstance(chunk, TextDeltaChunk) and (held := mentions.flush()):
+                        reply.text(held)  # the start of a mention the text stopped at: shown as it is
                     match chunk:
                         case TextDeltaChunk(payload=delta):
-                            reply.text(delta.text)
+                            reply.text(await mentions.feed(delta.text) if mentions is not None else delta.text)
                         case ToolCallChunk(payload=call) if not self.is_question_tool(call.tool_name):
                             reply.task(call.tool_call_id, tool_name=call.tool_name, status="in_progress")
                             await status.show(running(call.tool_name))
@@ -151,7 +156,8 @@ class Follower:
                             await self._tool_done(stream.run_id, result, reply, status, decided=decided)
                         case FinishChunk(payload=finish) if finish.status == "completed":
                             if not reply.raw.strip():  # nothing was written as it streamed: the run's last text
-                                reply.text(finish.text or "(no reply)")
+                                last = finish.text or "(no reply)"
+                                reply.text(await mentions.label(last) if mentions is not None else last)
                             await reply.close()
                         case FinishChunk(payload=finish) if finish.status == "stopped":
                             await reply.close()
@@ -161,6 +167,8 @@ class Follower:
                             await reply.close()
                             await self._failed(stream.run_id, error, ctx)
             finally:
+                if mentions is not None and (held := mentions.flush()):
+                    reply.text(held)
                 await reply.close()
                 await status.clear()
 

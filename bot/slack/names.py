@@ -10,6 +10,7 @@ where Slack can't say (no ``users:read`` / ``channels:read`` scope, an unknown i
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -20,6 +21,7 @@ log = logging.getLogger(__name__)
 
 TTL = 600.0  # seconds a name is remembered
 KEPT = 500  # names remembered, of each kind
+LOOKUPS = 10  # people looked up per reply at most (NamedMentions)
 
 
 class Names:
@@ -70,3 +72,47 @@ class Names:
         while len(kept) > KEPT:
             kept.popitem(last=False)
         return name
+
+
+_BARE_MENTION = re.compile(r"<@([UW][A-Z0-9_]{2,})>")  # a mention without a label: Slack shows the name
+_PARTIAL_MENTION = re.compile(r"<(?:@[A-Z0-9_]{0,40})?$")  # the start of one a text ends with
+
+
+class NamedMentions:
+    """A reply's text as the model streams it, each ``<@U…>`` labelled with the person's name (``<@U1|alice>``)
+    before the bot's safe rendering writes it as the unpinging ``@alice`` (:mod:`bot.slack.safe_text`): where
+    mentions may not ping, a model that only knows ids (an answer's ``answered_by``) showed "as @U_ALICE chose".
+    A mention cut between two pieces is held until it is whole (:meth:`flush`: what is held, as it is). At most
+    :data:`LOOKUPS` people are looked up per reply (a model writing a thousand ids costs no thousand calls)."""
+
+    def __init__(self, names: Names) -> None:
+        self.names = names
+        self._held = ""
+        self._looked: set[str] = set()
+
+    async def feed(self, text: str) -> str:
+        """The text to show of ``text`` (after what was held), its whole mentions labelled. Never raises."""
+        text = self._held + text
+        partial = _PARTIAL_MENTION.search(text)
+        cut = partial.start() if partial is not None else len(text)
+        text, self._held = text[:cut], text[cut:]
+        return await self.label(text)
+
+    def flush(self) -> str:
+        """What is held (the start of a mention the text ended with), as it is."""
+        held, self._held = self._held, ""
+        return held
+
+    async def label(self, text: str) -> str:
+        """``text`` with each ``<@U…>`` labelled with the person's name where Slack can say it. Never raises."""
+        found: dict[str, str] = {}
+        for user_id in dict.fromkeys(_BARE_MENTION.findall(text)):
+            if user_id not in self._looked and len(self._looked) >= LOOKUPS:
+                continue
+            self._looked.add(user_id)
+            name = (await self.names.user(user_id)).removeprefix("@")
+            if name != user_id and "|" not in name and ">" not in name:
+                found[user_id] = name
+        if not found:
+            return text
+        return _BARE_MENTION.sub(lambda m: f"<@{m[1]}|{found[m[1]]}>" if m[1] in found else m[0], text)
