@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bot.agent.answers import Open
+from bot.agent.answers import Answered, Open
 from bot.agent.approvals import approval_payload
 from bot.agent.state import RunState
 from bot.agent.stream import AgentStream
@@ -29,7 +29,7 @@ from bot.slack.approvers import ApproverPolicy
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import Decided
 from bot.slack.lookup import Found, Say
-from bot.slack.notices import GONE, NOT_OPEN, STORE_DOWN
+from bot.slack.notices import GONE, NOT_OPEN, STORE_DOWN, explain
 from bot.slack.picks import button_ref
 from bot.slack.refs import QuestionRef
 
@@ -191,6 +191,10 @@ class Approving:
             return
         state, _ctx, call = found
         check = await self.answering.agent.check(state, call)
+        if decline and isinstance(check, Answered):  # decided already: by whom, and that this decline is not taken
+            recorded = self.answering.recorded(check, state, call, approval=True)
+            await notice(explain(check, where.user, recorded=recorded, tried="declined", approval=True))
+            return
         pending = check.pending if isinstance(check, Open) else state.pending
         if pending is None or pending.kind != "approval":
             await notice(NOT_OPEN)

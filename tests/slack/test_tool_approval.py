@@ -191,6 +191,9 @@ async def test_a_late_decision_says_who_decided_what_and_that_it_was_not_recorde
         await h.ws.click(q, "Approve", user=BOB, as_seen=True)
         mine = await h.ws.wait_for_ephemeral(user=BOB)
         assert mine["text"] == "Your approval was recorded."
+        await h.ws.click(q, "Decline", user=CAROL, as_seen=True)  # its form says so, not "no longer open"
+        told = "<@U_BOB> had already approved this; your decline was not recorded."
+        await h.ws.wait_for_view(user=CAROL, predicate=lambda v: told in json.dumps(v["blocks"]))
         assert approval_agent.RESTARTS == ["api"]
 
 
