@@ -101,5 +101,20 @@ def said(payload: AskUserPayload | None, data: ResumeData | FormReply, *, allow_
             data = ""
         if not data:
             return "*your reply*"
-    text = shown(payload, data) if payload is not None else data
+    text = shown(payload, data) if payload is not None else _reply_fields(data)
     return f"*{answer_display(text, allow_user_mentions=allow_user_mentions)}*"
+
+
+def _reply_fields(data: ResumeData) -> ResumeData:
+    """A form's reply (JSON text) with no question to name its fields: ``"confirm: true"``; anything else as it is."""
+    if not isinstance(data, str) or not data.startswith("{"):
+        return data
+    try:
+        reply = json.loads(data)
+    except ValueError:
+        return data
+    content = reply.get("content") if isinstance(reply, dict) else None
+    if isinstance(reply, dict) and reply.get("action") in ("decline", "cancel"):
+        return "Declined"
+    fields = content if isinstance(content, dict) else reply if isinstance(reply, dict) else {}
+    return ", ".join(f"{k}: {json.dumps(v) if not isinstance(v, str) else v}" for k, v in fields.items()) or data
