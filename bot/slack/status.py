@@ -54,8 +54,9 @@ class ThreadStatus:
         """The app's post in the thread went out, and Slack cleared the status with it: show again what the run is
         still doing (a tool call that starts a reply posts the reply's first message just after its "is running
         restart_service..." was set, which Slack then cleared for the whole call). Sent even when a call for it
-        completed after the post began: Slack may have taken that call first. Nothing once cleared."""
-        if self._wanted and not self._reacted:
+        completed after the post began: Slack may have taken that call first. Nothing once cleared, nor for
+        :data:`THINKING`: the model's text showing in the reply is the sign then (and costs no calls)."""
+        if self._wanted and self._wanted != THINKING and not self._reacted:
             self._shown = ""
             await self.show(self._wanted)
 
