@@ -50,6 +50,7 @@ SCOPES: dict[str, tuple[tuple[str, ...], ...]] = {
     "conversations.replies": (HISTORY,),
     "conversations.history": (HISTORY,),
     "users.info": (("users:read",),),
+    "conversations.info": (("channels:read", "groups:read", "im:read", "mpim:read"),),
     "usergroups.users.list": (("usergroups:read",),),
     # Slack takes chat:write for setStatus since 2026-03 (assistant:write for the time being too).
     "assistant.threads.setStatus": (("chat:write", "assistant:write"),),

@@ -21,7 +21,7 @@ from typing import Any
 
 from bot.agent.live_questions import LiveQuestions
 from bot.agent.state import PendingCall, RunState, ToolCall, utcnow
-from bot.agent.stream import AgentStream, ApprovalPayload
+from bot.agent.stream import AgentStream, ApprovalPayload, ToolCallChunk, ToolCallPayload
 from bot.agent.tool_calls import Suspended, add_result, run_tool_call
 from bot.agent.tools import Tool, ToolInputError
 
@@ -105,6 +105,9 @@ async def run_decided(
     state.pending = pending.model_copy(update={"executing_since": utcnow()})
     await save(state)  # the trace that makes it run at most once per approval
     state.pending = None
+    # it runs now: a ``tool-call`` chunk, as for any call that starts (the one before the approval request was
+    # another segment's), so the stream's consumer shows it running (Slack: "is running restart_service...")
+    out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, dict(pending.args))))
     await run_tool_call(
         tools,
         state,

@@ -32,6 +32,8 @@ from bot.agent.stream import (
     QuestionClosedPayload,
     SuspendedChunk,
     SuspendedPayload,
+    ToolCallChunk,
+    ToolCallPayload,
 )
 from bot.agent.tools import LiveAsk, Tool
 from bot.errors import RunConflict, StoreUnavailable
@@ -97,6 +99,8 @@ class LiveQuestions:
         answer: ResumeData | None = None
         try:
             answer = await self._wait(state, call.id)
+            if answer is not None:  # the call goes on with it: shown running again (its question cleared that)
+                out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, dict(args))))
             return answer
         finally:
             if answer is None:  # no answer: its deadline passed, or the call ended first (e.g. its server died)

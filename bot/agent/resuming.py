@@ -22,7 +22,7 @@ from typing import Any
 from bot.agent.approvals import Save, run_decided, suspend
 from bot.agent.live_questions import LiveQuestions
 from bot.agent.state import Answer, PendingCall, RunState, ToolCall, utcnow
-from bot.agent.stream import AgentStream
+from bot.agent.stream import AgentStream, ToolCallChunk, ToolCallPayload
 from bot.agent.tool_calls import add_result, run_tool_call
 from bot.agent.tools import Tool
 
@@ -64,6 +64,7 @@ async def continue_pending(
         state.pending = pending.model_copy(update={"executing_since": utcnow()})
         await save(state)
         state.pending = None
+        out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, dict(pending.args))))  # runs again
     await run_tool_call(
         tools,
         state,

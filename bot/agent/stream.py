@@ -4,7 +4,8 @@ A chunk is one of the classes below, told apart by ``chunk.type`` (a discriminat
 the class, or compare ``chunk.type``); each has ``run_id`` and a ``payload``:
 
 - ``text-delta``: :class:`TextDeltaChunk`, payload :class:`TextDeltaPayload` ``(text)``
-- ``tool-call``: :class:`ToolCallChunk`, payload :class:`ToolCallPayload` ``(tool_call_id, tool_name, args)``
+- ``tool-call``: :class:`ToolCallChunk`, payload :class:`ToolCallPayload` ``(tool_call_id, tool_name, args)``:
+  a call starts (an approved call again in the segment its approval starts, as it runs)
 - ``tool-result``: :class:`ToolResultChunk`, payload :class:`ToolResultPayload`
   ``(tool_call_id, tool_name, result, is_error)``
 - ``tool-call-suspended``: :class:`SuspendedChunk`, payload :class:`SuspendedPayload`

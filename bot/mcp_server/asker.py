@@ -29,6 +29,7 @@ from bot.errors import BotError, RunConflict, RunNotFound, StoreUnavailable
 from bot.slack.blocks import MAX_SELECT_OPTIONS
 from bot.slack.context import SlackContext, slack_id
 from bot.slack.mrkdwn import clip
+from bot.slack.names import Names
 from bot.slack.safe_text import safe_mrkdwn
 from bot.slack.threads import Threads
 
@@ -70,6 +71,7 @@ class Asker:
     def __init__(self, threads: Threads, *, team_id: str, poll: float = 1.0) -> None:
         self.threads, self.team_id, self.poll = threads, team_id, poll
         self.agent = threads.agent
+        self.names: Names = threads.follower.names  # progress messages go to a client that can't render <@U…>
 
     async def ask(
         self,
@@ -169,8 +171,9 @@ class Asker:
         """Wait until the question has an outcome and return it: ``{"status": "answered", "answer": str | [labels],
         "answered_by"}``, ``{"status": "no_answer"}`` (its deadline passed) or ``{"status": "cancelled",
         "cancelled_by"}``; None as soon as ``cancelled()`` (the asker gave up). ``progress(seconds waited,
-        message)`` is awaited at the start and every ``every`` seconds. A store outage is waited through
-        (logged). Raises ``RunNotFound`` (past retention)."""
+        message)`` is awaited at the start and every ``every`` seconds; ``message`` names whom and where in plain
+        text ("waiting for @alice in #general": an MCP client is not Slack, :class:`bot.slack.names.Names`). A store
+        outage is waited through (logged). Raises ``RunNotFound`` (past retention)."""
         started, told = time.monotonic(), -every
         while True:
             try:
@@ -186,8 +189,8 @@ class Asker:
             waited = time.monotonic() - started
             if progress is not None and waited - told >= every:
                 told = waited
-                whom = f"<@{asked.user}>" if asked.user else "anyone"
-                await progress(waited, f"waiting for {whom} in <#{asked.channel_id}>")
+                whom = await self.names.user(asked.user) if asked.user else "anyone"
+                await progress(waited, f"waiting for {whom} in {await self.names.channel(asked.channel_id)}")
             await asyncio.sleep(min(self.poll, every))
 
     async def withdraw(self, asked: Asked, *, by: str = "the agent that asked") -> None:

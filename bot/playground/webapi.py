@@ -10,7 +10,8 @@ message_not_found, cant_update_message, cant_delete_message, no_text, invalid_bl
 msg_blocks_too_long); views.open, views.push, views.update (invalid_trigger_id, exchanged_trigger_id,
 expired_trigger_id, not_found, hash_conflict, push_limit_reached, invalid_arguments for a bad view);
 reactions.add / reactions.remove (already_reacted, no_reaction, invalid_name); conversations.replies,
-conversations.history (thread_not_found); users.info (user_not_found); usergroups.users.list (no_such_subteam:
+conversations.history (thread_not_found); conversations.info (channel_not_found; a user id is not a channel
+here); users.info (user_not_found); usergroups.users.list (no_such_subteam:
 Slack's code for an unknown user group; ``include_disabled`` is accepted, there are no disabled groups).
 chat.postMessage / chat.update keep ``metadata`` (``{event_type, event_payload}``; anything else is ignored),
 returned by conversations.replies / history only with ``include_all_metadata``; a bot post in a thread clears its
@@ -115,6 +116,7 @@ class WebApi:
             "reactions.remove": self.reactions_remove,
             "conversations.replies": self.conversations_replies,
             "conversations.history": self.conversations_history,
+            "conversations.info": self.conversations_info,
             "users.info": self.users_info,
             "usergroups.users.list": self.usergroups_users_list,
         }
@@ -434,6 +436,19 @@ class WebApi:
             "pin_count": 0,
             "response_metadata": {"next_cursor": ""},
         }
+
+    async def conversations_info(self, params: JSON) -> JSON:
+        """Slack: ``channel`` (required; a conversation id: unlike posting, a user id is ``channel_not_found``),
+        ``include_locale`` / ``include_num_members`` accepted; answers ``{"ok", "channel": {id, name?, is_channel,
+        is_im, is_private, ...}}`` (docs.slack.dev reference/methods/conversations.info)."""
+        require(params, "channel")
+        channel = self.state.directory.channels.get(str(params["channel"]))
+        if channel is None:
+            raise ApiError("channel_not_found")
+        found = copy.deepcopy(channel)
+        if params.get("include_num_members") in (True, "true", "1", 1):
+            found["num_members"] = len([u for u in self.state.directory.users.values() if not u.get("is_bot")])
+        return {"ok": True, "channel": found}
 
     async def users_info(self, params: JSON) -> JSON:
         require(params, "user")

@@ -29,7 +29,7 @@ from bot.slack.context import Where
 from bot.slack.lookup import Found
 from bot.slack.mrkdwn import clip, escape
 from bot.slack.notices import NOT_OPEN, STORE_DOWN, explain
-from bot.slack.picks import Pick, button_ref
+from bot.slack.picks import Pick, asked_question, button_ref, said
 from bot.slack.refs import QuestionRef
 from bot.store.conversations import MessageRef, asked_id
 
@@ -174,7 +174,11 @@ class AnswerModal:
             return check.pending
         if isinstance(check, Expired):
             await self.answering.expire(state, call)
-        return explain(check, user)
+        recorded = self.answering.recorded(check, state, call, approval=False)
+        payload = asked_question(state, call)
+        typed = modals.modal_text(body.get("view") or {}) if payload is not None and payload.form is None else ""
+        tried = said(payload, typed, allow_user_mentions=self.answering.follower.allow_user_mentions) if typed else None
+        return explain(check, user, recorded=recorded, tried=tried)
 
     async def on_modal_answer(self, body: dict[str, Any], context: Any) -> None:
         """A submitted answer modal (lazy, after the ack): claim the typed answer, if the ack side accepted it."""

@@ -55,7 +55,7 @@ from bot.slack.notices import (
     explain,
 )
 from bot.slack.permissions import Permissions
-from bot.slack.picks import Pick, label, resume_data, shown, ticked
+from bot.slack.picks import Pick, asked_question, label, resume_data, said, shown, ticked
 from bot.slack.refs import BadReference, QuestionRef, parse_index
 from bot.slack.runner import REDELIVERED
 from bot.slack.typed_answers import labels_in_text
@@ -180,7 +180,10 @@ class Answering(QuestionLookup):
             await self.finish_own_claim(state, ctx, call=call, clicked=clicked)
             return
         if not isinstance(check, Open):
-            await self.not_open(check, state, ctx=ctx, call=call, user=where.user, say=say, clicked=clicked)
+            tried = self.tried(state, call, pick)
+            await self.not_open(
+                check, state, ctx=ctx, call=call, user=where.user, say=say, clicked=clicked, tried=tried
+            )
             return
         if check.pending.kind != "question":  # an approval is decided by Approve / Decline, never answered
             await say(NOT_OPEN)
@@ -228,6 +231,7 @@ class Answering(QuestionLookup):
             claim=resume,
             outcome=outcome,
             clicked=clicked,
+            tried=said(payload, data, allow_user_mentions=self.follower.allow_user_mentions),
         )
 
     async def settle(
@@ -243,18 +247,19 @@ class Answering(QuestionLookup):
         outcome: str,
         summary: str = "answered",
         clicked: MessageRef | None = None,
+        tried: str | None = None,
     ) -> None:
         """Make ``claim`` (an answer, a withdrawal) on question ``call``; then close its messages with ``outcome``
         (mrkdwn; ``summary`` its notification suffix), ``clicked`` (the message the person acted on) among them even
         if it was never recorded, and follow the run. A claim that can't be made is explained to ``user``
-        instead."""
+        instead (``tried``: the answer claimed, as :func:`bot.slack.picks.said` quotes it)."""
         try:
             stream = await claim()
         except AnswerError as exc:
             await say(f"I couldn't take that answer: {exc}")
             return
         except LOST_CLAIM:
-            await self.lost_claim(state.run_id, ctx, call=call, user=user, say=say, clicked=clicked)
+            await self.lost_claim(state.run_id, ctx, call=call, user=user, say=say, clicked=clicked, tried=tried)
             return
         except RunNotFound:
             await say(GONE)
@@ -288,9 +293,11 @@ class Answering(QuestionLookup):
         say: Say,
         kind: audit.Kind | None = None,
         clicked: MessageRef | None = None,
+        tried: str | None = None,
     ) -> None:
         """After a claim on ``call`` lost (someone answered first, it expired, the run moved on): tell ``user`` what
-        the stored run says now (``clicked``: the message acted on, see :meth:`not_open`)."""
+        the stored run says now (``clicked``: the message acted on, ``tried``: what they tried, see
+        :meth:`not_open`)."""
         loaded = await self.load(run_id, say)
         if loaded is None:
             return
@@ -301,7 +308,9 @@ class Answering(QuestionLookup):
         if isinstance(check, Open):  # a concurrent write that was not an answer: nothing taken
             await say("Someone else changed this conversation at the same moment; please try again.")
         else:
-            await self.not_open(check, loaded[0], ctx=ctx, call=call, user=user, say=say, kind=kind, clicked=clicked)
+            await self.not_open(
+                check, loaded[0], ctx=ctx, call=call, user=user, say=say, kind=kind, clicked=clicked, tried=tried
+            )
 
     @staticmethod
     def own_earlier_claim(check: AnswerCheck, user: str) -> bool:
@@ -346,21 +355,48 @@ class Answering(QuestionLookup):
         say: Say,
         kind: audit.Kind | None = None,
         clicked: MessageRef | None = None,
+        tried: str | None = None,
     ) -> None:
         """Tell ``user`` why the question can't take their answer, and do what that outcome needs: close an
         expired question's messages (``clicked``, the message acted on, among them), or continue a run whose answer
         is recorded but that nobody drives. The refusal is audited (``kind``: ``approval`` for a decision, when the
-        call is no longer pending to tell)."""
+        call is no longer pending to tell). An answered question's notice says what was recorded, by whom, and
+        whether ``tried`` (this attempt: :meth:`tried`, or ``"approved"`` / ``"declined"``) was
+        (:func:`bot.slack.notices.explain`)."""
         if isinstance(check, Answered):
             audit.duplicate(state, call, user=user, kind=kind)
         else:
             reason: audit.RefusalReason = "expired" if isinstance(check, Expired) else "closed"
             audit.refused(state, call, user=user, reason=reason, kind=kind)
-        await say(explain(check, user))
+        recorded = self.recorded(check, state, call, approval=kind == "approval")
+        await say(explain(check, user, recorded=recorded, tried=tried, approval=kind == "approval"))
         if isinstance(check, Expired):
             await self.expire(state, call, clicked=clicked)
         elif isinstance(check, Answered):
             await self.continue_orphan(state, ctx)
+
+    def recorded(self, check: AnswerCheck, state: RunState, call: str, *, approval: bool) -> str | None:
+        """The answer recorded on ``call`` as the notices quote it (:func:`bot.slack.picks.said`; for an approval
+        ``"approved"`` / ``"declined"``); None when ``check`` holds no person's answer."""
+        if not isinstance(check, Answered) or check.answer.outcome != "answer":
+            return None
+        data = check.answer.resume_data
+        if approval:
+            return "approved" if data == "approved" else "declined"
+        allow = self.follower.allow_user_mentions
+        return said(asked_question(state, call), data, allow_user_mentions=allow)
+
+    def tried(self, state: RunState, call: str, pick: Pick) -> str | None:
+        """What ``pick`` picks on question ``call`` of ``state`` (an answered one's, read from the run), quoted as
+        the notices quote answers; None when it can't be told (the question is not readable, the pick is not
+        one of its options)."""
+        payload = asked_question(state, call)
+        if payload is None:
+            return None
+        try:
+            return said(payload, pick(payload), allow_user_mentions=self.follower.allow_user_mentions)
+        except (AnswerError, BadReference):
+            return None
 
     async def expire(self, state: RunState, call: str, *, clicked: MessageRef | None = None) -> RunState:
         """Close question ``call`` of ``state`` as expired (stored status and its messages, ``clicked`` among them

@@ -20,6 +20,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
+from bot.agent.asking import APPROVAL_TOOL
 from bot.agent.stream import ApprovalPayload
 from bot.slack.mrkdwn import SECTION_TEXT, clip
 from bot.slack.refs import QuestionRef
@@ -45,10 +46,52 @@ def args_lines(args: dict[str, Any]) -> str:
     return clip("\n".join(lines), ARGS_TEXT) if lines else "_(no arguments)_"
 
 
+def _action(payload: ApprovalPayload) -> str | None:
+    """An outside agent's request's ``action`` (the MCP server's ``request_approval``), neutralised; else None."""
+    action = payload.args.get("action") if payload.tool_name == APPROVAL_TOOL else None
+    if isinstance(action, str) and action.strip():
+        return safe_mrkdwn(clip(_first_line(action), 300))
+    return None
+
+
+def requested(payload: ApprovalPayload) -> str:
+    """What an approval request asks for, as mrkdwn (neutralised): an outside agent's request (the MCP server's
+    ``request_approval``, :data:`bot.agent.asking.APPROVAL_TOOL`) its ``action`` ("Restart the api service"), any
+    other call "run `restart_service`". The one wording of the request's title, notification, decline form and
+    Home line (an MCP request was titled "Approval needed to run request_approval")."""
+    return _action(payload) or f"run `{safe_mrkdwn(clip(payload.tool_name, 100))}`"
+
+
+def approval_title(payload: ApprovalPayload) -> str:
+    """The request's one-line title (mrkdwn): ``"Approval needed to run `restart_service`"``, or for an outside
+    agent's request ``"Approval needed: Restart the api service"``."""
+    action = _action(payload)
+    return f"Approval needed: {action}" if action else f"Approval needed to {requested(payload)}"
+
+
+def decline_question(payload: ApprovalPayload) -> str:
+    """The decline form's question (mrkdwn): ``"Decline running `restart_service`?"``, or for an outside agent's
+    request ``"Decline: Restart the api service?"``."""
+    action = _action(payload)
+    return f"Decline: {action}?" if action else f"Decline running `{safe_mrkdwn(clip(payload.tool_name, 100))}`?"
+
+
+def closed_what(payload: ApprovalPayload) -> str:
+    """How a decided request is named on its Home line and notification (mrkdwn): ``"Run `restart_service`"`` or
+    the outside agent's action."""
+    what = requested(payload)
+    return what[:1].upper() + what[1:]
+
+
 def _request_sections(payload: ApprovalPayload, ref: QuestionRef, part: str) -> list[Block]:
-    what = f"`{safe_mrkdwn(payload.tool_name)}`"
-    about = _first_line(payload.description)
-    head = f":raised_hand: *Approval needed* to run {what}" + (f": {safe_mrkdwn(clip(about, 300))}" if about else "")
+    action = _action(payload)
+    about = _first_line(payload.description) if action is None else ""
+    head = (
+        f":raised_hand: *Approval needed*: {action}"
+        if action
+        else f":raised_hand: *Approval needed* to {requested(payload)}"
+    )
+    head += f": {safe_mrkdwn(clip(about, 300))}" if about else ""
     blocks: list[Block] = [SectionBlock(block_id=ref.block_id(f"{part}head"), text=MarkdownTextObject(text=head))]
     if payload.interrupted:
         warning = ":warning: An approved run of this call was interrupted; it may or may not have run. Run it again?"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bot.agent.answers import Open
+from bot.agent.answers import Answered, Open
 from bot.agent.approvals import approval_payload
 from bot.agent.state import RunState
 from bot.agent.stream import AgentStream
@@ -23,11 +23,11 @@ from bot.logs import log_context
 from bot.slack import modals
 from bot.slack.answer_modal import LOADING_VIEW, AnswerModal
 from bot.slack.answering import LOST_CLAIM, Answering
-from bot.slack.approval_blocks import decision_outcome, details_text
+from bot.slack.approval_blocks import decision_outcome, decline_question, details_text
 from bot.slack.context import SlackContext, Where
 from bot.slack.follow import Decided
 from bot.slack.lookup import Found, Say
-from bot.slack.notices import GONE, NOT_OPEN, STORE_DOWN
+from bot.slack.notices import GONE, NOT_OPEN, STORE_DOWN, explain
 from bot.slack.picks import button_ref
 from bot.slack.refs import QuestionRef
 
@@ -69,8 +69,17 @@ class Approving:
             await self.answering.finish_own_claim(state, ctx, call=call, clicked=clicked)
             return
         if not isinstance(check, Open):
+            tried = "approved" if approved else "declined"
             await self.answering.not_open(
-                check, state, ctx=ctx, call=call, user=where.user, say=say, kind="approval", clicked=clicked
+                check,
+                state,
+                ctx=ctx,
+                call=call,
+                user=where.user,
+                say=say,
+                kind="approval",
+                clicked=clicked,
+                tried=tried,
             )
             return
         if check.pending.kind != "approval":
@@ -89,7 +98,7 @@ class Approving:
                 outcome = decision_outcome(approved=approved, user=where.user, reason=reason)
                 if approved:
                     running = f"{outcome} · running…"
-                    await follower.close_approval(state.run_id, payload, outcome=running, clicked=clicked)
+                    await follower.close_approval(state.run_id, payload, outcome=running, clicked=clicked, ongoing=True)
                     decided = Decided(tool_call_id=call, payload=payload, outcome=outcome, clicked=clicked)
                     await follower.follow(stream, ctx, decided=decided)
                 else:
@@ -117,7 +126,10 @@ class Approving:
                 run_id=state.run_id, tool_call_id=call, reason=reason, declined_by=where.user
             )
         except (*LOST_CLAIM, NotAwaitingThisKind):
-            await self.answering.lost_claim(state.run_id, ctx, call=call, user=where.user, say=say, kind="approval")
+            tried = "approved" if approved else "declined"
+            await self.answering.lost_claim(
+                state.run_id, ctx, call=call, user=where.user, say=say, kind="approval", tried=tried
+            )
         except RunNotFound:
             await say(GONE)
         except StoreUnavailable:
@@ -155,6 +167,10 @@ class Approving:
             return
         state, _ctx, call = found
         check = await self.answering.agent.check(state, call)
+        if decline and isinstance(check, Answered):  # decided already: by whom, and that this decline is not taken
+            recorded = self.answering.recorded(check, state, call, approval=True)
+            await notice(explain(check, where.user, recorded=recorded, tried="declined", approval=True))
+            return
         pending = check.pending if isinstance(check, Open) else state.pending
         if pending is None or pending.kind != "approval":
             await notice(NOT_OPEN)
@@ -170,7 +186,7 @@ class Approving:
         meta = self.modal.metadata(
             run_id=state.run_id, call=ref.call, user=where.user, view_id=view_id, asked=pending.suspended_at
         )
-        await web.update_view(view_id, modals.decline_modal(payload.tool_name, private_metadata=meta))
+        await web.update_view(view_id, modals.decline_modal(decline_question(payload), private_metadata=meta))
 
     async def _found_to_read(self, body: dict[str, Any], say: Say) -> Found | None:
         """The run, context and call a click names (no decision right needed: reading the details); or None after

@@ -93,15 +93,19 @@ def _question_sections(
 
 
 def _option_list(payload: AskUserPayload, ref: QuestionRef, budget: int, *, allow_user_mentions: bool) -> list[Block]:
-    """A bullet list (mrkdwn) of the options whose label is shown shortened or that have a description."""
+    """A bullet list (mrkdwn) of every option, each with its description when it has one; only when some option
+    has a description or a label shown shortened (else the controls say it all). Listing only those options made a
+    list that read as the whole choice with the others missing."""
+    options = payload.options or []
     shown = display_labels(payload, OPTION_TEXT)
+    if not any(o.description or label != safe_plain(o.label) for o, label in zip(options, shown, strict=True)):
+        return []
     lines = [
         f"• *{safe_mrkdwn(o.label, allow_user_mentions=allow_user_mentions)}*"
         + (f" - {safe_mrkdwn(o.description, allow_user_mentions=allow_user_mentions)}" if o.description else "")
-        for o, label in zip(payload.options or [], shown, strict=True)
-        if o.description or label != safe_plain(o.label)
+        for o in options
     ]
-    if not lines or budget < 100:
+    if budget < 100:
         return []
     text = clip_mrkdwn("\n".join(clip_mrkdwn(line, 600) for line in lines), budget)
     return [SectionBlock(block_id=ref.block_id("list"), text=MarkdownTextObject(text=text))]

@@ -43,11 +43,12 @@ from bot.config import Answerers
 from bot.errors import StoreUnavailable
 from bot.logs import log_context
 from bot.slack import blocks as bk
-from bot.slack.approval_blocks import approval_blocks, approval_outcome_blocks
+from bot.slack.approval_blocks import approval_blocks, approval_outcome_blocks, approval_title, closed_what
 from bot.slack.approvers import ApproverPolicy
 from bot.slack.context import SlackContext
 from bot.slack.home import Home, closed_summary
 from bot.slack.mrkdwn import clip, escape
+from bot.slack.names import NamedMentions, Names
 from bot.slack.question_records import QuestionRecords
 from bot.slack.refs import QuestionRef
 from bot.slack.refusals import Refusals
@@ -121,6 +122,7 @@ class Follower:
         self.answerers: Answerers = answerers
         self.approvers = approvers
         self.allow_user_mentions = allow_user_mentions  # may text from the model or people ping a person
+        self.names = Names(web)  # where a mention may not ping, the model's <@U…> is written as the name
 
     async def follow(self, stream: AgentStream, ctx: SlackContext, *, decided: Decided | None = None) -> None:
         """Show a run segment in its thread: its status while it works, its reply as the model writes it (tool
@@ -130,12 +132,15 @@ class Follower:
         with log_context(run_id=stream.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id):
             status = ThreadStatus(self.web, ctx, refusals=self.status_refusals)
             reply = self._new_reply(ctx, status)
+            mentions = NamedMentions(self.names) if not self.allow_user_mentions else None
             await status.show(THINKING)
             try:
                 async for chunk in stream:
+                    if mentions is not None and not isinstance(chunk, TextDeltaChunk) and (held := mentions.flush()):
+                        reply.text(held)  # the start of a mention the text stopped at: shown as it is
                     match chunk:
                         case TextDeltaChunk(payload=delta):
-                            reply.text(delta.text)
+                            reply.text(await mentions.feed(delta.text) if mentions is not None else delta.text)
                         case ToolCallChunk(payload=call) if not self.is_question_tool(call.tool_name):
                             reply.task(call.tool_call_id, tool_name=call.tool_name, status="in_progress")
                             await status.show(running(call.tool_name))
@@ -161,7 +166,8 @@ class Follower:
                             await self._tool_done(stream.run_id, result, reply, status, decided=decided)
                         case FinishChunk(payload=finish) if finish.status == "completed":
                             if not reply.raw.strip():  # nothing was written as it streamed: the run's last text
-                                reply.text(finish.text or "(no reply)")
+                                last = finish.text or "(no reply)"
+                                reply.text(await mentions.label(last) if mentions is not None else last)
                             if finish.ending is not None:  # the text is not a whole answer: marked, and told why
                                 reply.cut_off(CUT_OFF)
                             await reply.close()
@@ -175,6 +181,8 @@ class Follower:
                             await reply.close()
                             await self._failed(stream.run_id, error, ctx)
             finally:
+                if mentions is not None and (held := mentions.flush()):
+                    reply.text(held)
                 await reply.close()
                 await status.clear()
 
@@ -188,6 +196,7 @@ class Follower:
             allow_user_mentions=self.allow_user_mentions,
         )
         reply.on_posted = status.posted
+        reply.after_posted = status.reshow
         return reply
 
     async def _pause(self, reply: ReplyStream, status: ThreadStatus, ctx: SlackContext) -> ReplyStream:
@@ -259,24 +268,33 @@ class Follower:
     ) -> None:
         ref = QuestionRef.of(run_id, approval.tool_call_id)
         blocks = approval_blocks(approval, ref=ref, approvers=self.approvers.describe(ctx))
-        text = f"Approval needed to run {escape(approval.tool_name)}"
+        text = approval_title(approval)
         ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text, blocks=blocks)
         await self._posted_question(status, ts)
         call, asked, expires = approval.tool_call_id, approval.asked_at, approval.expires_at
         await self.records.shown(ctx, run_id, call, ts=ts, approval=True, asked=asked, expires_at=expires)
 
     async def close_approval(
-        self, run_id: str, approval: ApprovalPayload, *, outcome: str, clicked: MessageRef | None = None
+        self,
+        run_id: str,
+        approval: ApprovalPayload,
+        *,
+        outcome: str,
+        clicked: MessageRef | None = None,
+        ongoing: bool = False,
     ) -> None:
         """Update every message showing the approval request (and ``clicked``, the one acted on, recorded or not) to
-        ``outcome`` (mrkdwn), without controls."""
-        what = f"Run `{escape(approval.tool_name)}`"
-        summary = closed_summary(what, outcome)
+        ``outcome`` (mrkdwn), without controls; ``ongoing``: the approved call runs now, and its end closes the
+        request again (the Home line too: :meth:`QuestionRecords.closed`)."""
+        what = closed_what(approval)
+        summary = f"{what} · {outcome}"
         ref = QuestionRef.of(run_id, approval.tool_call_id)
         blocks = approval_outcome_blocks(approval, ref=ref, outcome=outcome)
-        text = f"{approval.tool_name}: {outcome}"
+        text = f"{what}: {outcome}"
         call, asked = approval.tool_call_id, approval.asked_at
-        await self._close(ref, call, summary=summary, asked=asked, clicked=clicked, text=text, blocks=blocks)
+        await self._close(
+            ref, call, summary=summary, asked=asked, clicked=clicked, text=text, blocks=blocks, ongoing=ongoing
+        )
 
     async def _close(
         self,
@@ -288,14 +306,15 @@ class Follower:
         clicked: MessageRef | None,
         text: str,
         blocks: list[dict[str, Any]],
+        ongoing: bool = False,
     ) -> None:
         """Close question ``ref``'s (tool call ``call``) records and update the messages showing it (and
-        ``clicked``) to ``text`` / ``blocks``. When Redis can't say which messages show it (an outage), ``clicked``
-        is updated now and the whole close is owed: done again as soon as Redis answers
-        (:class:`bot.store.outage.Owed`)."""
+        ``clicked``) to ``text`` / ``blocks`` (``ongoing``: see :meth:`close_approval`). When Redis can't say which
+        messages show it (an outage), ``clicked`` is updated now and the whole close is owed: done again as soon as
+        Redis answers (:class:`bot.store.outage.Owed`)."""
 
         async def close(*, first: bool) -> bool:
-            refs = await self.records.closed(ref.run_id, call, summary=summary, asked=asked)
+            refs = await self.records.closed(ref.run_id, call, summary=summary, asked=asked, ongoing=ongoing)
             if refs is not None or first:  # the first try closes the message acted on, whatever Redis says
                 for message in await self._with_clicked(refs, clicked, ref):
                     await self.web.update(message.channel_id, message.ts, text=text, blocks=blocks)

@@ -11,6 +11,7 @@ plain_text_input max_length <= 3000, section text <= 3000.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from slack_sdk.models.blocks import (
@@ -103,12 +104,25 @@ def _form(
             InputBlock(
                 block_id=input_block,
                 optional=optional,
-                label=PlainTextObject(text=label),
+                label=PlainTextObject(text=input_label(label, optional=optional)),
                 element=PlainTextInputElement(action_id=action_id, multiline=True, max_length=ANSWER_MAX),
             ),
         ],
     )
     return dict(view.to_dict())
+
+
+def input_label(text: str, *, optional: bool) -> str:
+    """An input block's label: Slack itself shows "(optional)" after an optional input's label, so one that says
+    so already (a server's field titled "Email (optional)") loses its own ("Reason (optional) (optional)" was
+    shown). Slack: docs.slack.dev reference/block-kit/blocks/input-block (``optional``)."""
+    if not optional:
+        return text
+    kept = _OPTIONAL_SUFFIX.sub("", text)
+    return kept if kept.strip() else text
+
+
+_OPTIONAL_SUFFIX = re.compile(r"\s*[(\[]\s*optional\s*[)\]]\s*$", re.IGNORECASE)
 
 
 def answer_modal(question: str, *, private_metadata: dict[str, str]) -> dict[str, Any]:
@@ -145,7 +159,9 @@ def form_modal(form: Form, question: str, *, private_metadata: dict[str, str]) -
             InputBlock(
                 block_id=field_block(i),
                 optional=not f.required,
-                label=PlainTextObject(text=clip(safe_plain(f.title) or f.name, INPUT_LABEL)),
+                label=PlainTextObject(
+                    text=input_label(clip(safe_plain(f.title) or f.name, INPUT_LABEL), optional=not f.required)
+                ),
                 hint=hint,
                 element=_field_element(f),
             )
@@ -227,17 +243,17 @@ def modal_metadata(view: dict[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in meta.items()} if isinstance(meta, dict) else {}
 
 
-def decline_modal(tool_name: str, *, private_metadata: dict[str, str]) -> dict[str, Any]:
-    """The decline form: an optional reason for the model and the thread. Raises ``ValueError`` when the metadata
-    is too long."""
+def decline_modal(question_mrkdwn: str, *, private_metadata: dict[str, str]) -> dict[str, Any]:
+    """The decline form: ``question_mrkdwn`` (already safe: :func:`bot.slack.approval_blocks.decline_question`),
+    then an optional reason for the model and the thread. Raises ``ValueError`` when the metadata is too long."""
     return _form(
         callback_id=DECLINE_CALLBACK,
         title="Decline",
         submit="Decline",
-        text_mrkdwn=f"Decline running `{escape(clip(tool_name, 100))}`?",
+        text_mrkdwn=question_mrkdwn,
         input_block=DECLINE_INPUT_BLOCK,
         action_id=ACT_REASON,
-        label="Reason (optional)",
+        label="Reason",
         optional=True,
         private_metadata=private_metadata,
     )

@@ -18,8 +18,21 @@ MULTI_HINT = "Tick the options and press Submit, or reply with the options' name
 EXPIRED_OUTCOME = ":hourglass: This question expired without an answer."
 
 
-def explain(check: AnswerCheck, user: str) -> str:
-    """What a person trying to answer is told for an outcome other than :class:`~bot.agent.answers.Open`."""
+def explain(
+    check: AnswerCheck, user: str, *, recorded: str | None = None, tried: str | None = None, approval: bool = False
+) -> str:
+    """What a person trying to answer is told for an outcome other than :class:`~bot.agent.answers.Open`.
+
+    For an answered question it says what was recorded and by whom, and whether what ``user`` tried now was
+    recorded (issue 20: a late click on another option was told "Your answer was recorded." though it was
+    ignored): ``recorded`` is the recorded answer and ``tried`` this attempt, both mrkdwn the caller made safe
+    (e.g. ``*web*``; None: unknown). For an approval (``approval``) both are ``"approved"`` or ``"declined"``:
+
+    - the same answer by ``user``: ``"Your answer *web* was recorded."`` / ``"Your approval was recorded."``;
+    - anything else: ``"<@U2> had already answered *api*; your choice *web* was not recorded."`` (``"You had
+      already ..."`` for ``user``'s own earlier answer) / ``"<@U2> had already approved this; your decline was not
+      recorded."``.
+    """
     match check:
         case Answered(answer=answer) if answer.outcome == "cancelled":
             who = (
@@ -30,11 +43,23 @@ def explain(check: AnswerCheck, user: str) -> str:
                 else "its asker"
             )
             return f"This question was withdrawn by {who}."
-        case Answered(answer=answer) if answer.answered_by == user:
-            return "Your answer was recorded."
+        case Answered(answer=answer) if recorded is None:
+            if answer.answered_by == user:
+                return "Your answer was recorded."
+            by = f" by <@{answer.answered_by}>" if answer.answered_by else ""
+            return f"This question was already answered{by}."
         case Answered(answer=answer):
-            who = f" by <@{answer.answered_by}>" if answer.answered_by else ""
-            return f"This question was already answered{who}."
+            mine = answer.answered_by == user
+            if mine and tried in (None, recorded):
+                if approval:
+                    return f"Your {_NOUNS.get(recorded or '', 'decision')} was recorded."
+                return f"Your answer {recorded} was recorded."
+            who = "You" if mine else f"<@{answer.answered_by}>" if answer.answered_by else "Someone"
+            done = f"{who} had already {recorded} this" if approval else f"{who} had already answered {recorded}"
+            if tried is None:
+                return f"{done}."
+            mine_now = f"your {_NOUNS.get(tried, 'decision')}" if approval else f"your choice {tried}"
+            return f"{done}; {mine_now} was not recorded."
         case Expired():
             return EXPIRED
         case Closed():
@@ -42,3 +67,6 @@ def explain(check: AnswerCheck, user: str) -> str:
         case Open():
             return ""
     raise AssertionError("unreachable")
+
+
+_NOUNS = {"approved": "approval", "declined": "decline"}

@@ -8,13 +8,15 @@ the runtime checks; :func:`shown` says it back in the answered message.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bot.agent.ask_user import AskUserPayload
 from bot.agent.forms import FormReply
-from bot.agent.state import ResumeData
+from bot.agent.state import ResumeData, RunState
 from bot.errors import AnswerError
+from bot.slack.blocks import answer_display
 from bot.slack.notices import UNKNOWN_BUTTON
 from bot.slack.refs import BadReference, QuestionRef
 
@@ -69,3 +71,50 @@ async def button_ref(body: dict[str, Any], say: Callable[[str], Awaitable[Any]])
     except BadReference:
         await say(UNKNOWN_BUTTON)
         return None
+
+
+def asked_question(state: RunState, call: str) -> AskUserPayload | None:
+    """The question ``call`` of ``state`` asked, read from the run: its pending question, else the call's
+    arguments in the conversation (an answered question's, e.g. for a late click); None when it is not an
+    ``ask_user``-shaped question (an approval, a tool's own question) or can't be read."""
+    pending = state.pending
+    try:
+        if pending is not None and pending.tool_call_id == call:
+            return AskUserPayload.model_validate(pending.suspend_payload) if pending.kind == "question" else None
+        for message in reversed(state.messages):
+            for tool_call in message.get("tool_calls") or ():
+                if isinstance(tool_call, dict) and tool_call.get("id") == call:
+                    arguments = (tool_call.get("function") or {}).get("arguments") or "{}"
+                    return AskUserPayload.model_validate(json.loads(arguments))
+    except (ValueError, TypeError, AttributeError):  # pydantic's ValidationError is a ValueError
+        return None
+    return None
+
+
+def said(payload: AskUserPayload | None, data: ResumeData | FormReply, *, allow_user_mentions: bool = False) -> str:
+    """An answer as the notices quote it (mrkdwn, made safe, in bold): ``*web*``, ``*api, web*``; a form's reply
+    summarised (``payload`` None: as given)."""
+    if isinstance(data, FormReply):
+        try:
+            data = resume_data(payload, data) if payload is not None else ""
+        except AnswerError:
+            data = ""
+        if not data:
+            return "*your reply*"
+    text = shown(payload, data) if payload is not None else _reply_fields(data)
+    return f"*{answer_display(text, allow_user_mentions=allow_user_mentions)}*"
+
+
+def _reply_fields(data: ResumeData) -> ResumeData:
+    """A form's reply (JSON text) with no question to name its fields: ``"confirm: true"``; anything else as it is."""
+    if not isinstance(data, str) or not data.startswith("{"):
+        return data
+    try:
+        reply = json.loads(data)
+    except ValueError:
+        return data
+    content = reply.get("content") if isinstance(reply, dict) else None
+    if isinstance(reply, dict) and reply.get("action") in ("decline", "cancel"):
+        return "Declined"
+    fields = content if isinstance(content, dict) else reply if isinstance(reply, dict) else {}
+    return ", ".join(f"{k}: {json.dumps(v) if not isinstance(v, str) else v}" for k, v in fields.items()) or data

@@ -166,12 +166,15 @@ class QuestionRecords:
         for run_id, _call in self.owed:
             log.warning("run %s: its question's records were never written (the store did not answer)", run_id)
 
-    async def closed(self, run_id: str, call: str, *, summary: str, asked: datetime | None) -> list[MessageRef] | None:
+    async def closed(
+        self, run_id: str, call: str, *, summary: str, asked: datetime | None, ongoing: bool = False
+    ) -> list[MessageRef] | None:
         """Question ``call`` of ``run_id`` was decided (answered, expired, withdrawn; ``summary``: how, mrkdwn):
-        take it out of its inboxes, drop its reminders and escalation, refresh those Home tabs. Returns the messages
-        showing it (of the asking ``asked``), to update; None when they could not be read. Records it still owed
-        (an outage when it was shown) are not written any more; the message it was posted as is among those
-        returned. Never raises."""
+        take it out of its inboxes, drop its reminders and escalation, refresh those Home tabs. ``ongoing``: its
+        call goes on (an approved call running), and a later close says how it ended: that one replaces this
+        "recently closed" line (:meth:`bot.store.inbox.Inbox.queue_close`). Returns the messages showing it (of the
+        asking ``asked``), to update; None when they could not be read. Records it still owed (an outage when it was
+        shown) are not written any more; the message it was posted as is among those returned. Never raises."""
         owed = None
         if (run_id, call) in self.owed:
             async with self._writing:  # an owed write in flight finishes first
@@ -179,6 +182,7 @@ class QuestionRecords:
         unrecorded = [owed.ref] if owed is not None and owed.batch and owed.ref is not None else []
         batch = Batch(self.index.client)
         owners = self.home.inbox.queue_owners(batch, run_id, call) if self.home is not None else None
+        previous = self.home.inbox.queue_previous(batch, run_id, call) if self.home is not None else None
         shown = self.index.queue_messages(batch, run_id, call, asked=asked_id(asked))
         try:
             await batch.run("reading where a question is shown")
@@ -191,7 +195,10 @@ class QuestionRecords:
             people = owners.value if owners is not None else []
         if self.home is not None and people:
             writing = Batch(self.index.client)
-            self.home.inbox.queue_close(writing, people, run_id=run_id, call=call, summary=summary)
+            line = previous.value if previous is not None else None
+            self.home.inbox.queue_close(
+                writing, people, run_id=run_id, call=call, summary=summary, previous=line, ongoing=ongoing
+            )
             try:
                 await writing.run("closing inbox entries")
             except StoreUnavailable as exc:

@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -91,7 +91,8 @@ class _NewMessage:
 class ReplyStream:
     """One reply in the thread of ``ctx`` (see the module docstring). ``streaming``: try Slack's streaming first;
     ``interval``: seconds between Web API calls; ``on_posted()`` is called as a new message of the reply is posted
-    (Slack clears a thread's status then), before the call, so a status set meanwhile counts as still shown."""
+    (Slack clears a thread's status then), before the call, so a status set meanwhile counts as still shown;
+    ``after_posted()`` is awaited once the call went out (to show the status again)."""
 
     def __init__(
         self,
@@ -108,6 +109,7 @@ class ReplyStream:
         stream = streaming and _can_stream(ctx) and refusals.allowed(ctx)
         self.mode: Literal["stream", "post"] = "stream" if stream else "post"
         self.on_posted: Callable[[], None] | None = None
+        self.after_posted: Callable[[], Awaitable[None]] | None = None  # ... and once that post went out
         self._text = StreamText(allow_user_mentions=allow_user_mentions)
         self._tasks: dict[str, Task] = {}
         self._outgoing: list[Chunk | _NewMessage] = []  # stream mode: what to send, in order
@@ -255,6 +257,8 @@ class ReplyStream:
                 self._posted()  # before the call: a status set while it is in flight may outlive it
             await stream.append(chunks=chunks)
             chunks = []
+            if new_message:
+                await self._after_posted()
         if final:
             await self._stop(stream, chunks)
             self._stream = None
@@ -298,6 +302,7 @@ class ReplyStream:
             if posted is None:
                 return  # refused (logged); the next send tries again
             self._shown.append((posted, look))
+            await self._after_posted()
 
     def _rendered(self) -> list[tuple[str, list[dict[str, Any]] | None]]:
         """Post mode: the reply so far as messages, tool progress as a context line above the first."""
@@ -314,6 +319,14 @@ class ReplyStream:
     def _posted(self) -> None:
         if self.on_posted is not None:
             self.on_posted()
+
+    async def _after_posted(self) -> None:
+        if self.after_posted is None:
+            return
+        try:
+            await self.after_posted()
+        except Exception:  # the status is a sign only: never the reply's failure (nor a fallback to posting)
+            log.exception("reply stream: showing the status again failed")
 
 
 def _can_stream(ctx: SlackContext) -> bool:

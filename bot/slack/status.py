@@ -29,10 +29,12 @@ class ThreadStatus:
     def __init__(self, web: SlackWeb, ctx: SlackContext, *, refusals: Refusals) -> None:
         self.web, self.ctx, self.refusals = web, ctx, refusals
         self._shown = ""  # the status Slack shows now, as far as this segment knows
+        self._wanted = ""  # what the run is doing now (the last shown), until cleared
         self._reacted = False  # the reaction is the sign instead
 
     async def show(self, status: str) -> None:
         """Show ``status`` (e.g. :data:`THINKING`); the same one twice in a row costs nothing."""
+        self._wanted = status
         if self._reacted or status == self._shown:
             return
         if self.refusals.allowed(self.ctx):
@@ -48,8 +50,19 @@ class ThreadStatus:
         call completes after it is taken as shown, and cleared at the end)."""
         self._shown = ""
 
+    async def reshow(self) -> None:
+        """The app's post in the thread went out, and Slack cleared the status with it: show again what the run is
+        still doing (a tool call that starts a reply posts the reply's first message just after its "is running
+        restart_service..." was set, which Slack then cleared for the whole call). Sent even when a call for it
+        completed after the post began: Slack may have taken that call first. Nothing once cleared, nor for
+        :data:`THINKING`: the model's text showing in the reply is the sign then (and costs no calls)."""
+        if self._wanted and self._wanted != THINKING and not self._reacted:
+            self._shown = ""
+            await self.show(self._wanted)
+
     async def clear(self) -> None:
         """Take the status (or the reaction) away: the run ended or waits for a person."""
+        self._wanted = ""
         if self._reacted:
             self._reacted = False
             await self.web.react(self.ctx.channel_id, self.ctx.message_ts, add=False)

@@ -35,7 +35,7 @@ from bot.agent.state import PendingCall, RunState, utcnow
 from bot.errors import RunAlreadyResumed, RunConflict, RunNotFound, RunNotResumable, SlackRefused, StoreCorrupt
 from bot.slack import blocks as bk
 from bot.slack.answering import Answering
-from bot.slack.approval_blocks import approval_blocks
+from bot.slack.approval_blocks import approval_blocks, approval_title
 from bot.slack.approvers import ApproverPolicy
 from bot.slack.context import SlackContext
 from bot.slack.home import HOME
@@ -287,7 +287,7 @@ class Waiting:
         if pending.kind == "approval":  # decided by its approvers only: those among the targets can decide here
             payload = approval_payload(pending)
             blocks = approval_blocks(payload, ref=ref, approvers=self.approvers.describe(ctx, elsewhere=True))
-            text = f"Approval needed to run {escape(payload.tool_name)} (escalated)"
+            text = f"{approval_title(payload)} (escalated)"
         else:
             question = AskUserPayload.model_validate(pending.suspend_payload)
             text = f"{escape(clip(question.question, 2000))} (escalated)"

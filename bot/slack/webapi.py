@@ -105,6 +105,28 @@ class SlackWeb:
         """``views.publish`` of ``user``'s App Home tab; False when Slack refused."""
         return await self._done(self.client.views_publish(user_id=user, view=view), what="views.publish failed")
 
+    async def user_info(self, user: str) -> dict[str, Any] | None:
+        """``users.info`` of ``user`` (scope ``users:read``): Slack's user object, or None when Slack refused
+        (``user_not_found``, ``missing_scope``...; logged at INFO: the caller falls back to the id)."""
+        try:
+            resp = await self._retrying(lambda: self.client.users_info(user=user))
+        except SlackApiError as exc:
+            log.info("users.info failed: %s", slack_error(exc))
+            return None
+        found = resp.get("user")
+        return found if isinstance(found, dict) else None
+
+    async def conversation_info(self, channel: str) -> dict[str, Any] | None:
+        """``conversations.info`` of ``channel`` (scope ``channels:read`` / ``groups:read`` by its type): Slack's
+        conversation object, or None when Slack refused (logged at INFO: the caller falls back to the id)."""
+        try:
+            resp = await self._retrying(lambda: self.client.conversations_info(channel=channel))
+        except SlackApiError as exc:
+            log.info("conversations.info failed: %s", slack_error(exc))
+            return None
+        found = resp.get("channel")
+        return found if isinstance(found, dict) else None
+
     async def permalink(self, channel: str, ts: str) -> str | None:
         """``chat.getPermalink`` of a message, or None when Slack refused."""
         try:

@@ -5,7 +5,10 @@ ones recently closed. Keys (built in :mod:`bot.store.keys`):
   (ms), oldest first;
 - ``{prefix}inbox_of:{<run_id>}:{tool_call_id}`` - set: ``team_id|user`` of everyone whose inbox holds it;
 - ``{prefix}inbox_done:{team_id}:{user}`` - list: the last :data:`RECENT` closed ones (JSON ``{run_id,
-  tool_call_id, summary, at}``), newest first.
+  tool_call_id, summary, at}``), newest first;
+- ``{prefix}inbox_line:{<run_id>}:{tool_call_id}`` - string: the line last pushed for a question closed while its
+  call still moves on (``ongoing``: an approved call running), kept with its ``inbox_of`` owners so the next close
+  replaces that line (an approval's "running…" was listed so for ever once it ran).
 """
 
 from __future__ import annotations
@@ -63,14 +66,24 @@ class Inbox:
             batch.pipe.sadd(owners, f"{team_id}|{user}")
         batch.pipe.expire(owners, self.retention)
 
-    async def close(self, run_id: str, call: str, *, summary: str) -> list[tuple[str, str]]:
+    async def close(self, run_id: str, call: str, *, summary: str, ongoing: bool = False) -> list[tuple[str, str]]:
         """Take question ``call`` of ``run_id`` out of every inbox, adding ``summary`` to each person's recently
-        closed; returns those ``(team_id, user)``. Raises ``StoreUnavailable``."""
+        closed (``ongoing``: see :meth:`queue_close`); returns those ``(team_id, user)``. Raises
+        ``StoreUnavailable``."""
         reading = Batch(self.client)
         owners = self.queue_owners(reading, run_id, call)
+        previous = self.queue_previous(reading, run_id, call)
         await reading.run("reading who holds an inbox entry")
         writing = Batch(self.client)
-        self.queue_close(writing, owners.value, run_id=run_id, call=call, summary=summary)
+        self.queue_close(
+            writing,
+            owners.value,
+            run_id=run_id,
+            call=call,
+            summary=summary,
+            previous=previous.value,
+            ongoing=ongoing,
+        )
         await writing.run("closing an inbox entry")
         return owners.value
 
@@ -79,19 +92,46 @@ class Inbox:
         batch.pipe.smembers(self.keys.inbox_of(run_id, call))
         return batch.read(lambda members: [_owner(m) for m in members or () if "|" in _text(m)])
 
-    def queue_close(self, batch: Batch, people: list[tuple[str, str]], *, run_id: str, call: str, summary: str) -> None:
+    def queue_previous(self, batch: Batch, run_id: str, call: str) -> Later[str | None]:
+        """The "recently closed" line an ongoing close of question ``call`` of ``run_id`` pushed (None: none),
+        read in ``batch``: the next close replaces it."""
+        batch.pipe.get(self.keys.inbox_line(run_id, call))
+        return batch.read(lambda value: _text(value) if value is not None else None)
+
+    def queue_close(
+        self,
+        batch: Batch,
+        people: list[tuple[str, str]],
+        *,
+        run_id: str,
+        call: str,
+        summary: str,
+        previous: str | None = None,
+        ongoing: bool = False,
+    ) -> None:
         """Queue in ``batch`` what takes question ``call`` out of ``people``'s inboxes (they are its
-        :meth:`queue_owners`), with ``summary`` in each one's recently closed."""
+        :meth:`queue_owners`), with ``summary`` in each one's recently closed, in place of ``previous`` (its
+        :meth:`queue_previous`: the line an ongoing close pushed). ``ongoing``: the question is decided but its
+        call goes on (an approved call running): its owners and this line are kept, so the close that says how it
+        ended replaces the line; otherwise both go."""
         member = json.dumps([run_id, call])
         done = json.dumps({"run_id": run_id, "tool_call_id": call, "summary": summary, "at": int(time.time())})
         for team_id, user in people:
             batch.pipe.zrem(self.keys.inbox(team_id, user), member)
             recent = self.keys.inbox_done(team_id, user)
             batch.pipe.lrem(recent, 0, done)  # a batch resent after its reply was lost pushes the line once
+            if previous is not None and previous != done:
+                batch.pipe.lrem(recent, 0, previous)  # the ongoing line this one ends
             batch.pipe.lpush(recent, done)
             batch.pipe.ltrim(recent, 0, RECENT - 1)
             batch.pipe.expire(recent, self.retention)
-        batch.pipe.delete(self.keys.inbox_of(run_id, call))
+        owners, line = self.keys.inbox_of(run_id, call), self.keys.inbox_line(run_id, call)
+        if ongoing:
+            batch.pipe.expire(owners, self.retention)
+            batch.pipe.set(line, done, ex=self.retention)
+        else:
+            batch.pipe.delete(owners)
+            batch.pipe.delete(line)
 
     async def snapshot(self, team_id: str, user: str, *, limit: int = 50, recent: int = 5) -> Snapshot:
         """What ``user``'s Home shows, read in one round trip: at most ``limit`` waiting questions, how many wait in

@@ -111,6 +111,11 @@ class Keys:
         """Whose inboxes hold question ``tool_call_id`` of run ``run_id`` (same slot as :meth:`run`)."""
         return f"{self.prefix}inbox_of:{{{run_id}}}:{tool_call_id}"
 
+    def inbox_line(self, run_id: str, tool_call_id: str) -> str:
+        """The "recently closed" line last pushed for question ``tool_call_id`` of run ``run_id`` while it still
+        moves on (an approved call running), so its next close replaces it (same slot as :meth:`run`)."""
+        return f"{self.prefix}inbox_line:{{{run_id}}}:{tool_call_id}"
+
     def due(self) -> str:
         """The sorted set of scheduled items (:mod:`bot.store.schedule`)."""
         return f"{self.prefix}due"

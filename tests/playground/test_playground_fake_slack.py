@@ -113,6 +113,17 @@ async def test_errors_for_unknown_things(client: AsyncWebClient) -> None:
     assert (await client.users_info(user="U_ALICE"))["user"]["name"] == "alice"
 
 
+async def test_conversations_info_as_slack_answers_it(client: AsyncWebClient) -> None:
+    general = (await client.conversations_info(channel="C_GENERAL"))["channel"]
+    assert general["name"] == "general" and general["is_channel"] and not general["is_im"]
+    dm = (await client.conversations_info(channel="D_ALICE", include_num_members=True))["channel"]
+    assert dm["is_im"] and dm["user"] == "U_ALICE"
+    assert (await api_error(client.conversations_info(channel="C_NOWHERE")))["error"] == "channel_not_found"
+    assert (await api_error(client.conversations_info(channel="U_ALICE")))["error"] == "channel_not_found"
+    missing = await api_error(client.api_call("conversations.info", params={}))
+    assert missing["error"] == "invalid_arguments"
+
+
 async def test_reactions(client: AsyncWebClient) -> None:
     posted = await client.chat_postMessage(channel="C_GENERAL", text="x")
     await client.reactions_add(channel="C_GENERAL", timestamp=posted["ts"], name="eyes")

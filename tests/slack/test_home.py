@@ -123,3 +123,60 @@ async def test_a_close_whose_reply_was_lost_lists_the_question_once_under_recent
         assert view is not None
         shown = blocks_text(view)
         assert "Recently closed" in shown and shown.count("answered: *web*") == 1, shown
+
+
+async def test_a_late_click_on_a_stale_home_says_what_was_recorded_and_that_this_click_was_not(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """Alice answered "web" in the thread; her Home still showed the question (its refresh not due yet) and a click
+    on "api" there was told "Your answer was recorded." though it was ignored. Told now: what was recorded, by whom,
+    and that this click was not; the same option again: that it was."""
+    async with harness(fake_redis) as h:
+        thread, q = await asked(h, then="Going with web.")
+        await refresh(h)
+        await h.ws.click(q, "web", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Going with web."))
+        await h.settle()
+        await click_home(h.ws, ALICE, "api")  # the stale Home: its refresh is not due
+        note = await h.ws.wait_for_message(channel="D_ALICE", predicate=lambda m: "recorded" in m["text"])
+        assert note["text"] == "You had already answered *web*; your choice *api* was not recorded."
+        await click_home(h.ws, ALICE, "web")
+        same = await h.ws.wait_for_message(channel="D_ALICE", predicate=lambda m: m["text"].startswith("Your "))
+        assert same["text"] == "Your answer *web* was recorded."
+
+
+async def test_a_late_click_by_someone_else_names_who_answered_what(fake_redis: aioredis.Redis, harness: Any) -> None:
+    async with harness(fake_redis, answerers="channel") as h:
+        thread, q = await asked(h, then="Going with web.")
+        await h.ws.click(q, "web", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Going with web."))
+        await h.settle()
+        await h.ws.click(q, "api", user=BOB, as_seen=True)
+        note = await h.ws.wait_for_ephemeral(user=BOB)
+        assert note["text"] == "<@U_ALICE> had already answered *web*; your choice *api* was not recorded."
+
+
+@pytest.mark.parametrize("name", ["api", "broken"])
+async def test_an_approved_call_that_ran_is_listed_as_ran_not_running(
+    fake_redis: aioredis.Redis, harness: Any, name: str
+) -> None:
+    """Approving closes the request as "Approved by … · running…"; once the call ends its messages say how it went,
+    but the "Recently closed" line was written once and never again: "running…" for ever after it ran."""
+    async with harness(fake_redis, settings={**AGENT, "approvers": BOB}) as h:
+        h.model.script(
+            Reply(tool_calls=[tool_call("restart_service", {"name": name}, id="r1")]), Reply(text="Finished.")
+        )
+        d = await h.ws.mention(ALICE, GENERAL, f"restart {name}")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+        await refresh(h)
+        await click_home(h.ws, BOB, "Approve")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=text_is("Finished."))
+        await refresh(h)
+        for person in (ALICE, BOB):
+            view = home_view(h.ws, person)
+            assert view is not None
+            heads = [i for i, b in enumerate(view["blocks"]) if b["type"] == "header"]
+            assert view["blocks"][heads[-1]]["text"]["text"] == "Recently closed"
+            closed = view["blocks"][heads[-1] + 1]["elements"][0]["text"]
+            assert "running" not in closed and closed.count("Run `restart_service`") == 1, closed
+            assert ("ran in" if name == "api" else "failed: tool restart_service failed") in closed, closed

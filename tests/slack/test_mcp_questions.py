@@ -70,6 +70,21 @@ async def test_a_yes_no_question_is_two_buttons_and_decline_and_a_click_answers_
         assert h.model.requests[-1]["messages"][-1]["content"] == 'deploy web: accept {"confirm":true}'
 
 
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
+async def test_once_answered_the_tool_that_asked_shows_as_running_again(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, protocol: str
+) -> None:
+    """The answer resumes the server's tool where it asked; the status said "is thinking..." while it ran on (the
+    segment told no call starting)."""
+    async with harness(fake_redis, settings=mcp_settings(tmp_path, protocol=protocol)) as h:
+        thread, q = await ask(h, "deploy", {"service": "web"}, then="Deployed web.")
+        asked = h.ws.calls("chat.postMessage")[-1]
+        await h.ws.click(q, "Yes", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Deployed web.")
+        after = [c.params["status"] for c in h.ws.calls("assistant.threads.setStatus") if c.at > asked.at]
+        assert "is running ask__deploy..." in after, after
+
+
 async def test_decline_tells_the_server_and_the_message_says_so(
     fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
 ) -> None:

@@ -314,6 +314,10 @@ async def test_an_approval_request_is_approved_or_declined_with_a_reason(
         )
         request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
         assert "Restart the api service" in str(request["blocks"])
+        # named by its action, not by the hidden tool it is ("Approval needed to run request_approval")
+        assert request["text"] == "Approval needed: Restart the api service"
+        assert request["blocks"][0]["text"]["text"] == ":raised_hand: *Approval needed*: Restart the api service"
+        assert "request_approval" not in str(request["blocks"])
         await h.ws.click(request, "Approve", user=ALICE)
         result = await asyncio.wait_for(call, 20)
         assert result.structured_content == {"status": "approved", "approved_by": ALICE}
@@ -328,6 +332,7 @@ async def test_an_approval_request_is_approved_or_declined_with_a_reason(
         form = await h.ws.wait_for_view(
             user=ALICE, predicate=lambda v: v.get("callback_id") == "approval_decline_modal"
         )
+        assert form["blocks"][0]["text"]["text"] == "Decline: Drop the cache?"
         await h.ws.submit_view(form, {"decline_reason": {"reason_text": "not during the release"}}, user=ALICE)
         result = await asyncio.wait_for(call, 20)
         assert result.structured_content == {
@@ -373,7 +378,29 @@ async def test_progress_is_reported_all_through_a_long_wait(
         await h.ws.click(question, "yes", user=ALICE)
         await asyncio.wait_for(call, 20)
         assert len(told) >= 4 and [d for d, _ in told] == sorted(d for d, _ in told)  # every 0.5 s, counting up
-        assert all(m == f"waiting for <@{ALICE}> in <#{GENERAL}>" for _, m in told)
+        # names, not Slack's <@U…> / <#C…> (a client is not Slack and shows them raw); looked up once each
+        assert all(m == "waiting for @alice in #general" for _, m in told), told
+        assert len(h.ws.calls("users.info")) == 1 and len(h.ws.calls("conversations.info")) == 1
+
+
+async def test_progress_names_fall_back_to_the_id_where_slack_cant_say(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    async with harness(real_redis) as h, mcp_session(h, prefix, extra={"MCP_PROGRESS_SECONDS": "0.5"}) as session:
+        h.ws.fake.refuse("users.info", "missing_scope")  # installed before users:read was asked for
+        told: list[str | None] = []
+
+        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            told.append(message)
+
+        call = asyncio.ensure_future(
+            session.call_tool("ask_user", {"question": "Proceed?"}, progress_callback=on_progress)
+        )
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=20)
+        await asyncio.sleep(1.2)
+        await h.ws.reply_in_thread(ALICE, GENERAL, question["thread_ts"], "yes")
+        await asyncio.wait_for(call, 20)
+        assert told and all(m == f"waiting for @{ALICE} in #general" for m in told), told
 
 
 @pytest.mark.redis_kinds("single", "cluster")

@@ -132,7 +132,7 @@ async def test_double_click_does_not_answer_the_next_question_when_call_ids_repe
         await h.ws.click(q1, "web", user=ALICE, as_seen=True)  # the second half of a double click, delivered late
         await h.settle()
         assert resumed_requests(h.model) == 1, "the second question was answered by a click on the first"
-        assert h.ws.ephemerals(user=ALICE)[-1]["text"] == "Your answer was recorded."
+        assert h.ws.ephemerals(user=ALICE)[-1]["text"] == "Your answer *web* was recorded."
 
 
 async def test_blank_mention_while_question_open_is_not_an_answer(fake_redis: aioredis.Redis, harness: Any) -> None:

@@ -32,7 +32,8 @@ async def test_two_questions_with_the_same_id_in_one_turn_each_get_their_own_ans
         assert "Which env?" in json.dumps(q2["blocks"])
         await h.ws.click(q1, "api", user=ALICE, as_seen=True)  # late double click on the first question
         await h.settle()
-        assert h.ws.ephemerals(user=ALICE)[-1]["text"] == "Your answer was recorded."
+        told = h.ws.ephemerals(user=ALICE)[-1]["text"]
+        assert told == "You had already answered *web*; your choice *api* was not recorded."
         await h.ws.click(q2, "prod", user=ALICE)
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Both answered."))
         await h.settle()

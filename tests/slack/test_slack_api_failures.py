@@ -29,7 +29,7 @@ async def test_chat_update_failing_after_click_still_resumes_once(fake_redis: ai
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Went on.")
         await h.ws.click(q, "web", user=ALICE)  # the buttons are still shown
         note = await h.ws.wait_for_ephemeral(user=ALICE)
-        assert note["text"] == "Your answer was recorded."
+        assert note["text"] == "You had already answered *api*; your choice *web* was not recorded."
         await h.settle()
         assert resumed_requests(h.model) == 1
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 
 from bot.playground.state import BOT_USER_ID
@@ -260,3 +261,28 @@ async def test_a_stop_refused_by_a_passing_error_is_tried_again(fake_redis: aior
         await h.settle()
         assert [bool(c.error) for c in h.ws.calls("chat.stopStream")] == [True, False]
         assert len(bot_replies(h, d.message["ts"])) == 1
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_a_person_the_reply_may_not_ping_is_named_not_shown_by_id(
+    fake_redis: aioredis.Redis, harness: Any, streaming: bool
+) -> None:
+    """A model knows people by id (an answer's ``answered_by``): with mentions off, its ``<@U_ALICE>`` showed as
+    "@U_ALICE" ("as @U_ALICE chose"). Written as the name now (users.info), a mention cut between two deltas too;
+    an id Slack doesn't know stays as it is."""
+    pieces = [{"content": "Going with web, as <@U_AL"}, {"content": "ICE> chose (not <@U_NOBODY>)."}]
+    async with harness(fake_redis, settings={**FAST, "reply_streaming": streaming}) as h:
+        h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="q1")]), Reply(chunks=pieces))
+        d = await h.ws.mention(ALICE, GENERAL, "which repo?")
+        q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+        await h.ws.click(q, "web", user=ALICE)
+        done = await h.ws.wait_for_message(
+            channel=GENERAL,
+            thread_ts=d.message["ts"],
+            predicate=lambda m: not m.get("streaming") and "chose" in m["text"],
+        )
+        markdown = [b["text"] for b in done.get("blocks") or [] if b["type"] == "markdown"]
+        shown = markdown[0] if markdown and not streaming else done["text"]  # posted: the text is its notification
+        assert "as @\u2060alice chose" in shown and "U_ALICE" not in shown, shown
+        assert "not @\u2060U_NOBODY" in shown and "<@" not in shown
+        assert not h.ws.calls("chat.postEphemeral")  # nobody was pinged or told anything

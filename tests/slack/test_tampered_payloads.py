@@ -199,4 +199,4 @@ async def test_modal_submitted_twice_resumes_once(fake_redis: aioredis.Redis, ha
         assert resumed_requests(h.model) == 1
         told = [e["text"] for e in h.ws.ephemerals(user=ALICE)]
         told += [str(a.json["errors"]) for a in acks if isinstance(a.json, dict) and a.json.get("errors")]
-        assert sum("Your answer was recorded." in t for t in told) == 2, told  # her own: not "answered by her"
+        assert sum("You had already answered *goal" in t for t in told) == 2, told  # her own: not "answered by her"

@@ -231,13 +231,15 @@ async def test_reply_with_injected_mentions_and_links_pings_nobody(fake_redis: a
     async with harness(fake_redis, answerers="channel") as h:
         h.model.script(Reply(text=f"Done. {ATTACK} \u202eevil"))
         d = await h.ws.mention(ALICE, GENERAL, "go")
-        reply = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=markdown_of)
+        reply = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: markdown_of(m) and not m.get("streaming")
+        )
         shown = markdown_of(reply)
         assert not PINGS.search(shown) and not FORBIDDEN.search(shown), shown
         assert "\\[login\\](https://evil.example) (evil.example)" in shown and f"@{WJ}channel" in shown
         assert not PINGS.search(reply["text"]) and not FORBIDDEN.search(reply["text"]), reply["text"]
         await h.settle()
-        assert [c.error for c in h.ws.calls() if c.error] == []
+        assert [c.error for c in h.ws.calls() if c.error and c.method != "users.info"] == []  # <@U123>: nobody
 
 
 async def test_typed_answer_is_quoted_without_pings_or_bidi_and_reaches_the_model_whole(

@@ -54,6 +54,37 @@ async def test_approve_runs_the_tool_once_and_the_message_says_who_and_how_it_we
         assert h.model.requests[-1]["messages"][-1]["content"] == "api restarted"
 
 
+async def test_while_an_approved_call_runs_the_status_says_it_is_running(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """The segment an approval starts runs the tool first: its status said "is thinking..." all through the call
+    (the run's stream told no call starting: its tool-call chunk was the earlier segment's)."""
+    async with harness(fake_redis, settings=AGENT) as h:
+        gate = approval_agent.GATE["gate"] = asyncio.Event()
+        thread, q = await request(h, then="Restarted api.")
+        try:
+            await h.ws.click(q, "Approve", user=ALICE)
+            await h.ws.wait_for_message(  # this segment's reply shows the call running (its post clears the status)
+                channel=GENERAL,
+                thread_ts=thread,
+                predicate=lambda m: (m.get("tasks") or {}).get("r1", {}).get("status") == "in_progress",
+            )
+            posted = h.ws.calls("chat.startStream")[-1]
+            await h.ws.wait_for_call(  # shown again once that post went out
+                "assistant.threads.setStatus",
+                predicate=lambda c: c.at > posted.at and c.params.get("status") == "is running restart_service...",
+            )
+            assert h.ws.state.status_of(GENERAL, thread) == "is running restart_service..."
+            assert approval_agent.RESTARTS == ["api"]  # running, held by the gate
+        finally:
+            gate.set()
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Restarted api."
+        )
+        await h.settle()
+        assert h.ws.state.status_of(GENERAL, thread) == ""  # cleared at the end
+
+
 async def test_a_failing_tool_shows_it_failed(fake_redis: aioredis.Redis, harness: Any) -> None:
     async with harness(fake_redis, settings=AGENT) as h:
         thread, q = await request(h, name="broken", then="It failed.")
@@ -79,6 +110,19 @@ async def test_decline_with_a_reason_never_runs_and_the_model_is_told(fake_redis
         assert told == {"status": "declined", "reason": "it's peak hours", "declined_by": ALICE}
         done = await current(h, q)
         assert "Declined by <@U_ALICE>: it's peak hours" in blocks_text(done) and not has_controls(done)
+
+
+async def test_the_decline_forms_label_says_optional_once(fake_redis: aioredis.Redis, harness: Any) -> None:
+    """Slack shows "(optional)" after an optional input's label itself: the label said it too ("Reason (optional)
+    (optional)")."""
+    async with harness(fake_redis, settings=AGENT) as h:
+        _thread, q = await request(h)
+        await h.ws.click(q, "Decline", user=ALICE)
+        form = await h.ws.wait_for_view(
+            user=ALICE, predicate=lambda v: v.get("callback_id") == "approval_decline_modal"
+        )
+        reason = next(b for b in form["blocks"] if b["type"] == "input")
+        assert reason["optional"] is True and reason["label"]["text"] == "Reason"
 
 
 async def test_decline_without_a_reason_is_fine(fake_redis: aioredis.Redis, harness: Any) -> None:
@@ -129,6 +173,28 @@ async def test_approvers_can_be_named_people_and_user_groups(fake_redis: aioredi
         )
         assert approval_agent.RESTARTS == ["api"] and h.ws.calls("usergroups.users.list")
         assert not h.ws.ephemerals(user=CAROL)
+
+
+async def test_a_late_decision_says_who_decided_what_and_that_it_was_not_recorded(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """Once Bob approved, Carol's Approve is told Bob had already approved (hers not recorded), and Bob's second
+    click that his approval was recorded: never a bare "Your answer was recorded."."""
+    async with harness(fake_redis, settings={**AGENT, "approvers": "U_BOB,U_CAROL"}) as h:
+        thread, q = await request(h, then="Restarted.")
+        await h.ws.click(q, "Approve", user=BOB)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Restarted.")
+        await h.settle()
+        await h.ws.click(q, "Approve", user=CAROL, as_seen=True)
+        note = await h.ws.wait_for_ephemeral(user=CAROL)
+        assert note["text"] == "<@U_BOB> had already approved this; your approval was not recorded."
+        await h.ws.click(q, "Approve", user=BOB, as_seen=True)
+        mine = await h.ws.wait_for_ephemeral(user=BOB)
+        assert mine["text"] == "Your approval was recorded."
+        await h.ws.click(q, "Decline", user=CAROL, as_seen=True)  # its form says so, not "no longer open"
+        told = "<@U_BOB> had already approved this; your decline was not recorded."
+        await h.ws.wait_for_view(user=CAROL, predicate=lambda v: told in json.dumps(v["blocks"]))
+        assert approval_agent.RESTARTS == ["api"]
 
 
 async def test_ten_people_approving_at_once_run_the_tool_once(fake_redis: aioredis.Redis, harness: Any) -> None:

@@ -102,3 +102,17 @@ async def test_100_options_of_75_chars_with_descriptions_and_a_5000_char_questio
         else:
             assert result["answers"] == [labels[0], labels[99]]
         assert slack_errors(h) == []
+
+
+async def test_the_option_list_shows_every_option_each_with_its_description_when_it_has_one(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """Only the options with a description were listed ("• *web* - the site"), so the list read as if "web" was the
+    only choice (an MCP client's question, among others)."""
+    args = {"question": "Which repo?", "options": [{"label": "api"}, {"label": "web", "description": "the site"}]}
+    async with harness(fake_redis) as h:
+        h.model.script(Reply(tool_calls=[tool_call("ask_user", args, id="c1")]), Reply(text="ok"))
+        d = await h.ws.mention(ALICE, GENERAL, "go")
+        q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+        listed = [b["text"]["text"] for b in q["blocks"] if str(b.get("block_id", "")).endswith("|list")]
+        assert listed == ["• *api*\n• *web* - the site"], q["blocks"]

@@ -10,6 +10,7 @@ turns the skip into a failure (the fixtures: tests/ui/conftest.py). Screenshots 
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import pytest
@@ -305,6 +306,7 @@ async def test_ui_home_tab_and_timing_panel(page: Any, playground: Playground) -
     thread = await mention(page, "deploy please")
     await expect(thread.get_by_role("button", name="production")).to_be_visible()
     await page.locator("#app-list").get_by_role("button", name="Home").click()
+    await expect(page.locator("#channel-sub")).to_have_text(re.compile(r"App Home, as @alice$"))  # not "as U_ALICE"
     home = page.locator("#messages .home")
     await expect(home.get_by_text("Waiting for you")).to_be_visible()
     await expect(home.get_by_role("button", name="production")).to_be_visible()
@@ -313,5 +315,7 @@ async def test_ui_home_tab_and_timing_panel(page: Any, playground: Playground) -
     await page.locator("#channel-list").get_by_role("button", name="general").click()
     await page.locator("#messages").get_by_role("button", name="2 replies").click()
     await expect(page.locator("#thread-pane").get_by_text("Deploying to")).to_be_visible()
+    said = await page.locator("#thread-pane").get_by_text("Deploying to").inner_text()
+    assert "U_ALICE" not in said and "as @\u2060alice chose" in said, said  # a name, not "as @U_ALICE chose"
     await expect(page.locator("#thread-pane").get_by_text("answered: production")).to_be_visible()
     await shoot(page, "ui-home-tab")

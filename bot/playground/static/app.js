@@ -9,7 +9,7 @@ import { renderBlocks } from "./blocks.js";
 import { el, toast } from "./dom.js";
 import { renderMessageList, statusLine } from "./messages.js";
 import { renderModal } from "./modal.js";
-import { S, STATUS_TTL_MS, api, applyEvent, applySnapshot, dmOf, textCtx, threadKey, valuesKey } from "./store.js";
+import { S, STATUS_TTL_MS, api, applyEvent, applySnapshot, dmOf, textCtx, threadKey, userName, valuesKey } from "./store.js";
 
 const HOME = "HOME"; // the sidebar's App Home entry (not a channel)
 
@@ -105,7 +105,7 @@ const handlers = {
 
 function renderHome() {
   $("channel-title").textContent = "Home";
-  $("channel-sub").textContent = `${S.bot.name}'s App Home, as ${S.me}`;
+  $("channel-sub").textContent = `${S.bot.name}'s App Home, as @${userName(S.me) || S.me}`; // a name, not U_ALICE
   $("composer").hidden = true;
   const view = S.home.get(S.me);
   const ctx = { ...textCtx(), surface: "message", values: {}, act: (kind, detail) => homeAct(kind, detail) };

@@ -1,0 +1,118 @@
+"""People's and channels' names for text that is not shown by Slack: :class:`Names`.
+
+Slack renders ``<@U…>`` and ``<#C…>`` as names in its own surfaces; anything else (an MCP client's progress
+messages, for one) shows them raw ("waiting for <@U_ALICE> in <#C_GENERAL>"). There the bot writes names:
+``@alice`` (the profile's display name, else its real name, else the user name; ``users.info``) and ``#general``
+(``conversations.info``), each remembered for :data:`TTL` seconds (at most :data:`KEPT` of each), and the id itself
+where Slack can't say (no ``users:read`` / ``channels:read`` scope, an unknown id, Slack down).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+from bot.slack.webapi import SlackWeb
+
+log = logging.getLogger(__name__)
+
+TTL = 600.0  # seconds a name is remembered
+KEPT = 500  # names remembered, of each kind
+LOOKUPS = 10  # people looked up per reply at most (NamedMentions)
+
+
+class Names:
+    """Names through ``web``, remembered (see the module docstring); ``clock``: seconds, monotonic."""
+
+    def __init__(self, web: SlackWeb, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.web = web
+        self.clock = clock
+        self._users: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._channels: OrderedDict[str, tuple[str, float]] = OrderedDict()
+
+    async def user(self, user_id: str) -> str:
+        """``"@alice"`` for ``user_id``, or ``"@U…"`` (the id) when Slack can't say. Never raises."""
+        cached = self._cached(self._users, user_id)
+        if cached is not None:
+            return cached
+        found = await self.web.user_info(user_id)
+        profile = (found or {}).get("profile") or {}
+        name = next(
+            (str(n) for n in (profile.get("display_name"), profile.get("real_name"), (found or {}).get("name")) if n),
+            "",
+        )
+        return self._keep(self._users, user_id, f"@{name or user_id}", known=bool(name))
+
+    async def channel(self, channel_id: str) -> str:
+        """``"#general"`` for ``channel_id``, ``"a direct message"`` for a DM, or ``"#C…"`` (the id) when Slack
+        can't say. Never raises."""
+        cached = self._cached(self._channels, channel_id)
+        if cached is not None:
+            return cached
+        found = await self.web.conversation_info(channel_id)
+        if found is not None and found.get("is_im"):
+            return self._keep(self._channels, channel_id, "a direct message", known=True)
+        name = str((found or {}).get("name") or "")
+        return self._keep(self._channels, channel_id, f"#{name or channel_id}", known=bool(name))
+
+    def _cached(self, kept: OrderedDict[str, tuple[str, float]], key: str) -> str | None:
+        hit = kept.get(key)
+        if hit is None or self.clock() >= hit[1]:
+            return None
+        kept.move_to_end(key)
+        return hit[0]
+
+    def _keep(self, kept: OrderedDict[str, tuple[str, float]], key: str, name: str, *, known: bool) -> str:
+        """Remember ``name`` (an id fallen back to: a tenth as long, so a scope granted later shows soon)."""
+        kept[key] = (name, self.clock() + (TTL if known else TTL / 10))
+        kept.move_to_end(key)
+        while len(kept) > KEPT:
+            kept.popitem(last=False)
+        return name
+
+
+_BARE_MENTION = re.compile(r"<@([UW][A-Z0-9_]{2,})>")  # a mention without a label: Slack shows the name
+_PARTIAL_MENTION = re.compile(r"<(?:@[A-Z0-9_]{0,40})?$")  # the start of one a text ends with
+
+
+class NamedMentions:
+    """A reply's text as the model streams it, each ``<@U…>`` labelled with the person's name (``<@U1|alice>``)
+    before the bot's safe rendering writes it as the unpinging ``@alice`` (:mod:`bot.slack.safe_text`): where
+    mentions may not ping, a model that only knows ids (an answer's ``answered_by``) showed "as @U_ALICE chose".
+    A mention cut between two pieces is held until it is whole (:meth:`flush`: what is held, as it is). At most
+    :data:`LOOKUPS` people are looked up per reply (a model writing a thousand ids costs no thousand calls)."""
+
+    def __init__(self, names: Names) -> None:
+        self.names = names
+        self._held = ""
+        self._looked: set[str] = set()
+
+    async def feed(self, text: str) -> str:
+        """The text to show of ``text`` (after what was held), its whole mentions labelled. Never raises."""
+        text = self._held + text
+        partial = _PARTIAL_MENTION.search(text)
+        cut = partial.start() if partial is not None else len(text)
+        text, self._held = text[:cut], text[cut:]
+        return await self.label(text)
+
+    def flush(self) -> str:
+        """What is held (the start of a mention the text ended with), as it is."""
+        held, self._held = self._held, ""
+        return held
+
+    async def label(self, text: str) -> str:
+        """``text`` with each ``<@U…>`` labelled with the person's name where Slack can say it. Never raises."""
+        found: dict[str, str] = {}
+        for user_id in dict.fromkeys(_BARE_MENTION.findall(text)):
+            if user_id not in self._looked and len(self._looked) >= LOOKUPS:
+                continue
+            self._looked.add(user_id)
+            name = (await self.names.user(user_id)).removeprefix("@")
+            if name != user_id and "|" not in name and ">" not in name:
+                found[user_id] = name
+        if not found:
+            return text
+        return _BARE_MENTION.sub(lambda m: f"<@{m[1]}|{found[m[1]]}>" if m[1] in found else m[0], text)
