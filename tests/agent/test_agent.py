@@ -320,14 +320,15 @@ async def test_run_whose_driver_died_is_taken_over_at_once_and_the_old_driver_ca
     """A process that dies mid-run leaves it 'running' with a lease that stops being renewed: while the lease
     lives nobody else takes the run; once it is gone (lease TTL, no waiting for a long stale window) another
     process continues it, and the stranded process, if it wakes up, cannot overwrite the newer state."""
-    stuck: Agent = make_agent(fake_redis, store_kwargs={"lease_ttl": 0.3}, lease_renew_every=60)
-    openai_server.script(Reply(text="too late", delay=1.5), Reply(text="Continued elsewhere."))
+    # Windows of seconds, not tenths: on a loaded machine (the suite runs in parallel) a tenth passes unnoticed.
+    stuck: Agent = make_agent(fake_redis, store_kwargs={"lease_ttl": 2.0}, lease_renew_every=60)
+    openai_server.script(Reply(text="too late", delay=5.0), Reply(text="Continued elsewhere."))
     stream = await stuck.stream("hi")
     await asyncio.sleep(0.1)
     rescuer: Agent = make_agent(fake_redis)
     with pytest.raises(RunNotResumable, match="running"):
         await rescuer.retry_stream(run_id=stream.run_id)  # its lease is alive: someone is driving it
-    await asyncio.sleep(0.4)  # the lease runs out (the process "died": it no longer renews it)
+    await asyncio.sleep(2.5)  # the lease runs out (the process "died": it no longer renews it)
     rescued = await rescuer.retry_stream(run_id=stream.run_id)
     assert "".join([t async for t in rescued.text_stream]) == "Continued elsewhere."
     chunks = await stream.collect()
@@ -339,10 +340,10 @@ async def test_run_whose_driver_died_is_taken_over_at_once_and_the_old_driver_ca
 async def test_a_live_driver_keeps_its_lease_through_a_long_model_turn(
     fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
 ) -> None:
-    agent: Agent = make_agent(fake_redis, store_kwargs={"lease_ttl": 0.3}, lease_renew_every=0.1)
-    openai_server.script(Reply(text="slow but alive", delay=1.0))
+    agent: Agent = make_agent(fake_redis, store_kwargs={"lease_ttl": 1.0}, lease_renew_every=0.2)
+    openai_server.script(Reply(text="slow but alive", delay=3.0))
     stream = await agent.stream("hi")
-    await asyncio.sleep(0.6)  # twice the lease TTL
+    await asyncio.sleep(2.0)  # twice the lease TTL
     other: Agent = make_agent(fake_redis)
     with pytest.raises(RunNotResumable, match="running"):
         await other.retry_stream(run_id=stream.run_id)
