@@ -34,6 +34,7 @@ import logging
 import os
 import re
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -70,24 +71,25 @@ ASK_USER = {
 }
 
 
-def build(*, tuned: bool) -> AsyncApp:
-    """The app, its Redis and openai clients from the product's environment variables (``SLACK_BOT_TOKEN``,
-    ``SLACK_SIGNING_SECRET``, ``SLACK_API_URL``, ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_MODEL``,
-    ``REDIS_URL``, ``REDIS_PREFIX``)."""
-    api_url = os.environ.get("SLACK_API_URL", "https://slack.com/api/")
+def build(*, tuned: bool, env: Mapping[str, str] = os.environ) -> AsyncApp:
+    """The app, its Redis and openai clients from the product's environment variables in ``env``
+    (``SLACK_BOT_TOKEN``, ``SLACK_SIGNING_SECRET``, ``SLACK_API_URL``, ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``,
+    ``OPENAI_MODEL``, ``REDIS_URL``, ``REDIS_PREFIX``). Raises ``KeyError`` without the token or signing secret."""
+    api_url = env.get("SLACK_API_URL", "https://slack.com/api/")
     app = AsyncApp(
-        client=AsyncWebClient(token=os.environ["SLACK_BOT_TOKEN"], base_url=api_url.rstrip("/") + "/"),
-        signing_secret=os.environ["SLACK_SIGNING_SECRET"],
+        client=AsyncWebClient(token=env["SLACK_BOT_TOKEN"], base_url=api_url.rstrip("/") + "/"),
+        signing_secret=env["SLACK_SIGNING_SECRET"],
     )
-    redis = aioredis.from_url(os.environ.get("REDIS_URL", "redis://localhost:6379/0"))
-    prefix = os.environ.get("REDIS_PREFIX", "askbot:")
-    model = os.environ.get("OPENAI_MODEL", "gpt-4.1-mini")
+    redis = aioredis.from_url(env.get("REDIS_URL", "redis://localhost:6379/0"))
+    prefix = env.get("REDIS_PREFIX", "askbot:")
+    model = env.get("OPENAI_MODEL", "gpt-4.1-mini")
+    keys = {"api_key": env.get("OPENAI_API_KEY"), "base_url": env.get("OPENAI_BASE_URL")}
     if tuned:
         from openai import DefaultAioHttpClient
 
-        openai = AsyncOpenAI(http_client=DefaultAioHttpClient())
+        openai = AsyncOpenAI(**keys, http_client=DefaultAioHttpClient())
     else:
-        openai = AsyncOpenAI()
+        openai = AsyncOpenAI(**keys)
 
     async def turn(messages: list[dict[str, Any]]) -> dict[str, Any]:
         """One streamed assistant turn: the assistant message (text and/or tool calls), appended to ``messages``."""
