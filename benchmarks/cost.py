@@ -18,7 +18,9 @@ counters are that target's alone. Per target: questions opened (not measured), w
 requests/s for ``--seconds`` s open loop, mentions and clicks alternating (``ack_latency.Load``), and the target left
 to finish the runs the window started.
 
-Per target, from the window's start until its work settled, divided by the window's requests:
+Per target, from the window's start until its work settled, divided by the window's requests that were served (a
+mention that got its question, a click that got its reply: every request, on a machine that keeps up; the table's
+"served/sent, failed" column says how many, and how many acks failed or timed out):
 
 - CPU ms: user + system of every process of the target (``/proc/<pid>/stat``);
 - Web API calls: the fake Slack's log (Bolt's one ``auth.test`` falls before the window);
@@ -86,11 +88,13 @@ GATES = {("serve", "naive"): 1.0, ("serve", "tuned"): 1.15, ("split", "tuned"): 
 
 @dataclass
 class Result:
-    """One target's figures in one round (per request: over the window's requests, its work included)."""
+    """One target's figures in one round. Per request: over the requests of the window the target served (mentions
+    that got their question + clicks that got their reply; all of them on a machine that keeps up), the work they
+    started included."""
 
     target: str
     n: int
-    cpu_ms: dict[str, float] = field(default_factory=dict)  # process name -> CPU ms per request
+    cpu_total_ms: dict[str, float] = field(default_factory=dict)  # process name -> CPU ms, window + its work
     slack_calls: Counter[str] = field(default_factory=Counter)
     redis: RedisTraffic | None = None
     ack_p50: dict[str, float] = field(default_factory=dict)
@@ -101,20 +105,33 @@ class Result:
     settled: bool = True
 
     @property
+    def served(self) -> int:
+        return self.questions + self.replies
+
+    @property
+    def per(self) -> int:
+        """The denominator of the per-request figures: the requests served (``n`` if none were)."""
+        return self.served or self.n
+
+    @property
+    def cpu_ms(self) -> dict[str, float]:
+        return {name: ms / self.per for name, ms in self.cpu_total_ms.items()}
+
+    @property
     def cpu(self) -> float:
         return sum(self.cpu_ms.values())
 
     @property
     def calls(self) -> float:
-        return sum(self.slack_calls.values()) / self.n
+        return sum(self.slack_calls.values()) / self.per
 
     @property
     def round_trips(self) -> float:
-        return self.redis.reads / self.n if self.redis else 0.0
+        return self.redis.reads / self.per if self.redis else 0.0
 
     @property
     def commands(self) -> float:
-        return self.redis.commands.total() / self.n if self.redis else 0.0
+        return self.redis.commands.total() / self.per if self.redis else 0.0
 
 
 def environment(*, api_url: str, model_url: str, redis_url: str, prefix: str) -> dict[str, str]:
@@ -218,7 +235,7 @@ async def measure(args: argparse.Namespace, target: str, prefix: str, logdir: Pa
         result = Result(
             target=target,
             n=n,
-            cpu_ms=dict(phase.cpu_ms),
+            cpu_total_ms={name: ms * n for name, ms in phase.cpu_ms.items()},
             slack_calls=Counter(call.method for call in s.ws.fake.calls[calls_before:]),
             redis=redis_traffic,
             ack_p50={k: percentile([a.duration_ms for a in phase.acks[k]], 50) for k in KINDS},
@@ -242,7 +259,7 @@ def print_round(results: list[Result]) -> None:
             f"{r.commands:.2f}",
             f"{r.ack_p50['mention']:.1f} / {r.ack_p99['mention']:.1f}",
             f"{r.ack_p50['click']:.1f} / {r.ack_p99['click']:.1f}",
-            f"{r.questions}/{r.replies}/{r.failed}" + ("" if r.settled else " BUSY"),
+            f"{r.served}/{r.n}, {r.failed}" + ("" if r.settled else " BUSY"),
         ]
         for r in results
     ]
@@ -254,7 +271,7 @@ def print_round(results: list[Result]) -> None:
         "Redis commands/req",
         "mention ack p50/p99 ms",
         "click ack p50/p99 ms",
-        "questions/replies/failed",
+        "served/sent, failed",
     ]
     print(table(headers, rows))
 
@@ -262,13 +279,13 @@ def print_round(results: list[Result]) -> None:
 def print_details(results: list[Result]) -> None:
     """Which calls and which commands, per request, for each target (from the last round)."""
     for r in results:
-        calls = ", ".join(f"{m} {c / r.n:.2f}" for m, c in r.slack_calls.most_common())
+        calls = ", ".join(f"{m} {c / r.per:.2f}" for m, c in r.slack_calls.most_common())
         print(f"{r.target}: Web API per request: {calls}")
         if r.redis is not None:
-            top = ", ".join(f"{name} {c / r.n:.2f}" for name, c in r.redis.commands.most_common(14))
+            top = ", ".join(f"{name} {c / r.per:.2f}" for name, c in r.redis.commands.most_common(14))
             print(
                 f"{r.target}: Redis commands per request: {top}; "
-                f"{r.redis.bytes_in / r.n / 1024:.1f} KB in, {r.redis.bytes_out / r.n / 1024:.1f} KB out"
+                f"{r.redis.bytes_in / r.per / 1024:.1f} KB in, {r.redis.bytes_out / r.per / 1024:.1f} KB out"
             )
 
 
