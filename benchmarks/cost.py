@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import statistics
 import sys
 import uuid
@@ -397,18 +398,30 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-async def key_bytes(url: str, prefix: str) -> tuple[int, int]:
-    """(number of keys under ``prefix``, the sum of their ``MEMORY USAGE``, bytes)."""
+def key_kind(key: str, prefix: str) -> str:
+    """``key`` less ``prefix`` with its ids blanked (``{run_...}``, numbers, user and channel ids): its kind."""
+    kind = re.sub(r"\{[^}]*\}", "{*}", key.removeprefix(prefix))
+    kind = re.sub(r"\b[UCDGTW][A-Z0-9_]{2,}\b", "*", kind)
+    kind = re.sub(r"\b(?=[A-Za-z0-9_]*\d)[A-Za-z0-9_]{6,}\b", "#", kind)  # event ids, hex ids
+    return re.sub(r"\d+(\.\d+)?", "#", kind)
+
+
+async def key_bytes(url: str, prefix: str) -> Counter[str]:
+    """The ``MEMORY USAGE`` (bytes) of the keys under ``prefix`` by kind (:func:`key_kind`), and their number under
+    ``"#keys " + kind``."""
     client = aioredis.from_url(url)
     try:
-        keys = [k async for k in client.scan_iter(match=f"{prefix}*", count=1000)]
-        total = 0
+        keys = [k.decode() async for k in client.scan_iter(match=f"{prefix}*", count=1000)]
+        sizes: Counter[str] = Counter()
         for i in range(0, len(keys), 500):
             async with client.pipeline(transaction=False) as pipe:
                 for key in keys[i : i + 500]:
                     pipe.memory_usage(key, samples=0)
-                total += sum(int(v or 0) for v in await pipe.execute())
-        return len(keys), total
+                for key, size in zip(keys[i : i + 500], await pipe.execute(), strict=True):
+                    kind = key_kind(key, prefix)
+                    sizes[kind] += int(size or 0)
+                    sizes["#keys " + kind] += 1
+        return sizes
     finally:
         await client.aclose()
 
@@ -421,6 +434,7 @@ class Waiting:
     rss_after_kib: int
     keys: int
     key_bytes: int
+    kinds: Counter[str]  # key kind -> bytes added; "#keys " + kind -> keys added
     used_memory: int
     questions: int
 
@@ -441,7 +455,7 @@ async def measure_waiting(
         await asyncio.sleep(2.0)
         pid = s.procs[0].proc.pid
         idle = rss_kib(pid)
-        keys_before, bytes_before = await key_bytes(args.redis, prefix)
+        sizes_before = await key_bytes(args.redis, prefix)
         memory_before = await used_memory(args.redis)
         open_before = len(question_messages(s.ws))
         print(f"{target}: {n} mentions at {args.rate:g}/s, their questions left waiting ...", file=sys.stderr)
@@ -449,15 +463,17 @@ async def measure_waiting(
         await s.settle()
         await asyncio.sleep(2.0)
         after = rss_kib(pid)
-        keys_after, bytes_after = await key_bytes(args.redis, prefix)
+        added = await key_bytes(args.redis, prefix)
+        added.subtract(sizes_before)
         memory_after = await used_memory(args.redis)
         return Waiting(
             target=target,
             n=n,
             rss_idle_kib=idle,
             rss_after_kib=after,
-            keys=keys_after - keys_before,
-            key_bytes=bytes_after - bytes_before,
+            keys=sum(v for k, v in added.items() if k.startswith("#keys ")),
+            key_bytes=sum(v for k, v in added.items() if not k.startswith("#keys ")),
+            kinds=added,
             used_memory=memory_after - memory_before,
             questions=len(question_messages(s.ws)) - open_before,
         )
@@ -467,6 +483,7 @@ async def waiting(args: argparse.Namespace) -> int:
     n = args.waiting
     budget = 240 + n / min(args.rate, WARMUP_RATE) + 10 * args.model_delay
     rows = []
+    results: list[Waiting] = []
     for target in ("tuned", "serve"):
         prefix = f"bench-cost:{target}:{uuid.uuid4().hex[:8]}:"
         got: list[Waiting] = []
@@ -480,6 +497,7 @@ async def waiting(args: argparse.Namespace) -> int:
         if status:
             return status
         w = got[0]
+        results.append(w)
         rows.append(
             [
                 w.target,
@@ -504,6 +522,10 @@ async def waiting(args: argparse.Namespace) -> int:
         "used_memory B/question",
     ]
     print(table(headers, rows))
+    for w in results:
+        kinds = sorted(((k, v) for k, v in w.kinds.items() if not k.startswith("#keys ") and v), key=lambda kv: -kv[1])
+        parts = [f"{k} {v / w.n:.0f} B ({w.kinds['#keys ' + k] / w.n:.2f} keys)" for k, v in kinds]
+        print(f"{w.target}: Redis per waiting question by key: " + ", ".join(parts))
     print(f"load average (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
