@@ -83,13 +83,13 @@ def build(*, tuned: bool, env: Mapping[str, str] = os.environ) -> AsyncApp:
     redis = aioredis.from_url(env.get("REDIS_URL", "redis://localhost:6379/0"))
     prefix = env.get("REDIS_PREFIX", "askbot:")
     model = env.get("OPENAI_MODEL", "gpt-4.1-mini")
-    keys = {"api_key": env.get("OPENAI_API_KEY"), "base_url": env.get("OPENAI_BASE_URL")}
+    api_key, base_url = env.get("OPENAI_API_KEY"), env.get("OPENAI_BASE_URL")
     if tuned:
         from openai import DefaultAioHttpClient
 
-        openai = AsyncOpenAI(**keys, http_client=DefaultAioHttpClient())
+        openai = AsyncOpenAI(api_key=api_key, base_url=base_url, http_client=DefaultAioHttpClient())
     else:
-        openai = AsyncOpenAI(**keys)
+        openai = AsyncOpenAI(api_key=api_key, base_url=base_url)
 
     async def turn(messages: list[dict[str, Any]]) -> dict[str, Any]:
         """One streamed assistant turn: the assistant message (text and/or tool calls), appended to ``messages``."""

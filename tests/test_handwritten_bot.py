@@ -31,12 +31,15 @@ QUESTION = {
 }
 
 
-@pytest.fixture
+@pytest.fixture(params=[False, True], ids=["naive", "tuned"])
 async def served(
-    proxied_redis: tuple[aioredis.Redis, TcpProxy], openai_server: FakeOpenAI, prefix: str
+    request: pytest.FixtureRequest,
+    proxied_redis: tuple[aioredis.Redis, TcpProxy],
+    openai_server: FakeOpenAI,
+    prefix: str,
 ) -> AsyncIterator[tuple[Workspace, TcpProxy]]:
-    """The hand-written bot (library defaults) served on loopback against the fake Slack, the loopback model and the
-    real Redis through the counting proxy."""
+    """The hand-written bot (library defaults, then ``--tuned``'s aiohttp transport) served on loopback against the
+    fake Slack, the loopback model and the real Redis through the counting proxy."""
     _client, proxy = proxied_redis
     async with Workspace("http://127.0.0.1:9/unset", SECRET, bot_token=TOKEN, subscriptions=("app_mention",)) as ws:
         env = {
@@ -48,7 +51,7 @@ async def served(
             "REDIS_URL": f"redis://127.0.0.1:{proxy.port}/0",
             "REDIS_PREFIX": prefix,
         }
-        runner = web.AppRunner(build(tuned=False, env=env).web_app(path=EVENTS_PATH, port=0), access_log=None)
+        runner = web.AppRunner(build(tuned=request.param, env=env).web_app(path=EVENTS_PATH, port=0), access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
