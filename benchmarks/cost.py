@@ -33,7 +33,9 @@ rounds is printed beside each round's figure.
 
 ``--waiting N``: for ``tuned`` and ``serve``, after a warm-up the process's RSS idle (``VmRSS``), then N mentions
 whose questions are left waiting, the bot settled, its RSS again; and the Redis bytes of the waiting questions: the
-``MEMORY USAGE`` of every key under the prefix after, less before, over N (and ``used_memory``'s growth over N).
+``MEMORY USAGE`` of every key under the prefix after, less before, over N (and ``used_memory``'s growth over N), by
+kind of key. Then N more, and the RSS growth over those: a process's RSS keeps the peak of the first burst (runs in
+flight, buffers), so the second growth is nearer what the waiting questions themselves hold.
 """
 
 from __future__ import annotations
@@ -432,6 +434,7 @@ class Waiting:
     n: int
     rss_idle_kib: int
     rss_after_kib: int
+    rss_after_twice_kib: int  # after another N waiting questions (the burst's own peak already reached once)
     keys: int
     key_bytes: int
     kinds: Counter[str]  # key kind -> bytes added; "#keys " + kind -> keys added
@@ -466,11 +469,17 @@ async def measure_waiting(
         added = await key_bytes(args.redis, prefix)
         added.subtract(sizes_before)
         memory_after = await used_memory(args.redis)
+        print(f"{target}: {n} more, to tell what is held from the first burst's peak ...", file=sys.stderr)
+        await paced(n, args.rate, lambda _i: load.mention(), [])
+        await s.settle()
+        await asyncio.sleep(2.0)
+        twice = rss_kib(pid)
         return Waiting(
             target=target,
             n=n,
             rss_idle_kib=idle,
             rss_after_kib=after,
+            rss_after_twice_kib=twice,
             keys=sum(v for k, v in added.items() if k.startswith("#keys ")),
             key_bytes=sum(v for k, v in added.items() if not k.startswith("#keys ")),
             kinds=added,
@@ -481,7 +490,7 @@ async def measure_waiting(
 
 async def waiting(args: argparse.Namespace) -> int:
     n = args.waiting
-    budget = 240 + n / min(args.rate, WARMUP_RATE) + 10 * args.model_delay
+    budget = 300 + 2 * n / min(args.rate, WARMUP_RATE) + 10 * args.model_delay
     rows = []
     results: list[Waiting] = []
     for target in ("tuned", "serve"):
@@ -505,6 +514,7 @@ async def waiting(args: argparse.Namespace) -> int:
                 f"{w.rss_idle_kib / 1024:.1f}",
                 f"{w.rss_after_kib / 1024:.1f}",
                 f"{(w.rss_after_kib - w.rss_idle_kib) / 1024:+.1f}",
+                f"{(w.rss_after_twice_kib - w.rss_after_kib) / 1024:+.1f}",
                 w.keys,
                 f"{w.key_bytes / max(1, w.n):.0f}",
                 f"{w.used_memory / max(1, w.n):.0f}",
@@ -517,6 +527,7 @@ async def waiting(args: argparse.Namespace) -> int:
         "RSS idle MiB",
         "RSS after MiB",
         "growth MiB (gate +3)",
+        f"growth MiB, {n} more",
         "new keys",
         "MEMORY USAGE B/question (gate 3000)",
         "used_memory B/question",
