@@ -469,6 +469,7 @@ async def measure_waiting(
         added = await key_bytes(args.redis, prefix)
         added.subtract(sizes_before)
         memory_after = await used_memory(args.redis)
+        waiting_now = len(question_messages(s.ws)) - open_before
         print(f"{target}: {n} more, to tell what is held from the first burst's peak ...", file=sys.stderr)
         await paced(n, args.rate, lambda _i: load.mention(), [])
         await s.settle()
@@ -484,7 +485,7 @@ async def measure_waiting(
             key_bytes=sum(v for k, v in added.items() if not k.startswith("#keys ")),
             kinds=added,
             used_memory=memory_after - memory_before,
-            questions=len(question_messages(s.ws)) - open_before,
+            questions=waiting_now,
         )
 
 
