@@ -19,15 +19,22 @@ import redis.asyncio as aioredis
 class RedisTraffic:
     """Totals since the server started: ``commands`` by name (``INFO commandstats``' ``calls``; a Lua script's own
     calls are counted too, under their names, beside its ``evalsha``), ``bytes_in`` / ``bytes_out`` (``INFO
-    stats`` ``total_net_input_bytes`` / ``total_net_output_bytes``)."""
+    stats`` ``total_net_input_bytes`` / ``total_net_output_bytes``), ``reads``: the server's read events (``INFO
+    stats`` ``total_reads_processed``, Redis 6+; 0 where absent): one per request a client writes and then waits
+    for (a pipeline or a MULTI/EXEC batch written at once is one), so its round trips, plus one per connection
+    closed."""
 
     commands: Counter[str]
     bytes_in: int
     bytes_out: int
+    reads: int = 0
 
     def __sub__(self, before: RedisTraffic) -> RedisTraffic:
         return RedisTraffic(
-            self.commands - before.commands, self.bytes_in - before.bytes_in, self.bytes_out - before.bytes_out
+            self.commands - before.commands,
+            self.bytes_in - before.bytes_in,
+            self.bytes_out - before.bytes_out,
+            self.reads - before.reads,
         )
 
 
@@ -40,7 +47,12 @@ async def traffic(url: str) -> RedisTraffic:
     finally:
         await client.aclose()
     commands = Counter({name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()})
-    return RedisTraffic(commands, int(net["total_net_input_bytes"]), int(net["total_net_output_bytes"]))
+    return RedisTraffic(
+        commands,
+        int(net["total_net_input_bytes"]),
+        int(net["total_net_output_bytes"]),
+        int(net.get("total_reads_processed", 0)),
+    )
 
 
 async def used_memory(url: str) -> int:

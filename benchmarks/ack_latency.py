@@ -500,17 +500,9 @@ async def drive(
     await load.mention()  # Bolt's first request calls auth.test
     await settle(ws, quiet=quiet, timeout=30)
     memory_before = await used_memory(args.redis) if args.own_redis else 0
-    for attempt in range(4):
-        missing = needed - len(question_messages(ws))
-        if missing <= 0:
-            break
-        pace = min(args.rate, WARMUP_RATE)
-        print(f"bot: warm-up, {missing} mentions at {pace:g}/s to open questions for the clicks", file=sys.stderr)
-        await paced(missing, pace, lambda _i: load.mention(), [])
-        await settle(ws, quiet=quiet, timeout=60 + 3 * args.model_delay)
-        if attempt == 3:
-            raise RuntimeError(f"only {len(question_messages(ws))} of {needed} questions were posted")
-    questions = question_messages(ws)
+    questions = await open_questions(
+        load, needed=needed, rate=min(args.rate, WARMUP_RATE), model_delay=args.model_delay
+    )
     if args.own_redis:  # the bot's Redis holds little else than these waiting questions (and one thread each)
         per_question = (await used_memory(args.redis) - memory_before) / max(1, len(questions) - 1)
         print(f"Redis memory per waiting question (its run, thread, inbox, schedule): {per_question / 1024:.1f} KB")
@@ -543,6 +535,22 @@ async def drive(
     await asyncio.sleep(0.5)  # the bare app only acks: nothing runs on after its window
     Load.settled(bare_phase, n=n, pids=pids)
     return Phases(bot=bot_phase, bare=bare_phase, outcome=outcome, bare_questions=len(open_now))
+
+
+async def open_questions(load: Load, *, needed: int, rate: float, model_delay: float, name: str = "bot") -> list[JSON]:
+    """Mentions at ``rate``/s (not measured) until at least ``needed`` question messages are open (up to 4 tries,
+    each followed by the bot settling); returns the open question messages. Raises ``RuntimeError`` short of it."""
+    ws = load.ws
+    for attempt in range(4):
+        missing = needed - len(question_messages(ws))
+        if missing <= 0:
+            break
+        print(f"{name}: warm-up, {missing} mentions at {rate:g}/s to open questions for the clicks", file=sys.stderr)
+        await paced(missing, rate, lambda _i: load.mention(), [])
+        await settle(ws, quiet=model_delay + 1.0, timeout=60 + 3 * model_delay)
+        if attempt == 3:
+            raise RuntimeError(f"only {len(question_messages(ws))} of {needed} questions were posted")
+    return question_messages(ws)
 
 
 def print_traffic(phase: Phase, n: int) -> None:

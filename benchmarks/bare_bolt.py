@@ -48,12 +48,8 @@ def build_app(*, token: str, signing_secret: str, api_url: str) -> AsyncApp:
     return app
 
 
-async def serve() -> None:
-    app = build_app(
-        token=os.environ["SLACK_BOT_TOKEN"],
-        signing_secret=os.environ["SLACK_SIGNING_SECRET"],
-        api_url=os.environ.get("SLACK_API_URL", "https://slack.com/api/"),
-    )
+async def serve_app(app: AsyncApp) -> None:
+    """Serve ``app`` on ``POST /slack/events`` at ``$PORT`` (aiohttp, no access log) until SIGINT/SIGTERM."""
     port = int(os.environ.get("PORT", "3000"))
     runner = web.AppRunner(app.web_app(path=EVENTS_PATH, port=port), access_log=None)
     await runner.setup()
@@ -65,6 +61,15 @@ async def serve() -> None:
             loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     await runner.cleanup()
+
+
+async def serve() -> None:
+    app = build_app(
+        token=os.environ["SLACK_BOT_TOKEN"],
+        signing_secret=os.environ["SLACK_SIGNING_SECRET"],
+        api_url=os.environ.get("SLACK_API_URL", "https://slack.com/api/"),
+    )
+    await serve_app(app)
 
 
 def main() -> None:

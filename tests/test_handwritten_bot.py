@@ -1,0 +1,118 @@
+"""The yardstick of ``benchmarks.cost`` (issue 26): the hand-written bot does the job to its spec and at the cost its
+docstring gives: a mention + its click = 3 Web API calls and 4 Redis round trips; a second click on the same
+question finds the run claimed and costs one round trip and no call."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from aiohttp import web
+
+from benchmarks.ack_latency import question_messages
+from benchmarks.bare_bolt import EVENTS_PATH
+from benchmarks.handwritten_bot import build
+from bot.playground import Workspace
+from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
+from bot.testing.slack_scenarios import ALICE, GENERAL, text_is
+from bot.testing.tcp_proxy import TcpProxy
+
+TOKEN = "xoxb-test-token-0123456789"
+SECRET = "signing-secret-abcdef0123456789"
+QUESTION = {
+    "question": "Which colour should it be?",
+    "options": [{"label": "Red"}, {"label": "Green"}, {"label": "Blue"}],
+    "selection_mode": "single_select",
+}
+
+
+@pytest.fixture(params=[False, True], ids=["naive", "tuned"])
+async def served(
+    request: pytest.FixtureRequest,
+    proxied_redis: tuple[aioredis.Redis, TcpProxy],
+    openai_server: FakeOpenAI,
+    prefix: str,
+) -> AsyncIterator[tuple[Workspace, TcpProxy]]:
+    """The hand-written bot (library defaults, then ``--tuned``'s aiohttp transport) served on loopback against the
+    fake Slack, the loopback model and the real Redis through the counting proxy."""
+    _client, proxy = proxied_redis
+    async with Workspace("http://127.0.0.1:9/unset", SECRET, bot_token=TOKEN, subscriptions=("app_mention",)) as ws:
+        env = {
+            "SLACK_BOT_TOKEN": TOKEN,
+            "SLACK_SIGNING_SECRET": SECRET,
+            "SLACK_API_URL": ws.api_url,
+            "OPENAI_API_KEY": "sk-test",
+            "OPENAI_BASE_URL": openai_server.base_url,
+            "REDIS_URL": f"redis://127.0.0.1:{proxy.port}/0",
+            "REDIS_PREFIX": prefix,
+        }
+        runner = web.AppRunner(build(tuned=request.param, env=env).web_app(path=EVENTS_PATH, port=0), access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        ws.sender.bot_url = f"http://127.0.0.1:{runner.addresses[0][1]}{EVENTS_PATH}"
+        try:
+            yield ws, proxy
+        finally:
+            await runner.cleanup()
+
+
+async def thread_saved(redis: aioredis.Redis, key: str) -> None:
+    """Wait until the bot's last step, the thread's save, is done (read directly, not through the proxy)."""
+    for _ in range(250):
+        if await redis.exists(key):
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{key} was never saved")
+
+
+async def question_then_reply(ws: Workspace, model: FakeOpenAI, n: int) -> tuple[str, dict[str, Any]]:
+    """A mention; the model asks QUESTION; returns (thread_ts, the question message)."""
+    model.script(Reply(tool_calls=[tool_call("ask_user", QUESTION, id=f"call_{n}")]), Reply(text=f"Noted {n}."))
+    d = await ws.mention(ALICE, GENERAL, f"pick a colour {n}")
+    thread = d.message["ts"]
+    await ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: bool(m.get("blocks")))
+    q = next(q for q in question_messages(ws) if ws.state.message(GENERAL, q["ts"]).get("thread_ts") == thread)
+    return thread, {**copy.deepcopy(ws.state.message(GENERAL, q["ts"])), "channel": GENERAL}
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server counts the round trips
+async def test_a_mention_and_its_click_cost_three_calls_and_four_round_trips(
+    served: tuple[Workspace, TcpProxy], openai_server: FakeOpenAI, real_redis: aioredis.Redis, prefix: str
+) -> None:
+    ws, proxy = served
+    thread, q = await question_then_reply(ws, openai_server, 0)  # Bolt's auth.test, connections
+    await ws.click(q, "Green", user=ALICE)
+    await ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Noted 0."))
+    await thread_saved(real_redis, f"{prefix}thread:{GENERAL}:{thread}")
+
+    calls_before, trips_before = len(ws.calls()), proxy.round_trips
+    thread, q = await question_then_reply(ws, openai_server, 1)
+    await ws.click(q, "Green", user=ALICE)
+    await ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Noted 1."))
+    await thread_saved(real_redis, f"{prefix}thread:{GENERAL}:{thread}")
+    calls = Counter(c.method for c in ws.calls()[calls_before:])
+    assert calls == {"chat.postMessage": 2, "chat.update": 1}
+    assert proxy.round_trips - trips_before == 4  # GET thread + SET run; GETDEL run + SET thread
+
+    tool_messages = [m for m in openai_server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert tool_messages == [{"role": "tool", "tool_call_id": "call_1", "content": '{"answer": "Green"}'}]
+    assert question_messages(ws) == []  # the question was closed
+
+    # a second click on the copy still shown: the run is claimed already; one GETDEL, nothing posted
+    calls_before, trips_before = len(ws.calls()), proxy.round_trips
+    ack = await ws.click(q, "Red", user=ALICE, as_seen=True)
+    assert ack.ok
+    for _ in range(50):
+        if proxy.round_trips > trips_before:
+            break
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.2)  # had it gone on, it would post now
+    assert proxy.round_trips - trips_before == 1
+    assert ws.calls()[calls_before:] == []
