@@ -55,9 +55,9 @@ import redis.asyncio as aioredis
 
 from benchmarks._redis_stats import RedisTraffic, own_redis, traffic, used_memory
 from benchmarks._util import percentile, table
-from bot.playground.sender import Ack
-from bot.playground.state import BOT_USER_ID, JSON
-from bot.playground.workspace import Workspace
+from bot.fakeslack.sender import Ack
+from bot.fakeslack.state import BOT_USER_ID, JSON
+from bot.fakeslack.workspace import Workspace
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -74,7 +74,7 @@ from benchmarks.ack_latency import (
     settle,
     spawn,
 )
-from bot.playground.workspace import Workspace
+from bot.fakeslack.workspace import Workspace
 from bot.testing.openai_server import FakeOpenAI
 
 KINDS = ("mention", "click")

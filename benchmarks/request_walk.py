@@ -6,10 +6,10 @@ The bot runs in this process (``build_bot`` + ``start_http``, as the tests' harn
 the loopback model (a mention -> an ``ask_user`` single_select question; a click -> a short reply) and an
 in-process Redis (fakeredis). After a warm-up mention and click, one mention and one click on its question are
 traced with ``sys.setprofile``, following the request's data: a call of a function of ``bot/`` (not the fake
-Slack, ``bot/playground``, nor the test servers, ``bot/testing``) is on the walk when one of its arguments is the
-request's body (Bolt copies it for a lazy listener: recognised by its ``event_id`` / ``trigger_id``) or a value a
-call on the walk returned (and what that value holds, one level down). A coroutine resumed after an ``await`` is
-not a new call.
+Slack, ``bot/fakeslack``, the playground, ``bot/playground``, nor the test servers, ``bot/testing``) is on the walk when
+one of its arguments is the request's body (Bolt copies it for a lazy listener: recognised by its ``event_id`` /
+``trigger_id``) or a value a call on the walk returned (and what that value holds, one level down). A coroutine resumed
+after an ``await`` is not a new call.
 
 From the walk's call tree, visited depth first (a call enters its callee's module; after it, execution is back in
 the caller's module when the caller calls on), the module sequence with repeats folded; printed per request:
@@ -39,7 +39,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 BOT = ROOT / "bot"
-LEFT_OUT = ("bot.playground", "bot.testing")
+LEFT_OUT = ("bot.fakeslack", "bot.playground", "bot.testing")
 RETURNS = {dis.opmap[name] for name in ("RETURN_VALUE", "RETURN_CONST") if name in dis.opmap}
 
 
@@ -239,7 +239,7 @@ async def walk_requests(show: bool) -> None:
 
     from bot.agent import OpenAIChatModel
     from bot.config import Settings
-    from bot.playground.workspace import Workspace
+    from bot.fakeslack.workspace import Workspace
     from bot.slack.app import build_bot, start_http
     from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
 

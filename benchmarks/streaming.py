@@ -23,8 +23,8 @@ import fakeredis
 from benchmarks._util import summary, table
 from bot.agent import OpenAIChatModel
 from bot.config import Settings
-from bot.playground import Workspace
-from bot.playground.state import BOT_USER_ID
+from bot.fakeslack import Workspace
+from bot.fakeslack.state import BOT_USER_ID
 from bot.slack.app import build_bot, start_http
 from bot.testing.openai_server import FakeOpenAI, Reply
 

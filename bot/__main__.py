@@ -194,7 +194,7 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
     unreachable Redis, a port in use or a refused Socket Mode connection (nothing keeps running then)."""
     from bot.agent import OpenAIChatModel
     from bot.slack.app import build_bot, start_http
-    from bot.slack.socket_mode import connect_socket_mode
+    from bot.slack.transport.socket_mode import connect_socket_mode
     from bot.store import connect_redis
 
     chosen = choose_transport(settings, transport)

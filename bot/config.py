@@ -287,7 +287,7 @@ class Settings(BaseSettings):
     def _mcp_config(cls, value: object) -> object:
         if not isinstance(value, str):
             return value
-        from bot.agent.mcp_config import McpConfigError, load_mcp_config  # no MCP SDK import
+        from bot.agent.mcp.config import McpConfigError, load_mcp_config  # no MCP SDK import
 
         try:
             load_mcp_config(value.strip())
@@ -402,7 +402,7 @@ class Settings(BaseSettings):
 
     def secret_values(self) -> list[str]:
         """Every secret set (tokens, keys, the Redis URL's password, and the secret-bearing values of the
-        ``MCP_CONFIG`` file, :meth:`bot.agent.mcp_config.McpServerConfig.secret_values`), e.g. to redact them from
+        ``MCP_CONFIG`` file, :meth:`bot.agent.mcp.config.McpServerConfig.secret_values`), e.g. to redact them from
         logs."""
         values = [
             v.get_secret_value()
@@ -414,7 +414,7 @@ class Settings(BaseSettings):
             if password:
                 values.append(password)
         if self.mcp_config:
-            from bot.agent.mcp_config import McpConfigError, load_mcp_config  # no MCP SDK import
+            from bot.agent.mcp.config import McpConfigError, load_mcp_config  # no MCP SDK import
 
             try:
                 servers = load_mcp_config(self.mcp_config)

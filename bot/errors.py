@@ -201,7 +201,7 @@ class NoReply(ModelCallFailed):
 
 class SlackRefused(BotError):
     """Slack refused a Web API call the bot's scheduled work needs (after its transient-error retries); the work is
-    tried again later (e.g. an escalation message, :mod:`bot.slack.waiting`)."""
+    tried again later (e.g. an escalation message, :mod:`bot.slack.questions.waiting`)."""
 
 
 class StoreUnavailable(BotError):

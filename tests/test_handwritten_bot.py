@@ -17,7 +17,7 @@ from aiohttp import web
 from benchmarks.ack_latency import question_messages
 from benchmarks.bare_bolt import EVENTS_PATH
 from benchmarks.handwritten_bot import build
-from bot.playground import Workspace
+from bot.fakeslack import Workspace
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
 from bot.testing.slack_scenarios import ALICE, GENERAL, text_is
 from bot.testing.tcp_proxy import TcpProxy

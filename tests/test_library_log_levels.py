@@ -8,8 +8,8 @@ import logging
 import aiohttp
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.fakeslack.workspace import Workspace
 from bot.logs import PINNED_LIBRARY_LOGGERS, configure_logging
-from bot.playground.workspace import Workspace
 
 
 class Counting(str):

@@ -10,7 +10,7 @@ from bot.agent.agent import Agent, new_run_id
 from bot.agent.ask_user import AskUserInput, AskUserOption, AskUserPayload, ask_user_tool, make_ask_user_tool
 from bot.agent.assembler import ToolCallAssembler
 from bot.agent.forms import Form, FormReply
-from bot.agent.function_tools import tool
+from bot.agent.function_tool import tool
 from bot.agent.model import ChatModel, TextDelta, TurnDone
 from bot.agent.openai_model import OpenAIChatModel
 from bot.agent.state import RunState

@@ -26,18 +26,21 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
+from bot.agent._loop.claims import Claims
+from bot.agent._loop.history import check_tool_messages, history_of, last_text, unique_ids
+from bot.agent._loop.resuming import continue_pending
+from bot.agent._loop.saving import RunSaver
+from bot.agent._loop.stopping import Stopped, StopRequests, wrap_up
+from bot.agent._loop.tool_calls import Suspended, add_result, run_tool_call
+from bot.agent._loop.toolbox import Toolbox
+from bot.agent._loop.turns import budgeted_turn
 from bot.agent.approvals import approval_payload, ask_approval, needs_approval
 from bot.agent.asking import ASK_ONLY, ask_run, finish_ask_only
 from bot.agent.budget import DEFAULT_HISTORY_BUDGET, HistoryBudget
-from bot.agent.claims import Claims
 from bot.agent.endings import Ending, ending_of
-from bot.agent.history import check_tool_messages, history_of, last_text, unique_ids
 from bot.agent.live_questions import LiveQuestions
 from bot.agent.model import ChatModel, parse_arguments
-from bot.agent.resuming import continue_pending
-from bot.agent.saving import RunSaver
 from bot.agent.state import Answer, PendingCall, ResumeData, RunFailure, RunState, utcnow
-from bot.agent.stopping import Stopped, StopRequests, wrap_up
 from bot.agent.store import RunStore
 from bot.agent.stream import (
     AgentStream,
@@ -52,10 +55,7 @@ from bot.agent.stream import (
     ToolCallChunk,
     ToolCallPayload,
 )
-from bot.agent.tool_calls import Suspended, add_result, run_tool_call
-from bot.agent.toolbox import Toolbox
 from bot.agent.tools import DEFAULT_TOOL_RESULT_MAX_CHARS, Tool
-from bot.agent.turns import budgeted_turn
 from bot.errors import (
     BotError,
     ContextTooLong,
@@ -343,7 +343,7 @@ class Agent(Claims, Toolbox):
         return None
 
     history_of = staticmethod(history_of)
-    """The run's messages up to its last consistent point (see :func:`bot.agent.history.history_of`)."""
+    """The run's messages up to its last consistent point (see :func:`bot.agent._loop.history.history_of`)."""
 
     async def _advance(self, state: RunState, out: AgentStream) -> tuple[RunState, Ending | None]:
         """Run until the model answers without tool calls (returns the state, and why its last turn's text is

@@ -19,10 +19,10 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
+from bot.agent._loop.tool_calls import Suspended, add_result, run_tool_call
 from bot.agent.live_questions import LiveQuestions
 from bot.agent.state import PendingCall, RunState, ToolCall, utcnow
 from bot.agent.stream import AgentStream, ApprovalPayload, ToolCallChunk, ToolCallPayload
-from bot.agent.tool_calls import Suspended, add_result, run_tool_call
 from bot.agent.tools import Tool, ToolInputError
 
 APPROVED, DECLINED = "approved", "declined"
@@ -88,7 +88,7 @@ async def run_decided(
 ) -> None:
     """Carry out the decision claimed on ``pending`` (the run's pending approval, already taken off ``state``);
     ``live``: lets the tool ask questions while it runs (:mod:`bot.agent.live_questions`); ``max_result_chars``: the
-    bound of the result's text (:func:`bot.agent.tool_calls.add_result`)."""
+    bound of the result's text (:func:`bot.agent._loop.tool_calls.add_result`)."""
     call = ToolCall(id=pending.tool_call_id, name=pending.tool_name, arguments="")
     decision = pending.resume
     tool = tools.get(pending.tool_name)

@@ -16,7 +16,7 @@ answers with its context-length error) and every turn loads and rewrites all of 
   consecutive requests share their prefix (providers' prompt caches);
 - **refuses** a request still over the budget once every older turn is left out (:meth:`HistoryBudget.over`:
   the newest turn itself is too big, e.g. many large tool results): it is never sent
-  (:class:`bot.errors.RequestOverBudget`, raised by :func:`bot.agent.turns.budgeted_turn`). One tool result is
+  (:class:`bot.errors.RequestOverBudget`, raised by :func:`bot.agent._loop.turns.budgeted_turn`). One tool result is
   bounded before it is stored (:func:`bot.agent.tools.bounded_result`), so this takes several large ones;
 - **bounds the stored history** (:meth:`HistoryBudget.bound_stored`): once the stored messages estimate past
   :data:`STORE_HIGH` (2) x budget they are cut, same rules, to :data:`STORE_KEEP` (1.5) x budget. A request can

@@ -13,8 +13,8 @@ Chat Completions ends a turn with ``finish_reason`` ``stop`` (a finished answer)
   without says nothing about why it is empty.
 
 A turn with tool calls goes on to its calls whatever its ``finish_reason`` (a call whose arguments were cut is
-refused as invalid JSON and told to the model). What the run does with the others (:mod:`bot.agent.turns`): no text
-at all -> :class:`bot.errors.NoReply` (the run fails, retryable); text -> the text is kept as the answer and the
+refused as invalid JSON and told to the model). What the run does with the others (:mod:`bot.agent._loop.turns`): no
+text at all -> :class:`bot.errors.NoReply` (the run fails, retryable); text -> the text is kept as the answer and the
 ``finish`` chunk says why it is incomplete (:attr:`bot.agent.stream.FinishPayload.ending`).
 """
 

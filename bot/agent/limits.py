@@ -6,7 +6,8 @@ so every field has a bound, checked before anything is posted or stored; a call 
 field's name and its bound (the SDK's argument validation, also advertised as ``maxLength`` in the tools' input
 schemas). The bounds follow what Slack can show (docs.slack.dev reference/block-kit):
 
-- ``question``: :data:`MAX_QUESTION` (the longest question :mod:`bot.slack.blocks` shows whole, its first budget);
+- ``question``: :data:`MAX_QUESTION` (the longest question :mod:`bot.slack.render.blocks` shows whole, its first
+  budget);
 - an option's ``label`` :data:`MAX_OPTION_LABEL`, ``description`` :data:`MAX_OPTION_DESCRIPTION` (shown shortened on
   buttons and menus, whole in the list under the question);
 - ``action`` :data:`MAX_ACTION` (one line), ``details`` :data:`MAX_DETAILS` (as text, or its keys and values

@@ -103,7 +103,7 @@ class PendingCall(_Model):
     a trace: the call is then asked again with ``interrupted`` set (it may or may not have run).
 
     ``live_owner``: set when the question was asked from inside a tool call that is still running (an MCP server's
-    question on the older protocol generation, see :mod:`bot.agent.mcp_elicit`): the run stays ``running``, the
+    question on the older protocol generation, see :mod:`bot.agent.mcp.elicitation`): the run stays ``running``, the
     answer is claimed like any other and handed to that process (owner id) through the store. If that process is
     gone, the call is asked again as an ``interrupted`` approval instead.
     """

@@ -26,12 +26,12 @@ from bot.agent.asking import APPROVAL_TOOL, approval_outcome, ask_outcome, asked
 from bot.agent.state import RunState
 from bot.agent.tools import ToolInputError
 from bot.errors import BotError, RunConflict, RunNotFound, StoreUnavailable
-from bot.slack.blocks import MAX_SELECT_OPTIONS
 from bot.slack.context import SlackContext, slack_id
-from bot.slack.mrkdwn import clip
+from bot.slack.conversations import Threads
 from bot.slack.names import Names
-from bot.slack.safe_text import safe_mrkdwn
-from bot.slack.threads import Threads
+from bot.slack.render.blocks import MAX_SELECT_OPTIONS
+from bot.slack.render.mrkdwn import clip
+from bot.slack.render.safe_text import safe_mrkdwn
 
 log = logging.getLogger(__name__)
 

@@ -218,7 +218,7 @@ async def asking(settings: Settings) -> AsyncIterator[Asker]:
             team_id = await bot_team(bot.client)
             await serve_ops(bot, settings, stack)  # METRICS_PORT: /metrics, /healthz, /readyz
             if socket:
-                from bot.slack.socket_mode import connect_socket_mode
+                from bot.slack.transport.socket_mode import connect_socket_mode
 
                 assert settings.slack_app_token is not None
                 await bot.start()
@@ -252,7 +252,7 @@ async def bot_team(client: Any) -> str:
     from slack_sdk.errors import SlackApiError
 
     from bot.errors import ConfigError
-    from bot.slack.webapi import slack_error
+    from bot.slack.transport.web_api import slack_error
 
     try:
         resp = await client.auth_test()

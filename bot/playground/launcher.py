@@ -9,7 +9,7 @@ tests and embedding: ``async with Playground(settings, ui_port=0) as pg: pg.url,
 
 What runs (all in this process, on loopback):
 
-- a fake Slack (:class:`~bot.playground.workspace.Workspace`) with a random bot token and signing secret;
+- a fake Slack (:class:`~bot.fakeslack.workspace.Workspace`) with a random bot token and signing secret;
 - the real bot (``build_bot`` + ``start_http`` on a free port), its ``SLACK_BOT_TOKEN`` /
   ``SLACK_SIGNING_SECRET`` / ``SLACK_API_URL`` pointed at the fake; every other setting as given;
 - the browser UI (:class:`~bot.playground.ui.PlaygroundUI`) on ``ui_port`` (default ``settings.port``;
@@ -49,12 +49,12 @@ from bot.__main__ import http_address, serve_ops
 from bot.agent import ChatModel, OpenAIChatModel
 from bot.config import Settings
 from bot.errors import ConfigError
+from bot.fakeslack.sender import Sender
+from bot.fakeslack.workspace import Workspace
 from bot.playground.mcp import PlaygroundMcp, start_mcp
 from bot.playground.saved import WorkspaceSaver
-from bot.playground.sender import Sender
 from bot.playground.timing import BotTiming
 from bot.playground.ui import PlaygroundInfo, PlaygroundUI
-from bot.playground.workspace import Workspace
 from bot.slack.app import EVENTS_PATH, Bot, build_bot, start_http
 from bot.store import connect_redis
 from bot.store.keys import Keys

@@ -18,10 +18,10 @@ from typing import Any
 
 from bot.config import MCP_PORT_DEFAULT, Settings
 from bot.errors import ConfigError, describe_os_error
+from bot.fakeslack.state import TEAM_ID
 from bot.mcp_server.asker import Asker
 from bot.mcp_server.http import MCP_PATH, bound_port, http_server, listen_socket
 from bot.mcp_server.server import build_mcp_server
-from bot.playground.state import TEAM_ID
 from bot.slack.app import Bot
 
 HOST = "127.0.0.1"  # loopback only, as the rest of the playground

@@ -21,7 +21,7 @@ assistant lists their newest :data:`MAX_RECORDS` entries; the key expires :data:
 Short-lived things are not kept: trigger_ids (3 s), response_urls, what someone ticked but did not send, the
 assistant statuses (two minutes), the Web API call log.
 
-:class:`WorkspaceSaver` loads the snapshot into a :class:`~bot.playground.state.SlackState` (:meth:`load`, before the
+:class:`WorkspaceSaver` loads the snapshot into a :class:`~bot.fakeslack.state.SlackState` (:meth:`load`, before the
 bot starts) and writes it again after every change (:meth:`start` follows the fake's change events; changes within
 :data:`COALESCE_SECONDS` of each other, or while a write is on its way, are written together); :meth:`stop` writes
 the last changes.
@@ -42,8 +42,8 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from bot.errors import ConfigError
-from bot.playground.fake_slack import FakeSlack
-from bot.playground.state import JSON, Conversation, Ephemeral, SlackState, View
+from bot.fakeslack.fake_slack import FakeSlack
+from bot.fakeslack.state import JSON, Conversation, Ephemeral, SlackState, View
 from bot.store.keys import Keys
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ import dataclasses
 import re
 from typing import Any, Protocol
 
-from bot.playground.state import JSON
+from bot.fakeslack.state import JSON
 
 MAX_SECONDS = 10 * 365 * 86400
 

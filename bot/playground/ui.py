@@ -22,7 +22,7 @@ Routes (JSON in and out; POST bodies must be ``application/json`` from this orig
     POST /api/home_click        {"user", "label", "block_id"?} -> {"ok", "ack"}: a button on their Home tab
     POST /api/open_assistant    {"user", "context_channel"?} -> {"ok", "channel", "thread_ts", "ack": LogEntry | null}:
                                 the person opens a new thread in the app's assistant pane while viewing
-                                ``context_channel`` (assistant_thread_started; see bot.playground.assistant_pane)
+                                ``context_channel`` (assistant_thread_started; see bot.fakeslack.assistant_pane)
     POST /api/assistant_context {"user", "thread_ts", "channel"} -> {"ok", "ack": LogEntry | null}: the person
                                 views ``channel`` with the pane open (assistant_thread_context_changed)
     POST /api/timing            {"ask_ttl_seconds"?, "remind_after"?, "remind_max"?, "escalate_after"?,
@@ -53,15 +53,15 @@ import aiohttp
 from aiohttp import hdrs, web
 from aiohttp.typedefs import Middleware
 
-from bot.playground.assistant_pane import change_context, open_pane
-from bot.playground.home_tab import click_home, open_home
+from bot.fakeslack.assistant_pane import change_context, open_pane
+from bot.fakeslack.home_tab import click_home, open_home
+from bot.fakeslack.sender import Ack
+from bot.fakeslack.state import JSON, PlaygroundError, dm_channel_id
+from bot.fakeslack.workspace import Workspace
 from bot.playground.host_check import is_loopback_host
-from bot.playground.sender import Ack
-from bot.playground.state import JSON, PlaygroundError, dm_channel_id
 from bot.playground.timing import Timing
 from bot.playground.ui_events import EventHub
 from bot.playground.ui_snapshot import snapshot
-from bot.playground.workspace import Workspace
 
 STATIC_DIR = Path(__file__).parent / "static"
 HEARTBEAT_SECONDS = 15.0

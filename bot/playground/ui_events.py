@@ -44,10 +44,10 @@ from collections import deque
 from typing import Any
 from urllib.parse import parse_qs
 
-from bot.playground.fake_slack import ApiCall
-from bot.playground.sender import Ack
-from bot.playground.state import JSON
-from bot.playground.workspace import Workspace
+from bot.fakeslack.fake_slack import ApiCall
+from bot.fakeslack.sender import Ack
+from bot.fakeslack.state import JSON
+from bot.fakeslack.workspace import Workspace
 
 JSON_PARAMS = ("blocks", "attachments", "view", "metadata")
 

@@ -1,5 +1,5 @@
 """What a freshly opened playground page needs: the whole fake workspace as one JSON object (``GET /api/state``, and
-the first event of ``GET /api/events``). Shapes are the fake Slack's own (bot.playground.state)::
+the first event of ``GET /api/events``). Shapes are the fake Slack's own (bot.fakeslack.state)::
 
     {"info": {"model": "demo" | "openai", "model_label", "redis": "memory" | "redis", "redis_label",
               "answerers"},
@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.playground.state import BOT_NAME, BOT_USER_ID, JSON, SlackState
-from bot.playground.workspace import Workspace
+from bot.fakeslack.state import BOT_NAME, BOT_USER_ID, JSON, SlackState
+from bot.fakeslack.workspace import Workspace
 
 
 def snapshot(workspace: Workspace, *, info: JSON, timing: JSON | None, log: list[JSON]) -> JSON:

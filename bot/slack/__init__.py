@@ -1,4 +1,2 @@
-"""The Slack layer: Bolt listeners (:mod:`bot.slack.listeners`) and their runner (:mod:`bot.slack.runner`),
-answering (:mod:`bot.slack.answering`), conversations in threads (:mod:`bot.slack.threads`), following a run into
-Slack (:mod:`bot.slack.follow`), Web API calls (:mod:`bot.slack.webapi`), Block Kit (:mod:`bot.slack.blocks`,
-:mod:`bot.slack.modals`); assembled by :mod:`bot.slack.app`."""
+"""The Slack layer, by concept: transport (how requests arrive and calls leave), render (Block Kit), replies (a run's
+way into its thread), questions, approvals; assembled by :mod:`bot.slack.app`."""

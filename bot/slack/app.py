@@ -5,7 +5,7 @@
 honours ``SLACK_API_URL`` and retries 429s, 5xx answers and connection errors with slack_sdk's retry handlers.
 
 Roles: ``all`` runs the work in this process; ``web`` acks and queues it on Redis for ``worker`` processes, which
-run :meth:`Bot.work` (see :mod:`bot.slack.runner`).
+run :meth:`Bot.work` (see :mod:`bot.slack.transport.runner`).
 """
 
 from __future__ import annotations
@@ -36,25 +36,25 @@ from bot.config import Settings
 from bot.errors import ConfigError, describe_error
 from bot.ops.metrics import QueueGauges
 from bot.ops.server import Health, OpsEndpoints
-from bot.slack.answer_modal import AnswerModal, modal_key
-from bot.slack.answering import Answering
-from bot.slack.approvers import ApproverPolicy
-from bot.slack.approving import Approving
+from bot.slack.approvals.deciding import Approving
 from bot.slack.assistant_pane import AssistantPane
-from bot.slack.blocks import MAX_SELECT_OPTIONS
 from bot.slack.context import Where
-from bot.slack.follow import Follower
+from bot.slack.conversations import Threads
 from bot.slack.home import Home
-from bot.slack.http import events_web_app, server_log
-from bot.slack.limits import RunGate, WaitingLimit
 from bot.slack.listeners import register
-from bot.slack.notices import STORE_DOWN
-from bot.slack.permissions import Permissions
-from bot.slack.runner import InProcessRunner, LazyJobs, QueueRunner, SharedWebClient, use_client
-from bot.slack.threads import Threads
-from bot.slack.wait_plan import WaitPlan, WaitSettings
-from bot.slack.waiting import Waiting
-from bot.slack.webapi import SlackWeb
+from bot.slack.questions.answer_modal import AnswerModal, modal_key
+from bot.slack.questions.answering import Answering
+from bot.slack.questions.approvers import ApproverPolicy
+from bot.slack.questions.notices import STORE_DOWN
+from bot.slack.questions.permissions import Permissions
+from bot.slack.questions.wait_plan import WaitPlan, WaitSettings
+from bot.slack.questions.waiting import Waiting
+from bot.slack.render.blocks import MAX_SELECT_OPTIONS
+from bot.slack.replies.thread import Follower
+from bot.slack.run_slots import RunGate, WaitingLimit
+from bot.slack.transport.http import events_web_app, server_log
+from bot.slack.transport.runner import InProcessRunner, LazyJobs, QueueRunner, SharedWebClient, use_client
+from bot.slack.transport.web_api import SlackWeb
 from bot.store import Keys, RedisRunStore
 from bot.store.conversations import ConversationIndex
 from bot.store.inbox import Inbox
@@ -64,7 +64,7 @@ from bot.store.schedule import Schedule, Scheduler
 from bot.store.work_queue import WorkQueue
 
 if TYPE_CHECKING:
-    from bot.agent.mcp_tools import McpTools
+    from bot.agent.mcp.toolset import McpTools
 
 EVENTS_PATH = "/slack/events"
 Role = Literal["all", "web", "worker", "asker"]
@@ -84,8 +84,8 @@ class Bot:
     runner: InProcessRunner
     jobs: LazyJobs
     queue: WorkQueue | None = None
-    signing_secret: str | None = None  # HTTP mode verifies requests with it (bot.slack.http)
-    first_sight: Callable[[str], Awaitable[bool]] | None = None  # the replay guard's store (bot.slack.http)
+    signing_secret: str | None = None  # HTTP mode verifies requests with it (bot.slack.transport.http)
+    first_sight: Callable[[str], Awaitable[bool]] | None = None  # the replay guard's store (bot.slack.transport.http)
     mcp: McpTools | None = None  # MCP_CONFIG's servers, whose tools the agent gets once started
     scheduler: Scheduler | None = None  # deadlines, reminders, escalations (processes that run the agent)
     plan: WaitPlan | None = None  # what is scheduled while a question waits (its settings can change live)
@@ -126,7 +126,7 @@ class Bot:
         await self.queue.consume(self.run_job, stop=stop)
 
     async def run_job(self, job: dict[str, Any]) -> None:
-        """Run one queued job here (see :meth:`bot.slack.runner.LazyJobs.run_job`)."""
+        """Run one queued job here (see :meth:`bot.slack.transport.runner.LazyJobs.run_job`)."""
         await self.jobs.run_job(job, client=self.client, runner=self.runner)
 
     async def aclose(self) -> None:
@@ -212,7 +212,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         agent.add_tools([approval_tool()])  # hidden from the model: outside agents' approval requests call it
     mcp = None
     if settings.mcp_config and role != "web":  # web processes run no agent
-        from bot.agent.mcp_tools import McpTools  # the MCP SDK is imported only when MCP_CONFIG is set
+        from bot.agent.mcp.toolset import McpTools  # the MCP SDK is imported only when MCP_CONFIG is set
 
         # nothing starts yet: Bot.start() (below, or the caller's)
         mcp = McpTools.from_file(settings.mcp_config, url_schemes=settings.mcp_elicit_url_schemes)
@@ -367,7 +367,7 @@ async def start_http(
     ``/healthz``, ``/readyz`` (:mod:`bot.ops.server`; ``METRICS_ON_PORT``); returns the runner and the port.
 
     The body is capped, its Slack signature verified and then parsed before Bolt sees it (413 / 401 / 400, one
-    short log line each; see :mod:`bot.slack.http`). Raises ``ConfigError`` without a signing secret.
+    short log line each; see :mod:`bot.slack.transport.http`). Raises ``ConfigError`` without a signing secret.
     """
     signing_secret = bot.signing_secret
     if not signing_secret:

@@ -11,13 +11,13 @@ conversation there is a thread in their DM with the app (Slack: docs.slack.dev a
 | ``assistant_thread_context_changed`` | the new context saved | - |
 | a person's message in the thread | auto-ack | the thread's title from its first request, then the agent |
 
-A message in the pane goes the same way as a DM (:meth:`bot.slack.threads.Threads.converse`): it answers the open
+A message in the pane goes the same way as a DM (:meth:`bot.slack.conversations.Threads.converse`): it answers the open
 question or starts the thread's next run, so questions, approvals, streaming and status work there as in channels.
 The run's input says which channel the person has open (``<#C…>``), so "summarise this channel" can be understood.
 The context is kept in Redis (:class:`bot.store.pane_contexts.PaneContexts`), not in message metadata (Bolt's
 default), so any process can read it. Bolt's ``say`` / ``set_suggested_prompts`` utilities are not used: a
 ``worker`` runs the lazy functions on a queued payload, where Bolt attaches none of them; the Web API calls are
-:class:`bot.slack.webapi.SlackWeb`'s.
+:class:`bot.slack.transport.web_api.SlackWeb`'s.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from slack_bolt.context.assistant.thread_context_store.async_store import AsyncA
 from slack_bolt.middleware.assistant.async_assistant import AsyncAssistant
 
 from bot.errors import StoreUnavailable
-from bot.slack import blocks as bk
 from bot.slack.context import Where, slack_id
-from bot.slack.mrkdwn import clip
-from bot.slack.runner import LazyJobs, acked
-from bot.slack.safe_text import safe_plain
-from bot.slack.threads import Threads, is_person_speaking
-from bot.slack.webapi import SlackWeb
+from bot.slack.conversations import Threads, is_person_speaking
+from bot.slack.render import blocks as bk
+from bot.slack.render.mrkdwn import clip
+from bot.slack.render.safe_text import safe_plain
+from bot.slack.transport.runner import LazyJobs, acked
+from bot.slack.transport.web_api import SlackWeb
 from bot.store.pane_contexts import PaneContexts
 
 log = logging.getLogger(__name__)

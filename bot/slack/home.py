@@ -2,8 +2,8 @@
 
 - Who: a question is in the inbox of the person who started its run; an approval request also in those of the
   approvers named in ``APPROVERS`` (user groups expanded); an escalated question also in its escalation targets'
-  when they may answer it (``ASK_ESCALATE_ANSWERS=true``; never an approval: :mod:`bot.slack.permissions`), not
-  every ``channel``-mode question of every channel a person is in. Who may act on an item is decided again when
+  when they may answer it (``ASK_ESCALATE_ANSWERS=true``; never an approval: :mod:`bot.slack.questions.permissions`),
+  not every ``channel``-mode question of every channel a person is in. Who may act on an item is decided again when
   they click, by the same rule as everywhere.
 - What: oldest first, each question or approval as in its thread (answering here goes through the same exactly-once
   path and updates the thread's message too), with where it was asked, by whom, how long it has waited and a link
@@ -29,13 +29,13 @@ from bot.agent.approvals import approval_payload
 from bot.agent.ask_user import AskUserPayload
 from bot.config import Answerers
 from bot.errors import RunNotFound, StoreCorrupt, StoreUnavailable
-from bot.slack import blocks as bk
-from bot.slack.approval_blocks import approval_blocks
-from bot.slack.approvers import ApproverPolicy
 from bot.slack.context import SlackContext
-from bot.slack.mrkdwn import clip, escape, how_long
+from bot.slack.questions.approvers import ApproverPolicy
 from bot.slack.refs import QuestionRef
-from bot.slack.webapi import SlackWeb
+from bot.slack.render import blocks as bk
+from bot.slack.render.approvals import approval_blocks
+from bot.slack.render.mrkdwn import clip, escape, how_long
+from bot.slack.transport.web_api import SlackWeb
 from bot.store.conversations import ConversationIndex
 from bot.store.inbox import Inbox
 from bot.store.schedule import Due, DueItem, Schedule
@@ -93,7 +93,7 @@ class Home:
         self, ctx: SlackContext, run_id: str, call: str, *, asked_at: datetime | None, approval: bool, also: list[str]
     ) -> None:
         """Put a question in its :meth:`people`'s inboxes and refresh their Home tabs (an escalation adds its targets
-        this way; a question just posted is recorded by :mod:`bot.slack.question_records`, in fewer round trips).
+        this way; a question just posted is recorded by :mod:`bot.slack.questions.records`, in fewer round trips).
         Never raises (a store outage is logged)."""
         people = await self.people(ctx, approval=approval, also=also)
         when = int((asked_at or datetime.now(UTC)).timestamp() * 1000)

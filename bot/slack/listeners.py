@@ -1,5 +1,5 @@
 """Bolt listener registration: the one router. Each listener pairs an ack function (answers Slack within its 3 s)
-with lazy functions (the work after the ack), run by the app's lazy-listener runner (:mod:`bot.slack.runner`).
+with lazy functions (the work after the ack), run by the app's lazy-listener runner (:mod:`bot.slack.transport.runner`).
 The app runs with ``process_before_response``: an ack function finishes before the response goes out and before
 its lazy functions start, so what it decides (e.g. a modal's errors) reaches them in the request's context.
 
@@ -33,17 +33,17 @@ from typing import Any
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.response import BoltResponse
 
-from bot.slack import blocks as bk
-from bot.slack import modals
-from bot.slack.answer_modal import AnswerModal
-from bot.slack.answering import Answering
-from bot.slack.approval_blocks import ACT_APPROVE, ACT_DECLINE, ACT_DETAILS
-from bot.slack.approving import Approving
+from bot.slack.approvals.deciding import Approving
 from bot.slack.assistant_pane import AssistantPane, assistant_middleware
 from bot.slack.context import slack_id
+from bot.slack.conversations import Threads, is_person_speaking
 from bot.slack.home import Home
-from bot.slack.runner import LazyJobs, acked, no_lazy_only_from_outside
-from bot.slack.threads import Threads, is_person_speaking
+from bot.slack.questions.answer_modal import AnswerModal
+from bot.slack.questions.answering import Answering
+from bot.slack.render import blocks as bk
+from bot.slack.render import modals
+from bot.slack.render.approvals import ACT_APPROVE, ACT_DECLINE, ACT_DETAILS
+from bot.slack.transport.runner import LazyJobs, acked, no_lazy_only_from_outside
 
 log = logging.getLogger(__name__)
 

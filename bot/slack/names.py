@@ -15,7 +15,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from bot.slack.webapi import SlackWeb
+from bot.slack.transport.web_api import SlackWeb
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ _PARTIAL_MENTION = re.compile(r"<(?:@[A-Z0-9_]{0,40})?$")  # the start of one a 
 
 class NamedMentions:
     """A reply's text as the model streams it, each ``<@U…>`` labelled with the person's name (``<@U1|alice>``)
-    before the bot's safe rendering writes it as the unpinging ``@alice`` (:mod:`bot.slack.safe_text`): where
+    before the bot's safe rendering writes it as the unpinging ``@alice`` (:mod:`bot.slack.render.safe_text`): where
     mentions may not ping, a model that only knows ids (an answer's ``answered_by``) showed "as @U_ALICE chose".
     A mention cut between two pieces is held until it is whole (:meth:`flush`: what is held, as it is). At most
     :data:`LOOKUPS` people are looked up per reply (a model writing a thousand ids costs no thousand calls)."""

@@ -21,7 +21,7 @@ one Redis and on a cluster.
   and channel ids of channels it was posted to).
 - ``{prefix}escalationq:{team_id}:{target}`` / ``reminderq:...`` - set: ``[run_id, tool_call_id, n]`` (JSON) of the
   questions due to be escalated to (reminded to) ``target`` (a channel or user id) in one message (see
-  :mod:`bot.slack.waiting`).
+  :mod:`bot.slack.questions.waiting`).
 - ``{prefix}event:{event_id}`` - string: a Slack event already taken (retry dedupe).
 - ``{prefix}thread:{team_id}:{channel_id}:{thread_ts}`` - hash: the run of a Slack thread.
 - ``{prefix}pane:{channel_id}:{thread_ts}`` - string (JSON): what an assistant-pane thread's person is looking at

@@ -4,7 +4,7 @@ run slots and whose scores are when each slot lapses, so a process that dies can
 ``acquire`` adds a slot if fewer than ``limit`` live slots remain (expired ones, and the slots given in ``drop``,
 are removed first), atomically; ``renew`` pushes a held slot's lapse time on (never adding back a slot released
 meanwhile); ``release`` removes slots. One round trip each. A release that fails in an outage is not left to the
-lapse time: :class:`bot.slack.limits.RunGate` retries it until Redis answers, and carries it in the person's next
+lapse time: :class:`bot.slack.run_slots.RunGate` retries it until Redis answers, and carries it in the person's next
 ``acquire`` (``drop``).
 """
 

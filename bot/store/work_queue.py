@@ -18,7 +18,7 @@ live consumer is never taken, however long it runs. Workers of the first release
 taken once idle :data:`LEGACY_IDLE` seconds (they touch their jobs every 40 s).
 
 Versions: a worker handles jobs of its version and older ones (its handler upgrades their shape, see
-:class:`bot.slack.runner.LazyJobs`). A job of a newer version is left for a newer worker: it is moved
+:class:`bot.slack.transport.runner.LazyJobs`). A job of a newer version is left for a newer worker: it is moved
 (``XCLAIM``) to the pending list of the consumer ``park:v<version>``, which has no lease; a worker takes parked jobs
 of versions it knows (not flagged as redelivered: they never ran), and ignores the others. A deploy never drops
 queued work, and an old worker meets a newer job once, not in a loop.

@@ -1,4 +1,4 @@
-"""Helpers for end-to-end tests of the bot through the fake Slack (``bot.playground.Workspace``).
+"""Helpers for end-to-end tests of the bot through the fake Slack (``bot.fakeslack.Workspace``).
 
 ``h`` is a test harness with ``ws`` (the Workspace), ``model`` (``FakeOpenAI``), ``bot`` (the bot under test) and
 ``settle()`` (waits for the bot's background work); see ``tests/slack/conftest.py``.
@@ -14,8 +14,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bot.agent.state import RunState, utcnow
-from bot.playground.sender import block_actions_payload
-from bot.playground.state import TEAM_ID
+from bot.fakeslack.sender import block_actions_payload
+from bot.fakeslack.state import TEAM_ID
 from bot.store import Keys
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
 

@@ -10,7 +10,7 @@ import mcp_types as types
 import pytest
 
 from bot.agent.forms import Form, FormReply, FormUnsupported
-from bot.agent.mcp_elicit import question_for
+from bot.agent.mcp.elicitation import question_for
 from bot.errors import AnswerError
 
 SCHEMA: dict[str, Any] = {
@@ -171,7 +171,7 @@ def test_newer_generation_a_round_asking_to_open_a_link_not_allowed_is_refused_b
     """The newer generation's input_required round goes through the same check (bot.agent.forms.url_to_show) as
     the older generation's elicitation/create."""
     from bot.agent.forms import FormUnsupported
-    from bot.agent.mcp_elicit import InputRound
+    from bot.agent.mcp.elicitation import InputRound
 
     def round_asking(url: str) -> types.InputRequiredResult:
         params = types.ElicitRequestURLParams(mode="url", message="Sign in", url=url, elicitation_id="e1")

@@ -17,8 +17,8 @@ from pydantic import BaseModel
 
 from bot.agent import Agent, ask_user_tool
 from bot.agent.budget import Calibration
-from bot.agent.mcp_config import parse_mcp_config
-from bot.agent.mcp_tools import McpTools
+from bot.agent.mcp.config import parse_mcp_config
+from bot.agent.mcp.toolset import McpTools
 from bot.agent.stream import ErrorChunk, SuspendedChunk, ToolResultChunk
 from bot.agent.tools import Tool, ToolContext
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call

@@ -215,7 +215,7 @@ async def test_the_lease_loop_ends_with_its_segment_even_when_a_cancel_is_lost(f
     it (it renewed forever, and pytest's event loop never closed, about one run in eight of the test above)."""
     import contextlib
 
-    from bot.agent.saving import RunSaver
+    from bot.agent._loop.saving import RunSaver
     from bot.store import RedisRunStore
 
     saver = RunSaver(RedisRunStore(fake_redis), owner="me", persist_for=1.0, lease_renew_every=0.01)

@@ -14,10 +14,10 @@ import redis.asyncio as aioredis
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import ConfigError
-from bot.playground import FakeSlack
+from bot.fakeslack import FakeSlack
+from bot.fakeslack.state import make_view
 from bot.playground import saved as saved_module
 from bot.playground.saved import SCHEMA_VERSION, WorkspaceSaver, dump
-from bot.playground.state import make_view
 from bot.store.keys import Keys
 
 TOKEN = "xoxb-saved-test"

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from bot.agent import OpenAIChatModel
 from bot.config import Settings
-from bot.playground import Workspace
+from bot.fakeslack import Workspace
 from bot.slack.app import Bot, build_bot, start_http
 from bot.testing.openai_server import FakeOpenAI
 

@@ -9,7 +9,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bot.config import DEFAULT_GREETING
-from bot.playground.state import BOT_USER_ID, dm_channel_id
+from bot.fakeslack.state import BOT_USER_ID, dm_channel_id
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import ALICE, GENERAL, SINGLE, has_controls
 

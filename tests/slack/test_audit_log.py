@@ -15,8 +15,8 @@ import fakeredis
 import pytest
 import redis.asyncio as aioredis
 
+from bot.fakeslack.state import TEAM_ID
 from bot.logs import configure_logging
-from bot.playground.state import TEAM_ID
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import (
     ALICE,

@@ -13,7 +13,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.errors import StoreUnavailable
-from bot.slack.follow import CUT_OFF
+from bot.slack.replies.thread import CUT_OFF
 from bot.store import Keys
 from bot.store.conversations import ConversationIndex
 from bot.store.work_queue import GROUP
@@ -360,7 +360,7 @@ async def test_odd_events_and_view_submissions_get_no_500_and_no_traceback(
     """Same promise as above for events and view submissions: a signed envelope whose ``event`` is a string or a
     list, a message event whose ``subtype`` is a list, or a view_submission whose ``view`` is a string, must be a
     200/400 with no traceback; each is an HTTP 500 with a traceback."""
-    from bot.playground.sender import event_envelope, new_event_id, view_submission_payload
+    from bot.fakeslack.sender import event_envelope, new_event_id, view_submission_payload
 
     caplog.set_level(logging.INFO)
     async with harness(fake_redis) as h:
@@ -571,7 +571,7 @@ async def test_a_replayed_signed_request_is_refused(fake_redis: aioredis.Redis, 
 
     import aiohttp
 
-    from bot.playground.sender import sign
+    from bot.fakeslack.sender import sign
 
     async with harness(fake_redis) as h:
         h.model.script(Reply(status=500))
@@ -629,7 +629,7 @@ async def test_a_modal_answer_hit_by_a_redis_blip_is_not_lost(
     then Redis blips during the claim. She is told "nothing was recorded. Please try again" - but her text is gone
     (modal closed, not quoted back): she must type it all again. Expected: the text kept (in the modal, or quoted
     back to her)."""
-    from bot.slack.modals import ACT_TEXT, MODAL_INPUT_BLOCK
+    from bot.slack.render.modals import ACT_TEXT, MODAL_INPUT_BLOCK
     from bot.testing.slack_scenarios import is_answer_form
 
     async with harness(fake_redis) as h:

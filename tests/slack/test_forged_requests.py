@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from bot.playground.sender import view_submission_payload
-from bot.slack.modals import ACT_TEXT, MODAL_INPUT_BLOCK
+from bot.fakeslack.sender import view_submission_payload
+from bot.slack.render.modals import ACT_TEXT, MODAL_INPUT_BLOCK
 from bot.testing.slack_scenarios import (
     ALICE,
     BOB,

@@ -13,9 +13,9 @@ import pytest
 import redis.asyncio as aioredis
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.fakeslack import Workspace
 from bot.ops.metrics import QueueGauges
 from bot.ops.server import Health, OpsEndpoints, start_ops_server
-from bot.playground import Workspace
 from bot.store import Keys
 from bot.store.work_queue import GROUP, WorkQueue
 from bot.testing.scrape import get, scrape

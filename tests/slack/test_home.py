@@ -10,7 +10,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.agent.state import utcnow
-from bot.playground.home_tab import click_home, home_view, open_home
+from bot.fakeslack.home_tab import click_home, home_view, open_home
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, SINGLE, ask, blocks_text, current, has_controls, text_is
 from bot.testing.tcp_proxy import TcpProxy

@@ -25,9 +25,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bot.agent.state import utcnow
-from bot.playground import Workspace
+from bot.fakeslack import Workspace
+from bot.slack.questions.wait_plan import COALESCE_SECONDS
 from bot.slack.refs import QuestionRef
-from bot.slack.wait_plan import COALESCE_SECONDS
 from bot.store import Keys
 from bot.testing.slack_scenarios import ALICE, BOB, CAROL, GENERAL, has_controls
 from bot.testing.tcp_proxy import TcpProxy

@@ -173,9 +173,9 @@ async def test_metrics_are_plain_prometheus_text_without_secrets(
 async def test_slack_error_strings_from_outside_make_a_bounded_set_of_label_values() -> None:
     """Slack (or a proxy in front of it) answering ever new error strings: the error label's values stay a bounded
     set (the rest counted as ``other``), so a scrape never grows without end."""
+    from bot.fakeslack import Workspace
     from bot.ops.metrics import ERROR_LABELS_MAX, exposition
-    from bot.playground import Workspace
-    from bot.slack.runner import SharedWebClient
+    from bot.slack.transport.runner import SharedWebClient
     TOKEN = "xoxb-metrics-test-0123456789"
     async with Workspace(bot_token=TOKEN) as ws:
         client = SharedWebClient(token=TOKEN, base_url=ws.api_url)

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from bot.playground.home_tab import click_home, home_view, open_home
-from bot.playground.state import TEAM_ID
-from bot.slack.notices import STORE_DOWN
-from bot.slack.wait_plan import DEADLINE, REMIND
+from bot.fakeslack.home_tab import click_home, home_view, open_home
+from bot.fakeslack.state import TEAM_ID
+from bot.slack.questions.notices import STORE_DOWN
+from bot.slack.questions.wait_plan import DEADLINE, REMIND
 from bot.store import Keys, connect_redis
 from bot.store.inbox import Inbox
 from bot.store.schedule import DueItem, Schedule

@@ -8,7 +8,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from bot.playground.state import APP_ID, TEAM_ID, dm_channel_id
+from bot.fakeslack.state import APP_ID, TEAM_ID, dm_channel_id
 from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, ask, current, has_controls, resumed_requests
 
 

@@ -1,4 +1,4 @@
-"""Run slots (:mod:`bot.slack.limits`, :mod:`bot.store.limits`) through Redis outages, on the real Redis behind a
+"""Run slots (:mod:`bot.slack.run_slots`, :mod:`bot.store.limits`) through Redis outages, on the real Redis behind a
 fault-injecting proxy: a slot whose release, or whose taking, failed in an outage is given back as soon as Redis
 answers, in this process at the person's next request and in every other one within about a second; a renewal
 never brings back a released slot."""
@@ -11,7 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.errors import StoreUnavailable
-from bot.slack.limits import TOO_BUSY, TOO_MANY_FOR_YOU, RunGate, Slot
+from bot.slack.run_slots import TOO_BUSY, TOO_MANY_FOR_YOU, RunGate, Slot
 from bot.store import Keys
 from bot.store.limits import ActiveRuns
 from bot.store.outage import RETRY_MAX

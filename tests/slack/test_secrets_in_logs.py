@@ -12,9 +12,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.errors import StoreUnavailable
-from bot.playground.sender import view_submission_payload
-from bot.slack.modals import ACT_TEXT, MODAL_INPUT_BLOCK
+from bot.fakeslack.sender import view_submission_payload
 from bot.slack.refs import QuestionRef
+from bot.slack.render.modals import ACT_TEXT, MODAL_INPUT_BLOCK
 from bot.testing.openai_server import Reply
 from bot.testing.slack_scenarios import (
     ALICE,

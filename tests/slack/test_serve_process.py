@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from bot.__main__ import main
-from bot.playground import Workspace
+from bot.fakeslack import Workspace
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
 
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 
 from bot.agent.state import utcnow
 from bot.errors import QuestionExpired
-from bot.playground.state import TEAM_ID
+from bot.fakeslack.state import TEAM_ID
 from bot.store import Keys
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply

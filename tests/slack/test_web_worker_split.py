@@ -11,8 +11,8 @@ import pytest
 
 from bot.agent import new_run_id
 from bot.errors import StoreUnavailable
+from bot.fakeslack.state import TEAM_ID
 from bot.ops.metrics import exposition
-from bot.playground.state import TEAM_ID
 from bot.store import Keys
 from bot.store.conversations import ConversationIndex
 from bot.store.work_queue import GROUP

@@ -1,4 +1,4 @@
-"""Who may answer a question or decide an approval, decided in one place (bot.slack.permissions) for every
+"""Who may answer a question or decide an approval, decided in one place (bot.slack.questions.permissions) for every
 surface: a click (in the thread, on an escalated copy, in a DM), App Home, the answer and decline modals, a typed
 reply and a follow-up mention in the thread, an outside agent's (MCP) request. Escalation widens who is reminded,
 never who may decide: an escalated approval stays its approvers'; an escalated question is its escalation targets'
@@ -18,11 +18,11 @@ import redis.asyncio as aioredis
 
 from bot.agent.asking import APPROVAL_TOOL
 from bot.agent.state import utcnow
+from bot.fakeslack.home_tab import click_home, home_view
+from bot.fakeslack.state import TEAM_ID
 from bot.mcp_server.asker import Asker, outcome_of
-from bot.playground.home_tab import click_home, home_view
-from bot.playground.state import TEAM_ID
-from bot.slack.notices import NOT_OPEN
-from bot.slack.wait_plan import COALESCE_SECONDS
+from bot.slack.questions.notices import NOT_OPEN
+from bot.slack.questions.wait_plan import COALESCE_SECONDS
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import (

@@ -12,8 +12,8 @@ import aiohttp
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.fakeslack.workspace import Workspace
 from bot.playground.launcher import Playground
-from bot.playground.workspace import Workspace
 from tests.ui.conftest import shoot
 
 RECIPIENT = {"recipient_user_id": "U_ALICE", "recipient_team_id": "T_PLAYGROUND"}

@@ -19,9 +19,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import OpenAIChatModel
 from bot.config import Settings
-from bot.playground.fake_slack import ApiCall
+from bot.fakeslack.fake_slack import ApiCall
+from bot.fakeslack.sender import Ack
 from bot.playground.launcher import Playground, make_model, model_label, redis_label, run_playground
-from bot.playground.sender import Ack
 from bot.playground.ui import STATIC_DIR
 from bot.playground.ui_events import ack_entry, api_call_entry, decode_params, error_messages
 

@@ -1,0 +1,239 @@
+"""Claims on a run: answers, approval decisions and expiry, the part of :class:`~bot.agent.Agent` that decides
+whether a run can take what a person sends (:mod:`bot.agent.answers`) and claims it exactly once.
+
+Every claim is one compare-and-set in the store, refused once the question's deadline passed by the store's clock;
+the loser learns who won (``RunAlreadyResumed``), an expired question is recorded as such (``QuestionExpired``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from datetime import timedelta
+
+from bot.agent._loop.stopping import StopRequests
+from bot.agent.answers import AnswerCheck, Answered, Closed, Expired, Open, check_answer
+from bot.agent.approvals import APPROVED, DECLINED
+from bot.agent.state import Answer, PendingCall, RunState, utcnow
+from bot.agent.store import RunStore
+from bot.agent.stream import AgentStream, FinishChunk, FinishPayload
+from bot.errors import (
+    BotError,
+    NotAwaitingThisKind,
+    QuestionExpired,
+    RunAlreadyResumed,
+    RunConflict,
+    RunNotResumable,
+    ToolCallNotPending,
+)
+from bot.ops import audit
+
+log = logging.getLogger("bot.agent.agent")
+
+CLOCK_MARGIN = timedelta(minutes=5)  # closer than this to a deadline, ask the store's clock
+
+
+class Claims:
+    """Mixed into :class:`~bot.agent.Agent` (which provides ``store``, ``owner`` and ``_launch``)."""
+
+    store: RunStore
+    owner: str
+    stops: StopRequests
+    _driving: set[str]
+
+    def _launch(self, state: RunState) -> AgentStream:
+        raise NotImplementedError
+
+    async def approve_tool_call(
+        self, *, run_id: str, tool_call_id: str | None = None, approved_by: str | None = None
+    ) -> AgentStream:
+        """Approve the tool call a run waits on; the tool runs (once) and the run continues. Raises as
+        :meth:`resume_stream`, and ``NotAwaitingThisKind`` (a ``ValueError``) when the call waits for an answer."""
+        return await self._decide(run_id, tool_call_id, decision=APPROVED, by=approved_by, reason=None)
+
+    async def decline_tool_call(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        reason: str | None = None,
+        declined_by: str | None = None,
+    ) -> AgentStream:
+        """Decline the tool call a run waits on; the tool never runs, the model is told (with ``reason``) and the
+        run continues. Raises as :meth:`approve_tool_call`."""
+        return await self._decide(run_id, tool_call_id, decision=DECLINED, by=declined_by, reason=reason)
+
+    async def cancel_question(
+        self, *, run_id: str, tool_call_id: str | None = None, cancelled_by: str | None = None
+    ) -> AgentStream:
+        """Withdraw the question (or approval request) a run waits on: the run goes on, the tool told it was
+        cancelled (``ask_user``: ``{"status": "cancelled", "cancelled_by": ...}``; an MCP server's question:
+        ``cancel``; an approval: declined, reason ``"cancelled"``). Raises as :meth:`resume_stream`."""
+        state = await self.store.load(run_id)
+        pending = await self._require_open(state, tool_call_id)
+        approval = pending.kind == "approval"
+        answer = Answer(
+            tool_call_id=pending.tool_call_id,
+            resume_data=DECLINED if approval else "",
+            answered_by=cancelled_by,
+            answered_at=utcnow(),
+            reason="cancelled" if approval else None,
+            outcome="cancelled",
+        )
+        return await self._claim(state, pending, answer)
+
+    async def stop(self, *, run_id: str, stopped_by: str | None = None) -> None:
+        """Ask the process driving run ``run_id`` to stop it at its next step (before its next model turn or tool
+        call, once that process learns it: at once here, else within ``lease_renew_every``; see
+        :mod:`bot.agent._loop.stopping`); the run's stream then finishes with status ``stopped``. A run that
+        waits for an answer is not working: withdraw its question with :meth:`cancel_question`. Raises
+        ``StoreUnavailable``."""
+        await self.store.request_stop(run_id, by=stopped_by or "")
+        if run_id in self._driving:  # driven here: known at once
+            self.stops.asked(run_id, stopped_by or "")
+
+    async def time_out(self, *, run_id: str, tool_call_id: str | None = None) -> AgentStream:
+        """Go on without an answer once the question's deadline passed (by the store's clock): the tool is told
+        nobody answered (``ask_user``: ``{"status": "no_answer", "waited_seconds": N}``; an MCP server's question:
+        ``cancel``; an approval: declined, reason ``"no answer"``). Exactly once, against answers too: whichever
+        claim the store takes first wins. Raises ``RunNotFound``, ``RunAlreadyResumed`` (answered in time),
+        ``RunNotResumable`` (its deadline has not passed, or it waits for nothing), ``RunConflict`` (another write
+        raced this one), ``StoreUnavailable``."""
+        state = await self.store.load(run_id)
+        check = await self.check(state, tool_call_id)
+        pending = state.pending
+        if isinstance(check, Answered):
+            answer = check.answer
+            raise RunAlreadyResumed(
+                run_id=run_id,
+                tool_call_id=answer.tool_call_id,
+                answered_by=answer.answered_by,
+                answered_at=answer.answered_at,
+            )
+        waiting = pending is not None and pending.resume is None and state.status in ("suspended", "expired")
+        if not isinstance(check, Expired) or pending is None or not waiting:
+            why = "its deadline has not passed" if isinstance(check, Open) else "it waits for no answer"
+            raise RunNotResumable(run_id, state.status, why)
+        if pending.live_owner is not None:
+            raise RunNotResumable(run_id, state.status, "the tool call that asked closes its own question")
+        approval = pending.kind == "approval"
+        answer = Answer(
+            tool_call_id=pending.tool_call_id,
+            resume_data=DECLINED if approval else "",
+            answered_at=utcnow(),
+            reason="no answer" if approval else None,
+            outcome="no_answer",
+        )
+        return await self._claim(state, pending, answer, deadline=False)
+
+    async def _decide(
+        self, run_id: str, tool_call_id: str | None, *, decision: str, by: str | None, reason: str | None
+    ) -> AgentStream:
+        state = await self.store.load(run_id)
+        pending = await self._require_open(state, tool_call_id)
+        if pending.kind != "approval":
+            raise NotAwaitingThisKind(run_id=run_id, tool_call_id=pending.tool_call_id, waits_for=pending.kind)
+        answer = Answer(
+            tool_call_id=pending.tool_call_id,
+            resume_data=decision,
+            answered_by=by,
+            answered_at=utcnow(),
+            reason=reason.strip() if reason and reason.strip() else None,
+        )
+        return await self._claim(state, pending, answer)
+
+    async def _claim(
+        self, state: RunState, pending: PendingCall, answer: Answer, *, deadline: bool = True
+    ) -> AgentStream:
+        """Claim ``answer`` for ``pending`` (one compare-and-set wins, before the deadline by the store's clock)
+        and continue the run: here, or, for a question asked live by a tool call whose process still holds the
+        run's lease, in that process (the returned stream then only says ``handed_off``; see
+        :mod:`bot.agent.live_questions`)."""
+        claimed = state.model_copy(
+            update={
+                "status": "running",
+                "pending": pending.model_copy(update={"resume": answer}),
+                "answers": [*state.answers, answer],
+                "error": None,
+                "turns": 0,
+            }
+        )
+        live = pending.live_owner  # asked from inside a tool call: hand the answer to its process, if it lives
+        hand_off = live is not None and await self.store.lease_owner(state.run_id) == live
+        try:
+            owner = live if hand_off and live is not None else self.owner
+            not_after = pending.expires_at if deadline else None  # going on without an answer needs none
+            claimed = await self.store.save(claimed, owner=owner, not_after=not_after)
+        except RunConflict:
+            if deadline:
+                await self._require_open(await self.store.load(state.run_id), pending.tool_call_id)
+            raise  # still open after a conflict: another write raced this one; the caller may try again
+        except QuestionExpired:
+            await self._mark_expired(state)
+            raise
+        audit.claimed(state, pending, answer)
+        return _handed_off(claimed) if hand_off else self._launch(claimed)
+
+    async def check(self, state: RunState, tool_call_id: str | None = None) -> AnswerCheck:
+        """Whether ``state`` can take an answer to ``tool_call_id`` now (see :mod:`bot.agent.answers`). A deadline
+        is judged by the store's clock (one extra round trip, only when this process's clock says it is near or
+        past), so a process whose clock runs fast never closes a question early. Raises ``StoreUnavailable``."""
+        pending = state.pending
+        now = utcnow()
+        if pending is not None and pending.expires_at is not None and now >= pending.expires_at - CLOCK_MARGIN:
+            now = await self.store.now()
+        return check_answer(state, tool_call_id, now=now)
+
+    async def expire(self, state: RunState) -> RunState:
+        """Close ``state``'s question if its deadline passed unanswered (status ``expired``); returns the state
+        as stored afterwards (unchanged when there was nothing to close). Raises ``StoreUnavailable``."""
+        if isinstance(await self.check(state), Expired):
+            await self._mark_expired(state)
+            return await self.store.load(state.run_id)
+        return state
+
+    # --- answers ---------------------------------------------------------------------------------
+
+    async def _require_open(self, state: RunState, tool_call_id: str | None) -> PendingCall:
+        """The pending call ``tool_call_id`` names, or the typed error that says why it can't take an answer."""
+        match await self.check(state, tool_call_id):
+            case Open(pending=pending):
+                return pending
+            case Answered(answer=answer):
+                raise RunAlreadyResumed(
+                    run_id=state.run_id,
+                    tool_call_id=answer.tool_call_id,
+                    answered_by=answer.answered_by,
+                    answered_at=answer.answered_at,
+                )
+            case Expired(expires_at=expires_at):
+                await self._mark_expired(state)
+                raise QuestionExpired(run_id=state.run_id, tool_call_id=tool_call_id, expires_at=expires_at)
+            case Closed(waiting_on=waiting_on) if waiting_on is not None and tool_call_id is not None:
+                raise ToolCallNotPending(
+                    run_id=state.run_id, tool_call_id=tool_call_id, pending_tool_call_id=waiting_on
+                )
+            case Closed(status=status):
+                raise RunNotResumable(state.run_id, status, "it is not waiting for an answer")
+        raise AssertionError("unreachable")
+
+    async def _mark_expired(self, state: RunState) -> None:
+        """Record that the run's question expired unanswered (best effort: a newer write wins)."""
+        if state.status != "suspended":
+            return
+        with contextlib.suppress(BotError):
+            await self.store.save(state.model_copy(update={"status": "expired"}), owner=self.owner)
+            log.info("run %s: question expired unanswered", state.run_id)
+            audit.expired(state, state.pending)
+
+
+def _handed_off(state: RunState) -> AgentStream:
+    """The stream of a claim whose run goes on in another process: one ``finish`` chunk, ``handed_off``."""
+    stream = AgentStream(state.run_id)
+
+    async def body() -> RunState:
+        stream.emit(FinishChunk(state.run_id, FinishPayload(status="handed_off", text="")))
+        return state
+
+    stream._start(body())
+    return stream

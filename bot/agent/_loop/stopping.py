@@ -1,0 +1,76 @@
+"""Stopping a working run at a person's request (:meth:`bot.agent.Agent.stop`).
+
+The request is a mark in the store that every process sees; the process driving the run reads it with each lease
+renewal (every ``lease_renew_every`` seconds, 10 by default; at once when the request is made in that process) and
+looks at what it knows before each model turn and each tool call, so a run stops at its next step, never in the
+middle of a tool, and a step costs no extra Redis round trip. The
+run then ends ``completed``: every tool call of the last turn that has no result yet gets ``{"status": "stopped"}``
+(so the conversation stays well formed for the next mention), a short assistant message says it was stopped, and
+the stream's ``finish`` chunk has status ``stopped``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from bot.agent._loop.tool_calls import add_result
+from bot.agent.state import RunState
+from bot.agent.store import RunStore
+from bot.agent.stream import AgentStream
+from bot.errors import StoreUnavailable
+
+log = logging.getLogger("bot.agent.agent")
+
+STOPPED_TEXT = "Stopped before finishing, as asked."
+
+
+class Stopped(Exception):
+    """A person asked the run to stop (``by``: who, ``""`` when unknown)."""
+
+    def __init__(self, by: str) -> None:
+        super().__init__("stop requested")
+        self.by = by
+
+
+class StopRequests:
+    """The stop requests of the runs one agent drives, as it learns them: at once for a request made in this process
+    (:meth:`asked`), else with the lease renewal's next read (:meth:`poll`, every ``lease_renew_every`` seconds),
+    so a model turn or tool call costs no extra Redis round trip."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+        self._asked: dict[str, str] = {}
+
+    def asked(self, run_id: str, by: str) -> None:
+        """A stop of ``run_id`` was requested (by ``by``)."""
+        self._asked[run_id] = by
+
+    async def poll(self, run_id: str) -> None:
+        """Read whether a stop of ``run_id`` was requested elsewhere; a store outage lets the run go on."""
+        try:
+            by = await self.store.stop_requested(run_id)
+        except StoreUnavailable:
+            log.warning("run %s: could not read whether it was asked to stop; going on", run_id)
+            return
+        if by is not None:
+            self.asked(run_id, by)
+
+    def check(self, run_id: str) -> None:
+        """Raise :class:`Stopped` when a stop of ``run_id`` is known (once)."""
+        if run_id in self._asked:
+            raise Stopped(self._asked.pop(run_id))
+
+    def forget(self, run_id: str) -> None:
+        """Drop what is known of ``run_id`` (its segment ended)."""
+        self._asked.pop(run_id, None)
+
+
+def wrap_up(state: RunState, out: AgentStream) -> str:
+    """End ``state`` as stopped (see the module docstring); returns the closing text."""
+    for call in state.queued:
+        add_result(state, call, {"status": "stopped"}, out, max_chars=None)  # a constant, short result
+    state.queued = []
+    state.pending = None
+    state.messages.append({"role": "assistant", "content": STOPPED_TEXT})
+    state.status = "completed"
+    return STOPPED_TEXT

@@ -1,0 +1,1 @@
+"""The MCP client: configured servers' tools as agent tools, their elicitations as questions."""

@@ -1,0 +1,91 @@
+"""Finding a message's or modal's elements by what a person sees (labels), and filling them as Slack's client does.
+
+- ``text_of(obj)``: a text object's text (None when it has none); ``options_of(element)``: its options, groups
+  flattened; ``labels_of(message)``: every button and option label (for error messages).
+- ``element_of(block, action_id)``; ``entry_for(element, raw)``: the ``state.values`` entry a test value (text,
+  label or labels) makes (docs.slack.dev reference/interaction-payloads/view-interactions-payload#view_submission).
+- ``check_submittable(blocks, state)``: refuse (``PlaygroundError``) what Slack's client refuses to submit: an empty
+  required input, text outside ``min_length`` / ``max_length``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from bot.fakeslack.elements import JSON, iter_elements
+from bot.fakeslack.state import PlaygroundError
+
+
+def text_of(obj: Any) -> str | None:
+    return str(obj.get("text")) if isinstance(obj, dict) and "text" in obj else None
+
+
+def options_of(element: JSON) -> list[JSON]:
+    options = list(element.get("options", []))
+    for group in element.get("option_groups", []):
+        options.extend(group.get("options", []))
+    return [o for o in options if isinstance(o, dict)]
+
+
+def labels_of(message: JSON) -> list[str]:
+    found: list[str] = []
+    for _block, element in iter_elements(message.get("blocks", [])):
+        if element.get("type") == "button":
+            found.append(str(text_of(element.get("text"))))
+        found.extend(str(text_of(o.get("text"))) for o in options_of(element))
+    return found
+
+
+def element_of(block: JSON, action_id: str) -> JSON:
+    for _block, element in iter_elements([block]):
+        if element.get("action_id") == action_id:
+            return element
+    raise PlaygroundError(f"no element {action_id!r} in block {block.get('block_id')!r}")
+
+
+def entry_for(element: JSON, raw: Any) -> JSON:
+    """A ``state.values`` entry for ``element`` from a test value (text, label or labels)."""
+    kind = element.get("type")
+    entry: JSON = {"type": kind}
+    if kind in ("checkboxes", "multi_static_select", "static_select", "radio_buttons"):
+        labels = [raw] if isinstance(raw, str) else list(raw or [])
+        options = options_of(element)
+        picked = []
+        for label in labels:
+            option = next((o for o in options if text_of(o.get("text")) == label), None)
+            if option is None:
+                raise PlaygroundError(f"no option {label!r}; offered: {[text_of(o.get('text')) for o in options]}")
+            picked.append(copy.deepcopy(option))
+        if kind in ("checkboxes", "multi_static_select"):
+            entry["selected_options"] = picked
+        else:
+            entry["selected_option"] = picked[0] if picked else None
+    elif kind == "users_select":
+        entry["selected_user"] = raw
+    elif kind == "multi_users_select":
+        entry["selected_users"] = list(raw)
+    elif kind == "datepicker":
+        entry["selected_date"] = raw
+    else:
+        entry["value"] = raw
+    return entry
+
+
+def check_submittable(blocks: list[JSON], state: dict[str, dict[str, JSON]]) -> None:
+    """Refuse what Slack's client refuses: an empty required input, text outside min/max length."""
+    for block in blocks:
+        if block.get("type") != "input":
+            continue
+        element = block.get("element", {})
+        entry = state.get(str(block.get("block_id")), {}).get(str(element.get("action_id")), {})
+        label = text_of(block.get("label"))
+        filled = [v for k, v in entry.items() if k != "type" and v not in (None, "", [])]
+        if not filled and not block.get("optional"):
+            raise PlaygroundError(f"Slack would not submit: required input {label!r} is empty")
+        value = entry.get("value")
+        if isinstance(value, str) and element.get("type") == "plain_text_input":
+            if len(value) > int(element.get("max_length", 3000)):
+                raise PlaygroundError(f"Slack would not submit: {label!r} is longer than max_length")
+            if value and len(value) < int(element.get("min_length", 0)):
+                raise PlaygroundError(f"Slack would not submit: {label!r} is shorter than min_length")

@@ -1,0 +1,348 @@
+"""Conversations in threads: a mention (or DM) starts or continues the thread's run; replies reach its question.
+
+A thread remembers its latest run (:class:`bot.store.conversations.ConversationIndex`). A follow-up mention:
+
+- while a question is open: its text is the answer (from someone the policy allows);
+- while a question waits past its deadline: the question is closed as expired and a new run starts;
+- while the run works: "still working", unless nobody drives it any more (its process died): then this process
+  continues it first and starts the new request after;
+- otherwise (finished, failed, expired): a new run continues the conversation (the previous run's messages are
+  its history). A previous run whose record can't be read is reported once in the log and the thread starts
+  fresh.
+
+A reply in the thread (no mention) from someone allowed to answer answers the open question as typed text;
+someone not allowed is told once per question. Retry (after a failure) continues the failed run.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from bot.agent import Agent, new_run_id
+from bot.agent.answers import Expired, Open
+from bot.agent.state import RunState
+from bot.agent.text import is_blank
+from bot.errors import RunNotFound, RunNotResumable, StoreCorrupt, StoreUnavailable
+from bot.logs import log_context
+from bot.ops import audit
+from bot.slack.context import SlackContext, Where
+from bot.slack.questions.answering import Answering
+from bot.slack.questions.notices import EXPIRED, STORE_DOWN, UNREADABLE
+from bot.slack.questions.withdrawing import Withdrawing, says_stop
+from bot.slack.render import blocks as bk
+from bot.slack.render.mrkdwn import unescape
+from bot.slack.replies.thread import FAILURE, Follower, failure_text
+from bot.slack.run_slots import WaitingLimit
+from bot.slack.transport.web_api import SlackWeb
+from bot.store.conversations import ConversationIndex
+
+log = logging.getLogger(__name__)
+
+BUSY = "I'm still working on this thread; one moment (say `stop` to stop me)."
+
+# Message subtypes that are a person speaking (docs.slack.dev reference/events/message); every other subtype
+# (edits, deletions, joins, bot messages, topic changes...) is not.
+PERSON_SUBTYPES = frozenset({"thread_broadcast", "file_share", "me_message"})
+
+
+def is_person_speaking(event: dict[str, Any]) -> bool:
+    """A ``message`` event that carries a person's words (plain, sent to the channel too, with a file, /me)."""
+    subtype = event.get("subtype")
+    return (subtype is None or subtype in PERSON_SUBTYPES) and not event.get("bot_id") and bool(event.get("user"))
+
+
+class Threads:
+    """Mentions, DMs, thread replies and Retry for ``agent``'s runs."""
+
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        index: ConversationIndex,
+        web: SlackWeb,
+        follower: Follower,
+        answering: Answering,
+        waiting: WaitingLimit | None = None,
+    ) -> None:
+        self.agent = agent
+        self.waiting = waiting  # MAX_WAITING_PER_PERSON (None: no bound)
+        self.index = index
+        self.web = web
+        self.follower = follower
+        self.answering = answering
+        self.withdrawing = Withdrawing(answering)
+
+    # --- events ----------------------------------------------------------------------------------
+
+    async def on_mention(self, body: dict[str, Any], context: dict[str, Any]) -> None:
+        """Lazy listener of ``app_mention``: start or continue the thread's conversation."""
+        if await self.first_sight(body, context):
+            await self.converse(body, bot_user=context.get("bot_user_id"))
+
+    async def on_message(self, body: dict[str, Any], context: dict[str, Any]) -> None:
+        """Lazy listener of ``message`` events a person wrote in a DM or as a thread reply (see the listener's
+        matchers): DMs converse, thread replies may answer the open question."""
+        if not await self.first_sight(body, context):
+            return
+        if (body.get("event") or {}).get("channel_type") == "im":
+            await self.converse(body, bot_user=context.get("bot_user_id"))
+        else:
+            await self._thread_reply(body)
+
+    async def first_sight(self, body: dict[str, Any], context: dict[str, Any]) -> bool:
+        """Whether this event is new (Slack retries and redeliveries come again); a store outage says so in the
+        thread and counts as seen."""
+        event = body.get("event") or {}
+        event_id = body.get("event_id") or f"{event.get('channel')}:{event.get('ts')}"
+        try:
+            return await self.index.first_sight(str(event_id), token=context.get("job_id") or None)
+        except StoreUnavailable:
+            where = Where.of_event(body)
+            if where.channel_id:
+                await self.web.post(where.channel_id, thread_ts=where.thread_ts, text=f":warning: {STORE_DOWN}")
+            return False
+
+    # --- conversations ---------------------------------------------------------------------------
+
+    async def converse(
+        self,
+        body: dict[str, Any],
+        *,
+        bot_user: str | None,
+        note: str | None = None,
+        first_request: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
+        """A person's message to the bot (``body``: a ``message`` / ``app_mention`` event): it answers the thread's
+        open question, or starts the thread's next run. ``note``: what the model should know beside the message
+        (e.g. the channel open beside the assistant pane), put before it in the run's input only.
+        ``first_request(text)``: awaited before the first run of a thread that had none (e.g. to name it)."""
+        where = Where.of_event(body)
+        channel, thread_ts, team = where.channel_id or "", where.thread_ts or "", where.team_id or ""
+        text = str((body.get("event") or {}).get("text") or "")
+        if bot_user:  # the bot's own mention is addressing, not content; other mentions stay
+            text = re.sub(rf"<@{re.escape(bot_user)}(\|[^>]*)?>", "", text)
+        text = unescape(text).strip()
+        ctx = SlackContext(
+            team_id=team,
+            channel_id=channel,
+            thread_ts=thread_ts,
+            requester=where.user,
+            message_ts=where.message_ts or "",
+        )
+        with log_context(team_id=team, channel_id=channel, user_id=where.user):
+            try:
+                # Read also for a message that starts its own thread: a redelivered job whose first worker claimed
+                # the thread and died before its run existed finds that claim here, and takes the thread after it.
+                pointed, previous = await self._previous(ctx)
+                if previous is not None and await self._answered_or_busy(previous, where, text):
+                    return
+                if previous is not None and previous.status == "running":  # continued above: take its final state
+                    previous = await self.agent.get_run(previous.run_id)
+            except StoreUnavailable:
+                await self.web.post(channel, thread_ts=thread_ts, text=f":warning: {STORE_DOWN}")
+                return
+            slot = await self.answering.slot(ctx, self.answering.say_to(where))
+            if slot is None:
+                return
+            try:
+                if await self._too_many_waiting(ctx, where):
+                    return
+                if pointed is None and first_request is not None:
+                    await first_request(text)
+                await self._start(ctx, f"{note}\n\n{text}" if note else text, previous, after=pointed)
+            finally:
+                await slot.release()
+
+    async def _too_many_waiting(self, ctx: SlackContext, where: Where) -> bool:
+        """Whether the person already has as many questions waiting as :class:`WaitingLimit` allows (then they
+        were told, and no run starts)."""
+        try:
+            refused = await self.waiting.refusal(ctx.team_id, ctx.requester) if self.waiting is not None else None
+        except StoreUnavailable:
+            await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=f":warning: {STORE_DOWN}")
+            return True
+        if refused is not None:
+            log.info("a request of %s was refused: too many of their questions wait already", ctx.requester)
+            await self.answering.say_to(where)(refused)
+            return True
+        return False
+
+    async def _start(self, ctx: SlackContext, text: str, previous: RunState | None, *, after: str | None) -> None:
+        """Start the thread's next run (continuing ``previous``'s conversation) and follow it. The thread is claimed
+        for the new run first, atomically, so two quick mentions can't start two runs (the second is told the
+        thread is busy), and nothing runs before the thread points at it."""
+        history = self.agent.history_of(previous) if previous is not None else None
+        run_id = new_run_id()
+        try:
+            claimed = await self.index.claim_thread(
+                ctx.team_id,
+                channel_id=ctx.channel_id,
+                thread_ts=ctx.thread_ts,
+                run_id=run_id,
+                after=after,
+            )
+            if not claimed:
+                await self.web.tell(ctx.requester, BUSY, channel=ctx.channel_id, thread_ts=ctx.thread_ts)
+                return
+            stream = await self.agent.stream(
+                text or "(empty message)", run_id=run_id, history=history, metadata=ctx.to_metadata()
+            )
+        except StoreUnavailable:
+            await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=f":warning: {STORE_DOWN}")
+            return
+        await self.follower.follow(stream, ctx)
+
+    async def _previous(self, ctx: SlackContext) -> tuple[str | None, RunState | None]:
+        """``(the run id the thread points at, that run)``: the run is None when there is none yet, it is past
+        retention, or it is unreadable (logged once; the thread starts over). Raises ``StoreUnavailable``."""
+        record = await self.index.thread(ctx.team_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts)
+        if record is None:
+            return None, None
+        try:
+            state = await self.agent.get_run(record.run_id)
+            SlackContext.of(state)
+            return record.run_id, state
+        except RunNotFound:
+            return record.run_id, None
+        except StoreCorrupt as exc:
+            log.error("run %s: stored record unreadable (%s); the thread starts a new conversation", record.run_id, exc)
+            return record.run_id, None
+
+    async def _answered_or_busy(self, previous: RunState, where: Where, text: str) -> bool:
+        """Handle a mention that the thread's previous run takes (an answer, "still working"); True when it did.
+        Closes an expired question and continues an orphaned run on the way. Raises ``StoreUnavailable``."""
+        prev_ctx = SlackContext.of(previous)
+        say = self.answering.say_to(where)
+        check = await self.agent.check(previous)
+        if isinstance(check, Expired) and previous.pending is not None:
+            await self.answering.expire(previous, previous.pending.tool_call_id)
+            return False
+        if isinstance(check, Open):
+            call = check.pending.tool_call_id
+            if is_blank(text):
+                await say("A question above is waiting for an answer.")
+            elif refused := await self.answering.permissions.refusal(
+                previous, prev_ctx, call, user=where.user, where=where
+            ):
+                audit.refused(previous, call, user=where.user, reason="not_allowed")
+                await say(refused)
+            else:
+                await self.answering.answer_typed(previous, prev_ctx, where, text)
+            return True
+        if previous.status == "running":
+            if not await self.answering.continue_orphan(previous, prev_ctx):
+                if says_stop(text):
+                    await self.withdrawing.stop(previous, prev_ctx, where)
+                else:
+                    await say(BUSY)
+                return True
+            after = await self.agent.get_run(previous.run_id)  # continued to its next stop
+            if after.status == "suspended":  # it asked something: that question comes first
+                await say("I picked up where I left off; please answer the question above, then mention me again.")
+                return True
+            return False
+        return False
+
+    async def _thread_reply(self, body: dict[str, Any]) -> None:
+        where = Where.of_event(body)
+        try:
+            record = await self.index.thread(
+                where.team_id or "", channel_id=where.channel_id or "", thread_ts=where.thread_ts or ""
+            )
+            state = await self.agent.get_run(record.run_id) if record else None
+            ctx = SlackContext.of(state) if state else None
+        except (RunNotFound, StoreUnavailable):
+            return  # a thread reply is not necessarily meant for us; say nothing
+        except StoreCorrupt as exc:
+            log.error("run %s: stored record unreadable (%s); thread reply ignored", exc.run_id, exc)
+            return
+        text = unescape(str((body.get("event") or {}).get("text") or "")).strip()
+        if state is not None and ctx is not None and state.status == "running" and says_stop(text):
+            if not await self.agent.is_orphaned(state):
+                await self.withdrawing.stop(state, ctx, where)
+            return
+        if state is None or ctx is None or state.pending is None:
+            return
+        if state.status not in ("suspended", "expired") and not state.pending.live_owner:
+            return
+        call = state.pending.tool_call_id
+        with log_context(run_id=state.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id, user_id=where.user):
+            try:
+                refused = await self.answering.permissions.refusal(state, ctx, call, user=where.user, where=where)
+                if refused is not None:
+                    if await self.index.tell_once(state.run_id, tool_call_id=call, user=where.user, topic="refused"):
+                        audit.refused(state, call, user=where.user, reason="not_allowed")  # once a person
+                        await self.answering.say_to(where)(refused + " Your reply wasn't taken as an answer.")
+                    return
+                check = await self.agent.check(state, call)
+                if isinstance(check, Expired):
+                    await self.answering.expire(state, call)
+                    if await self.index.tell_once(state.run_id, tool_call_id=call, user=where.user, topic="expired"):
+                        await self.answering.say_to(where)(EXPIRED)
+                    return
+            except StoreUnavailable:
+                return
+            await self.answering.answer_typed(state, ctx, where, text)
+
+    # --- Retry -----------------------------------------------------------------------------------
+
+    async def on_retry(self, body: dict[str, Any]) -> None:
+        """Lazy listener of Retry (after a failure): continue the run without asking again."""
+        where = Where.of_action(body)
+        say = self.answering.say_to(where)
+        run_id = str(((body.get("actions") or [{}])[0]).get("value", ""))
+        with log_context(run_id=run_id, user_id=where.user):
+            try:
+                state = await self.agent.get_run(run_id)
+                ctx = SlackContext.of(state)
+                if where.channel_id != ctx.channel_id:
+                    await say("This doesn't belong to a conversation I know.")
+                    return
+                if not self.answering.permissions.is_answerer(ctx, where.user, where=where):
+                    await say(f"Only <@{ctx.requester}> can retry this.")
+                    return
+                record = await self.index.thread(ctx.team_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts)
+                if record is not None and record.run_id != run_id:
+                    await say("This conversation has moved on since then; mention me in the thread to continue.")
+                    return
+                slot = await self.answering.slot(ctx, say)
+                if slot is None:
+                    return
+                try:
+                    stream = await self.agent.retry_stream(run_id=run_id)
+                except BaseException:
+                    await slot.release()
+                    raise
+            except RunNotFound:
+                await say("This conversation has expired.")
+                return
+            except RunNotResumable:
+                await say("This was retried already.")
+                return
+            except StoreCorrupt:
+                await say(UNREADABLE)
+                return
+            except StoreUnavailable:
+                await say(STORE_DOWN)
+                return
+            try:
+                await self._mark_retried(state, where.user)
+                await self.follower.follow(stream, ctx)
+            finally:
+                await slot.release()
+
+    async def _mark_retried(self, failed: RunState, user: str) -> None:
+        """Turn the run's failure notices into "retried by" (rendered from the stored failure)."""
+        try:
+            notices = await self.index.messages(failed.run_id, FAILURE)
+        except StoreUnavailable:
+            return
+        error = failed.error
+        message = failure_text(error.kind, error.message, retry=False) if error else "The run stopped."
+        note = f":repeat: <@{user}> retried"
+        blocks = bk.failure_blocks(message, run_id=failed.run_id, retry=False, note=note)
+        for notice in notices:
+            await self.web.update(notice.channel_id, notice.ts, text=note, blocks=blocks)

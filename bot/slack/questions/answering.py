@@ -1,0 +1,429 @@
+"""Taking answers from Slack: clicks, menu picks, Submit, the answer modal, typed replies, and Retry.
+
+Every path runs the same way: read the question reference the bot itself put in the payload (block_id / value,
+:mod:`bot.slack.refs`), load the run, check that the request comes from the run's channel (and thread, and one of
+the messages the bot posted for that question), apply the answer policy (who may answer), then ask the runtime
+whether the run can take the answer (:meth:`bot.agent.Agent.check_answer`, the one place that decides) and render
+what it says. Messages are updated from the stored question, never from the payload.
+
+Who may answer or decide is :class:`bot.slack.questions.permissions.Permissions`'s to say, for every surface. Refusals
+reach the person on the surface they used (:meth:`SlackWeb.tell`).
+
+The answer modal's flow is in :mod:`bot.slack.questions.answer_modal`; it ends in :meth:`Answering.take` like the
+others.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from bot.agent import Agent
+from bot.agent.answers import AnswerCheck, Answered, Expired, Open
+from bot.agent.ask_user import AskUserPayload
+from bot.agent.forms import FormReply
+from bot.agent.state import PendingCall, ResumeData, RunState
+from bot.agent.stream import AgentStream
+from bot.agent.text import is_blank
+from bot.config import Answerers
+from bot.errors import (
+    AnswerError,
+    QuestionExpired,
+    RunAlreadyResumed,
+    RunConflict,
+    RunNotFound,
+    RunNotResumable,
+    StoreCorrupt,
+    StoreUnavailable,
+    ToolCallNotPending,
+)
+from bot.logs import log_context
+from bot.ops import audit
+from bot.slack.context import SlackContext, Where
+from bot.slack.questions.lookup import QuestionLookup, Say
+from bot.slack.questions.notices import EXPIRED_OUTCOME, GONE, MULTI_HINT, NOT_OPEN, STORE_DOWN, UNKNOWN_BUTTON, explain
+from bot.slack.questions.permissions import Permissions
+from bot.slack.questions.picks import Pick, asked_question, label, resume_data, said, shown, ticked
+from bot.slack.questions.typed_answers import labels_in_text
+from bot.slack.refs import BadReference, QuestionRef, parse_index
+from bot.slack.render import blocks as bk
+from bot.slack.render.approvals import decision_outcome
+from bot.slack.replies.thread import Follower
+from bot.slack.run_slots import RunGate, Slot
+from bot.slack.transport.runner import REDELIVERED
+from bot.slack.transport.web_api import SlackWeb
+from bot.store.conversations import ConversationIndex, MessageRef
+
+log = logging.getLogger(__name__)
+
+LOST_CLAIM = (RunAlreadyResumed, QuestionExpired, RunNotResumable, RunConflict, ToolCallNotPending)
+"""What a claim raises when it lost to another write; :meth:`Answering.lost_claim` says what the run shows now."""
+
+
+class Answering(QuestionLookup):
+    """Takes answers for ``agent``'s runs; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        index: ConversationIndex,
+        web: SlackWeb,
+        follower: Follower,
+        answerers: Answerers,
+        gate: RunGate,
+        permissions: Permissions,
+    ) -> None:
+        self.agent = agent
+        self.gate = gate
+        self.index = index
+        self.web = web
+        self.follower = follower
+        self.answerers: Answerers = answerers
+        self.permissions = permissions  # who may answer and decide: the one place
+
+    def say_to(self, where: Where, ctx: SlackContext | None = None) -> Say:
+        """Tell ``where.user`` privately, on the surface they used (see :meth:`SlackWeb.tell`); a modal's answers go
+        to the run's thread."""
+        channel, thread = where.channel_id, where.thread_ts
+        if where.surface == "modal" and ctx is not None:
+            channel, thread = ctx.channel_id, ctx.thread_ts
+
+        async def say(text: str) -> None:
+            await self.web.tell(where.user, text, channel=channel, thread_ts=thread)
+
+        return say
+
+    # --- clicks: option buttons, menus, Submit ---------------------------------------------------
+
+    async def on_click(self, body: dict[str, Any]) -> None:
+        """Lazy listener of option buttons, the single-choice menu, Submit and a form question's Decline (the ack
+        was sent already)."""
+        where = Where.of_action(body)
+        say = self.say_to(where)
+        action = (body.get("actions") or [{}])[0]
+        action_id = str(action.get("action_id", ""))
+        try:
+            if action_id == bk.ACT_SELECT:
+                ref, _ = QuestionRef.from_block_id(str(action.get("block_id", "")))
+                index = parse_index(str((action.get("selected_option") or {}).get("value", "")))
+                pick: Pick = lambda p: label(p, index)  # noqa: E731
+            elif action_id == bk.ACT_FORM_DECLINE:
+                ref, _ = QuestionRef.from_value(str(action.get("value", "")))
+                pick = lambda _p: FormReply(action="decline")  # noqa: E731
+            elif action_id == bk.ACT_SUBMIT:
+                ref, _ = QuestionRef.from_value(str(action.get("value", "")))
+                picked = ticked(body, ref)
+                if not picked:
+                    await say("Select at least one option, then Submit.")
+                    return
+                pick = lambda p: [label(p, parse_index(v)) for v in picked]  # noqa: E731
+            else:
+                ref, index = QuestionRef.from_value(str(action.get("value", "")))
+                pick = lambda p: label(p, index)  # noqa: E731
+        except BadReference:
+            await say(UNKNOWN_BUTTON)
+            return
+        with log_context(run_id=ref.run_id, team_id=where.team_id, channel_id=where.channel_id, user_id=where.user):
+            found = await self.vet(ref, where, say)
+            if found is not None:
+                state, ctx, call = found
+                await self.take(state, ctx, call=call, where=where, pick=pick, say=say)
+
+    async def answer_typed(self, state: RunState, ctx: SlackContext, where: Where, text: str) -> None:
+        """A typed reply to the run's open question (the caller applied the policy): the text itself, or for
+        multi select the options it names."""
+        pending = state.pending
+        if pending is None or is_blank(text):
+            return
+        say = self.say_to(where)
+        if pending.kind == "approval":  # decided by its buttons only: a reply is not a decision
+            await say("Use the Approve or Decline button of the request above.")
+            return
+        payload = AskUserPayload.model_validate(pending.suspend_payload)
+        answer: ResumeData = text
+        if payload.selection_mode == "multi_select":
+            picked = labels_in_text(text, payload.labels)
+            if picked is None:
+                await say(MULTI_HINT)
+                return
+            answer = picked
+        await self.take(state, ctx, call=pending.tool_call_id, where=where, pick=lambda _p: answer, say=say)
+
+    # --- the claim -------------------------------------------------------------------------------
+
+    async def take(
+        self,
+        state: RunState,
+        ctx: SlackContext,
+        *,
+        call: str,
+        where: Where,
+        pick: Pick,
+        say: Say,
+        clicked: MessageRef | None = None,
+    ) -> None:
+        """Claim an answer to question ``call`` of ``state`` (policy already applied); on success update the
+        question's messages (``clicked``, the one it was given on, among them: by default the message of ``where``
+        in the run's thread) and follow the resumed run (in a run slot: past the limits nothing is taken)."""
+        clicked = clicked or where.message_in(ctx)
+        check = await self.agent.check(state, call)
+        if self.own_earlier_claim(check, where.user):
+            await self.finish_own_claim(state, ctx, call=call, clicked=clicked)
+            return
+        if not isinstance(check, Open):
+            tried = self.tried(state, call, pick)
+            await self.not_open(
+                check, state, ctx=ctx, call=call, user=where.user, say=say, clicked=clicked, tried=tried
+            )
+            return
+        if check.pending.kind != "question":  # an approval is decided by Approve / Decline, never answered
+            await say(NOT_OPEN)
+            return
+        slot = await self.slot(ctx, say, user=where.user)  # the answerer's request makes the run work
+        if slot is None:
+            return
+        try:
+            await self._claim(state, ctx, check.pending, call=call, where=where, pick=pick, say=say, clicked=clicked)
+        finally:
+            await slot.release()
+
+    async def _claim(
+        self,
+        state: RunState,
+        ctx: SlackContext,
+        pending: PendingCall,
+        *,
+        call: str,
+        where: Where,
+        pick: Pick,
+        say: Say,
+        clicked: MessageRef | None,
+    ) -> None:
+        payload = AskUserPayload.model_validate(pending.suspend_payload)
+        try:
+            data = resume_data(payload, pick(payload))
+        except AnswerError as exc:
+            await say(f"I couldn't take that answer: {exc}")
+            return
+
+        async def resume() -> AgentStream:
+            return await self.agent.resume_stream(
+                data, run_id=state.run_id, tool_call_id=call, answered_by=where.user, loaded=state
+            )
+
+        outcome = self.answered_outcome(payload, data, user=where.user)
+        await self.settle(
+            state,
+            ctx,
+            pending,
+            call=call,
+            user=where.user,
+            say=say,
+            claim=resume,
+            outcome=outcome,
+            clicked=clicked,
+            tried=said(payload, data, allow_user_mentions=self.follower.allow_user_mentions),
+        )
+
+    async def settle(
+        self,
+        state: RunState,
+        ctx: SlackContext,
+        pending: PendingCall,
+        *,
+        call: str,
+        user: str,
+        say: Say,
+        claim: Callable[[], Awaitable[AgentStream]],
+        outcome: str,
+        summary: str = "answered",
+        clicked: MessageRef | None = None,
+        tried: str | None = None,
+    ) -> None:
+        """Make ``claim`` (an answer, a withdrawal) on question ``call``; then close its messages with ``outcome``
+        (mrkdwn; ``summary`` its notification suffix), ``clicked`` (the message the person acted on) among them even
+        if it was never recorded, and follow the run. A claim that can't be made is explained to ``user``
+        instead (``tried``: the answer claimed, as :func:`bot.slack.questions.picks.said` quotes it)."""
+        try:
+            stream = await claim()
+        except AnswerError as exc:
+            await say(f"I couldn't take that answer: {exc}")
+            return
+        except LOST_CLAIM:
+            await self.lost_claim(state.run_id, ctx, call=call, user=user, say=say, clicked=clicked, tried=tried)
+            return
+        except RunNotFound:
+            await say(GONE)
+            return
+        except StoreUnavailable:
+            await say(STORE_DOWN)
+            return
+        await self.follower.close_pending(state.run_id, pending, outcome=outcome, summary=summary, clicked=clicked)
+        await self.follower.follow(stream, ctx)
+
+    async def slot(self, ctx: SlackContext, say: Say, *, user: str | None = None) -> Slot | None:
+        """A run slot charged to ``user`` (default: ``ctx``'s requester), whose request makes the run work, or None
+        after telling the person why not (the limits, or the store down)."""
+        try:
+            slot = await self.gate.enter(team_id=ctx.team_id, user=user or ctx.requester)
+        except StoreUnavailable:
+            await say(STORE_DOWN)
+            return None
+        if isinstance(slot, str):
+            await say(slot)
+            return None
+        return slot
+
+    async def lost_claim(
+        self,
+        run_id: str,
+        ctx: SlackContext,
+        *,
+        call: str,
+        user: str,
+        say: Say,
+        kind: audit.Kind | None = None,
+        clicked: MessageRef | None = None,
+        tried: str | None = None,
+    ) -> None:
+        """After a claim on ``call`` lost (someone answered first, it expired, the run moved on): tell ``user`` what
+        the stored run says now (``clicked``: the message acted on, ``tried``: what they tried, see
+        :meth:`not_open`)."""
+        loaded = await self.load(run_id, say)
+        if loaded is None:
+            return
+        check = await self.agent.check(loaded[0], call)
+        if self.own_earlier_claim(check, user):
+            await self.finish_own_claim(loaded[0], ctx, call=call, clicked=clicked)
+            return
+        if isinstance(check, Open):  # a concurrent write that was not an answer: nothing taken
+            await say("Someone else changed this conversation at the same moment; please try again.")
+        else:
+            await self.not_open(
+                check, loaded[0], ctx=ctx, call=call, user=user, say=say, kind=kind, clicked=clicked, tried=tried
+            )
+
+    @staticmethod
+    def own_earlier_claim(check: AnswerCheck, user: str) -> bool:
+        """Whether an answer or decision job finds its own earlier claim: it is redelivered (its first delivery's
+        worker died, :data:`bot.slack.transport.runner.REDELIVERED`) and the call holds ``user``'s answer. (A second
+        click by the same person is its own job, not a redelivery: still a duplicate.)"""
+        return REDELIVERED.get() and isinstance(check, Answered) and check.answer.answered_by == user
+
+    async def finish_own_claim(
+        self, state: RunState, ctx: SlackContext, *, call: str, clicked: MessageRef | None
+    ) -> None:
+        """Do what the first delivery of a claim on ``call`` did not live to do: nothing to tell or count; close
+        the question's messages while the run still holds that answer unused (its worker died before the run went
+        on), then continue the run if nobody drives it."""
+        pending = state.pending
+        answer = state.answer_for(call)
+        if pending is not None and pending.tool_call_id == call and pending.resume is not None and answer:
+            if pending.kind == "approval":
+                approved = answer.resume_data == "approved"
+                outcome = decision_outcome(approved=approved, user=answer.answered_by or "", reason=answer.reason)
+            else:
+                payload = AskUserPayload.model_validate(pending.suspend_payload)
+                outcome = self.answered_outcome(payload, answer.resume_data, user=answer.answered_by or "")
+            await self.follower.close_pending(
+                state.run_id, pending, outcome=outcome, summary="answered", clicked=clicked
+            )
+        await self.continue_orphan(state, ctx)
+
+    def answered_outcome(self, payload: AskUserPayload, data: ResumeData, *, user: str) -> str:
+        """The mrkdwn line a question's messages show once ``user`` answered it with ``data``."""
+        said = bk.answer_display(shown(payload, data), allow_user_mentions=self.follower.allow_user_mentions)
+        return f":white_check_mark: <@{user}> answered: *{said}*"
+
+    async def not_open(
+        self,
+        check: AnswerCheck,
+        state: RunState,
+        *,
+        ctx: SlackContext,
+        call: str,
+        user: str,
+        say: Say,
+        kind: audit.Kind | None = None,
+        clicked: MessageRef | None = None,
+        tried: str | None = None,
+    ) -> None:
+        """Tell ``user`` why the question can't take their answer, and do what that outcome needs: close an
+        expired question's messages (``clicked``, the message acted on, among them), or continue a run whose answer
+        is recorded but that nobody drives. The refusal is audited (``kind``: ``approval`` for a decision, when the
+        call is no longer pending to tell). An answered question's notice says what was recorded, by whom, and
+        whether ``tried`` (this attempt: :meth:`tried`, or ``"approved"`` / ``"declined"``) was
+        (:func:`bot.slack.questions.notices.explain`)."""
+        if isinstance(check, Answered):
+            audit.duplicate(state, call, user=user, kind=kind)
+        else:
+            reason: audit.RefusalReason = "expired" if isinstance(check, Expired) else "closed"
+            audit.refused(state, call, user=user, reason=reason, kind=kind)
+        recorded = self.recorded(check, state, call, approval=kind == "approval")
+        await say(explain(check, user, recorded=recorded, tried=tried, approval=kind == "approval"))
+        if isinstance(check, Expired):
+            await self.expire(state, call, clicked=clicked)
+        elif isinstance(check, Answered):
+            await self.continue_orphan(state, ctx)
+
+    def recorded(self, check: AnswerCheck, state: RunState, call: str, *, approval: bool) -> str | None:
+        """The answer recorded on ``call`` as the notices quote it (:func:`bot.slack.questions.picks.said`; for an
+        approval ``"approved"`` / ``"declined"``); None when ``check`` holds no person's answer."""
+        if not isinstance(check, Answered) or check.answer.outcome != "answer":
+            return None
+        data = check.answer.resume_data
+        if approval:
+            return "approved" if data == "approved" else "declined"
+        allow = self.follower.allow_user_mentions
+        return said(asked_question(state, call), data, allow_user_mentions=allow)
+
+    def tried(self, state: RunState, call: str, pick: Pick) -> str | None:
+        """What ``pick`` picks on question ``call`` of ``state`` (an answered one's, read from the run), quoted as
+        the notices quote answers; None when it can't be told (the question is not readable, the pick is not
+        one of its options)."""
+        payload = asked_question(state, call)
+        if payload is None:
+            return None
+        try:
+            return said(payload, pick(payload), allow_user_mentions=self.follower.allow_user_mentions)
+        except (AnswerError, BadReference):
+            return None
+
+    async def expire(self, state: RunState, call: str, *, clicked: MessageRef | None = None) -> RunState:
+        """Close question ``call`` of ``state`` as expired (stored status and its messages, ``clicked`` among them
+        even if never recorded). Raises nothing: a store outage leaves the messages as they are."""
+        try:
+            state = await self.agent.expire(state)
+        except StoreUnavailable:
+            return state
+        pending = state.pending
+        if pending is not None and pending.tool_call_id == call and pending.resume is None:
+            outcome = EXPIRED_OUTCOME
+            await self.follower.close_pending(
+                state.run_id, pending, outcome=outcome, summary="expired", clicked=clicked
+            )
+        return state
+
+    async def continue_orphan(self, state: RunState, ctx: SlackContext) -> bool:
+        """Continue a run that took its answer but that no live process drives (its process died, or the claim's
+        reply was lost); True when this process took it over."""
+        try:
+            if not await self.agent.is_orphaned(state):
+                return False
+            slot = await self.gate.enter(team_id=ctx.team_id, user=ctx.requester)
+        except StoreUnavailable:
+            return False
+        if isinstance(slot, str):
+            return False  # at a limit: it is continued on a later touch
+        try:
+            try:
+                stream = await self.agent.retry_stream(run_id=state.run_id)
+            except (RunNotResumable, RunNotFound, StoreUnavailable, StoreCorrupt):
+                return False
+            log.info("run %s: continuing it; its answer was recorded but nobody was driving it", state.run_id)
+            await self.follower.follow(stream, ctx)
+            return True
+        finally:
+            await slot.release()

@@ -1,0 +1,217 @@
+"""What is written when a question (or approval request) is shown or closed (:class:`QuestionRecords`): the messages
+that show it, its deadline, reminders and escalation (:mod:`bot.slack.questions.wait_plan`), and its people's Home
+inboxes and refreshes (:mod:`bot.slack.home`), in as few round trips as the store allows:
+
+- shown: one :class:`~bot.store.batch.Batch` (its message, its inbox entries), then one schedule change (deadline,
+  first reminder, escalation, Home refreshes): 2 round trips;
+- closed: one batch reads who holds it in their inbox and which messages show it, one takes it out of those inboxes,
+  one schedule change drops its reminders and escalation and refreshes those Home tabs: 3 round trips, and the
+  messages to update are returned.
+
+A store outage (Redis cut, or out of memory) between the post and its records loses nothing: what was not written
+is owed, retried in the background until Redis answers (backoff: :mod:`bot.store.outage`; for as long as the
+question can be answered), so its deadline, reminders and Home entries are there once Redis is back and its
+message closes when it is answered. A question closed while its records are still owed closes the message it was
+posted as (and nothing owed is written after: no reminder for a question answered). Owed records live in this
+process: if it dies in the outage too, a deadline not scheduled still holds for any answer (judged when someone
+answers), and a clicked message is closed from Slack's copy of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from bot.errors import StoreUnavailable
+from bot.slack.context import SlackContext
+from bot.slack.home import Home
+from bot.slack.questions.wait_plan import WaitPlan
+from bot.store import outage
+from bot.store.batch import Batch
+from bot.store.conversations import ConversationIndex, MessageRef, asked_id
+from bot.store.schedule import Due, DueItem, Schedule
+
+log = logging.getLogger(__name__)
+
+OWED_AT_MOST = timedelta(days=1)  # how long records of a question with no deadline are retried
+
+
+@dataclass
+class _Owed:
+    """What a shown question still has to write: its message and inbox entries (``batch``), its schedule
+    (``due``), until ``until``."""
+
+    ctx: SlackContext
+    ref: MessageRef | None
+    people: list[str]
+    asked_ms: int
+    due: list[Due]
+    until: datetime
+    batch: bool = True  # the message and inbox entries are still to write
+    schedule: bool = True  # the schedule change is still to write
+    what: str = "question"
+    tries: int = field(default=0)
+
+
+class QuestionRecords:
+    """Records of shown questions in ``index``, ``plan``'s schedule and ``home``'s inboxes (``plan`` / ``home``
+    None: not kept)."""
+
+    def __init__(self, *, index: ConversationIndex, plan: WaitPlan | None, home: Home | None) -> None:
+        self.index = index
+        self.plan = plan
+        self.home = home
+        schedule = plan.schedule if plan is not None else home.schedule if home is not None else None
+        self.schedule: Schedule | None = schedule
+        self.owed: dict[tuple[str, str], _Owed] = {}  # (run_id, call) -> records not written yet
+        self._writing = asyncio.Lock()  # an owed write in flight: a close waits for it
+        self._retrying: asyncio.Task[None] | None = None
+
+    async def shown(
+        self,
+        ctx: SlackContext,
+        run_id: str,
+        call: str,
+        *,
+        ts: str | None,
+        approval: bool,
+        asked: datetime | None,
+        expires_at: datetime | None,
+    ) -> None:
+        """Question ``call`` of ``run_id`` was just posted as ``ts`` in ``ctx``'s thread (None: not posted): record
+        its message, put it in its people's inboxes, schedule its deadline (``expires_at``), reminders, escalation
+        and their Home refreshes. Never raises."""
+        what = "approval request" if approval else "question"
+        people = await self.home.people(ctx, approval=approval, also=[]) if self.home is not None else []
+        ref = MessageRef(channel_id=ctx.channel_id, ts=ts, asked=asked_id(asked)) if ts else None
+        when = int((asked or datetime.now(UTC)).timestamp() * 1000)
+        due = self.plan.entries(run_id, call, expires_at=expires_at) if self.plan is not None else []
+        until = expires_at or (asked or datetime.now(UTC)) + OWED_AT_MOST
+        owed = _Owed(ctx=ctx, ref=ref, people=people, asked_ms=when, due=due, until=until, what=what)
+        if not await self._write(run_id, call, owed):
+            self.owed[(run_id, call)] = owed
+            if self._retrying is None or self._retrying.done():
+                self._retrying = asyncio.ensure_future(self._write_owed())
+
+    async def _write(self, run_id: str, call: str, owed: _Owed) -> bool:
+        """Write what ``owed`` still has to (marking each part done); True when all of it is written."""
+        if owed.batch:
+            batch = Batch(self.index.client)
+            if owed.ref is not None:
+                self.index.queue_message(batch, run_id, key=call, ref=owed.ref)
+            if self.home is not None:
+                self.home.inbox.queue_add(
+                    batch, owed.ctx.team_id, owed.people, run_id=run_id, call=call, asked_ms=owed.asked_ms
+                )
+            try:
+                await batch.run(f"recording a {owed.what}")
+            except StoreUnavailable as exc:
+                if not owed.tries:
+                    log.warning(
+                        "run %s: could not record the %s's message and inbox entries (%s); retrying until Redis "
+                        "answers",
+                        run_id,
+                        owed.what,
+                        exc,
+                    )
+                owed.tries += 1
+                return False
+            owed.batch = False
+        if owed.schedule and self.schedule is not None:
+            add = owed.due + Home.refreshes([(owed.ctx.team_id, p) for p in owed.people])
+            try:
+                await self.schedule.change(add=add, drop=[])
+            except StoreUnavailable as exc:
+                if not owed.tries:
+                    log.warning(
+                        "run %s: could not schedule its %s's deadline, reminders and Home (%s); retrying until "
+                        "Redis answers",
+                        run_id,
+                        owed.what,
+                        exc,
+                    )
+                owed.tries += 1
+                return False
+        owed.schedule = False
+        if owed.tries:
+            log.info("run %s: its %s's records are written now that Redis answers", run_id, owed.what)
+        return True
+
+    async def _write_owed(self) -> None:
+        pauses = outage.pauses()
+        while self.owed:
+            await asyncio.sleep(next(pauses))
+            for key in list(self.owed):
+                async with self._writing:
+                    owed = self.owed.get(key)
+                    if owed is None:
+                        continue  # closed meanwhile
+                    if owed.until <= datetime.now(UTC):
+                        log.warning("run %s: gave up writing its %s's records (past its deadline)", key[0], owed.what)
+                        del self.owed[key]
+                    elif await self._write(*key, owed):
+                        del self.owed[key]
+                    else:
+                        break  # Redis still does not answer: wait before trying the others
+
+    async def aclose(self) -> None:
+        """Stop retrying owed records (those left are logged). Raises nothing."""
+        if self._retrying is not None:
+            self._retrying.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._retrying
+        for run_id, _call in self.owed:
+            log.warning("run %s: its question's records were never written (the store did not answer)", run_id)
+
+    async def closed(
+        self, run_id: str, call: str, *, summary: str, asked: datetime | None, ongoing: bool = False
+    ) -> list[MessageRef] | None:
+        """Question ``call`` of ``run_id`` was decided (answered, expired, withdrawn; ``summary``: how, mrkdwn):
+        take it out of its inboxes, drop its reminders and escalation, refresh those Home tabs. ``ongoing``: its
+        call goes on (an approved call running), and a later close says how it ended: that one replaces this
+        "recently closed" line (:meth:`bot.store.inbox.Inbox.queue_close`). Returns the messages showing it (of the
+        asking ``asked``), to update; None when they could not be read. Records it still owed (an outage when it was
+        shown) are not written any more; the message it was posted as is among those returned. Never raises."""
+        owed = None
+        if (run_id, call) in self.owed:
+            async with self._writing:  # an owed write in flight finishes first
+                owed = self.owed.pop((run_id, call), None)
+        unrecorded = [owed.ref] if owed is not None and owed.batch and owed.ref is not None else []
+        batch = Batch(self.index.client)
+        owners = self.home.inbox.queue_owners(batch, run_id, call) if self.home is not None else None
+        previous = self.home.inbox.queue_previous(batch, run_id, call) if self.home is not None else None
+        shown = self.index.queue_messages(batch, run_id, call, asked=asked_id(asked))
+        try:
+            await batch.run("reading where a question is shown")
+        except StoreUnavailable as exc:
+            log.warning("run %s: could not read where its question is shown; left as it is: %s", run_id, exc)
+            refs, people = (unrecorded or None), []
+        else:
+            known = {(r.channel_id, r.ts) for r in shown.value}
+            refs = shown.value + [r for r in unrecorded if (r.channel_id, r.ts) not in known]
+            people = owners.value if owners is not None else []
+        if self.home is not None and people:
+            writing = Batch(self.index.client)
+            line = previous.value if previous is not None else None
+            self.home.inbox.queue_close(
+                writing, people, run_id=run_id, call=call, summary=summary, previous=line, ongoing=ongoing
+            )
+            try:
+                await writing.run("closing inbox entries")
+            except StoreUnavailable as exc:
+                log.warning("run %s: could not take its question out of the Home inboxes: %s", run_id, exc)
+                people = []
+        drop = self.plan.planned(run_id, call) if self.plan is not None else []
+        await self._schedule(run_id, "question", add=Home.refreshes(people), drop=drop)
+        return refs
+
+    async def _schedule(self, run_id: str, what: str, *, add: list[Due], drop: list[DueItem] | None = None) -> None:
+        if self.schedule is None:
+            return
+        try:
+            await self.schedule.change(add=add, drop=drop or [])
+        except StoreUnavailable as exc:
+            log.warning("run %s: could not change its %s's schedule (deadline, reminders, Home): %s", run_id, what, exc)

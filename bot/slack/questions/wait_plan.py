@@ -1,0 +1,81 @@
+"""What is scheduled while a question (or approval request) waits: its deadline, its reminders and its escalation
+(:class:`WaitPlan`), as items of :mod:`bot.store.schedule`. :mod:`bot.slack.questions.waiting` carries them out.
+
+Settings (:mod:`bot.config`): ``ASK_ON_TIMEOUT``, ``ASK_REMIND_AFTER`` / ``ASK_REMIND_MAX``, ``ASK_ESCALATE_AFTER``
+/ ``ASK_ESCALATE_TO``. A question is planned when its message is posted (:meth:`WaitPlan.entries`) and unplanned when
+it is closed (:meth:`WaitPlan.planned`), both written by :mod:`bot.slack.questions.records`; a store outage leaves it
+unplanned (logged): its deadline then still holds for any answer, judged when someone answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from bot.store.schedule import Due, DueItem, Schedule
+
+DEADLINE, REMIND, ESCALATE = "deadline", "remind", "escalate"
+# One message to a target (a user or channel id) for what is queued for it: DueItem(kind, run_id=team_id, key=target)
+ESCALATE_TO, REMIND_TO = "escalate_to", "remind_to"
+COALESCE_SECONDS = 10.0
+"""How long the escalations (reminders) due to one target wait for each other: those that fall due within it are sent
+as one message (:meth:`WaitPlan.notice_message`)."""
+
+
+@dataclass(frozen=True)
+class WaitSettings:
+    """``on_timeout``: ``resume`` or ``close``; seconds ``remind_after`` / ``escalate_after`` (None: off);
+    ``remind_max`` reminders at most; ``escalate_to``: a channel id or comma-separated user / group ids."""
+
+    on_timeout: str = "resume"
+    remind_after: float | None = None
+    remind_max: int = 1
+    escalate_after: float | None = None
+    escalate_to: str | None = None
+
+
+class WaitPlan:
+    """Schedules the deadline, reminders and escalation of waiting questions on ``schedule``."""
+
+    def __init__(self, schedule: Schedule, settings: WaitSettings) -> None:
+        self.schedule = schedule
+        self.settings = settings
+
+    def entries(self, run_id: str, call: str, *, expires_at: datetime | None) -> list[Due]:
+        """What to schedule for question ``call`` of ``run_id``, asked now, due by ``expires_at``: its deadline,
+        first reminder and escalation, as the settings say."""
+        s = self.settings
+        due: list[Due] = []
+        if expires_at is not None:
+            due.append(Due(DueItem(DEADLINE, run_id, call), at=expires_at))
+        if s.remind_after is not None:
+            due.append(Due(DueItem(REMIND, run_id, call, 1), after=s.remind_after))
+        if s.escalate_after is not None and s.escalate_to:
+            due.append(Due(DueItem(ESCALATE, run_id, call), after=s.escalate_after))
+        return due
+
+    async def remind_again(self, run_id: str, call: str, *, n: int) -> None:
+        """Plan reminder ``n`` (the one after ``n - 1``), if the settings allow that many. Raises
+        ``StoreUnavailable``."""
+        s = self.settings
+        if s.remind_after is not None and n <= s.remind_max:
+            await self.schedule.add(DueItem(REMIND, run_id, call, n), after=s.remind_after)
+
+    async def notice_message(self, kind: str, team_id: str, target: str) -> None:
+        """Plan the one ``kind`` message (:data:`ESCALATE_TO`, :data:`REMIND_TO`) that sends what is queued for
+        ``target`` (team ``team_id``), :data:`COALESCE_SECONDS` from now; one already planned sooner is kept (so
+        those due together share it). Raises ``StoreUnavailable``."""
+        item = DueItem(kind, team_id, target)
+        await self.schedule.add(item, after=COALESCE_SECONDS, keep_earlier=True)
+
+    async def later(self, item: DueItem, *, at: datetime) -> None:
+        """Come back to ``item`` at ``at`` (a second late: the store's clock has the last word). Raises
+        ``StoreUnavailable``."""
+        await self.schedule.add(item, at=at + timedelta(seconds=1))
+
+    def planned(self, run_id: str, call: str) -> list[DueItem]:
+        """What to drop when question ``call`` was answered, expired or withdrawn: its reminders and escalation. Its
+        deadline stays: a question closed as expired by a late click still goes on without an answer at its deadline
+        (``ASK_ON_TIMEOUT=resume``); for an answered one it finds nothing to do."""
+        items = [DueItem(ESCALATE, run_id, call)]
+        return items + [DueItem(REMIND, run_id, call, n) for n in range(1, self.settings.remind_max + 1)]

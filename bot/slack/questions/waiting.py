@@ -1,0 +1,343 @@
+"""What happens while a question (or approval request) waits, carried out when it is due (:class:`Waiting`, the
+handlers of :class:`bot.store.schedule.Scheduler`): the deadline, reminders and escalation planned by
+:mod:`bot.slack.questions.wait_plan`.
+
+Each handler loads the run and asks the runtime whether the question is still open (the one place that decides,
+:mod:`bot.agent.answers`); anything answered, withdrawn or closed meanwhile is left alone. Handlers are idempotent
+(the scheduler is at least once): the deadline is a claim in the store, a reminder is posted once per number
+(:meth:`ConversationIndex.tell_once`), an escalation once.
+
+- **Deadline.** ``ASK_ON_TIMEOUT=resume`` (default): the run goes on without an answer (``Agent.time_out``: the
+  tool is told ``no_answer``; an approval is declined, reason "no answer"), the question's messages show it
+  expired, and the agent's next message is posted in the thread. ``close``: the question only expires. A question
+  asked live by a running tool (:mod:`bot.agent.live_questions`) is closed by that tool's own process.
+- **Reminder** ``n``: the requester (and, for an approval, the approvers named in ``APPROVERS``) is mentioned in the
+  thread; then the next one is planned, up to ``ASK_REMIND_MAX``. Reminders to one person that fall due within
+  ``COALESCE_SECONDS`` of each other are one message: a DM listing them (a channel, for questions asked of anyone).
+- **Escalation**: the question is posted to ``ASK_ESCALATE_TO`` (a channel, or a DM to each person, user groups
+  expanded), saying where it comes from; every message of the question is updated when it closes. Escalation widens
+  who is reminded, never who may decide (:mod:`bot.slack.questions.permissions`): an approval stays its approvers'; a
+  question may be answered by its targets only with ``ASK_ESCALATE_ANSWERS=true`` (otherwise the escalated message is a
+  reminder without controls). Escalations to one target that fall due within ``COALESCE_SECONDS`` are one message
+  (several questions: a list linking their threads), so a flood of questions is not a flood of DMs.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from bot.agent.answers import Expired, Open
+from bot.agent.approvals import approval_payload
+from bot.agent.ask_user import AskUserPayload
+from bot.agent.state import PendingCall, RunState, utcnow
+from bot.errors import RunAlreadyResumed, RunConflict, RunNotFound, RunNotResumable, SlackRefused, StoreCorrupt
+from bot.slack.context import SlackContext
+from bot.slack.home import HOME
+from bot.slack.questions.answering import Answering
+from bot.slack.questions.approvers import ApproverPolicy
+from bot.slack.questions.notices import EXPIRED_OUTCOME
+from bot.slack.questions.wait_plan import DEADLINE, ESCALATE, ESCALATE_TO, REMIND, REMIND_TO, WaitPlan
+from bot.slack.refs import QuestionRef
+from bot.slack.render import blocks as bk
+from bot.slack.render.approvals import approval_blocks, approval_title
+from bot.slack.render.mrkdwn import clip, escape, how_long
+from bot.store.conversations import MessageRef, NoticeKind, Queued, asked_id
+from bot.store.schedule import DueItem, Handler
+
+log = logging.getLogger(__name__)
+
+NO_ANSWER_OUTCOME = ":hourglass: No answer in time; I went on without one."
+NO_DECISION_OUTCOME = ":hourglass: No decision in time: declined (no answer)."
+
+
+class Waiting:
+    """Handlers of the waiting questions of ``answering``'s agent; ``approvers`` names whom to remind of approvals."""
+
+    def __init__(self, answering: Answering, *, plan: WaitPlan, approvers: ApproverPolicy) -> None:
+        self.answering = answering
+        self.agent = answering.agent
+        self.follower = answering.follower
+        self.plan = plan
+        self.approvers = approvers
+
+    def handlers(self) -> dict[str, Handler]:
+        """``{kind: handler}`` for :class:`bot.store.schedule.Scheduler`."""
+        handlers: dict[str, Handler] = {
+            DEADLINE: self.on_deadline,
+            REMIND: self.on_remind,
+            REMIND_TO: self.on_reminder_message,
+            ESCALATE: self.on_escalate,
+            ESCALATE_TO: self.on_escalation_message,
+        }
+        if self.follower.home is not None:
+            handlers[HOME] = self.follower.home.on_refresh
+        return handlers
+
+    async def _open(self, item: DueItem) -> tuple[RunState, SlackContext, PendingCall] | None:
+        """The run and its question ``item.key`` if that question still waits, else None."""
+        try:
+            state = await self.agent.get_run(item.run_id)
+            ctx = SlackContext.of(state)
+        except (RunNotFound, StoreCorrupt):
+            return None
+        check = await self.agent.check(state, item.key)
+        return (state, ctx, check.pending) if isinstance(check, Open) else None
+
+    # --- the deadline ----------------------------------------------------------------------------------------
+
+    async def on_deadline(self, item: DueItem) -> None:
+        """At the question's deadline: go on without an answer, or only close it (``ASK_ON_TIMEOUT``)."""
+        try:
+            state = await self.agent.get_run(item.run_id)
+            ctx = SlackContext.of(state)
+        except (RunNotFound, StoreCorrupt):
+            return
+        check = await self.agent.check(state, item.key)
+        pending = state.pending
+        if isinstance(check, Open) and check.pending.expires_at is not None:  # early by the store's clock
+            await self.plan.later(item, at=check.pending.expires_at)
+            return
+        if not isinstance(check, Expired) or pending is None or pending.tool_call_id != item.key:
+            return
+        if pending.live_owner is not None:
+            return  # the tool call that asked it closes it at its deadline
+        if pending.resume is not None:
+            return  # went on already
+        thread = await self.answering.index.thread(ctx.team_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts)
+        moved_on = thread is not None and thread.run_id != state.run_id  # a newer run took the thread
+        if self.plan.settings.on_timeout == "close" or moved_on:
+            await self.answering.expire(state, item.key)
+            return
+        for _ in range(3):  # a write racing this one: look again
+            try:
+                stream = await self.agent.time_out(run_id=item.run_id, tool_call_id=item.key)
+                break
+            except RunConflict:
+                continue
+            except (RunAlreadyResumed, RunNotResumable):
+                return
+        else:
+            raise RunConflict(item.run_id)
+        await self.follower.close_pending(state.run_id, pending, outcome=_timed_out(pending), summary="expired")
+        log.info("run %s: no answer by the deadline; going on without one", state.run_id)
+        await self.follower.follow(stream, ctx)
+
+    # --- reminders -------------------------------------------------------------------------------------------
+
+    async def on_remind(self, item: DueItem) -> None:
+        """Reminder ``item.n`` is due: queue it for each person it reminds (the requester, or the run's channel for
+        a question asked of nobody in particular; for an approval also the approvers named in ``APPROVERS``, user
+        groups expanded) and plan their next reminder message (:meth:`on_reminder_message`); plan the question's
+        next reminder."""
+        found = await self._open(item)
+        if found is None:
+            return
+        state, ctx, pending = found
+        for target in await self._reminded(ctx, pending):
+            await self.answering.index.queue_notice(
+                "reminder", ctx.team_id, target=target, run_id=state.run_id, key=item.key, n=item.n
+            )
+            await self.plan.notice_message(REMIND_TO, ctx.team_id, target)
+        await self.plan.remind_again(state.run_id, item.key, n=item.n + 1)
+
+    async def on_reminder_message(self, item: DueItem) -> None:
+        """Remind ``item.key`` (a user id, or a channel id; team ``item.run_id``) of what is queued for it and
+        still waits, in one message: one question in its own thread, mentioning them; several as one message
+        listing them (a DM to a person, a post in a channel). Posted, then marked, so a process that dies in
+        between leaves it to be posted (at least once)."""
+        team_id, target = item.run_id, item.key
+        queued, due = await self._due("reminder", team_id, target=target)
+        if len(due) == 1:
+            _q, _state, ctx, pending = due[0]
+            who = f"<@{target}>" if target.startswith(("U", "W")) else "Anyone here"
+            what = "approval request" if pending.kind == "approval" else "question"
+            text = f":bell: {who}: the {what} above is still waiting (asked {_ago(pending.suspended_at)} ago)."
+            await self.answering.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text)
+        elif due:
+            whom = "for you" if target.startswith(("U", "W")) else "here for an answer"
+            head = f":bell: {len(due)} questions and requests are still waiting {whom}:"
+            await self._post_list(target, head, due)
+        await self._sent("reminder", team_id, target=target, queued=queued, due=due)
+
+    async def _reminded(self, ctx: SlackContext, pending: PendingCall) -> list[str]:
+        """Whom a reminder of ``pending`` is for: the requester (or the run's channel when there is none) and, for
+        an approval, the approvers named (user groups expanded)."""
+        targets = [ctx.requester or ctx.channel_id]
+        if pending.kind == "approval":
+            for named in self.approvers.named():
+                targets += sorted(await self.approvers.group_members(named)) if named.startswith("S") else [named]
+        return list(dict.fromkeys(t for t in targets if t))
+
+    # --- escalation ------------------------------------------------------------------------------------------
+
+    async def on_escalate(self, item: DueItem) -> None:
+        """Question ``item.key`` is due to be escalated: record its targets (:class:`Permissions` lets them answer
+        only where ``ASK_ESCALATE_ANSWERS`` says so, never an approval), list it in their Home inboxes when they may
+        answer it, and queue it for each target's next escalation message (:meth:`on_escalation_message`, planned
+        :data:`~bot.slack.questions.wait_plan.COALESCE_SECONDS` ahead: escalations to one target falling due together
+        are one message)."""
+        found = await self._open(item)
+        if found is None:
+            return
+        state, ctx, pending = found
+        index = self.answering.index
+        targets = await self._targets()
+        await index.escalate(state.run_id, key=item.key, to=targets)
+        home = self.follower.home
+        approval = pending.kind == "approval"
+        if home is not None and self.answering.permissions.escalation_answers(pending.kind):
+            people = [t for t in targets if t.startswith(("U", "W"))]
+            await home.asked(ctx, state.run_id, item.key, asked_at=pending.suspended_at, approval=approval, also=people)
+        for target in targets:
+            await index.queue_notice("escalation", ctx.team_id, target=target, run_id=state.run_id, key=item.key)
+            await self.plan.notice_message(ESCALATE_TO, ctx.team_id, target)
+
+    async def on_escalation_message(self, item: DueItem) -> None:
+        """Post to ``item.key`` (a channel or user id; team ``item.run_id``) what is queued for it and still waits,
+        in one message: one question as itself (its controls, where the target may act on it), several as a list
+        linking each thread. Each question is posted to a target once (posted, then marked); if it closed
+        meanwhile, what was just posted is closed too."""
+        team_id, target = item.run_id, item.key
+        queued, due = await self._due("escalation", team_id, target=target)
+        if len(due) == 1:
+            _q, state, ctx, pending = due[0]
+            await self._escalate_one(target, state, ctx, pending)
+        elif due:
+            await self._post_list(target, f":arrow_up: {len(due)} questions and requests are still waiting:", due)
+        await self._sent("escalation", team_id, target=target, queued=queued, due=due)
+        for _q, state, _ctx, pending in due:
+            if await self._open(DueItem(ESCALATE, state.run_id, pending.tool_call_id)) is None:
+                await self._close_settled(state.run_id, pending)  # answered while it was being escalated
+
+    async def _escalate_one(self, target: str, state: RunState, ctx: SlackContext, pending: PendingCall) -> None:
+        """Post one escalated question to ``target`` and record the message as one of the question's."""
+        index = self.answering.index
+        text, blocks = await self._escalation_message(state.run_id, pending.tool_call_id, ctx, pending)
+        posted = await self.answering.web.post_to(target, text=text, blocks=blocks)
+        if posted is None:
+            raise SlackRefused(f"Slack refused the escalation of run {state.run_id} to {target}")
+        channel_id, ts = posted
+        there = MessageRef(channel_id=channel_id, ts=ts, asked=asked_id(pending.suspended_at))
+        await index.add_message(state.run_id, key=pending.tool_call_id, ref=there)
+        if channel_id != target:  # a DM: its D… id is where its clicks come from
+            await index.escalate(state.run_id, key=pending.tool_call_id, to=[channel_id])
+
+    # --- one message per target ------------------------------------------------------------------------------
+
+    async def _due(self, kind: NoticeKind, team_id: str, *, target: str) -> tuple[list[Queued], list[Waiter]]:
+        """What is queued for ``target``'s next ``kind`` message, and of it what still waits and was not sent to
+        them yet."""
+        index = self.answering.index
+        queued = await index.queued_notices(kind, team_id, target=target)
+        due: list[Waiter] = []
+        for q in sorted(queued, key=lambda q: -q.n):  # a question queued twice (reminders 1 and 2) is listed once
+            if any((d[0].run_id, d[0].key) == (q.run_id, q.key) for d in due):
+                continue
+            found = await self._open(DueItem(kind, q.run_id, q.key))
+            if found is None:
+                continue
+            if not await index.was_told(q.run_id, tool_call_id=q.key, user="", topic=_topic(kind, target, q.n)):
+                due.append((q, *found))
+        return queued, due
+
+    async def _sent(
+        self, kind: NoticeKind, team_id: str, *, target: str, queued: list[Queued], due: list[Waiter]
+    ) -> None:
+        """Mark what was just sent to ``target`` (each once) and take the queue's entries read out of it."""
+        index = self.answering.index
+        for q, *_found in due:
+            await index.tell_once(q.run_id, tool_call_id=q.key, user="", topic=_topic(kind, target, q.n))
+        await index.notices_sent(kind, team_id, target=target, items=queued)
+
+    async def _post_list(self, target: str, head: str, due: list[Waiter]) -> None:
+        """Post to ``target`` one message listing ``due`` (each with where and by whom it was asked, how long ago,
+        and a link to its thread, where it is answered)."""
+        home = self.follower.home
+        lines: list[str] = []
+        for _q, state, ctx, pending in due[:MAX_LISTED]:
+            call = pending.tool_call_id
+            link = await home.thread_link(state.run_id, call, ctx) if home is not None else None
+            if pending.kind == "approval":
+                what = f"Approval to run *{escape(approval_payload(pending).tool_name)}*"
+            else:
+                what = escape(clip(AskUserPayload.model_validate(pending.suspend_payload).question, 150))
+            by = f"asked by <@{ctx.requester}>" if ctx.requester else "asked of anyone there"
+            line = f"• {what} · in <#{ctx.channel_id}>, {by} {_ago(pending.suspended_at)} ago"
+            lines.append(line + (f" · <{link}|Open the thread>" if link else ""))
+        if len(due) > MAX_LISTED:
+            lines.append(f"…and {len(due) - MAX_LISTED} more.")
+        text = clip(head + "\n" + "\n".join(lines), 3000)
+        blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
+        if await self.answering.web.post_to(target, text=head, blocks=blocks) is None:
+            raise SlackRefused(f"Slack refused a message listing waiting questions to {target}")
+
+    async def _escalation_message(
+        self, run_id: str, call: str, ctx: SlackContext, pending: PendingCall
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """The escalated question: where it comes from (linked to its thread), then the question or request."""
+        ref = QuestionRef.of(run_id, call)
+        home = self.follower.home
+        link = await home.thread_link(run_id, call, ctx) if home is not None else None
+        ago = _ago(pending.suspended_at)
+        by = f"asked by <@{ctx.requester}>" if ctx.requester else "asked of anyone there"
+        note = f":arrow_up: Escalated from <#{ctx.channel_id}>: {by} {ago} ago"
+        note += f" · <{link}|Open the thread>" if link else "."
+        if pending.kind == "approval":  # decided by its approvers only: those among the targets can decide here
+            payload = approval_payload(pending)
+            blocks = approval_blocks(payload, ref=ref, approvers=self.approvers.describe(ctx, elsewhere=True))
+            text = f"{approval_title(payload)} (escalated)"
+        else:
+            question = AskUserPayload.model_validate(pending.suspend_payload)
+            text = f"{escape(clip(question.question, 2000))} (escalated)"
+            if self.answering.permissions.escalation_answers("question"):
+                blocks = bk.question_blocks(question, ref=ref, requester=None, answerers="channel")
+            else:  # a reminder: the targets may not answer it (ASK_ESCALATE_ANSWERS=false)
+                who = f"<@{ctx.requester}>" if ctx.requester else f"people in <#{ctx.channel_id}>"
+                said = f"*{escape(clip(question.question, 2000))}*\nWaiting for {who} to answer in its thread."
+                blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": said}}]
+        return text, [{"type": "context", "elements": [{"type": "mrkdwn", "text": note}]}, *blocks]
+
+    async def _close_settled(self, run_id: str, pending: PendingCall) -> None:
+        """Close every message of a question that was settled while it was being escalated, saying how."""
+        state = await self.agent.get_run(run_id)
+        answer = state.answer_for(pending.tool_call_id)
+        if answer is not None and answer.answered_at >= pending.suspended_at:
+            outcome = (
+                f":white_check_mark: Settled by <@{answer.answered_by}>." if answer.answered_by else NO_ANSWER_OUTCOME
+            )
+        else:
+            outcome = EXPIRED_OUTCOME
+        await self.follower.close_pending(run_id, pending, outcome=outcome, summary="closed")
+
+    async def _targets(self) -> list[str]:
+        """``ASK_ESCALATE_TO`` as posting targets: a channel id, or user ids with user groups expanded."""
+        spec = self.plan.settings.escalate_to or ""
+        people: list[str] = []
+        for target in [t for t in spec.split(",") if t]:
+            if target.startswith("S"):
+                people += sorted(await self.approvers.group_members(target))
+            else:
+                people.append(target)
+        return list(dict.fromkeys(people))
+
+
+MAX_LISTED = 20  # questions one escalation message lists at most
+
+
+Waiter = tuple[Queued, RunState, SlackContext, PendingCall]
+"""A queued question that still waits: its queue entry, run, Slack context and pending call."""
+
+
+def _topic(kind: NoticeKind, target: str, n: int) -> str:
+    """The ``tell_once`` topic marking that ``target`` got ``kind`` (reminder ``n``) of a question."""
+    return f"escalated:{target}" if kind == "escalation" else f"remind{n}:{target}"
+
+
+def _timed_out(pending: PendingCall) -> str:
+    return NO_DECISION_OUTCOME if pending.kind == "approval" else NO_ANSWER_OUTCOME
+
+
+def _ago(when: datetime) -> str:
+    return how_long((utcnow() - when).total_seconds())

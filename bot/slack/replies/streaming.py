@@ -1,0 +1,339 @@
+"""A reply that reaches its thread while the model writes it: :class:`ReplyStream`.
+
+Text (:meth:`ReplyStream.text`) and tool progress (:meth:`ReplyStream.task`) are queued without waiting on Slack;
+a background pump sends what is queued at most once per ``interval`` seconds (the first send goes at once), so a
+fast model costs a bounded number of Web API calls and a slow Slack never slows the run.
+
+Two ways to show it, chosen per reply:
+
+- streaming (slack_sdk's chat stream helper, ``client.chat_stream``: ``chat.startStream``, ``chat.appendStream``,
+  ``chat.stopStream``; Slack: docs.slack.dev reference/methods/chat.startStream, appendStream Tier 4,
+  start/stopStream Tier 2). Text goes in pieces made safe by :class:`bot.slack.render.stream_text.StreamText`; tool
+  calls as ``task_update`` chunks (``in_progress``, then ``complete`` / ``error``). A message holds at most
+  :data:`MESSAGE_BUDGET` characters; the rest goes on in a new streamed message. Streaming needs the requester and
+  team outside DMs (``recipient_user_id`` / ``recipient_team_id``);
+- posted and updated (``chat.postMessage`` once, then ``chat.update`` with the whole reply so far, rendered as a
+  finished reply is: :func:`bot.slack.render.blocks.reply_messages`, tool progress as one context line above it) when
+  streaming is off, refused (an older workspace, a channel type, a method error, a rate limit past the client's
+  retries) or breaks midway; the message streamed so far is then updated in place.
+
+A refusal is remembered per channel for a while (:class:`bot.slack.replies.unsupported.Refusals`), so the replies after
+it go straight to posting. Nothing here raises on a Slack error: failures are logged with Slack's code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.models.messages.chunk import Chunk, MarkdownTextChunk, TaskUpdateChunk
+from slack_sdk.web.async_chat_stream import AsyncChatStream
+
+from bot.slack.context import SlackContext
+from bot.slack.render import blocks as bk
+from bot.slack.render.mrkdwn import split_reply
+from bot.slack.render.stream_text import StreamText
+from bot.slack.replies.unsupported import Refusals
+from bot.slack.transport.web_api import TRANSIENT, SlackWeb, error_code, slack_error
+
+log = logging.getLogger(__name__)
+
+PASSING = TRANSIENT | {"ratelimited"}  # errors that say nothing of whether Slack streams here
+MESSAGE_BUDGET = 11_000  # safe characters per streamed message (Slack: markdown text <= 12,000 per message)
+TaskStatus = Literal["pending", "in_progress", "complete", "error"]  # Slack's task_update statuses
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.:/-]{1,200}")
+_MARKS = {
+    "pending": ":double_vertical_bar:",
+    "in_progress": ":hourglass_flowing_sand:",
+    "complete": ":white_check_mark:",
+    "error": ":x:",
+}
+
+
+@dataclass
+class Task:
+    """A tool call shown with the reply: ``title`` (a tool name, see :func:`task_title`) and its ``status``."""
+
+    id: str
+    title: str
+    status: TaskStatus
+
+    def chunk(self) -> TaskUpdateChunk:
+        """As a ``task_update`` chunk of a streamed message."""
+        return TaskUpdateChunk(id=self.id, title=self.title, status=self.status)
+
+    def line(self) -> str:
+        """As one mrkdwn line of a posted reply's context block."""
+        note = {"error": " failed", "pending": " waits"}.get(self.status, "")
+        return f"{_MARKS[self.status]} `{self.title}`{note}"
+
+
+def task_title(tool_name: str) -> str:
+    """A tool's name as a task title: the characters tool names are made of (OpenAI: ``[A-Za-z0-9_-]``, MCP adds
+    ``.`` ``/`` ``:``), at most 64; a name the model made up with anything else is shown as ``tool``."""
+    return tool_name[:64] if _TOOL_NAME.fullmatch(tool_name) else "tool"
+
+
+@dataclass(frozen=True)
+class _NewMessage:
+    """In the outgoing queue: the streamed message is full; the text after this starts a new one, from
+    ``raw_from`` in the raw text (where a fallback renders it from)."""
+
+    raw_from: int
+
+
+class ReplyStream:
+    """One reply in the thread of ``ctx`` (see the module docstring). ``streaming``: try Slack's streaming first;
+    ``interval``: seconds between Web API calls; ``on_posted()`` is called as a new message of the reply is posted
+    (Slack clears a thread's status then), before the call, so a status set meanwhile counts as still shown;
+    ``after_posted()`` is awaited once the call went out (to show the status again)."""
+
+    def __init__(
+        self,
+        web: SlackWeb,
+        ctx: SlackContext,
+        *,
+        refusals: Refusals,
+        streaming: bool = True,
+        interval: float = 1.0,
+        allow_user_mentions: bool = False,
+    ) -> None:
+        self.web, self.ctx, self.refusals, self.interval = web, ctx, refusals, interval
+        self.allow_user_mentions = allow_user_mentions
+        stream = streaming and _can_stream(ctx) and refusals.allowed(ctx)
+        self.mode: Literal["stream", "post"] = "stream" if stream else "post"
+        self.on_posted: Callable[[], None] | None = None
+        self.after_posted: Callable[[], Awaitable[None]] | None = None  # ... and once that post went out
+        self._text = StreamText(allow_user_mentions=allow_user_mentions)
+        self._tasks: dict[str, Task] = {}
+        self._outgoing: list[Chunk | _NewMessage] = []  # stream mode: what to send, in order
+        self._stream: AsyncChatStream | None = None
+        self._queued = 0  # safe characters queued for the current streamed message
+        self._message_from = 0  # where in the raw text the current message starts
+        self._shown: list[tuple[str, str]] = []  # post mode: (ts, what it shows) of each message, in order
+        self._wake = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._pump: asyncio.Task[None] | None = None
+        self._closed = False
+        self._turn_ended = False  # a tool call came after the last text: the next text is a new turn's
+
+    @property
+    def started(self) -> bool:
+        """Whether anything of the reply was queued (text or a task)."""
+        return bool(self._text.raw) or bool(self._tasks)
+
+    @property
+    def raw(self) -> str:
+        """The reply's text so far, as the model wrote it."""
+        return self._text.raw
+
+    def text(self, delta: str) -> None:
+        """Queue the model's next ``delta`` of text (a new model turn's text starts a new paragraph)."""
+        if not delta:
+            return
+        if self._turn_ended and self._text.raw and not self._text.raw.endswith("\n\n"):
+            self._text.add("\n" if self._text.raw.endswith("\n") else "\n\n")
+        self._turn_ended = False
+        self._text.add(delta)
+        self._kick()
+
+    def task(self, task_id: str, *, tool_name: str, status: TaskStatus) -> None:
+        """Queue a tool call's progress (``status``). The text before it is complete (the model turn that called
+        the tool ended)."""
+        task = Task(id=task_id, title=task_title(tool_name), status=status)
+        self._tasks[task_id] = task
+        self._turn_ended = True
+        if self.mode == "stream":
+            self._queue_text(final=True)
+            self._outgoing.append(task.chunk())
+        self._kick()
+
+    def cut_off(self, marker: str) -> None:
+        """The run failed: end the text shown so far with ``marker`` (Markdown), after a space or, when a tool
+        call came after the text, as a paragraph of its own. Nothing shown: nothing to mark."""
+        if self._text.raw.strip():
+            self._turn_ended = self._turn_ended and not self._text.raw.endswith(" ")
+            self.text(marker if self._turn_ended else " " + marker)
+
+    async def pause(self) -> None:
+        """The run waits for a person: tool calls still running show as waiting (``pending``), then :meth:`close`."""
+        for task in list(self._tasks.values()):
+            if task.status == "in_progress":
+                self.task(task.id, tool_name=task.title, status="pending")
+        await self.close()
+
+    async def close(self) -> None:
+        """Send everything queued and end the reply (``chat.stopStream``, or the last ``chat.update``); again: no-op."""
+        if self._closed:
+            return
+        self._closed = True
+        async with self._lock:  # a send in flight finishes first: cancelling it could lose what it sent
+            if self._pump is not None:
+                self._pump.cancel()  # it waits for the lock, sleeps or waits for work: nothing is cut short
+            await self._send(final=True)
+        if self._pump is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pump
+
+    # --- sending ----------------------------------------------------------------------------------
+
+    def _kick(self) -> None:
+        self._wake.set()
+        if self._pump is None and not self._closed:
+            self._pump = asyncio.ensure_future(self._run_pump())
+
+    async def _run_pump(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            async with self._lock:
+                await self._send(final=False)
+            await asyncio.sleep(self.interval)
+
+    def _queue_text(self, *, final: bool) -> None:
+        """Take what can be sent into the outgoing queue; a :class:`_NewMessage` mark goes before a piece that
+        would take the streamed message past :data:`MESSAGE_BUDGET` (a piece longer than that is cut, at
+        whitespace, into messages of its own)."""
+        start = self._text.taken
+        piece = self._text.take(final=final)
+        for part in split_reply(piece, MESSAGE_BUDGET) if piece else []:
+            if self._queued and self._queued + len(part) > MESSAGE_BUDGET:
+                self._outgoing.append(_NewMessage(raw_from=start))
+                self._queued = 0
+            self._outgoing.append(MarkdownTextChunk(text=part))
+            self._queued += len(part)
+
+    async def _send(self, *, final: bool) -> None:
+        """Send what is queued; ``final``: all of it, and end the streamed message (its last text goes with
+        ``chat.stopStream``)."""
+        try:
+            if self.mode == "stream":
+                self._queue_text(final=final)
+                if self._outgoing or (final and self._stream is not None):
+                    await self._stream_out(final=final)
+            if self.mode == "post":
+                await self._post_out()
+        except Exception:  # a bug here must not stop the run's other messages
+            log.exception("reply stream: sending failed")
+
+    async def _stream_out(self, *, final: bool) -> None:
+        """Send the outgoing queue in order: chunks into the current streamed message, a new message at each
+        :class:`_NewMessage` mark. Any failure (Slack's answer, the network) falls back to posting."""
+        queue, self._outgoing = self._outgoing, []
+        batch: list[Chunk] = []
+        try:
+            for item in queue:
+                if isinstance(item, _NewMessage):
+                    await self._to_stream(batch, final=True)  # this message is full
+                    batch, self._message_from = [], item.raw_from
+                else:
+                    batch.append(item)
+            await self._to_stream(batch, final=final)
+        except Exception as exc:
+            self._fall_back(exc)
+
+    async def _to_stream(self, chunks: list[Chunk], *, final: bool) -> None:
+        """``chunks`` into the current streamed message (started first when there is none); ``final``: and stop
+        it. Raises what the helper raises."""
+        if not chunks and (self._stream is None or not final):
+            return
+        if self._stream is None:
+            self._stream = await self.web.client.chat_stream(
+                channel=self.ctx.channel_id,
+                thread_ts=self.ctx.thread_ts,
+                recipient_team_id=self.ctx.team_id or None,
+                recipient_user_id=self.ctx.requester or None,
+                buffer_size=1,
+            )
+        stream, new_message = self._stream, self._stream.ts is None
+        if new_message or not final:  # a new message starts with its text: never shown empty
+            if new_message:
+                self._posted()  # before the call: a status set while it is in flight may outlive it
+            await stream.append(chunks=chunks)
+            chunks = []
+            if new_message:
+                await self._after_posted()
+        if final:
+            await self._stop(stream, chunks)
+            self._stream = None
+
+    async def _stop(self, stream: AsyncChatStream, chunks: list[Chunk]) -> None:
+        """``chat.stopStream`` with the message's last ``chunks``; a passing error (Slack's 200 ``internal_error``
+        and the like, which the client's retry handlers don't see) is tried once more, so the message doesn't stay
+        "streaming" until Slack's own timeout. Raises what the helper raises."""
+        try:
+            await stream.stop(chunks=chunks or None)
+        except SlackApiError as exc:
+            if error_code(exc) not in PASSING:
+                raise
+            await asyncio.sleep(0.5)
+            await stream.stop(chunks=chunks or None)
+
+    def _fall_back(self, exc: Exception) -> None:
+        """Streaming failed: post and update from here on, from the start of the message being streamed (updated
+        in place when it shows). Slack's refusal to start one (not a passing error) is remembered."""
+        log.warning("streaming a reply failed (%s); posting it instead", _describe(exc))
+        shown = self._stream.ts if self._stream is not None else None
+        if shown is None and error_code(exc) not in PASSING:
+            self.refusals.refused(self.ctx)
+        self.mode = "post"
+        if shown is not None:
+            self._shown.append((shown, ""))
+        self._stream = None
+
+    async def _post_out(self) -> None:
+        if not self.started:
+            return
+        for i, (text, blocks) in enumerate(self._rendered()):
+            look = repr((text, blocks))
+            if i < len(self._shown):
+                ts, shown = self._shown[i]
+                if shown != look and await self.web.update(self.ctx.channel_id, ts, text=text, blocks=blocks or []):
+                    self._shown[i] = (ts, look)
+                continue
+            self._posted()  # before the call, as for a stream
+            posted = await self.web.post(self.ctx.channel_id, thread_ts=self.ctx.thread_ts, text=text, blocks=blocks)
+            if posted is None:
+                return  # refused (logged); the next send tries again
+            self._shown.append((posted, look))
+            await self._after_posted()
+
+    def _rendered(self) -> list[tuple[str, list[dict[str, Any]] | None]]:
+        """Post mode: the reply so far as messages, tool progress as a context line above the first."""
+        raw = self._text.raw[self._message_from :]
+        messages = bk.reply_messages(raw, allow_user_mentions=self.allow_user_mentions) if raw.strip() else []
+        if not self._tasks:
+            return messages
+        tasks = bk.task_lines([t.line() for t in self._tasks.values()])
+        if not messages:
+            return [("Working on it", tasks)]
+        text, blocks = messages[0]
+        return [(text, tasks + (blocks or [])), *messages[1:]]
+
+    def _posted(self) -> None:
+        if self.on_posted is not None:
+            self.on_posted()
+
+    async def _after_posted(self) -> None:
+        if self.after_posted is None:
+            return
+        try:
+            await self.after_posted()
+        except Exception:  # the status is a sign only: never the reply's failure (nor a fallback to posting)
+            log.exception("reply stream: showing the status again failed")
+
+
+def _can_stream(ctx: SlackContext) -> bool:
+    """Slack streams only replies in a thread, to a named person outside DMs (chat.startStream's
+    recipient_user_id / recipient_team_id are required in channels)."""
+    return bool(ctx.thread_ts) and (ctx.channel_id.startswith("D") or bool(ctx.team_id and ctx.requester))
+
+
+def _describe(exc: Exception) -> str:
+    return slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__

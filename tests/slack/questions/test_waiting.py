@@ -1,0 +1,278 @@
+"""Questions that wait, end to end through the fake Slack: the deadline with no click (the run goes on, or only
+closes), reminders, escalation to a channel and to a person, Cancel, ``stop``, and a deadline that falls while no
+process runs. Time is driven by the scheduler's injected clock (``Scheduler.tick(now=...)``) and by moving the
+stored deadline, never by sleeping."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from bot.agent.state import utcnow
+from bot.slack.questions.wait_plan import COALESCE_SECONDS
+from bot.store.schedule import Scheduler
+from bot.testing import approval_agent
+from bot.testing.openai_server import Reply, tool_call
+from bot.testing.slack_scenarios import (
+    ALICE,
+    BOB,
+    CAROL,
+    GENERAL,
+    SINGLE,
+    blocks_text,
+    current,
+    has_controls,
+    past_deadline,
+    thread_run_id,
+    tool_results,
+)
+
+RANDOM = "C_RANDOM"
+
+
+async def asked(h: Any, *, then: str = "ok") -> tuple[str, dict[str, Any]]:
+    h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="q1")]), Reply(text=then))
+    d = await h.ws.mention(ALICE, GENERAL, "summarize")
+    q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+    return d.message["ts"], q
+
+
+def scheduler(h: Any) -> Scheduler:
+    assert h.bot.scheduler is not None
+    return h.bot.scheduler
+
+
+async def tick(h: Any, *, after: float) -> int:
+    """Carry out what is due ``after`` seconds from now, then wait for the work it started."""
+    taken = await scheduler(h).tick(now=utcnow() + timedelta(seconds=after))
+    await h.settle()
+    return taken
+
+
+async def escalate(h: Any, *, after: float) -> None:
+    """Carry out the escalations (reminders) due ``after`` seconds from now, then the messages they queued (due
+    ``COALESCE_SECONDS`` later)."""
+    await tick(h, after=after)
+    await tick(h, after=after + COALESCE_SECONDS + 1)
+
+
+def texts(h: Any, thread: str) -> list[str]:
+    return [m["text"] for m in h.ws.messages(GENERAL, thread_ts=thread)]
+
+
+async def test_at_the_deadline_with_no_click_the_run_goes_on_and_the_question_shows_it_expired(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, ttl=3600) as h:
+        thread, q = await asked(h, then="Nobody answered, so I picked api.")
+        await tick(h, after=60)
+        assert len(h.model.requests) == 1  # not due yet: nothing went on
+        await past_deadline(h, thread)
+        await tick(h, after=3700)
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Nobody answered, so I picked api."
+        )
+        done = await current(h, q)
+        assert not has_controls(done) and "No answer in time" in blocks_text(done)
+        [result] = tool_results(h.model)
+        assert result["status"] == "no_answer" and isinstance(result["waited_seconds"], int)
+        await tick(h, after=7200)
+        assert len(h.model.requests) == 2  # once
+        await h.ws.click(q, "api", user=ALICE, as_seen=True)
+        told = await h.ws.wait_for_ephemeral(user=ALICE, predicate=lambda m: "expired" in m["text"])
+        assert told
+
+
+async def test_on_timeout_close_only_expires_the_question(fake_redis: aioredis.Redis, harness: Any) -> None:
+    async with harness(fake_redis, settings={"ask_on_timeout": "close"}) as h:
+        thread, q = await asked(h)
+        await past_deadline(h, thread)
+        await tick(h, after=7200)
+        done = await current(h, q)
+        assert not has_controls(done) and "expired" in blocks_text(done)
+        assert len(h.model.requests) == 1  # the model was not asked again
+        state = await h.bot.agent.get_run(await thread_run_id(h, thread))
+        assert state.status == "expired"
+
+
+async def test_reminders_mention_the_requester_up_to_the_limit_and_stop_once_answered(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    settings = {"ask_remind_after": "1h", "ask_remind_max": 2}
+    async with harness(fake_redis, ttl=86400, settings=settings) as h:
+        thread, q = await asked(h, then="Thanks.")
+        await escalate(h, after=1800)
+        assert not [t for t in texts(h, thread) if t.startswith(":bell:")]
+        await escalate(h, after=3601)
+        reminders = [t for t in texts(h, thread) if t.startswith(":bell:")]
+        assert (
+            len(reminders) == 1 and f"<@{ALICE}>" in reminders[0] and "question above is still waiting" in reminders[0]
+        )
+        await escalate(h, after=2 * 3601)
+        assert len([t for t in texts(h, thread) if t.startswith(":bell:")]) == 2
+        await escalate(h, after=5 * 3601)
+        assert len([t for t in texts(h, thread) if t.startswith(":bell:")]) == 2  # ASK_REMIND_MAX
+        kinds = [m.decode().split('"')[1] for m in await fake_redis.zrange(scheduler(h).schedule.key, 0, -1)]
+        assert [k for k in kinds if k != "home"] == ["deadline"]  # only the deadline is left
+        await h.ws.click(q, "api", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Thanks.")
+        await h.settle()
+        left = [m.decode().split('"')[1] for m in await fake_redis.zrange(scheduler(h).schedule.key, 0, -1)]
+        assert [k for k in left if k != "home"] == [
+            "deadline"
+        ]  # answered: no reminder left (the deadline finds nothing to do)
+
+
+async def test_a_question_escalated_to_a_channel_can_be_answered_there_and_every_message_closes(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    settings = {"ask_escalate_after": "30m", "ask_escalate_to": RANDOM, "ask_escalate_answers": True}
+    async with harness(fake_redis, settings=settings) as h:
+        thread, q = await asked(h, then="Bob chose web.")
+        await h.ws.click(q, "web", user=BOB)  # not yet escalated: only the requester may answer
+        await h.ws.wait_for_ephemeral(user=BOB, predicate=lambda m: "Only" in m["text"])
+        await escalate(h, after=1801)
+        [escalated] = [m for m in h.ws.messages(RANDOM) if has_controls(m)]
+        shown = blocks_text(escalated)
+        assert "Escalated from" in shown and GENERAL in shown and f"<@{ALICE}>" in shown
+        assert "Open the thread" in shown and "/archives/C_GENERAL/" in shown  # linked to the thread
+        await tick(h, after=3600)
+        assert len([m for m in h.ws.messages(RANDOM) if has_controls(m)]) == 1  # once
+        await h.ws.click(escalated, "web", user=BOB)
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Bob chose web."
+        )
+        await h.settle()
+        for message in (q, escalated):
+            done = await current(h, message)
+            assert not has_controls(done) and f"<@{BOB}> answered: *web*" in blocks_text(done)
+
+
+async def test_a_question_escalated_to_people_reaches_each_by_dm_and_they_may_answer(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    settings = {"ask_escalate_after": "1h", "ask_escalate_to": f"{BOB},{CAROL}", "ask_escalate_answers": True}
+    async with harness(fake_redis, ttl=86400, settings=settings) as h:
+        thread, _ = await asked(h, then="Carol chose api.")
+        await escalate(h, after=3601)
+        dm_bob = [m for m in h.ws.messages("D_BOB") if has_controls(m)]
+        dm_carol = [m for m in h.ws.messages("D_CAROL") if has_controls(m)]
+        assert len(dm_bob) == 1 and len(dm_carol) == 1
+        await h.ws.click(dm_carol[0], "api", user=CAROL)
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Carol chose api."
+        )
+        await h.settle()
+        assert not has_controls(await current(h, dm_bob[0]))  # every message of the question closed
+        await h.ws.click(dm_bob[0], "web", user=BOB, as_seen=True)
+        await h.ws.wait_for_ephemeral(user=BOB, predicate=lambda m: "already answered" in m["text"])
+
+
+async def test_cancel_withdraws_the_question_only_for_its_requester(fake_redis: aioredis.Redis, harness: Any) -> None:
+    async with harness(fake_redis, answerers="channel") as h:
+        thread, q = await asked(h, then="Withdrawn; stopping here.")
+        await h.ws.click(q, "Cancel", user=BOB)
+        await h.ws.wait_for_ephemeral(user=BOB, predicate=lambda m: "Only <@U_ALICE> can withdraw" in m["text"])
+        await h.ws.click(q, "Cancel", user=ALICE)
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Withdrawn; stopping here."
+        )
+        await h.settle()
+        assert "Withdrawn by <@U_ALICE>" in blocks_text(await current(h, q))
+        assert tool_results(h.model) == [{"status": "cancelled", "cancelled_by": ALICE}]
+
+
+async def test_stop_in_the_thread_stops_a_working_run_at_its_next_step(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    approval_agent.RESTARTS.clear()
+    approval_agent.GATE["gate"] = asyncio.Event()
+    try:
+        async with harness(fake_redis, settings={"agent": "bot.testing.approval_agent:build"}) as h:
+            h.model.script(
+                Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]),
+                Reply(text="never sent"),
+            )
+            d = await h.ws.mention(ALICE, GENERAL, "restart api")
+            thread = d.message["ts"]
+            q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+            await h.ws.click(q, "Approve", user=ALICE)
+            for _ in range(200):
+                if approval_agent.RESTARTS:
+                    break
+                await asyncio.sleep(0.02)
+            await h.ws.mention(BOB, GENERAL, "stop", thread_ts=thread)
+            await h.ws.wait_for_ephemeral(user=BOB, predicate=lambda m: "Only <@U_ALICE> can stop" in m["text"])
+            await h.ws.reply_in_thread(ALICE, GENERAL, thread, "stop")
+            await h.ws.wait_for_ephemeral(user=ALICE, predicate=lambda m: "Stopping" in m["text"])
+            approval_agent.GATE["gate"].set()
+            await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: "Stopped" in m["text"])
+            await h.settle()
+            assert len(h.model.requests) == 1 and approval_agent.RESTARTS == ["api"]
+    finally:
+        approval_agent.GATE.clear()
+
+
+@pytest.mark.real_redis
+async def test_a_deadline_that_falls_while_no_process_runs_fires_when_one_starts(
+    real_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(real_redis) as h:
+        thread, _ = await asked(h, then="Went on after the restart.")
+        first = h.processes[0]
+        await past_deadline(h, thread)
+        await first.stop()  # no process runs while the deadline passes
+        h.processes.remove(first)
+        second = await h.start_process(real_redis)
+        h.route_to(second)
+        assert second.bot.scheduler is not None
+        later: datetime = utcnow() + timedelta(hours=2)
+        assert await second.bot.scheduler.tick(now=later) >= 1
+        await h.settle()
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Went on after the restart."
+        )
+        assert json.loads(h.model.requests[-1]["messages"][-1]["content"])["status"] == "no_answer"
+
+
+async def test_a_late_click_before_the_deadline_fires_does_not_keep_the_run_from_going_on(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis) as h:
+        thread, q = await asked(h, then="Went on without an answer.")
+        await past_deadline(h, thread)
+        await h.ws.click(q, "api", user=ALICE, as_seen=True)  # told it expired; the question closes as expired
+        await h.ws.wait_for_ephemeral(user=ALICE, predicate=lambda m: "expired" in m["text"])
+        await h.settle()
+        await tick(h, after=7200)
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Went on without an answer."
+        )
+        assert tool_results(h.model)[0]["status"] == "no_answer"
+        assert not has_controls(await current(h, q))
+
+
+async def test_clicks_on_a_withdrawn_question_say_it_was_withdrawn(fake_redis: aioredis.Redis, harness: Any) -> None:
+    async with harness(fake_redis, answerers="channel") as h:
+        thread, q = await asked(h, then="Stopping.")
+        await h.ws.click(q, "Cancel", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Stopping.")
+        await h.ws.click(q, "web", user=BOB, as_seen=True)
+        told = await h.ws.wait_for_ephemeral(user=BOB, predicate=lambda m: "withdrawn" in m["text"])
+        assert "withdrawn by <@U_ALICE>" in told["text"]
+
+
+async def test_an_escalation_refused_once_by_slack_is_posted_on_its_retry(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    settings = {"ask_escalate_after": "30m", "ask_escalate_to": RANDOM, "ask_escalate_answers": True}
+    async with harness(fake_redis, settings=settings) as h:
+        await asked(h)
+        h.ws.fake.fail_next("chat.postMessage", "internal_error")
+        await escalate(h, after=1801)
+        assert len([m for m in h.ws.messages(RANDOM) if has_controls(m)]) == 1

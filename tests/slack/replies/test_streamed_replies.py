@@ -1,0 +1,288 @@
+"""Replies stream into the thread as the model writes them (chat.startStream / appendStream / stopStream through
+slack_sdk's helper, against the fake Slack), with tool calls as tasks and the thread's status while the run works;
+where Slack refuses streaming, the reply is posted and updated instead, and the person always sees it whole."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from bot.fakeslack.state import BOT_USER_ID
+from bot.testing import approval_agent
+from bot.testing.openai_server import Reply, tool_call
+from bot.testing.slack_scenarios import ALICE, GENERAL, SINGLE, has_controls
+
+WORDS = " ".join(f"word{i}" for i in range(60))
+FAST = {"stream_interval": 0.2}
+
+
+def bot_replies(h: Any, thread: str) -> list[dict[str, Any]]:
+    return [m for m in h.ws.messages(GENERAL, thread_ts=thread) if m.get("user") == BOT_USER_ID]
+
+
+def methods(h: Any, *names: str) -> list[str]:
+    return [c.method for c in h.ws.calls() if c.method in names]
+
+
+async def test_a_reply_shows_while_the_model_writes_it_and_ends_whole(fake_redis: aioredis.Redis, harness: Any) -> None:
+    async with harness(fake_redis, settings=FAST) as h:
+        h.model.script(Reply(text=WORDS, chunk_delay=0.02))  # about 1.2 s of writing
+        d = await h.ws.mention(ALICE, GENERAL, "write a lot")
+        thread = d.message["ts"]
+        partial = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: bool(m.get("streaming") and m["text"])
+        )
+        assert 0 < len(partial["text"]) < len(WORDS)  # visible before the model finished
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: not m.get("streaming") and m["text"] == WORDS
+        )
+        await h.settle()
+        assert methods(h, "chat.startStream", "chat.stopStream").count("chat.startStream") == 1
+        assert len(h.ws.calls("chat.stopStream")) == 1
+        assert 1 <= len(h.ws.calls("chat.appendStream")) <= 10  # bounded by the interval, not one call per word
+        assert h.ws.calls("chat.postMessage") == []  # no second copy of the reply
+        assert len(bot_replies(h, thread)) == 1
+        start = h.ws.calls("chat.startStream")[0].params
+        assert (start["recipient_user_id"], start["recipient_team_id"]) == (ALICE, d.message["team"])
+
+
+async def test_where_slack_refuses_streaming_the_reply_is_posted_then_updated(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings=FAST) as h:
+        h.ws.fake.refuse("chat.startStream", "unknown_method")  # an older workspace, every time
+        h.model.script(Reply(text=WORDS, chunk_delay=0.02), Reply(text="Second reply."))
+        d = await h.ws.mention(ALICE, GENERAL, "write a lot")
+        thread = d.message["ts"]
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == WORDS)
+        await h.settle()
+        assert len(h.ws.calls("chat.postMessage")) == 1 and h.ws.calls("chat.update")  # grew in place
+        assert len(bot_replies(h, thread)) == 1
+        blocks = bot_replies(h, thread)[0]["blocks"]
+        assert [b["type"] for b in blocks] == ["markdown"] and blocks[0]["text"] == WORDS
+        # The refusal is remembered: the next reply in the channel is posted without trying to stream.
+        d2 = await h.ws.mention(ALICE, GENERAL, "again")
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d2.message["ts"], predicate=lambda m: "Second" in m["text"]
+        )
+        assert len(h.ws.calls("chat.startStream")) == 1
+
+
+async def test_a_stream_that_breaks_midway_is_finished_in_the_same_message(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings=FAST) as h:
+        h.model.script(Reply(text=WORDS, chunk_delay=0.02))
+        h.ws.fake.fail_next("chat.appendStream", "message_not_in_streaming_state")  # Slack ended the stream
+        d = await h.ws.mention(ALICE, GENERAL, "write a lot")
+        thread = d.message["ts"]
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["blocks"][-1].get("text") == WORDS
+        )
+        await h.settle()
+        replies = bot_replies(h, thread)
+        assert len(replies) == 1 and replies[0]["ts"] == h.ws.calls("chat.startStream")[0].response["ts"]
+        assert h.ws.calls("chat.postMessage") == []
+
+
+async def test_a_question_ends_the_stream_first_and_the_answer_streams_anew(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings=FAST) as h:
+        h.model.script(
+            Reply(text="Let me ask you first.", tool_calls=[tool_call("ask_user", SINGLE, id="c1")]),
+            Reply(text="Going with api."),
+        )
+        d = await h.ws.mention(ALICE, GENERAL, "deploy")
+        thread = d.message["ts"]
+        question = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+        await h.settle()
+        assert methods(h, "chat.startStream", "chat.appendStream", "chat.stopStream", "chat.postMessage")[-2:] == [
+            "chat.stopStream",
+            "chat.postMessage",
+        ]
+        first = bot_replies(h, thread)[0]
+        assert first["text"] == "Let me ask you first." and not first["streaming"]
+        assert not first.get("tasks")  # asking is not shown as a tool run
+        await h.ws.click(question, "api", user=ALICE)
+        final = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Going with api."
+        )
+        await h.settle()
+        assert len(h.ws.calls("chat.startStream")) == 2 and final["ts"] != first["ts"]
+
+
+async def test_tool_calls_show_as_tasks_and_the_status_says_what_runs(fake_redis: aioredis.Redis, harness: Any) -> None:
+    async with harness(fake_redis, settings={**FAST, "agent": "bot.testing.approval_agent:build"}) as h:
+        h.model.script(
+            Reply(text="Checking.", tool_calls=[tool_call("lookup_ticket", {"ticket_id": "T-1"}, id="t1")]),
+            Reply(text="It is open."),
+        )
+        d = await h.ws.mention(ALICE, GENERAL, "ticket T-1?")
+        thread = d.message["ts"]
+        final = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: not m.get("streaming") and "open" in m["text"]
+        )
+        await h.settle()
+        assert final["text"] == "Checking.\n\nIt is open."  # each model turn its own paragraph
+        assert final["tasks"]["t1"] == {"title": "lookup_ticket", "status": "complete"}
+        sent = [
+            chunk
+            for call in h.ws.calls()
+            if call.method.startswith("chat.") and call.method.endswith("Stream")
+            for chunk in call.params.get("chunks") or []
+            if chunk["type"] == "task_update"
+        ]
+        assert [c["status"] for c in sent] == ["in_progress", "complete"]
+        statuses = [c.params["status"] for c in h.ws.calls("assistant.threads.setStatus")]
+        assert statuses[0] == "is thinking..." and "is running lookup_ticket..." in statuses
+
+
+async def test_an_approval_shows_its_task_waiting_then_done(fake_redis: aioredis.Redis, harness: Any) -> None:
+    approval_agent.RESTARTS.clear()
+    async with harness(fake_redis, settings={**FAST, "agent": "bot.testing.approval_agent:build"}) as h:
+        h.model.script(
+            Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]),
+            Reply(text="Restarted."),
+        )
+        d = await h.ws.mention(ALICE, GENERAL, "restart api")
+        thread = d.message["ts"]
+        request = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+        await h.settle()
+        waiting = bot_replies(h, thread)[0]
+        assert waiting["tasks"]["r1"]["status"] == "pending" and not waiting["streaming"]
+        await h.ws.click(request, "Approve", user=ALICE)
+        done = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: not m.get("streaming") and m["text"] == "Restarted."
+        )
+        assert done["tasks"]["r1"]["status"] == "complete" and approval_agent.RESTARTS == ["api"]
+
+
+async def test_where_slack_refuses_the_status_the_reaction_shows_instead(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings=FAST) as h:
+        h.ws.fake.fail_next("assistant.threads.setStatus", "missing_scope")
+        h.model.script(Reply(text="Done.", delay=0.3))
+        d = await h.ws.mention(ALICE, GENERAL, "slow one")
+        added = await h.ws.wait_for_call("reactions.add")
+        assert added.params["timestamp"] == d.message["ts"]
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: m["text"] == "Done."
+        )
+        removed = await h.ws.wait_for_call("reactions.remove")
+        assert removed.params["timestamp"] == d.message["ts"]
+        await h.settle()
+        assert len(h.ws.calls("assistant.threads.setStatus")) == 1  # refused once: not asked again
+
+
+async def test_the_status_shows_while_the_model_works_and_clears_at_the_end(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings=FAST) as h:
+        h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="c1")], delay=0.3))
+        d = await h.ws.mention(ALICE, GENERAL, "ask me")
+        status = await h.ws.wait_for_call("assistant.threads.setStatus")
+        assert status.params == {"channel_id": GENERAL, "thread_ts": d.message["ts"], "status": "is thinking..."}
+        assert h.ws.calls("reactions.add") == []  # the status is the working sign where Slack allows it
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+        await h.settle()
+        assert h.ws.state.status_of(GENERAL, d.message["ts"]) == ""  # the question waits: its post cleared it
+        # Slack clears the status when the app posts in the thread: no call to clear it as well
+        assert [c.params["status"] for c in h.ws.calls("assistant.threads.setStatus")] == ["is thinking..."]
+
+
+async def test_a_question_slack_refused_to_post_still_clears_the_status(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings=FAST) as h:
+        h.ws.fake.fail_next("chat.postMessage", "channel_not_found")
+        h.ws.fake.fail_next("chat.postMessage", "channel_not_found")  # the plain-text retry too
+        h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="c1")], delay=0.1))
+        d = await h.ws.mention(ALICE, GENERAL, "ask me")
+        await h.ws.wait_for_call("assistant.threads.setStatus")
+        await h.settle()
+        assert h.ws.state.status_of(GENERAL, d.message["ts"]) == ""
+        assert h.ws.calls("assistant.threads.setStatus")[-1].params["status"] == ""
+
+
+LONG = " ".join(f"w{i:05d}" for i in range(2600))  # 18,199 characters: two streamed messages
+
+
+def shown_text(h: Any, thread: str) -> str:
+    return "".join(m["text"] for m in bot_replies(h, thread)).replace("\n", "").replace(" ", "")
+
+
+async def test_a_long_reply_goes_on_in_a_new_message_with_nothing_lost_or_repeated(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings=FAST) as h:
+        h.model.script(Reply(text=LONG))  # all at once: one piece far past a message's 12,000 characters
+        d = await h.ws.mention(ALICE, GENERAL, "write a book")
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: "w02599" in m["text"]
+        )
+        await h.settle()
+        replies = bot_replies(h, d.message["ts"])
+        assert len(replies) >= 2 and all(len(m["text"]) <= 12_000 and not m["streaming"] for m in replies)
+        assert shown_text(h, d.message["ts"]) == LONG.replace(" ", "")
+        assert not [c for c in h.ws.calls() if c.error]  # no msg_too_long, nothing refused
+
+
+async def test_a_stream_breaking_in_its_second_message_repeats_nothing(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings=FAST) as h:
+        h.model.script(Reply(text=LONG, chunk_delay=0.0008))  # a few seconds: many pieces, two messages
+        d = await h.ws.mention(ALICE, GENERAL, "write a book")
+        # Limits of 60 s, not speed checks: the reply takes a few seconds alone, longer on a loaded machine.
+        await h.ws.wait_for_call("chat.stopStream", timeout=60)  # the first message is full; the second one streams
+        h.ws.fake.fail_next("chat.appendStream", "message_not_in_streaming_state")  # and breaks
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: "w02599" in m["text"], timeout=60
+        )
+        await h.settle()
+        assert h.ws.calls("chat.update")  # finished by updating the broken message
+        assert shown_text(h, d.message["ts"]) == LONG.replace(" ", "")  # its start not shown twice
+
+
+async def test_a_stop_refused_by_a_passing_error_is_tried_again(fake_redis: aioredis.Redis, harness: Any) -> None:
+    async with harness(fake_redis, settings=FAST) as h:
+        h.model.script(Reply(text=WORDS, chunk_delay=0.01))
+        h.ws.fake.fail_next("chat.stopStream", "internal_error")
+        d = await h.ws.mention(ALICE, GENERAL, "write a lot")
+        await h.ws.wait_for_message(
+            channel=GENERAL,
+            thread_ts=d.message["ts"],
+            predicate=lambda m: not m.get("streaming") and m["text"] == WORDS,
+        )
+        await h.settle()
+        assert [bool(c.error) for c in h.ws.calls("chat.stopStream")] == [True, False]
+        assert len(bot_replies(h, d.message["ts"])) == 1
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_a_person_the_reply_may_not_ping_is_named_not_shown_by_id(
+    fake_redis: aioredis.Redis, harness: Any, streaming: bool
+) -> None:
+    """A model knows people by id (an answer's ``answered_by``): with mentions off, its ``<@U_ALICE>`` showed as
+    "@U_ALICE" ("as @U_ALICE chose"). Written as the name now (users.info), a mention cut between two deltas too;
+    an id Slack doesn't know stays as it is."""
+    pieces = [{"content": "Going with web, as <@U_AL"}, {"content": "ICE> chose (not <@U_NOBODY>)."}]
+    async with harness(fake_redis, settings={**FAST, "reply_streaming": streaming}) as h:
+        h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="q1")]), Reply(chunks=pieces))
+        d = await h.ws.mention(ALICE, GENERAL, "which repo?")
+        q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+        await h.ws.click(q, "web", user=ALICE)
+        done = await h.ws.wait_for_message(
+            channel=GENERAL,
+            thread_ts=d.message["ts"],
+            predicate=lambda m: not m.get("streaming") and "chose" in m["text"],
+        )
+        markdown = [b["text"] for b in done.get("blocks") or [] if b["type"] == "markdown"]
+        shown = markdown[0] if markdown and not streaming else done["text"]  # posted: the text is its notification
+        assert "as @\u2060alice chose" in shown and "U_ALICE" not in shown, shown
+        assert "not @\u2060U_NOBODY" in shown and "<@" not in shown
+        assert not h.ws.calls("chat.postEphemeral")  # nobody was pinged or told anything
