@@ -29,7 +29,9 @@ QUESTION = {
 # mention: assistant.threads.setStatus, chat.postMessage (the question); click: assistant.threads.setStatus,
 # chat.update (the question closed), chat.startStream + chat.stopStream (the reply streamed)
 WEB_API_CALLS_CEILING = 6
-REDIS_ROUND_TRIPS_CEILING = 19  # a TcpProxy's round trips: a pipeline or a script call is one
+# A TcpProxy's round trips: a pipeline or a script call is one. 19 before the waiting bound
+# (MAX_WAITING_PER_PERSON) read the requester's inbox on each mention: 20 since.
+REDIS_ROUND_TRIPS_CEILING = 20
 
 
 async def mention_and_click(h: Any, n: int) -> None:
