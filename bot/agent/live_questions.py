@@ -39,7 +39,7 @@ from bot.agent.tools import LiveAsk, Tool
 from bot.errors import RunConflict, StoreUnavailable
 from bot.ops import audit
 
-log = logging.getLogger("bot.agent.agent")
+log = logging.getLogger(__name__)
 
 POLL_EVERY = 0.2  # seconds between two reads of the run while a live question waits
 DEFAULT_LIVE_TTL = 300.0  # seconds a live question waits when the agent has no ask_ttl

@@ -25,18 +25,31 @@ context changes.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from bot.fakeslack.assistant import PANE_SUBTYPE
-from bot.fakeslack.sender import Ack
-from bot.fakeslack.state import JSON, TEAM_ID, PlaygroundError, dm_channel_id
-
-if TYPE_CHECKING:
-    from bot.fakeslack.workspace import Workspace
+from bot.fakeslack.fake_slack import FakeSlack
+from bot.fakeslack.sender import Ack, Sender
+from bot.fakeslack.socket_mode import SocketSender
+from bot.fakeslack.state import JSON, TEAM_ID, PlaygroundError, SlackState, dm_channel_id
 
 STARTED = "assistant_thread_started"
 CONTEXT_CHANGED = "assistant_thread_context_changed"
 NEW_THREAD_TITLE = "New chat"
+
+
+class Workspace(Protocol):
+    """What the pane needs of the fake workspace (``bot.fakeslack.workspace.Workspace`` is one, and calls these
+    functions): its fake Slack, the sender of events to the app, the events the app subscribes to, and its people."""
+
+    fake: FakeSlack
+    sender: Sender | SocketSender
+    subscriptions: frozenset[str]
+
+    @property
+    def state(self) -> SlackState: ...
+
+    def _check_user(self, user: str) -> None: ...
 
 
 def pane_context(ws: Workspace, channel: str | None) -> JSON:

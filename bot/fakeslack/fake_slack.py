@@ -53,6 +53,7 @@ from urllib.parse import parse_qsl
 from aiohttp import web
 
 from bot.fakeslack.api_args import ApiError
+from bot.fakeslack.assistant import Assistant
 from bot.fakeslack.elements import fill_ids
 from bot.fakeslack.socket_mode import SOCKET_PATH, SocketModeHub
 from bot.fakeslack.state import (
@@ -66,6 +67,7 @@ from bot.fakeslack.state import (
     ResponseUrl,
     SlackState,
 )
+from bot.fakeslack.streams import Streams
 from bot.fakeslack.webapi import APP_TOKEN_METHODS, WebApi
 
 T = TypeVar("T")
@@ -109,6 +111,8 @@ class FakeSlack:
         self.clock = clock
         self.state = SlackState(clock=clock, directory=directory, on_change=self._on_change)
         self.api = WebApi(self.state)
+        Streams(self.api).register()
+        Assistant(self.api).register()
         self.app_token = app_token
         self.socket_mode = SocketModeHub(app_token, on_change=self.state.changed)
         self.api.methods["apps.connections.open"] = self._apps_connections_open

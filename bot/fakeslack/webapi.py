@@ -16,8 +16,9 @@ Slack's code for an unknown user group; ``include_disabled`` is accepted, there 
 chat.postMessage / chat.update keep ``metadata`` (``{event_type, event_payload}``; anything else is ignored),
 returned by conversations.replies / history only with ``include_all_metadata``; a bot post in a thread clears its
 assistant status; a text-only chat.postMessage is stored with the ``rich_text`` block Slack derives from its text.
-In sibling modules: chat.startStream / appendStream / stopStream (``streams``);
-assistant.threads.setStatus / setSuggestedPrompts / setTitle (``assistant``).
+In sibling modules, which build on this one and register on its method table (``fake_slack`` has them do it):
+chat.startStream / appendStream / stopStream (``streams``); assistant.threads.setStatus / setSuggestedPrompts /
+setTitle (``assistant``).
 ``apps.connections.open`` (Socket Mode, app-level token only: ``APP_TOKEN_METHODS``) needs the server's
 address, so ``fake_slack`` serves it (see ``socket_mode``).
 A missing required argument answers ``invalid_arguments`` with ``[ERROR] missing required field: X``.
@@ -97,7 +98,9 @@ APP_TOKEN_METHODS = frozenset({"apps.connections.open"})  # called with the app-
 
 
 class WebApi:
-    """Slack Web API methods over a ``SlackState``."""
+    """Slack Web API methods over a ``SlackState``: ``methods`` maps a method name to its handler. The sibling
+    method modules (``streams``, ``assistant``) add theirs to it, as ``fake_slack`` does for
+    ``apps.connections.open``; ``fake_slack.FakeSlack`` registers them all."""
 
     def __init__(self, state: SlackState) -> None:
         self.state = state
@@ -120,11 +123,6 @@ class WebApi:
             "users.info": self.users_info,
             "usergroups.users.list": self.usergroups_users_list,
         }
-        from bot.fakeslack.assistant import Assistant  # they build on this module
-        from bot.fakeslack.streams import Streams
-
-        Streams(self).register()
-        Assistant(self).register()
 
     # -- helpers ----------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ import hmac
 import json
 import logging
 import socket
+import threading
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -28,6 +29,9 @@ MCP_PATH = "/mcp"
 HOST = "127.0.0.1"  # MCP_HOST's default: loopback only
 GRACE = 3  # seconds a stopping server gives requests in flight; waiting calls are cut short (their questions stay)
 ASGIApp = Any  # an ASGI application: await app(scope, receive, send)
+# this process is stopping (set by the server's signal handling): its calls are cut short, not cancelled by their
+# clients (bot.mcp_server.server.cancelled_by_client reads it)
+SHUTTING_DOWN = threading.Event()
 
 
 class BearerAuth:
@@ -67,8 +71,6 @@ def http_server(server: MCPServer[Any], *, host: str = HOST, port: int, token: s
     it.serve()`` runs it, ``it.should_exit = True`` stops it. ``embedded``: inside another program (the
     playground), which keeps its own signal handling."""
     import uvicorn
-
-    from bot.mcp_server.server import SHUTTING_DOWN
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:

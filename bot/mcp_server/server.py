@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
@@ -52,6 +51,8 @@ from bot.agent.limits import (
 from bot.config import Settings
 from bot.errors import BotError, describe_error
 from bot.mcp_server.asker import Asker, AskError
+from bot.mcp_server.http import SHUTTING_DOWN, serve_http
+from bot.serving import check_redis, listen_error, serve_ops
 
 log = logging.getLogger(__name__)
 
@@ -177,9 +178,6 @@ async def ask_and_wait(
         raise  # the transport closed or the server stops: the question stays, a retry with its key waits on
 
 
-SHUTTING_DOWN = threading.Event()  # this process is stopping: its calls are cut short, not cancelled by their clients
-
-
 def cancelled_by_client(ctx: Context) -> bool:
     """Whether the client cancelled this call (``notifications/cancelled``, or on the newer HTTP wire the request's
     stream closed by the client), as opposed to this process stopping or a closed stdio transport. The SDK signals
@@ -199,7 +197,6 @@ async def asking(settings: Settings) -> AsyncIterator[Asker]:
     ``SLACK_APP_TOKEN`` this process also takes what Slack sends over Socket Mode, with the same listeners as
     ``serve`` (Slack spreads an app's requests over all its Socket Mode connections) and runs the scheduler: no
     public URL and no other process needed. Raises ``ConfigError`` when Slack or Redis can't be reached."""
-    from bot.__main__ import check_redis, serve_ops
     from bot.slack.app import build_bot
     from bot.store import connect_redis
 
@@ -266,7 +263,6 @@ async def run_mcp(settings: Settings, *, http: bool = False) -> None:
     ``MCP_HOST:MCP_PORT`` (default ``127.0.0.1:3100``) until stopped (:mod:`bot.mcp_server.http`). Raises
     ``ConfigError`` for missing settings (the token in HTTP mode), an unreachable Redis, a refused bot token or
     an address that can't be listened on (naming ``MCP_PORT`` or ``MCP_HOST``)."""
-    from bot.__main__ import listen_error
     from bot.config import MCP_PORT_DEFAULT
     from bot.errors import ConfigError
 
@@ -277,8 +273,6 @@ async def run_mcp(settings: Settings, *, http: bool = False) -> None:
         if not http:
             await server.run_stdio_async()
             return
-        from bot.mcp_server.http import serve_http
-
         assert settings.mcp_token is not None
         port = MCP_PORT_DEFAULT if settings.mcp_port is None else settings.mcp_port
         try:

@@ -45,7 +45,6 @@ import redis.asyncio as aioredis
 from pydantic import SecretStr
 from redis.exceptions import RedisError
 
-from bot.__main__ import http_address, serve_ops
 from bot.agent import ChatModel, OpenAIChatModel
 from bot.config import Settings
 from bot.errors import ConfigError
@@ -55,6 +54,7 @@ from bot.playground.mcp import PlaygroundMcp, start_mcp
 from bot.playground.saved import WorkspaceSaver
 from bot.playground.timing import BotTiming
 from bot.playground.ui import PlaygroundInfo, PlaygroundUI
+from bot.serving import http_address, serve_ops
 from bot.slack.app import EVENTS_PATH, Bot, build_bot, start_http
 from bot.store import connect_redis
 from bot.store.keys import Keys

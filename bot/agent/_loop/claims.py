@@ -28,7 +28,7 @@ from bot.errors import (
 )
 from bot.ops import audit
 
-log = logging.getLogger("bot.agent.agent")
+log = logging.getLogger(__name__)
 
 CLOCK_MARGIN = timedelta(minutes=5)  # closer than this to a deadline, ask the store's clock
 

@@ -17,7 +17,7 @@ from bot.agent.store import RunStore
 from bot.errors import BotError, StoreUnavailable
 from bot.store import outage
 
-log = logging.getLogger("bot.agent.agent")
+log = logging.getLogger(__name__)
 
 
 class RunSaver:

@@ -19,7 +19,7 @@ from bot.agent.store import RunStore
 from bot.agent.stream import AgentStream
 from bot.errors import StoreUnavailable
 
-log = logging.getLogger("bot.agent.agent")
+log = logging.getLogger(__name__)
 
 STOPPED_TEXT = "Stopped before finishing, as asked."
 

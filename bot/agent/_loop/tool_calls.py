@@ -14,7 +14,7 @@ from bot.agent.tools import Tool, ToolContext, ToolInputError, ToolSuspended, bo
 from bot.errors import RunConflict, StoreUnavailable
 from bot.ops import observe
 
-log = logging.getLogger("bot.agent.agent")
+log = logging.getLogger(__name__)
 
 
 class Suspended(Exception):

@@ -19,7 +19,7 @@ from bot.agent.stream import AgentStream, TextDeltaChunk, TextDeltaPayload
 from bot.errors import ContextTooLong, ModelCallFailed, NoReply, RequestOverBudget
 from bot.ops import observe
 
-log = logging.getLogger("bot.agent.agent")
+log = logging.getLogger(__name__)
 
 
 async def model_turn(

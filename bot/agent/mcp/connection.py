@@ -29,7 +29,7 @@ from bot.agent.mcp.tool import McpArguments, McpStateRefused, McpTool, McpToolEr
 from bot.agent.tools import LiveAsk, ToolContext
 from bot.errors import BotError, describe_error, describe_os_error
 
-log = logging.getLogger("bot.agent.mcp.toolset")  # one logger for everything MCP
+log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 30.0  # seconds to start a server, initialize the session and list its tools
 CALL_TIMEOUT = 300.0  # seconds one tool call may take

@@ -10,7 +10,7 @@ import sys
 from collections import deque
 from typing import TextIO
 
-log = logging.getLogger("bot.agent.mcp.toolset")
+log = logging.getLogger(__name__)
 
 
 class ServerStderr:

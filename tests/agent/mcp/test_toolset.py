@@ -80,7 +80,7 @@ def warnings_about(caplog: pytest.LogCaptureFixture, server: str) -> list[loggin
     return [
         r
         for r in caplog.records
-        if r.levelno == logging.WARNING and r.name == "bot.agent.mcp.toolset" and f"MCP server {server} " in r.message
+        if r.levelno == logging.WARNING and r.name.startswith("bot.agent.mcp.") and f"MCP server {server} " in r.message
     ]
 
 
@@ -230,7 +230,7 @@ async def test_real_servers_with_long_odd_and_colliding_names_each_get_their_own
 async def test_a_server_that_fails_to_start_is_reported_once_and_the_others_work(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="bot.agent.mcp.toolset")
+    caplog.set_level(logging.INFO, logger="bot.agent.mcp")
     servers = config(
         missing={"command": "/nonexistent/mcp-server"},
         exits={"command": sys.executable, "args": ["-c", "import sys; sys.exit('no GITHUB_TOKEN given')"]},
@@ -252,7 +252,7 @@ async def test_a_server_that_fails_to_start_is_reported_once_and_the_others_work
 async def test_a_server_that_dies_fails_its_calls_is_reported_once_and_reconnects_on_a_later_call(
     caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
-    caplog.set_level(logging.INFO, logger="bot.agent.mcp.toolset")
+    caplog.set_level(logging.INFO, logger="bot.agent.mcp")
     marker = tmp_path / "refuse"
     servers = config(basic=basic(env={"MCP_TEST_REFUSE_IF_EXISTS": str(marker)}))
     async with started(servers, connect_timeout=10) as mcp:
@@ -329,7 +329,7 @@ async def serving(
 async def test_a_streamable_http_server_works_and_is_reconnected_after_a_restart(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="bot.agent.mcp.toolset")
+    caplog.set_level(logging.INFO, logger="bot.agent.mcp")
     port, seen = free_port(), []
     entry = {"url": f"http://127.0.0.1:{port}/mcp", "headers": {"X-Api-Key": "${WEB_KEY}"}, "requireApproval": True}
     servers = parse_mcp_config({"mcpServers": {"web": entry}}, environ={"WEB_KEY": "k-123"})

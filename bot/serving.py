@@ -1,0 +1,270 @@
+"""Starting and stopping the bot's processes, shared by every command of ``python -m bot`` (``bot/__main__.py`` only
+parses arguments and dispatches here): the event loop (uvloop where installed), SIGTERM handling, the transport
+choice, the start-up checks (required settings, a reachable Redis, a free port: each a ``ConfigError`` naming the
+setting to change), the ops server (``/metrics``, ``/healthz``, ``/readyz``) and ``serve``, the Slack-facing process
+(roles ``all``, ``web`` and ``worker``). ``bot.mcp_server.server`` and ``bot.playground.launcher`` use the same
+checks and ops server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import signal
+import socket
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+from bot.config import Settings, Transport, redis_address
+from bot.errors import ConfigError, describe_error, describe_os_error
+
+if TYPE_CHECKING:  # bot.slack imports Bolt, openai and redis: only what starts needs them
+    import redis.asyncio as aioredis
+
+    from bot.slack.app import Bot, Role
+
+log = logging.getLogger(__name__)
+
+REDIS_CHECK_SECONDS = 10.0
+DRAIN_SECONDS = 10.0
+SEE_README = "See docs/slack-setup.md (the README's 'Put it in Slack')."
+
+
+def run_loop(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` to the end on uvloop's event loop where it is installed (a C loop on libuv: less CPU per socket
+    read, write and callback; Linux and macOS), otherwise on asyncio's own. ``asyncio.Runner`` either way, as
+    ``asyncio.run`` does (Ctrl-C cancels ``main``)."""
+    try:
+        import uvloop
+    except ImportError:  # e.g. Windows, where uvloop is not installed (pyproject's marker)
+        factory = None
+    else:
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(main)
+
+
+async def until_sigterm(main: Coroutine[Any, Any, None]) -> None:
+    """Await ``main``; SIGTERM cancels it as Ctrl-C does, and then this returns (exit status 0). The loop's own
+    handler, so it works also where the process started with SIGINT ignored (``nohup cmd &`` in a script, some
+    supervisors), which leaves asyncio.Runner without its SIGINT handler; a KeyboardInterrupt raised from a
+    ``signal.signal`` handler would land in whatever task runs, a traceback. A second SIGTERM changes nothing (a
+    Ctrl-C while it stops still cancels the clean-up, as asyncio.Runner's second Ctrl-C does)."""
+    task = asyncio.current_task()
+    assert task is not None
+    stopped = asyncio.Event()
+
+    def stop() -> None:
+        if not stopped.is_set():  # a second SIGTERM while it stops: let the clean-up finish
+            stopped.set()
+            task.cancel()
+
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop)
+    try:
+        await main
+    except asyncio.CancelledError:
+        if not stopped.is_set():
+            raise
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+        if stopped.is_set():  # stopping: a later SIGTERM, until the loop is closed and the process exits, is moot
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def choose_transport(settings: Settings, requested: Transport | None) -> Transport:
+    """``requested`` (``--http`` / ``--socket``) if given, else ``socket`` when ``SLACK_APP_TOKEN`` is set."""
+    if requested is not None:
+        return requested
+    return "socket" if settings.slack_app_token is not None else "http"
+
+
+def check_required(settings: Settings, *, role: Role, transport: Transport, explicit: bool = False) -> None:
+    """Raise ``ConfigError`` naming every setting ``role`` over ``transport`` needs but lacks, all in one line."""
+    flag = f"; --{transport} needs it" if explicit else ""
+    required: list[tuple[str, object, str]] = []
+    if role == "worker":  # no requests arrive, but the bot is built as for either transport
+        required.append(
+            ("SLACK_SIGNING_SECRET", settings.slack_signing_secret or settings.slack_app_token, "verifies requests")
+        )
+    elif transport == "socket":
+        required.append(("SLACK_APP_TOKEN", settings.slack_app_token, "xapp-, scope connections:write" + flag))
+    else:
+        required.append(("SLACK_SIGNING_SECRET", settings.slack_signing_secret, "verifies requests" + flag))
+    required += [
+        ("REDIS_URL", settings.redis_url, "runs must outlive the process, e.g. redis://127.0.0.1:6379/0"),
+        (
+            "OPENAI_API_KEY",
+            settings.openai_api_key,
+            "the model's key; OPENAI_BASE_URL picks another OpenAI-compatible server",
+        ),
+    ]
+    missing = [f"{name} ({why})" for name, value, why in required if value is None]
+    if missing:  # all at once, so setting up takes one round
+        raise ConfigError("not set: " + "; ".join(missing) + ". " + SEE_README)
+
+
+def check_required_mcp(settings: Settings) -> None:
+    """Raise ``ConfigError`` naming every setting ``python -m bot mcp`` needs but lacks (``SLACK_BOT_TOKEN``,
+    ``REDIS_URL``: it asks through Slack and Redis), all in one line."""
+    missing = [
+        n for n, v in (("SLACK_BOT_TOKEN", settings.slack_bot_token), ("REDIS_URL", settings.redis_url)) if v is None
+    ]
+    if missing:
+        raise ConfigError("not set: " + ", ".join(missing) + " (python -m bot mcp asks through Slack and Redis)")
+
+
+async def check_redis(client: aioredis.Redis, url: str, *, within: float = REDIS_CHECK_SECONDS) -> None:
+    """PING the Redis at ``url``; raise ``ConfigError`` naming its host:port (never its credentials) when it
+    does not answer within ``within`` seconds or refuses."""
+    from redis.exceptions import AuthenticationError, RedisError
+
+    try:
+        await asyncio.wait_for(client.ping(), within)
+    except AuthenticationError:
+        raise ConfigError(f"Redis at {redis_address(url)} refused the credentials; check REDIS_URL") from None
+    except TimeoutError:
+        raise ConfigError(
+            f"Redis at {redis_address(url)} did not answer within {within:.0f} s; check REDIS_URL"
+        ) from None
+    except (RedisError, OSError) as exc:
+        raise ConfigError(
+            f"cannot reach Redis at {redis_address(url)} ({describe_os_error(exc)}); is it running? check REDIS_URL"
+        ) from None
+
+
+def listen_error(
+    exc: OSError, host: str, port: int, *, port_setting: str = "PORT", host_setting: str = "HTTP_HOST"
+) -> ConfigError:
+    """The ``ConfigError`` for a server that could not listen on ``host:port``, naming the setting to change: the
+    port's when it is in use or privileged, the host's when the address is not this machine's (or no address)."""
+    if exc.errno == errno.EADDRINUSE:
+        return ConfigError(
+            f"cannot listen on port {port}: it is in use by another process; stop it or set {port_setting}"
+        )
+    if exc.errno == errno.EACCES:
+        return ConfigError(
+            f"cannot listen on port {port}: permission denied (ports below 1024 need privileges); set {port_setting}"
+        )
+    if exc.errno == errno.EADDRNOTAVAIL or isinstance(exc, socket.gaierror):
+        return ConfigError(
+            f"cannot listen on {host}: not an address of this machine ({describe_error(exc)}); set {host_setting}"
+        )
+    return ConfigError(f"cannot listen on {host}:{port} ({describe_error(exc)}); set {port_setting} or {host_setting}")
+
+
+async def serve_ops(bot: Bot, settings: Settings, stack: contextlib.AsyncExitStack) -> int | None:
+    """When ``METRICS_PORT`` is set, serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``METRICS_HOST`` (default
+    127.0.0.1) at that port until ``stack`` unwinds (and, in multiprocess mode, drop this process's live gauges
+    then); returns the port listened on (None: not served). Raises ``ConfigError`` when that address can't be
+    listened on."""
+    from bot.ops.metrics import process_exiting
+    from bot.ops.server import start_ops_server
+
+    stack.callback(process_exiting)
+    if settings.metrics_port is None:
+        return None
+    host = settings.metrics_host
+    try:
+        runner, port = await start_ops_server(bot.ops, host=host, port=settings.metrics_port)
+    except OSError as exc:
+        raise listen_error(
+            exc, host, settings.metrics_port, port_setting="METRICS_PORT", host_setting="METRICS_HOST"
+        ) from None
+    stack.push_async_callback(runner.cleanup)
+    log.info("metrics: GET /metrics, /healthz, /readyz on %s", http_address(host, port))
+    return port
+
+
+def http_address(host: str, port: int) -> str:
+    """``http://127.0.0.1:9100`` (an IPv6 host bracketed)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+async def serve(settings: Settings, *, role: Role = "all", transport: Transport | None = None) -> None:
+    """Run against a real Slack workspace until SIGINT/SIGTERM; ``transport`` overrides the choice by
+    ``SLACK_APP_TOKEN`` (ignored by the ``worker`` role). Raises ``ConfigError`` for missing settings, an
+    unreachable Redis, a port in use or a refused Socket Mode connection (nothing keeps running then)."""
+    from bot.agent import OpenAIChatModel
+    from bot.slack.app import build_bot, start_http
+    from bot.slack.transport.socket_mode import connect_socket_mode
+    from bot.store import connect_redis
+
+    chosen = choose_transport(settings, transport)
+    check_required(settings, role=role, transport=chosen, explicit=transport is not None)
+    serves_http = role != "worker" and chosen == "http"
+    if serves_http and settings.metrics_port and settings.metrics_port == settings.port:
+        raise ConfigError(
+            "METRICS_PORT is PORT: give /metrics, /healthz and /readyz a port of their own, or unset METRICS_PORT"
+            " (PORT serves them then)"
+        )
+    assert settings.redis_url is not None and settings.openai_api_key is not None
+    redis_url = settings.redis_url.get_secret_value()
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+
+    async with contextlib.AsyncExitStack() as stack:  # unwinds in reverse: stop listening, drain, close
+        redis_client = connect_redis(redis_url, cluster=settings.redis_cluster)
+        stack.push_async_callback(redis_client.aclose)
+        await check_redis(redis_client, redis_url)
+        model = OpenAIChatModel(
+            settings.openai_model,
+            base_url=settings.openai_base_url,
+            api_key=settings.openai_api_key.get_secret_value(),
+        )
+        bot = build_bot(settings, model=model, redis_client=redis_client, role=role)
+        stack.push_async_callback(bot.aclose)
+        await bot.start()  # MCP servers' tools are there before the first request
+        await serve_ops(bot, settings, stack)
+
+        async def drain() -> None:
+            log.info("stopping: finishing work in flight (up to %.0f s)", DRAIN_SECONDS)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(bot.drain(), DRAIN_SECONDS)
+
+        if role == "worker":
+            stack.push_async_callback(drain)
+            log.info("worker: handling queued Slack work; Ctrl-C to stop")
+            await bot.work(stop=stop)
+            return
+        if chosen == "socket":
+            assert settings.slack_app_token is not None
+            connecting = asyncio.ensure_future(
+                connect_socket_mode(
+                    bot, app_token=settings.slack_app_token.get_secret_value(), api_url=settings.slack_api_url
+                )
+            )
+            stopping = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not connecting.done():  # stopped while connecting: connect_socket_mode closes what it opened
+                connecting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await connecting
+                return
+            handler = connecting.result()
+
+            async def disconnect_then_drain() -> None:
+                await handler.close_async()
+                await drain()
+
+            stack.push_async_callback(disconnect_then_drain)
+            log.info("Socket Mode: connected as the app (%s); Ctrl-C to stop", role)
+        else:
+            try:
+                runner, port = await start_http(
+                    bot, host=settings.http_host, port=settings.port, ops=settings.ops_on_port
+                )
+            except OSError as exc:
+                raise listen_error(exc, settings.http_host, settings.port) from None
+            stack.push_async_callback(runner.cleanup)
+            stack.push_async_callback(drain)  # before the server stops, as the requests in flight finish
+            ops = "; GET /metrics, /healthz, /readyz there too" if settings.ops_on_port else ""
+            log.info("HTTP mode (%s): POST /slack/events on port %d%s; Ctrl-C to stop", role, port, ops)
+        await stop.wait()
