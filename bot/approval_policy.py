@@ -61,9 +61,10 @@ Grant = Literal["once", "thread", "channel"]
 _OPS = ("equals", "in", "gt", "gte", "lt", "lte", "glob", "regex", "present")
 
 
-class PolicyError(ConfigError):
+class PolicyError(ConfigError, ValueError):
     """An approval policy file that can't be used: ``problems`` holds one line per problem, each naming the file,
-    the rule (its number and name) and the field; ``str()`` is those lines joined by newlines."""
+    the rule (its number and name) and the field; ``str()`` is those lines joined by newlines. Also a
+    ``ValueError``, so a pydantic validator (``APPROVAL_POLICY`` in :mod:`bot.config`) passes it on whole."""
 
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
@@ -119,7 +120,7 @@ class Condition(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _shorthand(cls, value: object) -> object:
-        if isinstance(value, list):
+        if isinstance(value, (list, tuple)):
             return {"in": value}
         if not isinstance(value, dict):
             return {"equals": _scalar(value, "the value"), "equals_set": True}
@@ -137,7 +138,7 @@ class Condition(BaseModel):
     @field_validator("in_", mode="before")
     @classmethod
     def _in(cls, value: object) -> object:
-        if not isinstance(value, list) or not value:
+        if not isinstance(value, (list, tuple)) or not value:
             raise ValueError("in must be a non-empty list of values")
         return tuple(_scalar(v, "each value of in") for v in value)
 
@@ -214,7 +215,17 @@ class Condition(BaseModel):
             out.append((f"{shown} {'is' if held else 'is not'} {self._describe(op)}", held))
         return out
 
-    def _describe(self, op: str) -> str:
+    def summary(self, path: str) -> str:
+        """The condition on ``path`` in a few words (``amount > 100``, ``environment = 'prod'``)."""
+        parts = []
+        for op in self.operators():
+            if op == "present":
+                parts.append(f"{path} {'present' if self.present else 'absent'}")
+            else:
+                parts.append(f"{path} {self._describe(op, short=True)}")
+        return " and ".join(parts)
+
+    def _describe(self, op: str, *, short: bool = False) -> str:
         operand = {
             "equals": self.equals,
             "in": list(self.in_ or ()),
@@ -225,6 +236,9 @@ class Condition(BaseModel):
             "glob": self.glob,
             "regex": self.regex,
         }[op]
+        if short:
+            symbols = {"equals": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+            return f"{symbols.get(op, op)} {operand!r}"
         words = {
             "equals": "equal to",
             "in": "one of",
@@ -243,10 +257,10 @@ class Condition(BaseModel):
         if op == "in":
             return any(_same(value, v) for v in self.in_ or ())
         if op in ("gt", "gte", "lt", "lte"):
-            if not _number(value):
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
                 return False
-            number = float(value)  # type: ignore[arg-type]
-            bound = getattr(self, op)
+            number = value
+            bound: int | float = getattr(self, op)
             return {"gt": number > bound, "gte": number >= bound, "lt": number < bound, "lte": number <= bound}[op]
         if not isinstance(value, str):
             return False
@@ -302,7 +316,7 @@ class RequesterMatch(BaseModel):
 def _ids(value: object, pattern: re.Pattern[str] | None, what: str) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [value]
-    if not isinstance(value, list):
+    if not isinstance(value, (list, tuple)):
         raise ValueError(f"must be a list, each {what}")
     out = []
     for item in value:
@@ -334,7 +348,7 @@ class Escalation(BaseModel):
 def _people(value: object, what: str) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [value]
-    if not isinstance(value, list):
+    if not isinstance(value, (list, tuple)):
         raise ValueError(f"must be a list of {what}")
     out = []
     for item in value:
@@ -386,7 +400,11 @@ class Rule(BaseModel):
     @classmethod
     def _tool(cls, value: object) -> object:
         globs = [value] if isinstance(value, str) else value
-        if not isinstance(globs, list) or not globs or not all(isinstance(g, str) and g.strip() for g in globs):
+        if (
+            not isinstance(globs, (list, tuple))
+            or not globs
+            or not all(isinstance(g, str) and g.strip() for g in globs)
+        ):
             raise ValueError('must be a tool name or glob ("deploy", "db_*", "*"), or a non-empty list of them')
         return tuple(g.strip() for g in globs)
 
@@ -401,7 +419,7 @@ class Rule(BaseModel):
     @classmethod
     def _approvers(cls, value: object) -> object:
         items = [value] if isinstance(value, str) else value
-        if not isinstance(items, list) or not items:
+        if not isinstance(items, (list, tuple)) or not items:
             raise ValueError("must be a non-empty list")
         for item in items:
             if not (isinstance(item, str) and _approver_kind(item)):
@@ -440,14 +458,14 @@ class Rule(BaseModel):
     @field_validator("edit", mode="before")
     @classmethod
     def _edit(cls, value: object) -> object:
-        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v.strip() for v in value):
             raise ValueError("must be a list of argument names")
         return tuple(dict.fromkeys(v.strip() for v in value))
 
     @field_validator("grants", mode="before")
     @classmethod
     def _grants(cls, value: object) -> object:
-        if not isinstance(value, list):
+        if not isinstance(value, (list, tuple)):
             raise ValueError("must be a list of once, thread, channel")
         bad = [g for g in value if g not in ("once", "thread", "channel")]
         if bad:
@@ -729,10 +747,13 @@ def _checks(
         if channel and channel in who.channels:
             reasons.append(f"the channel {channel} is one of the channels")
         listed = "; ".join(
-            f"{k} {', '.join(v)}" for k, v in (("users", who.users), ("groups", who.groups), ("channels", who.channels))
+            f"{k} {', '.join(v)}"
+            for k, v in (("users", who.users), ("groups", who.groups), ("channels", who.channels))
             if v
         )
-        detail = "; ".join(reasons) if reasons else f"{requester or 'nobody'} in {channel or 'no channel'} is not: {listed}"
+        detail = (
+            "; ".join(reasons) if reasons else f"{requester or 'nobody'} in {channel or 'no channel'} is not: {listed}"
+        )
         out.append(Check("requester", detail, bool(reasons)))
     for path, condition in rule.when.items():
         found, value = lookup(args, path)
@@ -771,7 +792,7 @@ def parse_text(text: str, *, kind: Literal["yaml", "toml"], source: str = "polic
         if kind == "toml":
             data: object = tomllib.loads(text)
         else:
-            data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+            data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no arbitrary objects
     except tomllib.TOMLDecodeError as exc:
         raise PolicyError([f"{source}: not valid TOML ({exc})"]) from None
     except yaml.YAMLError as exc:
@@ -846,7 +867,7 @@ def _problems(exc: ValidationError, data: Mapping[str, Any], source: str) -> lis
         prefix = f"{source}: "
         if len(loc) >= 2 and loc[0] == "rules" and isinstance(loc[1], int):
             number = loc[1] + 1
-            raw = raw_rules[loc[1]] if isinstance(raw_rules, list) and loc[1] < len(raw_rules) else None
+            raw = raw_rules[loc[1]] if isinstance(raw_rules, (list, tuple)) and loc[1] < len(raw_rules) else None
             name = raw.get("name") if isinstance(raw, dict) and isinstance(raw.get("name"), str) else None
             prefix += f"rule {number}" + (f" ({name!r})" if name else "") + ": "
             loc = loc[2:]
