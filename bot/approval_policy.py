@@ -542,7 +542,16 @@ class PolicyFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: Literal[1] = 1
-    rules: tuple[Rule, ...] = Field(min_length=1, max_length=MAX_RULES)
+    rules: tuple[Rule, ...]
+
+    @field_validator("rules", mode="before")
+    @classmethod
+    def _rules(cls, value: object) -> object:
+        if not isinstance(value, (list, tuple)) or not value:
+            raise ValueError("must be a non-empty list of rules, the last one the default (tool: \"*\")")
+        if len(value) > MAX_RULES:
+            raise ValueError(f"must be at most {MAX_RULES} rules")
+        return value
 
     @field_validator("version", mode="before")
     @classmethod
