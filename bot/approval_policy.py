@@ -548,7 +548,7 @@ class PolicyFile(BaseModel):
     @classmethod
     def _rules(cls, value: object) -> object:
         if not isinstance(value, (list, tuple)) or not value:
-            raise ValueError("must be a non-empty list of rules, the last one the default (tool: \"*\")")
+            raise ValueError('must be a non-empty list of rules, the last one the default (tool: "*")')
         if len(value) > MAX_RULES:
             raise ValueError(f"must be at most {MAX_RULES} rules")
         return value
@@ -715,7 +715,7 @@ class Policy:
                 out.append(
                     f"rule {number} ({rule_name(rule, number)!r}): can't be satisfied when "
                     + " or ".join(stuck)
-                    + f" asks: {unsatisfiable(rule, stuck[0])} (their calls are declined at once)"
+                    + f" asks: {unsatisfiable(rule, stuck[0])} (their calls can't be approved)"
                 )
         return out
 

@@ -107,7 +107,7 @@ def explain(decision: Decision, *, tool_requires: bool | None) -> str:
     lines.append(f"  edit: {', '.join(rule.edit) or 'none'}")
     lines.append(f"  grants: {', '.join(rule.grants)}")
     if decision.unsatisfiable:
-        lines.append(f"  declined at once: {decision.unsatisfiable}")
+        lines.append(f"  can't be satisfied: {decision.unsatisfiable}")
     return "\n".join(lines)
 
 
