@@ -38,7 +38,7 @@ from bot.ops.metrics import QueueGauges
 from bot.ops.server import Health, OpsEndpoints
 from bot.slack.answer_modal import AnswerModal, modal_key
 from bot.slack.answering import Answering
-from bot.slack.approvers import ApproverPolicy
+from bot.slack.approvers import approver_policy
 from bot.slack.approving import Approving
 from bot.slack.assistant_pane import AssistantPane
 from bot.slack.blocks import MAX_SELECT_OPTIONS
@@ -219,7 +219,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     client = web_client(settings)  # after the agent: a factory that fails leaves no HTTP session open
     index = ConversationIndex(redis_client, keys=keys, retention=retention)
     web_api = SlackWeb(client)
-    policy = ApproverPolicy(settings.approvers, client=client)
+    policy = approver_policy(settings, client=client)
     plan = WaitPlan(Schedule(redis_client, prefix=settings.redis_prefix), wait_settings(settings))
     inbox = Inbox(redis_client, keys=keys, retention=retention)
     home = Home(
