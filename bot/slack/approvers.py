@@ -18,6 +18,7 @@ import time
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.agent.asking import APPROVAL_TOOL
 from bot.approval_policy import GROUP_ID, USER_ID, Policy, load_policy
 from bot.config import Settings
 from bot.slack.context import SlackContext, Where
@@ -59,6 +60,7 @@ class ApproverPolicy:
         more than one approval (not carried out yet)."""
         if self.policy is None:
             return self
+        tool_name, args = policy_call(tool_name, args)
         decision = self.policy.decide(
             tool_name, args, requester=ctx.requester, channel=ctx.channel_id, tool_requires=True
         )
@@ -146,6 +148,17 @@ class ApproverPolicy:
             members = cached[1] if cached is not None else set()
         self._members[group] = (time.monotonic(), members)
         return members
+
+
+def policy_call(tool_name: str, args: dict[str, object]) -> tuple[str, dict[str, object]]:
+    """The tool name and arguments a policy's rules match on: the call's own, except for an outside agent's approval
+    request (the MCP server's ``request_approval``, :data:`~bot.agent.asking.APPROVAL_TOOL`): its ``action`` is the
+    tool name and its ``details``, when key/values, the arguments (Markdown details: none)."""
+    action = args.get("action")
+    if tool_name != APPROVAL_TOOL or not isinstance(action, str):
+        return tool_name, args
+    details = args.get("details")
+    return action, dict(details) if isinstance(details, dict) else {}
 
 
 def approver_policy(settings: Settings, *, client: AsyncWebClient) -> ApproverPolicy:

@@ -141,3 +141,35 @@ def test_the_fields_not_carried_out_yet_are_named_for_the_start_up_log() -> None
         " admit nobody yet)",
         "rule 3 ('prod deploys'): not carried out yet: arguments: details-only; grants",
     ]
+
+
+async def test_an_outside_agents_approval_request_goes_through_the_policy_with_its_action_as_the_tool(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    """The MCP server's request_approval (asked through the Asker it uses): the rule matching its action (and its
+    key/value details as arguments) says who decides; another action gets the default rule."""
+    import asyncio
+
+    from bot.agent.asking import APPROVAL_TOOL
+    from bot.mcp_server.asker import Asker
+    from bot.playground.state import TEAM_ID
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        f'rules:\n  - tool: "Drop the *"\n    when: {{env: prod}}\n    approvers: [{CAROL}]\n  - tool: "*"\n'
+    )
+    async with harness(fake_redis, settings={"approval_policy": str(policy)}) as h:
+        assert h.bot.threads is not None
+        asker = Asker(h.bot.threads, team_id=TEAM_ID, poll=0.05)
+        prod = {"action": "Drop the cache", "details": {"env": "prod"}}
+        request = await asker.ask(prod, channel=GENERAL, user=ALICE, tool_id=APPROVAL_TOOL)
+        message = await h.ws.wait_for_message(channel=GENERAL, thread_ts=request.thread_ts, predicate=has_controls)
+        assert f"Waiting for <@{CAROL}> to approve or decline" in blocks_text(message)
+        await h.ws.click(message, "Approve", user=ALICE)
+        await h.ws.wait_for_ephemeral(user=ALICE, predicate=lambda m: "configured approvers" in m["text"])
+        await h.ws.click(message, "Approve", user=CAROL)
+        assert await asyncio.wait_for(asker.wait(request), 10) == {"status": "approved", "approved_by": CAROL}
+        staging = {"action": "Drop the cache", "details": {"env": "staging"}}
+        other = await asker.ask(staging, channel=GENERAL, user=ALICE, tool_id=APPROVAL_TOOL)
+        message = await h.ws.wait_for_message(channel=GENERAL, thread_ts=other.thread_ts, predicate=has_controls)
+        assert f"Waiting for <@{ALICE}> to approve or decline" in blocks_text(message)
