@@ -38,7 +38,7 @@ from bot.ops.metrics import QueueGauges
 from bot.ops.server import Health, OpsEndpoints
 from bot.slack.answer_modal import AnswerModal, modal_key
 from bot.slack.answering import Answering
-from bot.slack.approvers import approver_policy
+from bot.slack.approvers import approver_policy, policy_gate
 from bot.slack.approving import Approving
 from bot.slack.assistant_pane import AssistantPane
 from bot.slack.blocks import MAX_SELECT_OPTIONS
@@ -220,6 +220,8 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     index = ConversationIndex(redis_client, keys=keys, retention=retention)
     web_api = SlackWeb(client)
     policy = approver_policy(settings, client=client)
+    if policy.policy is not None:  # APPROVAL_POLICY: its rules' say on each call (require, declined at once)
+        agent.approval_gate = policy_gate(policy.policy)
     plan = WaitPlan(Schedule(redis_client, prefix=settings.redis_prefix), wait_settings(settings))
     inbox = Inbox(redis_client, keys=keys, retention=retention)
     home = Home(

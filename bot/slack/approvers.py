@@ -14,13 +14,18 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.agent.approvals import ApprovalGate, GateVerdict
 from bot.agent.asking import APPROVAL_TOOL
-from bot.approval_policy import GROUP_ID, USER_ID, Policy, load_policy
+from bot.agent.state import RunState
+from bot.agent.tools import Tool
+from bot.approval_policy import GROUP_ID, USER_ID, Decision, Policy, load_policy
 from bot.config import Settings
+from bot.errors import StoreCorrupt
 from bot.slack.context import SlackContext, Where
 
 log = logging.getLogger(__name__)
@@ -64,9 +69,7 @@ class ApproverPolicy:
         decision = self.policy.decide(
             tool_name, args, requester=ctx.requester, channel=ctx.channel_id, tool_requires=True
         )
-        blocked = decision.unsatisfiable
-        if blocked is None and decision.required > 1:
-            blocked = f"it needs {decision.required} approvals, which this version can't collect yet"
+        blocked = blocked_reason(decision)
         entries = decision.approvers
         spec = entries[0] if entries in (("requester",), ("channel",)) else ",".join(entries)
         return ApproverPolicy(spec, client=self.client, entries=entries, blocked=blocked, members=self._members)
@@ -148,6 +151,47 @@ class ApproverPolicy:
             members = cached[1] if cached is not None else set()
         self._members[group] = (time.monotonic(), members)
         return members
+
+
+def blocked_reason(decision: Decision) -> str | None:
+    """Why nobody may approve a call ``decision`` is about: its rule can't be satisfied for the requester, or it
+    needs more than one approval (quorum: a later part of the policy); None when someone may."""
+    if decision.unsatisfiable is not None:
+        return decision.unsatisfiable
+    if decision.required > 1:
+        return f"it needs {decision.required} approvals, which this version can't collect yet"
+    return None
+
+
+def policy_gate(policy: Policy) -> ApprovalGate:
+    """The agent's :data:`~bot.agent.approvals.ApprovalGate` for ``policy``: the matching rule's ``require``
+    (``always`` / ``never``; ``tool``: the tool's say), and a call nobody may approve (:func:`blocked_reason`) is
+    declined at once with the reason, never left waiting. An outside agent's approval request (the MCP server's) is
+    always asked: its answer is a person's decision (one nobody may give waits, refused, until its deadline). A run
+    not started from Slack: the tool decides."""
+
+    def gate(tool: Tool, args: dict[str, Any], state: RunState, tool_requires: bool) -> GateVerdict:
+        try:
+            ctx = SlackContext.of(state)
+        except StoreCorrupt:
+            return GateVerdict(tool_requires)
+        if tool.id == APPROVAL_TOOL:
+            return GateVerdict(True)
+        name, call_args = policy_call(tool.id, args)
+        decision = policy.decide(
+            name, call_args, requester=ctx.requester, channel=ctx.channel_id, tool_requires=tool_requires
+        )
+        if not decision.needs_approval:
+            return GateVerdict(False)
+        why = blocked_reason(decision)
+        if why is not None:
+            log.info("run %s: %s declined at once by rule %r: %s", state.run_id, tool.id, decision.name, why)
+            return GateVerdict(
+                True, decline=f"nobody can approve it under the approval policy's rule {decision.name!r}: {why}"
+            )
+        return GateVerdict(True)
+
+    return gate
 
 
 def policy_call(tool_name: str, args: dict[str, object]) -> tuple[str, dict[str, object]]:

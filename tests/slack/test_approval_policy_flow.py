@@ -87,19 +87,38 @@ async def test_a_call_no_rule_before_the_default_matches_is_the_default_rules(
         assert approval_agent.RESTARTS == ["web"]
 
 
-async def test_a_rule_the_requester_cant_satisfy_admits_nobody_and_says_why(
+async def test_a_call_its_rule_cant_satisfy_is_declined_at_once_saying_why(
     fake_redis: aioredis.Redis, harness: Any, policy_file: str
 ) -> None:
     async with harness(fake_redis, settings={**AGENT, "approval_policy": policy_file}) as h:
-        _thread, request = await requested(h, "db-1")
+        h.model.script(Reply(tool_calls=[tool_call("restart_service", {"name": "db-1"}, id="r1")]), Reply(text="No."))
+        d = await h.ws.mention(ALICE, GENERAL, "restart db-1")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=text_is("No."))
+        assert not any(has_controls(m) for m in h.ws.messages(GENERAL))  # nobody was asked
+        assert approval_agent.RESTARTS == []
+        [result] = [m for m in h.model.requests[-1]["messages"] if m.get("role") == "tool"]
         why = "2 distinct approvers are required but only 1 can approve besides the requester"
-        assert f"Nobody can approve this: {why}" in blocks_text(request)
-        for user in (CAROL, ALICE, BOB):
-            await h.ws.click(request, "Approve", user=user)
-            refused = await h.ws.wait_for_ephemeral(user=user)
-            assert f"Nobody can approve this: {why}" in refused["text"]
-        await h.settle()
-        assert approval_agent.RESTARTS == [] and has_controls(await current(h, request))
+        assert '"status": "declined"' in result["content"] and '"outcome": "unsatisfiable"' in result["content"]
+        assert "the approval policy's rule 'db restarts need two'" in result["content"] and why in result["content"]
+
+
+async def test_require_always_and_never_overrule_the_tool(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "rules:\n  - tool: lookup_ticket\n    require: always\n"
+        "  - tool: restart_service\n    when: {name: {glob: 'dev-*'}}\n    require: never\n  - tool: '*'\n"
+    )
+    async with harness(fake_redis, settings={**AGENT, "approval_policy": str(policy)}) as h:
+        h.model.script(Reply(tool_calls=[tool_call("restart_service", {"name": "dev-1"}, id="r1")]), Reply(text="Ok."))
+        d = await h.ws.mention(ALICE, GENERAL, "restart dev-1")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=text_is("Ok."))
+        assert approval_agent.RESTARTS == ["dev-1"]  # ran unasked, though the tool requires approval
+        h.model.script(Reply(tool_calls=[tool_call("lookup_ticket", {"ticket_id": "T-1"}, id="l1")]), Reply(text="Hm."))
+        d = await h.ws.mention(ALICE, GENERAL, "look up T-1")
+        request = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+        assert "lookup_ticket" in blocks_text(request)  # asked, though the tool does not require approval
 
 
 # --- the rule's approvers, unit by unit -------------------------------------------------------------------------
@@ -128,6 +147,14 @@ async def test_a_channel_wide_entry_admits_only_from_the_runs_channel_and_named_
     assert await approvers.admits(ctx, CAROL, where=Where(user=CAROL, surface="message", team_id="T1", channel_id="D1"))
     assert approvers.describe(ctx) == f"Waiting for anyone in this channel, <@{CAROL}> to approve or decline"
     assert base.named() == []  # reminders and inboxes: the requester only, for now
+    blocked = approvers_for(f'rules:\n  - tool: "*"\n    approvers: [{ALICE}, {CAROL}]\n    required: 2\n')
+    approvers = blocked.for_call(ctx, "restart_service", {})
+    why = "2 distinct approvers are required but only 1 can approve besides the requester"
+    assert not await approvers.admits(ctx, CAROL, where=None)
+    assert approvers.refusal(ctx) == f"Nobody can approve this: {why} (whose own approval doesn't count)."
+    quorum = blocked.for_call(ctx.model_copy(update={"requester": BOB}), "restart_service", {})
+    assert not await quorum.admits(ctx, CAROL, where=None)
+    assert "it needs 2 approvals, which this version can't collect yet" in quorum.describe(ctx)
 
 
 def test_the_fields_not_carried_out_yet_are_named_for_the_start_up_log() -> None:
