@@ -715,7 +715,7 @@ class Policy:
                 out.append(
                     f"rule {number} ({rule_name(rule, number)!r}): can't be satisfied when "
                     + " or ".join(stuck)
-                    + f" asks: {unsatisfiable(rule, stuck[0])} (their calls can't be approved)"
+                    + f" asks: {unsatisfiable(rule, stuck[0])} (their calls are declined at once)"
                 )
         return out
 

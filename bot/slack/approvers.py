@@ -6,8 +6,9 @@ cached for :data:`GROUP_CACHE_SECONDS`.
 With ``APPROVAL_POLICY`` (:mod:`bot.approval_policy`, docs/approvals.md) the approvers are the matching rule's:
 :meth:`ApproverPolicy.for_call` gives the approvers of one call. What this part of the policy carries out: the
 rule's ``approvers`` (``requester``, ``channel``, user ids, user-group ids; ``@handle`` and ``channel:C...`` admit
-nobody yet, they are resolved in a later part), and nobody may approve a call the rule can't satisfy, nor one
-needing more than one approval (quorum is a later part): such a call waits and is declined at its deadline.
+nobody yet, they are resolved in a later part); nobody may approve a call the rule can't satisfy, nor one needing
+more than one approval (quorum is a later part): :func:`policy_gate` declines such a call at once, and says which
+calls are asked (``require``).
 """
 
 from __future__ import annotations
@@ -225,8 +226,7 @@ def not_carried_out(policy: Policy) -> list[str]:
         later = [
             name
             for name, used in (
-                (f"require: {rule.require}", rule.require != "tool"),
-                (f"required: {rule.required} (nobody can approve such calls yet)", rule.required > 1),
+                (f"required: {rule.required} (such calls are declined at once)", rule.required > 1),
                 (f"where: {rule.where}", rule.where != "thread"),
                 ("deadline", rule.deadline is not None),
                 ("on_deadline", rule.on_deadline is not None),
