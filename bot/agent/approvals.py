@@ -18,6 +18,7 @@ approval.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -50,8 +51,9 @@ class GateVerdict:
 
 
 ApprovalGate = Callable[[Tool, dict[str, Any], RunState, bool], GateVerdict]
-"""``gate(tool, args, state, tool_requires)``: the verdict on a call of ``tool`` with ``args`` (as the model sent
-them) in ``state``; ``tool_requires``: :func:`needs_approval`'s answer. Not asked for questions."""
+"""``gate(tool, args, state, tool_requires)``: the verdict on a call of ``tool`` with ``args`` (validated, defaults
+filled in, as an approval request stores them; as the model sent them when invalid) in ``state``;
+``tool_requires``: :func:`needs_approval`'s answer. Not asked for questions."""
 
 
 def verdict_of(
@@ -62,6 +64,10 @@ def verdict_of(
     needs = needs_approval(tool, state, agent_wide=agent_wide)
     if gate is None or tool.suspend_schema is not None:
         return GateVerdict(needs)
+    # the arguments as an approval request stores them (defaults filled in), so the gate sees what approvers see;
+    # invalid ones: asked or not, the call ends as a tool error (ask_approval, run_tool_call)
+    with contextlib.suppress(ToolInputError):
+        args = tool.parse_args(args).model_dump(mode="json")
     return gate(tool, args, state, needs)
 
 

@@ -200,3 +200,19 @@ async def test_an_outside_agents_approval_request_goes_through_the_policy_with_i
         other = await asker.ask(staging, channel=GENERAL, user=ALICE, tool_id=APPROVAL_TOOL)
         message = await h.ws.wait_for_message(channel=GENERAL, thread_ts=other.thread_ts, predicate=has_controls)
         assert f"Waiting for <@{ALICE}> to approve or decline" in blocks_text(message)
+
+
+async def test_the_rules_see_the_arguments_as_approvers_do_with_defaults_filled_in(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    """The model leaves out ``force`` (default false): the rule on ``force: false`` matches, as it would on the stored
+    approval request's arguments (so the gate and who-may-approve never judge different arguments)."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "rules:\n  - tool: restart_service\n    when: {force: false}\n    require: never\n  - tool: '*'\n"
+    )
+    async with harness(fake_redis, settings={**AGENT, "approval_policy": str(policy)}) as h:
+        h.model.script(Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]), Reply(text="Ok."))
+        d = await h.ws.mention(ALICE, GENERAL, "restart api")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=text_is("Ok."))
+        assert approval_agent.RESTARTS == ["api"]
