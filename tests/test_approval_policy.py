@@ -463,6 +463,23 @@ def test_policy_explain_says_which_rule_and_why() -> None:
     assert "  can't be satisfied: 2 distinct approvers are required but only 1 can approve besides" in bob.stdout
 
 
+def test_policy_explain_takes_the_requesters_groups_and_channel(tmp_path: Path) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        "rules:\n  - name: oncall\n    requester: {groups: ['@oncall'], channels: [C0OPS]}\n    require: never\n"
+        "  - name: default\n    tool: '*'\n"
+    )
+    base = ["policy", "explain", "restart", "{}", "--user", ALICE, "--file", str(policy)]
+    out = run_bot(*base, "--group", "@oncall")
+    assert f"  yes  requester: {ALICE} is in @oncall" in out.stdout.splitlines()
+    assert "  needs approval: no (require: never)" in out.stdout.splitlines()
+    out = run_bot(*base, "--channel", "C0OPS")
+    assert "  yes  requester: the channel C0OPS is one of the channels" in out.stdout.splitlines()
+    out = run_bot(*base, "--channel", "C0DEV")
+    assert f"  no   requester: {ALICE} in C0DEV is not: groups @oncall; channels C0OPS" in out.stdout.splitlines()
+    assert "decided by rule 2 ('default')" in out.stdout
+
+
 def test_policy_explain_reads_approval_policy_else_approvers(tmp_path: Path) -> None:
     out = run_bot(
         "policy",

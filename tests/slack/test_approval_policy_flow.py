@@ -216,3 +216,20 @@ async def test_the_rules_see_the_arguments_as_approvers_do_with_defaults_filled_
         d = await h.ws.mention(ALICE, GENERAL, "restart api")
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=text_is("Ok."))
         assert approval_agent.RESTARTS == ["api"]
+
+
+def test_the_start_logs_what_the_policy_says_that_is_not_carried_out_yet(caplog: pytest.LogCaptureFixture) -> None:
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.config import load_settings
+    from bot.slack.approvers import approver_policy
+
+    issue = Path(__file__).resolve().parent.parent / "fixtures" / "policies" / "issue23.yaml"
+    client = AsyncWebClient(token="xoxb-unused", base_url="http://127.0.0.1:9/")
+    with caplog.at_level("WARNING", logger="bot.slack.approvers"):
+        approvers = approver_policy(load_settings(approval_policy=str(issue)), client=client)
+    assert approvers.policy is not None and [r.name for r in approvers.policy.rules][-1] == "default"
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3 and all(line.startswith(f"APPROVAL_POLICY {issue}: rule ") for line in lines)
+    plain = approver_policy(load_settings(), client=client)
+    assert plain.policy is None and plain.entries == ("requester",)
