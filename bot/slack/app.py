@@ -38,7 +38,8 @@ from bot.ops.metrics import QueueGauges
 from bot.ops.server import Health, OpsEndpoints
 from bot.slack.answer_modal import AnswerModal, modal_key
 from bot.slack.answering import Answering
-from bot.slack.approvers import approver_policy, policy_gate
+from bot.slack.approval_rules import policy_gate
+from bot.slack.approvers import approver_policy
 from bot.slack.approving import Approving
 from bot.slack.assistant_pane import AssistantPane
 from bot.slack.blocks import MAX_SELECT_OPTIONS

@@ -159,7 +159,7 @@ async def test_a_channel_wide_entry_admits_only_from_the_runs_channel_and_named_
 
 def test_the_fields_not_carried_out_yet_are_named_for_the_start_up_log() -> None:
     from bot.approval_policy import load_policy
-    from bot.slack.approvers import not_carried_out
+    from bot.slack.approval_rules import not_carried_out
 
     issue = Path(__file__).resolve().parent.parent / "fixtures" / "policies" / "issue23.yaml"
     assert not_carried_out(load_policy(issue)) == [
