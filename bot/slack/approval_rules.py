@@ -88,6 +88,10 @@ def not_carried_out(policy: Policy) -> list[str]:
                 ("edit", bool(rule.edit)),
                 ("grants", rule.grants != ("once",)),
                 (
+                    "requester.groups (the requester's groups are not looked up yet: never matches)",
+                    bool(rule.requester.groups),
+                ),
+                (
                     "approvers @handle / channel:C... (they admit nobody yet)",
                     any(a.startswith(("@", "channel:")) for a in rule.approvers),
                 ),

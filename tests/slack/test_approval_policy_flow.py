@@ -158,7 +158,7 @@ async def test_a_channel_wide_entry_admits_only_from_the_runs_channel_and_named_
 
 
 def test_the_fields_not_carried_out_yet_are_named_for_the_start_up_log() -> None:
-    from bot.approval_policy import load_policy
+    from bot.approval_policy import load_policy, parse_text
     from bot.slack.approval_rules import not_carried_out
 
     issue = Path(__file__).resolve().parent.parent / "fixtures" / "policies" / "issue23.yaml"
@@ -167,6 +167,11 @@ def test_the_fields_not_carried_out_yet_are_named_for_the_start_up_log() -> None
         "rule 2 ('big refunds by finance'): not carried out yet: where: dm; approvers @handle / channel:C... (they"
         " admit nobody yet)",
         "rule 3 ('prod deploys'): not carried out yet: arguments: details-only; grants",
+    ]
+    groups = parse_text("rules:\n  - requester: {groups: ['@oncall']}\n  - tool: '*'\n", kind="yaml")
+    assert not_carried_out(groups) == [
+        "rule 1 ('rule 1'): not carried out yet: requester.groups (the requester's groups are not looked up yet:"
+        " never matches)"
     ]
 
 
