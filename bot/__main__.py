@@ -1,4 +1,5 @@
-"""``python -m bot [serve|web|worker|playground|mcp] [--http|--socket]``: run the bot.
+"""``python -m bot [serve|web|worker|playground|mcp] [--http|--socket]``: run the bot (``python -m bot policy
+check|explain``: the approval policy, :mod:`bot.approval_policy_cli`).
 
 - no ``SLACK_BOT_TOKEN``: the local playground (fake Slack + browser UI), see ``bot.playground.launcher``;
 - ``SLACK_BOT_TOKEN`` + ``SLACK_SIGNING_SECRET``: HTTP mode, ``POST /slack/events`` on ``$PORT``;
@@ -37,6 +38,11 @@ if TYPE_CHECKING:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: parse ``argv``, load the settings and run; returns the exit status (2: refused to start,
     with one ``error: ...`` line per problem on stderr)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["policy"]:  # check / explain an approval policy: no settings needed but the file
+        from bot.approval_policy_cli import main as policy_main
+
+        return policy_main(argv[1:])
     summary = (__doc__ or "").splitlines()[0].replace("``", "")
     parser = argparse.ArgumentParser(prog="python -m bot", description=summary)
     parser.add_argument(

@@ -15,6 +15,7 @@
 | ``HTTP_HOST`` | ``0.0.0.0`` | the address ``POST /slack/events`` listens on (Slack must reach it; signed requests) |
 | ``ASK_ANSWERERS`` | ``requester`` | who may answer: ``requester`` or ``channel`` |
 | ``APPROVERS`` | ``requester`` | who may approve tool calls: ``requester``, ``channel``, or user and user-group ids |
+| ``APPROVAL_POLICY`` | unset | path of a YAML or TOML approval policy (docs/approvals.md); not with ``APPROVERS`` |
 | ``ASK_TTL_SECONDS`` | ``86400`` (1 day) | how long a question waits (a duration) |
 | ``ASK_ON_TIMEOUT`` | ``resume`` | at the deadline: ``resume`` (the agent goes on, told nobody answered) or ``close`` |
 | ``ASK_REMIND_AFTER`` | unset (off) | remind the requester (and named approvers) after this long, and again |
@@ -147,6 +148,7 @@ class Settings(BaseSettings):
     http_host: str = "0.0.0.0"  # Slack must reach POST /slack/events; every request's signature is checked
     ask_answerers: Answerers = "requester"
     approvers: str = "requester"
+    approval_policy: str | None = None  # a file, checked here (bot.approval_policy); APPROVERS is its one-rule case
     ask_ttl_seconds: PositiveDuration = 24 * 3600
     ask_on_timeout: OnTimeout = "resume"
     ask_remind_after: PositiveDuration | None = None
@@ -305,6 +307,26 @@ class Settings(BaseSettings):
             text, "must be requester, channel, or comma-separated user ids (U..., W...) and user-group ids (S...)"
         )
 
+    @field_validator("approval_policy", mode="before")
+    @classmethod
+    def _approval_policy(cls, value: object) -> object:
+        """Loaded and validated now, so a bad file refuses the start (one line per problem: :func:`load_settings`)."""
+        if not isinstance(value, str):
+            return value
+        from bot.approval_policy import load_policy  # pydantic and pyyaml only
+
+        load_policy(value.strip())  # raises PolicyError, a ValueError for pydantic
+        return value.strip()
+
+    @model_validator(mode="after")
+    def _one_approval_rule(self) -> Settings:
+        if self.approval_policy is not None and "approvers" in self.model_fields_set:
+            raise ValueError(
+                "APPROVERS: not with APPROVAL_POLICY (the policy's rules say who approves): put these approvers in"
+                " its default rule, or unset one of them"
+            )
+        return self
+
     @field_validator("ask_on_timeout", mode="before")
     @classmethod
     def _ask_on_timeout(cls, value: object) -> str:
@@ -437,4 +459,18 @@ def load_settings(**values: Any) -> Settings:
     try:
         return Settings(**values)
     except ValidationError as exc:
-        raise SettingsError(describe_errors(exc, order=list(Settings.model_fields), is_secret=_is_secret)) from None
+        problems = describe_errors(exc, order=list(Settings.model_fields), is_secret=_is_secret)
+        raise SettingsError(_policy_problems(exc, problems)) from None
+
+
+def _policy_problems(exc: ValidationError, problems: list[str]) -> list[str]:
+    """``problems`` with ``APPROVAL_POLICY``'s one line replaced by one line per problem of its file."""
+    from bot.approval_policy import PolicyError
+
+    for item in exc.errors(include_url=False):
+        error = item.get("ctx", {}).get("error")
+        if item["loc"][:1] == ("approval_policy",) and isinstance(error, PolicyError):
+            lines = [f"APPROVAL_POLICY: {problem}" for problem in error.problems]
+            at = next(i for i, p in enumerate(problems) if p.startswith("APPROVAL_POLICY: "))
+            return [*problems[:at], *lines, *problems[at + 1 :]]
+    return problems

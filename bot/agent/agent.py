@@ -34,7 +34,7 @@ from bot.agent._loop.stopping import Stopped, StopRequests, wrap_up
 from bot.agent._loop.tool_calls import Suspended, add_result, run_tool_call
 from bot.agent._loop.toolbox import Toolbox
 from bot.agent._loop.turns import budgeted_turn
-from bot.agent.approvals import approval_payload, ask_approval, needs_approval
+from bot.agent.approvals import ApprovalGate, approval_payload, ask_approval, decline_at_once, verdict_of
 from bot.agent.asking import ASK_ONLY, ask_run, finish_ask_only
 from bot.agent.budget import DEFAULT_HISTORY_BUDGET, HistoryBudget
 from bot.agent.endings import Ending, ending_of
@@ -131,6 +131,7 @@ class Agent(Claims, Toolbox):
         self.max_reply_chars = max_reply_chars
         self.tool_result_max_chars = tool_result_max_chars
         self.require_tool_approval = require_tool_approval
+        self.approval_gate: ApprovalGate | None = None  # per-call say on approval (bot.agent.approvals)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"  # this agent's lease id
         self.saver = RunSaver(store, owner=self.owner, persist_for=persist_for, lease_renew_every=lease_renew_every)
         self._driving: set[str] = set()  # run ids this agent drives now
@@ -375,8 +376,13 @@ class Agent(Claims, Toolbox):
                 out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, args)))
                 tools = self.tools if ASK_ONLY in state.metadata else self._offered  # the model calls no hidden tool
                 tool = tools.get(call.name)
-                if tool is not None and needs_approval(tool, state, agent_wide=self.require_tool_approval):
+                gate, agent_wide = self.approval_gate, self.require_tool_approval
+                verdict = verdict_of(gate, tool, args, state, agent_wide=agent_wide) if tool is not None else None
+                if tool is not None and verdict is not None and verdict.needs_approval:
                     bound = self.tool_result_max_chars
+                    if verdict.decline is not None:  # nobody could approve it: declined, nobody asked
+                        decline_at_once(tool, state, call, args, out, reason=verdict.decline, max_result_chars=bound)
+                        continue
                     ask_approval(tool, state, call, args, out, ask_ttl=self.ask_ttl, max_result_chars=bound)
                     continue  # it suspended, unless its arguments were invalid
                 await run_tool_call(

@@ -3,6 +3,9 @@ approval.
 
 - Which calls: a tool with ``require_approval=True``, or every tool but questions (tools that suspend
   themselves, such as ``ask_user``) when the agent or the run says ``require_tool_approval``.
+- A gate (``Agent.approval_gate``, :data:`ApprovalGate`; the Slack layer's is ``APPROVAL_POLICY``'s) may change
+  that per call: ask where the tool would not, not ask where it would, or decline at once with a reason (a call
+  nobody could approve): the tool never runs and nobody is asked.
 - Asking: the call's arguments are validated first (invalid ones go back to the model as a tool error, nobody is
   asked); then the run suspends with a pending call of kind ``approval`` and the stream emits a
   ``tool-call-approval`` chunk.
@@ -15,7 +18,9 @@ approval.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -34,6 +39,57 @@ def needs_approval(tool: Tool | None, state: RunState, *, agent_wide: bool) -> b
     if tool is None or tool.suspend_schema is not None:
         return False
     return tool.require_approval or agent_wide or state.require_tool_approval
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    """What an :data:`ApprovalGate` says of one call: whether it waits for approval, or ``decline`` (a reason):
+    declined at once."""
+
+    needs_approval: bool
+    decline: str | None = None
+
+
+ApprovalGate = Callable[[Tool, dict[str, Any], RunState, bool], GateVerdict]
+"""``gate(tool, args, state, tool_requires)``: the verdict on a call of ``tool`` with ``args`` (validated, defaults
+filled in, as an approval request stores them; as the model sent them when invalid) in ``state``;
+``tool_requires``: :func:`needs_approval`'s answer. Not asked for questions."""
+
+
+def verdict_of(
+    gate: ApprovalGate | None, tool: Tool, args: dict[str, Any], state: RunState, *, agent_wide: bool
+) -> GateVerdict:
+    """The verdict on a call of ``tool``: :func:`needs_approval`'s, or ``gate``'s when there is one (questions never
+    wait for approval, whatever the gate)."""
+    needs = needs_approval(tool, state, agent_wide=agent_wide)
+    if gate is None or tool.suspend_schema is not None:
+        return GateVerdict(needs)
+    # the arguments as an approval request stores them (defaults filled in), so the gate sees what approvers see;
+    # invalid ones: asked or not, the call ends as a tool error (ask_approval, run_tool_call)
+    with contextlib.suppress(ToolInputError):
+        args = tool.parse_args(args).model_dump(mode="json")
+    return gate(tool, args, state, needs)
+
+
+def decline_at_once(
+    tool: Tool,
+    state: RunState,
+    call: ToolCall,
+    args: dict[str, Any],
+    out: AgentStream,
+    *,
+    reason: str,
+    max_result_chars: int | None,
+) -> None:
+    """Decline ``call`` without asking anyone: the model gets ``{"status": "declined", "reason": reason, "outcome":
+    "unsatisfiable"}`` (invalid arguments: the tool error, as when asking)."""
+    try:
+        tool.parse_args(args)
+    except ToolInputError as exc:
+        add_result(state, call, {"error": str(exc)}, out, max_chars=max_result_chars, is_error=True)
+        return
+    result = {"status": DECLINED, "reason": reason, "outcome": "unsatisfiable"}
+    add_result(state, call, result, out, max_chars=max_result_chars)
 
 
 def ask_approval(

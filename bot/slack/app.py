@@ -37,6 +37,8 @@ from bot.errors import ConfigError, describe_error
 from bot.ops.metrics import QueueGauges
 from bot.ops.server import Health, OpsEndpoints
 from bot.slack.approvals.deciding import Approving
+from bot.slack.approval_rules import policy_gate
+from bot.slack.approvers import approver_policy
 from bot.slack.assistant_pane import AssistantPane
 from bot.slack.context import Where
 from bot.slack.conversations import Threads
@@ -219,7 +221,9 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     client = web_client(settings)  # after the agent: a factory that fails leaves no HTTP session open
     index = ConversationIndex(redis_client, keys=keys, retention=retention)
     web_api = SlackWeb(client)
-    policy = ApproverPolicy(settings.approvers, client=client)
+    policy = approver_policy(settings, client=client)
+    if policy.policy is not None:  # APPROVAL_POLICY: its rules' say on each call (require, declined at once)
+        agent.approval_gate = policy_gate(policy.policy)
     plan = WaitPlan(Schedule(redis_client, prefix=settings.redis_prefix), wait_settings(settings))
     inbox = Inbox(redis_client, keys=keys, retention=retention)
     home = Home(

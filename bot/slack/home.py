@@ -163,7 +163,8 @@ class Home:
         pending = check.pending
         ref = QuestionRef.of(run_id, call)
         if pending.kind == "approval":
-            blocks = approval_blocks(approval_payload(pending), ref=ref, approvers=self.approvers.describe(ctx))
+            approvers = self.approvers.for_call(ctx, pending.tool_name, pending.args).describe(ctx)
+            blocks = approval_blocks(approval_payload(pending), ref=ref, approvers=approvers)
         else:
             payload = AskUserPayload.model_validate(pending.suspend_payload)
             blocks = bk.question_blocks(payload, ref=ref, requester=ctx.requester, answerers=self.answerers)

@@ -80,9 +80,13 @@ class Permissions:
         used only for a call no longer pending. Raises ``StoreUnavailable`` (reading an escalation)."""
         kind = kind_of(state, call, expect=expect)
         if kind == "approval":
-            if await self.approvers.may_approve(ctx, user) and self._from_run_channel(where, ctx, self.approvers.spec):
+            approvers = self.approvers
+            pending = state.pending
+            if pending is not None and pending.tool_call_id == call:  # APPROVAL_POLICY: the call's rule decides
+                approvers = approvers.for_call(ctx, pending.tool_name, pending.args)
+            if await approvers.admits(ctx, user, where=where):
                 return None
-            return self.approvers.refusal(ctx)
+            return approvers.refusal(ctx)
         if self.is_answerer(ctx, user, where=where):
             return None
         if self.escalate_answers and await self._escalated_to(user, run_id=state.run_id, call=call, where=where):

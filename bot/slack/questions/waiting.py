@@ -286,7 +286,8 @@ class Waiting:
         note += f" · <{link}|Open the thread>" if link else "."
         if pending.kind == "approval":  # decided by its approvers only: those among the targets can decide here
             payload = approval_payload(pending)
-            blocks = approval_blocks(payload, ref=ref, approvers=self.approvers.describe(ctx, elsewhere=True))
+            who = self.approvers.for_call(ctx, payload.tool_name, payload.args).describe(ctx, elsewhere=True)
+            blocks = approval_blocks(payload, ref=ref, approvers=who)
             text = f"{approval_title(payload)} (escalated)"
         else:
             question = AskUserPayload.model_validate(pending.suspend_payload)

@@ -267,12 +267,16 @@ class Follower:
         self, run_id: str, approval: ApprovalPayload, ctx: SlackContext, *, status: ThreadStatus
     ) -> None:
         ref = QuestionRef.of(run_id, approval.tool_call_id)
-        blocks = approval_blocks(approval, ref=ref, approvers=self.approvers.describe(ctx))
+        blocks = approval_blocks(approval, ref=ref, approvers=self._approvers_text(approval, ctx))
         text = approval_title(approval)
         ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text, blocks=blocks)
         await self._posted_question(status, ts)
         call, asked, expires = approval.tool_call_id, approval.asked_at, approval.expires_at
         await self.records.shown(ctx, run_id, call, ts=ts, approval=True, asked=asked, expires_at=expires)
+
+    def _approvers_text(self, approval: ApprovalPayload, ctx: SlackContext) -> str:
+        """Who may decide ``approval`` (the call's rule with ``APPROVAL_POLICY``), as mrkdwn."""
+        return self.approvers.for_call(ctx, approval.tool_name, approval.args).describe(ctx)
 
     async def close_approval(
         self,
