@@ -14,8 +14,8 @@ problem naming the rule and the field (``rule 2 ('big refunds'): when.amount.gt:
 :meth:`Policy.decide` gives the :class:`Decision` for one call, with the conditions it checked (``why``).
 :meth:`Policy.from_approvers` is the one-rule policy ``APPROVERS`` stands for when no file is set.
 
-Carried out today (:mod:`bot.slack.approvers`): ``require``, ``approvers`` and the decline at once of a call nobody
-may approve. Quorum (``required`` above 1), ``edit``, ``grants``, ``where`` other than the thread, ``deadline`` /
+Carried out today (:mod:`bot.slack.questions.approvers`): ``require``, ``approvers`` and the decline at once of a call
+nobody may approve. Quorum (``required`` above 1), ``edit``, ``grants``, ``where`` other than the thread, ``deadline`` /
 ``on_deadline`` and ``arguments: details-only`` are parsed and validated now; the Slack flow that carries them out
 comes in later parts of issue 23 (docs/approvals.md says which are in effect).
 """

@@ -37,8 +37,7 @@ from bot.errors import ConfigError, describe_error
 from bot.ops.metrics import QueueGauges
 from bot.ops.server import Health, OpsEndpoints
 from bot.slack.approvals.deciding import Approving
-from bot.slack.approval_rules import policy_gate
-from bot.slack.approvers import approver_policy
+from bot.slack.approvals.rules import policy_gate
 from bot.slack.assistant_pane import AssistantPane
 from bot.slack.context import Where
 from bot.slack.conversations import Threads
@@ -46,7 +45,7 @@ from bot.slack.home import Home
 from bot.slack.listeners import register
 from bot.slack.questions.answer_modal import AnswerModal, modal_key
 from bot.slack.questions.answering import Answering
-from bot.slack.questions.approvers import ApproverPolicy
+from bot.slack.questions.approvers import approver_policy
 from bot.slack.questions.notices import STORE_DOWN
 from bot.slack.questions.permissions import Permissions
 from bot.slack.questions.wait_plan import WaitPlan, WaitSettings

@@ -1,5 +1,5 @@
 """``APPROVAL_POLICY`` in today's approval flow (issue 23 part 1): the matching rule says who may approve each call,
-through the one place that decides it (bot.slack.permissions); a call whose rule can't be satisfied for its
+through the one place that decides it (bot.slack.questions.permissions); a call whose rule can't be satisfied for its
 requester, or needs more approvals than this version collects, can be approved by nobody, and its message and the
 refusal say why."""
 
@@ -128,7 +128,7 @@ def approvers_for(policy: str) -> Any:
     from slack_sdk.web.async_client import AsyncWebClient
 
     from bot.approval_policy import parse_text
-    from bot.slack.approvers import ApproverPolicy
+    from bot.slack.questions.approvers import ApproverPolicy
 
     client = AsyncWebClient(token="xoxb-unused", base_url="http://127.0.0.1:9/")  # no group: never called
     return ApproverPolicy("requester", client=client, policy=parse_text(policy, kind="yaml"))
@@ -159,7 +159,7 @@ async def test_a_channel_wide_entry_admits_only_from_the_runs_channel_and_named_
 
 def test_the_fields_not_carried_out_yet_are_named_for_the_start_up_log() -> None:
     from bot.approval_policy import load_policy, parse_text
-    from bot.slack.approval_rules import not_carried_out
+    from bot.slack.approvals.rules import not_carried_out
 
     issue = Path(__file__).resolve().parent.parent / "fixtures" / "policies" / "issue23.yaml"
     assert not_carried_out(load_policy(issue)) == [
@@ -183,8 +183,8 @@ async def test_an_outside_agents_approval_request_goes_through_the_policy_with_i
     import asyncio
 
     from bot.agent.asking import APPROVAL_TOOL
+    from bot.fakeslack.state import TEAM_ID
     from bot.mcp_server.asker import Asker
-    from bot.playground.state import TEAM_ID
 
     policy = tmp_path / "policy.yaml"
     policy.write_text(
@@ -227,11 +227,11 @@ def test_the_start_logs_what_the_policy_says_that_is_not_carried_out_yet(caplog:
     from slack_sdk.web.async_client import AsyncWebClient
 
     from bot.config import load_settings
-    from bot.slack.approvers import approver_policy
+    from bot.slack.questions.approvers import approver_policy
 
     issue = Path(__file__).resolve().parent.parent / "fixtures" / "policies" / "issue23.yaml"
     client = AsyncWebClient(token="xoxb-unused", base_url="http://127.0.0.1:9/")
-    with caplog.at_level("WARNING", logger="bot.slack.approvers"):
+    with caplog.at_level("WARNING", logger="bot.slack.questions.approvers"):
         approvers = approver_policy(load_settings(approval_policy=str(issue)), client=client)
     assert approvers.policy is not None and [r.name for r in approvers.policy.rules][-1] == "default"
     lines = [r.getMessage() for r in caplog.records]

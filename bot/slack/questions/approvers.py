@@ -7,7 +7,7 @@ With ``APPROVAL_POLICY`` (:mod:`bot.approval_policy`, docs/approvals.md) the app
 :meth:`ApproverPolicy.for_call` gives the approvers of one call. What this part of the policy carries out: the
 rule's ``approvers`` (``requester``, ``channel``, user ids, user-group ids; ``@handle`` and ``channel:C...`` admit
 nobody yet, they are resolved in a later part); nobody may approve a call the rule can't satisfy, nor one needing
-more than one approval (quorum is a later part): :func:`bot.slack.approval_rules.policy_gate` declines such a
+more than one approval (quorum is a later part): :func:`bot.slack.approvals.rules.policy_gate` declines such a
 call at once, and says which calls are asked (``require``).
 """
 
@@ -21,7 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.approval_policy import GROUP_ID, USER_ID, Policy, load_policy
 from bot.config import Settings
-from bot.slack.approval_rules import blocked_reason, not_carried_out, policy_call
+from bot.slack.approvals.rules import blocked_reason, not_carried_out, policy_call
 from bot.slack.context import SlackContext, Where
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 a rule's fields mean for one call (:func:`policy_call`: an outside agent's request is its action;
 :func:`blocked_reason`: nobody may approve it), the runtime's gate (:func:`policy_gate`: ``require`` and the decline
 at once), and what the start logs as not carried out yet (:func:`not_carried_out`). Who may approve is
-:class:`bot.slack.approvers.ApproverPolicy`'s (``for_call``)."""
+:class:`bot.slack.questions.approvers.ApproverPolicy`'s (``for_call``)."""
 
 from __future__ import annotations
 
