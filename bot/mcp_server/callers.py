@@ -115,7 +115,7 @@ class Caller(BaseModel):
 def implicit_caller(*, channel: str | None) -> Caller:
     """The one caller of a server without ``MCP_CALLERS``: its channel ``MCP_ASK_CHANNEL`` only (none: it can ask
     nowhere), anyone there, approvals allowed when they name who decides, the default limits."""
-    return Caller(name=IMPLICIT, channels=(channel,) if channel else (), people=None, approvals=True)
+    return Caller.model_construct(name=IMPLICIT, channels=(channel,) if channel else (), people=None, approvals=True)
 
 
 @dataclass(frozen=True)
