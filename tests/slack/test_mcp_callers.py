@@ -172,7 +172,9 @@ async def sessions(h: Any, prefix: str, transport: str, callers: str, *names: st
         yield opened
 
 
-def refusal(result: Any) -> str:
+async def refused(session: Any, tool: str, args: dict[str, Any]) -> str:
+    """The tool error of a call that must be refused at once (a call that asks instead would wait: bounded)."""
+    result = await asyncio.wait_for(session.call_tool(tool, args), 30)
     assert result.is_error, result.structured_content
     return str(result.content[0].text)
 
@@ -198,11 +200,11 @@ async def test_each_caller_is_confined_to_its_channels_and_people_and_its_questi
             ({"user": CAROL}, "people"),  # someone not its own
             ({"channel": CAROL}, "people"),  # a DM of someone not its own
         ):
-            text = refusal(await build.call_tool("ask_user", {"question": "Ship it?", **args}))
+            text = await refused(build, "ask_user", {"question": "Ship it?", **args})
             assert f"caller build-42, rule `{rule}`" in text, text
-        text = refusal(await nightly.call_tool("ask_user", {"question": "Ship it?", "user": ALICE}))
+        text = await refused(nightly, "ask_user", {"question": "Ship it?", "user": ALICE})
         assert "caller nightly, rule `people`" in text
-        text = refusal(await nightly.call_tool("request_approval", {"action": "Deploy", "user": CAROL}))
+        text = await refused(nightly, "request_approval", {"action": "Deploy", "user": CAROL})
         assert "caller nightly, rule `approvals`" in text
         assert h.ws.messages(GENERAL) == [] and h.ws.messages(RANDOM) == []  # nothing posted
 
@@ -260,7 +262,7 @@ async def test_an_approval_must_name_who_decides(
     entry says approvals_anyone_in_channel."""
     async with harness(real_redis) as h, sessions(h, prefix, transport, callers_file, "build-42", "lenient") as both:
         build, lenient = both
-        text = refusal(await build.call_tool("request_approval", {"action": "Drop the cache"}))
+        text = await refused(build, "request_approval", {"action": "Drop the cache"})
         assert "caller build-42, rule `approvals_anyone_in_channel`" in text and "give `user`" in text
         assert h.ws.messages(GENERAL) == []
         call = asyncio.ensure_future(build.call_tool("request_approval", {"action": "Drop the cache", "user": ALICE}))
@@ -296,7 +298,7 @@ async def test_a_callers_waiting_questions_are_bounded(
                 channel=GENERAL, predicate=lambda m, n=n: has_controls(m) and f"Q{n}?" in str(m["blocks"]), timeout=20
             )
         for session in (over_stdio, over_http):
-            text = refusal(await session.call_tool("ask_user", {"question": "Q3?", "user": ALICE}))
+            text = await refused(session, "ask_user", {"question": "Q3?", "user": ALICE})
             assert "caller build-42, rule `max_waiting`" in text and "2 of its questions are waiting" in text
         first = next(m for m in h.ws.messages(GENERAL) if has_controls(m) and "Q1?" in str(m["blocks"]))
         await h.ws.reply_in_thread(ALICE, GENERAL, first["thread_ts"], "done")
@@ -330,7 +332,7 @@ async def test_a_callers_questions_a_minute_are_bounded_across_processes(
                 channel=GENERAL, predicate=lambda m, n=n: has_controls(m) and f"Q{n}?" in str(m["blocks"]), timeout=20
             )
         for session in (over_stdio, over_http):
-            text = refusal(await session.call_tool("ask_user", {"question": "Q3?"}))
+            text = await refused(session, "ask_user", {"question": "Q3?"})
             assert "caller burst, rule `per_minute`" in text and "try again in" in text
         again = asyncio.ensure_future(over_stdio.call_tool("ask_user", {"question": "Q1?", "request_key": "k1"}))
         calls.append(again)
@@ -357,9 +359,9 @@ async def test_one_mcp_token_alone_is_one_caller_confined_to_mcp_ask_channel(
             url = await stack.enter_async_context(http_server(h, prefix, MCP_TOKEN=token))
             session = await stack.enter_async_context(http_session(url, token))
         for args, rule in (({"channel": RANDOM}, "channels"), ({"channel": BOB}, "people")):
-            text = refusal(await session.call_tool("ask_user", {"question": "Ship it?", **args}))
+            text = await refused(session, "ask_user", {"question": "Ship it?", **args})
             assert f"refused (this server's caller, rule `{rule}`)" in text, text
-        text = refusal(await session.call_tool("request_approval", {"action": "Deploy"}))
+        text = await refused(session, "request_approval", {"action": "Deploy"})
         assert "rule `approvals_anyone_in_channel`" in text
         assert h.ws.messages(RANDOM) == [] and h.ws.messages(GENERAL) == []
         call = asyncio.ensure_future(session.call_tool("ask_user", {"question": "Ship it?", "user": BOB}))
