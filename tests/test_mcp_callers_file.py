@@ -138,7 +138,7 @@ def test_the_server_does_not_start_on_a_bad_file_and_exits_2(tmp_path: Path) -> 
     )
     assert done.returncode == 2, done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    assert errors == [
-        f"error: MCP_CALLERS: callers[0] (a).channels: must be channel ids (C..., G..., D...), not "
-        f"'general' (got '{env['MCP_CALLERS']}')"
-    ], done.stderr
+    [error] = errors  # one line, naming the setting and the problem (the path shown clipped when long)
+    assert error.startswith(
+        "error: MCP_CALLERS: callers[0] (a).channels: must be channel ids (C..., G..., D...), not 'general' (got '/"
+    ), done.stderr
