@@ -180,6 +180,8 @@ class Settings(BaseSettings):
     metrics_on_port: bool | None = None
     prometheus_multiproc_dir: str | None = None  # read by prometheus-client itself; checked here before it is
     mcp_token: SecretStr | None = None
+    mcp_callers: str | None = None  # a file: bot.mcp_server.callers (no MCP SDK import)
+    mcp_caller: str | None = None
     mcp_ask_channel: str | None = None
     mcp_ask_user: str | None = None
     mcp_progress_seconds: float = Field(default=10.0, ge=0.5, le=600)
@@ -353,6 +355,34 @@ class Settings(BaseSettings):
                 "must be at least 16 characters (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')"
             )
         return text.strip() if isinstance(text, str) else value
+
+    @field_validator("mcp_callers", mode="before")
+    @classmethod
+    def _mcp_callers(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        from bot.mcp_server.callers import load_callers  # yaml and pydantic only
+
+        try:
+            load_callers(value.strip())
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return value.strip()
+
+    @model_validator(mode="after")
+    def _mcp_caller(self) -> Settings:
+        if self.mcp_callers is not None and self.mcp_token is not None:
+            raise ValueError("MCP_TOKEN: set MCP_TOKEN (one caller) or MCP_CALLERS (each its token), not both")
+        if self.mcp_caller is None:
+            return self
+        if self.mcp_callers is None:
+            raise ValueError("MCP_CALLER: names one of MCP_CALLERS' callers; MCP_CALLERS is not set")
+        from bot.mcp_server.callers import load_callers
+
+        names = [c.name for c in load_callers(self.mcp_callers).entries]
+        if self.mcp_caller not in names:
+            raise ValueError(f"MCP_CALLER: {self.mcp_caller!r} is none of MCP_CALLERS' callers ({', '.join(names)})")
+        return self
 
     @field_validator("mcp_ask_channel", mode="before")
     @classmethod

@@ -7,7 +7,12 @@ an agent asks (with the caller's ``context``), the question in its thread (a typ
 
 The caller waits on the run in Redis (:meth:`Asker.wait`, one read per ``poll`` seconds) until the question has
 an outcome. ``request_key`` names the question: the same key asks nothing new, it waits for the stored question
-(after a restart of the MCP server, or a client's retry).
+(after a restart of the MCP server, or a client's retry). Keys are the caller's own (:func:`run_id_for`): another
+caller's same key is another question.
+
+Every question is a caller's (:class:`bot.mcp_server.callers.Caller`): it is asked only where and of whom the caller
+may ask (:func:`~bot.mcp_server.callers.check_target`), within its limits (:mod:`bot.mcp_server.limits`), and its
+first message names the caller ("Claude Code on build-42 asks @alice").
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import asyncio
 import hashlib
 import json
 import logging
+import re
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -26,6 +33,8 @@ from bot.agent.asking import APPROVAL_TOOL, approval_outcome, ask_outcome, asked
 from bot.agent.state import RunState
 from bot.agent.tools import ToolInputError
 from bot.errors import BotError, RunConflict, RunNotFound, StoreUnavailable
+from bot.mcp_server.callers import IMPLICIT, Caller, check_target, implicit_caller
+from bot.mcp_server.limits import CallerLimits
 from bot.slack.context import SlackContext, slack_id
 from bot.slack.conversations import Threads
 from bot.slack.names import Names
@@ -37,6 +46,8 @@ log = logging.getLogger(__name__)
 
 REPLY = "Your answer went back to the agent that asked."
 FINGERPRINT = "ask_fingerprint"  # run metadata: what its request_key was asked with (see fingerprint)
+CALLER = "mcp_caller"  # run metadata: the name of the caller that asked (absent: the implicit caller)
+CLIENT_NAME = 60  # characters of the client's own name (clientInfo.name) shown in Slack
 ENDED = ("completed", "failed", "expired")
 
 
@@ -60,9 +71,22 @@ def fingerprint(question: dict[str, Any], *, tool_id: str | None, channel: str, 
     return hashlib.sha256(what.encode()).hexdigest()
 
 
-def run_id_for(request_key: str) -> str:
-    """The run id of the question named ``request_key`` (the same key, the same run)."""
-    return "run_mcp_" + hashlib.sha256(request_key.encode()).hexdigest()[:32]
+def run_id_for(request_key: str, *, caller: str = IMPLICIT) -> str:
+    """The run id of the question ``caller`` named ``request_key`` (the same caller and key, the same run). The
+    implicit caller's (``""``) are the ids stored before ``MCP_CALLERS`` existed (``run_mcp_``), so a deployment's
+    waiting questions stay found; a named caller's are ``run_mcpc_`` of its name and key, never another's."""
+    if caller == IMPLICIT:
+        return "run_mcp_" + hashlib.sha256(request_key.encode()).hexdigest()[:32]
+    return "run_mcpc_" + hashlib.sha256(f"{caller}\n{request_key}".encode()).hexdigest()[:32]
+
+
+def asked_by(caller: Caller, client: str | None) -> str:
+    """Who asks, as the question's first message says it: the MCP client's name (``clientInfo.name``, clipped and
+    made plain) and the caller's: ``Claude Code on build-42``, ``An agent on build-42``, ``Claude Code``, or
+    ``An agent`` (the implicit caller, a client with no name)."""
+    plain = re.sub(r"[^\w .()/+-]", "", " ".join((client or "").split()))[:CLIENT_NAME].strip()
+    who = plain or "An agent"
+    return f"{who} on {caller.name}" if caller.name else who
 
 
 class Asker:
@@ -72,6 +96,7 @@ class Asker:
         self.threads, self.team_id, self.poll = threads, team_id, poll
         self.agent = threads.agent
         self.names: Names = threads.follower.names  # progress messages go to a client that can't render <@U…>
+        self.limits = CallerLimits(threads.index.client, keys=threads.index.keys, agent=threads.agent)
 
     async def ask(
         self,
@@ -82,34 +107,73 @@ class Asker:
         context: str | None = None,
         request_key: str | None = None,
         tool_id: str | None = None,
+        caller: Caller | None = None,
+        client: str | None = None,
     ) -> Asked:
         """Post ``question`` (the agent's ``ask_user`` input; with ``tool_id`` another tool's, e.g. an approval
-        request) in ``channel`` for ``user`` (None: anyone there may answer), or find the question already asked
-        under ``request_key`` (the same key with another question, tool, channel or person is refused). Raises
-        :class:`AskError` (bad channel or person, a malformed question, Slack refused to post it, the key is taken),
-        ``StoreUnavailable``."""
+        request) in ``channel`` for ``user`` (None: anyone there may answer) as ``caller`` (default: an implicit
+        caller of ``channel``) through MCP client ``client`` (its ``clientInfo.name``), or find the question the
+        caller already asked under ``request_key`` (the same key with another question, tool, channel or person is
+        refused). Raises :class:`AskError` (bad channel or person, a malformed question, Slack refused to post it,
+        the key is taken), :class:`~bot.mcp_server.callers.Refused` (the caller may not ask there or that person, or
+        is over a limit), ``StoreUnavailable``."""
         channel_id, person = slack_id(channel), slack_id(user)
         if channel_id is None:
             raise AskError("no channel to ask in: give `channel` (a Slack channel id) or set MCP_ASK_CHANNEL")
         if user and person is None:
             raise AskError(f"`user` must be a Slack user id (U…), not {clip(user, 40)!r}")
+        caller = caller or implicit_caller(channel=channel_id)
+        check_target(caller, channel=channel_id, person=person)
         print_ = fingerprint(question, tool_id=tool_id, channel=channel_id, user=person)
-        run_id = run_id_for(request_key) if request_key else None
+        run_id = run_id_for(request_key, caller=caller.name) if request_key else None
         if run_id is not None and (found := await self._find(run_id, fingerprint=print_)) is not None:
             return found
         self._check(question, tool_id=tool_id)
+        run_id = run_id or f"run_mcpc_{secrets.token_hex(16)}"
+        await self.limits.admit(caller, run_id=run_id)
+        try:
+            return await self._post(
+                question,
+                channel_id=channel_id,
+                person=person,
+                context=context,
+                run_id=run_id,
+                print_=print_,
+                tool_id=tool_id,
+                caller=caller,
+                client=client,
+            )
+        except BaseException:
+            await self.limits.release(caller, run_id=run_id)
+            raise
+
+    async def _post(
+        self,
+        question: dict[str, Any],
+        *,
+        channel_id: str,
+        person: str | None,
+        context: str | None,
+        run_id: str,
+        print_: str,
+        tool_id: str | None,
+        caller: Caller,
+        client: str | None,
+    ) -> Asked:
+        """Ask ``question`` (checked, admitted) as run ``run_id``: see :meth:`ask`."""
         web = self.threads.web
         whom = f"<@{person}>" if person else "anyone here"
         what = " to approve" if tool_id == APPROVAL_TOOL else ""
         quoted = f":\n>{clip(safe_mrkdwn(context), 2000)}" if context else ":"
-        root = await web.post(channel_id, thread_ts=None, text=f":robot_face: An agent asks {whom}{what}{quoted}")
+        who = asked_by(caller, client)
+        root = await web.post(channel_id, thread_ts=None, text=f":robot_face: {who} asks {whom}{what}{quoted}")
         if root is None:
             raise AskError(f"Slack refused to post in {channel_id} (is the bot in that channel?)")
         ctx = SlackContext(
             team_id=self.team_id, channel_id=channel_id, thread_ts=root, requester=person or "", message_ts=root
         )
         try:
-            metadata = {**ctx.to_metadata(), FINGERPRINT: print_}
+            metadata = {**ctx.to_metadata(), FINGERPRINT: print_, **({CALLER: caller.name} if caller.name else {})}
             stream = await self.agent.ask(question, run_id=run_id, reply=REPLY, metadata=metadata, tool_id=tool_id)
         except BaseException as exc:
             await web.delete(channel_id, root)  # no question in that thread: nothing to leave behind

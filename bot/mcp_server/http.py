@@ -1,12 +1,15 @@
 """The MCP server over streamable HTTP (``python -m bot mcp --http``): ``/mcp`` on ``MCP_HOST:MCP_PORT``
 (default ``127.0.0.1:3100``: loopback; a TLS-terminating proxy in front serves it to other hosts, see the
-README), every request refused (401) without ``Authorization: Bearer $MCP_TOKEN``.
+README), every request refused (401) without ``Authorization: Bearer $MCP_TOKEN``, or with ``MCP_CALLERS`` without
+one of its callers' tokens (the caller then rides in the ASGI scope's ``state`` for the tools, see
+:func:`bot.mcp_server.server.caller_of`).
 
 On a loopback address the SDK also refuses requests whose ``Host`` header is not a loopback name (DNS rebinding
 protection): a proxy in front passes ``Host: 127.0.0.1:<port>`` (nginx's default; Caddy's
 ``header_up Host {upstream_hostport}``).
 
-The token is compared in constant time (``hmac.compare_digest``) and never logged (uvicorn's access log is off;
+The token is compared in constant time (``hmac.compare_digest``; with ``MCP_CALLERS`` its SHA-256 with each
+caller's) and never logged (uvicorn's access log is off;
 the 401 says nothing of what was sent). The app itself is the SDK's (``MCPServer.streamable_http_app``), served by
 uvicorn (the SDK's own dependency).
 """
@@ -23,6 +26,8 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
+from bot.mcp_server.callers import CALLER_STATE, Caller, Callers
+
 log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
@@ -35,15 +40,17 @@ SHUTTING_DOWN = threading.Event()
 
 
 class BearerAuth:
-    """ASGI middleware: HTTP requests without ``Authorization: Bearer <token>`` get 401; lifespan passes."""
+    """ASGI middleware: HTTP requests without ``Authorization: Bearer <token>`` (``token``, or with ``callers`` one
+    of theirs) get 401; lifespan passes. A caller's request carries its :class:`Caller` in ``scope["state"]``."""
 
-    def __init__(self, app: ASGIApp, *, token: str) -> None:
+    def __init__(self, app: ASGIApp, *, token: str | None = None, callers: Callers | None = None) -> None:
         self.app = app
-        self._expected = token.encode()
+        self._expected = token.encode() if token is not None else None
+        self.callers = callers
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope.get("type") == "http" and not self._authorized(scope):
-            body = json.dumps({"error": "unauthorized", "error_description": "a bearer token (MCP_TOKEN) is needed"})
+            body = json.dumps({"error": "unauthorized", "error_description": "a caller's bearer token is needed"})
             await send(
                 {
                     "type": "http.response.start",
@@ -63,11 +70,28 @@ class BearerAuth:
             if name.lower() == b"authorization":
                 given = value
         scheme, _, token = given.strip().partition(b" ")
-        return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self._expected)
+        if scheme.lower() != b"bearer":
+            return False
+        if self.callers is not None:
+            caller: Caller | None = self.callers.by_token(token.strip())
+            if caller is None:
+                return False
+            scope.setdefault("state", {})[CALLER_STATE] = caller
+            return True
+        return self._expected is not None and hmac.compare_digest(token.strip(), self._expected)
 
 
-def http_server(server: MCPServer[Any], *, host: str = HOST, port: int, token: str, embedded: bool = False) -> Any:
-    """A uvicorn server of ``server`` at ``/mcp`` on ``host:port`` behind the bearer ``token``; ``await
+def http_server(
+    server: MCPServer[Any],
+    *,
+    host: str = HOST,
+    port: int,
+    token: str | None,
+    callers: Callers | None = None,
+    embedded: bool = False,
+) -> Any:
+    """A uvicorn server of ``server`` at ``/mcp`` on ``host:port`` behind the bearer ``token`` (with ``callers``:
+    their tokens); ``await
     it.serve()`` runs it, ``it.should_exit = True`` stops it. ``embedded``: inside another program (the
     playground), which keeps its own signal handling."""
     import uvicorn
@@ -80,7 +104,7 @@ def http_server(server: MCPServer[Any], *, host: str = HOST, port: int, token: s
         def capture_signals(self) -> Any:
             return contextlib.nullcontext() if embedded else super().capture_signals()
 
-    app = BearerAuth(server.streamable_http_app(streamable_http_path=MCP_PATH, host=host), token=token)
+    app = BearerAuth(server.streamable_http_app(streamable_http_path=MCP_PATH, host=host), token=token, callers=callers)
     config = uvicorn.Config(
         app,
         host=host,
@@ -112,10 +136,12 @@ def bound_port(running: Any) -> int:
     return int(running.servers[0].sockets[0].getsockname()[1])
 
 
-async def serve_http(server: MCPServer[Any], *, host: str = HOST, port: int, token: str) -> None:
-    """Serve ``server`` at ``/mcp`` on ``host:port`` until stopped (SIGINT/SIGTERM). Raises ``OSError`` when the
-    address can't be bound."""
-    running = http_server(server, host=host, port=port, token=token)
+async def serve_http(
+    server: MCPServer[Any], *, host: str = HOST, port: int, token: str | None, callers: Callers | None = None
+) -> None:
+    """Serve ``server`` at ``/mcp`` on ``host:port`` until stopped (SIGINT/SIGTERM), to ``token`` (with
+    ``callers``: their tokens). Raises ``OSError`` when the address can't be bound."""
+    running = http_server(server, host=host, port=port, token=token, callers=callers)
     sock = listen_socket(host, port)
     try:
         shown = f"[{host}]" if ":" in host else host

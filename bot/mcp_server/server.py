@@ -17,6 +17,10 @@ Built on the official ``mcp`` SDK's ``MCPServer``; served over stdio, or streama
   reason; ``APPROVERS`` decides who may). Result: ``{"status": "approved", "approved_by"}`` or ``{"status":
   "declined", "declined_by", "reason"}`` (``reason`` ``"no answer"`` past the deadline).
 
+Every call is a caller's (:mod:`bot.mcp_server.callers`): over HTTP the one its bearer token names, over stdio the
+process's (``MCP_CALLER``), or without ``MCP_CALLERS`` the one implicit caller, confined to ``MCP_ASK_CHANNEL``. A
+call outside what its caller may do is refused with a ``ToolError`` naming the rule.
+
 Every text field is bounded (:mod:`bot.agent.limits`, shared by both tools); a call over a bound is refused before
 anything is posted or stored, naming the field.
 
@@ -53,6 +57,8 @@ from bot.errors import BotError, describe_error
 from bot.mcp_server.asker import Asker, AskError
 from bot.mcp_server.http import SHUTTING_DOWN, serve_http
 from bot.serving import check_redis, listen_error, serve_ops
+from bot.mcp_server.callers import CALLER_STATE, Caller, Callers, Refused, check_approval, implicit_caller, load_callers
+from bot.slack.context import slack_id
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +76,58 @@ class Option(BaseModel):
     description: OptionDescription | None = None
 
 
-def build_mcp_server(settings: Settings, asker: Asker) -> MCPServer[Any]:
-    """The MCP server whose tools ask through ``asker``."""
+def callers_of(settings: Settings) -> Callers | None:
+    """The callers of ``MCP_CALLERS`` (None when unset). Raises ``ConfigError`` naming it (the file changed since
+    the settings were read)."""
+    from bot.errors import ConfigError
+
+    if settings.mcp_callers is None:
+        return None
+    try:
+        return load_callers(settings.mcp_callers)
+    except ConfigError as exc:
+        raise ConfigError(f"MCP_CALLERS: {exc}") from None
+
+
+def process_caller(settings: Settings, callers: Callers | None) -> Caller | None:
+    """The caller a request without its own (stdio's) is: ``MCP_CALLER``'s entry, the implicit caller without
+    ``MCP_CALLERS``, or None (every caller is named by its token)."""
+    if callers is None:
+        return implicit_caller(channel=settings.mcp_ask_channel)
+    return callers.named(settings.mcp_caller) if settings.mcp_caller else None
+
+
+def caller_of(ctx: Context, default: Caller | None) -> Caller:
+    """The caller making this request: the HTTP request's (its bearer token's, put in the ASGI scope's ``state``
+    by :class:`bot.mcp_server.http.BearerAuth`), else ``default``. Raises ``ToolError`` when there is none."""
+    try:
+        request = ctx.request_context.request
+    except ValueError:
+        request = None
+    scope = getattr(request, "scope", None)
+    found = (scope.get("state") or {}).get(CALLER_STATE) if isinstance(scope, dict) else None
+    caller = found if isinstance(found, Caller) else default
+    if caller is None:
+        raise ToolError("refused: this request names no caller (MCP_CALLER, or a caller's bearer token)")
+    return caller
+
+
+def client_name(ctx: Context) -> str | None:
+    """The MCP client's own name (``clientInfo.name`` of its initialize request), or None."""
+    try:
+        params = ctx.request_context.session.client_params
+    except ValueError:
+        return None
+    info = getattr(params, "client_info", None)
+    name = getattr(info, "name", None)
+    return name if isinstance(name, str) else None
+
+
+def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | None = None) -> MCPServer[Any]:
+    """The MCP server whose tools ask through ``asker``, for ``callers`` (``MCP_CALLERS``; None: the implicit
+    caller, or over HTTP each request's, see :func:`caller_of`)."""
     server: MCPServer[Any] = MCPServer("askbot", instructions=INSTRUCTIONS, log_level=settings.log_level)
+    default = process_caller(settings, callers)
 
     @server.tool(name="ask_user")
     async def ask_user(
@@ -96,7 +151,15 @@ def build_mcp_server(settings: Settings, asker: Asker) -> MCPServer[Any]:
         if selection_mode is not None:
             args["selection_mode"] = selection_mode
         return await ask_and_wait(
-            asker, settings, ctx, args, channel=channel, user=user, context=context, request_key=request_key
+            asker,
+            settings,
+            ctx,
+            args,
+            channel=channel,
+            user=user,
+            context=context,
+            request_key=request_key,
+            caller=caller_of(ctx, default),
         )
 
     @server.tool(name="request_approval")
@@ -124,6 +187,7 @@ def build_mcp_server(settings: Settings, asker: Asker) -> MCPServer[Any]:
             context=context,
             request_key=request_key,
             tool_id=APPROVAL_TOOL,
+            caller=caller_of(ctx, default),
         )
 
     return server
@@ -140,20 +204,34 @@ async def ask_and_wait(
     context: str | None,
     request_key: str | None,
     tool_id: str | None = None,
+    caller: Caller | None = None,
 ) -> dict[str, Any]:
-    """Ask ``args`` (through ``tool_id``: the question tool by default) and wait for the outcome, telling the
-    client how long it waited; a client's cancellation withdraws it. Raises ``ToolError`` (what went wrong)."""
+    """Ask ``args`` (through ``tool_id``: the question tool by default) as ``caller`` (default: the implicit one)
+    and wait for the outcome, telling the client how long it waited; a client's cancellation withdraws it. The
+    defaults: ``MCP_ASK_CHANNEL`` (a named caller's first channel when that is not one of its), ``MCP_ASK_USER``
+    (when the caller may ask them). Raises ``ToolError`` (what went wrong, or the caller's rule refused)."""
+    caller = caller or implicit_caller(channel=settings.mcp_ask_channel)
+    if channel is None:
+        channel = settings.mcp_ask_channel
+        if caller.name and caller.channels and channel not in caller.channels:
+            channel = caller.channels[0]
+    if user is None and settings.mcp_ask_user and caller.may_ask(settings.mcp_ask_user):
+        user = settings.mcp_ask_user
     try:
+        if tool_id == APPROVAL_TOOL and (not user or slack_id(user) is not None):
+            check_approval(caller, person=slack_id(user) if user else None, approvers=settings.approvers)
         with anyio.CancelScope(shield=True):  # a cancellation waits until the question is posted and recorded
             asked = await asker.ask(
                 args,
-                channel=channel or settings.mcp_ask_channel,
-                user=user or settings.mcp_ask_user,
+                channel=channel,
+                user=user,
                 context=context,
                 request_key=request_key,
                 tool_id=tool_id,
+                caller=caller,
+                client=client_name(ctx),
             )
-    except AskError as exc:
+    except (AskError, Refused) as exc:
         raise ToolError(str(exc)) from None
     except BotError as exc:
         raise ToolError(f"could not ask: {describe_error(exc)}") from None
@@ -266,16 +344,21 @@ async def run_mcp(settings: Settings, *, http: bool = False) -> None:
     from bot.config import MCP_PORT_DEFAULT
     from bot.errors import ConfigError
 
-    if http and settings.mcp_token is None:
-        raise ConfigError("MCP_TOKEN is not set: python -m bot mcp --http refuses requests without it")
+    callers = callers_of(settings)
+    if http and settings.mcp_token is None and callers is None:
+        raise ConfigError(
+            "MCP_TOKEN (or MCP_CALLERS) is not set: python -m bot mcp --http refuses requests without a token"
+        )
+    if not http and callers is not None and settings.mcp_caller is None:
+        raise ConfigError("MCP_CALLER is not set: over stdio it names which of MCP_CALLERS' callers this process is")
     async with asking(settings) as asker:
-        server = build_mcp_server(settings, asker)
+        server = build_mcp_server(settings, asker, callers=callers)
         if not http:
             await server.run_stdio_async()
             return
-        assert settings.mcp_token is not None
         port = MCP_PORT_DEFAULT if settings.mcp_port is None else settings.mcp_port
+        token = settings.mcp_token.get_secret_value() if settings.mcp_token is not None else None
         try:
-            await serve_http(server, host=settings.mcp_host, port=port, token=settings.mcp_token.get_secret_value())
+            await serve_http(server, host=settings.mcp_host, port=port, token=token, callers=callers)
         except OSError as exc:
             raise listen_error(exc, settings.mcp_host, port, port_setting="MCP_PORT", host_setting="MCP_HOST") from None

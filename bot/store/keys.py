@@ -36,6 +36,9 @@ one Redis and on a cluster.
 - ``{prefix}{work}`` - stream: jobs from ``web`` processes for ``worker`` processes; ``{prefix}{work}:job:{id}``
   marks a job id already queued (a resent XADD queues nothing); ``{prefix}{work}:alive:{consumer}`` - string with a
   TTL: the lease of a live worker (consumer name ``host:pid``), see :mod:`bot.store.work_queue`.
+- ``{prefix}mcp_rate:{caller}`` - string with a 60 s TTL: the questions an MCP caller asked in its current minute;
+  ``{prefix}mcp_waiting:{caller}`` - sorted set: the run ids of its questions asked and maybe still waiting (score:
+  when asked, ms), see :mod:`bot.mcp_server.limits`.
 - ``{prefix}playground:workspace`` - string (JSON, ``schema_version``): the playground's fake Slack workspace
   (messages, threads, open views, Home tabs), kept only when the playground runs on a real Redis, see
   :mod:`bot.playground.saved`; ``{prefix}playground:workspace:unreadable`` - string: a saved workspace that could
@@ -135,6 +138,14 @@ class Keys:
     def work_lease(self, consumer: str) -> str:
         """The liveness lease of worker ``consumer`` (same slot as :meth:`work`)."""
         return f"{self.prefix}{{work}}:alive:{consumer}"
+
+    def mcp_rate(self, caller: str) -> str:
+        """The count of questions MCP caller ``caller`` asked this minute (``""``: the implicit caller)."""
+        return f"{self.prefix}mcp_rate:{caller}"
+
+    def mcp_waiting(self, caller: str) -> str:
+        """The run ids of MCP caller ``caller``'s questions that may still wait (``""``: the implicit caller)."""
+        return f"{self.prefix}mcp_waiting:{caller}"
 
     def playground_workspace(self) -> str:
         """The playground's saved fake workspace (one JSON string; see :mod:`bot.playground.saved`)."""

@@ -14,7 +14,7 @@ import asyncio
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import fakeredis
 import pytest
@@ -23,6 +23,8 @@ from redis.commands.core import AsyncScript
 from redis.crc import key_slot
 
 from bot.agent.state import PendingCall, RunState, utcnow
+from bot.mcp_server.callers import Caller
+from bot.mcp_server.limits import CallerLimits
 from bot.store import Keys, RedisRunStore
 from bot.store.conversations import ConversationIndex, MessageRef
 from bot.store.inbox import Inbox
@@ -152,6 +154,9 @@ async def exercise(client: SlotCheckingRedis, keys: Keys) -> None:
     inbox = Inbox(client, keys=keys)
     await inbox.add("T1", ["U1", "U2"], run_id="run-1", call="c1", asked_ms=1)
     assert await inbox.close("run-1", "c1", summary="answered")
+
+    limits = CallerLimits(client, keys=keys, agent=cast(Any, None))  # none waiting yet: no run is read
+    await limits.admit(Caller(name="build-42", channels=("C1",)), run_id="run-3")
 
     panes = PaneContexts(client, keys=keys)
     await panes.save(channel_id="D1", thread_ts="1.0", context={"channel_id": "C1"})
