@@ -55,9 +55,9 @@ from bot.agent.limits import (
 from bot.config import Settings
 from bot.errors import BotError, describe_error
 from bot.mcp_server.asker import Asker, AskError
+from bot.mcp_server.callers import CALLER_STATE, Caller, Callers, Refused, check_approval, implicit_caller, load_callers
 from bot.mcp_server.http import SHUTTING_DOWN, serve_http
 from bot.serving import check_redis, listen_error, serve_ops
-from bot.mcp_server.callers import CALLER_STATE, Caller, Callers, Refused, check_approval, implicit_caller, load_callers
 from bot.slack.context import slack_id
 
 log = logging.getLogger(__name__)
