@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
+import openai
 import pytest
 import redis.asyncio as aioredis
 from aiohttp import web
@@ -40,6 +41,8 @@ async def served(
 ) -> AsyncIterator[tuple[Workspace, TcpProxy]]:
     """The hand-written bot (library defaults, then ``--tuned``'s aiohttp transport) served on loopback against the
     fake Slack, the loopback model and the real Redis through the counting proxy."""
+    if request.param and not hasattr(openai, "DefaultAioHttpClient"):
+        pytest.skip("this openai release has no aiohttp transport (DefaultAioHttpClient): no tuned variant")
     _client, proxy = proxied_redis
     async with Workspace("http://127.0.0.1:9/unset", SECRET, bot_token=TOKEN, subscriptions=("app_mention",)) as ws:
         env = {

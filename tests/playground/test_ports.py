@@ -20,6 +20,10 @@ from tests.slack.test_serve_process import clean_env, error_lines, free_port, re
 
 HEALTH = "Health and metrics:"
 
+# Port 3100 (MCP_PORT_DEFAULT) is one port of the machine: this file's tests take it, or leave it to the
+# playground's MCP server, one at a time (one xdist worker; --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("port-3100")
+
 
 @contextlib.contextmanager
 def holding(port: int) -> Iterator[None]:
