@@ -1,8 +1,8 @@
 """Tool approval: a call that needs a person's OK suspends the run before it runs, and runs at most once per
 approval.
 
-- Which calls: a tool with ``require_approval=True``, or every tool but questions (tools that suspend
-  themselves, such as ``ask_user``) when the agent or the run says ``require_tool_approval``.
+- Which calls: a tool with ``require_approval=True``, or every tool but questions (tools that ask a
+  person, ``Tool.asks_person``, such as ``ask_user``) when the agent or the run says ``require_tool_approval``.
 - Asking: the call's arguments are validated first (invalid ones go back to the model as a tool error, nobody is
   asked); then the run suspends with a pending call of kind ``approval`` and the stream emits a
   ``tool-call-approval`` chunk.
@@ -31,7 +31,7 @@ Save = Callable[[RunState], Awaitable[None]]
 
 def needs_approval(tool: Tool | None, state: RunState, *, agent_wide: bool) -> bool:
     """Whether a call of ``tool`` waits for approval in ``state`` (unknown tools and questions never do)."""
-    if tool is None or tool.suspend_schema is not None:
+    if tool is None or tool.asks_person:
         return False
     return tool.require_approval or agent_wide or state.require_tool_approval
 

@@ -29,7 +29,6 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import Agent, ChatModel, make_ask_user_tool
-from bot.agent.ask_user import AskUserPayload
 from bot.agent.asking import APPROVAL_TOOL, approval_tool
 from bot.agent.loading import load_agent
 from bot.config import Settings
@@ -324,10 +323,10 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
 
 
 def quiet_tool(agent: Agent, name: str) -> bool:
-    """A tool whose calls show no progress line of their own: one that only asks a person (its suspend schema is
-    ``AskUserPayload``), or a hidden one (an outside agent's approval request: the request itself is shown)."""
+    """A tool whose calls show no progress line of their own: one that only asks a person (``Tool.asks_person``),
+    or a hidden one (an outside agent's approval request: the request itself is shown)."""
     tool = agent.tools.get(name)
-    return tool is not None and (tool.suspend_schema is AskUserPayload or tool.hidden)
+    return tool is not None and (tool.asks_person or tool.hidden)
 
 
 def wait_settings(settings: Settings) -> WaitSettings:

@@ -51,7 +51,7 @@ async def continue_pending(
             return
         suspend(state, pending.tool_call_id, tool, pending.args, ask_ttl=ask_ttl, interrupted=True)
     resume = pending.resume
-    question_tool = tool is not None and tool.suspend_schema is not None  # e.g. ask_user
+    question_tool = tool is not None and tool.asks_person  # e.g. ask_user
     if pending.kind == "question" and resume is not None and resume.outcome != "answer" and question_tool:
         add_result(state, call, unanswered(pending, resume), out, max_chars=max_result_chars)  # told, not run again
         return
@@ -60,7 +60,7 @@ async def continue_pending(
             tools, state, pending, out, save=save, ask_ttl=ask_ttl, max_result_chars=max_result_chars, live=live
         )
         return
-    if tool is not None and tool.suspend_schema is None:  # it suspended mid-work: leave a trace before it goes on
+    if tool is not None and not tool.asks_person:  # it suspended mid-work: leave a trace before it goes on
         state.pending = pending.model_copy(update={"executing_since": utcnow()})
         await save(state)
         state.pending = None

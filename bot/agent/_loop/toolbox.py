@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.agent.ask_user import AskUserPayload
 from bot.agent.budget import tools_tokens
 from bot.agent.tools import Tool
 from bot.errors import RunNotResumable
@@ -53,9 +52,9 @@ class Toolbox:
         return tool
 
     def question_tool(self) -> Tool:
-        """The tool this agent asks people with (``ask_user``: its suspend schema is ``AskUserPayload``). Raises
+        """The tool this agent asks people with (``ask_user``: the first whose ``asks_person`` is set). Raises
         ``ValueError`` when it has none."""
-        tool = next((t for t in self.tools.values() if t.suspend_schema is AskUserPayload), None)
+        tool = next((t for t in self.tools.values() if t.asks_person), None)
         if tool is None:
             raise ValueError(f"agent {self.id} has no question tool (ask_user)")
         return tool
