@@ -13,6 +13,7 @@ from bot.agent.forms import Form, FormReply
 from bot.agent.function_tool import tool
 from bot.agent.model import ChatModel, TextDelta, TurnDone
 from bot.agent.openai_model import OpenAIChatModel
+from bot.agent.run_limits import RunLimits
 from bot.agent.state import RunState
 from bot.agent.stream import AgentStream, Chunk
 from bot.agent.tools import Tool, ToolContext
@@ -28,6 +29,7 @@ __all__ = [
     "Form",
     "FormReply",
     "OpenAIChatModel",
+    "RunLimits",
     "RunState",
     "TextDelta",
     "Tool",

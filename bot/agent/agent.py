@@ -40,6 +40,13 @@ from bot.agent.budget import DEFAULT_HISTORY_BUDGET, HistoryBudget
 from bot.agent.endings import Ending, ending_of
 from bot.agent.live_questions import LiveQuestions
 from bot.agent.model import ChatModel, parse_arguments
+from bot.agent.run_limits import (
+    DEFAULT_ASK_TTL,
+    DEFAULT_MAX_REPLY_CHARS,
+    DEFAULT_MAX_TURNS,
+    DEFAULT_TURN_TIMEOUT,
+    RunLimits,
+)
 from bot.agent.state import Answer, PendingCall, ResumeData, RunFailure, RunState, utcnow
 from bot.agent.store import RunStore
 from bot.agent.stream import (
@@ -69,11 +76,6 @@ from bot.ops import audit, observe
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_TURNS = 20
-DEFAULT_ASK_TTL = 24 * 3600.0
-DEFAULT_TURN_TIMEOUT = 300.0
-DEFAULT_MAX_REPLY_CHARS = 40_000
-
 
 def new_run_id() -> str:
     """A fresh, unguessable run id: ``run_`` + 22 url-safe characters (128 bits)."""
@@ -92,6 +94,9 @@ class Agent(Claims, Toolbox):
     then is not sent (the run fails with ``context_length``). ``tool_result_max_chars`` (characters, ``None``:
     unbounded): the most of one tool result's text the model gets; the rest is cut, with a marker saying so
     (:func:`bot.agent.tools.bounded_result`).
+    ``limits``: these (all but ``max_turns``) as one :class:`~bot.agent.run_limits.RunLimits`; when given, it is
+    used instead of the single keywords. They are read (``agent.limits``, ``agent.ask_ttl``, ...), never assigned:
+    a deployment applies its own with :meth:`with_limits`.
     ``require_tool_approval``: every tool call but questions waits for a person's approval (tools can also ask
     for it one by one, ``require_approval=True``; see :mod:`bot.agent.approvals`).
     ``persist_for`` (seconds): how long a save
@@ -117,25 +122,63 @@ class Agent(Claims, Toolbox):
         lease_renew_every: float = 10.0,
         history_budget: int | None = DEFAULT_HISTORY_BUDGET,
         tool_result_max_chars: int | None = DEFAULT_TOOL_RESULT_MAX_CHARS,
+        limits: RunLimits | None = None,
     ) -> None:
         self.id = id
         self.name = name
         self.instructions = instructions
         self.model = model
-        self.budget = HistoryBudget(history_budget, model=str(getattr(model, "model", "") or type(model).__name__))
+        if limits is None:
+            limits = RunLimits(
+                ask_ttl=ask_ttl,
+                turn_timeout=turn_timeout,
+                max_reply_chars=max_reply_chars,
+                history_budget=history_budget,
+                tool_result_max_chars=tool_result_max_chars,
+            )
+        self.limits = limits
+        self.max_turns = max_turns
+        name_of_model = str(getattr(model, "model", "") or type(model).__name__)
+        self.budget = HistoryBudget(limits.history_budget, model=name_of_model)
         self._set_tools(tools)
         self.store = store
-        self.max_turns = max_turns
-        self.ask_ttl = ask_ttl
-        self.turn_timeout = turn_timeout
-        self.max_reply_chars = max_reply_chars
-        self.tool_result_max_chars = tool_result_max_chars
         self.require_tool_approval = require_tool_approval
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"  # this agent's lease id
         self.saver = RunSaver(store, owner=self.owner, persist_for=persist_for, lease_renew_every=lease_renew_every)
         self._driving: set[str] = set()  # run ids this agent drives now
         self.stops = StopRequests(store)  # stop requests of the runs it drives
         self.live = LiveQuestions(store, owner=self.owner, tools=self.tools)  # questions asked by running tools
+
+    # --- limits --------------------------------------------------------------------------------------
+
+    def with_limits(self, limits: RunLimits) -> Agent:
+        """Bound this agent's runs by ``limits`` from now on (returns the agent). The one way a deployment's limits
+        reach an agent someone else built (``AGENT=``): :func:`bot.slack.app.build_bot` calls it once, before any
+        run (the playground's timing panel also changes ``ask_ttl`` with it, live: what a run reads after the call is
+        the new value)."""
+        self.limits = limits
+        self.budget.budget = limits.history_budget
+        return self
+
+    @property
+    def ask_ttl(self) -> float | None:
+        """``limits.ask_ttl`` (seconds)."""
+        return self.limits.ask_ttl
+
+    @property
+    def turn_timeout(self) -> float | None:
+        """``limits.turn_timeout`` (seconds)."""
+        return self.limits.turn_timeout
+
+    @property
+    def max_reply_chars(self) -> int | None:
+        """``limits.max_reply_chars``."""
+        return self.limits.max_reply_chars
+
+    @property
+    def tool_result_max_chars(self) -> int | None:
+        """``limits.tool_result_max_chars``."""
+        return self.limits.tool_result_max_chars
 
     # --- public API ------------------------------------------------------------------------------
 
