@@ -34,6 +34,7 @@ from bot.agent._loop.stopping import Stopped, StopRequests, wrap_up
 from bot.agent._loop.tool_calls import Suspended, add_result, run_tool_call
 from bot.agent._loop.toolbox import Toolbox
 from bot.agent._loop.turns import budgeted_turn
+from bot.agent.answers import AnswerCheck
 from bot.agent.approvals import approval_payload, ask_approval, needs_approval
 from bot.agent.asking import ASK_ONLY, ask_run, finish_ask_only
 from bot.agent.budget import DEFAULT_HISTORY_BUDGET, HistoryBudget
@@ -82,7 +83,7 @@ def new_run_id() -> str:
     return "run_" + secrets.token_urlsafe(16)
 
 
-class Agent(Claims, Toolbox):
+class Agent:
     """An agent: instructions, a model, tools and a run store.
 
     ``max_turns`` bounds the model turns between two human inputs (start, resume or retry); a run that
@@ -102,6 +103,11 @@ class Agent(Claims, Toolbox):
     ``persist_for`` (seconds): how long a save
     that failed because the store was down keeps being retried in the background. ``lease_renew_every``
     (seconds): how often a driven run's lease is renewed (keep it well under the store's lease TTL).
+
+    It holds its tools (``toolbox``: :class:`~bot.agent._loop.toolbox.Toolbox`) and its claims on runs (``claims``:
+    :class:`~bot.agent._loop.claims.Claims`) and hands their public methods on (``tools``, ``add_tools``,
+    ``question_tool``; ``approve_tool_call``, ``decline_tool_call``, ``cancel_question``, ``stop``, ``time_out``,
+    ``check``, ``expire``).
     """
 
     def __init__(
@@ -140,7 +146,8 @@ class Agent(Claims, Toolbox):
         self.max_turns = max_turns
         name_of_model = str(getattr(model, "model", "") or type(model).__name__)
         self.budget = HistoryBudget(limits.history_budget, model=name_of_model)
-        self._set_tools(tools)
+        self.toolbox = Toolbox(tools, agent_id=id)
+        self.tools = self.toolbox.tools  # by id; the same dict for the agent's life (add_tools adds to it)
         self.store = store
         self.require_tool_approval = require_tool_approval
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"  # this agent's lease id
@@ -148,6 +155,7 @@ class Agent(Claims, Toolbox):
         self._driving: set[str] = set()  # run ids this agent drives now
         self.stops = StopRequests(store)  # stop requests of the runs it drives
         self.live = LiveQuestions(store, owner=self.owner, tools=self.tools)  # questions asked by running tools
+        self.claims = Claims(store, owner=self.owner, stops=self.stops, driving=self._driving, launch=self._launch)
 
     # --- limits --------------------------------------------------------------------------------------
 
@@ -179,6 +187,66 @@ class Agent(Claims, Toolbox):
     def tool_result_max_chars(self) -> int | None:
         """``limits.tool_result_max_chars``."""
         return self.limits.tool_result_max_chars
+
+    # --- tools (the toolbox's) --------------------------------------------------------------------
+
+    def add_tools(self, tools: Sequence[Tool]) -> None:
+        """Offer ``tools`` too, from the next model turn on (e.g. tools of MCP servers, listed after start-up).
+        Raises ``ValueError``, adding none, when an id is already taken or given twice."""
+        self.toolbox.add(tools)
+
+    def question_tool(self) -> Tool:
+        """The tool this agent asks people with (the first whose ``asks_person`` is set, e.g. ``ask_user``). Raises
+        ``ValueError`` when it has none."""
+        return self.toolbox.question_tool()
+
+    # --- claims on runs (the claims object's) ------------------------------------------------------
+
+    async def approve_tool_call(
+        self, *, run_id: str, tool_call_id: str | None = None, approved_by: str | None = None
+    ) -> AgentStream:
+        """Approve the tool call a run waits on: :meth:`Claims.approve_tool_call
+        <bot.agent._loop.claims.Claims.approve_tool_call>`."""
+        return await self.claims.approve_tool_call(run_id=run_id, tool_call_id=tool_call_id, approved_by=approved_by)
+
+    async def decline_tool_call(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        reason: str | None = None,
+        declined_by: str | None = None,
+    ) -> AgentStream:
+        """Decline the tool call a run waits on: :meth:`Claims.decline_tool_call
+        <bot.agent._loop.claims.Claims.decline_tool_call>`."""
+        return await self.claims.decline_tool_call(
+            run_id=run_id, tool_call_id=tool_call_id, reason=reason, declined_by=declined_by
+        )
+
+    async def cancel_question(
+        self, *, run_id: str, tool_call_id: str | None = None, cancelled_by: str | None = None
+    ) -> AgentStream:
+        """Withdraw the question a run waits on: :meth:`Claims.cancel_question
+        <bot.agent._loop.claims.Claims.cancel_question>`."""
+        return await self.claims.cancel_question(run_id=run_id, tool_call_id=tool_call_id, cancelled_by=cancelled_by)
+
+    async def stop(self, *, run_id: str, stopped_by: str | None = None) -> None:
+        """Ask the process driving a run to stop it: :meth:`Claims.stop <bot.agent._loop.claims.Claims.stop>`."""
+        await self.claims.stop(run_id=run_id, stopped_by=stopped_by)
+
+    async def time_out(self, *, run_id: str, tool_call_id: str | None = None) -> AgentStream:
+        """Go on without an answer past the deadline: :meth:`Claims.time_out
+        <bot.agent._loop.claims.Claims.time_out>`."""
+        return await self.claims.time_out(run_id=run_id, tool_call_id=tool_call_id)
+
+    async def check(self, state: RunState, tool_call_id: str | None = None) -> AnswerCheck:
+        """Whether ``state`` can take an answer now: :meth:`Claims.check <bot.agent._loop.claims.Claims.check>`."""
+        return await self.claims.check(state, tool_call_id)
+
+    async def expire(self, state: RunState) -> RunState:
+        """Close ``state``'s question if its deadline passed: :meth:`Claims.expire
+        <bot.agent._loop.claims.Claims.expire>`."""
+        return await self.claims.expire(state)
 
     # --- public API ------------------------------------------------------------------------------
 
@@ -232,15 +300,15 @@ class Agent(Claims, Toolbox):
         applied claim whose run nobody drives is taken over by :meth:`retry_stream`).
         """
         state = loaded if loaded is not None and loaded.run_id == run_id else await self.store.load(run_id)
-        pending = await self._require_open(state, tool_call_id)
+        pending = await self.claims.require_open(state, tool_call_id)
         if pending.kind != "question":
             raise NotAwaitingThisKind(run_id=run_id, tool_call_id=pending.tool_call_id, waits_for=pending.kind)
-        tool = self._tool(state.run_id, pending.tool_name)
+        tool = self.toolbox.get(state.run_id, pending.tool_name)
         data = tool.validate_resume(resume_data, pending.suspend_payload)
         answer = Answer(
             tool_call_id=pending.tool_call_id, resume_data=data, answered_by=answered_by, answered_at=utcnow()
         )
-        return await self._claim(state, pending, answer)
+        return await self.claims.claim(state, pending, answer)
 
     async def retry_stream(self, *, run_id: str) -> AgentStream:
         """Continue a run that stopped on an error (model failure, turn limit), or an orphaned one (``running``
@@ -296,7 +364,7 @@ class Agent(Claims, Toolbox):
         :mod:`bot.agent.asking`); the stream ends suspended on the question. Raises ``ValueError`` when the agent
         has no such tool, ``ToolInputError`` for a malformed question, ``StoreUnavailable`` or
         ``RunConflict`` (``run_id`` taken), all before anything is stored."""
-        tool = self.tools.get(tool_id) if tool_id is not None else self.question_tool()
+        tool = self.tools.get(tool_id) if tool_id is not None else self.toolbox.question_tool()
         if tool is None:
             raise ValueError(f"agent {self.id} has no tool {tool_id!r}")
         tool.parse_args(question)
@@ -416,7 +484,8 @@ class Agent(Claims, Toolbox):
                     add_result(state, call, error, out, max_chars=self.tool_result_max_chars, is_error=True)
                     continue
                 out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, args)))
-                tools = self.tools if ASK_ONLY in state.metadata else self._offered  # the model calls no hidden tool
+                # the model calls no hidden tool
+                tools = self.tools if ASK_ONLY in state.metadata else self.toolbox.offered
                 tool = tools.get(call.name)
                 if tool is not None and needs_approval(tool, state, agent_wide=self.require_tool_approval):
                     bound = self.tool_result_max_chars
@@ -448,8 +517,8 @@ class Agent(Claims, Toolbox):
                 state,
                 instructions=self.instructions,
                 budget=self.budget,
-                tools=self._tool_specs,
-                tools_tokens=self._tools_tokens,
+                tools=self.toolbox.specs,
+                tools_tokens=self.toolbox.tokens,
                 out=out,
                 turn_timeout=self.turn_timeout,
                 max_reply_chars=self.max_reply_chars,
