@@ -11,6 +11,7 @@ from bot.agent.ask_user import AskUserInput, AskUserOption, AskUserPayload, ask_
 from bot.agent.assembler import ToolCallAssembler
 from bot.agent.forms import Form, FormReply
 from bot.agent.function_tool import tool
+from bot.agent.hooks import RunHooks
 from bot.agent.model import ChatModel, TextDelta, TurnDone
 from bot.agent.openai_model import OpenAIChatModel
 from bot.agent.run_limits import RunLimits
@@ -29,6 +30,7 @@ __all__ = [
     "Form",
     "FormReply",
     "OpenAIChatModel",
+    "RunHooks",
     "RunLimits",
     "RunState",
     "TextDelta",

@@ -39,6 +39,7 @@ from bot.agent.approvals import approval_payload, ask_approval, needs_approval
 from bot.agent.asking import ASK_ONLY, ask_run, finish_ask_only
 from bot.agent.budget import DEFAULT_HISTORY_BUDGET, HistoryBudget
 from bot.agent.endings import Ending, ending_of
+from bot.agent.hooks import NO_HOOKS, RunHooks
 from bot.agent.live_questions import LiveQuestions
 from bot.agent.model import ChatModel, parse_arguments
 from bot.agent.run_limits import (
@@ -73,7 +74,6 @@ from bot.errors import (
     RunConflict,
     RunNotResumable,
 )
-from bot.ops import audit, observe
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,8 @@ class Agent:
     ``limits``: these (all but ``max_turns``) as one :class:`~bot.agent.run_limits.RunLimits`; when given, it is
     used instead of the single keywords. They are read (``agent.limits``, ``agent.ask_ttl``, ...), never assigned:
     a deployment applies its own with :meth:`with_limits`.
+    ``hooks``: what watches its runs (:class:`~bot.agent.hooks.RunHooks`; none by default; the Slack bot installs
+    its metrics, audit and tracing with :meth:`with_hooks`).
     ``require_tool_approval``: every tool call but questions waits for a person's approval (tools can also ask
     for it one by one, ``require_approval=True``; see :mod:`bot.agent.approvals`).
     ``persist_for`` (seconds): how long a save
@@ -129,6 +131,7 @@ class Agent:
         history_budget: int | None = DEFAULT_HISTORY_BUDGET,
         tool_result_max_chars: int | None = DEFAULT_TOOL_RESULT_MAX_CHARS,
         limits: RunLimits | None = None,
+        hooks: RunHooks = NO_HOOKS,
     ) -> None:
         self.id = id
         self.name = name
@@ -154,8 +157,11 @@ class Agent:
         self.saver = RunSaver(store, owner=self.owner, persist_for=persist_for, lease_renew_every=lease_renew_every)
         self._driving: set[str] = set()  # run ids this agent drives now
         self.stops = StopRequests(store)  # stop requests of the runs it drives
-        self.live = LiveQuestions(store, owner=self.owner, tools=self.tools)  # questions asked by running tools
-        self.claims = Claims(store, owner=self.owner, stops=self.stops, driving=self._driving, launch=self._launch)
+        self.hooks = hooks
+        self.live = LiveQuestions(store, owner=self.owner, tools=self.tools, hooks=hooks)  # asked by running tools
+        self.claims = Claims(
+            store, owner=self.owner, stops=self.stops, driving=self._driving, launch=self._launch, hooks=hooks
+        )
 
     # --- limits --------------------------------------------------------------------------------------
 
@@ -166,6 +172,13 @@ class Agent:
         the new value)."""
         self.limits = limits
         self.budget.budget = limits.history_budget
+        return self
+
+    def with_hooks(self, hooks: RunHooks) -> Agent:
+        """Tell ``hooks`` of this agent's runs from now on, instead of the ones it had (returns the agent): the one
+        way a deployment's listeners reach an agent (:func:`bot.slack.app.build_bot` installs the Slack bot's metrics,
+        audit and tracing, ``OpsHooks``, once, before any run)."""
+        self.hooks = self.live.hooks = self.claims.hooks = hooks
         return self
 
     @property
@@ -332,7 +345,7 @@ class Agent:
             )
         except RunConflict:
             raise RunNotResumable(run_id, "running", "another process took it first") from None
-        audit.retried(claimed)
+        self.hooks.on_retried(claimed)
         return self._launch(claimed)
 
     async def get_run(self, run_id: str) -> RunState:
@@ -393,7 +406,7 @@ class Agent:
         ended = asyncio.Event()
         heartbeat = asyncio.ensure_future(self.saver.keep_lease(run_id, also=self.stops.poll, until=ended))
         try:
-            async with observe.run_segment(run_id):
+            async with self.hooks.run_segment(run_id):
                 return await self._drive(state, out)
         finally:
             ended.set()
@@ -409,7 +422,7 @@ class Agent:
             except Suspended:
                 state = await self.saver.save_final(state)
                 assert state.pending is not None
-                audit.asked(state, state.pending)
+                self.hooks.on_asked(state, state.pending)
                 if state.pending.kind == "approval":
                     out.emit(ApprovalChunk(run_id, approval_payload(state.pending)))
                 else:
@@ -471,6 +484,7 @@ class Agent:
                 ask_ttl=self.ask_ttl,
                 max_result_chars=self.tool_result_max_chars,
                 live=self.live,
+                hooks=self.hooks,
             )
         while True:
             while state.queued:
@@ -481,7 +495,9 @@ class Agent:
                 except ValueError as exc:
                     out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, {})))
                     error = {"error": f"{call.name}: {exc}"}
-                    add_result(state, call, error, out, max_chars=self.tool_result_max_chars, is_error=True)
+                    add_result(
+                        state, call, error, out, hooks=self.hooks, max_chars=self.tool_result_max_chars, is_error=True
+                    )
                     continue
                 out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, args)))
                 # the model calls no hidden tool
@@ -489,7 +505,9 @@ class Agent:
                 tool = tools.get(call.name)
                 if tool is not None and needs_approval(tool, state, agent_wide=self.require_tool_approval):
                     bound = self.tool_result_max_chars
-                    ask_approval(tool, state, call, args, out, ask_ttl=self.ask_ttl, max_result_chars=bound)
+                    ask_approval(
+                        tool, state, call, args, out, ask_ttl=self.ask_ttl, max_result_chars=bound, hooks=self.hooks
+                    )
                     continue  # it suspended, unless its arguments were invalid
                 await run_tool_call(
                     tools,
@@ -501,6 +519,7 @@ class Agent:
                     ask_ttl=self.ask_ttl,
                     max_result_chars=self.tool_result_max_chars,
                     live=self.live,
+                    hooks=self.hooks,
                 )
             if finish_ask_only(state):  # a run that only asked: the answer was all it was for
                 return state, None
@@ -522,6 +541,7 @@ class Agent:
                 out=out,
                 turn_timeout=self.turn_timeout,
                 max_reply_chars=self.max_reply_chars,
+                hooks=self.hooks,
             )
             calls = unique_ids(turn.tool_calls, state.messages)
             state.turns += 1

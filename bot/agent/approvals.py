@@ -20,6 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from bot.agent._loop.tool_calls import Suspended, add_result, run_tool_call
+from bot.agent.hooks import RunHooks
 from bot.agent.live_questions import LiveQuestions
 from bot.agent.state import PendingCall, RunState, ToolCall, utcnow
 from bot.agent.stream import AgentStream, ApprovalPayload, ToolCallChunk, ToolCallPayload
@@ -45,13 +46,14 @@ def ask_approval(
     *,
     ask_ttl: float | None,
     max_result_chars: int | None,
+    hooks: RunHooks,
 ) -> None:
     """Suspend the run on ``call`` until a person decides (raises :class:`Suspended`); invalid arguments become a
     tool error for the model instead (returns; its text bounded to ``max_result_chars``)."""
     try:
         valid = tool.parse_args(args).model_dump(mode="json")
     except ToolInputError as exc:
-        add_result(state, call, {"error": str(exc)}, out, max_chars=max_result_chars, is_error=True)
+        add_result(state, call, {"error": str(exc)}, out, hooks=hooks, max_chars=max_result_chars, is_error=True)
         return
     suspend(state, call.id, tool, valid, ask_ttl=ask_ttl, interrupted=False)
 
@@ -85,6 +87,7 @@ async def run_decided(
     ask_ttl: float | None,
     max_result_chars: int | None,
     live: LiveQuestions | None = None,
+    hooks: RunHooks,
 ) -> None:
     """Carry out the decision claimed on ``pending`` (the run's pending approval, already taken off ``state``);
     ``live``: lets the tool ask questions while it runs (:mod:`bot.agent.live_questions`); ``max_result_chars``: the
@@ -98,7 +101,7 @@ async def run_decided(
             result["declined_by"] = decision.answered_by
         if decision is not None and decision.outcome != "answer":
             result["outcome"] = decision.outcome  # nobody decided in time, or the request was withdrawn
-        add_result(state, call, result, out, max_chars=max_result_chars)
+        add_result(state, call, result, out, hooks=hooks, max_chars=max_result_chars)
         return
     if pending.executing_since is not None and tool is not None:  # a run of it was cut short: ask again
         suspend(state, pending.tool_call_id, tool, pending.args, ask_ttl=ask_ttl, interrupted=True)
@@ -118,6 +121,7 @@ async def run_decided(
         ask_ttl=ask_ttl,
         max_result_chars=max_result_chars,
         live=live,
+        hooks=hooks,
     )
 
 

@@ -34,6 +34,7 @@ from bot.agent.loading import load_agent
 from bot.agent.run_limits import RunLimits
 from bot.config import Settings
 from bot.errors import ConfigError, describe_error
+from bot.ops.hooks import OpsHooks
 from bot.ops.metrics import QueueGauges
 from bot.ops.server import Health, OpsEndpoints
 from bot.slack.approvals.deciding import Approving
@@ -202,6 +203,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
             store=store,
             limits=limits,
         )
+    agent.with_hooks(OpsHooks())  # metrics, audit lines and tracing spans of every run, whichever agent it is
     if APPROVAL_TOOL in agent.tools:
         log.warning("the agent has its own %s tool: the MCP server's approval requests can't be asked", APPROVAL_TOOL)
     else:

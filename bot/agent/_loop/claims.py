@@ -16,6 +16,7 @@ from datetime import timedelta
 from bot.agent._loop.stopping import StopRequests
 from bot.agent.answers import AnswerCheck, Answered, Closed, Expired, Open, check_answer
 from bot.agent.approvals import APPROVED, DECLINED
+from bot.agent.hooks import NO_HOOKS, RunHooks
 from bot.agent.state import Answer, PendingCall, RunState, utcnow
 from bot.agent.store import RunStore
 from bot.agent.stream import AgentStream, FinishChunk, FinishPayload
@@ -28,7 +29,6 @@ from bot.errors import (
     RunNotResumable,
     ToolCallNotPending,
 )
-from bot.ops import audit
 
 log = logging.getLogger("bot.agent.agent")
 
@@ -37,7 +37,8 @@ CLOCK_MARGIN = timedelta(minutes=5)  # closer than this to a deadline, ask the s
 
 class Claims:
     """The claims of one agent: on ``store``, as ``owner`` (the agent's lease id); ``launch(state)`` drives a claimed
-    run and returns its stream; ``stops`` and ``driving`` (the run ids the agent drives now) are the agent's."""
+    run and returns its stream; ``stops`` and ``driving`` (the run ids the agent drives now) are the agent's;
+    ``hooks`` are told of each claim."""
 
     def __init__(
         self,
@@ -47,12 +48,14 @@ class Claims:
         stops: StopRequests,
         driving: set[str],
         launch: Callable[[RunState], AgentStream],
+        hooks: RunHooks = NO_HOOKS,
     ) -> None:
         self.store = store
         self.owner = owner
         self.stops = stops
         self.driving = driving
         self.launch = launch
+        self.hooks = hooks  # told of each claim and expiry
 
     async def approve_tool_call(
         self, *, run_id: str, tool_call_id: str | None = None, approved_by: str | None = None
@@ -181,7 +184,7 @@ class Claims:
         except QuestionExpired:
             await self._mark_expired(state)
             raise
-        audit.claimed(state, pending, answer)
+        self.hooks.on_claimed(state, pending, answer)
         return _handed_off(claimed) if hand_off else self.launch(claimed)
 
     async def check(self, state: RunState, tool_call_id: str | None = None) -> AnswerCheck:
@@ -234,7 +237,7 @@ class Claims:
         with contextlib.suppress(BotError):
             await self.store.save(state.model_copy(update={"status": "expired"}), owner=self.owner)
             log.info("run %s: question expired unanswered", state.run_id)
-            audit.expired(state, state.pending)
+            self.hooks.on_expired(state, state.pending)
 
 
 def _handed_off(state: RunState) -> AgentStream:
