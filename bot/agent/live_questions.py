@@ -7,7 +7,7 @@ run records the pending question, its deadline and who may answer), but the run 
 process's lease and the pending call carries ``live_owner``:
 
 - an answer is claimed exactly once, by the same compare-and-set as every answer, in whichever process receives
-  it; the claim leaves the lease with the live process (:meth:`bot.agent._loop.claims.Claims._claim`);
+  it; the claim leaves the lease with the live process (:meth:`bot.agent._loop.claims.Claims.claim`);
 - this process sees the claimed answer in the store (it polls the run every :data:`POLL_EVERY` seconds: an answer
   reaches it through Redis whichever process took it) and the tool call goes on with it;
 - at the deadline with no answer the question is closed (a later claim is refused by the store's clock) and the
