@@ -11,8 +11,10 @@ from bot.agent.ask_user import AskUserInput, AskUserOption, AskUserPayload, ask_
 from bot.agent.assembler import ToolCallAssembler
 from bot.agent.forms import Form, FormReply
 from bot.agent.function_tool import tool
+from bot.agent.hooks import RunHooks
 from bot.agent.model import ChatModel, TextDelta, TurnDone
 from bot.agent.openai_model import OpenAIChatModel
+from bot.agent.run_limits import RunLimits
 from bot.agent.state import RunState
 from bot.agent.stream import AgentStream, Chunk
 from bot.agent.tools import Tool, ToolContext
@@ -28,6 +30,8 @@ __all__ = [
     "Form",
     "FormReply",
     "OpenAIChatModel",
+    "RunHooks",
+    "RunLimits",
     "RunState",
     "TextDelta",
     "Tool",

@@ -34,12 +34,21 @@ from bot.agent._loop.stopping import Stopped, StopRequests, wrap_up
 from bot.agent._loop.tool_calls import Suspended, add_result, run_tool_call
 from bot.agent._loop.toolbox import Toolbox
 from bot.agent._loop.turns import budgeted_turn
+from bot.agent.answers import AnswerCheck
 from bot.agent.approvals import ApprovalGate, approval_payload, ask_approval, decline_at_once, verdict_of
 from bot.agent.asking import ASK_ONLY, ask_run, finish_ask_only
 from bot.agent.budget import DEFAULT_HISTORY_BUDGET, HistoryBudget
 from bot.agent.endings import Ending, ending_of
+from bot.agent.hooks import NO_HOOKS, RunHooks
 from bot.agent.live_questions import LiveQuestions
 from bot.agent.model import ChatModel, parse_arguments
+from bot.agent.run_limits import (
+    DEFAULT_ASK_TTL,
+    DEFAULT_MAX_REPLY_CHARS,
+    DEFAULT_MAX_TURNS,
+    DEFAULT_TURN_TIMEOUT,
+    RunLimits,
+)
 from bot.agent.state import Answer, PendingCall, ResumeData, RunFailure, RunState, utcnow
 from bot.agent.store import RunStore
 from bot.agent.stream import (
@@ -65,14 +74,8 @@ from bot.errors import (
     RunConflict,
     RunNotResumable,
 )
-from bot.ops import audit, observe
 
 log = logging.getLogger(__name__)
-
-DEFAULT_MAX_TURNS = 20
-DEFAULT_ASK_TTL = 24 * 3600.0
-DEFAULT_TURN_TIMEOUT = 300.0
-DEFAULT_MAX_REPLY_CHARS = 40_000
 
 
 def new_run_id() -> str:
@@ -80,7 +83,7 @@ def new_run_id() -> str:
     return "run_" + secrets.token_urlsafe(16)
 
 
-class Agent(Claims, Toolbox):
+class Agent:
     """An agent: instructions, a model, tools and a run store.
 
     ``max_turns`` bounds the model turns between two human inputs (start, resume or retry); a run that
@@ -92,11 +95,21 @@ class Agent(Claims, Toolbox):
     then is not sent (the run fails with ``context_length``). ``tool_result_max_chars`` (characters, ``None``:
     unbounded): the most of one tool result's text the model gets; the rest is cut, with a marker saying so
     (:func:`bot.agent.tools.bounded_result`).
+    ``limits``: these (all but ``max_turns``) as one :class:`~bot.agent.run_limits.RunLimits`; when given, it is
+    used instead of the single keywords. They are read (``agent.limits``, ``agent.ask_ttl``, ...), never assigned:
+    a deployment applies its own with :meth:`with_limits`.
+    ``hooks``: what watches its runs (:class:`~bot.agent.hooks.RunHooks`; none by default; the Slack bot installs
+    its metrics, audit and tracing with :meth:`with_hooks`).
     ``require_tool_approval``: every tool call but questions waits for a person's approval (tools can also ask
     for it one by one, ``require_approval=True``; see :mod:`bot.agent.approvals`).
     ``persist_for`` (seconds): how long a save
     that failed because the store was down keeps being retried in the background. ``lease_renew_every``
     (seconds): how often a driven run's lease is renewed (keep it well under the store's lease TTL).
+
+    It holds its tools (``toolbox``: :class:`~bot.agent._loop.toolbox.Toolbox`) and its claims on runs (``claims``:
+    :class:`~bot.agent._loop.claims.Claims`) and hands their public methods on (``tools``, ``add_tools``,
+    ``question_tool``; ``approve_tool_call``, ``decline_tool_call``, ``cancel_question``, ``stop``, ``time_out``,
+    ``check``, ``expire``).
     """
 
     def __init__(
@@ -117,26 +130,137 @@ class Agent(Claims, Toolbox):
         lease_renew_every: float = 10.0,
         history_budget: int | None = DEFAULT_HISTORY_BUDGET,
         tool_result_max_chars: int | None = DEFAULT_TOOL_RESULT_MAX_CHARS,
+        limits: RunLimits | None = None,
+        hooks: RunHooks = NO_HOOKS,
     ) -> None:
         self.id = id
         self.name = name
         self.instructions = instructions
         self.model = model
-        self.budget = HistoryBudget(history_budget, model=str(getattr(model, "model", "") or type(model).__name__))
-        self._set_tools(tools)
-        self.store = store
+        if limits is None:
+            limits = RunLimits(
+                ask_ttl=ask_ttl,
+                turn_timeout=turn_timeout,
+                max_reply_chars=max_reply_chars,
+                history_budget=history_budget,
+                tool_result_max_chars=tool_result_max_chars,
+            )
+        self.limits = limits
         self.max_turns = max_turns
-        self.ask_ttl = ask_ttl
-        self.turn_timeout = turn_timeout
-        self.max_reply_chars = max_reply_chars
-        self.tool_result_max_chars = tool_result_max_chars
+        name_of_model = str(getattr(model, "model", "") or type(model).__name__)
+        self.budget = HistoryBudget(limits.history_budget, model=name_of_model)
+        self.toolbox = Toolbox(tools, agent_id=id)
+        self.tools = self.toolbox.tools  # by id; the same dict for the agent's life (add_tools adds to it)
+        self.store = store
         self.require_tool_approval = require_tool_approval
         self.approval_gate: ApprovalGate | None = None  # per-call say on approval (bot.agent.approvals)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"  # this agent's lease id
         self.saver = RunSaver(store, owner=self.owner, persist_for=persist_for, lease_renew_every=lease_renew_every)
         self._driving: set[str] = set()  # run ids this agent drives now
         self.stops = StopRequests(store)  # stop requests of the runs it drives
-        self.live = LiveQuestions(store, owner=self.owner, tools=self.tools)  # questions asked by running tools
+        self.hooks = hooks
+        self.live = LiveQuestions(store, owner=self.owner, tools=self.tools, hooks=hooks)  # asked by running tools
+        self.claims = Claims(
+            store, owner=self.owner, stops=self.stops, driving=self._driving, launch=self._launch, hooks=hooks
+        )
+
+    # --- limits --------------------------------------------------------------------------------------
+
+    def with_limits(self, limits: RunLimits) -> Agent:
+        """Bound this agent's runs by ``limits`` from now on (returns the agent). The one way a deployment's limits
+        reach an agent someone else built (``AGENT=``): :func:`bot.slack.app.build_bot` calls it once, before any
+        run (the playground's timing panel also changes ``ask_ttl`` with it, live: what a run reads after the call is
+        the new value)."""
+        self.limits = limits
+        self.budget.budget = limits.history_budget
+        return self
+
+    def with_hooks(self, hooks: RunHooks) -> Agent:
+        """Tell ``hooks`` of this agent's runs from now on, instead of the ones it had (returns the agent): the one
+        way a deployment's listeners reach an agent (:func:`bot.slack.app.build_bot` installs the Slack bot's metrics,
+        audit and tracing, ``OpsHooks``, once, before any run)."""
+        self.hooks = self.live.hooks = self.claims.hooks = hooks
+        return self
+
+    @property
+    def ask_ttl(self) -> float | None:
+        """``limits.ask_ttl`` (seconds)."""
+        return self.limits.ask_ttl
+
+    @property
+    def turn_timeout(self) -> float | None:
+        """``limits.turn_timeout`` (seconds)."""
+        return self.limits.turn_timeout
+
+    @property
+    def max_reply_chars(self) -> int | None:
+        """``limits.max_reply_chars``."""
+        return self.limits.max_reply_chars
+
+    @property
+    def tool_result_max_chars(self) -> int | None:
+        """``limits.tool_result_max_chars``."""
+        return self.limits.tool_result_max_chars
+
+    # --- tools (the toolbox's) --------------------------------------------------------------------
+
+    def add_tools(self, tools: Sequence[Tool]) -> None:
+        """Offer ``tools`` too, from the next model turn on (e.g. tools of MCP servers, listed after start-up).
+        Raises ``ValueError``, adding none, when an id is already taken or given twice."""
+        self.toolbox.add(tools)
+
+    def question_tool(self) -> Tool:
+        """The tool this agent asks people with (the first whose ``asks_person`` is set, e.g. ``ask_user``). Raises
+        ``ValueError`` when it has none."""
+        return self.toolbox.question_tool()
+
+    # --- claims on runs (the claims object's) ------------------------------------------------------
+
+    async def approve_tool_call(
+        self, *, run_id: str, tool_call_id: str | None = None, approved_by: str | None = None
+    ) -> AgentStream:
+        """Approve the tool call a run waits on: :meth:`Claims.approve_tool_call
+        <bot.agent._loop.claims.Claims.approve_tool_call>`."""
+        return await self.claims.approve_tool_call(run_id=run_id, tool_call_id=tool_call_id, approved_by=approved_by)
+
+    async def decline_tool_call(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        reason: str | None = None,
+        declined_by: str | None = None,
+    ) -> AgentStream:
+        """Decline the tool call a run waits on: :meth:`Claims.decline_tool_call
+        <bot.agent._loop.claims.Claims.decline_tool_call>`."""
+        return await self.claims.decline_tool_call(
+            run_id=run_id, tool_call_id=tool_call_id, reason=reason, declined_by=declined_by
+        )
+
+    async def cancel_question(
+        self, *, run_id: str, tool_call_id: str | None = None, cancelled_by: str | None = None
+    ) -> AgentStream:
+        """Withdraw the question a run waits on: :meth:`Claims.cancel_question
+        <bot.agent._loop.claims.Claims.cancel_question>`."""
+        return await self.claims.cancel_question(run_id=run_id, tool_call_id=tool_call_id, cancelled_by=cancelled_by)
+
+    async def stop(self, *, run_id: str, stopped_by: str | None = None) -> None:
+        """Ask the process driving a run to stop it: :meth:`Claims.stop <bot.agent._loop.claims.Claims.stop>`."""
+        await self.claims.stop(run_id=run_id, stopped_by=stopped_by)
+
+    async def time_out(self, *, run_id: str, tool_call_id: str | None = None) -> AgentStream:
+        """Go on without an answer past the deadline: :meth:`Claims.time_out
+        <bot.agent._loop.claims.Claims.time_out>`."""
+        return await self.claims.time_out(run_id=run_id, tool_call_id=tool_call_id)
+
+    async def check(self, state: RunState, tool_call_id: str | None = None) -> AnswerCheck:
+        """Whether ``state`` can take an answer now: :meth:`Claims.check <bot.agent._loop.claims.Claims.check>`."""
+        return await self.claims.check(state, tool_call_id)
+
+    async def expire(self, state: RunState) -> RunState:
+        """Close ``state``'s question if its deadline passed: :meth:`Claims.expire
+        <bot.agent._loop.claims.Claims.expire>`."""
+        return await self.claims.expire(state)
 
     # --- public API ------------------------------------------------------------------------------
 
@@ -190,15 +314,15 @@ class Agent(Claims, Toolbox):
         applied claim whose run nobody drives is taken over by :meth:`retry_stream`).
         """
         state = loaded if loaded is not None and loaded.run_id == run_id else await self.store.load(run_id)
-        pending = await self._require_open(state, tool_call_id)
+        pending = await self.claims.require_open(state, tool_call_id)
         if pending.kind != "question":
             raise NotAwaitingThisKind(run_id=run_id, tool_call_id=pending.tool_call_id, waits_for=pending.kind)
-        tool = self._tool(state.run_id, pending.tool_name)
+        tool = self.toolbox.get(state.run_id, pending.tool_name)
         data = tool.validate_resume(resume_data, pending.suspend_payload)
         answer = Answer(
             tool_call_id=pending.tool_call_id, resume_data=data, answered_by=answered_by, answered_at=utcnow()
         )
-        return await self._claim(state, pending, answer)
+        return await self.claims.claim(state, pending, answer)
 
     async def retry_stream(self, *, run_id: str) -> AgentStream:
         """Continue a run that stopped on an error (model failure, turn limit), or an orphaned one (``running``
@@ -222,7 +346,7 @@ class Agent(Claims, Toolbox):
             )
         except RunConflict:
             raise RunNotResumable(run_id, "running", "another process took it first") from None
-        audit.retried(claimed)
+        self.hooks.on_retried(claimed)
         return self._launch(claimed)
 
     async def get_run(self, run_id: str) -> RunState:
@@ -254,7 +378,7 @@ class Agent(Claims, Toolbox):
         :mod:`bot.agent.asking`); the stream ends suspended on the question. Raises ``ValueError`` when the agent
         has no such tool, ``ToolInputError`` for a malformed question, ``StoreUnavailable`` or
         ``RunConflict`` (``run_id`` taken), all before anything is stored."""
-        tool = self.tools.get(tool_id) if tool_id is not None else self.question_tool()
+        tool = self.tools.get(tool_id) if tool_id is not None else self.toolbox.question_tool()
         if tool is None:
             raise ValueError(f"agent {self.id} has no tool {tool_id!r}")
         tool.parse_args(question)
@@ -283,7 +407,7 @@ class Agent(Claims, Toolbox):
         ended = asyncio.Event()
         heartbeat = asyncio.ensure_future(self.saver.keep_lease(run_id, also=self.stops.poll, until=ended))
         try:
-            async with observe.run_segment(run_id):
+            async with self.hooks.run_segment(run_id):
                 return await self._drive(state, out)
         finally:
             ended.set()
@@ -299,7 +423,7 @@ class Agent(Claims, Toolbox):
             except Suspended:
                 state = await self.saver.save_final(state)
                 assert state.pending is not None
-                audit.asked(state, state.pending)
+                self.hooks.on_asked(state, state.pending)
                 if state.pending.kind == "approval":
                     out.emit(ApprovalChunk(run_id, approval_payload(state.pending)))
                 else:
@@ -361,6 +485,7 @@ class Agent(Claims, Toolbox):
                 ask_ttl=self.ask_ttl,
                 max_result_chars=self.tool_result_max_chars,
                 live=self.live,
+                hooks=self.hooks,
             )
         while True:
             while state.queued:
@@ -371,19 +496,27 @@ class Agent(Claims, Toolbox):
                 except ValueError as exc:
                     out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, {})))
                     error = {"error": f"{call.name}: {exc}"}
-                    add_result(state, call, error, out, max_chars=self.tool_result_max_chars, is_error=True)
+                    add_result(
+                        state, call, error, out, hooks=self.hooks, max_chars=self.tool_result_max_chars, is_error=True
+                    )
                     continue
                 out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, args)))
-                tools = self.tools if ASK_ONLY in state.metadata else self._offered  # the model calls no hidden tool
+                # the model calls no hidden tool
+                tools = self.tools if ASK_ONLY in state.metadata else self.toolbox.offered
                 tool = tools.get(call.name)
                 gate, agent_wide = self.approval_gate, self.require_tool_approval
                 verdict = verdict_of(gate, tool, args, state, agent_wide=agent_wide) if tool is not None else None
                 if tool is not None and verdict is not None and verdict.needs_approval:
                     bound = self.tool_result_max_chars
                     if verdict.decline is not None:  # nobody could approve it: declined, nobody asked
-                        decline_at_once(tool, state, call, args, out, reason=verdict.decline, max_result_chars=bound)
+                        reason = verdict.decline
+                        decline_at_once(
+                            tool, state, call, args, out, reason=reason, max_result_chars=bound, hooks=self.hooks
+                        )
                         continue
-                    ask_approval(tool, state, call, args, out, ask_ttl=self.ask_ttl, max_result_chars=bound)
+                    ask_approval(
+                        tool, state, call, args, out, ask_ttl=self.ask_ttl, max_result_chars=bound, hooks=self.hooks
+                    )
                     continue  # it suspended, unless its arguments were invalid
                 await run_tool_call(
                     tools,
@@ -395,6 +528,7 @@ class Agent(Claims, Toolbox):
                     ask_ttl=self.ask_ttl,
                     max_result_chars=self.tool_result_max_chars,
                     live=self.live,
+                    hooks=self.hooks,
                 )
             if finish_ask_only(state):  # a run that only asked: the answer was all it was for
                 return state, None
@@ -411,11 +545,12 @@ class Agent(Claims, Toolbox):
                 state,
                 instructions=self.instructions,
                 budget=self.budget,
-                tools=self._tool_specs,
-                tools_tokens=self._tools_tokens,
+                tools=self.toolbox.specs,
+                tools_tokens=self.toolbox.tokens,
                 out=out,
                 turn_timeout=self.turn_timeout,
                 max_reply_chars=self.max_reply_chars,
+                hooks=self.hooks,
             )
             calls = unique_ids(turn.tool_calls, state.messages)
             state.turns += 1

@@ -1,8 +1,8 @@
 """Tool approval: a call that needs a person's OK suspends the run before it runs, and runs at most once per
 approval.
 
-- Which calls: a tool with ``require_approval=True``, or every tool but questions (tools that suspend
-  themselves, such as ``ask_user``) when the agent or the run says ``require_tool_approval``.
+- Which calls: a tool with ``require_approval=True``, or every tool but questions (tools that ask a
+  person, ``Tool.asks_person``, such as ``ask_user``) when the agent or the run says ``require_tool_approval``.
 - A gate (``Agent.approval_gate``, :data:`ApprovalGate`; the Slack layer's is ``APPROVAL_POLICY``'s) may change
   that per call: ask where the tool would not, not ask where it would, or decline at once with a reason (a call
   nobody could approve): the tool never runs and nobody is asked.
@@ -25,6 +25,7 @@ from datetime import timedelta
 from typing import Any
 
 from bot.agent._loop.tool_calls import Suspended, add_result, run_tool_call
+from bot.agent.hooks import RunHooks
 from bot.agent.live_questions import LiveQuestions
 from bot.agent.state import PendingCall, RunState, ToolCall, utcnow
 from bot.agent.stream import AgentStream, ApprovalPayload, ToolCallChunk, ToolCallPayload
@@ -36,7 +37,7 @@ Save = Callable[[RunState], Awaitable[None]]
 
 def needs_approval(tool: Tool | None, state: RunState, *, agent_wide: bool) -> bool:
     """Whether a call of ``tool`` waits for approval in ``state`` (unknown tools and questions never do)."""
-    if tool is None or tool.suspend_schema is not None:
+    if tool is None or tool.asks_person:
         return False
     return tool.require_approval or agent_wide or state.require_tool_approval
 
@@ -62,7 +63,7 @@ def verdict_of(
     """The verdict on a call of ``tool``: :func:`needs_approval`'s, or ``gate``'s when there is one (questions never
     wait for approval, whatever the gate)."""
     needs = needs_approval(tool, state, agent_wide=agent_wide)
-    if gate is None or tool.suspend_schema is not None:
+    if gate is None or tool.asks_person:
         return GateVerdict(needs)
     # the arguments as an approval request stores them (defaults filled in), so the gate sees what approvers see;
     # invalid ones: asked or not, the call ends as a tool error (ask_approval, run_tool_call)
@@ -80,16 +81,17 @@ def decline_at_once(
     *,
     reason: str,
     max_result_chars: int | None,
+    hooks: RunHooks,
 ) -> None:
     """Decline ``call`` without asking anyone: the model gets ``{"status": "declined", "reason": reason, "outcome":
     "unsatisfiable"}`` (invalid arguments: the tool error, as when asking)."""
     try:
         tool.parse_args(args)
     except ToolInputError as exc:
-        add_result(state, call, {"error": str(exc)}, out, max_chars=max_result_chars, is_error=True)
+        add_result(state, call, {"error": str(exc)}, out, hooks=hooks, max_chars=max_result_chars, is_error=True)
         return
     result = {"status": DECLINED, "reason": reason, "outcome": "unsatisfiable"}
-    add_result(state, call, result, out, max_chars=max_result_chars)
+    add_result(state, call, result, out, hooks=hooks, max_chars=max_result_chars)
 
 
 def ask_approval(
@@ -101,13 +103,14 @@ def ask_approval(
     *,
     ask_ttl: float | None,
     max_result_chars: int | None,
+    hooks: RunHooks,
 ) -> None:
     """Suspend the run on ``call`` until a person decides (raises :class:`Suspended`); invalid arguments become a
     tool error for the model instead (returns; its text bounded to ``max_result_chars``)."""
     try:
         valid = tool.parse_args(args).model_dump(mode="json")
     except ToolInputError as exc:
-        add_result(state, call, {"error": str(exc)}, out, max_chars=max_result_chars, is_error=True)
+        add_result(state, call, {"error": str(exc)}, out, hooks=hooks, max_chars=max_result_chars, is_error=True)
         return
     suspend(state, call.id, tool, valid, ask_ttl=ask_ttl, interrupted=False)
 
@@ -141,6 +144,7 @@ async def run_decided(
     ask_ttl: float | None,
     max_result_chars: int | None,
     live: LiveQuestions | None = None,
+    hooks: RunHooks,
 ) -> None:
     """Carry out the decision claimed on ``pending`` (the run's pending approval, already taken off ``state``);
     ``live``: lets the tool ask questions while it runs (:mod:`bot.agent.live_questions`); ``max_result_chars``: the
@@ -154,7 +158,7 @@ async def run_decided(
             result["declined_by"] = decision.answered_by
         if decision is not None and decision.outcome != "answer":
             result["outcome"] = decision.outcome  # nobody decided in time, or the request was withdrawn
-        add_result(state, call, result, out, max_chars=max_result_chars)
+        add_result(state, call, result, out, hooks=hooks, max_chars=max_result_chars)
         return
     if pending.executing_since is not None and tool is not None:  # a run of it was cut short: ask again
         suspend(state, pending.tool_call_id, tool, pending.args, ask_ttl=ask_ttl, interrupted=True)
@@ -174,6 +178,7 @@ async def run_decided(
         ask_ttl=ask_ttl,
         max_result_chars=max_result_chars,
         live=live,
+        hooks=hooks,
     )
 
 

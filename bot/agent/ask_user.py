@@ -173,6 +173,7 @@ def make_ask_user_tool(*, max_options: int | None = None, tool_id: str = "ask_us
         execute_fn=execute,
         suspend_schema=AskUserPayload,
         resume_validator=validate_answer,
+        asks_person=True,
     )
 
 

@@ -7,7 +7,7 @@ run records the pending question, its deadline and who may answer), but the run 
 process's lease and the pending call carries ``live_owner``:
 
 - an answer is claimed exactly once, by the same compare-and-set as every answer, in whichever process receives
-  it; the claim leaves the lease with the live process (:meth:`bot.agent._loop.claims.Claims._claim`);
+  it; the claim leaves the lease with the live process (:meth:`bot.agent._loop.claims.Claims.claim`);
 - this process sees the claimed answer in the store (it polls the run every :data:`POLL_EVERY` seconds: an answer
   reaches it through Redis whichever process took it) and the tool call goes on with it;
 - at the deadline with no answer the question is closed (a later claim is refused by the store's clock) and the
@@ -24,6 +24,7 @@ import logging
 from datetime import timedelta
 from typing import Any, Literal
 
+from bot.agent.hooks import NO_HOOKS, RunHooks
 from bot.agent.state import PendingCall, ResumeData, RunState, ToolCall, utcnow
 from bot.agent.store import RunStore
 from bot.agent.stream import (
@@ -37,7 +38,6 @@ from bot.agent.stream import (
 )
 from bot.agent.tools import LiveAsk, Tool
 from bot.errors import RunConflict, StoreUnavailable
-from bot.ops import audit
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,17 @@ DEFAULT_LIVE_TTL = 300.0  # seconds a live question waits when the agent has no 
 class LiveQuestions:
     """Live questions of one agent: ``owner`` is its lease id, ``tools`` its tools (to show a payload)."""
 
-    def __init__(self, store: RunStore, *, owner: str, tools: dict[str, Tool], poll_every: float = POLL_EVERY):
+    def __init__(
+        self,
+        store: RunStore,
+        *,
+        owner: str,
+        tools: dict[str, Tool],
+        poll_every: float = POLL_EVERY,
+        hooks: RunHooks = NO_HOOKS,
+    ):
         self.store = store
+        self.hooks = hooks  # told of each question asked
         self.owner = owner
         self.tools = tools
         self.poll_every = poll_every
@@ -86,7 +95,7 @@ class LiveQuestions:
             live_owner=self.owner,
         )
         await self._save(state)  # still running: the lease stays with this process
-        audit.asked(state, state.pending)
+        self.hooks.on_asked(state, state.pending)
         tool = self.tools.get(call.name)
         shown = tool.load_suspend_payload(payload) if tool is not None else payload
         pending = state.pending

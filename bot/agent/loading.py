@@ -1,6 +1,8 @@
 """Bring your own agent: ``AGENT=mypkg.agents:build`` (or ``python -m bot serve --agent mypkg.agents:build``) names a
 factory, ``module:attribute`` as uvicorn does, called as ``build(model=..., store=...)`` with the bot's configured
-model and run store, and returning an :class:`~bot.agent.Agent`.
+model and run store, and returning an :class:`~bot.agent.Agent`. A factory that takes a ``limits`` parameter is
+also given the deployment's :class:`~bot.agent.run_limits.RunLimits`; either way they are applied to the agent it
+returns (:meth:`~bot.agent.Agent.with_limits`): the deployment's limits apply to every agent.
 
 The module is imported as Python finds it; when it is not found there, the current directory is put on the import
 path (``sys.path``) and it is tried again, as uvicorn's ``--app-dir`` (default ``.``) does: ``python -m bot --agent
@@ -15,6 +17,7 @@ is not an ``Agent``.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import re
 import sys
@@ -22,15 +25,18 @@ from typing import Any
 
 from bot.agent.agent import Agent
 from bot.agent.model import ChatModel
+from bot.agent.run_limits import RunLimits
 from bot.agent.store import RunStore
 from bot.errors import ConfigError
 
 SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
 
-def load_agent(spec: str, *, model: ChatModel, store: RunStore) -> Agent:
-    """Import ``spec`` (``module:attribute``) and call it as ``factory(model=model, store=store)``. Raises
-    ``ConfigError`` (one line) for every way that can fail."""
+def load_agent(spec: str, *, model: ChatModel, store: RunStore, limits: RunLimits | None = None) -> Agent:
+    """Import ``spec`` (``module:attribute``) and call it as ``factory(model=model, store=store)`` (plus
+    ``limits=limits`` when the factory takes a ``limits`` parameter); ``limits``, when given, are then applied to the
+    agent with :meth:`~bot.agent.Agent.with_limits`. Raises ``ConfigError`` (one line) for every way that can
+    fail."""
     if not SPEC.fullmatch(spec):
         raise ConfigError(f"AGENT {spec!r} must look like module:attribute, e.g. mypkg.agents:build")
     module_name, attribute = spec.split(":", 1)
@@ -44,13 +50,23 @@ def load_agent(spec: str, *, model: ChatModel, store: RunStore) -> Agent:
         target = getattr(target, part)
     if not callable(target):
         raise ConfigError(f"AGENT {spec!r}: {attribute} is not callable (a factory build(model=..., store=...))")
+    extra = {"limits": limits} if limits is not None and _takes_limits(target) else {}
     try:
-        agent = target(model=model, store=store)
+        agent = target(model=model, store=store, **extra)
     except Exception as exc:
         raise ConfigError(f"AGENT {spec!r}: the factory raised {type(exc).__name__}: {exc}") from None
     if not isinstance(agent, Agent):
         raise ConfigError(f"AGENT {spec!r}: the factory returned {type(agent).__name__}, not a bot.agent.Agent")
-    return agent
+    return agent.with_limits(limits) if limits is not None else agent
+
+
+def _takes_limits(factory: Any) -> bool:
+    """Whether ``factory`` has a ``limits`` parameter (a factory whose signature can't be read has none)."""
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+    return "limits" in parameters
 
 
 def _import(module_name: str) -> Any:

@@ -81,6 +81,10 @@ class Tool:
     - ``validate_resume(resume_data, suspend_payload) -> normalized``: raises :class:`AnswerError`.
     - ``require_approval``: the call waits for a person's approval before it runs.
     - ``hidden``: not offered to the model (a model's call of it is an unknown tool's); runs that only ask use it.
+    - ``asks_person``: the tool's suspension is a question to a person (``ask_user``): the one test of "is this a
+      question tool" (:meth:`bot.agent.agent.Agent.question_tool` picks it; its calls never wait for an approval;
+      an unanswered one is told to the model rather than run again; Slack shows no progress line for its calls).
+      A tool that suspends mid-work for anything else leaves it ``False``.
 
     Make one from an ``async def`` with :func:`bot.agent.tool`.
     """
@@ -93,6 +97,7 @@ class Tool:
     resume_validator: ResumeValidator | None = None
     require_approval: bool = False  # a person approves each call before it runs (see bot.agent.approvals)
     hidden: bool = False  # offered to no model: only runs that only ask call it (see bot.agent.asking)
+    asks_person: bool = False  # its suspension is a question to a person (ask_user): see the class docstring
 
     def spec(self) -> dict[str, Any]:
         """The Chat Completions ``tools[]`` entry: ``{"type": "function", "function": {...}}``."""

@@ -3,7 +3,7 @@ metrics (:mod:`bot.ops.metrics`) move in the same call, at the one place the dec
 
 - asked: the run's suspension was saved (:meth:`bot.agent.Agent` drive loop);
 - answered / approved / declined / withdrawn / expired (went on without an answer): the claim's compare-and-set
-  won (``Claims._claim``), so a redelivered job or a second click, whose claim loses, logs nothing here;
+  won (``Claims.claim``), so a redelivered job or a second click, whose claim loses, logs nothing here;
 - expired (closed without going on): the save that marked the run ``expired`` succeeded;
 - refused (who may answer: ``not_allowed``; a late answer: ``expired``; a run no longer waiting: ``closed``) and
   duplicate (answered already): where the Slack layer tells the person (at least once: a redelivered job may

@@ -48,7 +48,8 @@ class BotTiming:
             ttl = _seconds(values["ask_ttl_seconds"], "ask_ttl_seconds")
             if ttl is None:
                 raise ValueError("ask_ttl_seconds: a question needs a deadline")
-            self.bot.agent.ask_ttl = ttl
+            agent = self.bot.agent
+            agent.with_limits(dataclasses.replace(agent.limits, ask_ttl=ttl))
         for key in ("remind_after", "escalate_after"):
             if key in values:
                 changes[key] = _seconds(values[key], key)

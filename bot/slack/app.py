@@ -29,11 +29,12 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import Agent, ChatModel, make_ask_user_tool
-from bot.agent.ask_user import AskUserPayload
 from bot.agent.asking import APPROVAL_TOOL, approval_tool
 from bot.agent.loading import load_agent
+from bot.agent.run_limits import RunLimits
 from bot.config import Settings
 from bot.errors import ConfigError, describe_error
+from bot.ops.hooks import OpsHooks
 from bot.ops.metrics import QueueGauges
 from bot.ops.server import Health, OpsEndpoints
 from bot.slack.approvals.deciding import Approving
@@ -190,8 +191,9 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     keys = Keys(settings.redis_prefix)
     retention = int(settings.run_retention_seconds)
     store = RedisRunStore(redis_client, prefix=settings.redis_prefix, retention=retention)
+    limits = run_limits(settings)  # the deployment's limits apply to every agent, its own or the built-in one
     if settings.agent:
-        agent = load_agent(settings.agent, model=model, store=store)
+        agent = load_agent(settings.agent, model=model, store=store, limits=limits)
     else:
         agent = Agent(
             id="slack-assistant",
@@ -200,13 +202,9 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
             model=model,
             tools=[make_ask_user_tool(max_options=MAX_SELECT_OPTIONS)],
             store=store,
+            limits=limits,
         )
-    # The deployment's limits apply to every agent, its own or the built-in one.
-    agent.ask_ttl = float(settings.ask_ttl_seconds)
-    agent.turn_timeout = float(settings.model_turn_timeout)
-    agent.max_reply_chars = settings.max_reply_chars
-    agent.budget.budget = settings.history_token_budget
-    agent.tool_result_max_chars = settings.tool_result_max_chars
+    agent.with_hooks(OpsHooks())  # metrics, audit lines and tracing spans of every run, whichever agent it is
     if APPROVAL_TOOL in agent.tools:
         log.warning("the agent has its own %s tool: the MCP server's approval requests can't be asked", APPROVAL_TOOL)
     else:
@@ -327,10 +325,22 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
 
 
 def quiet_tool(agent: Agent, name: str) -> bool:
-    """A tool whose calls show no progress line of their own: one that only asks a person (its suspend schema is
-    ``AskUserPayload``), or a hidden one (an outside agent's approval request: the request itself is shown)."""
+    """A tool whose calls show no progress line of their own: one that only asks a person (``Tool.asks_person``),
+    or a hidden one (an outside agent's approval request: the request itself is shown)."""
     tool = agent.tools.get(name)
-    return tool is not None and (tool.suspend_schema is AskUserPayload or tool.hidden)
+    return tool is not None and (tool.asks_person or tool.hidden)
+
+
+def run_limits(settings: Settings) -> RunLimits:
+    """The deployment's run limits: ``ASK_TTL_SECONDS``, ``MODEL_TURN_TIMEOUT``, ``MAX_REPLY_CHARS``,
+    ``HISTORY_TOKEN_BUDGET``, ``TOOL_RESULT_MAX_CHARS``."""
+    return RunLimits(
+        ask_ttl=float(settings.ask_ttl_seconds),
+        turn_timeout=float(settings.model_turn_timeout),
+        max_reply_chars=settings.max_reply_chars,
+        history_budget=settings.history_token_budget,
+        tool_result_max_chars=settings.tool_result_max_chars,
+    )
 
 
 def wait_settings(settings: Settings) -> WaitSettings:

@@ -1,5 +1,6 @@
-"""Claims on a run: answers, approval decisions and expiry, the part of :class:`~bot.agent.Agent` that decides
-whether a run can take what a person sends (:mod:`bot.agent.answers`) and claims it exactly once.
+"""Claims on a run: answers, approval decisions and expiry (:class:`Claims`, held by :class:`~bot.agent.Agent`,
+which hands its public methods on): whether a run can take what a person sends (:mod:`bot.agent.answers`), claimed
+exactly once.
 
 Every claim is one compare-and-set in the store, refused once the question's deadline passed by the store's clock;
 the loser learns who won (``RunAlreadyResumed``), an expired question is recorded as such (``QuestionExpired``).
@@ -9,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 
 from bot.agent._loop.stopping import StopRequests
 from bot.agent.answers import AnswerCheck, Answered, Closed, Expired, Open, check_answer
 from bot.agent.approvals import APPROVED, DECLINED
+from bot.agent.hooks import NO_HOOKS, RunHooks
 from bot.agent.state import Answer, PendingCall, RunState, utcnow
 from bot.agent.store import RunStore
 from bot.agent.stream import AgentStream, FinishChunk, FinishPayload
@@ -26,7 +29,6 @@ from bot.errors import (
     RunNotResumable,
     ToolCallNotPending,
 )
-from bot.ops import audit
 
 log = logging.getLogger(__name__)
 
@@ -34,21 +36,32 @@ CLOCK_MARGIN = timedelta(minutes=5)  # closer than this to a deadline, ask the s
 
 
 class Claims:
-    """Mixed into :class:`~bot.agent.Agent` (which provides ``store``, ``owner`` and ``_launch``)."""
+    """The claims of one agent: on ``store``, as ``owner`` (the agent's lease id); ``launch(state)`` drives a claimed
+    run and returns its stream; ``stops`` and ``driving`` (the run ids the agent drives now) are the agent's;
+    ``hooks`` are told of each claim."""
 
-    store: RunStore
-    owner: str
-    stops: StopRequests
-    _driving: set[str]
-
-    def _launch(self, state: RunState) -> AgentStream:
-        raise NotImplementedError
+    def __init__(
+        self,
+        store: RunStore,
+        *,
+        owner: str,
+        stops: StopRequests,
+        driving: set[str],
+        launch: Callable[[RunState], AgentStream],
+        hooks: RunHooks = NO_HOOKS,
+    ) -> None:
+        self.store = store
+        self.owner = owner
+        self.stops = stops
+        self.driving = driving
+        self.launch = launch
+        self.hooks = hooks  # told of each claim and expiry
 
     async def approve_tool_call(
         self, *, run_id: str, tool_call_id: str | None = None, approved_by: str | None = None
     ) -> AgentStream:
         """Approve the tool call a run waits on; the tool runs (once) and the run continues. Raises as
-        :meth:`resume_stream`, and ``NotAwaitingThisKind`` (a ``ValueError``) when the call waits for an answer."""
+        ``Agent.resume_stream``, and ``NotAwaitingThisKind`` (a ``ValueError``) when the call waits for an answer."""
         return await self._decide(run_id, tool_call_id, decision=APPROVED, by=approved_by, reason=None)
 
     async def decline_tool_call(
@@ -68,9 +81,9 @@ class Claims:
     ) -> AgentStream:
         """Withdraw the question (or approval request) a run waits on: the run goes on, the tool told it was
         cancelled (``ask_user``: ``{"status": "cancelled", "cancelled_by": ...}``; an MCP server's question:
-        ``cancel``; an approval: declined, reason ``"cancelled"``). Raises as :meth:`resume_stream`."""
+        ``cancel``; an approval: declined, reason ``"cancelled"``). Raises as ``Agent.resume_stream``."""
         state = await self.store.load(run_id)
-        pending = await self._require_open(state, tool_call_id)
+        pending = await self.require_open(state, tool_call_id)
         approval = pending.kind == "approval"
         answer = Answer(
             tool_call_id=pending.tool_call_id,
@@ -80,7 +93,7 @@ class Claims:
             reason="cancelled" if approval else None,
             outcome="cancelled",
         )
-        return await self._claim(state, pending, answer)
+        return await self.claim(state, pending, answer)
 
     async def stop(self, *, run_id: str, stopped_by: str | None = None) -> None:
         """Ask the process driving run ``run_id`` to stop it at its next step (before its next model turn or tool
@@ -89,7 +102,7 @@ class Claims:
         waits for an answer is not working: withdraw its question with :meth:`cancel_question`. Raises
         ``StoreUnavailable``."""
         await self.store.request_stop(run_id, by=stopped_by or "")
-        if run_id in self._driving:  # driven here: known at once
+        if run_id in self.driving:  # driven here: known at once
             self.stops.asked(run_id, stopped_by or "")
 
     async def time_out(self, *, run_id: str, tool_call_id: str | None = None) -> AgentStream:
@@ -124,13 +137,13 @@ class Claims:
             reason="no answer" if approval else None,
             outcome="no_answer",
         )
-        return await self._claim(state, pending, answer, deadline=False)
+        return await self.claim(state, pending, answer, deadline=False)
 
     async def _decide(
         self, run_id: str, tool_call_id: str | None, *, decision: str, by: str | None, reason: str | None
     ) -> AgentStream:
         state = await self.store.load(run_id)
-        pending = await self._require_open(state, tool_call_id)
+        pending = await self.require_open(state, tool_call_id)
         if pending.kind != "approval":
             raise NotAwaitingThisKind(run_id=run_id, tool_call_id=pending.tool_call_id, waits_for=pending.kind)
         answer = Answer(
@@ -140,9 +153,9 @@ class Claims:
             answered_at=utcnow(),
             reason=reason.strip() if reason and reason.strip() else None,
         )
-        return await self._claim(state, pending, answer)
+        return await self.claim(state, pending, answer)
 
-    async def _claim(
+    async def claim(
         self, state: RunState, pending: PendingCall, answer: Answer, *, deadline: bool = True
     ) -> AgentStream:
         """Claim ``answer`` for ``pending`` (one compare-and-set wins, before the deadline by the store's clock)
@@ -166,13 +179,13 @@ class Claims:
             claimed = await self.store.save(claimed, owner=owner, not_after=not_after)
         except RunConflict:
             if deadline:
-                await self._require_open(await self.store.load(state.run_id), pending.tool_call_id)
+                await self.require_open(await self.store.load(state.run_id), pending.tool_call_id)
             raise  # still open after a conflict: another write raced this one; the caller may try again
         except QuestionExpired:
             await self._mark_expired(state)
             raise
-        audit.claimed(state, pending, answer)
-        return _handed_off(claimed) if hand_off else self._launch(claimed)
+        self.hooks.on_claimed(state, pending, answer)
+        return _handed_off(claimed) if hand_off else self.launch(claimed)
 
     async def check(self, state: RunState, tool_call_id: str | None = None) -> AnswerCheck:
         """Whether ``state`` can take an answer to ``tool_call_id`` now (see :mod:`bot.agent.answers`). A deadline
@@ -194,7 +207,7 @@ class Claims:
 
     # --- answers ---------------------------------------------------------------------------------
 
-    async def _require_open(self, state: RunState, tool_call_id: str | None) -> PendingCall:
+    async def require_open(self, state: RunState, tool_call_id: str | None) -> PendingCall:
         """The pending call ``tool_call_id`` names, or the typed error that says why it can't take an answer."""
         match await self.check(state, tool_call_id):
             case Open(pending=pending):
@@ -224,7 +237,7 @@ class Claims:
         with contextlib.suppress(BotError):
             await self.store.save(state.model_copy(update={"status": "expired"}), owner=self.owner)
             log.info("run %s: question expired unanswered", state.run_id)
-            audit.expired(state, state.pending)
+            self.hooks.on_expired(state, state.pending)
 
 
 def _handed_off(state: RunState) -> AgentStream:

@@ -21,6 +21,7 @@ from typing import Any
 
 from bot.agent._loop.tool_calls import add_result, run_tool_call
 from bot.agent.approvals import Save, run_decided, suspend
+from bot.agent.hooks import RunHooks
 from bot.agent.live_questions import LiveQuestions
 from bot.agent.state import Answer, PendingCall, RunState, ToolCall, utcnow
 from bot.agent.stream import AgentStream, ToolCallChunk, ToolCallPayload
@@ -37,6 +38,7 @@ async def continue_pending(
     ask_ttl: float | None,
     max_result_chars: int | None,
     live: LiveQuestions | None,
+    hooks: RunHooks,
 ) -> None:
     """Carry on with ``pending`` (already taken off ``state``); ``max_result_chars``: the bound of the call's result
     text (:func:`bot.agent._loop.tool_calls.add_result`). Raises ``Suspended`` when it asks again, and what ``save``
@@ -47,20 +49,30 @@ async def continue_pending(
     if cut_short:
         if tool is None:
             error = {"error": f"unknown tool {pending.tool_name!r}"}
-            add_result(state, call, error, out, max_chars=max_result_chars, is_error=True)
+            add_result(state, call, error, out, hooks=hooks, max_chars=max_result_chars, is_error=True)
             return
         suspend(state, pending.tool_call_id, tool, pending.args, ask_ttl=ask_ttl, interrupted=True)
     resume = pending.resume
-    question_tool = tool is not None and tool.suspend_schema is not None  # e.g. ask_user
+    question_tool = tool is not None and tool.asks_person  # e.g. ask_user
     if pending.kind == "question" and resume is not None and resume.outcome != "answer" and question_tool:
-        add_result(state, call, unanswered(pending, resume), out, max_chars=max_result_chars)  # told, not run again
+        add_result(
+            state, call, unanswered(pending, resume), out, hooks=hooks, max_chars=max_result_chars
+        )  # told, not run again
         return
     if pending.kind == "approval":
         await run_decided(
-            tools, state, pending, out, save=save, ask_ttl=ask_ttl, max_result_chars=max_result_chars, live=live
+            tools,
+            state,
+            pending,
+            out,
+            save=save,
+            ask_ttl=ask_ttl,
+            max_result_chars=max_result_chars,
+            live=live,
+            hooks=hooks,
         )
         return
-    if tool is not None and tool.suspend_schema is None:  # it suspended mid-work: leave a trace before it goes on
+    if tool is not None and not tool.asks_person:  # it suspended mid-work: leave a trace before it goes on
         state.pending = pending.model_copy(update={"executing_since": utcnow()})
         await save(state)
         state.pending = None
@@ -76,6 +88,7 @@ async def continue_pending(
         max_result_chars=max_result_chars,
         suspended=pending.suspend_payload,
         live=live,
+        hooks=hooks,
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 
 from bot.agent._loop.tool_calls import add_result
+from bot.agent.hooks import NO_HOOKS
 from bot.agent.state import RunState
 from bot.agent.store import RunStore
 from bot.agent.stream import AgentStream
@@ -68,7 +69,9 @@ class StopRequests:
 def wrap_up(state: RunState, out: AgentStream) -> str:
     """End ``state`` as stopped (see the module docstring); returns the closing text."""
     for call in state.queued:
-        add_result(state, call, {"status": "stopped"}, out, max_chars=None)  # a constant, short result
+        add_result(
+            state, call, {"status": "stopped"}, out, hooks=NO_HOOKS, max_chars=None
+        )  # a constant, short result: never cut
     state.queued = []
     state.pending = None
     state.messages.append({"role": "assistant", "content": STOPPED_TEXT})

@@ -7,12 +7,12 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+from bot.agent.hooks import RunHooks
 from bot.agent.live_questions import LiveQuestions
 from bot.agent.state import Answer, PendingCall, RunState, ToolCall, utcnow
 from bot.agent.stream import AgentStream, ToolResultChunk, ToolResultPayload
 from bot.agent.tools import Tool, ToolContext, ToolInputError, ToolSuspended, bounded_result, tool_result_content
 from bot.errors import RunConflict, StoreUnavailable
-from bot.ops import observe
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +33,10 @@ async def run_tool_call(
     max_result_chars: int | None,
     suspended: dict[str, Any] | None = None,
     live: LiveQuestions | None = None,
+    hooks: RunHooks,
 ) -> None:
-    """Run ``call`` with ``args`` (``resume``: the answer it was suspended for, ``suspended``: the payload it
+    """Run ``call`` with ``args`` (``hooks``: told of it, :mod:`bot.agent.hooks`;
+    ``resume``: the answer it was suspended for, ``suspended``: the payload it
     suspended with; ``live``: lets the tool ask while it runs, see :mod:`bot.agent.live_questions`;
     ``max_result_chars``: the bound of its result's text, see :func:`add_result`). Unknown tools,
     invalid arguments and tools that raise become error results for the model; never raises except
@@ -44,7 +46,7 @@ async def run_tool_call(
     if tool is None:
         known = ", ".join(sorted(tools)) or "none"
         unknown = {"error": f"unknown tool {call.name!r}; tools: {known}"}
-        add_result(state, call, unknown, out, max_chars=max_result_chars, is_error=True)
+        add_result(state, call, unknown, out, hooks=hooks, max_chars=max_result_chars, is_error=True)
         return
     ctx = ToolContext(
         run_id=state.run_id,
@@ -56,7 +58,7 @@ async def run_tool_call(
         ask_live=live.asker(state, call, args, out, ttl=ask_ttl) if live is not None else None,
     )
     try:
-        with observe.tool_call(state.run_id, tool=call.name, tool_call_id=call.id):
+        with hooks.tool_call(state.run_id, tool=call.name, tool_call_id=call.id):
             result = await tool.execute(args, ctx)
     except ToolSuspended as signal:
         now = utcnow()
@@ -73,14 +75,14 @@ async def run_tool_call(
     except (RunConflict, StoreUnavailable):  # a live question could not be recorded or read: the segment ends
         raise
     except ToolInputError as exc:
-        add_result(state, call, {"error": str(exc)}, out, max_chars=max_result_chars, is_error=True)
+        add_result(state, call, {"error": str(exc)}, out, hooks=hooks, max_chars=max_result_chars, is_error=True)
         return
     except Exception as exc:
         log.warning("run %s: tool %s raised %s", state.run_id, call.name, type(exc).__name__)
         error = f"tool {call.name} failed: {type(exc).__name__}: {exc}"
-        add_result(state, call, {"error": error}, out, max_chars=max_result_chars, is_error=True)
+        add_result(state, call, {"error": error}, out, hooks=hooks, max_chars=max_result_chars, is_error=True)
         return
-    add_result(state, call, result, out, max_chars=max_result_chars)
+    add_result(state, call, result, out, hooks=hooks, max_chars=max_result_chars)
 
 
 def add_result(
@@ -90,15 +92,16 @@ def add_result(
     out: AgentStream,
     *,
     max_chars: int | None,
+    hooks: RunHooks,
     is_error: bool = False,
 ) -> None:
     """Append ``result`` as ``call``'s ``tool`` message and emit a ``tool-result`` chunk. The one way a tool call's
     outcome reaches the model (a tool's return, an MCP server's content, an answer to a question, an error's text):
     its text is bounded to ``max_chars`` characters here (:func:`bot.agent.tools.bounded_result`; None: unbounded),
-    before it is stored or sent. The chunk carries the tool's own ``result``."""
+    before it is stored or sent (``hooks`` told when it is cut). The chunk carries the tool's own ``result``."""
     content, cut = bounded_result(tool_result_content(result), max_chars)
     if cut:
-        observe.tool_result_cut()
+        hooks.on_tool_result_cut()
         log.warning("run %s: %d characters of %s's result cut (at most %s)", state.run_id, cut, call.name, max_chars)
     state.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
     out.emit(ToolResultChunk(state.run_id, ToolResultPayload(call.id, call.name, result, is_error)))

@@ -1,34 +1,32 @@
-"""The tools of an :class:`~bot.agent.agent.Agent` (:class:`Toolbox`): by id, the question tool among them, and what
-the model is offered (hidden tools left out, their JSON schemas and token estimate built once, not per turn)."""
+"""The tools of an :class:`~bot.agent.agent.Agent` (:class:`Toolbox`, held by the agent): by id, the question tool
+among them, and what the model is offered (hidden tools left out, their JSON schemas and token estimate built once,
+not per turn)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.agent.ask_user import AskUserPayload
 from bot.agent.budget import tools_tokens
 from bot.agent.tools import Tool
 from bot.errors import RunNotResumable
 
 
 class Toolbox:
-    """Mixed into :class:`~bot.agent.agent.Agent`: ``tools`` by id; ``_offered``, ``_tool_specs`` and
-    ``_tools_tokens`` are what each model request carries."""
+    """An agent's tools: ``tools`` by id (one dict for the agent's life: added tools go into it); ``offered``,
+    ``specs`` and ``tokens`` are what each model request carries. Raises ``ValueError`` when two tools share an
+    id."""
 
-    id: str
-    tools: dict[str, Tool]
-    _offered: dict[str, Tool]
-    _tool_specs: list[dict[str, object]]
-    _tools_tokens: int
-
-    def _set_tools(self, tools: Sequence[Tool]) -> None:
-        """The first tools. Raises ``ValueError`` when two share an id."""
-        self.tools = {tool.id: tool for tool in tools}
+    def __init__(self, tools: Sequence[Tool], *, agent_id: str) -> None:
+        self.agent_id = agent_id
+        self.tools: dict[str, Tool] = {tool.id: tool for tool in tools}
         if len(self.tools) != len(tools):
             raise ValueError("tool ids must be unique")
+        self.offered: dict[str, Tool] = {}
+        self.specs: list[dict[str, object]] = []
+        self.tokens = 0
         self._offer()
 
-    def add_tools(self, tools: Sequence[Tool]) -> None:
+    def add(self, tools: Sequence[Tool]) -> None:
         """Offer ``tools`` too, from the next model turn on (e.g. tools of MCP servers, listed after start-up).
 
         Raises ``ValueError``, adding none, when an id is already taken or given twice.
@@ -42,20 +40,21 @@ class Toolbox:
 
     def _offer(self) -> None:
         """What the model is offered: every tool but hidden ones, their JSON schema built once, not per turn."""
-        self._offered = {tool.id: tool for tool in self.tools.values() if not tool.hidden}
-        self._tool_specs = [tool.spec() for tool in self._offered.values()]
-        self._tools_tokens = tools_tokens(self._tool_specs)
+        self.offered = {tool.id: tool for tool in self.tools.values() if not tool.hidden}
+        self.specs = [tool.spec() for tool in self.offered.values()]
+        self.tokens = tools_tokens(self.specs)
 
-    def _tool(self, run_id: str, name: str) -> Tool:
+    def get(self, run_id: str, name: str) -> Tool:
+        """The tool ``name`` a run ``run_id`` waits on. Raises ``RunNotResumable`` when there is none."""
         tool = self.tools.get(name)
         if tool is None:
             raise RunNotResumable(run_id, "suspended", f"this agent has no tool {name!r}")
         return tool
 
     def question_tool(self) -> Tool:
-        """The tool this agent asks people with (``ask_user``: its suspend schema is ``AskUserPayload``). Raises
+        """The tool this agent asks people with (``ask_user``: the first whose ``asks_person`` is set). Raises
         ``ValueError`` when it has none."""
-        tool = next((t for t in self.tools.values() if t.suspend_schema is AskUserPayload), None)
+        tool = next((t for t in self.tools.values() if t.asks_person), None)
         if tool is None:
-            raise ValueError(f"agent {self.id} has no question tool (ask_user)")
+            raise ValueError(f"agent {self.agent_id} has no question tool (ask_user)")
         return tool

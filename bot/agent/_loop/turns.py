@@ -13,11 +13,11 @@ from typing import Any
 
 from bot.agent.budget import HistoryBudget, Request, message_tokens
 from bot.agent.endings import ending_of
+from bot.agent.hooks import RunHooks
 from bot.agent.model import ChatModel, TextDelta, TurnDone
 from bot.agent.state import RunState
 from bot.agent.stream import AgentStream, TextDeltaChunk, TextDeltaPayload
 from bot.errors import ContextTooLong, ModelCallFailed, NoReply, RequestOverBudget
-from bot.ops import observe
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +31,15 @@ async def model_turn(
     out: AgentStream,
     turn_timeout: float | None,
     max_reply_chars: int | None,
+    hooks: RunHooks,
 ) -> TurnDone:
     """One model turn over ``messages`` (system prompt first), its text streamed to ``out`` as ``text-delta``
     chunks, bounded: at most ``turn_timeout`` seconds and ``max_reply_chars`` characters of text (a server that
     streams forever must not hold the thread nor fill it). A turn that ended for another reason than ``stop``
     (:func:`bot.agent.endings.ending_of`) is counted; without any text it raises :class:`NoReply`. Raises
-    ``ModelCallFailed``. Measured (``askbot_model_turn_seconds``, failures by kind, a span: :mod:`bot.ops`)."""
-    with observe.model_turn(run_id):
+    ``ModelCallFailed``. Told to ``hooks`` (the Slack bot's measure it: ``askbot_model_turn_seconds``, failures by
+    kind, a span)."""
+    with hooks.model_turn(run_id):
         done: TurnDone | None = None
         chars = 0
         try:
@@ -68,7 +70,7 @@ async def model_turn(
                 raise ModelCallFailed(f"the turn's output went past {2 * max_reply_chars} characters", kind="too_long")
         ending = ending_of(done)
         if ending is not None:
-            observe.turn_ended(ending.kind)
+            hooks.on_turn_ended(ending.kind)
             log.info("run %s: the model turn ended with finish_reason %r", run_id, (done.finish_reason or "")[:64])
             if not ending.has_text:
                 raise NoReply(ending.why, finish_reason=done.finish_reason)
@@ -97,6 +99,7 @@ async def budgeted_turn(
     out: AgentStream,
     turn_timeout: float | None,
     max_reply_chars: int | None,
+    hooks: RunHooks,
 ) -> TurnDone:
     """:func:`model_turn` over ``state.messages`` fitted to ``budget`` (oldest turns left out, see
     :mod:`bot.agent.budget`); the stored history is cut first when it is past its bound (``state.messages`` is
@@ -113,7 +116,7 @@ async def budgeted_turn(
     calibration, name = budget.calibration, budget.model
     request = budget.request(instructions, state.messages, tools_tokens=tools_tokens, sizes=sizes)
     for attempt in (1, 2):
-        _refuse_over_budget(request, budget, run_id=state.run_id)
+        _refuse_over_budget(request, budget, run_id=state.run_id, hooks=hooks)
         try:
             turn = await model_turn(
                 model,
@@ -123,6 +126,7 @@ async def budgeted_turn(
                 out=out,
                 turn_timeout=turn_timeout,
                 max_reply_chars=max_reply_chars,
+                hooks=hooks,
             )
         except ContextTooLong as exc:
             if exc.limit:
@@ -148,12 +152,12 @@ async def budgeted_turn(
     raise AssertionError("unreachable")
 
 
-def _refuse_over_budget(request: Request, budget: HistoryBudget, *, run_id: str) -> None:
+def _refuse_over_budget(request: Request, budget: HistoryBudget, *, run_id: str, hooks: RunHooks) -> None:
     """Raise :class:`RequestOverBudget` (counted, not sent) when ``request`` estimates past its budget."""
     over = budget.over(request)
     if over is not None:
         estimated, allowed = over
         exc = RequestOverBudget(estimated=estimated, budget=allowed)
         log.warning("run %s: not sent: %s", run_id, exc)
-        observe.request_refused(exc)
+        hooks.on_request_refused(exc)
         raise exc

@@ -41,9 +41,9 @@ from bot.errors import (
 from bot.logs import log_context
 from bot.ops import audit
 from bot.slack.context import SlackContext, Where
-from bot.slack.questions.lookup import QuestionLookup, Say
+from bot.slack.questions.lookup import Found, QuestionLookup, Say
 from bot.slack.questions.notices import EXPIRED_OUTCOME, GONE, MULTI_HINT, NOT_OPEN, STORE_DOWN, UNKNOWN_BUTTON, explain
-from bot.slack.questions.permissions import Permissions
+from bot.slack.questions.permissions import Kind, Permissions
 from bot.slack.questions.picks import Pick, asked_question, label, resume_data, said, shown, ticked
 from bot.slack.questions.typed_answers import labels_in_text
 from bot.slack.refs import BadReference, QuestionRef, parse_index
@@ -61,7 +61,7 @@ LOST_CLAIM = (RunAlreadyResumed, QuestionExpired, RunNotResumable, RunConflict, 
 """What a claim raises when it lost to another write; :meth:`Answering.lost_claim` says what the run shows now."""
 
 
-class Answering(QuestionLookup):
+class Answering:
     """Takes answers for ``agent``'s runs; see the module docstring."""
 
     def __init__(
@@ -82,6 +82,24 @@ class Answering(QuestionLookup):
         self.follower = follower
         self.answerers: Answerers = answerers
         self.permissions = permissions  # who may answer and decide: the one place
+        self.lookup = QuestionLookup(agent=agent, index=index, permissions=permissions)  # finds what a request names
+
+    # --- finding questions (the lookup's) --------------------------------------------------------------
+
+    async def find(self, ref: QuestionRef, say: Say, *, where: Where | None = None) -> Found | None:
+        """The run, context and question ``ref`` names: :meth:`QuestionLookup.find
+        <bot.slack.questions.lookup.QuestionLookup.find>`."""
+        return await self.lookup.find(ref, say, where=where)
+
+    async def find_or_reason(self, ref: QuestionRef) -> Found | str:
+        """The question ``ref`` names, or what the person would be told: :meth:`QuestionLookup.find_or_reason
+        <bot.slack.questions.lookup.QuestionLookup.find_or_reason>`."""
+        return await self.lookup.find_or_reason(ref)
+
+    async def vet(self, ref: QuestionRef, where: Where, say: Say, *, expect: Kind = "question") -> Found | None:
+        """The question ``ref`` names, if ``where.user`` may answer or decide it: :meth:`QuestionLookup.vet
+        <bot.slack.questions.lookup.QuestionLookup.vet>`."""
+        return await self.lookup.vet(ref, where, say, expect=expect)
 
     def say_to(self, where: Where, ctx: SlackContext | None = None) -> Say:
         """Tell ``where.user`` privately, on the surface they used (see :meth:`SlackWeb.tell`); a modal's answers go
@@ -126,7 +144,7 @@ class Answering(QuestionLookup):
             await say(UNKNOWN_BUTTON)
             return
         with log_context(run_id=ref.run_id, team_id=where.team_id, channel_id=where.channel_id, user_id=where.user):
-            found = await self.vet(ref, where, say)
+            found = await self.lookup.vet(ref, where, say)
             if found is not None:
                 state, ctx, call = found
                 await self.take(state, ctx, call=call, where=where, pick=pick, say=say)
@@ -291,7 +309,7 @@ class Answering(QuestionLookup):
         """After a claim on ``call`` lost (someone answered first, it expired, the run moved on): tell ``user`` what
         the stored run says now (``clicked``: the message acted on, ``tried``: what they tried, see
         :meth:`not_open`)."""
-        loaded = await self.load(run_id, say)
+        loaded = await self.lookup.load(run_id, say)
         if loaded is None:
             return
         check = await self.agent.check(loaded[0], call)

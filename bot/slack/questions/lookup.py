@@ -1,4 +1,4 @@
-"""Finding the question a request names (:class:`QuestionLookup`, mixed into
+"""Finding the question a request names (:class:`QuestionLookup`, held by
 :class:`~bot.slack.questions.answering.Answering`): load its run, find the call its reference matches, check the request
 comes from where the question lives (:func:`bot.slack.questions.placement.misplaced`) and, for
 :meth:`QuestionLookup.vet`, that the person may answer; each ``None`` result comes after telling the person why."""
@@ -29,11 +29,13 @@ Found = tuple[RunState, SlackContext, str]
 
 
 class QuestionLookup:
-    """Needs ``agent``, ``index`` and ``permissions`` (see :class:`~bot.slack.questions.answering.Answering`)."""
+    """Finds questions of ``agent``'s runs: ``index`` tells where their messages are, ``permissions`` who may answer
+    (see :class:`~bot.slack.questions.answering.Answering`)."""
 
-    agent: Agent
-    index: ConversationIndex
-    permissions: Permissions
+    def __init__(self, *, agent: Agent, index: ConversationIndex, permissions: Permissions) -> None:
+        self.agent = agent
+        self.index = index
+        self.permissions = permissions
 
     async def load(self, run_id: str, say: Say) -> tuple[RunState, SlackContext] | None:
         """The run and its Slack context, or None after telling the person why not."""

@@ -105,9 +105,9 @@ class Follower:
         allow_user_mentions: bool = False,
         plan: WaitPlan | None = None,
         home: Home | None = None,
+        is_question_tool: Callable[[str], bool],
         streaming: bool = True,
         stream_interval: float = 1.0,
-        is_question_tool: Callable[[str], bool] = lambda name: name == "ask_user",
     ) -> None:
         self.streaming = streaming  # replies through Slack's chat streaming (else posted and updated)
         self.stream_interval = stream_interval  # seconds between a reply's Web API calls while it streams

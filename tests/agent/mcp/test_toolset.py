@@ -485,7 +485,7 @@ def test_add_tools_keeps_tool_ids_unique(fake_redis: aioredis.Redis, make_agent:
     assert list(agent.tools) == ["ask_user"]
     agent.add_tools([other])
     assert list(agent.tools) == ["ask_user", "s__t"]
-    assert agent._tool_specs[-1]["function"]["parameters"] == {"type": "object", "properties": {}}
+    assert agent.toolbox.specs[-1]["function"]["parameters"] == {"type": "object", "properties": {}}
 
 
 async def test_build_bot_starts_mcp_config_servers_in_the_background_and_aclose_stops_them(
