@@ -151,7 +151,7 @@ def test_mcp_names_what_it_lacks() -> None:
     [line] = error_lines(run_bot("mcp", env=env))
     assert line.startswith("error: not set: REDIS_URL")
     [line] = error_lines(run_bot("mcp", "--http", env=complete_env()))  # no MCP_TOKEN
-    assert line.startswith("error: MCP_TOKEN is not set")
+    assert line.startswith("error: MCP_TOKEN (or MCP_CALLERS) is not set")  # either names the callers over HTTP
 
 
 def test_procfile_process_types_fit_their_transport(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
