@@ -44,7 +44,9 @@ from bot.slack.render.safe_text import safe_mrkdwn
 
 log = logging.getLogger(__name__)
 
-REPLY = "Your answer went back to the agent that asked."
+REPLY = "Your answer is recorded for the agent that asked: it gets it now, or when it asks again if it stopped waiting."
+"""Posted in the thread once a person answers. Not "went back": the client may have given up waiting (a request
+timeout, e.g. the MCP Inspector CLI's 60 s); the answer stays in Redis for its ``request_key``."""
 FINGERPRINT = "ask_fingerprint"  # run metadata: what its request_key was asked with (see fingerprint)
 CALLER = "mcp_caller"  # run metadata: the name of the caller that asked (absent: the implicit caller)
 CLIENT_NAME = 60  # characters of the client's own name (clientInfo.name) shown in Slack

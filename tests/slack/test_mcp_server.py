@@ -100,7 +100,7 @@ async def test_an_mcp_client_asks_and_gets_the_answer_with_who_gave_it(
         assert result.structured_content == {"status": "answered", "answer": "web", "answered_by": ALICE}
         assert progress  # the client asked for progress (a token): told at once that the call waits
         await h.ws.wait_for_message(
-            channel=GENERAL, thread_ts=question["thread_ts"], predicate=lambda m: "went back" in m["text"]
+            channel=GENERAL, thread_ts=question["thread_ts"], predicate=lambda m: "recorded for the agent" in m["text"]
         )
         assert h.model.requests == []  # the serve process that took the answer ran no model turn
 
@@ -494,7 +494,7 @@ async def test_an_approval_requests_thread_holds_the_request_and_no_progress_lin
         await h.settle()
         thread = [m for m in h.ws.messages(GENERAL, thread_ts=request["thread_ts"]) if m["ts"] != request["thread_ts"]]
         assert [m["ts"] for m in thread] == [request["ts"], thread[-1]["ts"]], [m["text"] for m in thread]
-        assert "went back" in thread[-1]["text"]  # the request, then the reply: no progress line of the hidden tool
+        assert "recorded for the agent" in thread[-1]["text"]  # the request, then the reply: no progress line of the hidden tool
 
 
 async def test_several_choices_come_back_as_the_labels_ticked(
