@@ -494,7 +494,8 @@ async def test_an_approval_requests_thread_holds_the_request_and_no_progress_lin
         await h.settle()
         thread = [m for m in h.ws.messages(GENERAL, thread_ts=request["thread_ts"]) if m["ts"] != request["thread_ts"]]
         assert [m["ts"] for m in thread] == [request["ts"], thread[-1]["ts"]], [m["text"] for m in thread]
-        assert "recorded for the agent" in thread[-1]["text"]  # the request, then the reply: no progress line of the hidden tool
+        # the request, then the reply: no progress line of the hidden tool
+        assert "recorded for the agent" in thread[-1]["text"]
 
 
 async def test_several_choices_come_back_as_the_labels_ticked(
