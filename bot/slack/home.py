@@ -167,7 +167,9 @@ class Home:
             blocks = approval_blocks(approval_payload(pending), ref=ref, approvers=approvers)
         else:
             payload = AskUserPayload.model_validate(pending.suspend_payload)
-            blocks = bk.question_blocks(payload, ref=ref, requester=ctx.requester, answerers=self.answerers)
+            blocks = bk.question_blocks(
+                payload, ref=ref, requester=ctx.requester, answerers=self.answerers, in_thread=False
+            )
         waited = _ago(asked_ms)
         link = await self.thread_link(run_id, call, ctx)
         where = f"In <#{ctx.channel_id}> · asked by <@{ctx.requester}> · waiting {waited}"

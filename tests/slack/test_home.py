@@ -180,3 +180,19 @@ async def test_an_approved_call_that_ran_is_listed_as_ran_not_running(
             closed = view["blocks"][heads[-1] + 1]["elements"][0]["text"]
             assert "running" not in closed and closed.count("Run `restart_service`") == 1, closed
             assert ("ran in" if name == "api" else "failed: tool restart_service failed") in closed, closed
+
+
+@pytest.mark.parametrize("args", [SINGLE, {"question": "What is the goal?"}], ids=["single", "free-form"])
+async def test_a_question_on_home_points_to_its_thread_not_to_this_one(
+    fake_redis: aioredis.Redis, harness: Any, args: dict[str, Any]
+) -> None:
+    """Home has no thread: its copy of a question said "or reply in this thread" (a new user's report). It points to
+    the question's own thread there; the message in the thread still says "this thread"."""
+    async with harness(fake_redis) as h:
+        thread, q = await ask(h, args)
+        await refresh(h)
+        view = home_view(h.ws, ALICE)
+        assert view is not None
+        shown = blocks_text(view)
+        assert "in this thread" not in shown and "or reply in its thread" in shown, shown
+        assert "or reply in this thread" in blocks_text(q)

@@ -293,7 +293,7 @@ class Waiting:
             question = AskUserPayload.model_validate(pending.suspend_payload)
             text = f"{escape(clip(question.question, 2000))} (escalated)"
             if self.answering.permissions.escalation_answers("question"):
-                blocks = bk.question_blocks(question, ref=ref, requester=None, answerers="channel")
+                blocks = bk.question_blocks(question, ref=ref, requester=None, answerers="channel", in_thread=False)
             else:  # a reminder: the targets may not answer it (ASK_ESCALATE_ANSWERS=false)
                 who = f"<@{ctx.requester}>" if ctx.requester else f"people in <#{ctx.channel_id}>"
                 said = f"*{escape(clip(question.question, 2000))}*\nWaiting for {who} to answer in its thread."

@@ -121,10 +121,10 @@ def display_labels(payload: AskUserPayload, limit: int) -> list[str]:
     return distinct_clips(visible, limit)
 
 
-def _who(requester: str | None, answerers: str) -> str:
+def _who(requester: str | None, answerers: str, *, in_thread: bool) -> str:
     if answerers == "requester" and requester:
         return f"Question for <@{requester}>"
-    return "Anyone in this channel can answer"
+    return "Anyone in this channel can answer" if in_thread else "Anyone in its channel can answer"
 
 
 def question_blocks(
@@ -134,8 +134,11 @@ def question_blocks(
     requester: str | None,
     answerers: str = "requester",
     allow_user_mentions: bool = False,
+    in_thread: bool = True,
 ) -> list[dict[str, Any]]:
-    """The message asking ``payload``; returns Block Kit dicts. The question's ``<@U…>`` mentions ping only with
+    """The message asking ``payload``; returns Block Kit dicts. ``in_thread``: shown in the run's own thread; a copy
+    shown elsewhere (App Home, an escalation in another channel or a DM) points to the question's thread ("its
+    thread", "its channel") instead of "this" one. The question's ``<@U…>`` mentions ping only with
     ``allow_user_mentions`` (nothing else in it ever pings: :mod:`bot.slack.render.safe_text`).
 
     Raises ``ValueError`` for more than 100 options (the agent caps ``ask_user`` at 100 first).
@@ -144,7 +147,14 @@ def question_blocks(
         raise ValueError(f"at most {MAX_SELECT_OPTIONS} options can be shown in Slack")
     for question_budget, list_budget in BUDGETS:
         rendered = _question_message(
-            payload, ref, requester, answerers, question_budget, list_budget, allow_user_mentions=allow_user_mentions
+            payload,
+            ref,
+            requester,
+            answerers,
+            question_budget,
+            list_budget,
+            allow_user_mentions=allow_user_mentions,
+            in_thread=in_thread,
         )
         if text_length(rendered) <= MESSAGE_TEXT_BUDGET:
             break
@@ -160,8 +170,10 @@ def _question_message(
     list_budget: int,
     *,
     allow_user_mentions: bool,
+    in_thread: bool,
 ) -> list[dict[str, Any]]:
     allow = allow_user_mentions
+    reply = "or reply in this thread" if in_thread else "or reply in its thread"
     options = payload.options or []
     blocks: list[Block] = _question_sections(
         payload.question, ref, ":question: ", question_budget, allow_user_mentions=allow
@@ -174,7 +186,7 @@ def _question_message(
                 elements=[ButtonElement(text="Answer", action_id=ACT_OPEN, value=ref.value(0), style="primary")],
             )
         )
-        hint = "or reply in this thread"
+        hint = reply
     elif payload.selection_mode == "single_select":
         blocks += _option_list(payload, ref, list_budget, allow_user_mentions=allow)
         if len(options) <= MAX_BUTTONS:
@@ -188,7 +200,7 @@ def _question_message(
                 placeholder="Choose one", action_id=ACT_SELECT, options=_options(payload, with_descriptions=False)
             )
             blocks.append(ActionsBlock(block_id=ref.block_id("choices"), elements=[select]))
-        hint = "or reply in this thread with your own answer"
+        hint = f"{reply} with your own answer"
     else:
         if len(options) <= MAX_CHECKBOXES:
             element: CheckboxesElement | StaticMultiSelectElement = CheckboxesElement(
@@ -202,7 +214,7 @@ def _question_message(
                 options=_options(payload, with_descriptions=False),
             )
         blocks.append(ActionsBlock(block_id=ref.block_id("picks"), elements=[element]))
-        hint = "or reply in this thread with the options' names or numbers"
+        hint = f"{reply} with the options' names or numbers"
         blocks.append(
             ActionsBlock(
                 block_id=ref.block_id("submit"),
@@ -215,7 +227,7 @@ def _question_message(
             hint = "press Answer to fill in the form"
         more.insert(0, ButtonElement(text="Decline", action_id=ACT_FORM_DECLINE, value=ref.value(0)))
     blocks.append(ActionsBlock(block_id=ref.block_id("more"), elements=more))
-    who = _who(requester, answerers) + (f" · {hint}" if hint else "")
+    who = _who(requester, answerers, in_thread=in_thread) + (f" · {hint}" if hint else "")
     blocks.append(ContextBlock(block_id=ref.block_id("who"), elements=[MarkdownTextObject(text=who)]))
     return [b.to_dict() for b in blocks]
 
