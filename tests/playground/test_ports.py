@@ -20,10 +20,6 @@ from tests.slack.test_serve_process import clean_env, error_lines, free_port, re
 
 HEALTH = "Health and metrics:"
 
-# Port 3100 (MCP_PORT_DEFAULT) is one port of the machine: this file's tests take it, or leave it to the
-# playground's MCP server, one at a time (one xdist worker; --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("port-3100")
-
 
 @contextlib.contextmanager
 def holding(port: int) -> Iterator[None]:
@@ -64,7 +60,14 @@ async def tools_at(url: str, token: str) -> set[str]:
         return {t.name for t in (await client.session.list_tools()).tools}
 
 
-async def test_port_3100_is_the_ui_and_the_mcp_server_takes_another_port_printed() -> None:
+async def test_the_mcp_servers_default_port_never_clashes() -> None:
+    """Both cases that touch port 3100 (MCP_PORT_DEFAULT), one after the other in one test: the port is the
+    machine's, and as two tests on two xdist workers they raced for it."""
+    await port_3100_is_the_ui_and_the_mcp_server_takes_another_port_printed()
+    await with_3100_taken_by_another_process_the_mcp_server_takes_a_free_port()
+
+
+async def port_3100_is_the_ui_and_the_mcp_server_takes_another_port_printed() -> None:
     """``PORT=3100 python -m bot`` failed "cannot listen on 127.0.0.1:3100 ... set PORT": the MCP server's default
     port was 3100 too, and it was taken first."""
     if not port_free(MCP_PORT_DEFAULT):
@@ -83,7 +86,7 @@ async def test_port_3100_is_the_ui_and_the_mcp_server_takes_another_port_printed
     assert "Traceback" not in output
 
 
-async def test_with_3100_taken_by_another_process_the_mcp_server_takes_a_free_port() -> None:
+async def with_3100_taken_by_another_process_the_mcp_server_takes_a_free_port() -> None:
     with holding(MCP_PORT_DEFAULT):
         proc = await start_bot("playground", env=clean_env(PORT="0"))
         try:

@@ -189,7 +189,7 @@ async def test_a_question_on_home_points_to_its_thread_not_to_this_one(
     """Home has no thread: its copy of a question said "or reply in this thread" (a new user's report). It points to
     the question's own thread there; the message in the thread still says "this thread"."""
     async with harness(fake_redis) as h:
-        thread, q = await ask(h, args)
+        _thread, q = await ask(h, args)
         await refresh(h)
         view = home_view(h.ws, ALICE)
         assert view is not None
