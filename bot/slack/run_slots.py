@@ -79,7 +79,9 @@ class RunGate:
         self.per_process = per_process
         self.process_slots = asyncio.Semaphore(per_process)
         self.owed: dict[str, set[str]] = {}  # person -> slots whose release failed, not yet given back
-        self._retrying: asyncio.Task[None] | None = None
+        # the one retry loop for owed store work; until Redis answers, as before (a slot lapses on its own anyway)
+        self.retries = outage.Owed("giving back run slots", give_up=float("inf"))
+        self._paying = False  # an attempt to give the owed slots back is in self.retries
 
     async def enter(self, *, team_id: str, user: str) -> Slot | str:
         """A slot for a run of ``user`` in ``team_id``, or the text to tell them instead. The person's owed
@@ -106,8 +108,9 @@ class RunGate:
     def owe(self, person: str, slot: str) -> None:
         """Remember that ``slot`` of ``person`` must still be released in Redis, and retry it in the background."""
         self.owed.setdefault(person, set()).add(slot)
-        if self._retrying is None or self._retrying.done():
-            self._retrying = asyncio.ensure_future(self._pay_owed())
+        if not self._paying:
+            self._paying = True
+            self.retries.add(self._pay_attempt)
 
     def _paid(self, person: str, slots: set[str]) -> None:
         left = self.owed.get(person, set()) - slots
@@ -116,12 +119,12 @@ class RunGate:
         else:
             self.owed.pop(person, None)
 
-    async def _pay_owed(self) -> None:
-        pauses = outage.pauses()
-        while self.owed:
-            await asyncio.sleep(next(pauses))
-            with contextlib.suppress(StoreUnavailable):
-                await self.pay_owed()
+    async def _pay_attempt(self) -> bool:
+        """One try at giving every owed slot back (:class:`bot.store.outage.Owed`): True once none is owed."""
+        with contextlib.suppress(StoreUnavailable):
+            await self.pay_owed()
+        self._paying = bool(self.owed)
+        return not self._paying
 
     async def pay_owed(self) -> None:
         """Release every owed slot now (one round trip a person). Raises ``StoreUnavailable`` (what was not given
@@ -134,13 +137,9 @@ class RunGate:
 
     async def aclose(self) -> None:
         """Stop retrying; owed releases are tried once more (the rest lapse on their own). Raises nothing."""
-        if self._retrying is not None:
-            self._retrying.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._retrying
-        if self.owed:
-            with contextlib.suppress(StoreUnavailable, TimeoutError):
-                await asyncio.wait_for(self.pay_owed(), 2.0)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.retries.flush(), 2.0)
+        await self.retries.aclose()
 
 class WaitingLimit:
     """At most ``limit`` questions (and approval requests) waiting on the runs one person started, counted from

@@ -108,23 +108,22 @@ class SlackWeb:
     async def user_info(self, user: str) -> dict[str, Any] | None:
         """``users.info`` of ``user`` (scope ``users:read``): Slack's user object, or None when Slack refused
         (``user_not_found``, ``missing_scope``...; logged at INFO: the caller falls back to the id)."""
-        try:
-            resp = await self._retrying(lambda: self.client.users_info(user=user))
-        except SlackApiError as exc:
-            log.info("users.info failed: %s", slack_error(exc))
-            return None
-        found = resp.get("user")
-        return found if isinstance(found, dict) else None
+        return await self._object(lambda: self.client.users_info(user=user), key="user", method="users.info")
 
     async def conversation_info(self, channel: str) -> dict[str, Any] | None:
         """``conversations.info`` of ``channel`` (scope ``channels:read`` / ``groups:read`` by its type): Slack's
         conversation object, or None when Slack refused (logged at INFO: the caller falls back to the id)."""
+        call = lambda: self.client.conversations_info(channel=channel)  # noqa: E731
+        return await self._object(call, key="channel", method="conversations.info")
+
+    async def _object(self, call: Callable[[], Awaitable[Any]], *, key: str, method: str) -> dict[str, Any] | None:
+        """The object under ``key`` of a look-up ``call`` (transient errors retried), or None when Slack refused."""
         try:
-            resp = await self._retrying(lambda: self.client.conversations_info(channel=channel))
+            resp = await self._retrying(call)
         except SlackApiError as exc:
-            log.info("conversations.info failed: %s", slack_error(exc))
+            log.info("%s failed: %s", method, slack_error(exc))
             return None
-        found = resp.get("channel")
+        found = resp.get(key)
         return found if isinstance(found, dict) else None
 
     async def permalink(self, channel: str, ts: str) -> str | None:
