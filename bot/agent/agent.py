@@ -31,9 +31,9 @@ from bot.agent._loop.history import check_tool_messages, history_of, last_text, 
 from bot.agent._loop.resuming import continue_pending
 from bot.agent._loop.saving import RunSaver
 from bot.agent._loop.stopping import Stopped, StopRequests, wrap_up
-from bot.agent._loop.tool_calls import Suspended, add_result, run_tool_call
+from bot.agent._loop.tool_calls import Suspended, ToolRunner
 from bot.agent._loop.toolbox import Toolbox
-from bot.agent._loop.turns import budgeted_turn
+from bot.agent._loop.turns import ModelTurns, budgeted_turn
 from bot.agent.answers import AnswerCheck
 from bot.agent.approvals import ApprovalGate, approval_payload, ask_approval, decline_at_once, verdict_of
 from bot.agent.asking import ASK_ONLY, ask_run, finish_ask_only
@@ -476,17 +476,7 @@ class Agent:
         ``state`` updated in place) or the model fails (raises ``ModelCallFailed``)."""
         if state.pending is not None:
             pending, state.pending = state.pending, None
-            await continue_pending(
-                self.tools,
-                state,
-                pending,
-                out,
-                save=self._save_midway,
-                ask_ttl=self.ask_ttl,
-                max_result_chars=self.tool_result_max_chars,
-                live=self.live,
-                hooks=self.hooks,
-            )
+            await continue_pending(self._runner(self.tools), state, pending, out, save=self._save_midway)
         while True:
             while state.queued:
                 self.stops.check(state.run_id)
@@ -496,40 +486,21 @@ class Agent:
                 except ValueError as exc:
                     out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, {})))
                     error = {"error": f"{call.name}: {exc}"}
-                    add_result(
-                        state, call, error, out, hooks=self.hooks, max_chars=self.tool_result_max_chars, is_error=True
-                    )
+                    self._runner(self.tools).add_result(state, call, error, out, is_error=True)
                     continue
                 out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, args)))
                 # the model calls no hidden tool
-                tools = self.tools if ASK_ONLY in state.metadata else self.toolbox.offered
-                tool = tools.get(call.name)
+                runner = self._runner(self.tools if ASK_ONLY in state.metadata else self.toolbox.offered)
+                tool = runner.tools.get(call.name)
                 gate, agent_wide = self.approval_gate, self.require_tool_approval
                 verdict = verdict_of(gate, tool, args, state, agent_wide=agent_wide) if tool is not None else None
                 if tool is not None and verdict is not None and verdict.needs_approval:
-                    bound = self.tool_result_max_chars
                     if verdict.decline is not None:  # nobody could approve it: declined, nobody asked
-                        reason = verdict.decline
-                        decline_at_once(
-                            tool, state, call, args, out, reason=reason, max_result_chars=bound, hooks=self.hooks
-                        )
+                        decline_at_once(runner, tool, state, call, args, out, reason=verdict.decline)
                         continue
-                    ask_approval(
-                        tool, state, call, args, out, ask_ttl=self.ask_ttl, max_result_chars=bound, hooks=self.hooks
-                    )
+                    ask_approval(runner, tool, state, call, args, out)
                     continue  # it suspended, unless its arguments were invalid
-                await run_tool_call(
-                    tools,
-                    state,
-                    call,
-                    args,
-                    out,
-                    resume=None,
-                    ask_ttl=self.ask_ttl,
-                    max_result_chars=self.tool_result_max_chars,
-                    live=self.live,
-                    hooks=self.hooks,
-                )
+                await runner.run(state, call, args, out)
             if finish_ask_only(state):  # a run that only asked: the answer was all it was for
                 return state, None
             if state.turns >= self.max_turns:
@@ -540,18 +511,17 @@ class Agent:
                 return state, None
             check_tool_messages(state.messages)
             self.stops.check(state.run_id)
-            turn = await budgeted_turn(
-                self.model,
-                state,
+            turns = ModelTurns(
+                model=self.model,
                 instructions=self.instructions,
                 budget=self.budget,
                 tools=self.toolbox.specs,
                 tools_tokens=self.toolbox.tokens,
-                out=out,
                 turn_timeout=self.turn_timeout,
                 max_reply_chars=self.max_reply_chars,
                 hooks=self.hooks,
             )
+            turn = await budgeted_turn(turns, state, out=out)
             calls = unique_ids(turn.tool_calls, state.messages)
             state.turns += 1
             # Provider fields that must go back with this message (e.g. reasoning_content) are kept in history.
@@ -563,6 +533,17 @@ class Agent:
                 state.status = "completed"
                 return state, ending_of(turn)
             state.queued = calls
+
+    def _runner(self, tools: dict[str, Tool]) -> ToolRunner:
+        """How a call of one of ``tools`` runs now (the limits and hooks as they are at this call: a deployment may
+        change them between two calls, :meth:`with_limits`)."""
+        return ToolRunner(
+            tools=tools,
+            ask_ttl=self.ask_ttl,
+            max_result_chars=self.tool_result_max_chars,
+            hooks=self.hooks,
+            live=self.live,
+        )
 
     async def _save_midway(self, state: RunState) -> None:
         """Save ``state`` in the middle of a segment (keeps the same object: its revision moves on). Raises

@@ -38,6 +38,7 @@ from bot.mcp_server.limits import CallerLimits
 from bot.slack.context import SlackContext, slack_id
 from bot.slack.conversations import Threads
 from bot.slack.names import Names
+from bot.slack.questions.attempt import Attempt
 from bot.slack.render.blocks import MAX_SELECT_OPTIONS
 from bot.slack.render.mrkdwn import clip
 from bot.slack.render.safe_text import safe_mrkdwn
@@ -274,13 +275,10 @@ class Asker:
         async def say(_text: str) -> None:  # nobody to tell in Slack: the asker went away
             return None
 
+        attempt = Attempt(state=state, ctx=ctx, call=call, user=by, say=say)
         await self.threads.answering.settle(
-            state,
-            ctx,
+            attempt,
             check.pending,
-            call=call,
-            user=by,
-            say=say,
             claim=claim,
             outcome=":no_entry_sign: Withdrawn by the agent that asked.",
             summary="withdrawn",
