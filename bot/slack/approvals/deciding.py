@@ -81,7 +81,7 @@ class Approving:
         slot = await self.answering.slot(ctx, say, user=where.user)
         if slot is None:
             return
-        try:
+        async with slot:
             with log_context(run_id=state.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id, user_id=where.user):
                 stream = await self._claim(attempt, approved=approved, reason=reason)
                 if stream is None:
@@ -97,8 +97,6 @@ class Approving:
                 else:
                     await follower.close_approval(state.run_id, payload, outcome=outcome, clicked=clicked)
                     await follower.follow(stream, ctx)
-        finally:
-            await slot.release()
 
     async def _claim(self, attempt: Attempt, *, approved: bool, reason: str | None) -> AgentStream | None:
         agent, say = self.answering.agent, attempt.say

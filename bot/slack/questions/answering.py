@@ -32,6 +32,7 @@ from bot.errors import (
     QuestionExpired,
     RunAlreadyResumed,
     RunConflict,
+    RunLimitReached,
     RunNotFound,
     RunNotResumable,
     StoreCorrupt,
@@ -189,10 +190,8 @@ class Answering:
         slot = await self.slot(attempt.ctx, attempt.say, user=attempt.user)  # the answerer's request makes it work
         if slot is None:
             return
-        try:
+        async with slot:
             await self._claim(attempt, check.pending, pick=pick)
-        finally:
-            await slot.release()
 
     async def _claim(self, attempt: Attempt, pending: PendingCall, *, pick: Pick) -> None:
         payload = AskUserPayload.model_validate(pending.suspend_payload)
@@ -248,14 +247,12 @@ class Answering:
         """A run slot charged to ``user`` (default: ``ctx``'s requester), whose request makes the run work, or None
         after telling the person why not (the limits, or the store down)."""
         try:
-            slot = await self.gate.enter(team_id=ctx.team_id, user=user or ctx.requester)
+            return await self.gate.enter(team_id=ctx.team_id, user=user or ctx.requester)
+        except RunLimitReached as refused:
+            await say(refused.notice)
         except StoreUnavailable:
             await say(STORE_DOWN)
-            return None
-        if isinstance(slot, str):
-            await say(slot)
-            return None
-        return slot
+        return None
 
     async def lost_claim(self, attempt: Attempt) -> None:
         """After ``attempt``'s claim lost (someone answered first, it expired, the run moved on): tell its person
@@ -369,11 +366,11 @@ class Answering:
             if not await self.agent.is_orphaned(state):
                 return False
             slot = await self.gate.enter(team_id=ctx.team_id, user=ctx.requester)
+        except RunLimitReached:
+            return False  # at a limit: it is continued on a later touch
         except StoreUnavailable:
             return False
-        if isinstance(slot, str):
-            return False  # at a limit: it is continued on a later touch
-        try:
+        async with slot:
             try:
                 stream = await self.agent.retry_stream(run_id=state.run_id)
             except (RunNotResumable, RunNotFound, StoreUnavailable, StoreCorrupt):
@@ -381,5 +378,3 @@ class Answering:
             log.info("run %s: continuing it; its answer was recorded but nobody was driving it", state.run_id)
             await self.follower.follow(stream, ctx)
             return True
-        finally:
-            await slot.release()
