@@ -26,7 +26,7 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from bot.agent._loop.claims import Claims
+from bot.agent._loop.claims import Claimed, Claims
 from bot.agent._loop.history import check_tool_messages, history_of, last_text, unique_ids
 from bot.agent._loop.resuming import continue_pending
 from bot.agent._loop.saving import RunSaver
@@ -160,9 +160,7 @@ class Agent:
         self.stops = StopRequests(store)  # stop requests of the runs it drives
         self.hooks = hooks
         self.live = LiveQuestions(store, owner=self.owner, tools=self.tools, hooks=hooks)  # asked by running tools
-        self.claims = Claims(
-            store, owner=self.owner, stops=self.stops, driving=self._driving, launch=self._launch, hooks=hooks
-        )
+        self.claims = Claims(store, owner=self.owner, stops=self.stops, driving=self._driving, hooks=hooks)
 
     # --- limits --------------------------------------------------------------------------------------
 
@@ -221,7 +219,9 @@ class Agent:
     ) -> AgentStream:
         """Approve the tool call a run waits on: :meth:`Claims.approve_tool_call
         <bot.agent._loop.claims.Claims.approve_tool_call>`."""
-        return await self.claims.approve_tool_call(run_id=run_id, tool_call_id=tool_call_id, approved_by=approved_by)
+        return self._go_on(
+            await self.claims.approve_tool_call(run_id=run_id, tool_call_id=tool_call_id, approved_by=approved_by)
+        )
 
     async def decline_tool_call(
         self,
@@ -233,8 +233,10 @@ class Agent:
     ) -> AgentStream:
         """Decline the tool call a run waits on: :meth:`Claims.decline_tool_call
         <bot.agent._loop.claims.Claims.decline_tool_call>`."""
-        return await self.claims.decline_tool_call(
-            run_id=run_id, tool_call_id=tool_call_id, reason=reason, declined_by=declined_by
+        return self._go_on(
+            await self.claims.decline_tool_call(
+                run_id=run_id, tool_call_id=tool_call_id, reason=reason, declined_by=declined_by
+            )
         )
 
     async def cancel_question(
@@ -242,7 +244,9 @@ class Agent:
     ) -> AgentStream:
         """Withdraw the question a run waits on: :meth:`Claims.cancel_question
         <bot.agent._loop.claims.Claims.cancel_question>`."""
-        return await self.claims.cancel_question(run_id=run_id, tool_call_id=tool_call_id, cancelled_by=cancelled_by)
+        return self._go_on(
+            await self.claims.cancel_question(run_id=run_id, tool_call_id=tool_call_id, cancelled_by=cancelled_by)
+        )
 
     async def stop(self, *, run_id: str, stopped_by: str | None = None) -> None:
         """Ask the process driving a run to stop it: :meth:`Claims.stop <bot.agent._loop.claims.Claims.stop>`."""
@@ -251,7 +255,7 @@ class Agent:
     async def time_out(self, *, run_id: str, tool_call_id: str | None = None) -> AgentStream:
         """Go on without an answer past the deadline: :meth:`Claims.time_out
         <bot.agent._loop.claims.Claims.time_out>`."""
-        return await self.claims.time_out(run_id=run_id, tool_call_id=tool_call_id)
+        return self._go_on(await self.claims.time_out(run_id=run_id, tool_call_id=tool_call_id))
 
     async def check(self, state: RunState, tool_call_id: str | None = None) -> AnswerCheck:
         """Whether ``state`` can take an answer now: :meth:`Claims.check <bot.agent._loop.claims.Claims.check>`."""
@@ -322,7 +326,7 @@ class Agent:
         answer = Answer(
             tool_call_id=pending.tool_call_id, resume_data=data, answered_by=answered_by, answered_at=utcnow()
         )
-        return await self.claims.claim(state, pending, answer)
+        return self._go_on(await self.claims.claim(state, pending, answer))
 
     async def retry_stream(self, *, run_id: str) -> AgentStream:
         """Continue a run that stopped on an error (model failure, turn limit), or an orphaned one (``running``
@@ -394,6 +398,10 @@ class Agent:
         return self._launch(state)
 
     # --- the loop --------------------------------------------------------------------------------
+
+    def _go_on(self, claimed: Claimed) -> AgentStream:
+        """The stream of a run a claim of this agent won: driven here, or only ``handed_off``."""
+        return claimed.handed_off_stream() if claimed.handed_off else self._launch(claimed.state)
 
     def _launch(self, state: RunState) -> AgentStream:
         stream = AgentStream(state.run_id)
