@@ -73,7 +73,7 @@ class Approving:
             await self.answering.finish_own_claim(attempt)
             return
         if not isinstance(check, Open):
-            await self.answering.not_open(check, attempt.trying("approved" if approved else "declined"))
+            await self.answering.not_open(check, replace(attempt, tried="approved" if approved else "declined"))
             return
         if check.pending.kind != "approval":
             await say(NOT_OPEN)
@@ -100,7 +100,7 @@ class Approving:
 
     async def _claim(self, attempt: Attempt, *, approved: bool, reason: str | None) -> AgentStream | None:
         agent, say = self.answering.agent, attempt.say
-        run_id, call, user = attempt.run_id, attempt.call, attempt.user
+        run_id, call, user = attempt.state.run_id, attempt.call, attempt.user
         try:
             if approved:
                 return await agent.approve_tool_call(run_id=run_id, tool_call_id=call, approved_by=user)
@@ -108,7 +108,7 @@ class Approving:
         except (*LOST_CLAIM, NotAwaitingThisKind):
             tried = "approved" if approved else "declined"
             # as before the Attempt: a lost decision closes no message that was never recorded (clicked=None)
-            await self.answering.lost_claim(replace(attempt, clicked=None).trying(tried))
+            await self.answering.lost_claim(replace(attempt, clicked=None, tried=tried))
         except RunNotFound:
             await say(GONE)
         except StoreUnavailable:

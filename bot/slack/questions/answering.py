@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from bot.agent import Agent
@@ -182,7 +183,7 @@ class Answering:
             await self.finish_own_claim(attempt)
             return
         if not isinstance(check, Open):
-            await self.not_open(check, attempt.trying(self.tried(attempt.state, attempt.call, pick)))
+            await self.not_open(check, replace(attempt, tried=self.tried(attempt.state, attempt.call, pick)))
             return
         if check.pending.kind != "question":  # an approval is decided by Approve / Decline, never answered
             await attempt.say(NOT_OPEN)
@@ -203,12 +204,16 @@ class Answering:
 
         async def resume() -> AgentStream:
             return await self.agent.resume_stream(
-                data, run_id=attempt.run_id, tool_call_id=attempt.call, answered_by=attempt.user, loaded=attempt.state
+                data,
+                run_id=attempt.state.run_id,
+                tool_call_id=attempt.call,
+                answered_by=attempt.user,
+                loaded=attempt.state,
             )
 
         outcome = self.answered_outcome(payload, data, user=attempt.user)
         tried = said(payload, data, allow_user_mentions=self.follower.allow_user_mentions)
-        await self.settle(attempt.trying(tried), pending, claim=resume, outcome=outcome)
+        await self.settle(replace(attempt, tried=tried), pending, claim=resume, outcome=outcome)
 
     async def settle(
         self,
@@ -239,7 +244,7 @@ class Answering:
             await say(STORE_DOWN)
             return
         await self.follower.close_pending(
-            attempt.run_id, pending, outcome=outcome, summary=summary, clicked=attempt.clicked
+            attempt.state.run_id, pending, outcome=outcome, summary=summary, clicked=attempt.clicked
         )
         await self.follower.follow(stream, attempt.ctx)
 
@@ -257,10 +262,10 @@ class Answering:
     async def lost_claim(self, attempt: Attempt) -> None:
         """After ``attempt``'s claim lost (someone answered first, it expired, the run moved on): tell its person
         what the stored run says now (see :meth:`not_open`)."""
-        loaded = await self.lookup.load(attempt.run_id, attempt.say)
+        loaded = await self.lookup.load(attempt.state.run_id, attempt.say)
         if loaded is None:
             return
-        now = attempt.on(loaded[0])
+        now = replace(attempt, state=loaded[0])  # the run as stored now
         check = await self.agent.check(now.state, now.call)
         if self.own_earlier_claim(check, now.user):
             await self.finish_own_claim(now)

@@ -4,7 +4,7 @@ notice that explains why (:class:`~bot.slack.questions.answering.Answering`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from bot.agent.state import RunState
 from bot.ops import audit
@@ -20,8 +20,9 @@ class Attempt:
     question); ``say`` tells them privately, on the surface they used; ``clicked``: the bot's message in the run's
     thread they acted on (closed with the recorded messages, recorded or not; None for an ephemeral, a thread
     reply, Home, a modal). ``tried``: what they tried, as the notices quote it (:func:`bot.slack.questions.picks.said`,
-    or ``"approved"`` / ``"declined"``), once known; ``kind``: ``"approval"`` for a decision (audited as one even
-    when the call is no longer pending to tell)."""
+    or ``"approved"`` / ``"declined"``), once known (``dataclasses.replace(attempt, tried=...)``); ``kind``:
+    ``"approval"`` for a decision (audited as one even when the call is no longer pending to tell). Frozen: a
+    changed attempt is a new one (``dataclasses.replace``)."""
 
     state: RunState
     ctx: SlackContext
@@ -41,16 +42,3 @@ class Attempt:
         state, ctx, call = found
         clicked = clicked or where.message_in(ctx)
         return cls(state=state, ctx=ctx, call=call, user=where.user, say=say, clicked=clicked, kind=kind)
-
-    @property
-    def run_id(self) -> str:
-        """The run's id."""
-        return self.state.run_id
-
-    def trying(self, tried: str | None) -> Attempt:
-        """This attempt, saying it tried ``tried``."""
-        return replace(self, tried=tried)
-
-    def on(self, state: RunState) -> Attempt:
-        """This attempt on ``state``: the same run as stored now (reloaded after a claim lost)."""
-        return replace(self, state=state)
