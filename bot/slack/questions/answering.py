@@ -47,7 +47,7 @@ from bot.slack.questions.attempt import Attempt
 from bot.slack.questions.lookup import Found, QuestionLookup, Say
 from bot.slack.questions.notices import EXPIRED_OUTCOME, GONE, MULTI_HINT, NOT_OPEN, STORE_DOWN, UNKNOWN_BUTTON, explain
 from bot.slack.questions.permissions import Kind, Permissions
-from bot.slack.questions.picks import Pick, asked_question, label, resume_data, said, shown, ticked
+from bot.slack.questions.picks import Pick, asked_question, label, resume_data, said, ticked
 from bot.slack.questions.typed_answers import labels_in_text
 from bot.slack.refs import BadReference, QuestionRef, parse_index
 from bot.slack.render import blocks as bk
@@ -62,6 +62,12 @@ log = logging.getLogger(__name__)
 
 LOST_CLAIM = (RunAlreadyResumed, QuestionExpired, RunNotResumable, RunConflict, ToolCallNotPending)
 """What a claim raises when it lost to another write; :meth:`Answering.lost_claim` says what the run shows now."""
+
+
+def answered_line(quoted: str, *, user: str) -> str:
+    """The mrkdwn line a question's messages show once ``user`` answered it: ``quoted`` is the answer as
+    :func:`bot.slack.questions.picks.said` quotes it (safe, in bold)."""
+    return f":white_check_mark: <@{user}> answered: {quoted}"
 
 
 class Answering:
@@ -211,8 +217,8 @@ class Answering:
                 loaded=attempt.state,
             )
 
-        outcome = self.answered_outcome(payload, data, user=attempt.user)
-        tried = said(payload, data, allow_user_mentions=self.follower.allow_user_mentions)
+        tried = said(payload, data, allow_user_mentions=self.follower.allow_user_mentions)  # quoted once, for both
+        outcome = answered_line(tried, user=attempt.user)
         await self.settle(replace(attempt, tried=tried), pending, claim=resume, outcome=outcome)
 
     async def settle(
@@ -302,9 +308,9 @@ class Answering:
         await self.continue_orphan(state, ctx)
 
     def answered_outcome(self, payload: AskUserPayload, data: ResumeData, *, user: str) -> str:
-        """The mrkdwn line a question's messages show once ``user`` answered it with ``data``."""
-        said = bk.answer_display(shown(payload, data), allow_user_mentions=self.follower.allow_user_mentions)
-        return f":white_check_mark: <@{user}> answered: *{said}*"
+        """The mrkdwn line a question's messages show once ``user`` answered it with ``data``
+        (:func:`answered_line`)."""
+        return answered_line(said(payload, data, allow_user_mentions=self.follower.allow_user_mentions), user=user)
 
     async def not_open(self, check: AnswerCheck, attempt: Attempt) -> None:
         """Tell ``attempt.user`` why the question can't take their attempt (``check``: what the runtime said), and do
