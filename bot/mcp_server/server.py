@@ -37,6 +37,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 import anyio
+from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
@@ -54,11 +55,13 @@ from bot.agent.limits import (
 )
 from bot.config import Settings
 from bot.errors import BotError, describe_error
-from bot.mcp_server.asker import Asker, AskError
+from bot.mcp_server.asker import MCP_TOOL, Asker, AskError, outcome_of
 from bot.mcp_server.callers import CALLER_STATE, Caller, Callers, Refused, check_approval, implicit_caller, load_callers
 from bot.mcp_server.http import SHUTTING_DOWN, serve_http
+from bot.mcp_server.tasks import TASKING, Tasks, structured_result
 from bot.serving import check_redis, listen_error, serve_ops
 from bot.slack.context import slack_id
+from bot.store.redis_store import DEFAULT_RETENTION
 
 log = logging.getLogger(__name__)
 
@@ -97,13 +100,17 @@ def process_caller(settings: Settings, callers: Callers | None) -> Caller | None
     return callers.named(settings.mcp_caller) if settings.mcp_caller else None
 
 
-def caller_of(ctx: Context, default: Caller | None) -> Caller:
-    """The caller making this request: the HTTP request's (its bearer token's, put in the ASGI scope's ``state``
-    by :class:`bot.mcp_server.http.BearerAuth`), else ``default``. Raises ``ToolError`` when there is none."""
-    try:
-        request = ctx.request_context.request
-    except ValueError:
-        request = None
+def caller_of(ctx: Context | ServerRequestContext[Any, Any], default: Caller | None) -> Caller:
+    """The caller making this request (a tool's ``Context``, or a request handler's): the HTTP request's (its
+    bearer token's, put in the ASGI scope's ``state`` by :class:`bot.mcp_server.http.BearerAuth`), else
+    ``default``. Raises ``ToolError`` when there is none."""
+    if isinstance(ctx, Context):
+        try:
+            request = ctx.request_context.request
+        except ValueError:
+            request = None
+    else:
+        request = ctx.request
     scope = getattr(request, "scope", None)
     found = (scope.get("state") or {}).get(CALLER_STATE) if isinstance(scope, dict) else None
     caller = found if isinstance(found, Caller) else default
@@ -126,8 +133,19 @@ def client_name(ctx: Context) -> str | None:
 def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | None = None) -> MCPServer[Any]:
     """The MCP server whose tools ask through ``asker``, for ``callers`` (``MCP_CALLERS``; None: the implicit
     caller, or over HTTP each request's, see :func:`caller_of`)."""
-    server: MCPServer[Any] = MCPServer("askbot", instructions=INSTRUCTIONS, log_level=settings.log_level)
     default = process_caller(settings, callers)
+    tasks = Tasks(
+        asker,
+        tools={
+            "ask_user": lambda state: structured_result(outcome_of(state)),
+            "request_approval": lambda state: structured_result(outcome_of(state)),
+        },
+        caller_of=lambda ctx: caller_of(ctx, default),
+        retention=float(getattr(asker.agent.store, "retention", DEFAULT_RETENTION)),
+    )
+    server: MCPServer[Any] = MCPServer(
+        "askbot", instructions=INSTRUCTIONS, log_level=settings.log_level, extensions=[tasks]
+    )
 
     @server.tool(name="ask_user")
     async def ask_user(
@@ -160,6 +178,7 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
             context=context,
             request_key=request_key,
             caller=caller_of(ctx, default),
+            mcp_tool="ask_user",
         )
 
     @server.tool(name="request_approval")
@@ -188,6 +207,7 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
             request_key=request_key,
             tool_id=APPROVAL_TOOL,
             caller=caller_of(ctx, default),
+            mcp_tool="request_approval",
         )
 
     return server
@@ -205,11 +225,17 @@ async def ask_and_wait(
     request_key: str | None,
     tool_id: str | None = None,
     caller: Caller | None = None,
+    mcp_tool: str,
+    metadata: dict[str, Any] | None = None,
+    fingerprinted: Any = None,
 ) -> dict[str, Any]:
-    """Ask ``args`` (through ``tool_id``: the question tool by default) as ``caller`` (default: the implicit one)
-    and wait for the outcome, telling the client how long it waited; a client's cancellation withdraws it. The
-    defaults: ``MCP_ASK_CHANNEL`` (a named caller's first channel when that is not one of its), ``MCP_ASK_USER``
-    (when the caller may ask them). Raises ``ToolError`` (what went wrong, or the caller's rule refused)."""
+    """Ask ``args`` (through ``tool_id``: the question tool by default) for MCP tool ``mcp_tool`` as ``caller``
+    (default: the implicit one) and wait for the outcome, telling the client how long it waited; a client's
+    cancellation withdraws it. For a call that becomes a task (:data:`bot.mcp_server.tasks.TASKING` set) the
+    question is posted and left there, and ``{}`` returned at once (the task is the answer). The defaults:
+    ``MCP_ASK_CHANNEL`` (a named caller's first channel when that is not one of its), ``MCP_ASK_USER`` (when the
+    caller may ask them). ``metadata`` / ``fingerprinted``: as :meth:`Asker.ask` takes them. Raises ``ToolError``
+    (what went wrong, or the caller's rule refused)."""
     caller = caller or implicit_caller(channel=settings.mcp_ask_channel)
     if channel is None:
         channel = settings.mcp_ask_channel
@@ -230,11 +256,16 @@ async def ask_and_wait(
                 tool_id=tool_id,
                 caller=caller,
                 client=client_name(ctx),
+                metadata={**(metadata or {}), MCP_TOOL: mcp_tool},
+                fingerprinted=fingerprinted,
             )
     except (AskError, Refused) as exc:
         raise ToolError(str(exc)) from None
     except BotError as exc:
         raise ToolError(f"could not ask: {describe_error(exc)}") from None
+    if (tasked := TASKING.get()) is not None:
+        tasked.asked = asked
+        return {}
 
     async def progress(waited: float, message: str) -> None:
         await ctx.report_progress(waited, None, message)
