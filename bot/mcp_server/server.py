@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any, Literal
@@ -58,6 +59,8 @@ from bot.errors import BotError, describe_error
 from bot.mcp_server.asker import MCP_TOOL, Asker, AskError, outcome_of
 from bot.mcp_server.callers import CALLER_STATE, Caller, Callers, Refused, check_approval, implicit_caller, load_callers
 from bot.mcp_server.http import SHUTTING_DOWN, serve_http
+from bot.mcp_server.permission_prompt import TOOL as PERMISSION_TOOL
+from bot.mcp_server.permission_prompt import TOOL_INPUT, approval_request, decision_result, decision_text, summary
 from bot.mcp_server.tasks import TASKING, Tasks, structured_result
 from bot.serving import check_redis, listen_error, serve_ops
 from bot.slack.context import slack_id
@@ -139,6 +142,7 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
         tools={
             "ask_user": lambda state: structured_result(outcome_of(state)),
             "request_approval": lambda state: structured_result(outcome_of(state)),
+            PERMISSION_TOOL: decision_result,
         },
         caller_of=lambda ctx: caller_of(ctx, default),
         retention=float(getattr(asker.agent.store, "retention", DEFAULT_RETENTION)),
@@ -209,6 +213,37 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
             caller=caller_of(ctx, default),
             mcp_tool="request_approval",
         )
+
+    @server.tool(name=PERMISSION_TOOL, structured_output=False)
+    async def approve_tool_use(
+        tool_name: Action,
+        input: dict[str, Any],  # Claude Code's name for it
+        ctx: Context,
+        tool_use_id: RequestKey | None = None,
+    ) -> str:
+        """Claude Code's permission prompt (--permission-prompt-tool mcp__<server>__approve_tool_use): asks a person
+        on Slack whether `tool_name` may run with `input`, and waits. Result: one text block of JSON,
+        {"behavior": "allow", "updatedInput": {...}} or {"behavior": "deny", "message": "..."}."""
+        try:
+            args = approval_request(tool_name, input)
+        except AskError as exc:
+            raise ToolError(str(exc)) from None
+        outcome = await ask_and_wait(
+            asker,
+            settings,
+            ctx,
+            args,
+            channel=None,
+            user=None,
+            context=summary(tool_name, input),
+            request_key=tool_use_id,
+            tool_id=APPROVAL_TOOL,
+            caller=caller_of(ctx, default),
+            mcp_tool=PERMISSION_TOOL,
+            metadata={TOOL_INPUT: json.dumps(input, ensure_ascii=False)},
+            fingerprinted=input,
+        )
+        return decision_text(outcome, input)
 
     return server
 

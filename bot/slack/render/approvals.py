@@ -134,6 +134,15 @@ def approval_outcome_blocks(payload: ApprovalPayload, *, ref: QuestionRef, outco
 
 
 def details_text(payload: ApprovalPayload) -> str:
-    """The call's full arguments as a JSON code block (mrkdwn, for the Details modal)."""
+    """The call's full arguments (mrkdwn, for the Details modal): a JSON code block under the tool's name; for an
+    outside agent's request its action, then each key/value detail as its own code block, values as written
+    (a command, a file's content: readable, not JSON-escaped)."""
+    action, details = _action(payload), payload.args.get("details")
+    if action is not None and isinstance(details, dict):
+        parts = [f"*{action}*"]
+        for key, value in details.items():
+            shown = safe_mrkdwn(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+            parts.append(f"*{safe_mrkdwn(str(key))}*\n```{shown.replace('```', '` ` `')}```")
+        return clip("\n".join(parts), SECTION_TEXT)
     body = safe_mrkdwn(json.dumps(payload.args, ensure_ascii=False, indent=2)).replace("```", "` ` `")
     return clip(f"`{safe_mrkdwn(payload.tool_name)}`\n```{body}```", SECTION_TEXT)
