@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -54,6 +55,7 @@ from bot.agent.limits import (
     RequestKey,
     SlackTarget,
 )
+from bot.approval_policy import Policy, load_policy
 from bot.config import Settings
 from bot.errors import BotError, describe_error
 from bot.mcp_server.asker import MCP_TOOL, Asker, AskError, outcome_of
@@ -279,8 +281,10 @@ async def ask_and_wait(
     if user is None and settings.mcp_ask_user and caller.may_ask(settings.mcp_ask_user):
         user = settings.mcp_ask_user
     try:
+        if tool_id == APPROVAL_TOOL and caller.policy_rule:
+            args = {**args, "policy_rule": caller.policy_rule}  # the rule that decides it, in the serve processes too
         if tool_id == APPROVAL_TOOL and (not user or slack_id(user) is not None):
-            check_approval(caller, person=slack_id(user) if user else None, approvers=settings.approvers)
+            check_approval(caller, person=slack_id(user) if user else None, approvers=approvers_of(settings, caller))
         with anyio.CancelScope(shield=True):  # a cancellation waits until the question is posted and recorded
             asked = await asker.ask(
                 args,
@@ -320,6 +324,22 @@ async def ask_and_wait(
         if isinstance(exc, BotError):
             raise ToolError(f"stopped waiting: {describe_error(exc)}") from None
         raise  # the transport closed or the server stops: the question stays, a retry with its key waits on
+
+
+def approvers_of(settings: Settings, caller: Caller) -> str | tuple[str, ...]:
+    """Who decides ``caller``'s approvals: its ``policy_rule``'s approvers (``APPROVAL_POLICY``), else
+    ``APPROVERS``."""
+    if caller.policy_rule and settings.approval_policy:
+        named = policy_file(settings.approval_policy).named(caller.policy_rule)
+        if named is not None:
+            return named[1].approvers
+    return settings.approvers
+
+
+@functools.lru_cache(maxsize=4)
+def policy_file(path: str) -> Policy:
+    """The approval policy at ``path`` (read once per process; checked at start). Raises ``PolicyError``."""
+    return load_policy(path)
 
 
 def cancelled_by_client(ctx: Context) -> bool:
