@@ -5,8 +5,8 @@ whose model asks to run one Bash command. The prompt is approved, or declined wi
 the harness's ``serve`` process on the same Redis; the CLI then runs the command, or reports the denial.
 
 The CLI comes from npm (``@anthropic-ai/claude-code``, which fetches its native binary from the npm registry),
-installed once into ``~/.cache/askbot-claude-code`` (``CLAUDE_CODE_CACHE``) and reused; without npm or the binary
-(offline, no registry) the test is skipped, saying why."""
+installed once into ``~/.cache/askbot-claude-code`` and reused (:mod:`bot.testing.claude_code`); without npm or
+the binary (offline, no registry) the test is skipped, saying why."""
 
 from __future__ import annotations
 
@@ -14,9 +14,6 @@ import asyncio
 import contextlib
 import html
 import json
-import os
-import shutil
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,13 +23,12 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.testing.anthropic_server import FakeAnthropic
+from bot.testing.claude_code import claude_binary, offline_env
 from bot.testing.slack_scenarios import ALICE, GENERAL, has_controls
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
 REDIS_ENV: dict[str, str] = {}
 
-VERSION = "2.1.197"  # the release these prompts were observed with (docs/mcp-server.md)
-CACHE = Path(os.environ.get("CLAUDE_CODE_CACHE", Path.home() / ".cache" / "askbot-claude-code"))
 SLACK_TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py)
 STARTUP_SECONDS = 90  # the CLI and the MCP server it starts, on a loaded machine: a budget
 COMMAND = "echo approved-in-slack > approved.txt && cat approved.txt"  # a write: Claude Code asks first
@@ -45,28 +41,11 @@ def _redis_env(real_redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) 
 
 @pytest.fixture(scope="module")
 def claude() -> str:
-    """The ``claude`` binary, installed from npm into :data:`CACHE` on first use (skipped, saying why, when it
-    can't be)."""
-    binary = CACHE / "node_modules" / ".bin" / "claude"
-    if not binary.exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.skip("npm is not installed: the Claude Code CLI comes from npm (@anthropic-ai/claude-code)")
-        CACHE.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", f"@anthropic-ai/claude-code@{VERSION}"],
-            cwd=CACHE,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        if done.returncode != 0 or not binary.exists():
-            pytest.skip(f"could not install @anthropic-ai/claude-code from npm: {done.stderr.strip()[-300:]}")
-    probe = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60, check=False)
-    if probe.returncode != 0:
-        pytest.skip(f"the Claude Code binary does not run here: {probe.stderr.strip()[-300:]}")
-    return str(binary)
+    """The ``claude`` binary (:func:`bot.testing.claude_code.claude_binary`; skipped, saying why, without it)."""
+    binary, why = claude_binary()
+    if binary is None:
+        pytest.skip(why)
+    return binary
 
 
 async def run(*args: str, env: dict[str, str], cwd: Path, budget: float) -> tuple[int, str, str]:
@@ -89,22 +68,7 @@ async def claude_with_slack(
     that asks it, started (a task of its exit status, stdout, stderr)."""
     home = tmp_path / "home"
     home.mkdir()
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(home),
-        "ANTHROPIC_BASE_URL": fake.base_url,
-        "ANTHROPIC_API_KEY": "dummy",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_AUTOUPDATER": "1",
-        "ENABLE_TOOL_SEARCH": "false",
-        "MCP_TOOL_TIMEOUT": "600000",  # ms: how long Claude Code waits for the prompt's answer (the docs' setting)
-        # -p connects its MCP servers in the background (MCP_CONNECTION_NONBLOCKING=0: it waits for them, up to
-        # MCP_CONNECT_TIMEOUT_MS, default 5 s) and looks the prompt tool up at the first tool use: a server not up
-        # by then is "not found" and the run fails (the docs' set-up sets both)
-        "MCP_CONNECTION_NONBLOCKING": "0",
-        "MCP_CONNECT_TIMEOUT_MS": "60000",
-        "MCP_TIMEOUT": "60000",  # ms a server may take to connect at all (default 30 s)
-    }
+    env = offline_env(home=home, base_url=fake.base_url)
     server_env = {
         "SLACK_BOT_TOKEN": SLACK_TOKEN,
         "SLACK_API_URL": h.ws.api_url,
