@@ -8,9 +8,6 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import socket
-import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +20,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from bot.mcp_server.tasks import CreateTaskResult, TasksClient, cancel_task, get_task
+from bot.testing.mcp_process import mcp_http_process
 from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, has_controls
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
@@ -62,15 +60,8 @@ def files(tmp_path: Path) -> dict[str, str]:
     return {"APPROVAL_POLICY": str(policy), "MCP_CALLERS": str(callers)}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.asynccontextmanager
 async def http_server(h: Any, prefix: str, files: dict[str, str]) -> AsyncIterator[str]:
-    port = free_port()
     env = {
         "PATH": os.environ.get("PATH", ""),
         "SLACK_BOT_TOKEN": SLACK_TOKEN,
@@ -79,28 +70,10 @@ async def http_server(h: Any, prefix: str, files: dict[str, str]) -> AsyncIterat
         "REDIS_PREFIX": prefix,
         "MCP_ASK_CHANNEL": GENERAL,
         "MCP_ASK_USER": ALICE,
-        "LOG_LEVEL": "WARNING",
-        "MCP_PORT": str(port),
         **files,
     }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "mcp", "--http", env=env, stderr=asyncio.subprocess.PIPE
-    )
-    try:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while True:
-            with contextlib.suppress(OSError):
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-                writer.close()
-                break
-            assert process.returncode is None, "the MCP server exited"
-            assert time.monotonic() < deadline, f"the MCP server did not listen within {STARTUP_SECONDS} s"
-            await asyncio.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        if process.returncode is None:
-            process.terminate()
-        await asyncio.wait_for(process.communicate(), 10)
+    async with mcp_http_process(env, startup=STARTUP_SECONDS) as server:
+        yield server.url
 
 
 @contextlib.asynccontextmanager

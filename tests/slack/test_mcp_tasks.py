@@ -10,11 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -26,6 +24,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from bot.mcp_server.tasks import CreateTaskResult, TaskFields, TaskResult, TasksClient, cancel_task, get_task
+from bot.testing.mcp_process import McpProcess, mcp_http_process
 from bot.testing.slack_scenarios import ALICE, GENERAL, has_controls
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
@@ -68,41 +67,11 @@ async def stdio_client_of(h: Any, prefix: str, *, tasks: TasksClient | None) -> 
         yield client
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class HttpServer:
-    url: str
-    process: asyncio.subprocess.Process
-
-
 @contextlib.asynccontextmanager
-async def http_server(h: Any, prefix: str) -> AsyncIterator[HttpServer]:
+async def http_server(h: Any, prefix: str) -> AsyncIterator[McpProcess]:
     """``python -m bot mcp --http`` as its own process, once it listens."""
-    port = free_port()
-    env = mcp_env(h, prefix, MCP_PORT=str(port), MCP_TOKEN=MCP_TOKEN)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "mcp", "--http", env=env, stderr=asyncio.subprocess.PIPE
-    )
-    try:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while True:
-            with contextlib.suppress(OSError):
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-                writer.close()
-                break
-            assert process.returncode is None, "the MCP server exited"
-            assert time.monotonic() < deadline, f"the MCP server did not listen within {STARTUP_SECONDS} s"
-            await asyncio.sleep(0.05)
-        yield HttpServer(url=f"http://127.0.0.1:{port}/mcp", process=process)
-    finally:
-        if process.returncode is None:
-            process.terminate()
-        await asyncio.wait_for(process.communicate(), 10)
+    async with mcp_http_process(mcp_env(h, prefix, MCP_TOKEN=MCP_TOKEN), startup=STARTUP_SECONDS) as server:
+        yield server
 
 
 @contextlib.asynccontextmanager
