@@ -17,6 +17,12 @@ Built on the official ``mcp`` SDK's ``MCPServer``; served over stdio, or streama
   reason; ``APPROVERS`` decides who may). Result: ``{"status": "approved", "approved_by"}`` or ``{"status":
   "declined", "declined_by", "reason"}`` (``reason`` ``"no answer"`` past the deadline).
 
+- ``approve_tool_use``: Claude Code's permission prompt (``tool_name``, ``input``, ``tool_use_id``), asked as an
+  approval; its result one text block of JSON (:mod:`bot.mcp_server.permission_prompt`).
+
+A client that declares MCP tasks (the ``io.modelcontextprotocol/tasks`` extension, on the 2026-07-28 wire) gets a
+task at once for each of these calls instead of a blocking one (:mod:`bot.mcp_server.tasks`).
+
 Every call is a caller's (:mod:`bot.mcp_server.callers`): over HTTP the one its bearer token names, over stdio the
 process's (``MCP_CALLER``), or without ``MCP_CALLERS`` the one implicit caller, confined to ``MCP_ASK_CHANNEL``. A
 call outside what its caller may do is refused with a ``ToolError`` naming the rule.
