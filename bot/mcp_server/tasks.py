@@ -5,8 +5,9 @@ half :class:`TasksClient`.
 Why this generation: the 2025-11-25 revision had tasks in the core protocol (``tools/call`` with a ``task`` param,
 ``tasks/get`` / ``tasks/result`` / ``tasks/list`` / ``tasks/cancel``); the 2026-07-28 revision removed them from the
 core and moved them to this extension (``tasks/get``, ``tasks/update``, ``tasks/cancel``; no ``tasks/result`` or
-``tasks/list``: a finished task's ``tasks/get`` carries its result). The installed SDK (``mcp`` 2.3) serves no
-2025-11-25 tasks methods and lets no extension bind them; it offers the extension hooks this module uses
+``tasks/list``: a finished task's ``tasks/get`` carries its result). The installed SDK (``mcp`` 2.3) implements
+neither: its 2025-11-25 method tables leave ``tasks/*`` out and on that wire a ``tools/call`` may answer only a
+``CallToolResult``; it offers the extension hooks this module uses
 (:class:`mcp.server.extension.Extension`: new methods and a ``tools/call`` interceptor; on the client
 :class:`mcp.client.extension.ClientExtension` with a :class:`~mcp.client.extension.ResultClaim` for ``resultType:
 "task"``). A claimed result can only travel on the 2026-07-28 wire, so a client on the older handshake keeps the
