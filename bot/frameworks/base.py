@@ -27,10 +27,11 @@ that ran in the lost segment may run again.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, ClassVar
 
@@ -97,10 +98,12 @@ class Turn:
     prompt: str
     history: list[dict[str, str]]
     out: AgentStream
+    streamed: list[str] = field(default_factory=list)  # the pieces of text streamed so far
 
     def text(self, piece: str) -> None:
         """Stream a piece of the reply."""
         if piece:
+            self.streamed.append(piece)
             self.out.emit(TextDeltaChunk(self.state.run_id, TextDeltaPayload(piece)))
 
     def tool_call(self, tool_call_id: str, tool_name: str, args: dict[str, Any]) -> None:
@@ -200,6 +203,8 @@ class FrameworkAgent(Agent):
                 raise ModelCallFailed(f"{self.framework}: {type(exc).__name__}: {exc}") from exc
             state.turns += 1
             if isinstance(outcome, Finished):
+                if not turn.streamed:  # a framework that streams nothing: the reply in one piece
+                    turn.text(outcome.text)
                 FrameworkRecord(framework=self.framework, state=outcome.state).put(state)
                 state.messages.append({"role": "assistant", "content": outcome.text or None})
                 state.status = "completed"
@@ -303,9 +308,9 @@ def question_payload(request: Request) -> dict[str, Any]:
     if request.question is not None:
         with contextlib.suppress(ValidationError):
             return AskUserPayload.model_validate(request.question).model_dump(mode="json", exclude_none=True)
-    import json
 
-    shown = json.dumps(request.question if request.question is not None else request.args, indent=2, default=str)
+
+    shown = json.dumps(request.args, indent=2, default=str)
     text = f"`{request.tool_name}` needs an answer:\n```\n{shown}\n```"
     return {"question": text}
 
