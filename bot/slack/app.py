@@ -31,6 +31,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.agent import Agent, ChatModel, make_ask_user_tool
 from bot.agent.asking import APPROVAL_TOOL, approval_tool
 from bot.agent.loading import load_agent
+from bot.frameworks import adopt
 from bot.agent.run_limits import RunLimits
 from bot.config import Settings
 from bot.errors import ConfigError, describe_error
@@ -193,7 +194,9 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     store = RedisRunStore(redis_client, prefix=settings.redis_prefix, retention=retention)
     limits = run_limits(settings)  # the deployment's limits apply to every agent, its own or the built-in one
     if settings.agent:
-        agent = load_agent(settings.agent, model=model, store=store, limits=limits)
+        agent = load_agent(
+            settings.agent, model=model, store=store, limits=limits, adopt=lambda obj: adopt(obj, store=store)
+        )
     else:
         agent = Agent(
             id="slack-assistant",
