@@ -34,7 +34,6 @@ from pydantic_ai.messages import (
     PartStartEvent,
     TextPart,
     TextPartDelta,
-    ToolCallPart,
     UserPromptPart,
 )
 from pydantic_ai.run import AgentRunResultEvent
@@ -102,9 +101,22 @@ class PydanticAIAgent(FrameworkAgent):
         kept = ModelMessagesTypeAdapter.dump_python(final.all_messages(), mode="json")
         output = final.output
         if isinstance(output, DeferredToolRequests):
-            return Waiting(requests=requests_of(output), state=kept)
+            described = descriptions(self.agent)
+            requests = [r.model_copy(update={"description": described.get(r.tool_name, "")}) for r in requests_of(output)]
+            return Waiting(requests=requests, state=kept)
         text = output if isinstance(output, str) else _json(output)
         return Finished(text=text, state=kept)
+
+
+def descriptions(agent: PydanticAgent[Any, Any]) -> dict[str, str]:
+    """``{tool name: description}`` of the function tools of ``agent``'s toolsets (what an approval request shows)."""
+    found: dict[str, str] = {}
+    for toolset in agent.toolsets:
+        tools = getattr(toolset, "tools", None)  # a FunctionToolset's tools by name
+        if isinstance(tools, dict):
+            for name, tool in tools.items():
+                found[str(name)] = str(getattr(tool, "description", "") or "")
+    return found
 
 
 def requests_of(deferred: DeferredToolRequests) -> list[Request]:
@@ -153,4 +165,4 @@ def _json(output: Any) -> str:
     return to_json(output).decode()
 
 
-__all__ = ["PydanticAIAgent", "ToolCallPart", "ask_user", "deferred_results", "requests_of"]
+__all__ = ["PydanticAIAgent", "ask_user", "deferred_results", "descriptions", "requests_of"]

@@ -78,6 +78,7 @@ async def test_an_approval_is_stored_as_the_sdks_run_state_and_approved_after_a_
     chunks = await run.collect()
     approval = next(c for c in chunks if isinstance(c, ApprovalChunk))
     assert (approval.payload.tool_call_id, approval.payload.args) == ("c1", {"name": "api"})
+    assert approval.payload.description == "Restart a service."
     assert isinstance(chunks[-1], FinishChunk) and chunks[-1].payload.status == "suspended"
     record = FrameworkRecord.of(await first.get_run(run.run_id))
     assert record is not None and record.framework == "openai-agents" and isinstance(record.state, dict)

@@ -103,6 +103,7 @@ async def test_an_approval_approved_in_one_process_runs_the_tool_and_a_decline_i
     approved_run = await starter.stream("restart api")
     approval = next(c for c in await approved_run.collect() if isinstance(c, ApprovalChunk))
     assert (approval.payload.tool_name, approval.payload.args) == ("restart_service", {"name": "api"})
+    assert approval.payload.description == "Restart a service."
     assert world.restarted == []
 
     openai_server.script(Reply(text="Restarted."))
