@@ -60,9 +60,9 @@ def load_agent(
         if not hasattr(target, part):
             raise ConfigError(f"AGENT {spec!r}: {module_name} has no attribute {attribute!r}")
         target = getattr(target, part)
-    agent: Any = adopt(target) if adopt is not None else None
-    if agent is not None:
-        return agent.with_limits(limits) if limits is not None else agent
+    adopted = adopt(target) if adopt is not None else None
+    if adopted is not None:
+        return adopted.with_limits(limits) if limits is not None else adopted
     if not callable(target):
         raise ConfigError(f"AGENT {spec!r}: {attribute} is not callable (a factory build(model=..., store=...))")
     extra = {"limits": limits} if limits is not None and _takes_limits(target) else {}

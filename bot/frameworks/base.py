@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from bot.agent._loop.tool_calls import Suspended
 from bot.agent.agent import Agent
 from bot.agent.approvals import APPROVED, verdict_of
 from bot.agent.ask_user import AskUserPayload, make_ask_user_tool
@@ -57,7 +58,6 @@ from bot.agent.stream import (
     ToolResultPayload,
 )
 from bot.agent.tools import Tool
-from bot.agent._loop.tool_calls import Suspended
 from bot.errors import BotError, ModelCallFailed
 from bot.frameworks.record import Decision, Framework, FrameworkRecord, Request
 
@@ -245,7 +245,11 @@ class FrameworkAgent(Agent):
                 tool_call_id=request.tool_call_id,
                 tool_name=request.tool_name,
                 args=request.args,
-                suspend_payload={"tool_name": request.tool_name, "args": request.args, "description": request.description},
+                suspend_payload={
+                    "tool_name": request.tool_name,
+                    "args": request.args,
+                    "description": request.description,
+                },
                 suspended_at=now,
                 expires_at=expires,
             )
@@ -308,7 +312,6 @@ def question_payload(request: Request) -> dict[str, Any]:
     if request.question is not None:
         with contextlib.suppress(ValidationError):
             return AskUserPayload.model_validate(request.question).model_dump(mode="json", exclude_none=True)
-
 
     shown = json.dumps(request.args, indent=2, default=str)
     text = f"`{request.tool_name}` needs an answer:\n```\n{shown}\n```"

@@ -59,7 +59,11 @@ def ask_user(
     payload: dict[str, Any] = {"question": question}
     if options:
         payload["options"] = [
-            {"label": o} if isinstance(o, str) else o.model_dump(exclude_none=True) if isinstance(o, AskUserOption) else o
+            {"label": o}
+            if isinstance(o, str)
+            else o.model_dump(exclude_none=True)
+            if isinstance(o, AskUserOption)
+            else o
             for o in options
         ]
         payload["selection_mode"] = selection_mode or "single_select"

@@ -59,7 +59,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names (``thread_id``, ``checkpoint_ns``, ``checkpoint_id``; no id: the latest)."""
         thread_id, ns = _thread(config)
-        stored = await self.client.hgetall(self.keys.graph_checkpoints(thread_id, ns))  # type: ignore[misc]
+        stored = await self.client.hgetall(self.keys.graph_checkpoints(thread_id, ns))
         rows = {_str(k): _str(v) for k, v in stored.items()}
         checkpoint_id = get_checkpoint_id(config) or (max(rows) if rows else None)
         if checkpoint_id is None or checkpoint_id not in rows:
@@ -79,7 +79,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         if config is None:
             raise ValueError("RedisCheckpointSaver.alist needs a config with a thread_id")
         thread_id, ns = _thread(config)
-        stored = await self.client.hgetall(self.keys.graph_checkpoints(thread_id, ns))  # type: ignore[misc]
+        stored = await self.client.hgetall(self.keys.graph_checkpoints(thread_id, ns))
         rows = {_str(k): _str(v) for k, v in stored.items()}
         wanted = get_checkpoint_id(config)
         older_than = get_checkpoint_id(before) if before else None
@@ -102,11 +102,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         checkpoint: Checkpoint = self.serde.loads_typed(_unpack(packed_checkpoint))
         versions = checkpoint["channel_versions"]
         fields = [_field(channel, version) for channel, version in versions.items()]
-        blobs = (
-            await self.client.hmget(self.keys.graph_blobs(thread_id, ns), fields)  # type: ignore[misc]
-            if fields
-            else []
-        )
+        blobs = await self.client.hmget(self.keys.graph_blobs(thread_id, ns), fields) if fields else []
         values: dict[str, Any] = {}
         for channel, blob in zip(versions, blobs, strict=True):
             if blob is None:
@@ -114,9 +110,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             typed = _unpack(json.loads(_str(blob)))
             if typed[0] != "empty":
                 values[channel] = self.serde.loads_typed(typed)
-        raw_writes = await self.client.hgetall(  # type: ignore[misc]
-            self.keys.graph_writes(thread_id, ns, checkpoint_id)
-        )
+        raw_writes = await self.client.hgetall(self.keys.graph_writes(thread_id, ns, checkpoint_id))
         writes = [json.loads(_str(v)) for v in raw_writes.values()]
         writes.sort(key=lambda w: writes_sort_key(w[3], w[0], w[4]))
         return CheckpointTuple(
@@ -140,7 +134,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         thread_id, ns = _thread(config)
         stripped = dict(checkpoint)
         values: dict[str, Any] = stripped.pop("channel_values", {})  # type: ignore[assignment]
-        blobs = {
+        blobs: dict[Any, Any] = {  # redis-py's hset mapping type is invariant in its key type
             _field(channel, version): json.dumps(
                 _pack(self.serde.dumps_typed(values[channel]) if channel in values else ("empty", b""))
             )
@@ -169,8 +163,8 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         thread_id, ns = _thread(config)
         checkpoint_id = str(config["configurable"]["checkpoint_id"])
         key = self.keys.graph_writes(thread_id, ns, checkpoint_id)
-        existing = {_str(k) for k in await self.client.hkeys(key)}  # type: ignore[misc]
-        rows: dict[str, str] = {}
+        existing = {_str(k) for k in await self.client.hkeys(key)}
+        rows: dict[Any, Any] = {}  # (redis-py's hset mapping type is invariant in its key type)
         for position, (channel, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(channel, position)
             field = f"{task_id}\0{idx}"
@@ -188,7 +182,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         """Delete a thread's checkpoints, values and writes (namespace ``""``, the root graph's)."""
         ns = ""
         checkpoints = self.keys.graph_checkpoints(thread_id, ns)
-        ids = [_str(k) for k in await self.client.hkeys(checkpoints)]  # type: ignore[misc]
+        ids = [_str(k) for k in await self.client.hkeys(checkpoints)]
         doomed = [checkpoints, self.keys.graph_blobs(thread_id, ns)]
         doomed += [self.keys.graph_writes(thread_id, ns, i) for i in ids]
         async with self.client.pipeline(transaction=False) as pipe:
@@ -211,7 +205,11 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         raise NotImplementedError("RedisCheckpointSaver is async: use the graph's async API (ainvoke, astream)")
 
     def put(
-        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
     ) -> RunnableConfig:
         raise NotImplementedError("RedisCheckpointSaver is async: use the graph's async API (ainvoke, astream)")
 

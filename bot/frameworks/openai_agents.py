@@ -65,7 +65,9 @@ class OpenAIAgentsAgent(FrameworkAgent):
                 turn.tool_result(call_id, "", event.item.output)
         if result.interruptions:
             state = result.to_state().to_json()
-            described = {str(getattr(t, "name", "")): str(getattr(t, "description", "") or "") for t in self.agent.tools}
+            described = {
+                str(getattr(t, "name", "")): str(getattr(t, "description", "") or "") for t in self.agent.tools
+            }
             requests = [request_of(item) for item in result.interruptions]
             requests = [r.model_copy(update={"description": described.get(r.tool_name, "")}) for r in requests]
             return Waiting(requests=requests, state=state)

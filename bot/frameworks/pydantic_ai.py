@@ -82,9 +82,10 @@ class PydanticAIAgent(FrameworkAgent):
             results = deferred_results(record)
         output_type = [self.agent.output_type, DeferredToolRequests]
         final: Any = None
-        async with self.agent.run_stream_events(
+        running: Any = self.agent.run_stream_events(  # typed per output type: ours is a union with deferred requests
             prompt, message_history=history, deferred_tool_results=results, output_type=output_type
-        ) as events:
+        )
+        async with running as events:
             async for event in events:
                 if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
                     turn.text(event.part.content)
@@ -102,7 +103,9 @@ class PydanticAIAgent(FrameworkAgent):
         output = final.output
         if isinstance(output, DeferredToolRequests):
             described = descriptions(self.agent)
-            requests = [r.model_copy(update={"description": described.get(r.tool_name, "")}) for r in requests_of(output)]
+            requests = [
+                r.model_copy(update={"description": described.get(r.tool_name, "")}) for r in requests_of(output)
+            ]
             return Waiting(requests=requests, state=kept)
         text = output if isinstance(output, str) else _json(output)
         return Finished(text=text, state=kept)
@@ -131,7 +134,9 @@ def requests_of(deferred: DeferredToolRequests) -> list[Request]:
         shown = meta.get("question")
         question = {"question": shown} if isinstance(shown, str) and shown.strip() else args
         requests.append(
-            Request(tool_call_id=part.tool_call_id, kind="question", tool_name=part.tool_name, args=args, question=question)
+            Request(
+                tool_call_id=part.tool_call_id, kind="question", tool_name=part.tool_name, args=args, question=question
+            )
         )
     return requests
 

@@ -48,7 +48,9 @@ def pydantic_ai(*, model: ChatModel, store: RunStore) -> FrameworkAgent:
 
     endpoint = openai_endpoint(model)
     provider = OpenAIProvider(base_url=endpoint.base_url, api_key=endpoint.api_key)
-    agent = Agent(OpenAIChatModel(endpoint.model, provider=provider), instructions=INSTRUCTIONS, name="pydantic-ai-demo")
+    agent = Agent(
+        OpenAIChatModel(endpoint.model, provider=provider), instructions=INSTRUCTIONS, name="pydantic-ai-demo"
+    )
 
     @agent.tool_plain(requires_approval=True)
     async def restart_service(name: str) -> str:

@@ -31,10 +31,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.agent import Agent, ChatModel, make_ask_user_tool
 from bot.agent.asking import APPROVAL_TOOL, approval_tool
 from bot.agent.loading import load_agent
-from bot.frameworks import adopt
 from bot.agent.run_limits import RunLimits
 from bot.config import Settings
 from bot.errors import ConfigError, describe_error
+from bot.frameworks import adopt
 from bot.ops.hooks import OpsHooks
 from bot.ops.metrics import QueueGauges
 from bot.ops.server import Health, OpsEndpoints

@@ -76,7 +76,9 @@ async def test_a_question_is_answered_after_a_restart_and_the_answer_is_the_tool
         "options": [{"label": "staging"}, {"label": "production"}],
         "selection_mode": "single_select",
     }
-    openai_server.script(Reply(tool_calls=[tool_call("ask_user", question, id="q1")]), Reply(text="Deploying to production."))
+    openai_server.script(
+        Reply(tool_calls=[tool_call("ask_user", question, id="q1")]), Reply(text="Deploying to production.")
+    )
     first = build(fake_redis, World())
     stream = await first.stream("deploy")
     chunks = await stream.collect()
@@ -117,9 +119,7 @@ async def test_an_approval_approved_in_one_process_runs_the_tool_and_a_decline_i
     await declined_run.collect()
     openai_server.script(Reply(text="OK, not restarting."))
     decliner = build(fake_redis, world)
-    stream = await decliner.decline_tool_call(
-        run_id=declined_run.run_id, reason="it is peak hour", declined_by="U2"
-    )
+    stream = await decliner.decline_tool_call(run_id=declined_run.run_id, reason="it is peak hour", declined_by="U2")
     await stream.collect()
     assert world.restarted == ["api"]  # never ran
     assert tool_messages(openai_server)["d1"] == "The tool call was declined by U2: it is peak hour"

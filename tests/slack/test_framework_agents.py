@@ -34,7 +34,9 @@ async def test_a_frameworks_question_is_asked_with_buttons_and_the_click_continu
     name: str, fake_redis: aioredis.Redis, harness: Any
 ) -> None:
     async with harness(fake_redis, settings=agent(name)) as h:
-        h.model.script(Reply(tool_calls=[tool_call("ask_user", QUESTION, id="q1")]), Reply(text="Deploying to production."))
+        h.model.script(
+            Reply(tool_calls=[tool_call("ask_user", QUESTION, id="q1")]), Reply(text="Deploying to production.")
+        )
         d = await h.ws.mention(ALICE, GENERAL, "deploy")
         thread = d.message["ts"]
         q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
@@ -62,7 +64,9 @@ async def test_a_frameworks_approval_is_approved_in_slack_and_the_tool_runs(
         q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
         assert "restart_service" in blocks_text(q) and "web" in blocks_text(q)
         await h.ws.click(q, "Approve", user=ALICE)
-        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Restarted web.")
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Restarted web."
+        )
         await h.settle()
         assert "Approved by <@U_ALICE>" in blocks_text(await current(h, q))
         assert h.model.requests[-1]["messages"][-1]["content"] == "restarted web (demo: nothing really restarted)"
