@@ -5,6 +5,7 @@ framework's own client talking to the offline demo model served as a loopback Ch
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -77,3 +78,47 @@ async def test_a_bare_framework_agent_is_adopted(fake_redis: aioredis.Redis, ser
     adopted = adopt(inner.agent, store=store)  # type: ignore[attr-defined]
     assert adopted is not None and adopted.framework == "pydantic-ai"  # type: ignore[attr-defined]
     assert adopt(object(), store=store) is None
+
+
+# --- the examples (examples/*.py), loaded as AGENT=examples.<module>:build ---------------------------------------
+
+
+def load_example(module: str, model: DemoModel, redis: aioredis.Redis, prefix: str, monkeypatch: Any) -> Agent:
+    monkeypatch.chdir(Path(__file__).parent.parent.parent)  # AGENT=examples....:build from the project's folder
+    store = RedisRunStore(redis, prefix=prefix)
+    return load_agent(f"examples.{module}:build", model=model, store=store, adopt=lambda obj: adopt(obj, store=store))
+
+
+async def test_the_pydantic_ai_example_asks_and_its_deferred_tool_gets_a_persons_answer(
+    served: DemoModel, fake_redis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = load_example("pydantic_ai_agent", served, fake_redis, prefix, monkeypatch)
+    run = await agent.stream('call order_status {"order_id": "A-1"}')  # the demo model calls what it is told
+    asked = next(c for c in await run.collect() if isinstance(c, SuspendedChunk))
+    assert asked.payload.suspend_payload.question == "What is the status of order A-1?"
+    rest = await (await agent.resume_stream("shipped", run_id=run.run_id, answered_by="U1")).collect()
+    assert "shipped" in text_of(rest)
+
+
+async def test_the_openai_agents_example_waits_for_an_approval(
+    served: DemoModel, fake_redis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = load_example("openai_agents_agent", served, fake_redis, prefix, monkeypatch)
+    run = await agent.stream("restart web")
+    assert any(isinstance(c, ApprovalChunk) for c in await run.collect())
+    rest = await (await agent.decline_tool_call(run_id=run.run_id, reason="busy", declined_by="U1")).collect()
+    assert text_of(rest)
+
+
+async def test_the_langgraph_example_asks_a_choice_then_shows_another_payload_as_json(
+    served: DemoModel, fake_redis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = load_example("langgraph_agent", served, fake_redis, prefix, monkeypatch)
+    run = await agent.stream("ship it")
+    first = next(c for c in await run.collect() if isinstance(c, SuspendedChunk))
+    assert first.payload.suspend_payload.labels == ["staging", "production"]
+    chunks = await (await agent.resume_stream("staging", run_id=run.run_id, answered_by="U1")).collect()
+    second = next(c for c in chunks if isinstance(c, SuspendedChunk))
+    assert '"environment": "staging"' in second.payload.suspend_payload.question
+    rest = await (await agent.resume_stream("yes", run_id=run.run_id, answered_by="U1")).collect()
+    assert text_of(rest)
