@@ -91,7 +91,7 @@ class PydanticAIAgent(FrameworkAgent):
                     turn.text(event.part.content)
                 elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
                     turn.text(event.delta.content_delta)
-                elif isinstance(event, FunctionToolCallEvent) and event.args_valid is not False:
+                elif isinstance(event, FunctionToolCallEvent) and event.args_valid is True:
                     turn.tool_call(event.part.tool_call_id, event.part.tool_name, event.part.args_as_dict())
                 elif isinstance(event, FunctionToolResultEvent):
                     turn.tool_result(event.part.tool_call_id, event.part.tool_name, event.part.content)
