@@ -216,3 +216,17 @@ async def test_the_approval_gate_declines_at_once_without_asking(
     assert chunks[-1].payload.status == "completed"  # type: ignore[union-attr]
     assert world.restarted == []
     assert tool_messages(openai_server) == {"c1": "The tool call was declined: nobody may restart api"}
+
+
+async def test_a_run_that_only_asks_is_the_runtimes_own_on_a_framework_agent(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    """An outside agent's question (the MCP server's ``Agent.ask``) never runs the framework: no model request."""
+    agent = build(fake_redis, World())
+    run = await agent.ask({"question": "Ship it?", "options": [{"label": "yes"}, {"label": "no"}]}, reply="Thanks.")
+    asked = next(c for c in await run.collect() if isinstance(c, SuspendedChunk))
+    assert asked.payload.suspend_payload.labels == ["yes", "no"]
+    done = await (await agent.resume_stream("yes", run_id=run.run_id, answered_by="U1")).collect()
+    assert done[-1].payload.status == "completed"  # type: ignore[union-attr]
+    assert (await agent.get_run(run.run_id)).answers[-1].resume_data == "yes"
+    assert openai_server.requests == []
