@@ -18,7 +18,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 
 from bot.agent.approvals import GateVerdict
 from bot.agent.run_limits import RunLimits
-from bot.agent.stream import ApprovalChunk, FinishChunk, SuspendedChunk, TextDeltaChunk
+from bot.agent.stream import ApprovalChunk, ErrorChunk, FinishChunk, SuspendedChunk, TextDeltaChunk
 from bot.errors import QuestionExpired, RunAlreadyResumed
 from bot.frameworks.pydantic_ai import PydanticAIAgent, ask_user
 from bot.store import RedisRunStore
@@ -230,3 +230,24 @@ async def test_a_run_that_only_asks_is_the_runtimes_own_on_a_framework_agent(
     assert done[-1].payload.status == "completed"  # type: ignore[union-attr]
     assert (await agent.get_run(run.run_id)).answers[-1].resume_data == "yes"
     assert openai_server.requests == []
+
+
+async def test_a_failed_model_call_fails_the_run_retryably_and_a_retry_goes_on_from_the_decisions(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    world = World()
+    agent = build(fake_redis, world)
+    openai_server.script(restart())
+    run = await agent.stream("restart api")
+    await run.collect()
+    openai_server.script(*[Reply(status=500)] * 3)  # the openai client's own retries too
+    failed = await (await agent.approve_tool_call(run_id=run.run_id, approved_by="U1")).collect()
+    assert isinstance(failed[-1], ErrorChunk) and failed[-1].payload.kind == "model"
+    assert (await agent.get_run(run.run_id)).status == "failed"
+    openai_server.script(Reply(text="Restarted after all."))
+    again = await (await agent.retry_stream(run_id=run.run_id)).collect()
+    assert again[-1].payload.status == "completed"  # type: ignore[union-attr]
+    assert tool_messages(openai_server) == {"c1": "api restarted"}
+    # Pydantic AI keeps no history of a run that raised: the retry runs from the decisions again, so the approved
+    # tool ran in the failed segment and again in the retry (docs/frameworks/index.md says so).
+    assert world.restarted == ["api", "api"]
