@@ -35,6 +35,7 @@ from bot.agent.loading import load_agent
 from bot.agent.run_limits import RunLimits
 from bot.config import Settings
 from bot.errors import ConfigError, describe_error
+from bot.frameworks import adopt
 from bot.ops.hooks import OpsHooks
 from bot.ops.metrics import QueueGauges
 from bot.ops.server import Health, OpsEndpoints
@@ -194,7 +195,9 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     store = RedisRunStore(redis_client, prefix=settings.redis_prefix, retention=retention)
     limits = run_limits(settings)  # the deployment's limits apply to every agent, its own or the built-in one
     if settings.agent:
-        agent = load_agent(settings.agent, model=model, store=store, limits=limits)
+        agent = load_agent(
+            settings.agent, model=model, store=store, limits=limits, adopt=lambda obj: adopt(obj, store=store)
+        )
     else:
         agent = Agent(
             id="slack-assistant",
