@@ -62,6 +62,7 @@ from bot.store.conversations import ConversationIndex
 from bot.store.inbox import Inbox
 from bot.store.limits import ActiveRuns
 from bot.store.pane_contexts import PaneContexts
+from bot.store.quorum import Quorums
 from bot.store.schedule import Schedule, Scheduler
 from bot.store.work_queue import WorkQueue
 
@@ -291,7 +292,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     app.listener_runner.lazy_listener_runner = runner
     app.middleware(use_client(client))  # first: the middleware and listeners after it get this client
     modal = AnswerModal(answering, key=modal_key(client.token or ""))
-    approving = Approving(answering, modal=modal)
+    approving = Approving(answering, modal=modal, quorums=Quorums(redis_client, keys=keys, retention=retention))
     pane = AssistantPane(
         threads=threads,
         web=web_api,

@@ -12,7 +12,7 @@ from typing import Any
 
 from bot.agent.answers import Answered, Open
 from bot.agent.approvals import approval_payload
-from bot.agent.state import RunState
+from bot.agent.state import PendingCall, RunState
 from bot.agent.stream import AgentStream
 from bot.errors import (
     NotAwaitingThisKind,
@@ -28,8 +28,17 @@ from bot.slack.questions.notices import GONE, NOT_OPEN, STORE_DOWN, explain
 from bot.slack.questions.picks import button_ref
 from bot.slack.refs import QuestionRef
 from bot.slack.render import modals
-from bot.slack.render.approvals import decision_outcome, decline_question, details_text
+from bot.slack.render.approvals import (
+    QuorumProgress,
+    decision_outcome,
+    decline_question,
+    details_text,
+    quorum_line,
+    quorum_outcome,
+)
 from bot.slack.replies.thread import Decided
+from bot.store.conversations import MessageRef, asked_id
+from bot.store.quorum import ABSENT, AGAIN, DONE, REACHED, Quorums, Tally, asking_of
 
 Ack = Callable[..., Awaitable[Any]]
 
@@ -38,9 +47,10 @@ class Approving:
     """Approve / Decline / Details listeners for ``answering``'s agent (who may decide:
     ``answering.permissions``)."""
 
-    def __init__(self, answering: Answering, *, modal: AnswerModal) -> None:
+    def __init__(self, answering: Answering, *, modal: AnswerModal, quorums: Quorums) -> None:
         self.answering = answering
         self.modal = modal
+        self.quorums = quorums  # the approvals gathered toward each quorum (bot.store.quorum)
 
     # --- Approve ---------------------------------------------------------------------------------
 
@@ -85,6 +95,13 @@ class Approving:
         if check.pending.kind != "approval":
             await say(NOT_OPEN)
             return
+        outcome = decision_outcome(approved=approved, user=where.user, reason=reason)
+        if approved:
+            tally = await self._count(state, ctx, check.pending, where=where, say=say, clicked=clicked)
+            if tally is None:  # a quorum still gathering (its progress shown), or told why not
+                return
+            if len(tally.approvers) > 1:
+                outcome = quorum_outcome(tally.approvers, required=len(tally.approvers))
         slot = await self.answering.slot(ctx, say, user=where.user)
         if slot is None:
             return
@@ -95,7 +112,6 @@ class Approving:
                     return
                 payload = approval_payload(check.pending)
                 follower = self.answering.follower
-                outcome = decision_outcome(approved=approved, user=where.user, reason=reason)
                 if approved:
                     running = f"{outcome} · running…"
                     await follower.close_approval(state.run_id, payload, outcome=running, clicked=clicked, ongoing=True)
@@ -106,6 +122,79 @@ class Approving:
                     await follower.follow(stream, ctx)
         finally:
             await slot.release()
+
+    # --- quorum (issue 23 part 2) ----------------------------------------------------------------------
+
+    async def _count(
+        self,
+        state: RunState,
+        ctx: SlackContext,
+        pending: PendingCall,
+        *,
+        where: Where,
+        say: Say,
+        clicked: MessageRef | None,
+    ) -> Tally | None:
+        """Count ``where.user``'s approval of ``pending`` toward its rule's quorum: the tally when the decision is
+        to be claimed now (one approval needed; or this one completed the quorum, which exactly one approval does,
+        across processes: :class:`~bot.store.quorum.Quorums`), else None after showing the progress (or telling
+        the person why it doesn't count)."""
+        approvers = self.answering.permissions.approvers.for_call(ctx, pending.tool_name, pending.args)
+        if not approvers.quorum:
+            return Tally(status=REACHED, approvers=(where.user,), completed_by=where.user)
+        asking = asking_of(asked_id(pending.suspended_at), pending.args)
+        try:
+            tally = await self.quorums.approve(
+                state.run_id, pending.tool_call_id, asking, user=where.user, required=approvers.required
+            )
+        except StoreUnavailable:
+            await say(STORE_DOWN)
+            return None
+        if tally.status == REACHED:
+            return tally
+        if tally.status == DONE:  # completed by someone else's approval: their claim runs it
+            await say("This already has all the approvals it needs.")
+            return None
+        progress = QuorumProgress(approvers.required, tally.approvers)
+        if tally.status == AGAIN:
+            await say(f"Your approval is already counted ({quorum_line(progress)}).")
+        payload = approval_payload(pending)
+        await self.answering.follower.show_quorum(state.run_id, payload, ctx, progress=progress, clicked=clicked)
+        return None
+
+    async def on_take_back(self, body: dict[str, Any]) -> None:
+        """Lazy listener of "Take back my approval": the person's approval no longer counts toward the quorum
+        (refused once the quorum is complete: the call runs)."""
+        where = Where.of_action(body)
+        say = self.answering.say_to(where)
+        found = await self._found(body, where, say)
+        if found is None:
+            return
+        state, ctx, call = found
+        say = self.answering.say_to(where, ctx)
+        check = await self.answering.agent.check(state, call)
+        if not isinstance(check, Open) or check.pending.kind != "approval":
+            await say(NOT_OPEN)
+            return
+        pending = check.pending
+        approvers = self.answering.permissions.approvers.for_call(ctx, pending.tool_name, pending.args)
+        asking = asking_of(asked_id(pending.suspended_at), pending.args)
+        try:
+            tally = await self.quorums.withdraw(state.run_id, pending.tool_call_id, asking, user=where.user)
+        except StoreUnavailable:
+            await say(STORE_DOWN)
+            return
+        if tally.status == DONE:
+            await say("Too late to take it back: it already has all the approvals it needs.")
+            return
+        if tally.status == ABSENT:
+            await say("You haven't approved this, so there is nothing to take back.")
+            return
+        progress = QuorumProgress(approvers.required, tally.approvers)
+        await say(f"Your approval is taken back ({quorum_line(progress)}).")
+        payload = approval_payload(pending)
+        clicked = where.message_in(ctx)
+        await self.answering.follower.show_quorum(state.run_id, payload, ctx, progress=progress, clicked=clicked)
 
     async def _claim(
         self,

@@ -21,13 +21,9 @@ log = logging.getLogger(__name__)
 
 
 def blocked_reason(decision: Decision) -> str | None:
-    """Why nobody may approve a call ``decision`` is about: its rule can't be satisfied for the requester, or it
-    needs more than one approval (quorum: a later part of the policy); None when someone may."""
-    if decision.unsatisfiable is not None:
-        return decision.unsatisfiable
-    if decision.required > 1:
-        return f"it needs {decision.required} approvals, which this version can't collect yet"
-    return None
+    """Why nobody may approve a call ``decision`` is about: its rule can't be satisfied for the requester (too few
+    people could approve it, :func:`bot.approval_policy.unsatisfiable`); None when someone may."""
+    return decision.unsatisfiable
 
 
 def policy_gate(policy: Policy) -> ApprovalGate:
@@ -80,7 +76,6 @@ def not_carried_out(policy: Policy) -> list[str]:
         later = [
             name
             for name, used in (
-                (f"required: {rule.required} (such calls are declined at once)", rule.required > 1),
                 (f"where: {rule.where}", rule.where != "thread"),
                 ("deadline", rule.deadline is not None),
                 ("on_deadline", rule.on_deadline is not None),

@@ -43,11 +43,17 @@ class ApproverPolicy:
         entries: tuple[str, ...] | None = None,
         blocked: str | None = None,
         members: dict[str, tuple[float, set[str]]] | None = None,
+        required: int = 1,
+        requester_counts: bool = True,
+        rule: str | None = None,
     ) -> None:
         self.spec = spec
         self.client = client
         self.policy = policy
         self.blocked = blocked
+        self.required = required  # distinct approvals needed (a quorum above 1: bot.store.quorum)
+        self.requester_counts = requester_counts  # whether the requester's own approval counts
+        self.rule = rule  # the policy rule these approvers are of (its name), None without APPROVAL_POLICY
         if entries is None:
             entries = (spec,) if spec in ("requester", "channel") else tuple(spec.split(","))
         self.entries = entries
@@ -68,14 +74,33 @@ class ApproverPolicy:
         blocked = blocked_reason(decision)
         entries = decision.approvers
         spec = entries[0] if entries in (("requester",), ("channel",)) else ",".join(entries)
-        return ApproverPolicy(spec, client=self.client, entries=entries, blocked=blocked, members=self._members)
+        return ApproverPolicy(
+            spec,
+            client=self.client,
+            entries=entries,
+            blocked=blocked,
+            members=self._members,
+            required=decision.required,
+            requester_counts=decision.requester_counts,
+            rule=decision.name,
+        )
+
+    @property
+    def quorum(self) -> bool:
+        """Whether a call needs several distinct approvals (``required`` above 1)."""
+        return self.required > 1
+
+    def excludes_requester(self, ctx: SlackContext, user: str) -> bool:
+        """Whether ``user`` is the requester of ``ctx`` and their own approval doesn't count (``requester_counts``
+        false: by default once more than one approval is required)."""
+        return not self.requester_counts and bool(ctx.requester) and user == ctx.requester
 
     async def admits(self, ctx: SlackContext, user: str, *, where: Where | None) -> bool:
         """Whether ``user`` may decide on a tool call of the run in ``ctx``, asking from ``where`` (None: a surface
         with no channel, e.g. a modal's submission): the requester; a channel-wide entry (``channel``, or
         ``requester`` of a run asked for nobody in particular) only from the run's channel or a surface with none;
         the named users and user groups' members from anywhere. Nobody when :attr:`blocked`."""
-        if self.blocked is not None:
+        if self.blocked is not None or self.excludes_requester(ctx, user):
             return False
         in_channel = where is None or where.channel_id is None or where.channel_id == ctx.channel_id
         for entry in self.entries:
@@ -103,6 +128,8 @@ class ApproverPolicy:
         here = f"<#{ctx.channel_id}>" if elsewhere else "this channel"
         if self.blocked is not None:
             return f"Nobody can approve this: {self.blocked}; it will be declined at its deadline"
+        if self.quorum:
+            return self._describe_quorum(ctx, here)
         if self.spec == "channel":
             return f"Anyone in {here} can approve or decline"
         if self.spec == "requester":
@@ -116,10 +143,29 @@ class ApproverPolicy:
             names.insert(0, f"anyone in {here}")
         return "Waiting for " + ", ".join(names or ["nobody yet"]) + " to approve or decline"
 
-    def refusal(self, ctx: SlackContext) -> str:
-        """What someone not allowed to decide is told."""
+    def _describe_quorum(self, ctx: SlackContext, here: str) -> str:
+        """``describe`` of a call needing ``required`` approvals: who may give them, and that the requester's
+        doesn't count when it doesn't."""
+        names = [f"<@{u}>" for u in sorted(self.users) if not self.excludes_requester(ctx, u)]
+        names += [f"<!subteam^{g}>" for g in self.groups]
+        if "requester" in self.entries and ctx.requester and self.requester_counts:
+            names.insert(0, f"<@{ctx.requester}>")
+        if "channel" in self.entries or ("requester" in self.entries and not ctx.requester):
+            names.insert(0, f"anyone in {here}")
+        text = f"Needs {self.required} approvals from " + ", ".join(names or ["nobody yet"])
+        if not self.requester_counts and ctx.requester:
+            text += f" (not <@{ctx.requester}>, who asked)"
+        return text + "; one decline is enough to decline"
+
+    def refusal(self, ctx: SlackContext, user: str | None = None) -> str:
+        """What someone not allowed to decide is told (``user``: who asked, when known)."""
         if self.blocked is not None:
             return f"Nobody can approve this: {self.blocked}."
+        if user is not None and self.excludes_requester(ctx, user):
+            return (
+                f"This needs {self.required} approvals from people other than you: your own request can't count"
+                " toward them."
+            )
         if self.spec == "channel" or (self.spec == "requester" and not ctx.requester):
             return f"Only people in <#{ctx.channel_id}> can approve or decline this."
         if self.spec == "requester":
@@ -147,9 +193,6 @@ class ApproverPolicy:
             members = cached[1] if cached is not None else set()
         self._members[group] = (time.monotonic(), members)
         return members
-
-
-
 
 
 def approver_policy(settings: Settings, *, client: AsyncWebClient) -> ApproverPolicy:

@@ -84,9 +84,11 @@ class Permissions:
             pending = state.pending
             if pending is not None and pending.tool_call_id == call:  # APPROVAL_POLICY: the call's rule decides
                 approvers = approvers.for_call(ctx, pending.tool_name, pending.args)
+            elif approvers.policy is not None:  # decided already: nothing can be claimed; the caller says by whom
+                return None
             if await approvers.admits(ctx, user, where=where):
                 return None
-            return approvers.refusal(ctx)
+            return approvers.refusal(ctx, user)
         if self.is_answerer(ctx, user, where=where):
             return None
         if self.escalate_answers and await self._escalated_to(user, run_id=state.run_id, call=call, where=where):

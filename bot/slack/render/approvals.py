@@ -9,6 +9,7 @@ in :mod:`bot.slack.render.blocks` (section text <= 3000, button text <= 75).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.models.blocks import (
@@ -29,6 +30,7 @@ from bot.slack.render.safe_text import safe_mrkdwn
 ACT_APPROVE = "approval_approve"
 ACT_DECLINE = "approval_decline"
 ACT_DETAILS = "approval_details"
+ACT_TAKE_BACK = "approval_take_back"  # a quorum's approver takes their approval back
 ARG_VALUE = 200
 ARGS_TEXT = 2500
 
@@ -101,21 +103,56 @@ def _request_sections(payload: ApprovalPayload, ref: QuestionRef, part: str) -> 
     return blocks
 
 
-def approval_blocks(payload: ApprovalPayload, *, ref: QuestionRef, approvers: str) -> list[dict[str, Any]]:
-    """The approval request; ``approvers`` (mrkdwn, the bot's own text) says who may decide."""
+@dataclass(frozen=True)
+class QuorumProgress:
+    """A request needing ``required`` distinct approvals, ``approvers`` (user ids, in order) given so far."""
+
+    required: int
+    approvers: tuple[str, ...] = ()
+
+
+def approval_blocks(
+    payload: ApprovalPayload, *, ref: QuestionRef, approvers: str, quorum: QuorumProgress | None = None
+) -> list[dict[str, Any]]:
+    """The approval request; ``approvers`` (mrkdwn, the bot's own text) says who may decide; ``quorum``: the
+    approvals a request needing several has gathered (:func:`quorum_blocks`: its progress line, and "Take back"
+    once someone approved)."""
     blocks = _request_sections(payload, ref, "")
-    blocks.append(
-        ActionsBlock(
-            block_id=ref.block_id("decide"),
-            elements=[
-                ButtonElement(text="Approve", action_id=ACT_APPROVE, value=ref.value(0), style="primary"),
-                ButtonElement(text="Decline", action_id=ACT_DECLINE, value=ref.value(0), style="danger"),
-                ButtonElement(text="Details", action_id=ACT_DETAILS, value=ref.value(0)),
-            ],
-        )
-    )
+    buttons = [
+        ButtonElement(text="Approve", action_id=ACT_APPROVE, value=ref.value(0), style="primary"),
+        ButtonElement(text="Decline", action_id=ACT_DECLINE, value=ref.value(0), style="danger"),
+        ButtonElement(text="Details", action_id=ACT_DETAILS, value=ref.value(0)),
+    ]
+    if quorum is not None and quorum.approvers:
+        buttons.append(ButtonElement(text="Take back my approval", action_id=ACT_TAKE_BACK, value=ref.value(0)))
+    blocks.append(ActionsBlock(block_id=ref.block_id("decide"), elements=buttons))
     blocks.append(ContextBlock(block_id=ref.block_id("who"), elements=[MarkdownTextObject(text=approvers)]))
+    if quorum is not None:
+        blocks.extend(quorum_blocks(quorum, ref=ref))
     return [b.to_dict() for b in blocks]
+
+
+# --- quorum (issue 23 part 2): the progress a request needing several approvals shows ------------------------------
+
+
+def quorum_line(quorum: QuorumProgress) -> str:
+    """The progress line (mrkdwn): ``"1 of 2: approved by <@U1>"``, or ``"0 of 2 approvals so far"``."""
+    given = len(quorum.approvers)
+    if not given:
+        return f"0 of {quorum.required} approvals so far"
+    return f"{given} of {quorum.required}: approved by " + ", ".join(f"<@{u}>" for u in quorum.approvers)
+
+
+def quorum_blocks(quorum: QuorumProgress, *, ref: QuestionRef) -> list[Block]:
+    """The request's quorum progress (:func:`quorum_line`) as a context block."""
+    text = ":busts_in_silhouette: " + quorum_line(quorum)
+    return [ContextBlock(block_id=ref.block_id("quorum"), elements=[MarkdownTextObject(text=clip(text, 3000))])]
+
+
+def quorum_outcome(approvers: tuple[str, ...], *, required: int) -> str:
+    """The mrkdwn line a request needing ``required`` approvals shows once ``approvers`` (in order) gave them."""
+    people = ", ".join(f"<@{u}>" for u in approvers)
+    return f":white_check_mark: Approved by {people} ({len(approvers)} of {required})"
 
 
 def decision_outcome(*, approved: bool, user: str, reason: str | None = None) -> str:

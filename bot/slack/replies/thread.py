@@ -50,14 +50,20 @@ from bot.slack.questions.records import QuestionRecords
 from bot.slack.questions.wait_plan import WaitPlan
 from bot.slack.refs import QuestionRef
 from bot.slack.render import blocks as bk
-from bot.slack.render.approvals import approval_blocks, approval_outcome_blocks, approval_title, closed_what
+from bot.slack.render.approvals import (
+    QuorumProgress,
+    approval_blocks,
+    approval_outcome_blocks,
+    approval_title,
+    closed_what,
+)
 from bot.slack.render.mrkdwn import clip, escape
 from bot.slack.replies.status import THINKING, ThreadStatus, running
 from bot.slack.replies.streaming import ReplyStream, TaskStatus
 from bot.slack.replies.unsupported import Refusals
 from bot.slack.transport.web_api import SlackWeb
 from bot.store import outage
-from bot.store.conversations import ConversationIndex, MessageRef
+from bot.store.conversations import ConversationIndex, MessageRef, asked_id
 
 log = logging.getLogger(__name__)
 
@@ -267,16 +273,38 @@ class Follower:
         self, run_id: str, approval: ApprovalPayload, ctx: SlackContext, *, status: ThreadStatus
     ) -> None:
         ref = QuestionRef.of(run_id, approval.tool_call_id)
-        blocks = approval_blocks(approval, ref=ref, approvers=self._approvers_text(approval, ctx))
+        approvers = self.approvers.for_call(ctx, approval.tool_name, approval.args)
+        quorum = QuorumProgress(approvers.required) if approvers.quorum else None
+        blocks = approval_blocks(approval, ref=ref, approvers=approvers.describe(ctx), quorum=quorum)
         text = approval_title(approval)
         ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text, blocks=blocks)
         await self._posted_question(status, ts)
         call, asked, expires = approval.tool_call_id, approval.asked_at, approval.expires_at
         await self.records.shown(ctx, run_id, call, ts=ts, approval=True, asked=asked, expires_at=expires)
 
-    def _approvers_text(self, approval: ApprovalPayload, ctx: SlackContext) -> str:
-        """Who may decide ``approval`` (the call's rule with ``APPROVAL_POLICY``), as mrkdwn."""
-        return self.approvers.for_call(ctx, approval.tool_name, approval.args).describe(ctx)
+    async def show_quorum(
+        self,
+        run_id: str,
+        approval: ApprovalPayload,
+        ctx: SlackContext,
+        *,
+        progress: QuorumProgress,
+        clicked: MessageRef | None = None,
+    ) -> None:
+        """Update every message showing ``approval`` (and ``clicked``, the one acted on) to its quorum ``progress``,
+        controls kept: the request still waits for more approvals (issue 23 part 2). When Redis can't say which
+        messages show it, only ``clicked`` is updated (the next change updates them all)."""
+        ref = QuestionRef.of(run_id, approval.tool_call_id)
+        approvers = self.approvers.for_call(ctx, approval.tool_name, approval.args).describe(ctx)
+        blocks = approval_blocks(approval, ref=ref, approvers=approvers, quorum=progress)
+        try:
+            refs: list[MessageRef] | None = await self.index.messages(
+                run_id, approval.tool_call_id, asked=asked_id(approval.asked_at)
+            )
+        except StoreUnavailable:
+            refs = None
+        for message in await self._with_clicked(refs, clicked, ref):
+            await self.web.update(message.channel_id, message.ts, text=approval_title(approval), blocks=blocks)
 
     async def close_approval(
         self,
