@@ -35,7 +35,14 @@ from bot.agent._loop.tool_calls import Suspended, add_result, run_tool_call
 from bot.agent._loop.toolbox import Toolbox
 from bot.agent._loop.turns import budgeted_turn
 from bot.agent.answers import AnswerCheck
-from bot.agent.approvals import ApprovalGate, approval_payload, ask_approval, decline_at_once, verdict_of
+from bot.agent.approvals import (
+    ApprovalGate,
+    approval_payload,
+    ask_approval,
+    decline_at_once,
+    edit_pending,
+    verdict_of,
+)
 from bot.agent.asking import ASK_ONLY, ask_run, finish_ask_only
 from bot.agent.budget import DEFAULT_HISTORY_BUDGET, HistoryBudget
 from bot.agent.endings import Ending, ending_of
@@ -222,6 +229,24 @@ class Agent:
         """Approve the tool call a run waits on: :meth:`Claims.approve_tool_call
         <bot.agent._loop.claims.Claims.approve_tool_call>`."""
         return await self.claims.approve_tool_call(run_id=run_id, tool_call_id=tool_call_id, approved_by=approved_by)
+
+    async def edit_tool_call(
+        self, *, run_id: str, tool_call_id: str, arguments: dict[str, Any], edited_by: str
+    ) -> RunState:
+        """Replace the arguments of the tool call a run waits to have approved with ``arguments`` (a person's edit,
+        :func:`bot.agent.approvals.edit_pending`); the call stays pending, and runs with them once approved. One
+        compare-and-set, before the deadline by the store's clock. Returns the saved state. Raises
+        ``ToolInputError`` (invalid arguments; nothing saved), ``NotAwaitingThisKind`` (it waits for an answer),
+        ``RunConflict`` (another write raced this one: load and try again) and as ``resume_stream``."""
+        state = await self.store.load(run_id)
+        pending = await self.claims.require_open(state, tool_call_id)
+        if pending.kind != "approval":
+            raise NotAwaitingThisKind(run_id=run_id, tool_call_id=pending.tool_call_id, waits_for=pending.kind)
+        tool = self.toolbox.get(run_id, pending.tool_name)
+        edited = edit_pending(tool, pending, arguments, edited_by=edited_by)
+        return await self.store.save(
+            state.model_copy(update={"pending": edited}), owner=self.owner, not_after=pending.expires_at
+        )
 
     async def decline_tool_call(
         self,

@@ -9,6 +9,9 @@ approval.
 - Asking: the call's arguments are validated first (invalid ones go back to the model as a tool error, nobody is
   asked); then the run suspends with a pending call of kind ``approval`` and the stream emits a
   ``tool-call-approval`` chunk.
+- Editing (where the approval policy's rule allows): ``Agent.edit_tool_call`` replaces a pending call's arguments
+  before anyone approves (:func:`edit_pending`, validated like the model's); the call then runs with them and the
+  model is told, before its result, who changed them and how (:func:`edit_note`).
 - Deciding: ``Agent.approve_tool_call`` / ``decline_tool_call`` claim the decision exactly like an answer (one
   compare-and-set wins). Declined: the tool never runs; the model gets ``{"status": "declined", "reason": ...,
   "declined_by": ...}``. Approved: ``executing_since`` is saved, then the tool runs once. A process that dies
@@ -19,6 +22,7 @@ approval.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -28,7 +32,7 @@ from bot.agent._loop.tool_calls import Suspended, add_result, run_tool_call
 from bot.agent.hooks import RunHooks
 from bot.agent.live_questions import LiveQuestions
 from bot.agent.state import PendingCall, RunState, ToolCall, utcnow
-from bot.agent.stream import AgentStream, ApprovalPayload, ToolCallChunk, ToolCallPayload
+from bot.agent.stream import AgentStream, ApprovalPayload, Edited, ToolCallChunk, ToolCallPayload
 from bot.agent.tools import Tool, ToolInputError
 
 APPROVED, DECLINED = "approved", "declined"
@@ -180,6 +184,12 @@ async def run_decided(
         live=live,
         hooks=hooks,
     )
+    edited = edited_of(pending)
+    if edited is not None:  # the model is told plainly that a person changed its arguments (before / after)
+        for message in reversed(state.messages):
+            if message.get("role") == "tool" and message.get("tool_call_id") == call.id:
+                message["content"] = edit_note(edited, pending.args) + str(message.get("content") or "")
+                break
 
 
 def approval_payload(pending: PendingCall) -> ApprovalPayload:
@@ -193,4 +203,39 @@ def approval_payload(pending: PendingCall) -> ApprovalPayload:
         interrupted=pending.interrupted,
         expires_at=pending.expires_at,
         asked_at=pending.suspended_at,
+        edited=edited_of(pending),
+    )
+
+
+# --- editing the arguments before approving (issue 23 part 3) -----------------------------------------------------
+
+EDITED = "edited"  # the suspend_payload key of an edit: {"by": user id, "before": the model's arguments}
+
+
+def edited_of(pending: PendingCall) -> Edited | None:
+    """Who changed ``pending``'s arguments and what they were before, or None when nobody did."""
+    raw = pending.suspend_payload.get(EDITED)
+    if not isinstance(raw, dict) or not isinstance(raw.get("before"), dict):
+        return None
+    return Edited(by=str(raw.get("by") or ""), before=dict(raw["before"]))
+
+
+def edit_pending(tool: Tool, pending: PendingCall, args: dict[str, Any], *, edited_by: str) -> PendingCall:
+    """``pending`` (an approval) with its arguments replaced by ``args``, validated and defaults filled in as when
+    it was asked, and the edit recorded in its ``suspend_payload`` (:data:`EDITED`: who, and the arguments before
+    the first edit, so the model and the audit see both). Raises :class:`ToolInputError` for invalid ``args``."""
+    valid = tool.parse_args(args).model_dump(mode="json")
+    before = edited_of(pending)
+    original = before.before if before is not None else dict(pending.args)
+    payload = {**pending.suspend_payload, "args": valid, EDITED: {"by": edited_by, "before": original}}
+    return pending.model_copy(update={"args": valid, "suspend_payload": payload})
+
+
+def edit_note(edited: Edited, after: dict[str, Any]) -> str:
+    """What the model is told before an edited call's result: who changed the arguments, before and after."""
+    who = edited.by or "the person who approved"
+    return (
+        f"Note: {who} changed this call's arguments before approving it; it ran with the changed ones."
+        f" Before (yours): {json.dumps(edited.before, ensure_ascii=False, sort_keys=True)}."
+        f" After (what ran): {json.dumps(after, ensure_ascii=False, sort_keys=True)}. Its result follows.\n"
     )

@@ -95,6 +95,16 @@ class ApprovalPayload:
     interrupted: bool = False
     expires_at: datetime | None = None  # the decision's deadline
     asked_at: datetime | None = None  # when it was asked (an interrupted call is asked again)
+    edited: Edited | None = None  # a person changed the arguments before approving (``args``: the new ones)
+
+
+@dataclass(frozen=True)
+class Edited:
+    """A pending approval's arguments changed by a person: ``by`` (their id), ``before`` (the arguments the model
+    sent, validated: the first ones when edited more than once)."""
+
+    by: str
+    before: dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -164,7 +164,6 @@ def test_the_fields_not_carried_out_yet_are_named_for_the_start_up_log() -> None
 
     issue = Path(__file__).resolve().parent.parent / "fixtures" / "policies" / "issue23.yaml"
     assert not_carried_out(load_policy(issue)) == [
-        "rule 1 ('restarts need two'): not carried out yet: edit",
         "rule 2 ('big refunds by finance'): not carried out yet: where: dm; approvers @handle / channel:C... (they"
         " admit nobody yet)",
         "rule 3 ('prod deploys'): not carried out yet: arguments: details-only; grants",
@@ -236,6 +235,6 @@ def test_the_start_logs_what_the_policy_says_that_is_not_carried_out_yet(caplog:
         approvers = approver_policy(load_settings(approval_policy=str(issue)), client=client)
     assert approvers.policy is not None and [r.name for r in approvers.policy.rules][-1] == "default"
     lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 3 and all(line.startswith(f"APPROVAL_POLICY {issue}: rule ") for line in lines)
+    assert len(lines) == 2 and all(line.startswith(f"APPROVAL_POLICY {issue}: rule ") for line in lines)
     plain = approver_policy(load_settings(), client=client)
     assert plain.policy is None and plain.entries == ("requester",)

@@ -8,14 +8,17 @@ message then says who decided, and once the call ends how it went (ran in N s, o
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from bot.agent.answers import Answered, Open
 from bot.agent.approvals import approval_payload
 from bot.agent.state import PendingCall, RunState
 from bot.agent.stream import AgentStream
+from bot.agent.tools import ToolInputError
 from bot.errors import (
     NotAwaitingThisKind,
+    RunConflict,
     RunNotFound,
     StoreUnavailable,
 )
@@ -36,6 +39,7 @@ from bot.slack.render.approvals import (
     quorum_line,
     quorum_outcome,
 )
+from bot.slack.render.edit_modal import edit_modal, editable_fields, edited_arguments
 from bot.slack.replies.thread import Decided
 from bot.store.conversations import MessageRef, asked_id
 from bot.store.quorum import ABSENT, AGAIN, DONE, REACHED, Quorums, Tally, asking_of
@@ -322,5 +326,148 @@ class Approving:
             return NOT_OPEN
         return state, ctx, call
 
+    # --- Edit before approving (issue 23 part 3) ------------------------------------------------------
+
+    async def on_open_edit(self, body: dict[str, Any], context: Any) -> None:
+        """Edit (lazy): the loading modal becomes the form of the arguments the call's rule lets approvers change
+        (:func:`bot.slack.render.edit_modal.edit_modal`), or a notice (not allowed, no longer open, nothing to
+        edit)."""
+        view_id = context.get(LOADING_VIEW) if context else None
+        if not view_id:
+            return
+        web = self.answering.web
+
+        async def notice(text: str) -> None:
+            await web.update_view(view_id, modals.notice_modal(text))
+
+        where = Where.of_action(body)
+        found = await self._found(body, where, notice)
+        if found is None:
+            return
+        state, ctx, call = found
+        check = await self.answering.agent.check(state, call)
+        if not isinstance(check, Open) or check.pending.kind != "approval":
+            await notice(NOT_OPEN)
+            return
+        pending = check.pending
+        approvers = self.answering.permissions.approvers.for_call(ctx, pending.tool_name, pending.args)
+        schema = self._schema(pending.tool_name)
+        if not approvers.editable or schema is None or not editable_fields(schema, approvers.editable):
+            await notice("Nothing of this call can be edited.")
+            return
+        ref = QuestionRef.of(state.run_id, call)
+        meta = self.modal.metadata(
+            run_id=state.run_id, call=ref.call, user=where.user, view_id=view_id, asked=pending.suspended_at
+        )
+        view = edit_modal(
+            tool_name=pending.tool_name,
+            schema=schema,
+            args=pending.args,
+            editable=approvers.editable,
+            quorum=approvers.quorum,
+            private_metadata=meta,
+        )
+        await web.update_view(view_id, view)
+
+    def _schema(self, tool_name: str) -> dict[str, Any] | None:
+        """The JSON schema of ``tool_name``'s arguments (what the model sees), or None for a tool not known here."""
+        tool = self.answering.agent.tools.get(tool_name)
+        if tool is None:
+            return None
+        parameters = tool.spec().get("function", {}).get("parameters")
+        return parameters if isinstance(parameters, dict) else None
+
+    async def ack_edit(self, ack: Ack, body: dict[str, Any], context: Any) -> None:
+        """A submitted Edit form (ack side): errors under each field that doesn't fit the tool's schema, or a form
+        not opened for this person / a call no longer waiting (an error in the form); otherwise it closes and
+        :meth:`on_edit` saves the edit and approves."""
+        found = await self._edit_form(body)
+        if isinstance(found, str):
+            await ack(response_action="errors", errors={self._first_block(body): found})
+            return
+        if found.errors:
+            await ack(response_action="errors", errors=found.errors)
+            return
+        context[ACCEPTED_EDIT] = True
+        await ack()
+
+    @staticmethod
+    def _first_block(body: dict[str, Any]) -> str:
+        blocks = (body.get("view") or {}).get("blocks") or []
+        return next((str(b.get("block_id")) for b in blocks if b.get("type") == "input"), "")
+
+    async def on_edit(self, body: dict[str, Any], context: Any) -> None:
+        """A submitted Edit form (lazy): save the edited arguments on the pending call (``Agent.edit_tool_call``),
+        then approve it with them as the editor: under a quorum the approvals gathered for the old arguments no
+        longer count (:func:`bot.store.quorum.asking_of`), the editor's is the first for the new ones."""
+        if not (context and context.get(ACCEPTED_EDIT)):
+            return
+        user = str((body.get("user") or {}).get("id") or "")
+        found = await self._edit_form(body)
+        if isinstance(found, str) or found.errors:
+            await self.answering.web.tell(user, found if isinstance(found, str) else NOT_OPEN)
+            return
+        state, ctx, call = found.found
+        where = Where(user=user, surface="modal", team_id=ctx.team_id)
+        say = self.answering.say_to(where, ctx)
+        agent = self.answering.agent
+        try:
+            saved = await agent.edit_tool_call(
+                run_id=state.run_id, tool_call_id=call, arguments=found.arguments, edited_by=user
+            )
+        except ToolInputError as exc:
+            await say(f"Those arguments don't fit the tool, so nothing changed: {exc}")
+            return
+        except (*LOST_CLAIM, NotAwaitingThisKind, RunConflict):
+            await say("This changed while you were editing it, so your edit wasn't saved; look at it again.")
+            return
+        except RunNotFound:
+            await say(GONE)
+            return
+        except StoreUnavailable:
+            await say(STORE_DOWN)
+            return
+        assert saved.pending is not None
+        payload = approval_payload(saved.pending)
+        approvers = self.answering.permissions.approvers.for_call(ctx, saved.pending.tool_name, saved.pending.args)
+        progress = QuorumProgress(approvers.required) if approvers.quorum else None
+        await self.answering.follower.show_quorum(saved.run_id, payload, ctx, progress=progress)
+        await self.decide(saved, ctx, call, where=where, approved=True, reason=None)
+
+    async def _edit_form(self, body: dict[str, Any]) -> EditForm | str:
+        """The call a submitted Edit form is about and the arguments it gives (with errors by block), if this
+        person may still edit it; or what to tell them."""
+        user = str((body.get("user") or {}).get("id") or "")
+        found = await self.modal.form_question(body)
+        if isinstance(found, str):
+            return found
+        state, ctx, call = found
+        where = Where(user=user, surface="modal", team_id=ctx.team_id)
+        refused = await self.answering.permissions.refusal(state, ctx, call, user=user, where=where, expect="approval")
+        if refused is not None:
+            return refused
+        check = await self.answering.agent.check(state, call)
+        if not isinstance(check, Open) or check.pending.kind != "approval":
+            return NOT_OPEN
+        pending = check.pending
+        approvers = self.answering.permissions.approvers.for_call(ctx, pending.tool_name, pending.args)
+        schema = self._schema(pending.tool_name)
+        if not approvers.editable or schema is None:
+            return "Nothing of this call can be edited."
+        view = body.get("view") or {}
+        arguments, errors = edited_arguments(view, schema=schema, args=pending.args, editable=approvers.editable)
+        return EditForm(found=found, arguments=arguments, errors=errors)
+
+
+@dataclass(frozen=True)
+class EditForm:
+    """A submitted Edit form read back: the call it is about (``found``), the ``arguments`` it gives, and the
+    ``errors`` by input block id (empty: they fit the tool's schema)."""
+
+    found: Found
+    arguments: dict[str, Any]
+    errors: dict[str, str]
+
 
 ACCEPTED_DECLINE = "decline_accepted"
+ACCEPTED_EDIT = "edit_accepted"

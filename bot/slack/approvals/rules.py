@@ -80,7 +80,6 @@ def not_carried_out(policy: Policy) -> list[str]:
                 ("deadline", rule.deadline is not None),
                 ("on_deadline", rule.on_deadline is not None),
                 ("arguments: details-only", rule.arguments != "shown"),
-                ("edit", bool(rule.edit)),
                 ("grants", rule.grants != ("once",)),
                 (
                     "requester.groups (the requester's groups are not looked up yet: never matches)",

@@ -46,6 +46,7 @@ class ApproverPolicy:
         required: int = 1,
         requester_counts: bool = True,
         rule: str | None = None,
+        editable: tuple[str, ...] = (),
     ) -> None:
         self.spec = spec
         self.client = client
@@ -54,6 +55,7 @@ class ApproverPolicy:
         self.required = required  # distinct approvals needed (a quorum above 1: bot.store.quorum)
         self.requester_counts = requester_counts  # whether the requester's own approval counts
         self.rule = rule  # the policy rule these approvers are of (its name), None without APPROVAL_POLICY
+        self.editable = editable  # the arguments an approver may change before approving (the rule's ``edit``)
         if entries is None:
             entries = (spec,) if spec in ("requester", "channel") else tuple(spec.split(","))
         self.entries = entries
@@ -67,6 +69,7 @@ class ApproverPolicy:
         more than one approval (not carried out yet)."""
         if self.policy is None:
             return self
+        original_name = tool_name
         tool_name, args = policy_call(tool_name, args)
         decision = self.policy.decide(
             tool_name, args, requester=ctx.requester, channel=ctx.channel_id, tool_requires=True
@@ -83,6 +86,7 @@ class ApproverPolicy:
             required=decision.required,
             requester_counts=decision.requester_counts,
             rule=decision.name,
+            editable=decision.edit if tool_name == original_name else (),
         )
 
     @property

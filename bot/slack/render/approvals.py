@@ -31,6 +31,7 @@ ACT_APPROVE = "approval_approve"
 ACT_DECLINE = "approval_decline"
 ACT_DETAILS = "approval_details"
 ACT_TAKE_BACK = "approval_take_back"  # a quorum's approver takes their approval back
+ACT_EDIT = "approval_edit"  # change the arguments before approving (the policy rule's ``edit``)
 ARG_VALUE = 200
 ARGS_TEXT = 2500
 
@@ -100,7 +101,18 @@ def _request_sections(payload: ApprovalPayload, ref: QuestionRef, part: str) -> 
         blocks.append(SectionBlock(block_id=ref.block_id(f"{part}warn"), text=MarkdownTextObject(text=warning)))
     text = clip(args_lines(payload.args), SECTION_TEXT)
     blocks.append(SectionBlock(block_id=ref.block_id(f"{part}args"), text=MarkdownTextObject(text=text)))
+    if payload.edited is not None:
+        blocks.append(edited_block(payload, ref=ref, part=part))
     return blocks
+
+
+def edited_block(payload: ApprovalPayload, *, ref: QuestionRef, part: str) -> Block:
+    """The line under an edited request's arguments: who changed them, and what the model had asked for."""
+    assert payload.edited is not None
+    who = f"<@{payload.edited.by}>" if payload.edited.by else "someone"
+    before = clip(args_lines(payload.edited.before).replace("\n", " · "), 2000)
+    text = f":pencil2: Arguments changed by {who}; the model asked for: {before}"
+    return ContextBlock(block_id=ref.block_id(f"{part}edited"), elements=[MarkdownTextObject(text=clip(text, 3000))])
 
 
 @dataclass(frozen=True)
@@ -112,17 +124,24 @@ class QuorumProgress:
 
 
 def approval_blocks(
-    payload: ApprovalPayload, *, ref: QuestionRef, approvers: str, quorum: QuorumProgress | None = None
+    payload: ApprovalPayload,
+    *,
+    ref: QuestionRef,
+    approvers: str,
+    quorum: QuorumProgress | None = None,
+    editable: bool = False,
 ) -> list[dict[str, Any]]:
     """The approval request; ``approvers`` (mrkdwn, the bot's own text) says who may decide; ``quorum``: the
     approvals a request needing several has gathered (:func:`quorum_blocks`: its progress line, and "Take back"
-    once someone approved)."""
+    once someone approved); ``editable``: an "Edit" button (the rule lets approvers change some arguments)."""
     blocks = _request_sections(payload, ref, "")
     buttons = [
         ButtonElement(text="Approve", action_id=ACT_APPROVE, value=ref.value(0), style="primary"),
         ButtonElement(text="Decline", action_id=ACT_DECLINE, value=ref.value(0), style="danger"),
         ButtonElement(text="Details", action_id=ACT_DETAILS, value=ref.value(0)),
     ]
+    if editable:
+        buttons.append(ButtonElement(text="Edit", action_id=ACT_EDIT, value=ref.value(0)))
     if quorum is not None and quorum.approvers:
         buttons.append(ButtonElement(text="Take back my approval", action_id=ACT_TAKE_BACK, value=ref.value(0)))
     blocks.append(ActionsBlock(block_id=ref.block_id("decide"), elements=buttons))

@@ -275,7 +275,9 @@ class Follower:
         ref = QuestionRef.of(run_id, approval.tool_call_id)
         approvers = self.approvers.for_call(ctx, approval.tool_name, approval.args)
         quorum = QuorumProgress(approvers.required) if approvers.quorum else None
-        blocks = approval_blocks(approval, ref=ref, approvers=approvers.describe(ctx), quorum=quorum)
+        blocks = approval_blocks(
+            approval, ref=ref, approvers=approvers.describe(ctx), quorum=quorum, editable=bool(approvers.editable)
+        )
         text = approval_title(approval)
         ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text, blocks=blocks)
         await self._posted_question(status, ts)
@@ -288,15 +290,18 @@ class Follower:
         approval: ApprovalPayload,
         ctx: SlackContext,
         *,
-        progress: QuorumProgress,
+        progress: QuorumProgress | None,
         clicked: MessageRef | None = None,
     ) -> None:
-        """Update every message showing ``approval`` (and ``clicked``, the one acted on) to its quorum ``progress``,
-        controls kept: the request still waits for more approvals (issue 23 part 2). When Redis can't say which
+        """Update every message showing ``approval`` (and ``clicked``, the one acted on) to its quorum ``progress``
+        (None: not a quorum; e.g. after an edit), controls kept: the request still waits (issue 23 parts 2, 3).
+        When Redis can't say which
         messages show it, only ``clicked`` is updated (the next change updates them all)."""
         ref = QuestionRef.of(run_id, approval.tool_call_id)
-        approvers = self.approvers.for_call(ctx, approval.tool_name, approval.args).describe(ctx)
-        blocks = approval_blocks(approval, ref=ref, approvers=approvers, quorum=progress)
+        approvers = self.approvers.for_call(ctx, approval.tool_name, approval.args)
+        blocks = approval_blocks(
+            approval, ref=ref, approvers=approvers.describe(ctx), quorum=progress, editable=bool(approvers.editable)
+        )
         try:
             refs: list[MessageRef] | None = await self.index.messages(
                 run_id, approval.tool_call_id, asked=asked_id(approval.asked_at)
