@@ -5,6 +5,7 @@ quorum resets the approvals gathered so far."""
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ import redis.asyncio as aioredis
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import ALICE, BOB, CAROL, GENERAL, blocks_text, current, has_controls, text_is
+from tests.slack.test_audit_log import audit_lines, json_logs  # noqa: F401 (a fixture)
 
 AGENT = {"agent": "bot.testing.approval_agent:build"}
 EDIT_FORM = "approval_edit_modal"
@@ -55,7 +57,7 @@ def inputs(view: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 async def test_the_call_runs_with_the_edited_arguments_and_the_model_is_told(
-    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, json_logs: io.StringIO  # noqa: F811
 ) -> None:
     settings = policy(tmp_path, f"  - tool: restart_service\n    approvers: [{BOB}]\n    edit: [name]\n")
     async with harness(fake_redis, settings=settings) as h:
@@ -77,6 +79,9 @@ async def test_the_call_runs_with_the_edited_arguments_and_the_model_is_told(
         done = blocks_text(await current(h, request))
         assert f"Arguments changed by <@{BOB}>; the model asked for: *name*: api" in done
         assert f"Approved by <@{BOB}>" in done and "*name*: api-canary" in done
+    [approved] = [line for line in audit_lines(json_logs) if line["event"] == "approval.approved"]
+    assert approved["edited_by"] == BOB and approved["edited_args"] == ["name"]
+    assert approved["args_before_sha256"] != approved["args_sha256"] and "api-canary" not in json.dumps(approved)
 
 
 async def test_the_form_is_built_from_the_schema_and_refuses_what_does_not_fit_under_each_field(
