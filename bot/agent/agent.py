@@ -530,7 +530,7 @@ class Agent:
                 tools = self.tools if ASK_ONLY in state.metadata else self.toolbox.offered
                 tool = tools.get(call.name)
                 gate, agent_wide = self.approval_gate, self.require_tool_approval
-                verdict = verdict_of(gate, tool, args, state, agent_wide=agent_wide) if tool is not None else None
+                verdict = await verdict_of(gate, tool, args, state, agent_wide=agent_wide) if tool is not None else None
                 if tool is not None and verdict is not None and verdict.needs_approval:
                     bound = self.tool_result_max_chars
                     if verdict.decline is not None:  # nobody could approve it: declined, nobody asked

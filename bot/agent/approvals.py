@@ -22,6 +22,7 @@ approval.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -55,13 +56,14 @@ class GateVerdict:
     decline: str | None = None
 
 
-ApprovalGate = Callable[[Tool, dict[str, Any], RunState, bool], GateVerdict]
+ApprovalGate = Callable[[Tool, dict[str, Any], RunState, bool], GateVerdict | Awaitable[GateVerdict]]
 """``gate(tool, args, state, tool_requires)``: the verdict on a call of ``tool`` with ``args`` (validated, defaults
 filled in, as an approval request stores them; as the model sent them when invalid) in ``state``;
-``tool_requires``: :func:`needs_approval`'s answer. Not asked for questions."""
+``tool_requires``: :func:`needs_approval`'s answer; a coroutine function too (a gate that looks something up, e.g.
+the requester's user groups). Not asked for questions."""
 
 
-def verdict_of(
+async def verdict_of(
     gate: ApprovalGate | None, tool: Tool, args: dict[str, Any], state: RunState, *, agent_wide: bool
 ) -> GateVerdict:
     """The verdict on a call of ``tool``: :func:`needs_approval`'s, or ``gate``'s when there is one (questions never
@@ -73,7 +75,8 @@ def verdict_of(
     # invalid ones: asked or not, the call ends as a tool error (ask_approval, run_tool_call)
     with contextlib.suppress(ToolInputError):
         args = tool.parse_args(args).model_dump(mode="json")
-    return gate(tool, args, state, needs)
+    verdict = gate(tool, args, state, needs)
+    return await verdict if inspect.isawaitable(verdict) else verdict
 
 
 def decline_at_once(

@@ -221,7 +221,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     web_api = SlackWeb(client)
     policy = approver_policy(settings, client=client)
     if policy.policy is not None:  # APPROVAL_POLICY: its rules' say on each call (require, declined at once)
-        agent.approval_gate = policy_gate(policy.policy)
+        agent.approval_gate = policy_gate(policy.policy, people=policy.people)
     plan = WaitPlan(Schedule(redis_client, prefix=settings.redis_prefix), wait_settings(settings))
     inbox = Inbox(redis_client, keys=keys, retention=retention)
     home = Home(

@@ -15,6 +15,7 @@ from bot.agent.state import RunState
 from bot.agent.tools import Tool
 from bot.approval_policy import Decision, Policy
 from bot.errors import StoreCorrupt
+from bot.slack.approvals.people import People
 from bot.slack.context import SlackContext
 
 log = logging.getLogger(__name__)
@@ -26,14 +27,16 @@ def blocked_reason(decision: Decision) -> str | None:
     return decision.unsatisfiable
 
 
-def policy_gate(policy: Policy) -> ApprovalGate:
+def policy_gate(policy: Policy, *, people: People | None = None) -> ApprovalGate:
     """The agent's :data:`~bot.agent.approvals.ApprovalGate` for ``policy``: the matching rule's ``require``
     (``always`` / ``never``; ``tool``: the tool's say), and a call nobody may approve (:func:`blocked_reason`) is
     declined at once with the reason, never left waiting. An outside agent's approval request (the MCP server's) is
     always asked: its answer is a person's decision (one nobody may give waits, refused, until its deadline). A run
-    not started from Slack: the tool decides."""
+    not started from Slack: the tool decides. Rules' ``requester.groups`` are matched on the requester's groups,
+    looked up through ``people`` (cached; without it, no requester is in any group)."""
+    among = tuple(dict.fromkeys(g for rule in policy.rules for g in rule.requester.groups))
 
-    def gate(tool: Tool, args: dict[str, Any], state: RunState, tool_requires: bool) -> GateVerdict:
+    async def gate(tool: Tool, args: dict[str, Any], state: RunState, tool_requires: bool) -> GateVerdict:
         try:
             ctx = SlackContext.of(state)
         except StoreCorrupt:
@@ -41,8 +44,16 @@ def policy_gate(policy: Policy) -> ApprovalGate:
         if tool.id == APPROVAL_TOOL:
             return GateVerdict(True)
         name, call_args = policy_call(tool.id, args)
+        groups: set[str] = set()
+        if among and people is not None and ctx.requester:
+            groups = await people.groups_of(ctx.requester, among=among)
         decision = policy.decide(
-            name, call_args, requester=ctx.requester, channel=ctx.channel_id, tool_requires=tool_requires
+            name,
+            call_args,
+            requester=ctx.requester,
+            channel=ctx.channel_id,
+            tool_requires=tool_requires,
+            requester_groups=groups,
         )
         if not decision.needs_approval:
             return GateVerdict(False)
@@ -81,14 +92,6 @@ def not_carried_out(policy: Policy) -> list[str]:
                 ("on_deadline", rule.on_deadline is not None),
                 ("arguments: details-only", rule.arguments != "shown"),
                 ("grants", rule.grants != ("once",)),
-                (
-                    "requester.groups (the requester's groups are not looked up yet: never matches)",
-                    bool(rule.requester.groups),
-                ),
-                (
-                    "approvers @handle / channel:C... (they admit nobody yet)",
-                    any(a.startswith(("@", "channel:")) for a in rule.approvers),
-                ),
             )
             if used
         ]

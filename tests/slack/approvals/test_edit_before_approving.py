@@ -57,7 +57,10 @@ def inputs(view: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 async def test_the_call_runs_with_the_edited_arguments_and_the_model_is_told(
-    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, json_logs: io.StringIO  # noqa: F811
+    fake_redis: aioredis.Redis,
+    harness: Any,
+    tmp_path: Path,
+    json_logs: io.StringIO,  # noqa: F811
 ) -> None:
     settings = policy(tmp_path, f"  - tool: restart_service\n    approvers: [{BOB}]\n    edit: [name]\n")
     async with harness(fake_redis, settings=settings) as h:
