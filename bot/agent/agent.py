@@ -539,8 +539,17 @@ class Agent:
                             tool, state, call, args, out, reason=reason, max_result_chars=bound, hooks=self.hooks
                         )
                         continue
+                    ttl = verdict.deadline if verdict.deadline is not None else self.ask_ttl
                     ask_approval(
-                        tool, state, call, args, out, ask_ttl=self.ask_ttl, max_result_chars=bound, hooks=self.hooks
+                        tool,
+                        state,
+                        call,
+                        args,
+                        out,
+                        ask_ttl=ttl,
+                        max_result_chars=bound,
+                        hooks=self.hooks,
+                        notes=verdict.notes,
                     )
                     continue  # it suspended, unless its arguments were invalid
                 await run_tool_call(

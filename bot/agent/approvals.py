@@ -25,7 +25,7 @@ import contextlib
 import inspect
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -50,10 +50,14 @@ def needs_approval(tool: Tool | None, state: RunState, *, agent_wide: bool) -> b
 @dataclass(frozen=True)
 class GateVerdict:
     """What an :data:`ApprovalGate` says of one call: whether it waits for approval, or ``decline`` (a reason):
-    declined at once."""
+    declined at once; ``deadline``: seconds the request waits (None: the agent's ``ask_ttl``); ``notes``: what the
+    gate wants kept with the request (JSON values; the approval policy's rule, how its arguments are shown, where it
+    is asked), stored as ``suspend_payload["policy"]`` and handed on in :class:`ApprovalPayload`'s ``policy``."""
 
     needs_approval: bool
     decline: str | None = None
+    deadline: float | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
 
 
 ApprovalGate = Callable[[Tool, dict[str, Any], RunState, bool], GateVerdict | Awaitable[GateVerdict]]
@@ -111,28 +115,41 @@ def ask_approval(
     ask_ttl: float | None,
     max_result_chars: int | None,
     hooks: RunHooks,
+    notes: dict[str, Any] | None = None,
 ) -> None:
     """Suspend the run on ``call`` until a person decides (raises :class:`Suspended`); invalid arguments become a
-    tool error for the model instead (returns; its text bounded to ``max_result_chars``)."""
+    tool error for the model instead (returns; its text bounded to ``max_result_chars``); ``notes``: the gate's
+    (:class:`GateVerdict`), kept with the request."""
     try:
         valid = tool.parse_args(args).model_dump(mode="json")
     except ToolInputError as exc:
         add_result(state, call, {"error": str(exc)}, out, hooks=hooks, max_chars=max_result_chars, is_error=True)
         return
-    suspend(state, call.id, tool, valid, ask_ttl=ask_ttl, interrupted=False)
+    suspend(state, call.id, tool, valid, ask_ttl=ask_ttl, interrupted=False, notes=notes)
 
 
 def suspend(
-    state: RunState, tool_call_id: str, tool: Tool, args: dict[str, Any], *, ask_ttl: float | None, interrupted: bool
+    state: RunState,
+    tool_call_id: str,
+    tool: Tool,
+    args: dict[str, Any],
+    *,
+    ask_ttl: float | None,
+    interrupted: bool,
+    notes: dict[str, Any] | None = None,
 ) -> None:
-    """Make ``state`` wait for a decision on ``tool_call_id``; raises :class:`Suspended`."""
+    """Make ``state`` wait for a decision on ``tool_call_id``; raises :class:`Suspended`. ``notes``: the gate's,
+    kept as ``suspend_payload["policy"]``."""
     now = utcnow()
+    payload: dict[str, Any] = {"tool_name": tool.id, "args": args, "description": tool.description}
+    if notes:
+        payload[POLICY_NOTES] = dict(notes)
     state.pending = PendingCall(
         kind="approval",
         tool_call_id=tool_call_id,
         tool_name=tool.id,
         args=args,
-        suspend_payload={"tool_name": tool.id, "args": args, "description": tool.description},
+        suspend_payload=payload,
         suspended_at=now,
         expires_at=now + timedelta(seconds=ask_ttl) if ask_ttl is not None else None,
         interrupted=interrupted,
@@ -168,7 +185,15 @@ async def run_decided(
         add_result(state, call, result, out, hooks=hooks, max_chars=max_result_chars)
         return
     if pending.executing_since is not None and tool is not None:  # a run of it was cut short: ask again
-        suspend(state, pending.tool_call_id, tool, pending.args, ask_ttl=ask_ttl, interrupted=True)
+        suspend(
+            state,
+            pending.tool_call_id,
+            tool,
+            pending.args,
+            ask_ttl=ask_ttl,
+            interrupted=True,
+            notes=policy_notes(pending),
+        )
     state.pending = pending.model_copy(update={"executing_since": utcnow()})
     await save(state)  # the trace that makes it run at most once per approval
     state.pending = None
@@ -207,7 +232,17 @@ def approval_payload(pending: PendingCall) -> ApprovalPayload:
         expires_at=pending.expires_at,
         asked_at=pending.suspended_at,
         edited=edited_of(pending),
+        policy=policy_notes(pending),
     )
+
+
+POLICY_NOTES = "policy"  # the suspend_payload key of a gate's notes (GateVerdict.notes)
+
+
+def policy_notes(pending: PendingCall) -> dict[str, Any]:
+    """The notes the approval gate kept with ``pending`` (``{}`` when none)."""
+    raw = pending.suspend_payload.get(POLICY_NOTES)
+    return dict(raw) if isinstance(raw, dict) else {}
 
 
 # --- editing the arguments before approving (issue 23 part 3) -----------------------------------------------------

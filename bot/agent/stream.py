@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import AsyncIterator, Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -96,6 +96,7 @@ class ApprovalPayload:
     expires_at: datetime | None = None  # the decision's deadline
     asked_at: datetime | None = None  # when it was asked (an interrupted call is asked again)
     edited: Edited | None = None  # a person changed the arguments before approving (``args``: the new ones)
+    policy: dict[str, Any] = field(default_factory=dict)  # the approval gate's notes (GateVerdict.notes)
 
 
 @dataclass(frozen=True)

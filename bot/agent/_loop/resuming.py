@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.agent._loop.tool_calls import add_result, run_tool_call
-from bot.agent.approvals import Save, run_decided, suspend
+from bot.agent.approvals import Save, policy_notes, run_decided, suspend
 from bot.agent.hooks import RunHooks
 from bot.agent.live_questions import LiveQuestions
 from bot.agent.state import Answer, PendingCall, RunState, ToolCall, utcnow
@@ -51,7 +51,8 @@ async def continue_pending(
             error = {"error": f"unknown tool {pending.tool_name!r}"}
             add_result(state, call, error, out, hooks=hooks, max_chars=max_result_chars, is_error=True)
             return
-        suspend(state, pending.tool_call_id, tool, pending.args, ask_ttl=ask_ttl, interrupted=True)
+        notes = policy_notes(pending) if pending.kind == "approval" else None
+        suspend(state, pending.tool_call_id, tool, pending.args, ask_ttl=ask_ttl, interrupted=True, notes=notes)
     resume = pending.resume
     question_tool = tool is not None and tool.asks_person  # e.g. ask_user
     if pending.kind == "question" and resume is not None and resume.outcome != "answer" and question_tool:

@@ -41,8 +41,7 @@ def policy_gate(policy: Policy, *, people: People | None = None) -> ApprovalGate
             ctx = SlackContext.of(state)
         except StoreCorrupt:
             return GateVerdict(tool_requires)
-        if tool.id == APPROVAL_TOOL:
-            return GateVerdict(True)
+        outside = tool.id == APPROVAL_TOOL  # always asked (see above); the rule says how and where
         name, call_args = policy_call(tool.id, args)
         groups: set[str] = set()
         if among and people is not None and ctx.requester:
@@ -52,9 +51,12 @@ def policy_gate(policy: Policy, *, people: People | None = None) -> ApprovalGate
             call_args,
             requester=ctx.requester,
             channel=ctx.channel_id,
-            tool_requires=tool_requires,
+            tool_requires=tool_requires or outside,
             requester_groups=groups,
         )
+        notes = {"rule": decision.name, "arguments": decision.arguments, "where": decision.where}
+        if outside:
+            return GateVerdict(True, notes=notes)
         if not decision.needs_approval:
             return GateVerdict(False)
         why = blocked_reason(decision)
@@ -63,7 +65,7 @@ def policy_gate(policy: Policy, *, people: People | None = None) -> ApprovalGate
             return GateVerdict(
                 True, decline=f"nobody can approve it under the approval policy's rule {decision.name!r}: {why}"
             )
-        return GateVerdict(True)
+        return GateVerdict(True, deadline=decision.deadline, notes=notes)
 
     return gate
 
@@ -87,10 +89,7 @@ def not_carried_out(policy: Policy) -> list[str]:
         later = [
             name
             for name, used in (
-                (f"where: {rule.where}", rule.where != "thread"),
-                ("deadline", rule.deadline is not None),
-                ("on_deadline", rule.on_deadline is not None),
-                ("arguments: details-only", rule.arguments != "shown"),
+                ("on_deadline: escalate (such calls are declined at their deadline)", rule.on_deadline is not None),
                 ("grants", rule.grants != ("once",)),
             )
             if used

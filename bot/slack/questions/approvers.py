@@ -26,6 +26,7 @@ from bot.slack.context import SlackContext, Where
 log = logging.getLogger(__name__)
 
 GROUP_CACHE_SECONDS = CACHE_SECONDS
+MAX_DMS = 50  # approvers one request is sent to by DM (``where: dm``); the rest see it in the thread
 
 
 class ApproverPolicy:
@@ -168,6 +169,18 @@ class ApproverPolicy:
         if not self.requester_counts and ctx.requester:
             text += f" (not <@{ctx.requester}>, who asked)"
         return text + "; one decline is enough to decline"
+
+    async def people_to_ask(self, ctx: SlackContext, *, limit: int = MAX_DMS) -> list[str]:
+        """The user ids a request asked by DM (a rule's ``where: dm``) goes to: the named users, the members of the
+        named user groups, the requester when their approval counts (not for ``channel`` or ``channel:C...``:
+        a channel is asked in the channel); at most ``limit``, in that order."""
+        people = sorted(self.users)
+        if "requester" in self.entries and ctx.requester and self.requester_counts:
+            people.insert(0, ctx.requester)
+        for group in self.groups:
+            people += sorted(await self.group_members(group))
+        out = [p for p in dict.fromkeys(people) if not self.excludes_requester(ctx, p)]
+        return out[:limit]
 
     def _group_names(self) -> list[str]:
         """The approver groups and channels as mrkdwn: ``<!subteam^S1>`` (a handle whose id is known: the same; else

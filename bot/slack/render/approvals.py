@@ -99,7 +99,7 @@ def _request_sections(payload: ApprovalPayload, ref: QuestionRef, part: str) -> 
     if payload.interrupted:
         warning = ":warning: An approved run of this call was interrupted; it may or may not have run. Run it again?"
         blocks.append(SectionBlock(block_id=ref.block_id(f"{part}warn"), text=MarkdownTextObject(text=warning)))
-    text = clip(args_lines(payload.args), SECTION_TEXT)
+    text = DETAILS_ONLY if details_only(payload) else clip(args_lines(payload.args), SECTION_TEXT)
     blocks.append(SectionBlock(block_id=ref.block_id(f"{part}args"), text=MarkdownTextObject(text=text)))
     if payload.edited is not None:
         blocks.append(edited_block(payload, ref=ref, part=part))
@@ -112,6 +112,8 @@ def edited_block(payload: ApprovalPayload, *, ref: QuestionRef, part: str) -> Bl
     who = f"<@{payload.edited.by}>" if payload.edited.by else "someone"
     before = clip(args_lines(payload.edited.before).replace("\n", " · "), 2000)
     text = f":pencil2: Arguments changed by {who}; the model asked for: {before}"
+    if details_only(payload):
+        text = f":pencil2: Arguments changed by {who} (before and after: Details)"
     return ContextBlock(block_id=ref.block_id(f"{part}edited"), elements=[MarkdownTextObject(text=clip(text, 3000))])
 
 
@@ -121,6 +123,15 @@ class QuorumProgress:
 
     required: int
     approvers: tuple[str, ...] = ()
+
+
+DETAILS_ONLY = ":lock: _The arguments are shown only in Details (the approval policy keeps them out of the channel)._"
+
+
+def details_only(payload: ApprovalPayload) -> bool:
+    """Whether the request's arguments are shown only in the Details modal (its policy rule's ``arguments:
+    details-only``: sensitive calls keep them out of the channel, its notifications and App Home)."""
+    return payload.policy.get("arguments") == "details-only"
 
 
 def approval_blocks(
@@ -149,6 +160,12 @@ def approval_blocks(
     if quorum is not None:
         blocks.extend(quorum_blocks(quorum, ref=ref))
     return [b.to_dict() for b in blocks]
+
+
+def link_back_block(text: str) -> dict[str, Any]:
+    """The line a copy of a request asked away from its thread (a DM, another channel) ends with: ``text``
+    (mrkdwn, the bot's own: who asked and a link to the thread)."""
+    return dict(ContextBlock(elements=[MarkdownTextObject(text=clip(text, 3000))]).to_dict())
 
 
 # --- quorum (issue 23 part 2): the progress a request needing several approvals shows ------------------------------
@@ -190,6 +207,11 @@ def approval_outcome_blocks(payload: ApprovalPayload, *, ref: QuestionRef, outco
 
 
 def details_text(payload: ApprovalPayload) -> str:
-    """The call's full arguments as a JSON code block (mrkdwn, for the Details modal)."""
+    """The call's full arguments as a JSON code block (mrkdwn, for the Details modal); an edited call's also the
+    arguments the model asked for."""
     body = safe_mrkdwn(json.dumps(payload.args, ensure_ascii=False, indent=2)).replace("```", "` ` `")
-    return clip(f"`{safe_mrkdwn(payload.tool_name)}`\n```{body}```", SECTION_TEXT)
+    text = f"`{safe_mrkdwn(payload.tool_name)}`\n```{body}```"
+    if payload.edited is not None:
+        before = safe_mrkdwn(json.dumps(payload.edited.before, ensure_ascii=False, indent=2)).replace("```", "` ` `")
+        text += f"\nThe model asked for:\n```{before}```"
+    return clip(text, SECTION_TEXT)

@@ -56,6 +56,7 @@ from bot.slack.render.approvals import (
     approval_outcome_blocks,
     approval_title,
     closed_what,
+    link_back_block,
 )
 from bot.slack.render.mrkdwn import clip, escape
 from bot.slack.replies.status import THINKING, ThreadStatus, running
@@ -283,6 +284,44 @@ class Follower:
         await self._posted_question(status, ts)
         call, asked, expires = approval.tool_call_id, approval.asked_at, approval.expires_at
         await self.records.shown(ctx, run_id, call, ts=ts, approval=True, asked=asked, expires_at=expires)
+        where = str(approval.policy.get("where") or "thread")
+        if where != "thread" and ts is not None:
+            await self._ask_elsewhere(run_id, approval, ctx, where=where, blocks=blocks, thread_message=ts)
+
+    async def _ask_elsewhere(
+        self,
+        run_id: str,
+        approval: ApprovalPayload,
+        ctx: SlackContext,
+        *,
+        where: str,
+        blocks: list[dict[str, Any]],
+        thread_message: str,
+    ) -> None:
+        """Post the request where its policy rule asks it too (``where: dm``: a DM to each approver,
+        :meth:`ApproverPolicy.people_to_ask`; ``channel:C...``: that channel), each copy with a link back to the
+        thread, and record each copy, so a decision on any of them updates them all and the thread's. A copy Slack
+        refuses is logged and skipped: the thread's request still stands."""
+        link = await self.web.permalink(ctx.channel_id, thread_message)
+        back = f"<{link}|the thread in <#{ctx.channel_id}>>" if link else f"a thread in <#{ctx.channel_id}>"
+        who = f" by <@{ctx.requester}>" if ctx.requester else ""
+        copy = [*blocks, link_back_block(f":link: Asked{who} in {back}")]
+        if where == "dm":
+            approvers = self.approvers.for_call(ctx, approval.tool_name, approval.args)
+            targets = await approvers.people_to_ask(ctx)
+        else:
+            targets = [where.removeprefix("channel:")]
+        asked = asked_id(approval.asked_at)
+        for target in targets:
+            posted = await self.web.post_to(target, text=approval_title(approval), blocks=copy)
+            if posted is None:
+                log.warning("run %s: could not ask %s for its approval", run_id, target)
+                continue
+            ref = MessageRef(channel_id=posted[0], ts=posted[1], asked=asked)
+            try:
+                await self.index.add_message(run_id, key=approval.tool_call_id, ref=ref)
+            except StoreUnavailable:
+                log.warning("run %s: could not record the approval request sent to %s", run_id, target)
 
     async def show_quorum(
         self,
