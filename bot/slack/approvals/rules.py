@@ -1,8 +1,9 @@
-"""The Slack layer's reading of ``APPROVAL_POLICY`` (:mod:`bot.approval_policy`) for today's approval flow: what
-a rule's fields mean for one call (:func:`policy_call`: an outside agent's request is its action;
-:func:`blocked_reason`: nobody may approve it), the runtime's gate (:func:`policy_gate`: ``require`` and the decline
-at once), and what the start logs as not carried out yet (:func:`not_carried_out`). Who may approve is
-:class:`bot.slack.questions.approvers.ApproverPolicy`'s (``for_call``)."""
+"""The Slack layer's reading of ``APPROVAL_POLICY`` (:mod:`bot.approval_policy`): what a rule's fields mean for one
+call (:func:`policy_call`: an outside agent's request is its action; :func:`blocked_reason`: nobody may approve it),
+the runtime's gate (:func:`policy_gate`: ``require``, the decline at once, the rule's deadline and the notes kept
+with the request: its rule, how its arguments are shown, where it is asked), and what the start logs as not carried
+out yet (:func:`not_carried_out`). Who may approve is :class:`bot.slack.questions.approvers.ApproverPolicy`'s
+(``for_call``)."""
 
 from __future__ import annotations
 
