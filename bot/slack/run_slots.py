@@ -141,7 +141,6 @@ class RunGate:
             await asyncio.wait_for(self.retries.flush(), 2.0)
         await self.retries.aclose()
 
-
 class WaitingLimit:
     """At most ``limit`` questions (and approval requests) waiting on the runs one person started, counted from
     their Home inbox (:class:`bot.store.inbox.Inbox`: what waits on them, asked of them or not) by ``agent``'s
