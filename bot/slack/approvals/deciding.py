@@ -154,8 +154,8 @@ class Approving:
         except StoreUnavailable:
             await say(STORE_DOWN)
             return None
-        if tally.status == REACHED:
-            return tally
+        if tally.status == REACHED or (tally.status == DONE and tally.completed_by == where.user):
+            return tally  # this approval completed it (again: a redelivered job whose claim may not have been made)
         if tally.status == DONE:  # completed by someone else's approval: their claim runs it
             await say("This already has all the approvals it needs.")
             return None

@@ -210,3 +210,32 @@ async def click_via(h: Any, process: Any, message: dict[str, Any], *, user: str)
         assert ack.status == 200
     finally:
         await sender.close()
+
+
+async def test_the_completing_approval_whose_claim_was_lost_is_claimed_when_its_click_comes_again(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, prefix: str
+) -> None:
+    """The process that recorded the last approval died before claiming the decision (the tally says complete, the
+    run still waits): the click delivered again (the job redelivered to another worker) claims it, once."""
+    from bot.store import Keys
+    from bot.store.conversations import asked_id
+    from bot.store.quorum import Quorums, asking_of
+    from bot.testing.slack_scenarios import thread_run
+
+    async with harness(fake_redis, settings=policy(tmp_path)) as h:
+        thread, request = await requested(h)
+        state = await thread_run(fake_redis, prefix, thread)
+        assert state.pending is not None
+        asking = asking_of(asked_id(state.pending.suspended_at), state.pending.args)
+        quorums = Quorums(fake_redis, keys=Keys(prefix))
+        await quorums.approve(state.run_id, "r1", asking, user=BOB, required=2)
+        assert (await quorums.approve(state.run_id, "r1", asking, user=CAROL, required=2)).status == "reached"
+        await h.ws.click(request, "Approve", user=BOB)  # not the one who completed it: told, nothing claimed
+        await h.ws.wait_for_ephemeral(user=BOB, predicate=lambda m: "already has all the approvals" in m["text"])
+        await h.settle()
+        assert approval_agent.RESTARTS == []
+        await h.ws.click(request, "Approve", user=CAROL)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        await h.ws.click(request, "Approve", user=CAROL, as_seen=True)
+        await h.settle()
+        assert approval_agent.RESTARTS == ["api"]
