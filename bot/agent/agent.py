@@ -24,6 +24,7 @@ import os
 import secrets
 import socket
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from bot.agent._loop.claims import Claims
@@ -36,11 +37,13 @@ from bot.agent._loop.toolbox import Toolbox
 from bot.agent._loop.turns import budgeted_turn
 from bot.agent.answers import AnswerCheck
 from bot.agent.approvals import (
+    POLICY_NOTES,
     ApprovalGate,
     approval_payload,
     ask_approval,
     decline_at_once,
     edit_pending,
+    policy_notes,
     verdict_of,
 )
 from bot.agent.asking import ASK_ONLY, ask_run, finish_ask_only
@@ -246,6 +249,25 @@ class Agent:
         edited = edit_pending(tool, pending, arguments, edited_by=edited_by)
         return await self.store.save(
             state.model_copy(update={"pending": edited}), owner=self.owner, not_after=pending.expires_at
+        )
+
+    async def extend_approval(
+        self, *, run_id: str, tool_call_id: str, expires_at: datetime, notes: dict[str, Any]
+    ) -> RunState:
+        """Give the approval request a run waits on (its deadline passed or not, nobody decided yet) a new deadline,
+        ``expires_at``, and add ``notes`` to the approval gate's notes kept with it (an approval policy's ``on_deadline:
+        escalate``: who it went to). One compare-and-set. Returns the saved state. Raises ``RunNotResumable`` (no
+        approval request waits, or it was decided), ``RunConflict`` (another write raced this one),
+        ``RunNotFound``, ``StoreUnavailable``."""
+        state = await self.store.load(run_id)
+        pending = state.pending
+        waiting = state.status in ("suspended", "expired") and pending is not None and pending.resume is None
+        if not waiting or pending is None or pending.tool_call_id != tool_call_id or pending.kind != "approval":
+            raise RunNotResumable(run_id, state.status, "no approval request of that call waits")
+        payload = {**pending.suspend_payload, POLICY_NOTES: {**policy_notes(pending), **notes}}
+        extended = pending.model_copy(update={"expires_at": expires_at, "suspend_payload": payload})
+        return await self.store.save(
+            state.model_copy(update={"pending": extended, "status": "suspended"}), owner=self.owner
         )
 
     async def decline_tool_call(

@@ -14,12 +14,15 @@ from bot.agent.approvals import ApprovalGate, GateVerdict
 from bot.agent.asking import APPROVAL_TOOL
 from bot.agent.state import RunState
 from bot.agent.tools import Tool
-from bot.approval_policy import Decision, Policy
+from bot.approval_policy import Decision, Escalation, Policy
 from bot.errors import StoreCorrupt
 from bot.slack.approvals.people import People
 from bot.slack.context import SlackContext
 
 log = logging.getLogger(__name__)
+
+ESCALATE = "escalate"  # the policy note of a rule's on_deadline: escalate (the ids and handles to ask then)
+DEADLINE = "deadline"  # ... and of its deadline (seconds; None: ASK_TTL_SECONDS)
 
 
 def blocked_reason(decision: Decision) -> str | None:
@@ -55,7 +58,10 @@ def policy_gate(policy: Policy, *, people: People | None = None) -> ApprovalGate
             tool_requires=tool_requires or outside,
             requester_groups=groups,
         )
-        notes = {"rule": decision.name, "arguments": decision.arguments, "where": decision.where}
+        notes: dict[str, Any] = {"rule": decision.name, "arguments": decision.arguments, "where": decision.where}
+        if isinstance(decision.on_deadline, Escalation):
+            notes[ESCALATE] = list(decision.on_deadline.escalate)
+            notes[DEADLINE] = decision.deadline  # seconds (None: ASK_TTL_SECONDS), as long again once escalated
         if outside:
             return GateVerdict(True, notes=notes)
         if not decision.needs_approval:
@@ -90,7 +96,6 @@ def not_carried_out(policy: Policy) -> list[str]:
         later = [
             name
             for name, used in (
-                ("on_deadline: escalate (such calls are declined at their deadline)", rule.on_deadline is not None),
                 ("grants", rule.grants != ("once",)),
             )
             if used

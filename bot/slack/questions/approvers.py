@@ -26,6 +26,7 @@ from bot.slack.context import SlackContext, Where
 log = logging.getLogger(__name__)
 
 GROUP_CACHE_SECONDS = CACHE_SECONDS
+ESCALATED_TO = "escalated_to"  # the policy note of a request escalated at its deadline: who it went to
 MAX_DMS = 50  # approvers one request is sent to by DM (``where: dm``); the rest see it in the thread
 
 
@@ -64,10 +65,13 @@ class ApproverPolicy:
         self.channels = [i[len(CHANNEL_PREFIX) :] for i in entries if i.startswith(CHANNEL_PREFIX)]
         self.people = people if people is not None else People(client)  # groups' and channels' members, cached
 
-    def for_call(self, ctx: SlackContext, tool_name: str, args: dict[str, object]) -> ApproverPolicy:
+    def for_call(
+        self, ctx: SlackContext, tool_name: str, args: dict[str, object], *, escalated_to: object = ()
+    ) -> ApproverPolicy:
         """The approvers of a call of ``tool_name`` with ``args`` in ``ctx``: these (no policy), or the matching
-        rule's (sharing the group cache); blocked when the rule can't be satisfied for ``ctx.requester`` or needs
-        more than one approval (not carried out yet)."""
+        rule's (sharing the group cache), and ``escalated_to`` (the ids and handles its request was escalated to at
+        its deadline: a rule's ``on_deadline: escalate``, kept in the request's policy notes); blocked when the rule
+        can't be satisfied for ``ctx.requester``."""
         if self.policy is None:
             return self
         original_name = tool_name
@@ -82,6 +86,8 @@ class ApproverPolicy:
         )
         blocked = blocked_reason(decision)
         entries = decision.approvers
+        if isinstance(escalated_to, (list, tuple)):  # on_deadline: escalate: they may decide too, once escalated
+            entries = tuple(dict.fromkeys([*entries, *(str(e) for e in escalated_to)]))
         spec = entries[0] if entries in (("requester",), ("channel",)) else ",".join(entries)
         return ApproverPolicy(
             spec,

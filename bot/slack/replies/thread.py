@@ -45,7 +45,7 @@ from bot.logs import log_context
 from bot.slack.context import SlackContext
 from bot.slack.home import Home, closed_summary
 from bot.slack.names import NamedMentions, Names
-from bot.slack.questions.approvers import ApproverPolicy
+from bot.slack.questions.approvers import ESCALATED_TO, ApproverPolicy
 from bot.slack.questions.records import QuestionRecords
 from bot.slack.questions.wait_plan import WaitPlan
 from bot.slack.refs import QuestionRef
@@ -274,7 +274,9 @@ class Follower:
         self, run_id: str, approval: ApprovalPayload, ctx: SlackContext, *, status: ThreadStatus
     ) -> None:
         ref = QuestionRef.of(run_id, approval.tool_call_id)
-        approvers = self.approvers.for_call(ctx, approval.tool_name, approval.args)
+        approvers = self.approvers.for_call(
+            ctx, approval.tool_name, approval.args, escalated_to=approval.policy.get(ESCALATED_TO, ())
+        )
         quorum = QuorumProgress(approvers.required) if approvers.quorum else None
         blocks = approval_blocks(
             approval, ref=ref, approvers=approvers.describe(ctx), quorum=quorum, editable=bool(approvers.editable)
@@ -307,7 +309,9 @@ class Follower:
         who = f" by <@{ctx.requester}>" if ctx.requester else ""
         copy = [*blocks, link_back_block(f":link: Asked{who} in {back}")]
         if where == "dm":
-            approvers = self.approvers.for_call(ctx, approval.tool_name, approval.args)
+            approvers = self.approvers.for_call(
+                ctx, approval.tool_name, approval.args, escalated_to=approval.policy.get(ESCALATED_TO, ())
+            )
             targets = await approvers.people_to_ask(ctx)
         else:
             targets = [where.removeprefix("channel:")]
@@ -337,7 +341,9 @@ class Follower:
         When Redis can't say which
         messages show it, only ``clicked`` is updated (the next change updates them all)."""
         ref = QuestionRef.of(run_id, approval.tool_call_id)
-        approvers = self.approvers.for_call(ctx, approval.tool_name, approval.args)
+        approvers = self.approvers.for_call(
+            ctx, approval.tool_name, approval.args, escalated_to=approval.policy.get(ESCALATED_TO, ())
+        )
         blocks = approval_blocks(
             approval, ref=ref, approvers=approvers.describe(ctx), quorum=progress, editable=bool(approvers.editable)
         )

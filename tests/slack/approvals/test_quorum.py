@@ -16,6 +16,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.fakeslack.sender import Sender
+from bot.fakeslack.state import Directory
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import (
@@ -179,8 +180,9 @@ async def test_the_last_two_approvals_at_once_in_two_processes_run_the_call_once
     """Bob approves (1 of 2); then Carol's click reaches process A and Dave's reaches process B at the same moment:
     each would complete the quorum alone; the call runs once and the card names the two whose approvals counted."""
     settings = policy(tmp_path, approvers=f"[{BOB}, {CAROL}, {DAVE}]")
-    async with harness(real_redis, settings=settings) as h:
-        h.ws.state.directory.add_user(DAVE, "dave")
+    directory = Directory.default()
+    directory.add_user(DAVE, "dave")
+    async with harness(real_redis, settings=settings, directory=directory) as h:
         a = h.processes[0]
         b = await h.start_process(connect_real_redis())
         thread, request = await requested(h, then="Once.")

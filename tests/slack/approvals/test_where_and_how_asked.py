@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from bot.agent.state import utcnow
+from bot.fakeslack.state import Directory
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import (
@@ -25,6 +27,7 @@ from bot.testing.slack_scenarios import (
     blocks_text,
     current,
     has_controls,
+    past_deadline,
     text_is,
     thread_run,
 )
@@ -113,3 +116,34 @@ async def test_a_rules_deadline_is_the_requests_own(
         assert state.pending is not None and state.pending.expires_at is not None
         assert state.pending.expires_at - state.pending.suspended_at == timedelta(seconds=90)
         assert state.pending.suspend_payload["policy"] == {"rule": "rule 1", "arguments": "shown", "where": "thread"}
+
+
+async def test_on_deadline_escalate_asks_the_people_named_who_may_then_decide(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, prefix: str
+) -> None:
+    """Nobody decides within the rule's deadline: the request goes by DM to the people ``on_deadline`` names (user
+    groups expanded), for the rule's deadline again, and they may decide it."""
+    dana = "U_DANA"
+    settings = policy(tmp_path, f"    approvers: [{BOB}]\n    deadline: 10m\n    on_deadline: {{escalate: [{dana}]}}\n")
+    directory = Directory.default()
+    directory.add_user(dana, "dana")
+    async with harness(fake_redis, settings=settings, directory=directory) as h:
+        thread, request = await requested(h)
+        await h.ws.click(request, "Approve", user=dana)  # not an approver before the deadline
+        await h.ws.wait_for_ephemeral(user=dana, predicate=lambda m: "configured approvers" in m["text"])
+        await past_deadline(h, thread)
+        assert await h.bot.scheduler.tick(now=utcnow() + timedelta(minutes=11)) >= 1
+        copy = await h.ws.wait_for_message(channel="D_DANA", predicate=has_controls)
+        assert "No decision in time: escalated to you" in blocks_text(copy) and "*name*: db-7" in blocks_text(copy)
+        said = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: "escalated to" in m["text"]
+        )
+        assert f"<@{dana}>" in said["text"]
+        state = await thread_run(fake_redis, prefix, thread)
+        assert state.status == "suspended" and state.pending is not None and state.pending.expires_at is not None
+        assert state.pending.expires_at - utcnow() > timedelta(minutes=9)  # the rule's deadline again
+        await h.ws.click(copy, "Approve", user=dana)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        assert approval_agent.RESTARTS == ["db-7"]
+        done = await current(h, request)
+        assert f"Approved by <@{dana}>" in blocks_text(done) and not has_controls(done)
