@@ -14,10 +14,11 @@ problem naming the rule and the field (``rule 2 ('big refunds'): when.amount.gt:
 :meth:`Policy.decide` gives the :class:`Decision` for one call, with the conditions it checked (``why``).
 :meth:`Policy.from_approvers` is the one-rule policy ``APPROVERS`` stands for when no file is set.
 
-Carried out today (:mod:`bot.slack.questions.approvers`): ``require``, ``approvers`` and the decline at once of a call
-nobody may approve. Quorum (``required`` above 1), ``edit``, ``grants``, ``where`` other than the thread, ``deadline`` /
-``on_deadline`` and ``arguments: details-only`` are parsed and validated now; the Slack flow that carries them out
-comes in later parts of issue 23 (docs/approvals.md says which are in effect).
+Carried out in Slack (:mod:`bot.slack.questions.approvers`, :mod:`bot.slack.approvals`): ``require``,
+``approvers`` (user groups and channels' members looked up), ``requester.groups``, the decline at once of a call
+nobody may approve, quorum (``required``, ``requester_counts``), ``edit``, ``where``, ``arguments`` and
+``deadline``; ``on_deadline: escalate`` and ``grants`` beyond ``once`` are parsed and validated, not carried out
+yet (docs/approvals.md says which are in effect).
 """
 
 from __future__ import annotations

@@ -549,3 +549,21 @@ def test_the_docs_show_the_issue_file_and_real_output(tmp_path: Path) -> None:
     for command, shown in runs:
         out = run_bot(*shlex.split(command), cwd=tmp_path)
         assert out.stdout + out.stderr == shown, command
+
+
+def test_the_docs_policy_with_every_feature_is_the_fixture_and_loads() -> None:
+    """docs/approvals.md's last YAML block ("A policy with every feature") is tests/fixtures/policies/
+    every_feature.yaml (but its first comment line), and it loads: each feature of issue 23 in one file."""
+    import re
+
+    fixture = ROOT / "tests" / "fixtures" / "policies" / "every_feature.yaml"
+    page = (ROOT / "docs" / "approvals.md").read_text()
+    last = re.findall(r"^```yaml\n(.*?)^```$", page, re.M | re.S)[-1]
+    assert last == fixture.read_text().split("\n", 1)[1]
+    policy = load_policy(fixture)
+    rules = {r.name: r for r in policy.rules}
+    assert rules["restarts need two"].required == 2 and rules["restarts need two"].edit == ("name", "force")
+    assert rules["big refunds by finance"].where == "dm" and rules["big refunds by finance"].on_deadline is not None
+    assert rules["prod deploys"].arguments == "details-only" and rules["prod deploys"].where == "channel:C0RELEASE"
+    assert rules["on-call restarts dev freely"].requester.groups == ("@oncall",)
+    assert policy.warnings() == []

@@ -52,6 +52,8 @@ SCOPES: dict[str, tuple[tuple[str, ...], ...]] = {
     "users.info": (("users:read",),),
     "conversations.info": (("channels:read", "groups:read", "im:read", "mpim:read"),),
     "usergroups.users.list": (("usergroups:read",),),
+    "usergroups.list": (("usergroups:read",),),
+    "conversations.members": (("channels:read", "groups:read", "im:read", "mpim:read"),),
     # Slack takes chat:write for setStatus since 2026-03 (assistant:write for the time being too).
     "assistant.threads.setStatus": (("chat:write", "assistant:write"),),
     "assistant.threads.setTitle": (("assistant:write",),),

@@ -24,6 +24,7 @@ import os
 import secrets
 import socket
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from bot.agent._loop.claims import Claimed, Claims
@@ -35,7 +36,16 @@ from bot.agent._loop.tool_calls import Suspended, ToolRunner
 from bot.agent._loop.toolbox import Toolbox
 from bot.agent._loop.turns import ModelTurns, budgeted_turn
 from bot.agent.answers import AnswerCheck
-from bot.agent.approvals import ApprovalGate, approval_payload, ask_approval, decline_at_once, verdict_of
+from bot.agent.approvals import (
+    POLICY_NOTES,
+    ApprovalGate,
+    approval_payload,
+    ask_approval,
+    decline_at_once,
+    edit_pending,
+    policy_notes,
+    verdict_of,
+)
 from bot.agent.asking import ASK_ONLY, ask_run, finish_ask_only
 from bot.agent.budget import DEFAULT_HISTORY_BUDGET, HistoryBudget
 from bot.agent.endings import Ending, ending_of
@@ -221,6 +231,43 @@ class Agent:
         <bot.agent._loop.claims.Claims.approve_tool_call>`."""
         return self._go_on(
             await self.claims.approve_tool_call(run_id=run_id, tool_call_id=tool_call_id, approved_by=approved_by)
+        )
+
+    async def edit_tool_call(
+        self, *, run_id: str, tool_call_id: str, arguments: dict[str, Any], edited_by: str
+    ) -> RunState:
+        """Replace the arguments of the tool call a run waits to have approved with ``arguments`` (a person's edit,
+        :func:`bot.agent.approvals.edit_pending`); the call stays pending, and runs with them once approved. One
+        compare-and-set, before the deadline by the store's clock. Returns the saved state. Raises
+        ``ToolInputError`` (invalid arguments; nothing saved), ``NotAwaitingThisKind`` (it waits for an answer),
+        ``RunConflict`` (another write raced this one: load and try again) and as ``resume_stream``."""
+        state = await self.store.load(run_id)
+        pending = await self.claims.require_open(state, tool_call_id)
+        if pending.kind != "approval":
+            raise NotAwaitingThisKind(run_id=run_id, tool_call_id=pending.tool_call_id, waits_for=pending.kind)
+        tool = self.toolbox.get(run_id, pending.tool_name)
+        edited = edit_pending(tool, pending, arguments, edited_by=edited_by)
+        return await self.store.save(
+            state.model_copy(update={"pending": edited}), owner=self.owner, not_after=pending.expires_at
+        )
+
+    async def extend_approval(
+        self, *, run_id: str, tool_call_id: str, expires_at: datetime, notes: dict[str, Any]
+    ) -> RunState:
+        """Give the approval request a run waits on (its deadline passed or not, nobody decided yet) a new deadline,
+        ``expires_at``, and add ``notes`` to the approval gate's notes kept with it (an approval policy's ``on_deadline:
+        escalate``: who it went to). One compare-and-set. Returns the saved state. Raises ``RunNotResumable`` (no
+        approval request waits, or it was decided), ``RunConflict`` (another write raced this one),
+        ``RunNotFound``, ``StoreUnavailable``."""
+        state = await self.store.load(run_id)
+        pending = state.pending
+        waiting = state.status in ("suspended", "expired") and pending is not None and pending.resume is None
+        if not waiting or pending is None or pending.tool_call_id != tool_call_id or pending.kind != "approval":
+            raise RunNotResumable(run_id, state.status, "no approval request of that call waits")
+        payload = {**pending.suspend_payload, POLICY_NOTES: {**policy_notes(pending), **notes}}
+        extended = pending.model_copy(update={"expires_at": expires_at, "suspend_payload": payload})
+        return await self.store.save(
+            state.model_copy(update={"pending": extended, "status": "suspended"}), owner=self.owner
         )
 
     async def decline_tool_call(
@@ -501,12 +548,12 @@ class Agent:
                 runner = self._runner(self.tools if ASK_ONLY in state.metadata else self.toolbox.offered)
                 tool = runner.tools.get(call.name)
                 gate, agent_wide = self.approval_gate, self.require_tool_approval
-                verdict = verdict_of(gate, tool, args, state, agent_wide=agent_wide) if tool is not None else None
+                verdict = await verdict_of(gate, tool, args, state, agent_wide=agent_wide) if tool is not None else None
                 if tool is not None and verdict is not None and verdict.needs_approval:
                     if verdict.decline is not None:  # nobody could approve it: declined, nobody asked
                         decline_at_once(runner, tool, state, call, args, out, reason=verdict.decline)
                         continue
-                    ask_approval(runner, tool, state, call, args, out)
+                    ask_approval(runner, tool, state, call, args, out, ask_ttl=verdict.deadline, notes=verdict.notes)
                     continue  # it suspended, unless its arguments were invalid
                 await runner.run(state, call, args, out)
             if finish_ask_only(state):  # a run that only asked: the answer was all it was for

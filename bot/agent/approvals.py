@@ -9,6 +9,9 @@ approval.
 - Asking: the call's arguments are validated first (invalid ones go back to the model as a tool error, nobody is
   asked); then the run suspends with a pending call of kind ``approval`` and the stream emits a
   ``tool-call-approval`` chunk.
+- Editing (where the approval policy's rule allows): ``Agent.edit_tool_call`` replaces a pending call's arguments
+  before anyone approves (:func:`edit_pending`, validated like the model's); the call then runs with them and the
+  model is told, before its result, who changed them and how (:func:`edit_note`).
 - Deciding: ``Agent.approve_tool_call`` / ``decline_tool_call`` claim the decision exactly like an answer (one
   compare-and-set wins). Declined: the tool never runs; the model gets ``{"status": "declined", "reason": ...,
   "declined_by": ...}``. Approved: ``executing_since`` is saved, then the tool runs once. A process that dies
@@ -19,14 +22,16 @@ approval.
 from __future__ import annotations
 
 import contextlib
+import inspect
+import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from bot.agent._loop.tool_calls import Suspended, ToolRunner
 from bot.agent.state import PendingCall, RunState, ToolCall, utcnow
-from bot.agent.stream import AgentStream, ApprovalPayload, ToolCallChunk, ToolCallPayload
+from bot.agent.stream import AgentStream, ApprovalPayload, Edited, ToolCallChunk, ToolCallPayload
 from bot.agent.tools import Tool, ToolInputError
 
 APPROVED, DECLINED = "approved", "declined"
@@ -43,19 +48,24 @@ def needs_approval(tool: Tool | None, state: RunState, *, agent_wide: bool) -> b
 @dataclass(frozen=True)
 class GateVerdict:
     """What an :data:`ApprovalGate` says of one call: whether it waits for approval, or ``decline`` (a reason):
-    declined at once."""
+    declined at once; ``deadline``: seconds the request waits (None: the agent's ``ask_ttl``); ``notes``: what the
+    gate wants kept with the request (JSON values; the approval policy's rule, how its arguments are shown, where it
+    is asked), stored as ``suspend_payload["policy"]`` and handed on in :class:`ApprovalPayload`'s ``policy``."""
 
     needs_approval: bool
     decline: str | None = None
+    deadline: float | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
 
 
-ApprovalGate = Callable[[Tool, dict[str, Any], RunState, bool], GateVerdict]
+ApprovalGate = Callable[[Tool, dict[str, Any], RunState, bool], GateVerdict | Awaitable[GateVerdict]]
 """``gate(tool, args, state, tool_requires)``: the verdict on a call of ``tool`` with ``args`` (validated, defaults
 filled in, as an approval request stores them; as the model sent them when invalid) in ``state``;
-``tool_requires``: :func:`needs_approval`'s answer. Not asked for questions."""
+``tool_requires``: :func:`needs_approval`'s answer; a coroutine function too (a gate that looks something up, e.g.
+the requester's user groups). Not asked for questions."""
 
 
-def verdict_of(
+async def verdict_of(
     gate: ApprovalGate | None, tool: Tool, args: dict[str, Any], state: RunState, *, agent_wide: bool
 ) -> GateVerdict:
     """The verdict on a call of ``tool``: :func:`needs_approval`'s, or ``gate``'s when there is one (questions never
@@ -67,7 +77,8 @@ def verdict_of(
     # invalid ones: asked or not, the call ends as a tool error (ask_approval, run_tool_call)
     with contextlib.suppress(ToolInputError):
         args = tool.parse_args(args).model_dump(mode="json")
-    return gate(tool, args, state, needs)
+    verdict = gate(tool, args, state, needs)
+    return await verdict if inspect.isawaitable(verdict) else verdict
 
 
 def decline_at_once(
@@ -92,29 +103,50 @@ def decline_at_once(
 
 
 def ask_approval(
-    runner: ToolRunner, tool: Tool, state: RunState, call: ToolCall, args: dict[str, Any], out: AgentStream
+    runner: ToolRunner,
+    tool: Tool,
+    state: RunState,
+    call: ToolCall,
+    args: dict[str, Any],
+    out: AgentStream,
+    *,
+    ask_ttl: float | None = None,
+    notes: dict[str, Any] | None = None,
 ) -> None:
-    """Suspend the run on ``call`` until a person decides (raises :class:`Suspended`; its deadline ``runner.ask_ttl``);
-    invalid arguments become a tool error for the model instead (returns; its text bounded by ``runner``)."""
+    """Suspend the run on ``call`` until a person decides (raises :class:`Suspended`; its deadline ``ask_ttl``
+    seconds, else ``runner.ask_ttl``); invalid arguments become a tool error for the model instead (returns; its text
+    bounded by ``runner``); ``notes``: the gate's (:class:`GateVerdict`), kept with the request."""
     try:
         valid = tool.parse_args(args).model_dump(mode="json")
     except ToolInputError as exc:
         runner.add_result(state, call, {"error": str(exc)}, out, is_error=True)
         return
-    suspend(state, call.id, tool, valid, ask_ttl=runner.ask_ttl, interrupted=False)
+    ttl = ask_ttl if ask_ttl is not None else runner.ask_ttl
+    suspend(state, call.id, tool, valid, ask_ttl=ttl, interrupted=False, notes=notes)
 
 
 def suspend(
-    state: RunState, tool_call_id: str, tool: Tool, args: dict[str, Any], *, ask_ttl: float | None, interrupted: bool
+    state: RunState,
+    tool_call_id: str,
+    tool: Tool,
+    args: dict[str, Any],
+    *,
+    ask_ttl: float | None,
+    interrupted: bool,
+    notes: dict[str, Any] | None = None,
 ) -> None:
-    """Make ``state`` wait for a decision on ``tool_call_id``; raises :class:`Suspended`."""
+    """Make ``state`` wait for a decision on ``tool_call_id``; raises :class:`Suspended`. ``notes``: the gate's,
+    kept as ``suspend_payload["policy"]``."""
     now = utcnow()
+    payload: dict[str, Any] = {"tool_name": tool.id, "args": args, "description": tool.description}
+    if notes:
+        payload[POLICY_NOTES] = dict(notes)
     state.pending = PendingCall(
         kind="approval",
         tool_call_id=tool_call_id,
         tool_name=tool.id,
         args=args,
-        suspend_payload={"tool_name": tool.id, "args": args, "description": tool.description},
+        suspend_payload=payload,
         suspended_at=now,
         expires_at=now + timedelta(seconds=ask_ttl) if ask_ttl is not None else None,
         interrupted=interrupted,
@@ -141,7 +173,15 @@ async def run_decided(
         runner.add_result(state, call, result, out)
         return
     if pending.executing_since is not None and tool is not None:  # a run of it was cut short: ask again
-        suspend(state, pending.tool_call_id, tool, pending.args, ask_ttl=runner.ask_ttl, interrupted=True)
+        suspend(
+            state,
+            pending.tool_call_id,
+            tool,
+            pending.args,
+            ask_ttl=runner.ask_ttl,
+            interrupted=True,
+            notes=policy_notes(pending),
+        )
     state.pending = pending.model_copy(update={"executing_since": utcnow()})
     await save(state)  # the trace that makes it run at most once per approval
     state.pending = None
@@ -149,6 +189,12 @@ async def run_decided(
     # another segment's), so the stream's consumer shows it running (Slack: "is running restart_service...")
     out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, dict(pending.args))))
     await runner.run(state, call, pending.args, out)
+    edited = edited_of(pending)
+    if edited is not None:  # the model is told plainly that a person changed its arguments (before / after)
+        for message in reversed(state.messages):
+            if message.get("role") == "tool" and message.get("tool_call_id") == call.id:
+                message["content"] = edit_note(edited, pending.args) + str(message.get("content") or "")
+                break
 
 
 def approval_payload(pending: PendingCall) -> ApprovalPayload:
@@ -162,4 +208,49 @@ def approval_payload(pending: PendingCall) -> ApprovalPayload:
         interrupted=pending.interrupted,
         expires_at=pending.expires_at,
         asked_at=pending.suspended_at,
+        edited=edited_of(pending),
+        policy=policy_notes(pending),
+    )
+
+
+POLICY_NOTES = "policy"  # the suspend_payload key of a gate's notes (GateVerdict.notes)
+
+
+def policy_notes(pending: PendingCall) -> dict[str, Any]:
+    """The notes the approval gate kept with ``pending`` (``{}`` when none)."""
+    raw = pending.suspend_payload.get(POLICY_NOTES)
+    return dict(raw) if isinstance(raw, dict) else {}
+
+
+# --- editing the arguments before approving (issue 23 part 3) -----------------------------------------------------
+
+EDITED = "edited"  # the suspend_payload key of an edit: {"by": user id, "before": the model's arguments}
+
+
+def edited_of(pending: PendingCall) -> Edited | None:
+    """Who changed ``pending``'s arguments and what they were before, or None when nobody did."""
+    raw = pending.suspend_payload.get(EDITED)
+    if not isinstance(raw, dict) or not isinstance(raw.get("before"), dict):
+        return None
+    return Edited(by=str(raw.get("by") or ""), before=dict(raw["before"]))
+
+
+def edit_pending(tool: Tool, pending: PendingCall, args: dict[str, Any], *, edited_by: str) -> PendingCall:
+    """``pending`` (an approval) with its arguments replaced by ``args``, validated and defaults filled in as when
+    it was asked, and the edit recorded in its ``suspend_payload`` (:data:`EDITED`: who, and the arguments before
+    the first edit, so the model and the audit see both). Raises :class:`ToolInputError` for invalid ``args``."""
+    valid = tool.parse_args(args).model_dump(mode="json")
+    before = edited_of(pending)
+    original = before.before if before is not None else dict(pending.args)
+    payload = {**pending.suspend_payload, "args": valid, EDITED: {"by": edited_by, "before": original}}
+    return pending.model_copy(update={"args": valid, "suspend_payload": payload})
+
+
+def edit_note(edited: Edited, after: dict[str, Any]) -> str:
+    """What the model is told before an edited call's result: who changed the arguments, before and after."""
+    who = edited.by or "the person who approved"
+    return (
+        f"Note: {who} changed this call's arguments before approving it; it ran with the changed ones."
+        f" Before (yours): {json.dumps(edited.before, ensure_ascii=False, sort_keys=True)}."
+        f" After (what ran): {json.dumps(after, ensure_ascii=False, sort_keys=True)}. Its result follows.\n"
     )

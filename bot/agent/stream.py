@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import AsyncIterator, Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -95,6 +95,17 @@ class ApprovalPayload:
     interrupted: bool = False
     expires_at: datetime | None = None  # the decision's deadline
     asked_at: datetime | None = None  # when it was asked (an interrupted call is asked again)
+    edited: Edited | None = None  # a person changed the arguments before approving (``args``: the new ones)
+    policy: dict[str, Any] = field(default_factory=dict)  # the approval gate's notes (GateVerdict.notes)
+
+
+@dataclass(frozen=True)
+class Edited:
+    """A pending approval's arguments changed by a person: ``by`` (their id), ``before`` (the arguments the model
+    sent, validated: the first ones when edited more than once)."""
+
+    by: str
+    before: dict[str, Any]
 
 
 @dataclass(frozen=True)

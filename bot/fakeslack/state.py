@@ -5,8 +5,10 @@ reference/views/modal-views). Everything is plain ``dict`` so it can be sent as 
 
 - ``Directory``: team ``T_PLAYGROUND``, the bot (user ``U_BOT``, bot ``B_BOT``, app ``A_PLAYGROUND``), users
   ``U_ALICE``/``U_BOB``/``U_CAROL`` and channels ``C_GENERAL``/``C_RANDOM`` plus a DM channel ``D_<NAME>``
-  per user (``D_ALICE``...), and user groups (``usergroups``: group id -> member user ids; ``S_ONCALL`` has
-  ``U_BOB``), as ``usergroups.users.list`` answers them.
+  per user (``D_ALICE``...), and user groups (``usergroups``: group id -> member user ids; ``S_ONCALL``, handle
+  ``oncall``, has ``U_BOB``), as ``usergroups.list`` / ``usergroups.users.list`` answer them; each channel's members
+  (``channel_members``: everyone in ``C_GENERAL``, Alice in ``C_RANDOM``, the bot in both), as
+  ``conversations.members`` answers them.
 - ``Clock``: seconds since the epoch (float); injectable so tests can move time (trigger expiry) without
   sleeping. ``ManualClock`` is a settable one.
 - ``TsMinter``: message timestamps as Slack writes them, ``"1700000000.000100"`` (seconds, 6-digit micros),
@@ -96,6 +98,8 @@ class Directory:
     users: dict[str, JSON] = field(default_factory=dict)
     channels: dict[str, JSON] = field(default_factory=dict)
     usergroups: dict[str, list[str]] = field(default_factory=dict)
+    usergroup_handles: dict[str, str] = field(default_factory=dict)  # group id -> its handle ("oncall": @oncall)
+    channel_members: dict[str, list[str]] = field(default_factory=dict)  # conversations.members, by channel id
 
     @classmethod
     def default(cls) -> Directory:
@@ -113,6 +117,9 @@ class Directory:
                 "is_member": True,
             }
         directory.usergroups[ONCALL_GROUP_ID] = ["U_BOB"]
+        directory.usergroup_handles[ONCALL_GROUP_ID] = "oncall"
+        directory.channel_members["C_GENERAL"] = [BOT_USER_ID, "U_ALICE", "U_BOB", "U_CAROL"]
+        directory.channel_members["C_RANDOM"] = [BOT_USER_ID, "U_ALICE"]
         return directory
 
     def add_user(self, user_id: str, name: str, *, is_bot: bool = False) -> None:

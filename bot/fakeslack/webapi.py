@@ -12,7 +12,10 @@ expired_trigger_id, not_found, hash_conflict, push_limit_reached, invalid_argume
 reactions.add / reactions.remove (already_reacted, no_reaction, invalid_name); conversations.replies,
 conversations.history (thread_not_found); conversations.info (channel_not_found; a user id is not a channel
 here); users.info (user_not_found); usergroups.users.list (no_such_subteam:
-Slack's code for an unknown user group; ``include_disabled`` is accepted, there are no disabled groups).
+Slack's code for an unknown user group; ``include_disabled`` is accepted, there are no disabled groups);
+usergroups.list (``include_users`` / ``include_count`` / ``include_disabled`` as Slack's booleans: true/false/1/0,
+anything else invalid_arguments); conversations.members (channel_not_found; ``limit`` 1..1000 else invalid_limit;
+``cursor`` from ``response_metadata.next_cursor``, anything else invalid_cursor; a DM answers its two people).
 chat.postMessage / chat.update keep ``metadata`` (``{event_type, event_payload}``; anything else is ignored),
 returned by conversations.replies / history only with ``include_all_metadata``; a bot post in a thread clears its
 assistant status; a text-only chat.postMessage is stored with the ``rich_text`` block Slack derives from its text.
@@ -44,6 +47,7 @@ from bot.fakeslack.state import (
     VIEW_STACK_LIMIT,
     Ephemeral,
     SlackState,
+    dm_channel_id,
     make_view,
 )
 
@@ -122,6 +126,8 @@ class WebApi:
             "conversations.info": self.conversations_info,
             "users.info": self.users_info,
             "usergroups.users.list": self.usergroups_users_list,
+            "usergroups.list": self.usergroups_list,
+            "conversations.members": self.conversations_members,
         }
 
     # -- helpers ----------------------------------------------------------------------------------
@@ -455,9 +461,65 @@ class WebApi:
             raise ApiError("user_not_found")
         return {"ok": True, "user": copy.deepcopy(user)}
 
+    async def usergroups_list(self, params: JSON) -> JSON:
+        flags = {name: _flag(params, name) for name in ("include_users", "include_count", "include_disabled")}
+        groups = []
+        for group_id, members in self.state.directory.usergroups.items():
+            handle = self.state.directory.usergroup_handles.get(group_id, group_id.lower())
+            group: JSON = {
+                "id": group_id,
+                "team_id": TEAM_ID,
+                "is_usergroup": True,
+                "name": handle.title(),
+                "handle": handle,
+                "date_delete": 0,
+                "auto_type": None,
+            }
+            if flags["include_users"]:
+                group["users"] = list(members)
+            if flags["include_count"]:
+                group["user_count"] = len(members)
+            groups.append(group)
+        return {"ok": True, "usergroups": groups}
+
+    async def conversations_members(self, params: JSON) -> JSON:
+        require(params, "channel")
+        channel = str(params["channel"])
+        if channel not in self.state.conversations:
+            raise ApiError("channel_not_found")
+        try:
+            limit = int(params.get("limit") or 100)
+        except (TypeError, ValueError):
+            raise ApiError("invalid_limit") from None
+        if not 1 <= limit <= 1000:
+            raise ApiError("invalid_limit")
+        members = self.state.directory.channel_members.get(channel)
+        if members is None:
+            dm_of = [u for u in self.state.directory.users if dm_channel_id(u) == channel]
+            members = [BOT_USER_ID, *dm_of]
+        cursor = str(params.get("cursor") or "")
+        start = 0
+        if cursor:
+            if not cursor.startswith("members:") or not cursor[8:].isdigit() or int(cursor[8:]) > len(members):
+                raise ApiError("invalid_cursor")
+            start = int(cursor[8:])
+        page = members[start : start + limit]
+        following = f"members:{start + limit}" if start + limit < len(members) else ""
+        return {"ok": True, "members": page, "response_metadata": {"next_cursor": following}}
+
     async def usergroups_users_list(self, params: JSON) -> JSON:
         require(params, "usergroup")
         members = self.state.directory.usergroups.get(str(params["usergroup"]))
         if members is None:
             raise ApiError("no_such_subteam")
         return {"ok": True, "users": list(members)}
+
+
+def _flag(params: JSON, name: str) -> bool:
+    """A boolean argument as Slack reads it (``true`` / ``false`` / ``1`` / ``0``; absent: false)."""
+    value = params.get(name)
+    if value in (None, "", False, 0, "0", "false"):
+        return False
+    if value in (True, 1, "1", "true"):
+        return True
+    raise invalid("invalid_arguments", [f"invalid value for {name}: expected a boolean"], with_errors=False)

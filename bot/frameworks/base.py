@@ -211,12 +211,12 @@ class FrameworkAgent(Agent):
                 return state, None
             record = FrameworkRecord(framework=self.framework, state=outcome.state, requests=outcome.requests)
             for request in outcome.requests:
-                ruled = self._policy_decision(request, state)
+                ruled = await self._policy_decision(request, state)
                 if ruled is not None:
                     record.decisions.append(ruled)
             record.put(state)
 
-    def _policy_decision(self, request: Request, state: RunState) -> Decision | None:
+    async def _policy_decision(self, request: Request, state: RunState) -> Decision | None:
         """The approval gate's decision on an approval request, when it makes one (no approval needed: approved; one
         nobody may give: declined with the policy's reason); None: ask a person."""
         if request.kind != "approval":
@@ -228,7 +228,7 @@ class FrameworkAgent(Agent):
             execute_fn=_never,
             require_approval=True,
         )
-        verdict = verdict_of(self.approval_gate, tool, request.args, state, agent_wide=False)
+        verdict = await verdict_of(self.approval_gate, tool, request.args, state, agent_wide=False)
         if verdict.decline is not None:
             return Decision(tool_call_id=request.tool_call_id, kind="approval", approved=False, reason=verdict.decline)
         if not verdict.needs_approval:

@@ -21,17 +21,21 @@ Line shape: the message is ``"<kind> <outcome>"`` followed by the fields as ``ke
 
 What of the answer is kept (privacy): option labels for choices (the bot's own options, not a person's words),
 the length (``answer_chars``) of a free-form answer, the field names of a filled form, and only the length
-(``reason_chars``) of a person's decline reason; fixed reasons (``no answer``, ``cancelled``) are kept as they are.
+(``reason_chars``) of a person's decline reason; fixed reasons (``no answer``, ``cancelled``) are kept as they are;
+of an approval whose arguments were edited, who edited it, the names of the arguments changed and digests of the
+arguments before and after (``edited_by``, ``edited_args``, ``args_before_sha256``, ``args_sha256``).
 The audit lines outlive the run's retention in Redis wherever the logs are kept.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from datetime import datetime
 from typing import Any, Literal
 
+from bot.agent.approvals import edited_of
 from bot.agent.state import Answer, PendingCall, RunState, utcnow
 from bot.ops import metrics as m
 
@@ -164,7 +168,28 @@ def claimed(state: RunState, pending: PendingCall, answer: Answer) -> None:
     fields["waited_seconds"] = round(waited, 3)
     if answer.outcome != "cancelled":
         fields.update(_answer_fields(answer, pending))
+    fields.update(_edit_fields(pending))
     _emit(fields)
+
+
+def _edit_fields(pending: PendingCall) -> dict[str, Any]:
+    """An approval whose arguments a person changed before it was decided (issue 23 part 3): who, which arguments,
+    and a digest of the arguments before and after (SHA-256 of their canonical JSON, 16 hex characters: the values
+    themselves stay out of the logs)."""
+    edited = edited_of(pending) if pending.kind == "approval" else None
+    if edited is None:
+        return {}
+    changed = sorted(k for k in {*edited.before, *pending.args} if edited.before.get(k) != pending.args.get(k))
+    return {
+        "edited_by": edited.by,
+        "edited_args": changed,
+        "args_before_sha256": _digest(edited.before),
+        "args_sha256": _digest(pending.args),
+    }
+
+
+def _digest(args: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(args, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
 def retried(state: RunState) -> None:

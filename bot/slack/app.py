@@ -64,6 +64,7 @@ from bot.store.conversations import ConversationIndex
 from bot.store.inbox import Inbox
 from bot.store.limits import ActiveRuns
 from bot.store.pane_contexts import PaneContexts
+from bot.store.quorum import Quorums
 from bot.store.schedule import Schedule, Scheduler
 from bot.store.work_queue import WorkQueue
 
@@ -224,7 +225,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     web_api = SlackWeb(client)
     policy = approver_policy(settings, client=client)
     if policy.policy is not None:  # APPROVAL_POLICY: its rules' say on each call (require, declined at once)
-        agent.approval_gate = policy_gate(policy.policy)
+        agent.approval_gate = policy_gate(policy.policy, people=policy.people)
     plan = WaitPlan(Schedule(redis_client, prefix=settings.redis_prefix), wait_settings(settings))
     inbox = Inbox(redis_client, keys=keys, retention=retention)
     home = Home(
@@ -295,7 +296,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     app.listener_runner.lazy_listener_runner = runner
     app.middleware(use_client(client))  # first: the middleware and listeners after it get this client
     modal = AnswerModal(answering, key=modal_key(client.token or ""))
-    approving = Approving(answering, modal=modal)
+    approving = Approving(answering, modal=modal, quorums=Quorums(redis_client, keys=keys, retention=retention))
     pane = AssistantPane(
         threads=threads,
         web=web_api,

@@ -42,7 +42,8 @@ from bot.slack.questions.answer_modal import AnswerModal
 from bot.slack.questions.answering import Answering
 from bot.slack.render import blocks as bk
 from bot.slack.render import modals
-from bot.slack.render.approvals import ACT_APPROVE, ACT_DECLINE, ACT_DETAILS
+from bot.slack.render.approvals import ACT_APPROVE, ACT_DECLINE, ACT_DETAILS, ACT_EDIT, ACT_TAKE_BACK
+from bot.slack.render.edit_modal import EDIT_CALLBACK
 from bot.slack.transport.runner import LazyJobs, acked, no_lazy_only_from_outside
 
 log = logging.getLogger(__name__)
@@ -122,4 +123,7 @@ def register(
     app.action(ACT_DECLINE)(ack=approving.open_modal, lazy=[on_open_decline])
     app.action(ACT_DETAILS)(ack=approving.open_modal, lazy=[on_open_details])
     app.view(modals.DECLINE_CALLBACK)(ack=approving.ack_decline, lazy=[on_decline])
+    app.action(ACT_TAKE_BACK)(ack=_ack, lazy=[jobs.add(approving.on_take_back)])
+    app.action(ACT_EDIT)(ack=approving.open_modal, lazy=[jobs.add(approving.on_open_edit)])
+    app.view(EDIT_CALLBACK)(ack=approving.ack_edit, lazy=[jobs.add(approving.on_edit)])
     return jobs

@@ -22,6 +22,9 @@ one Redis and on a cluster.
 - ``{prefix}escalationq:{team_id}:{target}`` / ``reminderq:...`` - set: ``[run_id, tool_call_id, n]`` (JSON) of the
   questions due to be escalated to (reminded to) ``target`` (a channel or user id) in one message (see
   :mod:`bot.slack.questions.waiting`).
+- ``{prefix}quorum:{<run_id>}:{tool_call_id}:{asking}`` - hash: the approvals gathered so far for one asking of an
+  approval request that needs several (user id -> order; ``#seq``, ``#done``: who completed it), see
+  :mod:`bot.store.quorum`; ``asking`` names the asking and the arguments approved (an edit starts a new one).
 - ``{prefix}event:{event_id}`` - string: a Slack event already taken (retry dedupe).
 - ``{prefix}thread:{team_id}:{channel_id}:{thread_ts}`` - hash: the run of a Slack thread.
 - ``{prefix}pane:{channel_id}:{thread_ts}`` - string (JSON): what an assistant-pane thread's person is looking at
@@ -86,6 +89,11 @@ class Keys:
     def notice_queue(self, kind: str, team_id: str, target: str) -> str:
         """The questions waiting to be sent to ``target`` together in one ``kind`` message (escalation, reminder)."""
         return f"{self.prefix}{kind}q:{team_id}:{target}"
+
+    def quorum(self, run_id: str, tool_call_id: str, asking: str) -> str:
+        """The approvals gathered for one asking (``asking``: its id and the arguments' digest) of approval request
+        ``tool_call_id`` of run ``run_id`` (same slot as :meth:`run`)."""
+        return f"{self.prefix}quorum:{{{run_id}}}:{tool_call_id}:{asking}"
 
     def event(self, event_id: str) -> str:
         """The marker of a Slack ``event_id`` already processed."""

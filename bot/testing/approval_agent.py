@@ -1,19 +1,24 @@
 """An agent factory for tests of tool approval through Slack: ``AGENT=bot.testing.approval_agent:build``.
 
 Its tools: ``restart_service(name)`` (needs approval; records each run in :data:`RESTARTS`, and waits on
-:data:`GATE` when a test sets one), ``lookup_ticket(ticket_id)`` (plain) and ``ask_user``.
+:data:`GATE` when a test sets one), ``scale_service(name, replicas, region, labels)`` (needs approval; arguments of
+several JSON types, for the Edit modal; records each run's arguments in :data:`SCALES`), ``lookup_ticket(ticket_id)``
+(plain) and ``ask_user``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from bot.agent import Agent, make_ask_user_tool, tool
 from bot.agent.model import ChatModel
 from bot.agent.store import RunStore
 
 RESTARTS: list[str] = []
+SCALES: list[dict[str, Any]] = []
 GATE: dict[str, asyncio.Event] = {}
 
 
@@ -33,6 +38,24 @@ async def restart_service(name: str, force: bool = False) -> str:
     return f"{name} restarted"
 
 
+@tool(require_approval=True)
+async def scale_service(
+    name: str,
+    replicas: Annotated[int, Field(ge=1, le=50, description="How many instances")],
+    region: Literal["eu", "us"] = "eu",
+    labels: dict[str, str] | None = None,
+) -> str:
+    """Scale a service.
+
+    Args:
+        name: The service to scale.
+        region: Where.
+        labels: Labels to set.
+    """
+    SCALES.append({"name": name, "replicas": replicas, "region": region, "labels": labels})
+    return f"{name} scaled to {replicas} in {region}"
+
+
 @tool
 async def lookup_ticket(ticket_id: str) -> dict[str, Any]:
     """Look up a support ticket."""
@@ -46,6 +69,6 @@ def build(*, model: ChatModel, store: RunStore) -> Agent:
         name="Ops",
         instructions="You restart services when asked.",
         model=model,
-        tools=[restart_service, lookup_ticket, make_ask_user_tool(max_options=100)],
+        tools=[restart_service, scale_service, lookup_ticket, make_ask_user_tool(max_options=100)],
         store=store,
     )

@@ -30,6 +30,7 @@ from bot.store.conversations import ConversationIndex, MessageRef
 from bot.store.inbox import Inbox
 from bot.store.limits import ActiveRuns
 from bot.store.pane_contexts import PaneContexts
+from bot.store.quorum import Quorums
 from bot.store.schedule import Due, DueItem, Schedule
 from bot.store.work_queue import GROUP, WorkQueue
 
@@ -114,6 +115,11 @@ async def exercise(client: SlotCheckingRedis, keys: Keys) -> None:
     await store.request_stop("run-1", by="U1")
     assert await store.stop_requested("run-1") == "U1" and await store.lease_owner("run-1") == "p"
     await store.now()
+
+    quorums = Quorums(client, keys=keys)
+    assert (await quorums.approve("run-1", "c1", "1:ab", user="U1", required=2)).status == "counted"
+    assert (await quorums.withdraw("run-1", "c1", "1:ab", user="U1")).status == "withdrawn"
+    assert (await quorums.tally("run-1", "c1", "1:ab")).approvers == ()
 
     runs = ActiveRuns(client, keys=keys)
     assert await runs.acquire("T1:U1", slot="run-1", limit=2) and await runs.renew("T1:U1", slot="run-1")

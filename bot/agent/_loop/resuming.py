@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.agent._loop.tool_calls import ToolRunner
-from bot.agent.approvals import Save, run_decided, suspend
+from bot.agent.approvals import Save, policy_notes, run_decided, suspend
 from bot.agent.state import Answer, PendingCall, RunState, ToolCall, utcnow
 from bot.agent.stream import AgentStream, ToolCallChunk, ToolCallPayload
 
@@ -39,7 +39,8 @@ async def continue_pending(
             error = {"error": f"unknown tool {pending.tool_name!r}"}
             runner.add_result(state, call, error, out, is_error=True)
             return
-        suspend(state, pending.tool_call_id, tool, pending.args, ask_ttl=runner.ask_ttl, interrupted=True)
+        notes = policy_notes(pending) if pending.kind == "approval" else None
+        suspend(state, pending.tool_call_id, tool, pending.args, ask_ttl=runner.ask_ttl, interrupted=True, notes=notes)
     resume = pending.resume
     question_tool = tool is not None and tool.asks_person  # e.g. ask_user
     if pending.kind == "question" and resume is not None and resume.outcome != "answer" and question_tool:

@@ -8,15 +8,17 @@ message then says who decided, and once the call ends how it went (ran in N s, o
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.agent.answers import Answered, Open
 from bot.agent.approvals import approval_payload
-from bot.agent.state import RunState
+from bot.agent.state import PendingCall, RunState
 from bot.agent.stream import AgentStream
+from bot.agent.tools import ToolInputError
 from bot.errors import (
     NotAwaitingThisKind,
+    RunConflict,
     RunNotFound,
     StoreUnavailable,
 )
@@ -30,8 +32,18 @@ from bot.slack.questions.notices import GONE, NOT_OPEN, STORE_DOWN, explain
 from bot.slack.questions.picks import button_ref
 from bot.slack.refs import QuestionRef
 from bot.slack.render import modals
-from bot.slack.render.approvals import decision_outcome, decline_question, details_text
+from bot.slack.render.approvals import (
+    QuorumProgress,
+    decision_outcome,
+    decline_question,
+    details_text,
+    quorum_line,
+    quorum_outcome,
+)
+from bot.slack.render.edit_modal import edit_modal, editable_fields, edited_arguments
 from bot.slack.replies.thread import Decided
+from bot.store.conversations import MessageRef, asked_id
+from bot.store.quorum import ABSENT, AGAIN, DONE, REACHED, Quorums, Tally, asking_of
 
 Ack = Callable[..., Awaitable[Any]]
 
@@ -40,9 +52,10 @@ class Approving:
     """Approve / Decline / Details listeners for ``answering``'s agent (who may decide:
     ``answering.permissions``)."""
 
-    def __init__(self, answering: Answering, *, modal: AnswerModal) -> None:
+    def __init__(self, answering: Answering, *, modal: AnswerModal, quorums: Quorums) -> None:
         self.answering = answering
         self.modal = modal
+        self.quorums = quorums  # the approvals gathered toward each quorum (bot.store.quorum)
 
     # --- Approve ---------------------------------------------------------------------------------
 
@@ -78,6 +91,13 @@ class Approving:
         if check.pending.kind != "approval":
             await say(NOT_OPEN)
             return
+        outcome = decision_outcome(approved=approved, user=where.user, reason=reason)
+        if approved:
+            tally = await self._count(state, ctx, check.pending, where=where, say=say, clicked=clicked)
+            if tally is None:  # a quorum still gathering (its progress shown), or told why not
+                return
+            if len(tally.approvers) > 1:
+                outcome = quorum_outcome(tally.approvers, required=len(tally.approvers))
         slot = await self.answering.slot(ctx, say, user=where.user)
         if slot is None:
             return
@@ -88,7 +108,6 @@ class Approving:
                     return
                 payload = approval_payload(check.pending)
                 follower = self.answering.follower
-                outcome = decision_outcome(approved=approved, user=where.user, reason=reason)
                 if approved:
                     running = f"{outcome} · running…"
                     await follower.close_approval(state.run_id, payload, outcome=running, clicked=clicked, ongoing=True)
@@ -97,6 +116,79 @@ class Approving:
                 else:
                     await follower.close_approval(state.run_id, payload, outcome=outcome, clicked=clicked)
                     await follower.follow(stream, ctx)
+
+    # --- quorum (issue 23 part 2) ----------------------------------------------------------------------
+
+    async def _count(
+        self,
+        state: RunState,
+        ctx: SlackContext,
+        pending: PendingCall,
+        *,
+        where: Where,
+        say: Say,
+        clicked: MessageRef | None,
+    ) -> Tally | None:
+        """Count ``where.user``'s approval of ``pending`` toward its rule's quorum: the tally when the decision is
+        to be claimed now (one approval needed; or this one completed the quorum, which exactly one approval does,
+        across processes: :class:`~bot.store.quorum.Quorums`), else None after showing the progress (or telling
+        the person why it doesn't count)."""
+        approvers = self.answering.permissions.approvers.for_call(ctx, pending.tool_name, pending.args)
+        if not approvers.quorum:
+            return Tally(status=REACHED, approvers=(where.user,), completed_by=where.user)
+        asking = asking_of(asked_id(pending.suspended_at), pending.args)
+        try:
+            tally = await self.quorums.approve(
+                state.run_id, pending.tool_call_id, asking, user=where.user, required=approvers.required
+            )
+        except StoreUnavailable:
+            await say(STORE_DOWN)
+            return None
+        if tally.status == REACHED or (tally.status == DONE and tally.completed_by == where.user):
+            return tally  # this approval completed it (again: a redelivered job whose claim may not have been made)
+        if tally.status == DONE:  # completed by someone else's approval: their claim runs it
+            await say("This already has all the approvals it needs.")
+            return None
+        progress = QuorumProgress(approvers.required, tally.approvers)
+        if tally.status == AGAIN:
+            await say(f"Your approval is already counted ({quorum_line(progress)}).")
+        payload = approval_payload(pending)
+        await self.answering.follower.show_quorum(state.run_id, payload, ctx, progress=progress, clicked=clicked)
+        return None
+
+    async def on_take_back(self, body: dict[str, Any]) -> None:
+        """Lazy listener of "Take back my approval": the person's approval no longer counts toward the quorum
+        (refused once the quorum is complete: the call runs)."""
+        where = Where.of_action(body)
+        say = self.answering.say_to(where)
+        found = await self._found(body, where, say)
+        if found is None:
+            return
+        state, ctx, call = found
+        say = self.answering.say_to(where, ctx)
+        check = await self.answering.agent.check(state, call)
+        if not isinstance(check, Open) or check.pending.kind != "approval":
+            await say(NOT_OPEN)
+            return
+        pending = check.pending
+        approvers = self.answering.permissions.approvers.for_call(ctx, pending.tool_name, pending.args)
+        asking = asking_of(asked_id(pending.suspended_at), pending.args)
+        try:
+            tally = await self.quorums.withdraw(state.run_id, pending.tool_call_id, asking, user=where.user)
+        except StoreUnavailable:
+            await say(STORE_DOWN)
+            return
+        if tally.status == DONE:
+            await say("Too late to take it back: it already has all the approvals it needs.")
+            return
+        if tally.status == ABSENT:
+            await say("You haven't approved this, so there is nothing to take back.")
+            return
+        progress = QuorumProgress(approvers.required, tally.approvers)
+        await say(f"Your approval is taken back ({quorum_line(progress)}).")
+        payload = approval_payload(pending)
+        clicked = where.message_in(ctx)
+        await self.answering.follower.show_quorum(state.run_id, payload, ctx, progress=progress, clicked=clicked)
 
     async def _claim(self, attempt: Attempt, *, approved: bool, reason: str | None) -> AgentStream | None:
         agent, say = self.answering.agent, attempt.say
@@ -212,5 +304,148 @@ class Approving:
             return NOT_OPEN
         return state, ctx, call
 
+    # --- Edit before approving (issue 23 part 3) ------------------------------------------------------
+
+    async def on_open_edit(self, body: dict[str, Any], context: Any) -> None:
+        """Edit (lazy): the loading modal becomes the form of the arguments the call's rule lets approvers change
+        (:func:`bot.slack.render.edit_modal.edit_modal`), or a notice (not allowed, no longer open, nothing to
+        edit)."""
+        view_id = context.get(LOADING_VIEW) if context else None
+        if not view_id:
+            return
+        web = self.answering.web
+
+        async def notice(text: str) -> None:
+            await web.update_view(view_id, modals.notice_modal(text))
+
+        where = Where.of_action(body)
+        found = await self._found(body, where, notice)
+        if found is None:
+            return
+        state, ctx, call = found
+        check = await self.answering.agent.check(state, call)
+        if not isinstance(check, Open) or check.pending.kind != "approval":
+            await notice(NOT_OPEN)
+            return
+        pending = check.pending
+        approvers = self.answering.permissions.approvers.for_call(ctx, pending.tool_name, pending.args)
+        schema = self._schema(pending.tool_name)
+        if not approvers.editable or schema is None or not editable_fields(schema, approvers.editable):
+            await notice("Nothing of this call can be edited.")
+            return
+        ref = QuestionRef.of(state.run_id, call)
+        meta = self.modal.metadata(
+            run_id=state.run_id, call=ref.call, user=where.user, view_id=view_id, asked=pending.suspended_at
+        )
+        view = edit_modal(
+            tool_name=pending.tool_name,
+            schema=schema,
+            args=pending.args,
+            editable=approvers.editable,
+            quorum=approvers.quorum,
+            private_metadata=meta,
+        )
+        await web.update_view(view_id, view)
+
+    def _schema(self, tool_name: str) -> dict[str, Any] | None:
+        """The JSON schema of ``tool_name``'s arguments (what the model sees), or None for a tool not known here."""
+        tool = self.answering.agent.tools.get(tool_name)
+        if tool is None:
+            return None
+        parameters = tool.spec().get("function", {}).get("parameters")
+        return parameters if isinstance(parameters, dict) else None
+
+    async def ack_edit(self, ack: Ack, body: dict[str, Any], context: Any) -> None:
+        """A submitted Edit form (ack side): errors under each field that doesn't fit the tool's schema, or a form
+        not opened for this person / a call no longer waiting (an error in the form); otherwise it closes and
+        :meth:`on_edit` saves the edit and approves."""
+        found = await self._edit_form(body)
+        if isinstance(found, str):
+            await ack(response_action="errors", errors={self._first_block(body): found})
+            return
+        if found.errors:
+            await ack(response_action="errors", errors=found.errors)
+            return
+        context[ACCEPTED_EDIT] = True
+        await ack()
+
+    @staticmethod
+    def _first_block(body: dict[str, Any]) -> str:
+        blocks = (body.get("view") or {}).get("blocks") or []
+        return next((str(b.get("block_id")) for b in blocks if b.get("type") == "input"), "")
+
+    async def on_edit(self, body: dict[str, Any], context: Any) -> None:
+        """A submitted Edit form (lazy): save the edited arguments on the pending call (``Agent.edit_tool_call``),
+        then approve it with them as the editor: under a quorum the approvals gathered for the old arguments no
+        longer count (:func:`bot.store.quorum.asking_of`), the editor's is the first for the new ones."""
+        if not (context and context.get(ACCEPTED_EDIT)):
+            return
+        user = str((body.get("user") or {}).get("id") or "")
+        found = await self._edit_form(body)
+        if isinstance(found, str) or found.errors:
+            await self.answering.web.tell(user, found if isinstance(found, str) else NOT_OPEN)
+            return
+        state, ctx, call = found.found
+        where = Where(user=user, surface="modal", team_id=ctx.team_id)
+        say = self.answering.say_to(where, ctx)
+        agent = self.answering.agent
+        try:
+            saved = await agent.edit_tool_call(
+                run_id=state.run_id, tool_call_id=call, arguments=found.arguments, edited_by=user
+            )
+        except ToolInputError as exc:
+            await say(f"Those arguments don't fit the tool, so nothing changed: {exc}")
+            return
+        except (*LOST_CLAIM, NotAwaitingThisKind, RunConflict):
+            await say("This changed while you were editing it, so your edit wasn't saved; look at it again.")
+            return
+        except RunNotFound:
+            await say(GONE)
+            return
+        except StoreUnavailable:
+            await say(STORE_DOWN)
+            return
+        assert saved.pending is not None
+        payload = approval_payload(saved.pending)
+        approvers = self.answering.permissions.approvers.for_call(ctx, saved.pending.tool_name, saved.pending.args)
+        progress = QuorumProgress(approvers.required) if approvers.quorum else None
+        await self.answering.follower.show_quorum(saved.run_id, payload, ctx, progress=progress)
+        await self.decide(saved, ctx, call, where=where, approved=True, reason=None)
+
+    async def _edit_form(self, body: dict[str, Any]) -> EditForm | str:
+        """The call a submitted Edit form is about and the arguments it gives (with errors by block), if this
+        person may still edit it; or what to tell them."""
+        user = str((body.get("user") or {}).get("id") or "")
+        found = await self.modal.form_question(body)
+        if isinstance(found, str):
+            return found
+        state, ctx, call = found
+        where = Where(user=user, surface="modal", team_id=ctx.team_id)
+        refused = await self.answering.permissions.refusal(state, ctx, call, user=user, where=where, expect="approval")
+        if refused is not None:
+            return refused
+        check = await self.answering.agent.check(state, call)
+        if not isinstance(check, Open) or check.pending.kind != "approval":
+            return NOT_OPEN
+        pending = check.pending
+        approvers = self.answering.permissions.approvers.for_call(ctx, pending.tool_name, pending.args)
+        schema = self._schema(pending.tool_name)
+        if not approvers.editable or schema is None:
+            return "Nothing of this call can be edited."
+        view = body.get("view") or {}
+        arguments, errors = edited_arguments(view, schema=schema, args=pending.args, editable=approvers.editable)
+        return EditForm(found=found, arguments=arguments, errors=errors)
+
+
+@dataclass(frozen=True)
+class EditForm:
+    """A submitted Edit form read back: the call it is about (``found``), the ``arguments`` it gives, and the
+    ``errors`` by input block id (empty: they fit the tool's schema)."""
+
+    found: Found
+    arguments: dict[str, Any]
+    errors: dict[str, str]
+
 
 ACCEPTED_DECLINE = "decline_accepted"
+ACCEPTED_EDIT = "edit_accepted"

@@ -1,8 +1,9 @@
-"""The Slack layer's reading of ``APPROVAL_POLICY`` (:mod:`bot.approval_policy`) for today's approval flow: what
-a rule's fields mean for one call (:func:`policy_call`: an outside agent's request is its action;
-:func:`blocked_reason`: nobody may approve it), the runtime's gate (:func:`policy_gate`: ``require`` and the decline
-at once), and what the start logs as not carried out yet (:func:`not_carried_out`). Who may approve is
-:class:`bot.slack.questions.approvers.ApproverPolicy`'s (``for_call``)."""
+"""The Slack layer's reading of ``APPROVAL_POLICY`` (:mod:`bot.approval_policy`): what a rule's fields mean for one
+call (:func:`policy_call`: an outside agent's request is its action; :func:`blocked_reason`: nobody may approve it),
+the runtime's gate (:func:`policy_gate`: ``require``, the decline at once, the rule's deadline and the notes kept
+with the request: its rule, how its arguments are shown, where it is asked), and what the start logs as not carried
+out yet (:func:`not_carried_out`). Who may approve is :class:`bot.slack.questions.approvers.ApproverPolicy`'s
+(``for_call``)."""
 
 from __future__ import annotations
 
@@ -13,41 +14,56 @@ from bot.agent.approvals import ApprovalGate, GateVerdict
 from bot.agent.asking import APPROVAL_TOOL
 from bot.agent.state import RunState
 from bot.agent.tools import Tool
-from bot.approval_policy import Decision, Policy
+from bot.approval_policy import Decision, Escalation, Policy
 from bot.errors import StoreCorrupt
+from bot.slack.approvals.people import People
 from bot.slack.context import SlackContext
 
 log = logging.getLogger(__name__)
 
+ESCALATE = "escalate"  # the policy note of a rule's on_deadline: escalate (the ids and handles to ask then)
+DEADLINE = "deadline"  # ... and of its deadline (seconds; None: ASK_TTL_SECONDS)
+
 
 def blocked_reason(decision: Decision) -> str | None:
-    """Why nobody may approve a call ``decision`` is about: its rule can't be satisfied for the requester, or it
-    needs more than one approval (quorum: a later part of the policy); None when someone may."""
-    if decision.unsatisfiable is not None:
-        return decision.unsatisfiable
-    if decision.required > 1:
-        return f"it needs {decision.required} approvals, which this version can't collect yet"
-    return None
+    """Why nobody may approve a call ``decision`` is about: its rule can't be satisfied for the requester (too few
+    people could approve it, :func:`bot.approval_policy.unsatisfiable`); None when someone may."""
+    return decision.unsatisfiable
 
 
-def policy_gate(policy: Policy) -> ApprovalGate:
+def policy_gate(policy: Policy, *, people: People | None = None) -> ApprovalGate:
     """The agent's :data:`~bot.agent.approvals.ApprovalGate` for ``policy``: the matching rule's ``require``
     (``always`` / ``never``; ``tool``: the tool's say), and a call nobody may approve (:func:`blocked_reason`) is
     declined at once with the reason, never left waiting. An outside agent's approval request (the MCP server's) is
     always asked: its answer is a person's decision (one nobody may give waits, refused, until its deadline). A run
-    not started from Slack: the tool decides."""
+    not started from Slack: the tool decides. Rules' ``requester.groups`` are matched on the requester's groups,
+    looked up through ``people`` (cached; without it, no requester is in any group)."""
+    among = tuple(dict.fromkeys(g for rule in policy.rules for g in rule.requester.groups))
 
-    def gate(tool: Tool, args: dict[str, Any], state: RunState, tool_requires: bool) -> GateVerdict:
+    async def gate(tool: Tool, args: dict[str, Any], state: RunState, tool_requires: bool) -> GateVerdict:
         try:
             ctx = SlackContext.of(state)
         except StoreCorrupt:
             return GateVerdict(tool_requires)
-        if tool.id == APPROVAL_TOOL:
-            return GateVerdict(True)
+        outside = tool.id == APPROVAL_TOOL  # always asked (see above); the rule says how and where
         name, call_args = policy_call(tool.id, args)
+        groups: set[str] = set()
+        if among and people is not None and ctx.requester:
+            groups = await people.groups_of(ctx.requester, among=among)
         decision = policy.decide(
-            name, call_args, requester=ctx.requester, channel=ctx.channel_id, tool_requires=tool_requires
+            name,
+            call_args,
+            requester=ctx.requester,
+            channel=ctx.channel_id,
+            tool_requires=tool_requires or outside,
+            requester_groups=groups,
         )
+        notes: dict[str, Any] = {"rule": decision.name, "arguments": decision.arguments, "where": decision.where}
+        if isinstance(decision.on_deadline, Escalation):
+            notes[ESCALATE] = list(decision.on_deadline.escalate)
+            notes[DEADLINE] = decision.deadline  # seconds (None: ASK_TTL_SECONDS), as long again once escalated
+        if outside:
+            return GateVerdict(True, notes=notes)
         if not decision.needs_approval:
             return GateVerdict(False)
         why = blocked_reason(decision)
@@ -56,7 +72,7 @@ def policy_gate(policy: Policy) -> ApprovalGate:
             return GateVerdict(
                 True, decline=f"nobody can approve it under the approval policy's rule {decision.name!r}: {why}"
             )
-        return GateVerdict(True)
+        return GateVerdict(True, deadline=decision.deadline, notes=notes)
 
     return gate
 
@@ -87,21 +103,7 @@ def not_carried_out(policy: Policy) -> list[str]:
         later = [
             name
             for name, used in (
-                (f"required: {rule.required} (such calls are declined at once)", rule.required > 1),
-                (f"where: {rule.where}", rule.where != "thread"),
-                ("deadline", rule.deadline is not None),
-                ("on_deadline", rule.on_deadline is not None),
-                ("arguments: details-only", rule.arguments != "shown"),
-                ("edit", bool(rule.edit)),
                 ("grants", rule.grants != ("once",)),
-                (
-                    "requester.groups (the requester's groups are not looked up yet: never matches)",
-                    bool(rule.requester.groups),
-                ),
-                (
-                    "approvers @handle / channel:C... (they admit nobody yet)",
-                    any(a.startswith(("@", "channel:")) for a in rule.approvers),
-                ),
             )
             if used
         ]

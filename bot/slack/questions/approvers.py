@@ -1,32 +1,33 @@
 """Who may approve tool calls (``APPROVERS``): the person who started the run (``requester``, the default), anyone in
 the run's channel (``channel``), or a list of user ids and user-group ids, because the person who asked is often not
-the person who may approve. User groups are resolved with ``usergroups.users.list`` (scope ``usergroups:read``) and
-cached for :data:`GROUP_CACHE_SECONDS`.
+the person who may approve. User groups and channels' members are looked up in Slack and cached for
+:data:`GROUP_CACHE_SECONDS` (:class:`bot.slack.approvals.people.People`).
 
 With ``APPROVAL_POLICY`` (:mod:`bot.approval_policy`, docs/approvals.md) the approvers are the matching rule's:
-:meth:`ApproverPolicy.for_call` gives the approvers of one call. What this part of the policy carries out: the
-rule's ``approvers`` (``requester``, ``channel``, user ids, user-group ids; ``@handle`` and ``channel:C...`` admit
-nobody yet, they are resolved in a later part); nobody may approve a call the rule can't satisfy, nor one needing
-more than one approval (quorum is a later part): :func:`bot.slack.approvals.rules.policy_gate` declines such a
-call at once, and says which calls are asked (``require``).
+:meth:`ApproverPolicy.for_call` gives the approvers of one call: the rule's ``approvers`` (``requester``,
+``channel``, user ids, user groups by ``S...`` id or ``@handle``, ``channel:C...``: the members of that channel),
+how many distinct approvals it needs (``required``; the requester's own counts only by ``requester_counts``) and
+which arguments an approver may edit; a call the rule can't satisfy is approved by nobody
+(:func:`bot.slack.approvals.rules.policy_gate` declines it at once, and says which calls are asked: ``require``).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.approval_policy import GROUP_ID, USER_ID, Policy, load_policy
+from bot.approval_policy import CHANNEL_PREFIX, GROUP_HANDLE, GROUP_ID, USER_ID, Policy, load_policy
 from bot.config import Settings
+from bot.slack.approvals.people import CACHE_SECONDS, People
 from bot.slack.approvals.rules import blocked_reason, named_rule, not_carried_out, policy_call
 from bot.slack.context import SlackContext, Where
 
 log = logging.getLogger(__name__)
 
-GROUP_CACHE_SECONDS = 60.0
+GROUP_CACHE_SECONDS = CACHE_SECONDS
+ESCALATED_TO = "escalated_to"  # the policy note of a request escalated at its deadline: who it went to
+MAX_DMS = 50  # approvers one request is sent to by DM (``where: dm``); the rest see it in the thread
 
 
 class ApproverPolicy:
@@ -42,41 +43,82 @@ class ApproverPolicy:
         policy: Policy | None = None,
         entries: tuple[str, ...] | None = None,
         blocked: str | None = None,
-        members: dict[str, tuple[float, set[str]]] | None = None,
+        people: People | None = None,
+        required: int = 1,
+        requester_counts: bool = True,
+        rule: str | None = None,
+        editable: tuple[str, ...] = (),
     ) -> None:
         self.spec = spec
         self.client = client
         self.policy = policy
         self.blocked = blocked
+        self.required = required  # distinct approvals needed (a quorum above 1: bot.store.quorum)
+        self.requester_counts = requester_counts  # whether the requester's own approval counts
+        self.rule = rule  # the policy rule these approvers are of (its name), None without APPROVAL_POLICY
+        self.editable = editable  # the arguments an approver may change before approving (the rule's ``edit``)
         if entries is None:
             entries = (spec,) if spec in ("requester", "channel") else tuple(spec.split(","))
         self.entries = entries
         self.users = {i for i in entries if USER_ID.fullmatch(i)}
-        self.groups = [i for i in entries if GROUP_ID.fullmatch(i)]
-        self._members: dict[str, tuple[float, set[str]]] = members if members is not None else {}
+        self.groups = [i for i in entries if GROUP_ID.fullmatch(i) or GROUP_HANDLE.fullmatch(i)]
+        self.channels = [i[len(CHANNEL_PREFIX) :] for i in entries if i.startswith(CHANNEL_PREFIX)]
+        self.people = people if people is not None else People(client)  # groups' and channels' members, cached
 
-    def for_call(self, ctx: SlackContext, tool_name: str, args: dict[str, object]) -> ApproverPolicy:
+    def for_call(
+        self, ctx: SlackContext, tool_name: str, args: dict[str, object], *, escalated_to: object = ()
+    ) -> ApproverPolicy:
         """The approvers of a call of ``tool_name`` with ``args`` in ``ctx``: these (no policy), or the matching
-        rule's (sharing the group cache); blocked when the rule can't be satisfied for ``ctx.requester`` or needs
-        more than one approval (not carried out yet)."""
+        rule's (sharing the group cache), and ``escalated_to`` (the ids and handles its request was escalated to at
+        its deadline: a rule's ``on_deadline: escalate``, kept in the request's policy notes); blocked when the rule
+        can't be satisfied for ``ctx.requester``."""
         if self.policy is None:
             return self
         rule = named_rule(tool_name, args)
+        original_name = tool_name
         tool_name, args = policy_call(tool_name, args)
         decision = self.policy.decide(
-            tool_name, args, requester=ctx.requester, channel=ctx.channel_id, tool_requires=True, named_rule=rule
+            tool_name,
+            args,
+            requester=ctx.requester,
+            channel=ctx.channel_id,
+            tool_requires=True,
+            named_rule=rule,
+            requester_groups=self.people.known_groups_of(ctx.requester) if ctx.requester else (),
         )
         blocked = blocked_reason(decision)
         entries = decision.approvers
+        if isinstance(escalated_to, (list, tuple)):  # on_deadline: escalate: they may decide too, once escalated
+            entries = tuple(dict.fromkeys([*entries, *(str(e) for e in escalated_to)]))
         spec = entries[0] if entries in (("requester",), ("channel",)) else ",".join(entries)
-        return ApproverPolicy(spec, client=self.client, entries=entries, blocked=blocked, members=self._members)
+        return ApproverPolicy(
+            spec,
+            client=self.client,
+            entries=entries,
+            blocked=blocked,
+            people=self.people,
+            required=decision.required,
+            requester_counts=decision.requester_counts,
+            rule=decision.name,
+            editable=decision.edit if tool_name == original_name else (),
+        )
+
+    @property
+    def quorum(self) -> bool:
+        """Whether a call needs several distinct approvals (``required`` above 1)."""
+        return self.required > 1
+
+    def excludes_requester(self, ctx: SlackContext, user: str) -> bool:
+        """Whether ``user`` is the requester of ``ctx`` and their own approval doesn't count (``requester_counts``
+        false: by default once more than one approval is required)."""
+        return not self.requester_counts and bool(ctx.requester) and user == ctx.requester
 
     async def admits(self, ctx: SlackContext, user: str, *, where: Where | None) -> bool:
         """Whether ``user`` may decide on a tool call of the run in ``ctx``, asking from ``where`` (None: a surface
         with no channel, e.g. a modal's submission): the requester; a channel-wide entry (``channel``, or
         ``requester`` of a run asked for nobody in particular) only from the run's channel or a surface with none;
         the named users and user groups' members from anywhere. Nobody when :attr:`blocked`."""
-        if self.blocked is not None:
+        if self.blocked is not None or self.excludes_requester(ctx, user):
             return False
         in_channel = where is None or where.channel_id is None or where.channel_id == ctx.channel_id
         for entry in self.entries:
@@ -89,7 +131,10 @@ class ApproverPolicy:
             elif entry in self.users:
                 if user == entry:
                     return True
-            elif entry in self.groups and user in await self.group_members(entry):
+            elif entry in self.groups:
+                if user in await self.group_members(entry):
+                    return True
+            elif entry.startswith(CHANNEL_PREFIX) and user in await self.people.channel_members(entry[8:]):
                 return True
         return False
 
@@ -104,23 +149,65 @@ class ApproverPolicy:
         here = f"<#{ctx.channel_id}>" if elsewhere else "this channel"
         if self.blocked is not None:
             return f"Nobody can approve this: {self.blocked}; it will be declined at its deadline"
+        if self.quorum:
+            return self._describe_quorum(ctx, here)
         if self.spec == "channel":
             return f"Anyone in {here} can approve or decline"
         if self.spec == "requester":
             if not ctx.requester:
                 return f"Anyone in {here} can approve or decline"
             return f"Waiting for <@{ctx.requester}> to approve or decline"
-        names = [f"<@{u}>" for u in sorted(self.users)] + [f"<!subteam^{g}>" for g in self.groups]
+        names = [f"<@{u}>" for u in sorted(self.users)] + self._group_names()
         if "requester" in self.entries and ctx.requester:
             names.insert(0, f"<@{ctx.requester}>")
         if "channel" in self.entries:
             names.insert(0, f"anyone in {here}")
         return "Waiting for " + ", ".join(names or ["nobody yet"]) + " to approve or decline"
 
-    def refusal(self, ctx: SlackContext) -> str:
-        """What someone not allowed to decide is told."""
+    def _describe_quorum(self, ctx: SlackContext, here: str) -> str:
+        """``describe`` of a call needing ``required`` approvals: who may give them, and that the requester's
+        doesn't count when it doesn't."""
+        names = [f"<@{u}>" for u in sorted(self.users) if not self.excludes_requester(ctx, u)]
+        names += self._group_names()
+        if "requester" in self.entries and ctx.requester and self.requester_counts:
+            names.insert(0, f"<@{ctx.requester}>")
+        if "channel" in self.entries or ("requester" in self.entries and not ctx.requester):
+            names.insert(0, f"anyone in {here}")
+        text = f"Needs {self.required} approvals from " + ", ".join(names or ["nobody yet"])
+        if not self.requester_counts and ctx.requester:
+            text += f" (not <@{ctx.requester}>, who asked)"
+        return text + "; one decline is enough to decline"
+
+    async def people_to_ask(self, ctx: SlackContext, *, limit: int = MAX_DMS) -> list[str]:
+        """The user ids a request asked by DM (a rule's ``where: dm``) goes to: the named users, the members of the
+        named user groups, the requester when their approval counts (not for ``channel`` or ``channel:C...``:
+        a channel is asked in the channel); at most ``limit``, in that order."""
+        people = sorted(self.users)
+        if "requester" in self.entries and ctx.requester and self.requester_counts:
+            people.insert(0, ctx.requester)
+        for group in self.groups:
+            people += sorted(await self.group_members(group))
+        out = [p for p in dict.fromkeys(people) if not self.excludes_requester(ctx, p)]
+        return out[:limit]
+
+    def _group_names(self) -> list[str]:
+        """The approver groups and channels as mrkdwn: ``<!subteam^S1>`` (a handle whose id is known: the same; else
+        ``@handle``), ``members of <#C1>``."""
+        names = []
+        for group in self.groups:
+            group_id = group if GROUP_ID.fullmatch(group) else self.people.known_group_id(group)
+            names.append(f"<!subteam^{group_id}>" if group_id else group)
+        return names + [f"members of <#{c}>" for c in self.channels]
+
+    def refusal(self, ctx: SlackContext, user: str | None = None) -> str:
+        """What someone not allowed to decide is told (``user``: who asked, when known)."""
         if self.blocked is not None:
             return f"Nobody can approve this: {self.blocked}."
+        if user is not None and self.excludes_requester(ctx, user):
+            return (
+                f"This needs {self.required} approvals from people other than you: your own request can't count"
+                " toward them."
+            )
         if self.spec == "channel" or (self.spec == "requester" and not ctx.requester):
             return f"Only people in <#{ctx.channel_id}> can approve or decline this."
         if self.spec == "requester":
@@ -135,19 +222,9 @@ class ApproverPolicy:
         return sorted(self.users) + self.groups
 
     async def group_members(self, group: str) -> set[str]:
-        """The members of user group ``group`` (``usergroups.users.list``, cached a minute; the last known
-        members, or none, when Slack refuses)."""
-        cached = self._members.get(group)
-        if cached is not None and time.monotonic() - cached[0] < GROUP_CACHE_SECONDS:
-            return cached[1]
-        try:
-            resp = await self.client.usergroups_users_list(usergroup=group)
-            members = {str(u) for u in resp.get("users") or []}
-        except SlackApiError as exc:
-            log.warning("usergroups.users.list failed for %s: %s", group, exc.response.get("error"))
-            members = cached[1] if cached is not None else set()
-        self._members[group] = (time.monotonic(), members)
-        return members
+        """The members of user group ``group`` (an ``S...`` id or ``@handle``; :class:`People`, cached a minute;
+        the last known members, or none, when Slack refuses)."""
+        return await self.people.group_members(group)
 
 
 def approver_policy(settings: Settings, *, client: AsyncWebClient) -> ApproverPolicy:

@@ -27,10 +27,11 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
+from bot.agent.approvals import policy_notes
 from bot.agent.state import RunState
 from bot.config import Answerers
 from bot.slack.context import SlackContext, Where
-from bot.slack.questions.approvers import ApproverPolicy
+from bot.slack.questions.approvers import ESCALATED_TO, ApproverPolicy
 from bot.store.conversations import ConversationIndex
 
 log = logging.getLogger(__name__)
@@ -83,10 +84,13 @@ class Permissions:
             approvers = self.approvers
             pending = state.pending
             if pending is not None and pending.tool_call_id == call:  # APPROVAL_POLICY: the call's rule decides
-                approvers = approvers.for_call(ctx, pending.tool_name, pending.args)
+                escalated = policy_notes(pending).get(ESCALATED_TO, ())
+                approvers = approvers.for_call(ctx, pending.tool_name, pending.args, escalated_to=escalated)
+            elif approvers.policy is not None:  # decided already: nothing can be claimed; the caller says by whom
+                return None
             if await approvers.admits(ctx, user, where=where):
                 return None
-            return approvers.refusal(ctx)
+            return approvers.refusal(ctx, user)
         if self.is_answerer(ctx, user, where=where):
             return None
         if self.escalate_answers and await self._escalated_to(user, run_id=state.run_id, call=call, where=where):

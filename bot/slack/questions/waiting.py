@@ -25,23 +25,25 @@ Each handler loads the run and asks the runtime whether the question is still op
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from bot.agent.answers import Expired, Open
-from bot.agent.approvals import approval_payload
+from bot.agent.approvals import approval_payload, policy_notes
 from bot.agent.ask_user import AskUserPayload
 from bot.agent.state import PendingCall, RunState, utcnow
 from bot.errors import RunAlreadyResumed, RunConflict, RunNotFound, RunNotResumable, SlackRefused, StoreCorrupt
+from bot.slack.approvals.rules import DEADLINE as DEADLINE_NOTE
+from bot.slack.approvals.rules import ESCALATE as ESCALATE_NOTE
 from bot.slack.context import SlackContext
 from bot.slack.home import HOME
 from bot.slack.questions.answering import Answering
-from bot.slack.questions.approvers import ApproverPolicy
+from bot.slack.questions.approvers import ESCALATED_TO, ApproverPolicy
 from bot.slack.questions.notices import EXPIRED_OUTCOME
 from bot.slack.questions.wait_plan import DEADLINE, ESCALATE, ESCALATE_TO, REMIND, REMIND_TO, WaitPlan
 from bot.slack.refs import QuestionRef
 from bot.slack.render import blocks as bk
-from bot.slack.render.approvals import approval_blocks, approval_title
+from bot.slack.render.approvals import approval_blocks, approval_title, link_back_block
 from bot.slack.render.mrkdwn import clip, escape, how_long
 from bot.store.conversations import MessageRef, NoticeKind, Queued, asked_id
 from bot.store.schedule import DueItem, Handler
@@ -105,6 +107,8 @@ class Waiting:
             return  # the tool call that asked it closes it at its deadline
         if pending.resume is not None:
             return  # went on already
+        if pending.kind == "approval" and await self._escalate_at_deadline(state, ctx, pending):
+            return
         thread = await self.answering.index.thread(ctx.team_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts)
         moved_on = thread is not None and thread.run_id != state.run_id  # a newer run took the thread
         if self.plan.settings.on_timeout == "close" or moved_on:
@@ -123,6 +127,53 @@ class Waiting:
         await self.follower.close_pending(state.run_id, pending, outcome=_timed_out(pending), summary="expired")
         log.info("run %s: no answer by the deadline; going on without one", state.run_id)
         await self.follower.follow(stream, ctx)
+
+    async def _escalate_at_deadline(self, state: RunState, ctx: SlackContext, pending: PendingCall) -> bool:
+        """At the deadline of an approval request whose policy rule says ``on_deadline: {escalate: [...]}`` (its
+        notes, :data:`bot.slack.approvals.rules.ESCALATE`), not escalated yet: give it the rule's deadline again
+        (``Agent.extend_approval``), let the people named decide it too (:data:`ESCALATED_TO`), send each of them
+        (user groups expanded) a DM copy linking the thread, and say so in the thread. True when it did (or another
+        write came first: a decision, or the same escalation by another process); False: not this rule's."""
+        notes = policy_notes(pending)
+        targets = notes.get(ESCALATE_NOTE)
+        if not isinstance(targets, list) or not targets or notes.get(ESCALATED_TO):
+            return False
+        seconds = notes.get(DEADLINE_NOTE) or self.agent.ask_ttl or 3600
+        waited = timedelta(seconds=float(seconds))
+        until = utcnow() + waited
+        try:
+            saved = await self.agent.extend_approval(
+                run_id=state.run_id, tool_call_id=pending.tool_call_id, expires_at=until, notes={ESCALATED_TO: targets}
+            )
+        except (RunConflict, RunNotResumable):
+            return True
+        assert saved.pending is not None
+        await self.plan.schedule.add(DueItem(DEADLINE, state.run_id, pending.tool_call_id), at=until)
+        payload = approval_payload(saved.pending)
+        approvers = self.approvers.for_call(ctx, payload.tool_name, payload.args, escalated_to=targets)
+        people: list[str] = []
+        for target in (str(t) for t in targets):
+            people += sorted(await approvers.group_members(target)) if target.startswith(("S", "@")) else [target]
+        link = await self.answering.web.permalink(ctx.channel_id, ctx.thread_ts)
+        back = f"<{link}|its thread in <#{ctx.channel_id}>>" if link else f"its thread in <#{ctx.channel_id}>"
+        by = f" by <@{ctx.requester}>" if ctx.requester else ""
+        note = link_back_block(f":rotating_light: No decision in time: escalated to you. Asked{by} in {back}.")
+        ref = QuestionRef.of(state.run_id, pending.tool_call_id)
+        blocks = [*approval_blocks(payload, ref=ref, approvers=approvers.describe(ctx, elsewhere=True)), note]
+        asked = asked_id(pending.suspended_at)
+        for person in dict.fromkeys(people):
+            posted = await self.answering.web.post_to(
+                person, text=f"{approval_title(payload)} (escalated)", blocks=blocks
+            )
+            if posted is not None:
+                ref_of = MessageRef(channel_id=posted[0], ts=posted[1], asked=asked)
+                await self.answering.index.add_message(state.run_id, key=pending.tool_call_id, ref=ref_of)
+        named = ", ".join(f"<@{p}>" for p in dict.fromkeys(people)) or "nobody (the groups named have no members)"
+        left = how_long(waited.total_seconds())
+        text = f":rotating_light: No decision in time: escalated to {named}, who may decide for {left} more."
+        await self.answering.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text)
+        log.info("run %s: approval request escalated at its deadline to %s", state.run_id, ", ".join(map(str, targets)))
+        return True
 
     # --- reminders -------------------------------------------------------------------------------------------
 

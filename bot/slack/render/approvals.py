@@ -9,6 +9,7 @@ in :mod:`bot.slack.render.blocks` (section text <= 3000, button text <= 75).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.models.blocks import (
@@ -29,6 +30,8 @@ from bot.slack.render.safe_text import safe_mrkdwn
 ACT_APPROVE = "approval_approve"
 ACT_DECLINE = "approval_decline"
 ACT_DETAILS = "approval_details"
+ACT_TAKE_BACK = "approval_take_back"  # a quorum's approver takes their approval back
+ACT_EDIT = "approval_edit"  # change the arguments before approving (the policy rule's ``edit``)
 ARG_VALUE = 200
 ARGS_TEXT = 2500
 
@@ -109,27 +112,99 @@ def _request_sections(payload: ApprovalPayload, ref: QuestionRef, part: str) -> 
         warning = ":warning: An approved run of this call was interrupted; it may or may not have run. Run it again?"
         blocks.append(SectionBlock(block_id=ref.block_id(f"{part}warn"), text=MarkdownTextObject(text=warning)))
     shown = shown_args(payload)
-    if shown or payload.tool_name != APPROVAL_TOOL:  # an outside agent's action alone says it all
+    if details_only(payload):
+        blocks.append(SectionBlock(block_id=ref.block_id(f"{part}args"), text=MarkdownTextObject(text=DETAILS_ONLY)))
+    elif shown or payload.tool_name != APPROVAL_TOOL:  # an outside agent's action alone says it all
         text = clip(args_lines(shown), SECTION_TEXT)
         blocks.append(SectionBlock(block_id=ref.block_id(f"{part}args"), text=MarkdownTextObject(text=text)))
+    if payload.edited is not None:
+        blocks.append(edited_block(payload, ref=ref, part=part))
     return blocks
 
 
-def approval_blocks(payload: ApprovalPayload, *, ref: QuestionRef, approvers: str) -> list[dict[str, Any]]:
-    """The approval request; ``approvers`` (mrkdwn, the bot's own text) says who may decide."""
+def edited_block(payload: ApprovalPayload, *, ref: QuestionRef, part: str) -> Block:
+    """The line under an edited request's arguments: who changed them, and what the model had asked for."""
+    assert payload.edited is not None
+    who = f"<@{payload.edited.by}>" if payload.edited.by else "someone"
+    before = clip(args_lines(payload.edited.before).replace("\n", " · "), 2000)
+    text = f":pencil2: Arguments changed by {who}; the model asked for: {before}"
+    if details_only(payload):
+        text = f":pencil2: Arguments changed by {who} (before and after: Details)"
+    return ContextBlock(block_id=ref.block_id(f"{part}edited"), elements=[MarkdownTextObject(text=clip(text, 3000))])
+
+
+@dataclass(frozen=True)
+class QuorumProgress:
+    """A request needing ``required`` distinct approvals, ``approvers`` (user ids, in order) given so far."""
+
+    required: int
+    approvers: tuple[str, ...] = ()
+
+
+DETAILS_ONLY = ":lock: _The arguments are shown only in Details (the approval policy keeps them out of the channel)._"
+
+
+def details_only(payload: ApprovalPayload) -> bool:
+    """Whether the request's arguments are shown only in the Details modal (its policy rule's ``arguments:
+    details-only``: sensitive calls keep them out of the channel, its notifications and App Home)."""
+    return payload.policy.get("arguments") == "details-only"
+
+
+def approval_blocks(
+    payload: ApprovalPayload,
+    *,
+    ref: QuestionRef,
+    approvers: str,
+    quorum: QuorumProgress | None = None,
+    editable: bool = False,
+) -> list[dict[str, Any]]:
+    """The approval request; ``approvers`` (mrkdwn, the bot's own text) says who may decide; ``quorum``: the
+    approvals a request needing several has gathered (:func:`quorum_blocks`: its progress line, and "Take back"
+    once someone approved); ``editable``: an "Edit" button (the rule lets approvers change some arguments)."""
     blocks = _request_sections(payload, ref, "")
-    blocks.append(
-        ActionsBlock(
-            block_id=ref.block_id("decide"),
-            elements=[
-                ButtonElement(text="Approve", action_id=ACT_APPROVE, value=ref.value(0), style="primary"),
-                ButtonElement(text="Decline", action_id=ACT_DECLINE, value=ref.value(0), style="danger"),
-                ButtonElement(text="Details", action_id=ACT_DETAILS, value=ref.value(0)),
-            ],
-        )
-    )
+    buttons = [
+        ButtonElement(text="Approve", action_id=ACT_APPROVE, value=ref.value(0), style="primary"),
+        ButtonElement(text="Decline", action_id=ACT_DECLINE, value=ref.value(0), style="danger"),
+        ButtonElement(text="Details", action_id=ACT_DETAILS, value=ref.value(0)),
+    ]
+    if editable:
+        buttons.append(ButtonElement(text="Edit", action_id=ACT_EDIT, value=ref.value(0)))
+    if quorum is not None and quorum.approvers:
+        buttons.append(ButtonElement(text="Take back my approval", action_id=ACT_TAKE_BACK, value=ref.value(0)))
+    blocks.append(ActionsBlock(block_id=ref.block_id("decide"), elements=buttons))
     blocks.append(ContextBlock(block_id=ref.block_id("who"), elements=[MarkdownTextObject(text=approvers)]))
+    if quorum is not None:
+        blocks.extend(quorum_blocks(quorum, ref=ref))
     return [b.to_dict() for b in blocks]
+
+
+def link_back_block(text: str) -> dict[str, Any]:
+    """The line a copy of a request asked away from its thread (a DM, another channel) ends with: ``text``
+    (mrkdwn, the bot's own: who asked and a link to the thread)."""
+    return dict(ContextBlock(elements=[MarkdownTextObject(text=clip(text, 3000))]).to_dict())
+
+
+# --- quorum (issue 23 part 2): the progress a request needing several approvals shows ------------------------------
+
+
+def quorum_line(quorum: QuorumProgress) -> str:
+    """The progress line (mrkdwn): ``"1 of 2: approved by <@U1>"``, or ``"0 of 2 approvals so far"``."""
+    given = len(quorum.approvers)
+    if not given:
+        return f"0 of {quorum.required} approvals so far"
+    return f"{given} of {quorum.required}: approved by " + ", ".join(f"<@{u}>" for u in quorum.approvers)
+
+
+def quorum_blocks(quorum: QuorumProgress, *, ref: QuestionRef) -> list[Block]:
+    """The request's quorum progress (:func:`quorum_line`) as a context block."""
+    text = ":busts_in_silhouette: " + quorum_line(quorum)
+    return [ContextBlock(block_id=ref.block_id("quorum"), elements=[MarkdownTextObject(text=clip(text, 3000))])]
+
+
+def quorum_outcome(approvers: tuple[str, ...], *, required: int) -> str:
+    """The mrkdwn line a request needing ``required`` approvals shows once ``approvers`` (in order) gave them."""
+    people = ", ".join(f"<@{u}>" for u in approvers)
+    return f":white_check_mark: Approved by {people} ({len(approvers)} of {required})"
 
 
 def decision_outcome(*, approved: bool, user: str, reason: str | None = None) -> str:
@@ -150,7 +225,8 @@ def approval_outcome_blocks(payload: ApprovalPayload, *, ref: QuestionRef, outco
 def details_text(payload: ApprovalPayload) -> str:
     """The call's full arguments (mrkdwn, for the Details modal): a JSON code block under the tool's name; for an
     outside agent's request its action, then each key/value detail as its own code block, values as written
-    (a command, a file's content: readable, not JSON-escaped)."""
+    (a command, a file's content: readable, not JSON-escaped); an edited call's also the arguments
+    the model asked for."""
     action, details = _action(payload), payload.args.get("details")
     if action is not None and isinstance(details, dict):
         parts = [f"*{action}*"]
@@ -159,4 +235,8 @@ def details_text(payload: ApprovalPayload) -> str:
             parts.append(f"*{safe_mrkdwn(str(key))}*\n```{shown.replace('```', '` ` `')}```")
         return clip("\n".join(parts), SECTION_TEXT)
     body = safe_mrkdwn(json.dumps(payload.args, ensure_ascii=False, indent=2)).replace("```", "` ` `")
-    return clip(f"`{safe_mrkdwn(payload.tool_name)}`\n```{body}```", SECTION_TEXT)
+    text = f"`{safe_mrkdwn(payload.tool_name)}`\n```{body}```"
+    if payload.edited is not None:
+        before = safe_mrkdwn(json.dumps(payload.edited.before, ensure_ascii=False, indent=2)).replace("```", "` ` `")
+        text += f"\nThe model asked for:\n```{before}```"
+    return clip(text, SECTION_TEXT)

@@ -46,19 +46,26 @@ from bot.logs import log_context
 from bot.slack.context import SlackContext
 from bot.slack.home import Home, closed_summary
 from bot.slack.names import NamedMentions, Names
-from bot.slack.questions.approvers import ApproverPolicy
+from bot.slack.questions.approvers import ESCALATED_TO, ApproverPolicy
 from bot.slack.questions.records import QuestionRecords
 from bot.slack.questions.wait_plan import WaitPlan
 from bot.slack.refs import QuestionRef
 from bot.slack.render import blocks as bk
-from bot.slack.render.approvals import approval_blocks, approval_outcome_blocks, approval_title, closed_what
+from bot.slack.render.approvals import (
+    QuorumProgress,
+    approval_blocks,
+    approval_outcome_blocks,
+    approval_title,
+    closed_what,
+    link_back_block,
+)
 from bot.slack.render.mrkdwn import clip, escape
 from bot.slack.replies.status import THINKING, ThreadStatus, running
 from bot.slack.replies.streaming import ReplyStream, TaskStatus
 from bot.slack.replies.unsupported import Refusals
 from bot.slack.transport.web_api import SlackWeb
 from bot.store import outage
-from bot.store.conversations import ConversationIndex, MessageRef
+from bot.store.conversations import ConversationIndex, MessageRef, asked_id
 
 log = logging.getLogger(__name__)
 
@@ -275,16 +282,87 @@ class Follower:
         self, run_id: str, approval: ApprovalPayload, ctx: SlackContext, *, status: ThreadStatus
     ) -> None:
         ref = QuestionRef.of(run_id, approval.tool_call_id)
-        blocks = approval_blocks(approval, ref=ref, approvers=self._approvers_text(approval, ctx))
+        approvers = self.approvers.for_call(
+            ctx, approval.tool_name, approval.args, escalated_to=approval.policy.get(ESCALATED_TO, ())
+        )
+        quorum = QuorumProgress(approvers.required) if approvers.quorum else None
+        blocks = approval_blocks(
+            approval, ref=ref, approvers=approvers.describe(ctx), quorum=quorum, editable=bool(approvers.editable)
+        )
         text = approval_title(approval)
         ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text, blocks=blocks)
         await self._posted_question(status, ts)
         call, asked, expires = approval.tool_call_id, approval.asked_at, approval.expires_at
         await self.records.shown(ctx, run_id, call, ts=ts, approval=True, asked=asked, expires_at=expires)
+        where = str(approval.policy.get("where") or "thread")
+        if where != "thread" and ts is not None:
+            await self._ask_elsewhere(run_id, approval, ctx, where=where, blocks=blocks, thread_message=ts)
 
-    def _approvers_text(self, approval: ApprovalPayload, ctx: SlackContext) -> str:
-        """Who may decide ``approval`` (the call's rule with ``APPROVAL_POLICY``), as mrkdwn."""
-        return self.approvers.for_call(ctx, approval.tool_name, approval.args).describe(ctx)
+    async def _ask_elsewhere(
+        self,
+        run_id: str,
+        approval: ApprovalPayload,
+        ctx: SlackContext,
+        *,
+        where: str,
+        blocks: list[dict[str, Any]],
+        thread_message: str,
+    ) -> None:
+        """Post the request where its policy rule asks it too (``where: dm``: a DM to each approver,
+        :meth:`ApproverPolicy.people_to_ask`; ``channel:C...``: that channel), each copy with a link back to the
+        thread, and record each copy, so a decision on any of them updates them all and the thread's. A copy Slack
+        refuses is logged and skipped: the thread's request still stands."""
+        link = await self.web.permalink(ctx.channel_id, thread_message)
+        back = f"<{link}|the thread in <#{ctx.channel_id}>>" if link else f"a thread in <#{ctx.channel_id}>"
+        who = f" by <@{ctx.requester}>" if ctx.requester else ""
+        copy = [*blocks, link_back_block(f":link: Asked{who} in {back}")]
+        if where == "dm":
+            approvers = self.approvers.for_call(
+                ctx, approval.tool_name, approval.args, escalated_to=approval.policy.get(ESCALATED_TO, ())
+            )
+            targets = await approvers.people_to_ask(ctx)
+        else:
+            targets = [where.removeprefix("channel:")]
+        asked = asked_id(approval.asked_at)
+        for target in targets:
+            posted = await self.web.post_to(target, text=approval_title(approval), blocks=copy)
+            if posted is None:
+                log.warning("run %s: could not ask %s for its approval", run_id, target)
+                continue
+            ref = MessageRef(channel_id=posted[0], ts=posted[1], asked=asked)
+            try:
+                await self.index.add_message(run_id, key=approval.tool_call_id, ref=ref)
+            except StoreUnavailable:
+                log.warning("run %s: could not record the approval request sent to %s", run_id, target)
+
+    async def show_quorum(
+        self,
+        run_id: str,
+        approval: ApprovalPayload,
+        ctx: SlackContext,
+        *,
+        progress: QuorumProgress | None,
+        clicked: MessageRef | None = None,
+    ) -> None:
+        """Update every message showing ``approval`` (and ``clicked``, the one acted on) to its quorum ``progress``
+        (None: not a quorum; e.g. after an edit), controls kept: the request still waits (issue 23 parts 2, 3).
+        When Redis can't say which
+        messages show it, only ``clicked`` is updated (the next change updates them all)."""
+        ref = QuestionRef.of(run_id, approval.tool_call_id)
+        approvers = self.approvers.for_call(
+            ctx, approval.tool_name, approval.args, escalated_to=approval.policy.get(ESCALATED_TO, ())
+        )
+        blocks = approval_blocks(
+            approval, ref=ref, approvers=approvers.describe(ctx), quorum=progress, editable=bool(approvers.editable)
+        )
+        try:
+            refs: list[MessageRef] | None = await self.index.messages(
+                run_id, approval.tool_call_id, asked=asked_id(approval.asked_at)
+            )
+        except StoreUnavailable:
+            refs = None
+        for message in await self._with_clicked(refs, clicked, ref):
+            await self.web.update(message.channel_id, message.ts, text=approval_title(approval), blocks=blocks)
 
     async def close_approval(
         self,

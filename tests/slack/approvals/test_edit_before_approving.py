@@ -1,0 +1,166 @@
+"""Edit before approving (issue 23 part 3), through the fake Slack over signed HTTP: an "Edit" button where the
+policy rule's ``edit:`` allows opens a modal built from the tool's JSON schema, refuses what doesn't fit it with an
+error under the field, runs the call with the edited arguments, tells the model plainly (before / after), and under a
+quorum resets the approvals gathered so far."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from bot.testing import approval_agent
+from bot.testing.openai_server import Reply, tool_call
+from bot.testing.slack_scenarios import ALICE, BOB, CAROL, GENERAL, blocks_text, current, has_controls, text_is
+from tests.slack.test_audit_log import audit_lines, json_logs  # noqa: F401 (a fixture)
+
+AGENT = {"agent": "bot.testing.approval_agent:build"}
+EDIT_FORM = "approval_edit_modal"
+
+
+@pytest.fixture(autouse=True)
+def fresh_service() -> Iterator[None]:
+    approval_agent.RESTARTS.clear()
+    approval_agent.SCALES.clear()
+    yield
+
+
+def policy(tmp_path: Path, body: str) -> dict[str, Any]:
+    path = tmp_path / "policy.yaml"
+    path.write_text("rules:\n" + body + "  - name: default\n    tool: '*'\n")
+    return {**AGENT, "approval_policy": str(path)}
+
+
+async def requested(
+    h: Any, tool: str, args: dict[str, Any], *, then: str | None = "Done."
+) -> tuple[str, dict[str, Any]]:
+    """Alice's request that the agent call ``tool`` with ``args`` (``then``: its reply afterwards; None: left
+    unscripted, the call is never decided); returns (thread_ts, the approval request)."""
+    h.model.script(Reply(tool_calls=[tool_call(tool, args, id="c1")]), *([Reply(text=then)] if then else []))
+    d = await h.ws.mention(ALICE, GENERAL, "please")
+    request = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+    return d.message["ts"], request
+
+
+async def edit_form(h: Any, request: dict[str, Any], *, user: str) -> dict[str, Any]:
+    await h.ws.click(request, "Edit", user=user)
+    return await h.ws.wait_for_view(user=user, predicate=lambda v: v.get("callback_id") == EDIT_FORM)
+
+
+def inputs(view: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {b["block_id"]: b["element"] for b in view["blocks"] if b["type"] == "input"}
+
+
+async def test_the_call_runs_with_the_edited_arguments_and_the_model_is_told(
+    fake_redis: aioredis.Redis,
+    harness: Any,
+    tmp_path: Path,
+    json_logs: io.StringIO,  # noqa: F811
+) -> None:
+    settings = policy(tmp_path, f"  - tool: restart_service\n    approvers: [{BOB}]\n    edit: [name]\n")
+    async with harness(fake_redis, settings=settings) as h:
+        thread, request = await requested(h, "restart_service", {"name": "api"})
+        form = await edit_form(h, request, user=BOB)
+        fields = inputs(form)
+        assert list(fields) == ["edit:name"]  # force is not in the rule's edit: not offered
+        assert fields["edit:name"]["type"] == "plain_text_input" and fields["edit:name"]["initial_value"] == "api"
+        ack = await h.ws.submit_view(form, {"edit:name": {"edit_value": "api-canary"}}, user=BOB)
+        assert ack.status == 200 and not ack.body
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        assert approval_agent.RESTARTS == ["api-canary"]
+        told = h.model.requests[-1]["messages"][-1]["content"]
+        assert told.startswith(f"Note: {BOB} changed this call's arguments before approving it")
+        assert 'Before (yours): {"force": false, "name": "api"}' in told
+        assert 'After (what ran): {"force": false, "name": "api-canary"}' in told and told.endswith(
+            "api-canary restarted"
+        )
+        done = blocks_text(await current(h, request))
+        assert f"Arguments changed by <@{BOB}>; the model asked for: *name*: api" in done
+        assert f"Approved by <@{BOB}>" in done and "*name*: api-canary" in done
+    [approved] = [line for line in audit_lines(json_logs) if line["event"] == "approval.approved"]
+    assert approved["edited_by"] == BOB and approved["edited_args"] == ["name"]
+    assert approved["args_before_sha256"] != approved["args_sha256"] and "api-canary" not in json.dumps(approved)
+
+
+async def test_the_form_is_built_from_the_schema_and_refuses_what_does_not_fit_under_each_field(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    settings = policy(
+        tmp_path, f"  - tool: scale_service\n    approvers: [{BOB}]\n    edit: [replicas, region, labels]\n"
+    )
+    async with harness(fake_redis, settings=settings) as h:
+        thread, request = await requested(h, "scale_service", {"name": "api", "replicas": 3, "labels": {"a": "b"}})
+        form = await edit_form(h, request, user=BOB)
+        fields = inputs(form)
+        assert fields["edit:replicas"]["type"] == "plain_text_input" and fields["edit:replicas"]["initial_value"] == "3"
+        assert fields["edit:region"]["type"] == "static_select"
+        assert [o["value"] for o in fields["edit:region"]["options"]] == ['"eu"', '"us"']
+        assert fields["edit:region"]["initial_option"]["value"] == '"eu"'
+        assert json.loads(fields["edit:labels"]["initial_value"]) == {"a": "b"}  # not a plain type: JSON text
+        bad = {"edit:replicas": {"edit_value": "three"}, "edit:labels": {"edit_value": "{not json"}}
+        ack = await h.ws.submit_view(form, bad, user=BOB)
+        errors = ack.json["errors"]
+        assert ack.json["response_action"] == "errors" and set(errors) == {"edit:replicas", "edit:labels"}
+        assert errors["edit:replicas"] == "must be a whole number" and errors["edit:labels"].startswith("must be JSON")
+        ack = await h.ws.submit_view(form, {"edit:replicas": {"edit_value": "500"}}, user=BOB)  # le=50
+        assert set(ack.json["errors"]) == {"edit:replicas"} and "500" in ack.json["errors"]["edit:replicas"]
+        await h.settle()
+        assert approval_agent.SCALES == [] and has_controls(await current(h, request))
+        good = {
+            "edit:replicas": {"edit_value": "5"},
+            "Region: Where.": "us",
+            "edit:labels": {"edit_value": '{"t": "x"}'},
+        }
+        ack = await h.ws.submit_view(form, good, user=BOB)
+        assert ack.status == 200 and not ack.body
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        assert approval_agent.SCALES == [{"name": "api", "replicas": 5, "region": "us", "labels": {"t": "x"}}]
+
+
+async def test_no_edit_button_unless_the_rule_allows_and_only_approvers_may_edit(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    settings = policy(
+        tmp_path,
+        f"  - tool: restart_service\n    when: {{name: api}}\n    approvers: [{BOB}]\n    edit: [name]\n"
+        f"  - tool: restart_service\n    approvers: [{BOB}]\n",
+    )
+    async with harness(fake_redis, settings=settings) as h:
+        _thread, request = await requested(h, "restart_service", {"name": "db"}, then=None)
+        assert "Edit" not in [
+            e["text"]["text"] for b in request["blocks"] if b["type"] == "actions" for e in b["elements"]
+        ]
+        _thread, request = await requested(h, "restart_service", {"name": "api"})
+        await h.ws.click(request, "Edit", user=CAROL)  # not an approver of this call
+        await h.ws.wait_for_view(user=CAROL, predicate=lambda v: "configured approvers" in json.dumps(v["blocks"]))
+        await h.settle()
+        assert approval_agent.RESTARTS == []
+
+
+async def test_under_a_quorum_an_edit_resets_the_approvals_gathered_so_far(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    settings = policy(
+        tmp_path, f"  - tool: restart_service\n    approvers: [{BOB}, {CAROL}]\n    required: 2\n    edit: [name]\n"
+    )
+    async with harness(fake_redis, settings=settings) as h:
+        thread, request = await requested(h, "restart_service", {"name": "api"})
+        await h.ws.click(request, "Approve", user=BOB)
+        await h.settle()
+        assert f"1 of 2: approved by <@{BOB}>" in blocks_text(await current(h, request))
+        form = await edit_form(h, await current(h, request), user=CAROL)
+        assert "The approvals given so far are reset" in json.dumps(form["blocks"])
+        await h.ws.submit_view(form, {"edit:name": {"edit_value": "web"}}, user=CAROL)
+        await h.settle()
+        now = blocks_text(await current(h, request))
+        assert f"1 of 2: approved by <@{CAROL}>" in now and "*name*: web" in now  # Bob approved "api", not "web"
+        assert approval_agent.RESTARTS == []
+        await h.ws.click(request, "Approve", user=BOB)  # Bob approves the new arguments
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        assert approval_agent.RESTARTS == ["web"]
+        assert f"Approved by <@{CAROL}>, <@{BOB}> (2 of 2)" in blocks_text(await current(h, request))

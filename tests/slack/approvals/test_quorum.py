@@ -1,0 +1,243 @@
+"""Quorum (issue 23 part 2): a rule's ``required: N`` distinct approvers, through the fake Slack over signed HTTP.
+The request shows its progress ("1 of 2: approved by @bob"), each person counts once (a click delivered twice
+too), one decline vetoes with its reason, an approval may be taken back until the quorum is reached, the requester
+doesn't count once more than one is required, and the call runs once: also when the last two approvals arrive at
+the same moment in two bot processes on the real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from bot.fakeslack.sender import Sender
+from bot.fakeslack.state import Directory
+from bot.testing import approval_agent
+from bot.testing.openai_server import Reply, tool_call
+from bot.testing.slack_scenarios import (
+    ALICE,
+    BOB,
+    CAROL,
+    GENERAL,
+    action_payload,
+    blocks_text,
+    button,
+    current,
+    has_controls,
+    text_is,
+)
+from tests.slack.conftest import SECRET
+
+AGENT = {"agent": "bot.testing.approval_agent:build"}
+DAVE = "U_DAVE"
+
+
+@pytest.fixture(autouse=True)
+def fresh_service() -> Iterator[None]:
+    approval_agent.RESTARTS.clear()
+    yield
+
+
+def policy(tmp_path: Path, approvers: str = f"[requester, {BOB}, {CAROL}]") -> dict[str, Any]:
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        "rules:\n"
+        "  - name: restarts need two\n"
+        "    tool: restart_service\n"
+        f"    approvers: {approvers}\n"
+        "    required: 2\n"
+        "  - name: default\n"
+        '    tool: "*"\n'
+    )
+    return {**AGENT, "approval_policy": str(path)}
+
+
+async def requested(h: Any, *, then: str = "Done.") -> tuple[str, dict[str, Any]]:
+    """Alice asks for a restart of api; returns (thread_ts, the approval request)."""
+    h.model.script(Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]), Reply(text=then))
+    d = await h.ws.mention(ALICE, GENERAL, "restart api")
+    request = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+    return d.message["ts"], request
+
+
+async def test_two_distinct_approvers_the_card_shows_progress_and_the_call_runs_once(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    async with harness(fake_redis, settings=policy(tmp_path)) as h:
+        thread, request = await requested(h)
+        shown = blocks_text(request)
+        assert f"Needs 2 approvals from <@{BOB}>, <@{CAROL}> (not <@{ALICE}>, who asked)" in shown
+        assert "0 of 2 approvals so far" in shown
+        await h.ws.click(request, "Approve", user=ALICE)  # the requester: doesn't count once two are required
+        refused = await h.ws.wait_for_ephemeral(user=ALICE)
+        assert "your own request can't count" in refused["text"]
+        await h.ws.click(request, "Approve", user=BOB)
+        await h.settle()
+        now = await current(h, request)
+        assert f"1 of 2: approved by <@{BOB}>" in blocks_text(now) and has_controls(now)
+        assert approval_agent.RESTARTS == []
+        await h.ws.click(request, "Approve", user=BOB, as_seen=True)  # a second click: counted once
+        again = await h.ws.wait_for_ephemeral(user=BOB, predicate=lambda m: "already counted" in m["text"])
+        assert f"1 of 2: approved by <@{BOB}>" in again["text"]
+        await h.settle()
+        assert approval_agent.RESTARTS == []
+        await h.ws.click(request, "Approve", user=CAROL)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        await h.settle()
+        assert approval_agent.RESTARTS == ["api"]
+        done = await current(h, request)
+        assert not has_controls(done)
+        assert f"Approved by <@{BOB}>, <@{CAROL}> (2 of 2)" in blocks_text(done)
+
+
+async def test_a_redelivered_click_never_counts_twice(fake_redis: aioredis.Redis, harness: Any, tmp_path: Path) -> None:
+    """The same signed click payload delivered again (Slack retries; a double click) by Bob, then the bot
+    restarted: still one approval of two."""
+    async with harness(fake_redis, settings=policy(tmp_path)) as h:
+        _thread, request = await requested(h)
+        await asyncio.gather(*(h.ws.click(request, "Approve", user=BOB, as_seen=True) for _ in range(4)))
+        await h.settle()
+        assert f"1 of 2: approved by <@{BOB}>" in blocks_text(await current(h, request))
+        assert approval_agent.RESTARTS == []
+
+
+async def test_an_approval_can_be_taken_back_until_the_quorum_is_reached(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    async with harness(fake_redis, settings=policy(tmp_path)) as h:
+        thread, request = await requested(h)
+        await h.ws.click(request, "Approve", user=BOB)
+        await h.settle()
+        await h.ws.click(await current(h, request), "Take back my approval", user=CAROL)  # she gave none
+        await h.ws.wait_for_ephemeral(user=CAROL, predicate=lambda m: "nothing to take back" in m["text"])
+        await h.ws.click(await current(h, request), "Take back my approval", user=BOB)
+        await h.ws.wait_for_ephemeral(user=BOB, predicate=lambda m: "taken back" in m["text"])
+        now = await current(h, request)
+        assert "0 of 2 approvals so far" in blocks_text(now) and "Take back" not in blocks_text(now)
+        await h.ws.click(now, "Approve", user=CAROL)
+        await h.settle()
+        one_of_two = await current(h, request)
+        assert f"1 of 2: approved by <@{CAROL}>" in blocks_text(one_of_two)
+        assert approval_agent.RESTARTS == []  # Bob's taken-back approval no longer counts
+        await h.ws.click(request, "Approve", user=BOB)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        await h.ws.click(one_of_two, "Take back my approval", user=CAROL, as_seen=True)  # too late: it ran
+        await h.ws.wait_for_ephemeral(
+            user=CAROL, predicate=lambda m: "no longer" in m["text"] or "Too late" in m["text"]
+        )
+        await h.settle()
+        assert approval_agent.RESTARTS == ["api"]
+        assert f"Approved by <@{CAROL}>, <@{BOB}> (2 of 2)" in blocks_text(await current(h, request))
+
+
+async def test_one_decline_vetoes_with_its_reason(fake_redis: aioredis.Redis, harness: Any, tmp_path: Path) -> None:
+    async with harness(fake_redis, settings=policy(tmp_path)) as h:
+        thread, request = await requested(h, then="Not restarting.")
+        await h.ws.click(request, "Approve", user=BOB)
+        await h.settle()
+        await h.ws.click(await current(h, request), "Decline", user=CAROL)
+        form = await h.ws.wait_for_view(
+            user=CAROL, predicate=lambda v: v.get("callback_id") == "approval_decline_modal"
+        )
+        await h.ws.submit_view(form, {"decline_reason": {"reason_text": "not during the sale"}}, user=CAROL)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Not restarting."))
+        await h.ws.click(request, "Approve", user=ALICE, as_seen=True)  # after the veto: nothing more counts
+        await h.settle()
+        assert approval_agent.RESTARTS == []
+        told = json.loads(h.model.requests[-1]["messages"][-1]["content"])
+        assert told == {"status": "declined", "reason": "not during the sale", "declined_by": CAROL}
+        done = await current(h, request)
+        assert "Declined by <@U_CAROL>: not during the sale" in blocks_text(done) and not has_controls(done)
+
+
+async def test_the_requester_counts_when_the_rule_says_so(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        f"rules:\n  - tool: restart_service\n    approvers: [requester, {BOB}]\n    required: 2\n"
+        "    requester_counts: true\n  - tool: '*'\n"
+    )
+    async with harness(fake_redis, settings={**AGENT, "approval_policy": str(path)}) as h:
+        thread, request = await requested(h)
+        assert "who asked" not in blocks_text(request)
+        await h.ws.click(request, "Approve", user=ALICE)
+        await h.settle()
+        assert f"1 of 2: approved by <@{ALICE}>" in blocks_text(await current(h, request))
+        await h.ws.click(request, "Approve", user=BOB)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        assert approval_agent.RESTARTS == ["api"]
+
+
+async def test_the_last_two_approvals_at_once_in_two_processes_run_the_call_once(
+    real_redis: aioredis.Redis, connect_real_redis: Any, harness: Any, tmp_path: Path
+) -> None:
+    """Bob approves (1 of 2); then Carol's click reaches process A and Dave's reaches process B at the same moment:
+    each would complete the quorum alone; the call runs once and the card names the two whose approvals counted."""
+    settings = policy(tmp_path, approvers=f"[{BOB}, {CAROL}, {DAVE}]")
+    directory = Directory.default()
+    directory.add_user(DAVE, "dave")
+    async with harness(real_redis, settings=settings, directory=directory) as h:
+        a = h.processes[0]
+        b = await h.start_process(connect_real_redis())
+        thread, request = await requested(h, then="Once.")
+        await h.ws.click(request, "Approve", user=BOB)
+        await h.settle()
+        seen = await current(h, request)
+        assert f"1 of 2: approved by <@{BOB}>" in blocks_text(seen)
+        for _ in range(3):  # the Lua script serialises them whatever the interleaving: try a few
+            await asyncio.gather(
+                click_via(h, a, seen, user=CAROL),
+                click_via(h, b, seen, user=DAVE),
+            )
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Once."))
+        await h.settle()
+        assert approval_agent.RESTARTS == ["api"]
+        resumed = [r for r in h.model.requests if any(m.get("role") == "tool" for m in r["messages"])]
+        assert len(resumed) == 1
+        done = blocks_text(await current(h, request))
+        assert (f"Approved by <@{BOB}>, <@{CAROL}> (2 of 2)" in done) != (f"Approved by <@{BOB}>, <@{DAVE}>" in done)
+
+
+async def click_via(h: Any, process: Any, message: dict[str, Any], *, user: str) -> None:
+    """``user`` clicks Approve on ``message`` as they saw it, the signed request going to ``process``."""
+    sender = Sender(process.url, SECRET)
+    try:
+        ack = await sender.send_interaction(action_payload(h, message, button(message, 0), user=user))
+        assert ack.status == 200
+    finally:
+        await sender.close()
+
+
+async def test_the_completing_approval_whose_claim_was_lost_is_claimed_when_its_click_comes_again(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, prefix: str
+) -> None:
+    """The process that recorded the last approval died before claiming the decision (the tally says complete, the
+    run still waits): the click delivered again (the job redelivered to another worker) claims it, once."""
+    from bot.store import Keys
+    from bot.store.conversations import asked_id
+    from bot.store.quorum import Quorums, asking_of
+    from bot.testing.slack_scenarios import thread_run
+
+    async with harness(fake_redis, settings=policy(tmp_path)) as h:
+        thread, request = await requested(h)
+        state = await thread_run(fake_redis, prefix, thread)
+        assert state.pending is not None
+        asking = asking_of(asked_id(state.pending.suspended_at), state.pending.args)
+        quorums = Quorums(fake_redis, keys=Keys(prefix))
+        await quorums.approve(state.run_id, "r1", asking, user=BOB, required=2)
+        assert (await quorums.approve(state.run_id, "r1", asking, user=CAROL, required=2)).status == "reached"
+        await h.ws.click(request, "Approve", user=BOB)  # not the one who completed it: told, nothing claimed
+        await h.ws.wait_for_ephemeral(user=BOB, predicate=lambda m: "already has all the approvals" in m["text"])
+        await h.settle()
+        assert approval_agent.RESTARTS == []
+        await h.ws.click(request, "Approve", user=CAROL)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        await h.ws.click(request, "Approve", user=CAROL, as_seen=True)
+        await h.settle()
+        assert approval_agent.RESTARTS == ["api"]

@@ -1,0 +1,149 @@
+"""Where a request is asked and how its arguments are shown (issue 23 part 1, the rule's ``where``, ``arguments``
+and ``deadline``), through the fake Slack over signed HTTP: ``where: dm`` sends each approver a DM copy with a link
+back to the thread, ``where: channel:C...`` a copy in that channel, and a decision on a copy updates the thread's
+request too; ``arguments: details-only`` keeps the arguments out of the channel (Details shows them);
+``deadline`` is the request's own."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from bot.agent.state import utcnow
+from bot.fakeslack.state import Directory
+from bot.testing import approval_agent
+from bot.testing.openai_server import Reply, tool_call
+from bot.testing.slack_scenarios import (
+    ALICE,
+    BOB,
+    CAROL,
+    GENERAL,
+    blocks_text,
+    current,
+    has_controls,
+    past_deadline,
+    text_is,
+    thread_run,
+)
+
+AGENT = {"agent": "bot.testing.approval_agent:build"}
+
+
+@pytest.fixture(autouse=True)
+def fresh_service() -> Iterator[None]:
+    approval_agent.RESTARTS.clear()
+    yield
+
+
+def policy(tmp_path: Path, rule: str) -> dict[str, Any]:
+    path = tmp_path / "policy.yaml"
+    path.write_text("rules:\n  - tool: restart_service\n" + rule + "  - tool: '*'\n")
+    return {**AGENT, "approval_policy": str(path)}
+
+
+async def requested(h: Any) -> tuple[str, dict[str, Any]]:
+    h.model.script(Reply(tool_calls=[tool_call("restart_service", {"name": "db-7"}, id="r1")]), Reply(text="Done."))
+    d = await h.ws.mention(ALICE, GENERAL, "restart db-7")
+    request = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+    return d.message["ts"], request
+
+
+async def test_where_dm_asks_each_approver_by_dm_and_a_decision_there_closes_the_thread_request(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    settings = policy(tmp_path, f"    approvers: [{BOB}, '@oncall', {CAROL}]\n    where: dm\n")
+    async with harness(fake_redis, settings=settings) as h:
+        thread, request = await requested(h)
+        bob = await h.ws.wait_for_message(channel="D_BOB", predicate=has_controls)
+        carol = await h.ws.wait_for_message(channel="D_CAROL", predicate=has_controls)
+        assert len([m for m in h.ws.messages("D_BOB") if has_controls(m)]) == 1  # Bob once, named and in @oncall
+        assert not [m for m in h.ws.messages("D_ALICE") if has_controls(m)]  # the requester is not an approver
+        assert f"Asked by <@{ALICE}> in <" in blocks_text(bob) and "the thread in <#C_GENERAL>" in blocks_text(bob)
+        assert "*name*: db-7" in blocks_text(carol)
+        await h.ws.click(carol, "Approve", user=CAROL)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        assert approval_agent.RESTARTS == ["db-7"]
+        for message in (request, bob, carol):  # every copy shows the outcome, without controls
+            done = await current(h, message)
+            assert not has_controls(done) and f"Approved by <@{CAROL}>" in blocks_text(done)
+
+
+async def test_where_a_channel_posts_a_copy_there_with_a_link_back(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    settings = policy(tmp_path, f"    approvers: [{BOB}]\n    where: channel:C_RANDOM\n")
+    async with harness(fake_redis, settings=settings) as h:
+        thread, request = await requested(h)
+        elsewhere = await h.ws.wait_for_message(channel="C_RANDOM", predicate=has_controls)
+        assert "the thread in <#C_GENERAL>" in blocks_text(elsewhere)
+        await h.ws.click(elsewhere, "Decline", user=BOB)
+        form = await h.ws.wait_for_view(user=BOB, predicate=lambda v: v.get("callback_id") == "approval_decline_modal")
+        await h.ws.submit_view(form, {}, user=BOB)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        assert approval_agent.RESTARTS == []
+        assert f"Declined by <@{BOB}>" in blocks_text(await current(h, request))
+
+
+async def test_details_only_keeps_the_arguments_out_of_the_channel(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    settings = policy(tmp_path, "    arguments: details-only\n")
+    async with harness(fake_redis, settings=settings) as h:
+        thread, request = await requested(h)
+        assert "db-7" not in json.dumps(request) and "shown only in Details" in blocks_text(request)
+        await h.ws.click(request, "Details", user=ALICE)
+        details = await h.ws.wait_for_view(user=ALICE, predicate=lambda v: "db-7" in json.dumps(v["blocks"]))
+        assert "restart_service" in json.dumps(details["blocks"])
+        await h.ws.click(request, "Approve", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        assert "db-7" not in json.dumps(await current(h, request))  # the outcome neither
+        assert approval_agent.RESTARTS == ["db-7"]
+
+
+async def test_a_rules_deadline_is_the_requests_own(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, prefix: str
+) -> None:
+    settings = policy(tmp_path, "    deadline: 90s\n")
+    async with harness(fake_redis, ttl=3600, settings=settings) as h:
+        thread, _request = await requested(h)
+        state = await thread_run(fake_redis, prefix, thread)
+        assert state.pending is not None and state.pending.expires_at is not None
+        assert state.pending.expires_at - state.pending.suspended_at == timedelta(seconds=90)
+        assert state.pending.suspend_payload["policy"] == {"rule": "rule 1", "arguments": "shown", "where": "thread"}
+
+
+async def test_on_deadline_escalate_asks_the_people_named_who_may_then_decide(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, prefix: str
+) -> None:
+    """Nobody decides within the rule's deadline: the request goes by DM to the people ``on_deadline`` names (user
+    groups expanded), for the rule's deadline again, and they may decide it."""
+    dana = "U_DANA"
+    settings = policy(tmp_path, f"    approvers: [{BOB}]\n    deadline: 10m\n    on_deadline: {{escalate: [{dana}]}}\n")
+    directory = Directory.default()
+    directory.add_user(dana, "dana")
+    async with harness(fake_redis, settings=settings, directory=directory) as h:
+        thread, request = await requested(h)
+        await h.ws.click(request, "Approve", user=dana)  # not an approver before the deadline
+        await h.ws.wait_for_ephemeral(user=dana, predicate=lambda m: "configured approvers" in m["text"])
+        await past_deadline(h, thread)
+        assert await h.bot.scheduler.tick(now=utcnow() + timedelta(minutes=11)) >= 1
+        copy = await h.ws.wait_for_message(channel="D_DANA", predicate=has_controls)
+        assert "No decision in time: escalated to you" in blocks_text(copy) and "*name*: db-7" in blocks_text(copy)
+        said = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: "escalated to" in m["text"]
+        )
+        assert f"<@{dana}>" in said["text"]
+        state = await thread_run(fake_redis, prefix, thread)
+        assert state.status == "suspended" and state.pending is not None and state.pending.expires_at is not None
+        assert state.pending.expires_at - utcnow() > timedelta(minutes=9)  # the rule's deadline again
+        await h.ws.click(copy, "Approve", user=dana)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        assert approval_agent.RESTARTS == ["db-7"]
+        done = await current(h, request)
+        assert f"Approved by <@{dana}>" in blocks_text(done) and not has_controls(done)
