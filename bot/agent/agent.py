@@ -430,10 +430,10 @@ class Agent:
                     out.emit(SuspendedChunk(run_id, self._suspended_payload(state.pending)))
                 out.emit(FinishChunk(run_id, FinishPayload(status="suspended", text=last_text(state))))
                 return state
-            except Stopped:
+            except Stopped as stop:
                 text = wrap_up(state, out)
                 state = await self.saver.save_final(state)
-                out.emit(FinishChunk(run_id, FinishPayload(status="stopped", text=text)))
+                out.emit(FinishChunk(run_id, FinishPayload(status="stopped", text=text, stopped_by=stop.by)))
                 return state
             except ModelCallFailed as exc:
                 state.status, state.error = "failed", RunFailure(kind="model", message=str(exc))

@@ -114,6 +114,7 @@ class FinishPayload:
     status: Literal["completed", "suspended", "handed_off", "stopped"]
     text: str
     ending: Ending | None = None  # a completed run's last text is incomplete, and why
+    stopped_by: str = ""  # a stopped run: who asked it to stop ("" when unknown)
 
 
 @dataclass(frozen=True)

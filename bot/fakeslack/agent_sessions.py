@@ -55,9 +55,7 @@ class AgentSessions:
 
     def register(self) -> None:
         """Add ``agents.sessions.setStatus`` and ``agents.sessions.rename`` to the fake Web API."""
-        self.api.methods.update(
-            {"agents.sessions.setStatus": self.set_status, "agents.sessions.rename": self.rename}
-        )
+        self.api.methods.update({"agents.sessions.setStatus": self.set_status, "agents.sessions.rename": self.rename})
 
     async def set_status(self, params: JSON) -> JSON:
         require(params, "status")

@@ -52,6 +52,7 @@ from bot.slack.questions.permissions import Permissions
 from bot.slack.questions.wait_plan import WaitPlan, WaitSettings
 from bot.slack.questions.waiting import Waiting
 from bot.slack.render.blocks import MAX_SELECT_OPTIONS
+from bot.slack.replies.sessions import AgentSessions
 from bot.slack.replies.thread import Follower
 from bot.slack.run_slots import RunGate, WaitingLimit
 from bot.slack.transport.http import events_web_app, server_log
@@ -243,6 +244,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         streaming=settings.reply_streaming,
         stream_interval=settings.stream_interval,
         is_question_tool=lambda name: quiet_tool(agent, name),
+        sessions=AgentSessions(web_api, enabled=settings.slack_view == "agent"),
     )
     gate = RunGate(
         ActiveRuns(redis_client, keys=keys),

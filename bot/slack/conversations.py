@@ -152,7 +152,8 @@ class Threads:
                     return
                 if pointed is None and first_request is not None:
                     await first_request(text)
-                await self._start(ctx, f"{note}\n\n{text}" if note else text, previous, after=pointed)
+                request = text if previous is None else None  # a thread's first run titles its agent session
+                await self._start(ctx, f"{note}\n\n{text}" if note else text, previous, after=pointed, request=request)
             finally:
                 await slot.release()
 
@@ -170,8 +171,11 @@ class Threads:
             return True
         return False
 
-    async def _start(self, ctx: SlackContext, text: str, previous: RunState | None, *, after: str | None) -> None:
-        """Start the thread's next run (continuing ``previous``'s conversation) and follow it. The thread is claimed
+    async def _start(
+        self, ctx: SlackContext, text: str, previous: RunState | None, *, after: str | None, request: str | None = None
+    ) -> None:
+        """Start the thread's next run (continuing ``previous``'s conversation) and follow it (``request``: the
+        person's words that start the thread, for its agent session's title). The thread is claimed
         for the new run first, atomically, so two quick mentions can't start two runs (the second is told the
         thread is busy), and nothing runs before the thread points at it."""
         history = self.agent.history_of(previous) if previous is not None else None
@@ -193,7 +197,7 @@ class Threads:
         except StoreUnavailable:
             await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=f":warning: {STORE_DOWN}")
             return
-        await self.follower.follow(stream, ctx)
+        await self.follower.follow(stream, ctx, request=request)
 
     async def _previous(self, ctx: SlackContext) -> tuple[str | None, RunState | None]:
         """``(the run id the thread points at, that run)``: the run is None when there is none yet, it is past

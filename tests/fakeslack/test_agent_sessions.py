@@ -106,7 +106,10 @@ async def test_stop_stops_the_threads_streams_and_sends_the_event_but_leaves_the
             await ws.stop_session("U_ALICE", "C_GENERAL", root)
         await client.agents_sessions_setStatus(channel_id="C_GENERAL", thread_ts=root, status="processing")
         stream = await client.chat_startStream(
-            channel="C_GENERAL", thread_ts=root, recipient_user_id="U_ALICE", recipient_team_id="T_PLAYGROUND",
+            channel="C_GENERAL",
+            thread_ts=root,
+            recipient_user_id="U_ALICE",
+            recipient_team_id="T_PLAYGROUND",
             markdown_text="Roses",
         )
         ack = await ws.stop_session("U_ALICE", "C_GENERAL", root)
@@ -129,7 +132,9 @@ async def test_messages_tab_and_app_context_events(events: tuple[str, list[dict[
         changed = received[-1]["event"]
         assert changed["type"] == "app_context_changed"
         assert changed["context"]["entities"][0] == {
-            "type": "slack#/types/channel_id", "value": "C_GENERAL", "team_id": "T_PLAYGROUND",
+            "type": "slack#/types/channel_id",
+            "value": "C_GENERAL",
+            "team_id": "T_PLAYGROUND",
         }
         await ws.change_app_context("U_ALICE", None)
         assert received[-1]["event"]["context"] == {}
@@ -140,9 +145,13 @@ async def test_a_plan_stream_shows_its_title_above_its_tasks() -> None:
         client = AsyncWebClient(token=TOKEN, base_url=ws.api_url)
         root = ws.add_user_message("U_ALICE", "D_ALICE", "check both")["ts"]
         started = await client.chat_startStream(
-            channel="D_ALICE", thread_ts=root, task_display_mode="plan",
-            chunks=[{"type": "plan_update", "title": "Checking 2 things"},
-                    {"type": "task_update", "id": "a", "title": "disk", "status": "in_progress"}],
+            channel="D_ALICE",
+            thread_ts=root,
+            task_display_mode="plan",
+            chunks=[
+                {"type": "plan_update", "title": "Checking 2 things"},
+                {"type": "task_update", "id": "a", "title": "disk", "status": "in_progress"},
+            ],
         )
         message = ws.messages("D_ALICE", thread_ts=root)[-1]
         assert message["ts"] == started["ts"] and message["blocks"][0]["text"]["text"] == "Checking 2 things"
