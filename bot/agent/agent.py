@@ -540,18 +540,21 @@ class Agent:
                 return state, None
             check_tool_messages(state.messages)
             self.stops.check(state.run_id)
-            turn = await budgeted_turn(
-                self.model,
-                state,
-                instructions=self.instructions,
-                budget=self.budget,
-                tools=self.toolbox.specs,
-                tools_tokens=self.toolbox.tokens,
-                out=out,
-                turn_timeout=self.turn_timeout,
-                max_reply_chars=self.max_reply_chars,
-                hooks=self.hooks,
-            )
+            turn = await self.stops.unless_stopped(
+                state.run_id,
+                budgeted_turn(
+                    self.model,
+                    state,
+                    instructions=self.instructions,
+                    budget=self.budget,
+                    tools=self.toolbox.specs,
+                    tools_tokens=self.toolbox.tokens,
+                    out=out,
+                    turn_timeout=self.turn_timeout,
+                    max_reply_chars=self.max_reply_chars,
+                    hooks=self.hooks,
+                ),
+            )  # a stop asked meanwhile cancels the turn: Stopped
             calls = unique_ids(turn.tool_calls, state.messages)
             state.turns += 1
             # Provider fields that must go back with this message (e.g. reasoning_content) are kept in history.

@@ -300,7 +300,9 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         contexts=PaneContexts(redis_client, keys=keys, retention=retention),
         greeting=settings.assistant_greeting,
         prompts=settings.assistant_prompts,
+        messages_tab=settings.slack_view == "agent",
     )
+    threads.dm_note = pane.viewing_note  # agent_view: the channel the person looks at (app_context_changed)
     jobs = register(app, threads=threads, answering=answering, modal=modal, approving=approving, home=home, pane=pane)
     waiting = Waiting(answering, plan=plan, approvers=policy)
     bot = Bot(

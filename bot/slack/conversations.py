@@ -74,6 +74,7 @@ class Threads:
         self.follower = follower
         self.answering = answering
         self.withdrawing = Withdrawing(answering)
+        self.dm_note: Callable[[Where], Awaitable[str | None]] | None = None  # what a DM's run is told beside it
 
     # --- events ----------------------------------------------------------------------------------
 
@@ -88,7 +89,8 @@ class Threads:
         if not await self.first_sight(body, context):
             return
         if (body.get("event") or {}).get("channel_type") == "im":
-            await self.converse(body, bot_user=context.get("bot_user_id"))
+            note = await self.dm_note(Where.of_event(body)) if self.dm_note is not None else None
+            await self.converse(body, bot_user=context.get("bot_user_id"), note=note)
         else:
             await self._thread_reply(body)
 
