@@ -280,9 +280,7 @@ def test_every_event_listened_to_is_subscribed() -> None:
     listened = listened_events()
     assert {"app_mention", "message", "app_home_opened", "agent_session_stopped"} | ASSISTANT_EVENTS <= listened
     any_message = any(s.startswith("message.") for s in subscribed)
-    lacking = sorted(
-        e for e in listened - PANE_ONLY if e not in subscribed and not (e == "message" and any_message)
-    )
+    lacking = sorted(e for e in listened - PANE_ONLY if e not in subscribed and not (e == "message" and any_message))
     assert not lacking, f"manifest.yml does not subscribe to events the bot listens to: {lacking}"
 
 
