@@ -326,7 +326,8 @@ class Agent:
 
     async def retry_stream(self, *, run_id: str) -> AgentStream:
         """Continue a run that stopped on an error (model failure, turn limit), or an orphaned one (``running``
-        but nobody drives it: its process died, or a claim's reply was lost), without asking anything again.
+        but nobody drives it: its process died, or a claim's reply was lost), without asking anything again. A stop
+        asked of it meanwhile (:meth:`stop`) stops it before its first step.
 
         Raises ``RunNotFound``, ``RunNotResumable`` (suspended, completed, expired, driven by a live process,
         or another process took it first), ``StoreUnavailable``.
@@ -347,6 +348,7 @@ class Agent:
         except RunConflict:
             raise RunNotResumable(run_id, "running", "another process took it first") from None
         self.hooks.on_retried(claimed)
+        await self.stops.poll(run_id)  # taken over: a stop asked while nobody drove it stops it before any step
         return self._launch(claimed)
 
     async def get_run(self, run_id: str) -> RunState:

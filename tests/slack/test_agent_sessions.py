@@ -248,3 +248,27 @@ async def test_the_messages_tab_greets_once_with_prompts_and_runs_know_the_chann
         await h.ws.dm(ALICE, "summarise what I'm looking at")
         await h.ws.wait_for_message(channel="D_ALICE", predicate=lambda m: "summary" in m["text"])
         assert f"<#{GENERAL}>" in str(h.model.requests[-1]["messages"][-1]["content"])
+
+
+async def test_stop_of_a_run_whose_process_died_takes_it_over_and_stops_it_before_any_step(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, **AGENT) as h:
+        h.model.script(Reply(text="First."))
+        d = await h.ws.mention(ALICE, GENERAL, "go")
+        thread = d.message["ts"]
+        await settled_status(h, thread, "active")
+        await h.settle()
+        store = h.bot.agent.store
+        state = await h.bot.agent.get_run(await thread_run_id(h, thread))
+        # what a process killed mid-run leaves behind: status running, last saved an hour ago, Slack still spinning
+        orphan = state.model_copy(update={"status": "running", "updated_at": utcnow() - timedelta(hours=1)})
+        await store.client.hset(
+            store.keys.run(state.run_id), mapping={"rev": str(orphan.revision), "state": orphan.to_json()}
+        )
+        h.ws.state.sessions[(GENERAL, thread)]["status"] = "processing"
+        requests = len(h.model.requests)
+        await h.ws.stop_session(ALICE, GENERAL, thread)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: "Stopped by" in m["text"])
+        await settled_status(h, thread, "active")
+        assert len(h.model.requests) == requests  # stopped before its first step: no model turn

@@ -95,19 +95,19 @@ class Withdrawing:
                 clicked=where.message_in(ctx),
             )
 
-    async def stop(self, state: RunState, ctx: SlackContext, where: Where) -> None:
+    async def stop(self, state: RunState, ctx: SlackContext, where: Where) -> bool:
         """A stop asked in the thread of ``state``, which is working (``stop`` said there, or Slack's Stop): only
-        who :meth:`Permissions.stop_refusal` admits may stop it."""
+        who :meth:`Permissions.stop_refusal` admits may stop it. True when the stop was asked."""
         say = self.answering.say_to(where)
         refused = self.answering.permissions.stop_refusal(ctx, where.user, where=where)
         if refused is not None:
             await say(refused)
-            return
+            return False
         try:
             await self.agent.stop(run_id=state.run_id, stopped_by=where.user)
         except StoreUnavailable:
             await say(STORE_DOWN)
-            return
+            return False
         log.info("run %s: %s asked it to stop", state.run_id, where.user)
         pending = state.pending
         if pending is not None and pending.executing_since is not None and pending.resume is not None:
@@ -115,8 +115,9 @@ class Withdrawing:
                 f"Stopping: `{pending.tool_name}` was approved and is running now; it will finish, and"
                 " nothing after it starts."
             )
-            return
+            return True
         await say(STOPPING)
+        return True
 
     async def on_session_stopped(self, body: dict[str, Any]) -> None:
         """Lazy listener of ``agent_session_stopped`` (Slack's Stop on the thread's processing agent session; see the
@@ -138,8 +139,11 @@ class Withdrawing:
             if state is None or ctx is None:
                 log.info("Stop in %s %s: no run there", channel, thread_ts)
                 return
-            if state.status == "running" and not await self._orphaned(state):
-                await self.stop(state, ctx, where)
+            if state.status == "running":
+                orphaned = await self._orphaned(state)
+                # its process died: taken over here, it stops before its first step (and its session with it)
+                if await self.stop(state, ctx, where) and orphaned:
+                    await self.answering.continue_orphan(state, ctx)
                 return
             follower = self.answering.follower
             await follower.show_stored(state, ctx)  # not left processing: what the stored run is
