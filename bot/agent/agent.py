@@ -489,6 +489,7 @@ class Agent:
                 live=self.live,
                 hooks=self.hooks,
             )
+        plan: tuple[tuple[str, str], ...] = ()  # the calls of the turn just made, when it made several
         while True:
             while state.queued:
                 self.stops.check(state.run_id)
@@ -502,7 +503,8 @@ class Agent:
                         state, call, error, out, hooks=self.hooks, max_chars=self.tool_result_max_chars, is_error=True
                     )
                     continue
-                out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, args)))
+                out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, args, plan=plan)))
+                plan = ()
                 # the model calls no hidden tool
                 tools = self.tools if ASK_ONLY in state.metadata else self.toolbox.offered
                 tool = tools.get(call.name)
@@ -568,6 +570,7 @@ class Agent:
                 state.status = "completed"
                 return state, ending_of(turn)
             state.queued = calls
+            plan = tuple((c.id, c.name) for c in calls) if len(calls) > 1 else ()
 
     async def _save_midway(self, state: RunState) -> None:
         """Save ``state`` in the middle of a segment (keeps the same object: its revision moves on). Raises

@@ -62,6 +62,7 @@ class ToolCallPayload:
     tool_call_id: str
     tool_name: str
     args: dict[str, Any]
+    plan: tuple[tuple[str, str], ...] = ()  # on the first call of a turn that made several: (id, name) of each
 
 
 @dataclass(frozen=True)

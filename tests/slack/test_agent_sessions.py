@@ -272,3 +272,37 @@ async def test_stop_of_a_run_whose_process_died_takes_it_over_and_stops_it_befor
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: "Stopped by" in m["text"])
         await settled_status(h, thread, "active")
         assert len(h.model.requests) == requests  # stopped before its first step: no model turn
+
+
+TOOLS = {"agent": "bot.testing.approval_agent:build", "stream_interval": 0.2}
+
+
+async def test_a_turn_with_several_tool_calls_shows_as_a_plan_and_a_lone_call_as_a_task(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings=TOOLS, **AGENT) as h:
+        h.model.script(
+            Reply(
+                text="Checking both.",
+                tool_calls=[
+                    tool_call("lookup_ticket", {"ticket_id": "T1"}, id="a"),
+                    tool_call("lookup_ticket", {"ticket_id": "T2"}, id="b"),
+                ],
+            ),
+            Reply(tool_calls=[tool_call("lookup_ticket", {"ticket_id": "T3"}, id="c")]),
+            Reply(text="All three are open."),
+        )
+        d = await h.ws.mention(ALICE, GENERAL, "check T1 T2 T3")
+        thread = d.message["ts"]
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: "open" in m["text"])
+        await h.settle()
+        starts = h.ws.calls("chat.startStream")
+        modes = [c.params.get("task_display_mode") for c in starts]
+        assert modes[:2] == [None, "plan"] and modes.count("plan") == 1  # the text, then the plan's own message
+        plan = next(m for m in h.ws.messages(GENERAL, thread_ts=thread) if m.get("task_display_mode") == "plan")
+        assert plan["plan_title"] == "Working through 2 steps"
+        assert {t["status"] for t in plan["tasks"].values()} == {"complete"} and set(plan["tasks"]) >= {"a", "b"}
+        sent = [c for c in h.ws.calls() if c.method in ("chat.startStream", "chat.appendStream", "chat.stopStream")]
+        chunk_types = [ch.get("type") for c in sent for ch in (c.params.get("chunks") or [])]
+        assert chunk_types.count("plan_update") == 1  # the lone call of the next turn: a task_update only
+        assert sum(1 for c in sent for ch in (c.params.get("chunks") or []) if ch.get("id") == "c") >= 1

@@ -151,6 +151,9 @@ class Follower:
                         case TextDeltaChunk(payload=delta):
                             reply.text(await mentions.feed(delta.text) if mentions is not None else delta.text)
                         case ToolCallChunk(payload=call) if not self.is_question_tool(call.tool_name):
+                            steps = [(i, name) for i, name in call.plan if not self.is_question_tool(name)]
+                            if len(steps) > 1:  # several tools in one turn: a plan (streaming.ReplyStream.plan)
+                                reply.plan(plan_title(len(steps)), steps)
                             reply.task(call.tool_call_id, tool_name=call.tool_name, status="in_progress")
                             await status.show(running(call.tool_name))
                         case SuspendedChunk(payload=suspended):
@@ -449,6 +452,11 @@ class Follower:
         await self._close(
             ref, tool_call_id, summary=summary_text, asked=asked, clicked=clicked, text=text, blocks=blocks
         )
+
+
+def plan_title(steps: int) -> str:
+    """The title of a model turn's plan of ``steps`` tool calls (a ``plan_update`` chunk's plain text)."""
+    return f"Working through {steps} steps"
 
 
 def stopped_line(by: str, text: str) -> str:
