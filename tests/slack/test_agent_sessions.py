@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 
 from bot.agent.state import utcnow
 from bot.fakeslack.workspace import DEFAULT_SUBSCRIPTIONS
+from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import (
     ALICE,
@@ -306,3 +307,36 @@ async def test_a_turn_with_several_tool_calls_shows_as_a_plan_and_a_lone_call_as
         chunk_types = [ch.get("type") for c in sent for ch in (c.params.get("chunks") or [])]
         assert chunk_types.count("plan_update") == 1  # the lone call of the next turn: a task_update only
         assert sum(1 for c in sent for ch in (c.params.get("chunks") or []) if ch.get("id") == "c") >= 1
+
+
+async def test_stop_during_an_approved_tool_says_it_runs_on_and_starts_nothing_after_it(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    approval_agent.GATE.clear()
+    approval_agent.RESTARTS.clear()
+    gate = approval_agent.GATE["gate"] = asyncio.Event()
+    try:
+        async with harness(fake_redis, settings=TOOLS, **AGENT) as h:
+            h.model.script(
+                Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]),
+                Reply(tool_calls=[tool_call("restart_service", {"name": "web"}, id="r2")]),
+            )
+            d = await h.ws.mention(ALICE, GENERAL, "restart api then web")
+            thread = d.message["ts"]
+            q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+            await h.ws.click(q, "Approve", user=ALICE)
+            await h.ws.fake.wait_until(lambda: approval_agent.RESTARTS, timeout=10, what="the approved call to run")
+            await settled_status(h, thread, "processing")
+            await h.ws.stop_session(ALICE, GENERAL, thread)
+            told = await h.ws.wait_for_ephemeral(user=ALICE, predicate=lambda m: "is running now" in m["text"])
+            assert "`restart_service`" in told["text"] and "will finish" in told["text"]
+            gate.set()  # the call ends on its own: not killed
+            await h.ws.wait_for_message(
+                channel=GENERAL, thread_ts=thread, predicate=lambda m: "Stopped by" in m["text"]
+            )
+            await settled_status(h, thread, "active")
+            assert approval_agent.RESTARTS == ["api"]  # the model was not asked again: "web" never started
+            assert len(h.model.requests) == 1
+    finally:
+        gate.set()
+        approval_agent.GATE.clear()
