@@ -95,9 +95,11 @@ class Withdrawing:
                 clicked=where.message_in(ctx),
             )
 
-    async def stop(self, state: RunState, ctx: SlackContext, where: Where) -> bool:
+    async def stop(self, state: RunState, ctx: SlackContext, where: Where, *, acknowledge: bool = True) -> bool:
         """A stop asked in the thread of ``state``, which is working (``stop`` said there, or Slack's Stop): only
-        who :meth:`Permissions.stop_refusal` admits may stop it. True when the stop was asked."""
+        who :meth:`Permissions.stop_refusal` admits may stop it. True when the stop was asked. ``acknowledge``:
+        tell the person it is stopping (Slack's Stop shows that itself: only an approved call that runs on is
+        told)."""
         say = self.answering.say_to(where)
         refused = self.answering.permissions.stop_refusal(ctx, where.user, where=where)
         if refused is not None:
@@ -116,7 +118,8 @@ class Withdrawing:
                 " nothing after it starts."
             )
             return True
-        await say(STOPPING)
+        if acknowledge:
+            await say(STOPPING)
         return True
 
     async def on_session_stopped(self, body: dict[str, Any]) -> None:
@@ -142,7 +145,7 @@ class Withdrawing:
             if state.status == "running":
                 orphaned = await self._orphaned(state)
                 # its process died: taken over here, it stops before its first step (and its session with it)
-                if await self.stop(state, ctx, where) and orphaned:
+                if await self.stop(state, ctx, where, acknowledge=False) and orphaned:
                     await self.answering.continue_orphan(state, ctx)
                 return
             follower = self.answering.follower
