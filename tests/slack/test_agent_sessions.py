@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import fakeredis
@@ -340,3 +341,19 @@ async def test_stop_during_an_approved_tool_says_it_runs_on_and_starts_nothing_a
     finally:
         gate.set()
         approval_agent.GATE.clear()
+
+
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
+async def test_an_mcp_servers_elicitation_suspends_the_session_until_answered(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, protocol: str
+) -> None:
+    from tests.slack.test_mcp_questions import ask as mcp_ask
+    from tests.slack.test_mcp_questions import mcp_settings
+
+    async with harness(fake_redis, settings=mcp_settings(tmp_path, protocol=protocol), **AGENT) as h:
+        thread, q = await mcp_ask(h, "deploy", {"service": "web"}, then="Deployed web.")
+        await settled_status(h, thread, "suspended")  # waits for a person: the server's question
+        await h.ws.click(q, "Yes", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Deployed web.")
+        await settled_status(h, thread, "active")
+        assert statuses(h, thread) == ["processing", "suspended", "processing", "active"]

@@ -142,6 +142,8 @@ class Follower:
             reply = self._new_reply(ctx, status)
             mentions = NamedMentions(self.names) if not self.allow_user_mentions else None
             final: SessionStatus | None = "active"  # the session when the segment ends (sessions.py's table)
+            if stream.handed_off and status.as_session:
+                return  # the segment whose tool call asked goes on, and shows the session
             await status.show(THINKING)
             try:
                 async for chunk in stream:
