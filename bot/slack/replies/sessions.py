@@ -8,7 +8,11 @@ reference/methods/agents.sessions.setStatus, agents.sessions.rename):
 | works (model turns, tool calls) | ``processing`` (Slack shows Stop) |
 | waits for a person: a question, an approval, an MCP elicitation | ``suspended`` |
 | answered, waits for the next message (also: stopped, or failed with Retry offered) | ``active`` |
-| withdrawn, expired without an answer, or the thread is done | ``closed`` |
+| its question expired without an answer and the run ended there (``ASK_ON_TIMEOUT=close``) | ``closed`` |
+
+A withdrawn question (its Cancel) does not close the session: the run goes on, told it was withdrawn, and ends
+``active`` like any other. Nothing else ends a thread in Slack's sense: a thread takes its next message while its
+record is kept.
 
 :func:`status_of` gives the status a stored run calls for, so a process that takes a run over (a restart, a crash,
 a worker takeover) sets what the run is, never leaving ``processing`` on a run that waits or ended.
