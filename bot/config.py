@@ -35,6 +35,7 @@
 | ``AGENT`` | unset | your agent: ``module:attribute`` of a factory ``build(model=..., store=...)`` returning an Agent |
 | ``AGENT_INSTRUCTIONS`` | see below | the system prompt (of the built-in agent) |
 | ``MCP_CONFIG`` | unset | path of an ``{"mcpServers": {...}}`` file: the agent gets those MCP servers' tools |
+| ``SLACK_VIEW`` | ``agent`` | ``agent``: threads show agent sessions and Stop (``agent_view``); ``assistant``: not |
 | ``REPLY_STREAMING`` | ``true`` | replies show as the model writes them (chat streaming); ``false``: posted, updated |
 | ``STREAM_INTERVAL`` | ``1.0`` | seconds between a streaming reply's Web API calls (0.2 to 10; Slack's rate limits) |
 | ``ASSISTANT_GREETING`` | see below | what the bot says when a person opens a thread in its assistant pane |
@@ -107,6 +108,7 @@ Answerers = Literal["requester", "channel"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 LogFormat = Literal["text", "json"]
 OnTimeout = Literal["resume", "close"]
+SlackView = Literal["agent", "assistant"]  # manifest features.agent_view (agent sessions, Stop) or assistant_view
 Mode = Literal["playground", "http", "socket"]
 Transport = Literal["http", "socket"]
 
@@ -169,6 +171,7 @@ class Settings(BaseSettings):
     agent_instructions: str = DEFAULT_INSTRUCTIONS
     mcp_config: str | None = None
     reply_streaming: bool = True
+    slack_view: SlackView = "agent"
     stream_interval: float = Field(default=1.0, ge=0.2, le=10)
     assistant_greeting: str = Field(default=DEFAULT_GREETING, min_length=1, max_length=3000)
     assistant_prompts: SuggestedPrompts = Field(default_factory=lambda: suggested_prompts(DEFAULT_PROMPTS))

@@ -58,6 +58,10 @@ SCOPES: dict[str, tuple[tuple[str, ...], ...]] = {
     "assistant.threads.setStatus": (("chat:write", "assistant:write"),),
     "assistant.threads.setTitle": (("assistant:write",),),
     "assistant.threads.setSuggestedPrompts": (("assistant:write",),),
+    # Slack: "Authentication token bearing the chat:write scope" (sessions in threads); agent apps get
+    # assistant:write with agent_view.
+    "agents.sessions.setStatus": (("chat:write",),),
+    "agents.sessions.rename": (("chat:write",),),
     # Called with the app-level token (xapp-, scope connections:write), which the manifest does not list.
     "apps.connections.open": (),
 }
@@ -72,6 +76,9 @@ EVENT_SCOPES: dict[str, tuple[tuple[str, ...], ...]] = {
     "app_home_opened": (),
     "assistant_thread_started": (("assistant:write",),),
     "assistant_thread_context_changed": (("assistant:write",),),
+    # The agent messaging experience (features.agent_view): no scope of their own in Slack's event reference.
+    "agent_session_stopped": (),
+    "app_context_changed": (),
 }
 
 # AsyncWebClient helpers that call other methods without naming them in an api_call("...").
@@ -265,19 +272,29 @@ def listened_events() -> set[str]:
     return events
 
 
+PANE_ONLY = {"assistant_thread_started", "assistant_thread_context_changed"}
+"""Events Slack sends only to an ``assistant_view`` app (``SLACK_VIEW=assistant``; docs/slack-setup.md says what to
+put back in the manifest for it); the manifest declares ``agent_view``."""
+
+
 def test_every_event_listened_to_is_subscribed() -> None:
     subscribed = bot_events(manifest())
     listened = listened_events()
-    assert {"app_mention", "message", "app_home_opened"} | ASSISTANT_EVENTS <= listened  # the scan finds them
+    assert {"app_mention", "message", "app_home_opened", "agent_session_stopped"} | ASSISTANT_EVENTS <= listened
     any_message = any(s.startswith("message.") for s in subscribed)
-    lacking = sorted(e for e in listened if e not in subscribed and not (e == "message" and any_message))
+    lacking = sorted(e for e in listened - PANE_ONLY if e not in subscribed and not (e == "message" and any_message))
     assert not lacking, f"manifest.yml does not subscribe to events the bot listens to: {lacking}"
 
 
-def test_the_assistant_pane_is_enabled() -> None:
-    """Slack shows the app in its AI split view only with features.assistant_view (docs.slack.dev
-    reference/app-manifest); its threads' events need assistant:write."""
+def test_the_agent_view_is_declared_with_what_sessions_and_stop_need() -> None:
+    """Slack's agent messaging experience (docs.slack.dev ai/migrating-to-agent-messaging): features.agent_view with
+    its agent_description instead of assistant_view; Stop needs the agent_session_stopped subscription (else
+    setStatus warns missing_agent_session_stopped_event_subscription); the Messages tab's app_home_opened and
+    app_context_changed replace the pane's events; thread sessions need chat:write."""
     data = manifest()
-    view = data.get("features", {}).get("assistant_view") or {}
-    assert view.get("assistant_description"), "features.assistant_view.assistant_description must be set"
-    assert "assistant:write" in bot_scopes(data)
+    features = data.get("features", {})
+    view = features.get("agent_view") or {}
+    assert view.get("agent_description"), "features.agent_view.agent_description must be set"
+    assert "assistant_view" not in features, "agent_view replaces assistant_view: one of them, not both"
+    assert {"agent_session_stopped", "app_context_changed", "app_home_opened", "message.im"} <= bot_events(data)
+    assert {"chat:write", "assistant:write"} <= bot_scopes(data)

@@ -377,7 +377,8 @@ class Agent:
 
     async def retry_stream(self, *, run_id: str) -> AgentStream:
         """Continue a run that stopped on an error (model failure, turn limit), or an orphaned one (``running``
-        but nobody drives it: its process died, or a claim's reply was lost), without asking anything again.
+        but nobody drives it: its process died, or a claim's reply was lost), without asking anything again. A stop
+        asked of it meanwhile (:meth:`stop`) stops it before its first step.
 
         Raises ``RunNotFound``, ``RunNotResumable`` (suspended, completed, expired, driven by a live process,
         or another process took it first), ``StoreUnavailable``.
@@ -398,6 +399,7 @@ class Agent:
         except RunConflict:
             raise RunNotResumable(run_id, "running", "another process took it first") from None
         self.hooks.on_retried(claimed)
+        await self.stops.poll(run_id)  # taken over: a stop asked while nobody drove it stops it before any step
         return self._launch(claimed)
 
     async def get_run(self, run_id: str) -> RunState:
@@ -485,10 +487,10 @@ class Agent:
                     out.emit(SuspendedChunk(run_id, self._suspended_payload(state.pending)))
                 out.emit(FinishChunk(run_id, FinishPayload(status="suspended", text=last_text(state))))
                 return state
-            except Stopped:
+            except Stopped as stop:
                 text = wrap_up(state, out)
                 state = await self.saver.save_final(state)
-                out.emit(FinishChunk(run_id, FinishPayload(status="stopped", text=text)))
+                out.emit(FinishChunk(run_id, FinishPayload(status="stopped", text=text, stopped_by=stop.by)))
                 return state
             except ModelCallFailed as exc:
                 state.status, state.error = "failed", RunFailure(kind="model", message=str(exc))
@@ -532,6 +534,7 @@ class Agent:
         if state.pending is not None:
             pending, state.pending = state.pending, None
             await continue_pending(self._runner(self.tools), state, pending, out, save=self._save_midway)
+        plan: tuple[tuple[str, str], ...] = ()  # the calls of the turn just made, when it made several
         while True:
             while state.queued:
                 self.stops.check(state.run_id)
@@ -543,7 +546,8 @@ class Agent:
                     error = {"error": f"{call.name}: {exc}"}
                     self._runner(self.tools).add_result(state, call, error, out, is_error=True)
                     continue
-                out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, args)))
+                out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, args, plan=plan)))
+                plan = ()
                 # the model calls no hidden tool
                 runner = self._runner(self.tools if ASK_ONLY in state.metadata else self.toolbox.offered)
                 tool = runner.tools.get(call.name)
@@ -576,7 +580,8 @@ class Agent:
                 max_reply_chars=self.max_reply_chars,
                 hooks=self.hooks,
             )
-            turn = await budgeted_turn(turns, state, out=out)
+            # a stop asked meanwhile cancels the turn: Stopped
+            turn = await self.stops.unless_stopped(state.run_id, budgeted_turn(turns, state, out=out))
             calls = unique_ids(turn.tool_calls, state.messages)
             state.turns += 1
             # Provider fields that must go back with this message (e.g. reasoning_content) are kept in history.
@@ -588,6 +593,7 @@ class Agent:
                 state.status = "completed"
                 return state, ending_of(turn)
             state.queued = calls
+            plan = tuple((c.id, c.name) for c in calls) if len(calls) > 1 else ()
 
     def _runner(self, tools: dict[str, Tool]) -> ToolRunner:
         """How a call of one of ``tools`` runs now (the limits and hooks as they are at this call: a deployment may

@@ -62,6 +62,7 @@ class ToolCallPayload:
     tool_call_id: str
     tool_name: str
     args: dict[str, Any]
+    plan: tuple[tuple[str, str], ...] = ()  # on the first call of a turn that made several: (id, name) of each
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,7 @@ class FinishPayload:
     status: Literal["completed", "suspended", "handed_off", "stopped"]
     text: str
     ending: Ending | None = None  # a completed run's last text is incomplete, and why
+    stopped_by: str = ""  # a stopped run: who asked it to stop ("" when unknown)
 
 
 @dataclass(frozen=True)
@@ -210,11 +212,13 @@ class AgentStream:
     The run executes in a background task whether or not anyone iterates; chunks are buffered.
     ``async for chunk in stream`` yields :data:`Chunk` objects; ``stream.text_stream`` only the text;
     ``await stream.result()`` waits for the end and returns the last saved :class:`RunState` (``None`` if
-    the final save failed).
+    the final save failed). ``handed_off``: the stream of a claim whose run goes on in another segment (the one
+    whose tool call asked): it only says so (one ``finish`` chunk, ``handed_off``).
     """
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, *, handed_off: bool = False) -> None:
         self.run_id = run_id
+        self.handed_off = handed_off
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._task: asyncio.Task[RunState | None] | None = None
 

@@ -23,7 +23,7 @@ For tests:
 - ``subscribe() -> asyncio.Queue[dict]``: change events (``{"type": "message" | "message_changed" |
   "message_deleted" | "ephemeral" | "ephemeral_deleted" | "view_opened" | "view_pushed" | "view_updated" |
   "view_closed" | "reaction_added" | "reaction_removed" | "home_published" | "assistant_status" |
-  "assistant_prompts" | "assistant_title" | "assistant_thread" | "api_call" | "socket_connected" |
+  "assistant_prompts" | "assistant_title" | "assistant_thread" | "agent_session" | "api_call" | "socket_connected" |
   "socket_disconnected", ...}``);
   ``unsubscribe(q)``.
 - ``await wait_until(probe, timeout=..., what=...)``: event-driven wait until ``probe()`` returns a truthy
@@ -52,6 +52,7 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
+from bot.fakeslack.agent_sessions import AgentSessions
 from bot.fakeslack.api_args import ApiError
 from bot.fakeslack.assistant import Assistant
 from bot.fakeslack.elements import fill_ids
@@ -113,6 +114,7 @@ class FakeSlack:
         self.api = WebApi(self.state)
         Streams(self.api).register()
         Assistant(self.api).register()
+        AgentSessions(self.api).register()
         self.app_token = app_token
         self.socket_mode = SocketModeHub(app_token, on_change=self.state.changed)
         self.api.methods["apps.connections.open"] = self._apps_connections_open

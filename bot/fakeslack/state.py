@@ -319,6 +319,9 @@ class SlackState:
         self.suggested_prompts: list[JSON] = []  # every assistant.threads.setSuggestedPrompts call, in order
         self.titles: list[JSON] = []  # every assistant.threads.setTitle call, in order
         self.assistant_threads: list[JSON] = []  # {user_id, channel_id, thread_ts, context} per pane opened
+        self.sessions: dict[tuple[str, str], JSON] = {}  # (channel, thread_ts) -> agent session (agent_sessions)
+        self.agent_app = False  # the app is declared an agent (agent_view): it may create agent sessions
+        self.stop_subscribed = True  # the app subscribes to agent_session_stopped (else setStatus warns)
         self._status_now: dict[tuple[str, str], tuple[str, float]] = {}  # (channel, thread) -> (status, set at)
         self._on_change = on_change
         self._trigger_seq = 0

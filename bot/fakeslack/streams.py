@@ -11,7 +11,8 @@ chat.stopStream):
 - ``markdown_text`` at most 12,000 characters per call (``msg_too_long``); or ``chunks`` (what slack_sdk's chat
   stream helper sends): ``markdown_text`` chunks add text, ``task_update`` / ``plan_update`` chunks show a task's
   progress (one line per task id, latest status), ``blocks`` chunks add blocks; any other type is
-  ``invalid_arguments``.
+  ``invalid_arguments``. ``task_display_mode`` of ``chat.startStream``: ``timeline`` (default) or ``plan`` (the
+  tasks shown together under the plan's title, set by ``plan_update`` chunks: a header block above them).
 
 A streamed message shows its text so far as one ``markdown`` block (``streaming: true`` until it is stopped), so the
 playground renders it growing; every change is a ``message_changed`` event. Starting a stream in a thread clears
@@ -30,6 +31,7 @@ from bot.fakeslack.webapi import WebApi
 
 MARKDOWN_TEXT = 12_000
 STOP_BLOCKS = 50
+DISPLAY_MODES = ("timeline", "plan")  # chat.startStream task_display_mode: tasks one by one, or together as a plan
 
 
 class Streams:
@@ -64,7 +66,11 @@ class Streams:
             raise ApiError("message_not_found")
         thread_ts = str(parent.get("thread_ts", parent["ts"]))
         message = self.api.bot_message(text="", blocks=None, thread_ts=thread_ts)
-        message.update(streaming=True, blocks=[], tasks={}, extra_blocks=[])
+        mode = str(params.get("task_display_mode") or "timeline")
+        if mode not in DISPLAY_MODES:
+            problem = f"must be one of {', '.join(DISPLAY_MODES)} [json-pointer:/task_display_mode]"
+            raise invalid("invalid_arguments", [problem], with_errors=False)
+        message.update(streaming=True, blocks=[], tasks={}, extra_blocks=[], task_display_mode=mode)
         _take(message, params, required=False)
         self.state.conversations[channel].add(message)
         self.state.changed({"type": "message", "channel": channel, "message": copy.deepcopy(message)})
@@ -117,7 +123,9 @@ def _take(message: JSON, params: JSON, *, required: bool) -> None:
             kind = chunk.get("type") if isinstance(chunk, dict) else None
             if kind == "markdown_text":
                 added += _checked(str(chunk.get("text") or ""))
-            elif kind in ("task_update", "plan_update"):
+            elif kind == "plan_update":  # the plan's title (slack_sdk's PlanUpdateChunk: title only)
+                message["plan_title"] = str(chunk.get("title") or "")
+            elif kind == "task_update":
                 key = str(chunk.get("id") or chunk.get("title") or i)
                 message["tasks"][key] = {
                     "title": str(chunk.get("title") or ""),
@@ -159,6 +167,9 @@ def _blocks(message: JSON) -> list[JSON]:
         for t in message.get("tasks", {}).values()
     ]
     blocks: list[JSON] = [{"type": "context", "block_id": "tasks", "elements": tasks[:10]}] if tasks else []
+    if message.get("task_display_mode") == "plan" and (tasks or message.get("plan_title")):
+        title = str(message.get("plan_title") or "Plan")[:150]
+        blocks.insert(0, {"type": "header", "block_id": "plan", "text": {"type": "plain_text", "text": title}})
     if message.get("text"):
         blocks.append({"type": "markdown", "block_id": "stream", "text": message["text"]})
     return blocks + list(message.get("extra_blocks", []))

@@ -21,7 +21,7 @@ returned by conversations.replies / history only with ``include_all_metadata``; 
 assistant status; a text-only chat.postMessage is stored with the ``rich_text`` block Slack derives from its text.
 In sibling modules, which build on this one and register on its method table (``fake_slack`` has them do it):
 chat.startStream / appendStream / stopStream (``streams``); assistant.threads.setStatus / setSuggestedPrompts /
-setTitle (``assistant``).
+setTitle (``assistant``); agents.sessions.setStatus / rename (``agent_sessions``).
 ``apps.connections.open`` (Socket Mode, app-level token only: ``APP_TOKEN_METHODS``) needs the server's
 address, so ``fake_slack`` serves it (see ``socket_mode``).
 A missing required argument answers ``invalid_arguments`` with ``[ERROR] missing required field: X``.

@@ -19,7 +19,8 @@ async with Workspace(bot_url="http://127.0.0.1:3000/slack/events", signing_secre
 
 Names
 - ``Workspace(bot_url="", signing_secret="", bot_token="xoxb-playground", *, transport="http",
-  app_token=None, clock=time.time, subscriptions=DEFAULT_SUBSCRIPTIONS, directory=None, ack_timeout=10.0)``;
+  app_token=None, clock=time.time, subscriptions=DEFAULT_SUBSCRIPTIONS, directory=None, ack_timeout=10.0,
+  agent_view=False)``;
   ``start()``/``stop()`` or ``async with``. ``fake`` (``FakeSlack``), ``sender``, ``state`` (``SlackState``).
 - ``transport="http"``: ``sender`` is a ``Sender`` posting signed requests to ``bot_url``.
   ``transport="socket"`` (needs ``app_token``, ``xapp-...``): the app connects over Socket Mode
@@ -36,6 +37,10 @@ Names
   context_channel=None) -> thread_ts`` (a thread root by the bot in the person's DM, then
   ``assistant_thread_started``), ``change_assistant_context(user, thread_ts, channel) -> Ack | None``
   (``assistant_thread_context_changed``); the person writes there with ``dm(user, text, thread_ts=thread_ts)``.
+- The agent messaging experience (``agent_view=True``: the app is declared an agent; see ``agent_sessions``):
+  ``session(channel, thread_ts)``, ``stop_session(user, channel, thread_ts)`` (``agent_session_stopped``),
+  ``open_messages_tab(user)`` (``app_home_opened`` tab ``messages``), ``change_app_context(user, channel)``
+  (``app_context_changed``).
 - Waiting (event-driven, ``PlaygroundError`` on timeout): ``wait_for_message``, ``wait_for_ephemeral``,
   ``wait_for_view``, ``wait_for_call``.
 - Interactions (each mints a 3-second single-use trigger_id and a response_url; returns the ``Ack``):
@@ -58,7 +63,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal
 
-from bot.fakeslack import assistant_pane
+from bot.fakeslack import agent_sessions, assistant_pane
 from bot.fakeslack.elements import text_blocks
 from bot.fakeslack.fake_slack import ApiCall, FakeSlack
 from bot.fakeslack.interactions import Interactions
@@ -103,6 +108,7 @@ class Workspace(Interactions):
         subscriptions: Iterable[str] = DEFAULT_SUBSCRIPTIONS,
         directory: Directory | None = None,
         ack_timeout: float = 10.0,
+        agent_view: bool = False,
     ) -> None:
         self.clock = clock
         self.fake = FakeSlack(bot_token, app_token=app_token, clock=clock, directory=directory)
@@ -114,6 +120,8 @@ class Workspace(Interactions):
         else:
             self.sender = Sender(bot_url, signing_secret, clock=clock, timeout=ack_timeout)
         self.subscriptions = frozenset(subscriptions)
+        self.fake.state.agent_app = agent_view
+        self.fake.state.stop_subscribed = agent_sessions.STOPPED in self.subscriptions
         self.view_errors: dict[str, JSON] = {}
 
     async def start(self) -> None:
@@ -216,6 +224,26 @@ class Workspace(Interactions):
         """``user`` opens ``channel`` while their assistant thread is open: ``assistant_thread_context_changed``
         (None when the app is not subscribed to it)."""
         return await assistant_pane.change_context(self, user, thread_ts, channel)
+
+    # -- the agent messaging experience (agent_view) -----------------------------------------------
+
+    def session(self, channel: str, thread_ts: str) -> JSON | None:
+        """The agent session of a thread (``{channel_id, thread_ts, status, title, initiator_user_id, statuses}``),
+        or None."""
+        return agent_sessions.session_of(self, channel, thread_ts)
+
+    async def stop_session(self, user: str, channel: str, thread_ts: str) -> Ack | None:
+        """``user`` clicks Stop on the thread's processing session: ``agent_session_stopped`` (see
+        ``agent_sessions.stop_session``)."""
+        return await agent_sessions.stop_session(self, user, channel, thread_ts)
+
+    async def open_messages_tab(self, user: str) -> Ack:
+        """``user`` opens the app's Messages tab: ``app_home_opened`` with tab ``messages``."""
+        return await agent_sessions.open_messages_tab(self, user)
+
+    async def change_app_context(self, user: str, channel: str | None) -> Ack | None:
+        """``user`` moves to ``channel`` with the app visible: ``app_context_changed`` (None when unsubscribed)."""
+        return await agent_sessions.change_app_context(self, user, channel)
 
     # -- looking ----------------------------------------------------------------------------------
 

@@ -52,7 +52,7 @@ from bot.agent import ChatModel, OpenAIChatModel
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.fakeslack.sender import Sender
-from bot.fakeslack.workspace import Workspace
+from bot.fakeslack.workspace import DEFAULT_SUBSCRIPTIONS, Workspace
 from bot.playground.mcp import PlaygroundMcp, start_mcp
 from bot.playground.saved import WorkspaceSaver
 from bot.playground.timing import BotTiming
@@ -66,6 +66,7 @@ log = logging.getLogger(__name__)
 
 BOT_HOST = "127.0.0.1"
 DEMO_AGENT = "bot.playground.demo_agent:build"
+AGENT_EVENTS = ("agent_session_stopped", "app_context_changed", "app_home_opened")  # manifest.yml's agent_view events
 DRAIN_SECONDS = 3.0
 
 
@@ -182,6 +183,8 @@ class Playground:
             f"http://{BOT_HOST}:1{EVENTS_PATH}",  # replaced below, once the bot listens
             secret,
             f"xoxb-playground-{secrets.token_hex(8)}",
+            agent_view=self.settings.slack_view == "agent",  # the app as manifest.yml declares it
+            subscriptions=(*DEFAULT_SUBSCRIPTIONS, *AGENT_EVENTS),
         )
         await workspace.start()
         self._stack.push_async_callback(workspace.stop)

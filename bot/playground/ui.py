@@ -25,6 +25,13 @@ Routes (JSON in and out; POST bodies must be ``application/json`` from this orig
                                 ``context_channel`` (assistant_thread_started; see bot.fakeslack.assistant_pane)
     POST /api/assistant_context {"user", "thread_ts", "channel"} -> {"ok", "ack": LogEntry | null}: the person
                                 views ``channel`` with the pane open (assistant_thread_context_changed)
+    POST /api/stop_session      {"user", "channel", "thread_ts"} -> {"ok", "ack": LogEntry | null}: the person clicks
+                                Slack's Stop on the thread's processing agent session (agent_session_stopped; see
+                                bot.fakeslack.agent_sessions); 400 when the thread has no processing session
+    POST /api/messages_tab      {"user"} -> {"ok", "ack"}: the person opens the app's Messages tab (app_home_opened,
+                                tab "messages")
+    POST /api/app_context       {"user", "channel"?} -> {"ok", "ack": LogEntry | null}: the person looks at
+                                ``channel`` (none: no channel) with the app open (app_context_changed)
     POST /api/timing            {"ask_ttl_seconds"?, "remind_after"?, "remind_max"?, "escalate_after"?,
                                  "escalate_to"?, "on_timeout"?} -> {"ok", "timing"}: short deadlines and reminder
                                 times for trying a day-long flow in seconds (seconds; 0 or null turns one off)
@@ -125,6 +132,9 @@ class PlaygroundUI:
             ("home_click", self._home_click),
             ("open_assistant", self._open_assistant),
             ("assistant_context", self._assistant_context),
+            ("stop_session", self._stop_session),
+            ("messages_tab", self._messages_tab),
+            ("app_context", self._app_context),
             ("timing", self._timing),
         ):
             app.router.add_post(f"/api/{name}", _json_endpoint(handler))
@@ -256,6 +266,22 @@ class PlaygroundUI:
     async def _assistant_context(self, body: JSON) -> JSON:
         user, thread_ts, channel = self._user(body), _str(body, "thread_ts"), _str(body, "channel")
         ack = await change_context(self.workspace, user, thread_ts, channel)
+        entries = self.hub.add_acks([ack] if ack is not None else [])
+        return {"ok": True, "ack": entries[0] if entries else None}
+
+    async def _stop_session(self, body: JSON) -> JSON:
+        user, channel, thread_ts = self._user(body), _str(body, "channel"), _str(body, "thread_ts")
+        ack = await self.workspace.stop_session(user, channel, thread_ts)
+        entries = self.hub.add_acks([ack] if ack is not None else [])
+        return {"ok": True, "ack": entries[0] if entries else None}
+
+    async def _messages_tab(self, body: JSON) -> JSON:
+        ack = await self.workspace.open_messages_tab(self._user(body))
+        return {"ok": ack.ok, "ack": self.hub.add_acks([ack])[0]}
+
+    async def _app_context(self, body: JSON) -> JSON:
+        user, channel = self._user(body), _str(body, "channel", required=False) or None
+        ack = await self.workspace.change_app_context(user, channel)
         entries = self.hub.add_acks([ack] if ack is not None else [])
         return {"ok": True, "ack": entries[0] if entries else None}
 

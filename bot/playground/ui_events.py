@@ -17,6 +17,8 @@ Events a page receives (JSON objects; FakeSlack's own change events pass through
     {"type": "assistant_prompts", "channel_id", "thread_ts", "title": str | None, "prompts": [{"title", "message"}]}
     {"type": "assistant_title", "channel_id", "thread_ts", "title"}
     {"type": "assistant_thread", "thread": {"user_id", "channel_id", "thread_ts", "context"}}   # pane opened/moved
+    {"type": "agent_session", "session": {"channel_id", "thread_ts", "status", "title", "initiator_user_id",
+     "statuses"}}                                      # agents.sessions.setStatus / rename
     {"type": "home_published", "user", "view"}
     {"type": "log", "entry": LogEntry}                 # an API call or a request to the app
     {"type": "values", "channel", "ts", "user", "values": {block_id: {action_id: {...}}}}

@@ -16,6 +16,7 @@ the first event of ``GET /api/events``). Shapes are the fake Slack's own (bot.fa
                    "statuses": [{"channel_id", "thread_ts", "status"}],            # current ones only
                    "prompts": [{"channel_id", "thread_ts", "title", "prompts"}],   # the latest per thread
                    "titles": [{"channel_id", "thread_ts", "title"}]},              # the latest per thread
+     "sessions": [{"channel_id", "thread_ts", "status", "title", "initiator_user_id", "statuses"}],  # agent sessions
      "timing": {...} | null,                             # the bot's waiting settings (POST /api/timing)
      "log": [LogEntry]}
 """
@@ -66,6 +67,7 @@ def snapshot(workspace: Workspace, *, info: JSON, timing: JSON | None, log: list
         ],
         "home": dict(state.home_views),
         "assistant": assistant_snapshot(state),
+        "sessions": list(state.sessions.values()),
         "timing": timing,
         "log": log,
     }

@@ -54,6 +54,7 @@ from bot.slack.questions.permissions import Permissions
 from bot.slack.questions.wait_plan import WaitPlan, WaitSettings
 from bot.slack.questions.waiting import Waiting
 from bot.slack.render.blocks import MAX_SELECT_OPTIONS
+from bot.slack.replies.sessions import AgentSessions
 from bot.slack.replies.thread import Follower, quiet_tool
 from bot.slack.run_slots import RunGate, WaitingLimit
 from bot.slack.transport.http import events_web_app, server_log
@@ -248,6 +249,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         streaming=settings.reply_streaming,
         stream_interval=settings.stream_interval,
         is_question_tool=functools.partial(quiet_tool, agent),  # decided in replies/thread.py, called there
+        sessions=AgentSessions(web_api, enabled=settings.slack_view == "agent"),
     )
     gate = RunGate(
         ActiveRuns(redis_client, keys=keys),
@@ -303,7 +305,9 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         contexts=PaneContexts(redis_client, keys=keys, retention=retention),
         greeting=settings.assistant_greeting,
         prompts=settings.assistant_prompts,
+        messages_tab=settings.slack_view == "agent",
     )
+    threads.dm_note = pane.viewing_note  # agent_view: the channel the person looks at (app_context_changed)
     jobs = register(app, threads=threads, answering=answering, modal=modal, approving=approving, home=home, pane=pane)
     waiting = Waiting(answering, plan=plan, approvers=policy)
     bot = Bot(

@@ -11,6 +11,18 @@ conversation there is a thread in their DM with the app (Slack: docs.slack.dev a
 | ``assistant_thread_context_changed`` | the new context saved | - |
 | a person's message in the thread | auto-ack | the thread's title from its first request, then the agent |
 
+With ``features.agent_view`` instead (``SLACK_VIEW=agent``; Slack: docs.slack.dev ai/migrating-to-agent-messaging),
+conversations live in the app's Messages tab and in channel threads, and the pane's events give way to:
+
+| event | ack side | lazy (work side) |
+|---|---|---|
+| ``app_home_opened`` with ``tab: "messages"`` | auto-ack | :meth:`AssistantPane.on_messages_tab`: greeting, prompts |
+| ``app_context_changed`` | the channel in view saved for the person | - |
+
+The greeting is posted once per person per retention window (opening the tab again does not repeat it), its
+suggested prompts set on its thread. A person's message in the Messages tab is told the channel they last looked
+at (:meth:`AssistantPane.viewing_note`), as a pane thread is told its context.
+
 A message in the pane goes the same way as a DM (:meth:`bot.slack.conversations.Threads.converse`): it answers the open
 question or starts the thread's next run, so questions, approvals, streaming and status work there as in channels.
 The run's input says which channel the person has open (``<#C…>``), so "summarise this channel" can be understood.
@@ -76,9 +88,11 @@ class AssistantPane:
         contexts: PaneContexts,
         greeting: str,
         prompts: list[dict[str, str]],
+        messages_tab: bool = False,
     ) -> None:
         self.threads, self.web, self.contexts = threads, web, contexts
         self.greeting, self.prompts = greeting, prompts
+        self.messages_tab = messages_tab  # agent_view: greet in the Messages tab, keep app_context_changed
 
     # --- ack side ----------------------------------------------------------------------------------
 
@@ -94,7 +108,62 @@ class AssistantPane:
         except StoreUnavailable as exc:
             log.warning("assistant pane: %s", exc)
 
+    async def save_app_context(self, body: dict[str, Any]) -> None:
+        """Ack function of ``app_context_changed`` (agent_view): keep the channel the person looks at (its first
+        ``slack#/types/channel_id`` entity; none: nothing in view). A store outage is logged."""
+        event = body.get("event") or {}
+        user = slack_id(event.get("user")) or _authorized_user(body)
+        team = slack_id(body.get("team_id")) or ""
+        if user is None:
+            return
+        entities = (event.get("context") or {}).get("entities") if isinstance(event.get("context"), dict) else None
+        channel = next(
+            (
+                slack_id(e.get("value"))
+                for e in entities or []
+                if isinstance(e, dict) and e.get("type") == "slack#/types/channel_id" and slack_id(e.get("value"))
+            ),
+            None,
+        )
+        context = {"channel_id": channel, "team_id": team} if channel else {}
+        try:
+            await self.contexts.save_viewing(team_id=team, user=user, context=context)
+        except StoreUnavailable as exc:
+            log.warning("app context: %s", exc)
+
+    async def viewing_note(self, where: Where) -> str | None:
+        """What the model is told of the channel ``where.user`` last looked at with the app open (agent_view's
+        ``app_context_changed``), or None."""
+        if not self.messages_tab or not where.user:
+            return None
+        try:
+            viewing = await self.contexts.viewing(team_id=where.team_id or "", user=where.user)
+        except StoreUnavailable:
+            return None
+        return _context_note(viewing) if viewing else None
+
     # --- lazy ----------------------------------------------------------------------------------------
+
+    async def on_messages_tab(self, body: dict[str, Any]) -> None:
+        """Lazy listener of ``app_home_opened`` with ``tab: "messages"`` (agent_view; it replaces
+        ``assistant_thread_started``): greet the person there, once per retention window, with the suggested
+        prompts on the greeting's thread."""
+        event = body.get("event") or {}
+        user, channel = slack_id(event.get("user")), slack_id(event.get("channel"))
+        if not self.messages_tab or event.get("tab") != "messages" or user is None or channel is None:
+            return
+        try:
+            if not await self.contexts.first_greeting(team_id=slack_id(body.get("team_id")) or "", user=user):
+                return
+        except StoreUnavailable as exc:
+            log.warning("messages tab: %s; no greeting", exc)
+            return
+        first: str | None = None
+        for text, blocks in bk.reply_messages(self.greeting):
+            ts = await self.web.post(channel, thread_ts=None, text=text, blocks=blocks)
+            first = first or ts
+        if first is not None:
+            await self.web.set_suggested_prompts(channel, first, prompts=self.prompts, title="Try one of these")
 
     async def on_thread_started(self, body: dict[str, Any]) -> None:
         """Lazy listener of ``assistant_thread_started``: greet, and offer the suggested prompts."""
@@ -118,8 +187,9 @@ class AssistantPane:
             pane = await self.contexts.find(channel_id=channel, thread_ts=thread_ts)
         except StoreUnavailable:
             pane = None  # converse tells the person the store is down
-        if pane is None:  # a DM thread that is not the pane's
-            await self.threads.converse(body, bot_user=context.get("bot_user_id"))
+        if pane is None:  # a DM thread that is not the pane's (agent_view: the Messages tab's)
+            note = await self.viewing_note(where)
+            await self.threads.converse(body, bot_user=context.get("bot_user_id"), note=note)
             return
 
         async def name_thread(text: str) -> None:  # the thread's first request names it
@@ -151,6 +221,15 @@ def _thread(body: dict[str, Any]) -> tuple[str, str, dict[str, Any]] | None:
     if channel is None or not isinstance(thread_ts, str) or not thread_ts:
         return None
     return channel, thread_ts, context
+
+
+def _authorized_user(body: dict[str, Any]) -> str | None:
+    """The person of an event without ``user`` (Slack's ``app_context_changed`` example has none): the envelope's
+    first non-bot authorization."""
+    for auth in body.get("authorizations") or []:
+        if isinstance(auth, dict) and not auth.get("is_bot"):
+            return slack_id(auth.get("user_id"))
+    return None
 
 
 def _title(text: str) -> str:

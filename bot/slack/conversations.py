@@ -74,6 +74,7 @@ class Threads:
         self.follower = follower
         self.answering = answering
         self.withdrawing = Withdrawing(answering)
+        self.dm_note: Callable[[Where], Awaitable[str | None]] | None = None  # what a DM's run is told beside it
 
     # --- events ----------------------------------------------------------------------------------
 
@@ -88,7 +89,8 @@ class Threads:
         if not await self.first_sight(body, context):
             return
         if (body.get("event") or {}).get("channel_type") == "im":
-            await self.converse(body, bot_user=context.get("bot_user_id"))
+            note = await self.dm_note(Where.of_event(body)) if self.dm_note is not None else None
+            await self.converse(body, bot_user=context.get("bot_user_id"), note=note)
         else:
             await self._thread_reply(body)
 
@@ -152,7 +154,8 @@ class Threads:
                     return
                 if pointed is None and first_request is not None:
                     await first_request(text)
-                await self._start(ctx, f"{note}\n\n{text}" if note else text, previous, after=pointed)
+                request = text if previous is None else None  # a thread's first run titles its agent session
+                await self._start(ctx, f"{note}\n\n{text}" if note else text, previous, after=pointed, request=request)
 
     async def _too_many_waiting(self, ctx: SlackContext, where: Where) -> bool:
         """Whether the person already has as many questions waiting as :class:`WaitingLimit` allows (then they
@@ -168,8 +171,11 @@ class Threads:
             return True
         return False
 
-    async def _start(self, ctx: SlackContext, text: str, previous: RunState | None, *, after: str | None) -> None:
-        """Start the thread's next run (continuing ``previous``'s conversation) and follow it. The thread is claimed
+    async def _start(
+        self, ctx: SlackContext, text: str, previous: RunState | None, *, after: str | None, request: str | None = None
+    ) -> None:
+        """Start the thread's next run (continuing ``previous``'s conversation) and follow it (``request``: the
+        person's words that start the thread, for its agent session's title). The thread is claimed
         for the new run first, atomically, so two quick mentions can't start two runs (the second is told the
         thread is busy), and nothing runs before the thread points at it."""
         history = self.agent.history_of(previous) if previous is not None else None
@@ -191,7 +197,7 @@ class Threads:
         except StoreUnavailable:
             await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=f":warning: {STORE_DOWN}")
             return
-        await self.follower.follow(stream, ctx)
+        await self.follower.follow(stream, ctx, request=request)
 
     async def _previous(self, ctx: SlackContext) -> tuple[str | None, RunState | None]:
         """``(the run id the thread points at, that run)``: the run is None when there is none yet, it is past

@@ -8,6 +8,9 @@ its lazy functions start, so what it decides (e.g. a modal's errors) reaches the
 | ``app_mention`` event | auto-ack | :meth:`Threads.on_mention` |
 | ``message`` a person wrote in a DM, or as a thread reply without a mention | auto-ack | :meth:`Threads.on_message` |
 | ``app_home_opened`` (Home tab) | auto-ack | :meth:`Home.on_home_opened`: the person's inbox |
+| ``app_home_opened`` (Messages tab, agent_view) | auto-ack | :meth:`AssistantPane.on_messages_tab`: greeting, prompts |
+| ``app_context_changed`` (agent_view) | the channel in view saved | - |
+| ``agent_session_stopped`` (Slack's Stop) | auto-ack | :meth:`Withdrawing.on_session_stopped` |
 | assistant pane: thread started / context changed / a message there | see :mod:`bot.slack.assistant_pane` | |
 | option button, single-choice menu, Submit, a form question's Decline | ack | :meth:`Answering.on_click` |
 | checkbox tick / multi-select change | ack (nothing until Submit) | - |
@@ -104,7 +107,9 @@ def register(
     app.assistant(assistant_middleware(pane, contexts=pane.contexts, jobs=jobs))  # before the app's own listeners
     app.event("app_mention")(ack=acked, lazy=[on_mention])
     app.event("message", matchers=[_person_in_dm_or_thread])(ack=acked, lazy=[on_message])
-    app.event("app_home_opened")(ack=acked, lazy=[jobs.add(home.on_home_opened)])
+    app.event("app_home_opened")(ack=acked, lazy=[jobs.add(home.on_home_opened), jobs.add(pane.on_messages_tab)])
+    app.event("agent_session_stopped")(ack=acked, lazy=[jobs.add(threads.withdrawing.on_session_stopped)])
+    app.event("app_context_changed")(pane.save_app_context)
     app.event("message")(acked)  # every other message event (channel chatter, edits, bots): acked, nothing else
     app.action(re.compile(rf"^{bk.ACT_OPTION}_\d+$"))(ack=_ack, lazy=[on_click])
     app.action(bk.ACT_SELECT)(ack=_ack, lazy=[on_click])

@@ -107,6 +107,14 @@ class Keys:
         """The context (the channel being viewed) of the assistant-pane thread ``thread_ts`` in DM ``channel_id``."""
         return f"{self.prefix}pane:{channel_id}:{thread_ts}"
 
+    def app_context(self, team_id: str, user: str) -> str:
+        """The channel ``user`` looks at with the app open (``app_context_changed``, agent_view)."""
+        return f"{self.prefix}appctx:{team_id}:{user}"
+
+    def greeted(self, team_id: str, user: str) -> str:
+        """Marks that ``user`` was greeted in the app's Messages tab lately (agent_view)."""
+        return f"{self.prefix}greeted:{team_id}:{user}"
+
     def told(self, run_id: str, *, tool_call_id: str, user: str, topic: str) -> str:
         """Marks that ``user`` was told ``topic`` once about this question."""
         return f"{self.prefix}told:{{{run_id}}}:{tool_call_id}:{user}:{topic}"

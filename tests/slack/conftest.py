@@ -79,7 +79,8 @@ HarnessFactory = Callable[..., AbstractAsyncContextManager[Harness]]
 @pytest.fixture
 def harness(openai_server: FakeOpenAI, prefix: str) -> HarnessFactory:
     """``async with harness(redis_client, answerers=..., ttl=..., settings={...}) as h``: fake Slack + one bot
-    process (``settings``: more ``Settings`` fields)."""
+    process (``settings``: more ``Settings`` fields; ``SLACK_VIEW`` follows the workspace's ``agent_view``
+    unless given)."""
 
     @asynccontextmanager
     async def make(
@@ -98,7 +99,8 @@ def harness(openai_server: FakeOpenAI, prefix: str) -> HarnessFactory:
                 redis_prefix=prefix,
                 ask_answerers=answerers,
                 ask_ttl_seconds=ttl,
-                **(settings or {}),
+                # the fake app is declared as the workspace says: agent_view=True is an agent app
+                **{"slack_view": "agent" if ws_kwargs.get("agent_view") else "assistant", **(settings or {})},
             )
             h = Harness(ws=ws, model=openai_server, settings=settings)
             first = await h.start_process(redis_client)

@@ -319,3 +319,23 @@ async def test_ui_home_tab_and_timing_panel(page: Any, playground: Playground) -
     assert "U_ALICE" not in said and "as @\u2060alice chose" in said, said  # a name, not "as @U_ALICE chose"
     await expect(page.locator("#thread-pane").get_by_text("answered: production")).to_be_visible()
     await shoot(page, "ui-home-tab")
+
+
+async def test_ui_stop_button_of_a_working_thread_stops_its_reply(page: Any, playground: Playground) -> None:
+    """Each thread shows its agent session (title, status); while it works Slack's Stop shows, and a click stops the
+    reply mid-way (agent_session_stopped through the real bot), in the thread pane and under the thread's root."""
+    from playwright.async_api import expect
+
+    assert playground.bot is not None
+    playground.bot.agent.model.delay = 0.25  # type: ignore[attr-defined]  # the demo model writes slowly: time to click
+    thread = await mention(page, "help")
+    session = thread.locator(".session-line")
+    await expect(session.locator(".session-title")).to_have_text("help")
+    await expect(page.locator("#messages .session-line .session-stop")).to_be_visible()  # under the root too
+    await thread.locator(".msg.streaming").wait_for()  # mid-reply
+    await shoot(page, "ui-session-processing")  # docs/agent-sessions.png is a copy of it
+    await session.get_by_role("button", name="Stop").click()
+    await expect(thread.get_by_text("Stopped by")).to_be_visible()
+    await expect(session.locator(".session-status")).to_have_text("ready")
+    await expect(session.get_by_role("button", name="Stop")).to_have_count(0)
+    await shoot(page, "ui-stop-session")

@@ -253,10 +253,10 @@ async def test_event_stream_starts_with_a_snapshot_then_goes_live(pg: Playground
         await asyncio.wait_for(until_question(), 10)
     kinds = {e["type"] for e in seen}
     assert any(e["type"] == "message" and "Which environment" in e["message"]["text"] for e in seen)
-    assert {"message", "log", "assistant_status"} <= kinds  # assistant_status: the bot's "working" status
+    assert {"message", "log", "agent_session"} <= kinds  # the thread's agent session: the bot works (agent_view)
     logged = [e["entry"] for e in seen if e["type"] == "log"]
     names = {x["name"] for x in logged}
-    assert {"app_mention", "auth.test", "assistant.threads.setStatus", "chat.postMessage"} <= names
+    assert {"app_mention", "auth.test", "agents.sessions.setStatus", "chat.postMessage"} <= names
     assert [x["seq"] for x in logged] == sorted(x["seq"] for x in logged)
 
 

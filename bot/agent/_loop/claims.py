@@ -251,7 +251,7 @@ class Claims:
 
 def _handed_off(state: RunState) -> AgentStream:
     """The stream of a claim whose run goes on in another process: one ``finish`` chunk, ``handed_off``."""
-    stream = AgentStream(state.run_id)
+    stream = AgentStream(state.run_id, handed_off=True)
 
     async def body() -> RunState:
         stream.emit(FinishChunk(state.run_id, FinishPayload(status="handed_off", text="")))

@@ -3,7 +3,8 @@
 The request is a mark in the store that every process sees; the process driving the run reads it with each lease
 renewal (every ``lease_renew_every`` seconds, 10 by default; at once when the request is made in that process) and
 looks at what it knows before each model turn and each tool call, so a run stops at its next step, never in the
-middle of a tool, and a step costs no extra Redis round trip. The
+middle of a tool, and a step costs no extra Redis round trip. A model turn under way when the request becomes known
+is cancelled (:meth:`StopRequests.unless_stopped`): its text so far was streamed, its tool calls never run. The
 run then ends ``completed``: every tool call of the last turn that has no result yet gets ``{"status": "stopped"}``
 (so the conversation stays well formed for the next mention), a short assistant message says it was stopped, and
 the stream's ``finish`` chunk has status ``stopped``.
@@ -11,7 +12,11 @@ the stream's ``finish`` chunk has status ``stopped``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from bot.agent._loop.tool_calls import add_result
 from bot.agent.hooks import NO_HOOKS
@@ -23,6 +28,7 @@ from bot.errors import StoreUnavailable
 log = logging.getLogger(__name__)
 
 STOPPED_TEXT = "Stopped before finishing, as asked."
+T = TypeVar("T")
 
 
 class Stopped(Exception):
@@ -41,10 +47,33 @@ class StopRequests:
     def __init__(self, store: RunStore) -> None:
         self.store = store
         self._asked: dict[str, str] = {}
+        self._waking: dict[str, asyncio.Event] = {}  # runs whose model turn is under way: set on a stop
 
     def asked(self, run_id: str, by: str) -> None:
-        """A stop of ``run_id`` was requested (by ``by``)."""
+        """A stop of ``run_id`` was requested (by ``by``); a model turn of it under way is cancelled."""
         self._asked[run_id] = by
+        if (wake := self._waking.get(run_id)) is not None:
+            wake.set()
+
+    async def unless_stopped(self, run_id: str, step: Awaitable[T]) -> T:
+        """Await ``step`` (a model turn of ``run_id``), cancelled when a stop of the run becomes known first:
+        raises :class:`Stopped` then (once), ``step`` cancelled and awaited. A step that ended first gives its
+        result (or raises its error); the stop is then seen at the next step."""
+        wake = self._waking[run_id] = asyncio.Event()
+        task = asyncio.ensure_future(step)
+        stopping = asyncio.ensure_future(wake.wait())
+        try:
+            await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._waking.pop(run_id, None)
+            stopping.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if task.cancelled():
+            self.check(run_id)  # raises Stopped: the stop is why it was cancelled
+        return task.result()
 
     async def poll(self, run_id: str) -> None:
         """Read whether a stop of ``run_id`` was requested elsewhere; a store outage lets the run go on."""
@@ -64,6 +93,7 @@ class StopRequests:
     def forget(self, run_id: str) -> None:
         """Drop what is known of ``run_id`` (its segment ended)."""
         self._asked.pop(run_id, None)
+        self._waking.pop(run_id, None)
 
 
 def wrap_up(state: RunState, out: AgentStream) -> str:

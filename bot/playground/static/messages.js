@@ -11,7 +11,7 @@
 import { renderBlocks } from "./blocks.js";
 import { el, formatTime, syncList } from "./dom.js";
 import { emojiFor, mrkdwn } from "./text.js";
-import { S, statusOf, textCtx, userName, valuesKey } from "./store.js";
+import { S, api, sessionOf, statusOf, textCtx, userName, valuesKey } from "./store.js";
 
 const COLORS = ["#7c3aed", "#0891b2", "#c2410c", "#15803d", "#be185d", "#4338ca"];
 
@@ -115,11 +115,32 @@ function caretHost(node) {
   return node;
 }
 
-// "<bot> <status>" while the thread has an assistant status (null when it has none).
+// What a thread shows of the app's work: its agent session (title, status, and Slack's Stop while it is
+// processing), then "<bot> <status>" while it has an assistant status; null when it has neither.
 export function statusLine(channel, ts) {
   const status = statusOf(channel, ts);
-  if (!status) return null;
-  return el("p", { class: "status-line", role: "status" }, [el("span", { class: "status-dots", "aria-hidden": "true" }, []), `${S.bot.name} ${status}`]);
+  const session = sessionOf(channel, ts);
+  if (!status && !session) return null;
+  const parts = [];
+  if (session) parts.push(sessionLine(channel, ts, session));
+  if (status) parts.push(el("p", { class: "status-line", role: "status" }, [el("span", { class: "status-dots", "aria-hidden": "true" }, []), `${S.bot.name} ${status}`]));
+  return parts.length === 1 ? parts[0] : el("div", { class: "status-lines" }, parts);
+}
+
+const SESSION_WORDS = { processing: "working", suspended: "waiting for you", active: "ready", closed: "closed" };
+
+// One agent session: "<title> · <status>", and a Stop button while it is processing (agent_session_stopped).
+function sessionLine(channel, ts, session) {
+  const children = [
+    el("span", { class: `session-status ${session.status}`, title: `agent session: ${session.status}` }, [SESSION_WORDS[session.status] || session.status]),
+    el("span", { class: "session-title" }, [session.title || "(untitled)"]),
+  ];
+  if (session.status === "processing") {
+    children.push(
+      el("button", { type: "button", class: "session-stop", title: "Stop (agent_session_stopped)", onclick: () => api("/api/stop_session", { user: S.me, channel, thread_ts: ts }) }, ["Stop"]),
+    );
+  }
+  return el("p", { class: "session-line", role: "status", dataset: { session: session.status } }, children);
 }
 
 function itemsFor(channel, threadTs, hideRoot) {
@@ -149,7 +170,7 @@ export function renderMessageList(container, { channel, threadTs, hideRoot, empt
       const values = S.values.get(valuesKey(channel, item.message.ts, S.me)) || null;
       return {
         key: `${item.ephemeral ? "e" : "m"}|${item.message.ts}`,
-        sig: JSON.stringify([item.message, values, S.me, count, S.users.length, threadTs ? "" : statusOf(channel, item.message.ts)]),
+        sig: JSON.stringify([item.message, values, S.me, count, S.users.length, threadTs ? "" : [statusOf(channel, item.message.ts), sessionOf(channel, item.message.ts)]]),
         build: () => renderMessage(item, handlers, Boolean(threadTs)),
       };
     }),

@@ -8,6 +8,7 @@
 // S.prompts / S.titles: Map "channel|thread_ts" -> the latest setSuggestedPrompts / setTitle record
 // S.panes: Map "channel|thread_ts" -> assistant pane thread {user_id, channel_id, thread_ts, context}
 // S.pane: the acting person's open assistant pane {channel, ts} | null
+// S.sessions: Map "channel|thread_ts" -> agent session {channel_id, thread_ts, status, title, initiator_user_id}
 // Every event is applied idempotently (upserts keyed by ts/seq), so replays after a snapshot are harmless.
 
 export const S = {
@@ -33,6 +34,7 @@ export const S = {
   titles: new Map(),
   panes: new Map(),
   pane: null, // {channel, ts}: the assistant pane the acting person has open
+  sessions: new Map(), // agents.sessions.setStatus / rename, per thread
 };
 
 export const STATUS_TTL_MS = 120_000; // Slack drops a status after two minutes without a message
@@ -74,6 +76,12 @@ export function applySnapshot(state) {
   S.prompts = new Map((assistant.prompts || []).map((p) => [threadKey(p.channel_id, p.thread_ts), p]));
   S.titles = new Map((assistant.titles || []).map((t) => [threadKey(t.channel_id, t.thread_ts), t]));
   S.panes = new Map((assistant.threads || []).map((t) => [threadKey(t.channel_id, t.thread_ts), t]));
+  S.sessions = new Map((state.sessions || []).map((s) => [threadKey(s.channel_id, s.thread_ts), s]));
+}
+
+// The thread's agent session (null when it has none).
+export function sessionOf(channel, ts) {
+  return S.sessions.get(threadKey(channel, ts)) || null;
 }
 
 // The status a thread shows now ("" when none or expired).
@@ -150,6 +158,9 @@ export function applyEvent(ev) {
       return "messages";
     case "assistant_title":
       S.titles.set(threadKey(ev.channel_id, ev.thread_ts), ev);
+      return "messages";
+    case "agent_session":
+      S.sessions.set(threadKey(ev.session.channel_id, ev.session.thread_ts), ev.session);
       return "messages";
     case "assistant_thread":
       S.panes.set(threadKey(ev.thread.channel_id, ev.thread.thread_ts), ev.thread);

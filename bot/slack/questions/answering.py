@@ -15,6 +15,7 @@ others.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -368,6 +369,9 @@ class Answering:
             await self.follower.close_pending(
                 state.run_id, pending, outcome=outcome, summary="expired", clicked=clicked
             )
+        if state.status == "expired":  # closed without an answer: so is the thread's agent session
+            with contextlib.suppress(StoreCorrupt):
+                await self.follower.show_stored(state, SlackContext.of(state))
         return state
 
     async def continue_orphan(self, state: RunState, ctx: SlackContext) -> bool:

@@ -105,6 +105,16 @@ class Permissions:
             return user == ctx.requester
         return self._from_run_channel(where, ctx, "channel")
 
+    def stop_refusal(self, ctx: SlackContext, user: str, *, where: Where | None = None) -> str | None:
+        """None when ``user`` may stop the run of ``ctx`` (saying ``stop``, Slack's Stop of its agent session): who
+        may answer its questions (:meth:`is_answerer`: the requester, or with ``ASK_ANSWERERS=channel`` anyone in
+        its channel); else what they are told."""
+        if self.is_answerer(ctx, user, where=where):
+            return None
+        if self.answerers == "requester" and ctx.requester:
+            return f"Only <@{ctx.requester}> can stop this."
+        return f"Only people in <#{ctx.channel_id}> can stop this."
+
     def question_refusal(self, ctx: SlackContext) -> str:
         """What someone not allowed to answer a question of ``ctx`` is told."""
         if self.answerers == "requester" and ctx.requester:

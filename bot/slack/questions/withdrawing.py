@@ -6,6 +6,15 @@ is working (saying ``stop`` in its thread).
   the question's messages say who withdrew it.
 - **stop**: a mention or a thread reply that says ``stop`` (or ``cancel``) while the run is working asks its
   process to stop at its next step (``Agent.stop``); the run's last message then says it stopped.
+- **Slack's Stop** of the thread's agent session (``agent_session_stopped``, agent_view): the same stop, wherever
+  the run works (the request is a mark in Redis every process reads: at once in this process, with the driving
+  process's next lease renewal elsewhere). The model turn under way is cancelled, no tool that has not started
+  starts, the streamed reply ends with "Stopped by @person", and the session leaves ``processing``
+  (:mod:`bot.slack.replies.sessions`). An approved tool already running is not killed: the person is told it is
+  running and will finish. A question that waits is **not** withdrawn by Stop: Stop is about work (Slack shows it
+  only while the session is ``processing``), the question keeps its own Cancel, and the session shows
+  ``suspended`` again. Who may stop: :meth:`Permissions.stop_refusal
+  <bot.slack.questions.permissions.Permissions.stop_refusal>` (the requester, or who ``ASK_ANSWERERS`` says).
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ from typing import Any
 from bot.agent.answers import Open
 from bot.agent.state import RunState
 from bot.agent.stream import AgentStream
-from bot.errors import StoreUnavailable
+from bot.errors import RunNotFound, StoreCorrupt, StoreUnavailable
 from bot.logs import log_context
 from bot.ops import audit
 from bot.slack.context import SlackContext, Where
@@ -30,6 +39,8 @@ log = logging.getLogger(__name__)
 
 STOP_WORDS = re.compile(r"^\s*(stop|cancel)\s*[.!]?\s*$", re.IGNORECASE)
 STOPPING = "Stopping after the current step."
+NOTHING_WORKS = "Nothing is working in this thread now."
+STILL_WAITS = "Nothing is working now: the question above still waits for an answer (its Cancel withdraws it)."
 
 
 def says_stop(text: str) -> bool:
@@ -72,16 +83,65 @@ class Withdrawing:
             withdrawn = f":no_entry_sign: Withdrawn by <@{where.user}>."
             await self.answering.settle(attempt, check.pending, claim=withdraw, outcome=withdrawn, summary="withdrawn")
 
-    async def stop(self, state: RunState, ctx: SlackContext, where: Where) -> None:
-        """A ``stop`` said in the thread of ``state``, which is working: only its requester may stop it."""
+    async def stop(self, state: RunState, ctx: SlackContext, where: Where, *, acknowledge: bool = True) -> bool:
+        """A stop asked in the thread of ``state``, which is working (``stop`` said there, or Slack's Stop): only
+        who :meth:`Permissions.stop_refusal` admits may stop it. True when the stop was asked. ``acknowledge``:
+        tell the person it is stopping (Slack's Stop shows that itself: only an approved call that runs on is
+        told)."""
         say = self.answering.say_to(where)
-        if where.user != ctx.requester:
-            await say(f"Only <@{ctx.requester}> can stop this.")
-            return
+        refused = self.answering.permissions.stop_refusal(ctx, where.user, where=where)
+        if refused is not None:
+            await say(refused)
+            return False
         try:
             await self.agent.stop(run_id=state.run_id, stopped_by=where.user)
         except StoreUnavailable:
             await say(STORE_DOWN)
-            return
+            return False
         log.info("run %s: %s asked it to stop", state.run_id, where.user)
-        await say(STOPPING)
+        pending = state.pending
+        if pending is not None and pending.executing_since is not None and pending.resume is not None:
+            await say(
+                f"Stopping: `{pending.tool_name}` was approved and is running now; it will finish, and"
+                " nothing after it starts."
+            )
+            return True
+        if acknowledge:
+            await say(STOPPING)
+        return True
+
+    async def on_session_stopped(self, body: dict[str, Any]) -> None:
+        """Lazy listener of ``agent_session_stopped`` (Slack's Stop on the thread's processing agent session; see the
+        module docstring). Slack does not move the session away from ``processing`` itself: the run's end does
+        (its follower), or, when nothing is working, the stored run's status here."""
+        where = Where.of_event(body)
+        team, channel, thread_ts = where.team_id or "", where.channel_id or "", where.thread_ts or ""
+        say = self.answering.say_to(where)
+        with log_context(team_id=team, channel_id=channel, user_id=where.user):
+            try:
+                record = await self.answering.index.thread(team, channel_id=channel, thread_ts=thread_ts)
+                state = await self.agent.get_run(record.run_id) if record is not None else None
+                ctx = SlackContext.of(state) if state is not None else None
+            except StoreUnavailable:
+                await say(STORE_DOWN)
+                return
+            except (RunNotFound, StoreCorrupt):
+                state = ctx = None
+            if state is None or ctx is None:
+                log.info("Stop in %s %s: no run there", channel, thread_ts)
+                return
+            if state.status == "running":
+                orphaned = await self._orphaned(state)
+                # its process died: taken over here, it stops before its first step (and its session with it)
+                if await self.stop(state, ctx, where, acknowledge=False) and orphaned:
+                    await self.answering.continue_orphan(state, ctx)
+                return
+            follower = self.answering.follower
+            await follower.show_stored(state, ctx)  # not left processing: what the stored run is
+            await say(STILL_WAITS if state.status == "suspended" else NOTHING_WORKS)
+
+    async def _orphaned(self, state: RunState) -> bool:
+        try:
+            return await self.agent.is_orphaned(state)
+        except StoreUnavailable:
+            return False

@@ -9,7 +9,11 @@ Two ways to show it, chosen per reply:
 - streaming (slack_sdk's chat stream helper, ``client.chat_stream``: ``chat.startStream``, ``chat.appendStream``,
   ``chat.stopStream``; Slack: docs.slack.dev reference/methods/chat.startStream, appendStream Tier 4,
   start/stopStream Tier 2). Text goes in pieces made safe by :class:`bot.slack.render.stream_text.StreamText`; tool
-  calls as ``task_update`` chunks (``in_progress``, then ``complete`` / ``error``). A message holds at most
+  calls as ``task_update`` chunks (``in_progress``, then ``complete`` / ``error``). A model turn that calls several
+  tools at once shows them as a plan (:meth:`ReplyStream.plan`): a new streamed message started with
+  ``task_display_mode: "plan"`` (Slack: "plan displays all tasks together"), titled by a ``plan_update`` chunk, every
+  call listed ``pending`` at once, then each updated as it runs; a lone tool call stays a ``task_update`` in the
+  timeline. A message holds at most
   :data:`MESSAGE_BUDGET` characters; the rest goes on in a new streamed message. Streaming needs the requester and
   team outside DMs (``recipient_user_id`` / ``recipient_team_id``);
 - posted and updated (``chat.postMessage`` once, then ``chat.update`` with the whole reply so far, rendered as a
@@ -32,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from slack_sdk.errors import SlackApiError
-from slack_sdk.models.messages.chunk import Chunk, MarkdownTextChunk, TaskUpdateChunk
+from slack_sdk.models.messages.chunk import Chunk, MarkdownTextChunk, PlanUpdateChunk, TaskUpdateChunk
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 
 from bot.slack.context import SlackContext
@@ -81,6 +85,14 @@ def task_title(tool_name: str) -> str:
 
 
 @dataclass(frozen=True)
+class _Display:
+    """In the outgoing queue: the next streamed message shows its tasks as ``mode`` (chat.startStream's
+    ``task_display_mode``)."""
+
+    mode: Literal["timeline", "plan"]
+
+
+@dataclass(frozen=True)
 class _NewMessage:
     """In the outgoing queue: the streamed message is full; the text after this starts a new one, from
     ``raw_from`` in the raw text (where a fallback renders it from)."""
@@ -112,7 +124,7 @@ class ReplyStream:
         self.after_posted: Callable[[], Awaitable[None]] | None = None  # ... and once that post went out
         self._text = StreamText(allow_user_mentions=allow_user_mentions)
         self._tasks: dict[str, Task] = {}
-        self._outgoing: list[Chunk | _NewMessage] = []  # stream mode: what to send, in order
+        self._outgoing: list[Chunk | _NewMessage | _Display] = []  # stream mode: what to send, in order
         self._stream: AsyncChatStream | None = None
         self._queued = 0  # safe characters queued for the current streamed message
         self._message_from = 0  # where in the raw text the current message starts
@@ -122,6 +134,7 @@ class ReplyStream:
         self._pump: asyncio.Task[None] | None = None
         self._closed = False
         self._turn_ended = False  # a tool call came after the last text: the next text is a new turn's
+        self._next_display: Literal["timeline", "plan"] = "timeline"  # the next streamed message's task display
 
     @property
     def started(self) -> bool:
@@ -152,6 +165,24 @@ class ReplyStream:
         if self.mode == "stream":
             self._queue_text(final=True)
             self._outgoing.append(task.chunk())
+        self._kick()
+
+    def plan(self, title: str, calls: list[tuple[str, str]]) -> None:
+        """A model turn calls several tools (``calls``: ``(tool_call_id, tool_name)`` each, in order): show them
+        together as a plan titled ``title`` (plain text), each ``pending`` until :meth:`task` moves it on. Streaming:
+        the message streamed so far ends, and the plan starts a message of its own (its display mode is set when
+        a stream starts); posting: the tasks line up in the context line."""
+        self._turn_ended = True
+        for task_id, tool_name in calls:
+            self._tasks[task_id] = Task(id=task_id, title=task_title(tool_name), status="pending")
+        if self.mode == "stream":
+            self._queue_text(final=True)
+            if self._stream is not None or self._outgoing:
+                self._outgoing.append(_NewMessage(raw_from=self._text.taken))
+                self._queued = 0
+            self._outgoing.append(_Display("plan"))
+            self._outgoing.append(PlanUpdateChunk(title=title))
+            self._outgoing.extend(self._tasks[task_id].chunk() for task_id, _ in calls)
         self._kick()
 
     def cut_off(self, marker: str) -> None:
@@ -232,6 +263,8 @@ class ReplyStream:
                 if isinstance(item, _NewMessage):
                     await self._to_stream(batch, final=True)  # this message is full
                     batch, self._message_from = [], item.raw_from
+                elif isinstance(item, _Display):
+                    self._next_display = item.mode
                 else:
                     batch.append(item)
             await self._to_stream(batch, final=final)
@@ -244,11 +277,13 @@ class ReplyStream:
         if not chunks and (self._stream is None or not final):
             return
         if self._stream is None:
+            display, self._next_display = self._next_display, "timeline"
             self._stream = await self.web.client.chat_stream(
                 channel=self.ctx.channel_id,
                 thread_ts=self.ctx.thread_ts,
                 recipient_team_id=self.ctx.team_id or None,
                 recipient_user_id=self.ctx.requester or None,
+                task_display_mode=display if display == "plan" else None,
                 buffer_size=1,
             )
         stream, new_message = self._stream, self._stream.ts is None

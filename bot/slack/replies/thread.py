@@ -24,7 +24,7 @@ from bot.agent import Agent
 from bot.agent.approvals import approval_payload
 from bot.agent.ask_user import AskUserPayload, fallback_text
 from bot.agent.endings import Ending
-from bot.agent.state import PendingCall
+from bot.agent.state import PendingCall, RunState
 from bot.agent.stream import (
     AgentStream,
     ApprovalChunk,
@@ -60,6 +60,7 @@ from bot.slack.render.approvals import (
     link_back_block,
 )
 from bot.slack.render.mrkdwn import clip, escape
+from bot.slack.replies.sessions import AgentSessions, SessionStatus, better_title, request_title, status_of
 from bot.slack.replies.status import THINKING, ThreadStatus, running
 from bot.slack.replies.streaming import ReplyStream, TaskStatus
 from bot.slack.replies.unsupported import Refusals
@@ -123,7 +124,9 @@ class Follower:
         is_question_tool: Callable[[str], bool],
         streaming: bool = True,
         stream_interval: float = 1.0,
+        sessions: AgentSessions | None = None,
     ) -> None:
+        self.sessions = sessions  # agent sessions (agent_view), tried before the assistant status
         self.streaming = streaming  # replies through Slack's chat streaming (else posted and updated)
         self.stream_interval = stream_interval  # seconds between a reply's Web API calls while it streams
         self.is_question_tool = is_question_tool  # tools that only ask (or are hidden): no progress line of their own
@@ -139,15 +142,23 @@ class Follower:
         self.allow_user_mentions = allow_user_mentions  # may text from the model or people ping a person
         self.names = Names(web)  # where a mention may not ping, the model's <@U…> is written as the name
 
-    async def follow(self, stream: AgentStream, ctx: SlackContext, *, decided: Decided | None = None) -> None:
+    async def follow(
+        self, stream: AgentStream, ctx: SlackContext, *, decided: Decided | None = None, request: str | None = None
+    ) -> None:
         """Show a run segment in its thread: its status while it works, its reply as the model writes it (tool
         calls as they run), then a question, an approval request or a failure; ``decided``: the approval this
         segment starts with, whose message shows how its call went. A question or approval ends the reply streamed
-        so far first; the text after an answer streams anew."""
+        so far first; the text after an answer streams anew. ``request``: the person's message that starts the
+        thread's first run (its agent session is titled from it, and renamed when the first reply makes a better
+        title: :mod:`bot.slack.replies.sessions`)."""
         with log_context(run_id=stream.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id):
-            status = ThreadStatus(self.web, ctx, refusals=self.status_refusals)
+            title = request_title(request) if request is not None else None
+            status = ThreadStatus(self.web, ctx, refusals=self.status_refusals, sessions=self.sessions, title=title)
             reply = self._new_reply(ctx, status)
             mentions = NamedMentions(self.names) if not self.allow_user_mentions else None
+            final: SessionStatus | None = "active"  # the session when the segment ends (sessions.py's table)
+            if stream.handed_off and status.as_session:
+                return  # the segment whose tool call asked goes on, and shows the session
             await status.show(THINKING)
             try:
                 async for chunk in stream:
@@ -157,12 +168,17 @@ class Follower:
                         case TextDeltaChunk(payload=delta):
                             reply.text(await mentions.feed(delta.text) if mentions is not None else delta.text)
                         case ToolCallChunk(payload=call) if not self.is_question_tool(call.tool_name):
+                            steps = [(i, name) for i, name in call.plan if not self.is_question_tool(name)]
+                            if len(steps) > 1:  # several tools in one turn: a plan (streaming.ReplyStream.plan)
+                                reply.plan(plan_title(len(steps)), steps)
                             reply.task(call.tool_call_id, tool_name=call.tool_name, status="in_progress")
                             await status.show(running(call.tool_name))
                         case SuspendedChunk(payload=suspended):
+                            final = "suspended"
                             reply = await self._pause(reply, status, ctx)
                             await self._ask(stream.run_id, suspended, ctx, status=status)
                         case ApprovalChunk(payload=approval):
+                            final = "suspended"
                             if not self.is_question_tool(approval.tool_name):
                                 reply.task(approval.tool_call_id, tool_name=approval.tool_name, status="pending")
                             reply = await self._pause(reply, status, ctx)
@@ -178,8 +194,12 @@ class Follower:
                                 asked=closed.asked_at,
                             )
                         case ToolResultChunk(payload=result):
+                            final = "active"
+                            if status.session == "suspended":  # a live question was answered: working again
+                                await status.show(THINKING)
                             await self._tool_done(stream.run_id, result, reply, status, decided=decided)
                         case FinishChunk(payload=finish) if finish.status == "completed":
+                            final = "active"
                             if not reply.raw.strip():  # nothing was written as it streamed: the run's last text
                                 last = finish.text or "(no reply)"
                                 reply.text(await mentions.label(last) if mentions is not None else last)
@@ -188,10 +208,16 @@ class Follower:
                             await reply.close()
                             if finish.ending is not None:
                                 await self._incomplete(stream.run_id, finish.ending, ctx)
+                            if request is not None and status.as_session:
+                                await self._rename(ctx, request, reply.raw)
                         case FinishChunk(payload=finish) if finish.status == "stopped":
-                            await reply.close()
-                            await self._reply(f":octagonal_sign: {finish.text}", ctx)
+                            final = "active"
+                            line = stopped_line(finish.stopped_by, finish.text)
+                            await self._stopped(
+                                reply, await mentions.label(line) if mentions is not None else line, ctx
+                            )
                         case ErrorChunk(payload=error):
+                            final = None if error.kind == "superseded" else "active"
                             reply.cut_off(CUT_OFF)  # what was shown so far is not the answer
                             await reply.close()
                             await self._failed(stream.run_id, error, ctx)
@@ -199,7 +225,30 @@ class Follower:
                 if mentions is not None and (held := mentions.flush()):
                     reply.text(held)
                 await reply.close()
-                await status.clear()
+                await status.settle(final)
+
+    async def show_stored(self, state: RunState, ctx: SlackContext) -> None:
+        """Set the thread's agent session to what the stored run ``state`` calls for (:func:`status_of`), where
+        the thread shows sessions: after a change made outside a followed segment (a question that expired and
+        closed its run)."""
+        if self.sessions is not None and self.sessions.on(ctx):
+            await self.sessions.set(ctx, status_of(state))
+
+    async def _rename(self, ctx: SlackContext, request: str, reply: str) -> None:
+        """The first reply of a thread ended: rename its session when the reply makes a better title."""
+        better = better_title(request, reply)
+        if better is not None and self.sessions is not None:
+            await self.sessions.rename(ctx, better)
+
+    async def _stopped(self, reply: ReplyStream, line: str, ctx: SlackContext) -> None:
+        """The run stopped at a person's request: the reply streamed so far ends with ``line`` (who stopped it:
+        :func:`stopped_line`), or ``line`` is a message of its own when nothing streamed."""
+        if reply.raw.strip():
+            reply.text(("\n\n" if not reply.raw.endswith("\n") else "\n") + line)
+            await reply.close()
+        else:
+            await reply.close()
+            await self._reply(line, ctx)
 
     def _new_reply(self, ctx: SlackContext, status: ThreadStatus) -> ReplyStream:
         reply = ReplyStream(
@@ -228,7 +277,7 @@ class Follower:
         while it waits."""
         if ts is not None:
             status.posted()
-        await status.clear()  # after posted(): a call only for what the post left (the reaction)
+        await status.settle("suspended")  # after posted(): a call only for what the post left (the reaction)
 
     async def _tool_done(
         self,
@@ -259,7 +308,7 @@ class Follower:
         payload = suspended.suspend_payload
         if not isinstance(payload, AskUserPayload):
             log.warning("run %s: suspended on %s, which Slack cannot show", run_id, suspended.tool_name)
-            await status.clear()
+            await status.settle("suspended")
             return
         ref = QuestionRef.of(run_id, suspended.tool_call_id)
         blocks = bk.question_blocks(
@@ -491,6 +540,17 @@ class Follower:
         await self._close(
             ref, tool_call_id, summary=summary_text, asked=asked, clicked=clicked, text=text, blocks=blocks
         )
+
+
+def plan_title(steps: int) -> str:
+    """The title of a model turn's plan of ``steps`` tool calls (a ``plan_update`` chunk's plain text)."""
+    return f"Working through {steps} steps"
+
+
+def stopped_line(by: str, text: str) -> str:
+    """The line that ends a stopped run's reply: ``":octagonal_sign: Stopped by <@U…>."`` (``text``, the
+    runtime's closing words, when nobody is named)."""
+    return f":octagonal_sign: Stopped by <@{by}>." if by else f":octagonal_sign: {text}"
 
 
 def _result_error(result: object) -> str:

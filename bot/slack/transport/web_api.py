@@ -189,6 +189,31 @@ class SlackWeb:
         call = self.client.assistant_threads_setStatus(channel_id=channel_id, thread_ts=thread_ts, status=status)
         return await self._done(call, what="assistant.threads.setStatus refused", level=logging.INFO)
 
+    async def session_status(
+        self, channel_id: str, thread_ts: str, status: str, *, title: str | None = None, initiator: str | None = None
+    ) -> str | None:
+        """``agents.sessions.setStatus`` of a thread's agent session (creating it, with ``title`` and ``initiator``,
+        when it has none; Slack: docs.slack.dev reference/methods/agents.sessions.setStatus). Returns None when
+        Slack took it without a word, else Slack's error code or warning (e.g.
+        ``missing_agent_session_stopped_event_subscription``, answered with ``ok: true``), for the caller to judge;
+        transient errors are retried twice, as in :meth:`post`."""
+        try:
+            resp = await self._retrying(
+                lambda: self.client.agents_sessions_setStatus(
+                    channel_id=channel_id, thread_ts=thread_ts, status=status, title=title, initiator_user_id=initiator
+                )
+            )
+        except SlackApiError as exc:
+            return error_code(exc) or "unknown_error"
+        warning = resp.get("warning")
+        return str(warning) if warning else None
+
+    async def rename_session(self, channel_id: str, thread_ts: str, title: str) -> bool:
+        """``agents.sessions.rename`` of a thread's agent session (``title``: 1 to 200 characters); False when
+        Slack refused."""
+        call = self.client.agents_sessions_rename(channel_id=channel_id, thread_ts=thread_ts, title=title)
+        return await self._done(call, what="agents.sessions.rename failed", level=logging.INFO)
+
     async def set_suggested_prompts(
         self, channel_id: str, thread_ts: str, *, prompts: list[dict[str, str]], title: str | None = None
     ) -> bool:

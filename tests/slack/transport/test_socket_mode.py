@@ -38,7 +38,11 @@ async def socket_bot(
     """The fake Slack in Socket Mode and the real bot connected to it (no signing secret)."""
     async with Workspace(bot_token=TOKEN, transport="socket", app_token=APP_TOKEN, ack_timeout=5) as ws:
         settings = Settings(
-            slack_bot_token=TOKEN, slack_app_token=APP_TOKEN, slack_api_url=ws.api_url, redis_prefix=prefix
+            slack_bot_token=TOKEN,
+            slack_app_token=APP_TOKEN,
+            slack_api_url=ws.api_url,
+            redis_prefix=prefix,
+            slack_view="assistant",  # the fake workspace's app is an assistant_view app
         )
         assert settings.mode == "socket" and settings.slack_signing_secret is None
         model = OpenAIChatModel(model="test", base_url=openai_server.base_url, api_key="sk-test", max_retries=0)
