@@ -86,7 +86,9 @@ class SuspendedPayload:
 
 @dataclass(frozen=True)
 class ApprovalPayload:
-    """A tool call waiting for a person's approval: its validated ``args`` and the tool's ``description``."""
+    """A tool call waiting for a person's approval: its validated ``args`` and the tool's ``description``;
+    ``batch``: the other calls of the same turn waiting with it (each decided on its own, keyed by its
+    ``tool_call_id``: :meth:`bot.agent.agent.Agent.resume`), empty when it waits alone."""
 
     tool_call_id: str
     tool_name: str
@@ -95,6 +97,7 @@ class ApprovalPayload:
     interrupted: bool = False
     expires_at: datetime | None = None  # the decision's deadline
     asked_at: datetime | None = None  # when it was asked (an interrupted call is asked again)
+    batch: tuple[ApprovalPayload, ...] = ()
 
 
 @dataclass(frozen=True)
