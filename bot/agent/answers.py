@@ -112,8 +112,10 @@ def undecided(state: RunState) -> list[PendingCall]:
 def question_of(state: RunState, matches: Callable[[str], bool]) -> str | None:
     """The ``tool_call_id`` of the run's question that ``matches(tool_call_id)`` accepts: the pending one first,
     then an answered one (so a late click learns who answered). ``None`` when no question matches."""
-    if state.pending is not None and matches(state.pending.tool_call_id):
-        return state.pending.tool_call_id
+    if state.pending is not None:
+        for call in state.pending.calls():  # the pending call, then the rest of its batch
+            if matches(call.tool_call_id):
+                return call.tool_call_id
     for answer in reversed(state.answers):
         if matches(answer.tool_call_id):
             return answer.tool_call_id

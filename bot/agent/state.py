@@ -198,6 +198,13 @@ class RunState(_Model):
                 f"the record does not fit schema version {SCHEMA_VERSION} ({exc.error_count()} problems)"
             ) from None
 
+    def waiting_call(self, tool_call_id: str | None) -> PendingCall | None:
+        """The pending call whose id is ``tool_call_id``: the run's pending call, or one of its ``batch`` (decided
+        or not); None when neither is."""
+        if self.pending is None or tool_call_id is None:
+            return None
+        return next((c for c in self.pending.calls() if c.tool_call_id == tool_call_id), None)
+
     def answer_for(self, tool_call_id: str | None) -> Answer | None:
         """The latest claimed answer for ``tool_call_id`` (or the latest of all when ``None``)."""
         for answer in reversed(self.answers):

@@ -17,6 +17,7 @@ its lazy functions start, so what it decides (e.g. a modal's errors) reaches the
 | a question's Cancel | ack | :meth:`Withdrawing.on_cancel` |
 | Retry | ack | :meth:`Threads.on_retry` |
 | Approve | ack | :meth:`Approving.on_approve` |
+| a batch's Approve all | ack | :meth:`ApprovingAll.on_approve_all` (bot.slack.approvals.batch) |
 | Decline / Details | ack, open a loading modal | the reason form / the call's arguments |
 | decline form ``view_submission`` | checks, errors in the modal or close | :meth:`Approving.on_decline` |
 
@@ -42,7 +43,7 @@ from bot.slack.questions.answer_modal import AnswerModal
 from bot.slack.questions.answering import Answering
 from bot.slack.render import blocks as bk
 from bot.slack.render import modals
-from bot.slack.render.approvals import ACT_APPROVE, ACT_DECLINE, ACT_DETAILS
+from bot.slack.render.approvals import ACT_APPROVE, ACT_APPROVE_ALL, ACT_DECLINE, ACT_DETAILS
 from bot.slack.transport.runner import LazyJobs, acked, no_lazy_only_from_outside
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,7 @@ def register(
     on_approve, on_decline = jobs.add(approving.on_approve), jobs.add(approving.on_decline)
     on_open_decline, on_open_details = jobs.add(approving.on_open_decline), jobs.add(approving.on_open_details)
     app.action(ACT_APPROVE)(ack=_ack, lazy=[on_approve])
+    app.action(ACT_APPROVE_ALL)(ack=_ack, lazy=[jobs.add(approving.all.on_approve_all)])
     app.action(ACT_DECLINE)(ack=approving.open_modal, lazy=[on_open_decline])
     app.action(ACT_DETAILS)(ack=approving.open_modal, lazy=[on_open_details])
     app.view(modals.DECLINE_CALLBACK)(ack=approving.ack_decline, lazy=[on_decline])

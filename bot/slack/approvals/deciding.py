@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bot.agent.answers import Answered, Open
+from bot.agent.answers import Answered, Open, undecided
 from bot.agent.approvals import approval_payload
 from bot.agent.state import RunState
 from bot.agent.stream import AgentStream
@@ -20,6 +20,7 @@ from bot.errors import (
     StoreUnavailable,
 )
 from bot.logs import log_context
+from bot.slack.approvals.batch import ApprovingAll
 from bot.slack.context import SlackContext, Where
 from bot.slack.questions.answer_modal import LOADING_VIEW, AnswerModal
 from bot.slack.questions.answering import LOST_CLAIM, Answering
@@ -28,7 +29,7 @@ from bot.slack.questions.notices import GONE, NOT_OPEN, STORE_DOWN, explain
 from bot.slack.questions.picks import button_ref
 from bot.slack.refs import QuestionRef
 from bot.slack.render import modals
-from bot.slack.render.approvals import decision_outcome, decline_question, details_text
+from bot.slack.render.approvals import BATCH_WAITS, decision_outcome, decline_question, details_text
 from bot.slack.replies.thread import Decided
 
 Ack = Callable[..., Awaitable[Any]]
@@ -36,11 +37,12 @@ Ack = Callable[..., Awaitable[Any]]
 
 class Approving:
     """Approve / Decline / Details listeners for ``answering``'s agent (who may decide:
-    ``answering.permissions``)."""
+    ``answering.permissions``); ``all``: a batch's Approve all (:class:`~bot.slack.approvals.batch.ApprovingAll`)."""
 
     def __init__(self, answering: Answering, *, modal: AnswerModal) -> None:
         self.answering = answering
         self.modal = modal
+        self.all = ApprovingAll(answering)
 
     # --- Approve ---------------------------------------------------------------------------------
 
@@ -96,7 +98,11 @@ class Approving:
                 payload = approval_payload(check.pending)
                 follower = self.answering.follower
                 outcome = decision_outcome(approved=approved, user=where.user, reason=reason)
-                if approved:
+                if [c for c in undecided(state) if c.tool_call_id != call]:  # the rest of its batch waits
+                    waits = f"{outcome} · {BATCH_WAITS}" if approved else outcome
+                    await follower.close_approval(state.run_id, payload, outcome=waits, clicked=clicked)
+                    await follower.follow(stream, ctx)
+                elif approved:
                     running = f"{outcome} · running…"
                     await follower.close_approval(state.run_id, payload, outcome=running, clicked=clicked, ongoing=True)
                     decided = Decided(tool_call_id=call, payload=payload, outcome=outcome, clicked=clicked)
@@ -171,7 +177,7 @@ class Approving:
             recorded = self.answering.recorded(check, state, call, approval=True)
             await notice(explain(check, where.user, recorded=recorded, tried="declined", approval=True))
             return
-        pending = check.pending if isinstance(check, Open) else state.pending
+        pending = check.pending if isinstance(check, Open) else state.waiting_call(call) or state.pending
         if pending is None or pending.kind != "approval":
             await notice(NOT_OPEN)
             return

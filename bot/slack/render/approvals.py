@@ -29,6 +29,9 @@ from bot.slack.render.safe_text import safe_mrkdwn
 ACT_APPROVE = "approval_approve"
 ACT_DECLINE = "approval_decline"
 ACT_DETAILS = "approval_details"
+ACT_APPROVE_ALL = "approval_approve_all"  # a batch's header: approve every call the clicker may approve alone
+BATCH_WAITS = "runs once the other calls of this turn are decided"
+"""What an approved call of a batch says while other calls of its turn still wait (:mod:`bot.agent.decisions`)."""
 ARG_VALUE = 200
 ARGS_TEXT = 2500
 
@@ -137,3 +140,37 @@ def details_text(payload: ApprovalPayload) -> str:
     """The call's full arguments as a JSON code block (mrkdwn, for the Details modal)."""
     body = safe_mrkdwn(json.dumps(payload.args, ensure_ascii=False, indent=2)).replace("```", "` ` `")
     return clip(f"`{safe_mrkdwn(payload.tool_name)}`\n```{body}```", SECTION_TEXT)
+
+
+def batch_names(payload: ApprovalPayload) -> list[str]:
+    """What each call of a batch (``payload`` and its ``batch``) asks for, as mrkdwn (:func:`requested`)."""
+    return [requested(p) for p in (payload, *payload.batch)]
+
+
+def batch_header_blocks(payload: ApprovalPayload, *, ref: QuestionRef, note: str | None = None) -> list[dict[str, Any]]:
+    """The header of a batch (several calls of one turn waiting for approval, each in its own request below it):
+    what they are, and **Approve all** (the calls the clicking person may approve alone; a call needing more than
+    one approval is left to its own request). ``note``: a line of what Approve all did (mrkdwn, the bot's own);
+    Approve all stays while calls remain undecided. Slack: button text <= 75 chars."""
+    names = batch_names(payload)
+    head = f":raised_hand: *{len(names)} calls need approval* in this turn: " + ", ".join(names)
+    head += ". Decide each below, or approve all you may approve alone."
+    blocks: list[Block] = [
+        SectionBlock(block_id=ref.block_id("batch-head"), text=MarkdownTextObject(text=clip(head, SECTION_TEXT)))
+    ]
+    if note is not None:
+        blocks.append(ContextBlock(block_id=ref.block_id("batch-note"), elements=[MarkdownTextObject(text=note)]))
+    blocks.append(
+        ActionsBlock(
+            block_id=ref.block_id("batch"),
+            elements=[
+                ButtonElement(text="Approve all", action_id=ACT_APPROVE_ALL, value=ref.value(0), style="primary")
+            ],
+        )
+    )
+    return [b.to_dict() for b in blocks]
+
+
+def batch_title(payload: ApprovalPayload) -> str:
+    """The batch header's notification text: ``"3 calls need approval"``."""
+    return f"{1 + len(payload.batch)} calls need approval"

@@ -16,14 +16,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from bot.agent.answers import undecided
 from bot.agent.approvals import approval_payload
 from bot.agent.ask_user import AskUserPayload, fallback_text
 from bot.agent.endings import Ending
-from bot.agent.state import PendingCall
+from bot.agent.state import PendingCall, RunState
 from bot.agent.stream import (
     AgentStream,
     ApprovalChunk,
@@ -50,7 +51,14 @@ from bot.slack.questions.records import QuestionRecords
 from bot.slack.questions.wait_plan import WaitPlan
 from bot.slack.refs import QuestionRef
 from bot.slack.render import blocks as bk
-from bot.slack.render.approvals import approval_blocks, approval_outcome_blocks, approval_title, closed_what
+from bot.slack.render.approvals import (
+    approval_blocks,
+    approval_outcome_blocks,
+    approval_title,
+    batch_header_blocks,
+    batch_title,
+    closed_what,
+)
 from bot.slack.render.mrkdwn import clip, escape
 from bot.slack.replies.status import THINKING, ThreadStatus, running
 from bot.slack.replies.streaming import ReplyStream, TaskStatus
@@ -266,6 +274,18 @@ class Follower:
     async def _ask_approval(
         self, run_id: str, approval: ApprovalPayload, ctx: SlackContext, *, status: ThreadStatus
     ) -> None:
+        if approval.batch:  # several calls of one turn: a header with Approve all, then each call's own request
+            head = QuestionRef.of(run_id, approval.tool_call_id)
+            blocks = batch_header_blocks(approval, ref=head)
+            await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=batch_title(approval), blocks=blocks)
+            for one in (replace(approval, batch=()), *approval.batch):
+                await self._ask_one_approval(run_id, one, ctx, status=status)
+            return
+        await self._ask_one_approval(run_id, approval, ctx, status=status)
+
+    async def _ask_one_approval(
+        self, run_id: str, approval: ApprovalPayload, ctx: SlackContext, *, status: ThreadStatus
+    ) -> None:
         ref = QuestionRef.of(run_id, approval.tool_call_id)
         blocks = approval_blocks(approval, ref=ref, approvers=self._approvers_text(approval, ctx))
         text = approval_title(approval)
@@ -366,13 +386,26 @@ class Follower:
         return refs
 
     async def close_pending(
-        self, run_id: str, pending: PendingCall, *, outcome: str, summary: str, clicked: MessageRef | None = None
+        self,
+        run_id: str,
+        pending: PendingCall,
+        *,
+        outcome: str,
+        summary: str,
+        clicked: MessageRef | None = None,
+        state: RunState | None = None,
     ) -> None:
         """Close the messages of ``pending`` (a stored question or approval request, this asking of it) with
         ``outcome`` (mrkdwn); ``summary``: a question's notification suffix (e.g. ``"expired"``); ``clicked``: the
-        message acted on, closed too even if it was never recorded (a store blip when it was posted)."""
+        message acted on, closed too even if it was never recorded (a store blip when it was posted); ``state``: the
+        run as it was before (an approval of a batch: every call of it undecided there is closed the same way)."""
         if pending.kind == "approval":
-            await self.close_approval(run_id, approval_payload(pending), outcome=outcome, clicked=clicked)
+            calls = [pending]
+            if state is not None and state.pending is not None and state.pending.batch:
+                calls = undecided(state) or calls  # a batch: every call still undecided ends the same way
+            for call in calls:
+                mine = clicked if call.tool_call_id == pending.tool_call_id else None
+                await self.close_approval(run_id, approval_payload(call), outcome=outcome, clicked=mine)
             return
         await self.close_question(
             run_id,
