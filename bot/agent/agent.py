@@ -37,6 +37,7 @@ from bot.agent._loop.turns import budgeted_turn
 from bot.agent.answers import AnswerCheck
 from bot.agent.approvals import (
     ApprovalGate,
+    GateVerdict,
     approval_payload,
     ask_approval,
     batch_of,
@@ -592,6 +593,9 @@ class Agent:
                     if tool is not None
                     else None
                 )
+                covered = verdict is not None and not verdict.needs_approval and verdict.use is not None
+                if covered and verdict is not None and verdict.use is not None and not await verdict.use():
+                    verdict = GateVerdict(True, rule=verdict.rule)  # its cover (a grant) went away meanwhile: ask
                 if tool is not None and verdict is not None and verdict.needs_approval:
                     bound = self.tool_result_max_chars
                     if verdict.decline is not None:  # nobody could approve it: declined, nobody asked
@@ -600,7 +604,8 @@ class Agent:
                             tool, state, call, args, out, reason=reason, max_result_chars=bound, hooks=self.hooks
                         )
                         continue
-                    batch = await batch_of(state.queued, tools, state, gate=gate, agent_wide=agent_wide)
+                    rules: dict[str, str | None] = {call.id: verdict.rule}
+                    batch = await batch_of(state.queued, tools, state, gate=gate, agent_wide=agent_wide, rules=rules)
                     ask_approval(
                         tool,
                         state,
@@ -611,6 +616,7 @@ class Agent:
                         max_result_chars=bound,
                         hooks=self.hooks,
                         batch=batch,
+                        rules=rules,
                     )
                     continue  # it suspended, unless its arguments were invalid
                 await run_tool_call(

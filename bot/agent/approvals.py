@@ -78,16 +78,23 @@ async def tool_requires(
 @dataclass(frozen=True)
 class GateVerdict:
     """What an :data:`ApprovalGate` says of one call: whether it waits for approval, or ``decline`` (a reason):
-    declined at once."""
+    declined at once. ``use``: for a call that would wait but is covered (a standing grant, say): awaited just
+    before the call runs unasked in its turn (never when the verdict was only looked at ahead, for a batch); it
+    returns False when the cover is gone meanwhile (revoked, expired): the call is then asked after all. ``rule``:
+    the name of what decided (a policy's rule), kept with an approval request (``suspend_payload["rule"]``) for
+    the audit."""
 
     needs_approval: bool
     decline: str | None = None
+    use: Callable[[], Awaitable[bool]] | None = None
+    rule: str | None = None
 
 
-ApprovalGate = Callable[[Tool, dict[str, Any], RunState, bool], GateVerdict]
+ApprovalGate = Callable[[Tool, dict[str, Any], RunState, bool], GateVerdict | Awaitable[GateVerdict]]
 """``gate(tool, args, state, tool_requires)``: the verdict on a call of ``tool`` with ``args`` (validated, defaults
 filled in, as an approval request stores them; as the model sent them when invalid) in ``state``;
-``tool_requires``: :func:`tool_requires`'s answer. Not asked for questions."""
+``tool_requires``: :func:`tool_requires`'s answer; sync or async. Not asked for questions. It may be asked more than
+once of one call (ahead, for a batch, then in the call's turn): what it does once per call belongs in ``use``."""
 
 
 async def verdict_of(
@@ -110,7 +117,8 @@ async def verdict_of(
     needs = await tool_requires(tool, state, tool_call_id=tool_call_id, args=args, agent_wide=agent_wide)
     if gate is None:
         return GateVerdict(needs)
-    return gate(tool, args, state, needs)
+    said = gate(tool, args, state, needs)
+    return await said if inspect.isawaitable(said) else said
 
 
 def decline_at_once(
@@ -146,16 +154,18 @@ def ask_approval(
     max_result_chars: int | None,
     hooks: RunHooks,
     batch: Sequence[tuple[Tool, ToolCall, dict[str, Any]]] = (),
+    rules: Mapping[str, str | None] | None = None,
 ) -> None:
     """Suspend the run on ``call`` until a person decides (raises :class:`Suspended`); invalid arguments become a
     tool error for the model instead (returns; its text bounded to ``max_result_chars``). ``batch``: later calls of
-    the same turn that wait for approval too (valid arguments), asked together with it (:mod:`bot.agent.decisions`)."""
+    the same turn that wait for approval too (valid arguments), asked together with it (:mod:`bot.agent.decisions`);
+    ``rules``: the rule that decided each (by tool_call_id, :attr:`GateVerdict.rule`)."""
     try:
         valid = tool.parse_args(args).model_dump(mode="json")
     except ToolInputError as exc:
         add_result(state, call, {"error": str(exc)}, out, hooks=hooks, max_chars=max_result_chars, is_error=True)
         return
-    suspend(state, call.id, tool, valid, ask_ttl=ask_ttl, interrupted=False, batch=batch)
+    suspend(state, call.id, tool, valid, ask_ttl=ask_ttl, interrupted=False, batch=batch, rules=rules)
 
 
 def suspend(
@@ -167,19 +177,25 @@ def suspend(
     ask_ttl: float | None,
     interrupted: bool,
     batch: Sequence[tuple[Tool, ToolCall, dict[str, Any]]] = (),
+    rules: Mapping[str, str | None] | None = None,
 ) -> None:
     """Make ``state`` wait for a decision on ``tool_call_id`` (and on each call of ``batch``: tool, call, valid
-    arguments); raises :class:`Suspended`."""
+    arguments; ``rules``: the rule that decided each, by tool_call_id, kept as ``suspend_payload["rule"]``); raises
+    :class:`Suspended`."""
     now = utcnow()
     expires_at = now + timedelta(seconds=ask_ttl) if ask_ttl is not None else None
 
     def pending(call_id: str, of: Tool, call_args: dict[str, Any]) -> PendingCall:
+        payload: dict[str, Any] = {"tool_name": of.id, "args": call_args, "description": of.description}
+        rule = (rules or {}).get(call_id)
+        if rule is not None:
+            payload["rule"] = rule
         return PendingCall(
             kind="approval",
             tool_call_id=call_id,
             tool_name=of.id,
             args=call_args,
-            suspend_payload={"tool_name": of.id, "args": call_args, "description": of.description},
+            suspend_payload=payload,
             suspended_at=now,
             expires_at=expires_at,
             interrupted=interrupted and call_id == tool_call_id,
@@ -199,10 +215,11 @@ async def batch_of(
     *,
     gate: ApprovalGate | None,
     agent_wide: bool,
+    rules: dict[str, str | None] | None = None,
 ) -> list[tuple[Tool, ToolCall, dict[str, Any]]]:
     """The calls of ``queued`` (the rest of the turn) that will wait for approval too, with their valid arguments:
     asked now, together (a call whose arguments are invalid, that nobody could approve, or that needs no approval
-    is left to run, or fail, in its turn)."""
+    is left to run, or fail, in its turn); ``rules`` gets the rule that decided each call kept."""
     out = []
     for call in queued:
         tool = tools.get(call.name)
@@ -215,6 +232,8 @@ async def batch_of(
         verdict = await verdict_of(gate, tool, args, state, agent_wide=agent_wide, tool_call_id=call.id)
         if verdict.needs_approval and verdict.decline is None:
             out.append((tool, call, args))
+            if rules is not None:
+                rules[call.id] = verdict.rule
     return out
 
 

@@ -25,6 +25,8 @@ Everything is checked before anything changes: an unknown or no longer pending `
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -47,6 +49,15 @@ from bot.errors import (
 )
 
 ONCE = "once"
+
+
+def args_hash(args: Mapping[str, Any]) -> str:
+    """A call's arguments' fingerprint, the audit's and the standing grants' name for "these arguments": sha256 of
+    their canonical JSON (sorted keys, no spaces), its first 16 hex digits."""
+    text = json.dumps(args, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 MAX_SCOPE = 64  # characters of a scope name
 
 

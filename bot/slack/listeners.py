@@ -8,6 +8,7 @@ its lazy functions start, so what it decides (e.g. a modal's errors) reaches the
 | ``app_mention`` event | auto-ack | :meth:`Threads.on_mention` |
 | ``message`` a person wrote in a DM, or as a thread reply without a mention | auto-ack | :meth:`Threads.on_message` |
 | ``app_home_opened`` (Home tab) | auto-ack | :meth:`Home.on_home_opened`: the person's inbox |
+| a standing grant's Revoke (Home) | ack | :meth:`Home.on_revoke_grant` |
 | assistant pane: thread started / context changed / a message there | see :mod:`bot.slack.assistant_pane` | |
 | option button, single-choice menu, Submit, a form question's Decline | ack | :meth:`Answering.on_click` |
 | checkbox tick / multi-select change | ack (nothing until Submit) | - |
@@ -38,7 +39,7 @@ from bot.slack.approvals.deciding import Approving
 from bot.slack.assistant_pane import AssistantPane, assistant_middleware
 from bot.slack.context import slack_id
 from bot.slack.conversations import Threads, is_person_speaking
-from bot.slack.home import Home
+from bot.slack.home import ACT_REVOKE_GRANT, Home
 from bot.slack.questions.answer_modal import AnswerModal
 from bot.slack.questions.answering import Answering
 from bot.slack.render import blocks as bk
@@ -105,6 +106,7 @@ def register(
     app.event("app_mention")(ack=acked, lazy=[on_mention])
     app.event("message", matchers=[_person_in_dm_or_thread])(ack=acked, lazy=[on_message])
     app.event("app_home_opened")(ack=acked, lazy=[jobs.add(home.on_home_opened)])
+    app.action(ACT_REVOKE_GRANT)(ack=_ack, lazy=[jobs.add(home.on_revoke_grant)])
     app.event("message")(acked)  # every other message event (channel chatter, edits, bots): acked, nothing else
     app.action(re.compile(rf"^{bk.ACT_OPTION}_\d+$"))(ack=_ack, lazy=[on_click])
     app.action(bk.ACT_SELECT)(ack=_ack, lazy=[on_click])
@@ -120,6 +122,7 @@ def register(
     on_approve, on_decline = jobs.add(approving.on_approve), jobs.add(approving.on_decline)
     on_open_decline, on_open_details = jobs.add(approving.on_open_decline), jobs.add(approving.on_open_details)
     app.action(ACT_APPROVE)(ack=_ack, lazy=[on_approve])
+    app.action(re.compile(rf"^{ACT_APPROVE}_(thread|channel|always)$"))(ack=_ack, lazy=[on_approve])  # + a grant
     app.action(ACT_APPROVE_ALL)(ack=_ack, lazy=[jobs.add(approving.all.on_approve_all)])
     app.action(ACT_DECLINE)(ack=approving.open_modal, lazy=[on_open_decline])
     app.action(ACT_DETAILS)(ack=approving.open_modal, lazy=[on_open_details])

@@ -166,7 +166,7 @@ def test_the_fields_not_carried_out_yet_are_named_for_the_start_up_log() -> None
         "rule 1 ('restarts need two'): not carried out yet: required: 2 (such calls are declined at once); edit",
         "rule 2 ('big refunds by finance'): not carried out yet: where: dm; approvers @handle / channel:C... (they"
         " admit nobody yet)",
-        "rule 3 ('prod deploys'): not carried out yet: arguments: details-only; grants",
+        "rule 3 ('prod deploys'): not carried out yet: arguments: details-only",  # grants: carried out
     ]
     groups = parse_text("rules:\n  - requester: {groups: ['@oncall']}\n  - tool: '*'\n", kind="yaml")
     assert not_carried_out(groups) == [

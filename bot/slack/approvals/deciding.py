@@ -8,11 +8,12 @@ message then says who decided, and once the call ends how it went (ran in N s, o
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from bot.agent.answers import Answered, Open, undecided
 from bot.agent.approvals import approval_payload
-from bot.agent.state import RunState
+from bot.agent.decisions import Approve
+from bot.agent.state import PendingCall, RunState
 from bot.agent.stream import AgentStream
 from bot.errors import (
     NotAwaitingThisKind,
@@ -21,6 +22,7 @@ from bot.errors import (
 )
 from bot.logs import log_context
 from bot.slack.approvals.batch import ApprovingAll
+from bot.slack.approvals.grants import SCOPE_WORDS, when
 from bot.slack.context import SlackContext, Where
 from bot.slack.questions.answer_modal import LOADING_VIEW, AnswerModal
 from bot.slack.questions.answering import LOST_CLAIM, Answering
@@ -29,8 +31,15 @@ from bot.slack.questions.notices import GONE, NOT_OPEN, STORE_DOWN, explain
 from bot.slack.questions.picks import button_ref
 from bot.slack.refs import QuestionRef
 from bot.slack.render import modals
-from bot.slack.render.approvals import BATCH_WAITS, decision_outcome, decline_question, details_text
+from bot.slack.render.approvals import (
+    BATCH_WAITS,
+    decision_outcome,
+    decline_question,
+    details_text,
+    scope_of_action,
+)
 from bot.slack.replies.thread import Decided
+from bot.store.grants import Scope
 
 Ack = Callable[..., Awaitable[Any]]
 
@@ -47,12 +56,14 @@ class Approving:
     # --- Approve ---------------------------------------------------------------------------------
 
     async def on_approve(self, body: dict[str, Any]) -> None:
-        """Lazy listener of Approve."""
+        """Lazy listener of Approve, and of the Approve buttons that also give a standing grant ("for this thread",
+        ...: the scope is the button's, :func:`~bot.slack.render.approvals.scope_of_action`)."""
         where = Where.of_action(body)
         found = await self._found(body, where, self.answering.say_to(where))
         if found is not None:
             state, ctx, call = found
-            await self.decide(state, ctx, call, where=where, approved=True, reason=None)
+            scope = scope_of_action(str((body.get("actions") or [{}])[0].get("action_id", "")))
+            await self.decide(state, ctx, call, where=where, approved=True, reason=None, scope=scope)
 
     async def _found(self, body: dict[str, Any], where: Where, say: Say) -> Found | None:
         """The run, context and call a click is about, checked (its message, who may decide:
@@ -61,9 +72,18 @@ class Approving:
         return await self.answering.vet(ref, where, say, expect="approval") if ref is not None else None
 
     async def decide(
-        self, state: RunState, ctx: SlackContext, call: str, *, where: Where, approved: bool, reason: str | None
+        self,
+        state: RunState,
+        ctx: SlackContext,
+        call: str,
+        *,
+        where: Where,
+        approved: bool,
+        reason: str | None,
+        scope: str = "once",
     ) -> None:
-        """Claim the decision on ``call`` (policy already applied) and follow the run it continues."""
+        """Claim the decision on ``call`` (policy already applied) and follow the run it continues; ``scope``: an
+        approval's standing grant (``once``: none), recorded once the claim won, when the call's rule allows it."""
         say = self.answering.say_to(where, ctx)
         clicked = where.message_in(ctx)  # closed with the recorded messages, recorded or not
         check = await self.answering.agent.check(state, call)
@@ -92,12 +112,19 @@ class Approving:
             return
         try:
             with log_context(run_id=state.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id, user_id=where.user):
-                stream = await self._claim(state, ctx, call, where=where, approved=approved, reason=reason, say=say)
+                stream = await self._claim(
+                    state, ctx, call, where=where, approved=approved, reason=reason, say=say, scope=scope
+                )
                 if stream is None:
                     return
                 payload = approval_payload(check.pending)
                 follower = self.answering.follower
-                outcome = decision_outcome(approved=approved, user=where.user, reason=reason)
+                given = (
+                    await self._give(scope, ctx, check.pending, run_id=state.run_id, user=where.user, say=say)
+                    if approved
+                    else None
+                )
+                outcome = decision_outcome(approved=approved, user=where.user, reason=reason, grant=given)
                 if [c for c in undecided(state) if c.tool_call_id != call]:  # the rest of its batch waits
                     waits = f"{outcome} · {BATCH_WAITS}" if approved else outcome
                     await follower.close_approval(state.run_id, payload, outcome=waits, clicked=clicked)
@@ -123,11 +150,12 @@ class Approving:
         approved: bool,
         reason: str | None,
         say: Say,
+        scope: str = "once",
     ) -> AgentStream | None:
         agent = self.answering.agent
         try:
             if approved:
-                return await agent.approve_tool_call(run_id=state.run_id, tool_call_id=call, approved_by=where.user)
+                return await agent.resume(state.run_id, {call: Approve(by=where.user, scope=scope)}, loaded=state)
             return await agent.decline_tool_call(
                 run_id=state.run_id, tool_call_id=call, reason=reason, declined_by=where.user
             )
@@ -141,6 +169,31 @@ class Approving:
         except StoreUnavailable:
             await say(STORE_DOWN)
         return None
+
+    async def _give(
+        self, scope: str, ctx: SlackContext, pending: PendingCall, *, run_id: str, user: str, say: Say
+    ) -> str | None:
+        """Record the standing grant ``user`` gave approving ``pending`` (``scope`` ``once``: none); what the
+        request then says of it ("for this thread, until ..."), or None."""
+        grants = self.answering.follower.grants
+        if scope == "once" or grants is None or scope not in SCOPE_WORDS:
+            return None
+        try:
+            grant = await grants.give(
+                cast(Scope, scope),
+                ctx,
+                by=user,
+                tool_name=pending.tool_name,
+                args=pending.args,
+                run_id=run_id,
+                tool_call_id=pending.tool_call_id,
+            )
+        except StoreUnavailable:
+            await say("Approved once: I couldn't record the standing grant (storage is unavailable); ask again later.")
+            return None
+        if grant is None:
+            return None
+        return f"{SCOPE_WORDS[grant.scope]} until {when(grant.expires_at.timestamp())}"
 
     # --- Decline (a modal with an optional reason) and Details -------------------------------------
 

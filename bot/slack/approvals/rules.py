@@ -49,14 +49,16 @@ def policy_gate(policy: Policy) -> ApprovalGate:
             name, call_args, requester=ctx.requester, channel=ctx.channel_id, tool_requires=tool_requires
         )
         if not decision.needs_approval:
-            return GateVerdict(False)
+            return GateVerdict(False, rule=decision.name)
         why = blocked_reason(decision)
         if why is not None:
             log.info("run %s: %s declined at once by rule %r: %s", state.run_id, tool.id, decision.name, why)
             return GateVerdict(
-                True, decline=f"nobody can approve it under the approval policy's rule {decision.name!r}: {why}"
+                True,
+                decline=f"nobody can approve it under the approval policy's rule {decision.name!r}: {why}",
+                rule=decision.name,
             )
-        return GateVerdict(True)
+        return GateVerdict(True, rule=decision.name)
 
     return gate
 
@@ -86,7 +88,6 @@ def not_carried_out(policy: Policy) -> list[str]:
                 ("on_deadline", rule.on_deadline is not None),
                 ("arguments: details-only", rule.arguments != "shown"),
                 ("edit", bool(rule.edit)),
-                ("grants", rule.grants != ("once",)),
                 (
                     "requester.groups (the requester's groups are not looked up yet: never matches)",
                     bool(rule.requester.groups),

@@ -104,27 +104,52 @@ def _request_sections(payload: ApprovalPayload, ref: QuestionRef, part: str) -> 
     return blocks
 
 
-def approval_blocks(payload: ApprovalPayload, *, ref: QuestionRef, approvers: str) -> list[dict[str, Any]]:
-    """The approval request; ``approvers`` (mrkdwn, the bot's own text) says who may decide."""
+GRANT_BUTTONS = {
+    "thread": "Approve for this thread",
+    "channel": "Approve in this channel",
+    "always": "Approve always (these arguments)",
+}
+"""The standing grants' buttons (Slack: button text <= 75 chars); their action ids are :func:`grant_action`."""
+
+
+def grant_action(scope: str) -> str:
+    """The action id of the Approve button that also gives a standing grant of ``scope``."""
+    return f"{ACT_APPROVE}_{scope}"
+
+
+def scope_of_action(action_id: str) -> str:
+    """The scope an Approve button's ``action_id`` gives: ``once`` (plain Approve) or a standing grant's."""
+    scope = action_id.removeprefix(f"{ACT_APPROVE}_") if action_id.startswith(f"{ACT_APPROVE}_") else "once"
+    return scope if scope in GRANT_BUTTONS else "once"
+
+
+def approval_blocks(
+    payload: ApprovalPayload, *, ref: QuestionRef, approvers: str, grants: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
+    """The approval request; ``approvers`` (mrkdwn, the bot's own text) says who may decide; ``grants``: the
+    standing grants its rule lets an approver give (``thread``, ``channel``, ``always``), each a button beside
+    Approve (once) that approves and gives it."""
     blocks = _request_sections(payload, ref, "")
-    blocks.append(
-        ActionsBlock(
-            block_id=ref.block_id("decide"),
-            elements=[
-                ButtonElement(text="Approve", action_id=ACT_APPROVE, value=ref.value(0), style="primary"),
-                ButtonElement(text="Decline", action_id=ACT_DECLINE, value=ref.value(0), style="danger"),
-                ButtonElement(text="Details", action_id=ACT_DETAILS, value=ref.value(0)),
-            ],
-        )
-    )
+    elements = [ButtonElement(text="Approve", action_id=ACT_APPROVE, value=ref.value(0), style="primary")]
+    elements += [
+        ButtonElement(text=GRANT_BUTTONS[g], action_id=grant_action(g), value=ref.value(0))
+        for g in grants
+        if g in GRANT_BUTTONS
+    ]
+    elements += [
+        ButtonElement(text="Decline", action_id=ACT_DECLINE, value=ref.value(0), style="danger"),
+        ButtonElement(text="Details", action_id=ACT_DETAILS, value=ref.value(0)),
+    ]
+    blocks.append(ActionsBlock(block_id=ref.block_id("decide"), elements=elements))
     blocks.append(ContextBlock(block_id=ref.block_id("who"), elements=[MarkdownTextObject(text=approvers)]))
     return [b.to_dict() for b in blocks]
 
 
-def decision_outcome(*, approved: bool, user: str, reason: str | None = None) -> str:
-    """The mrkdwn line an approval request shows once ``user`` decided it (``reason``: a decline's, neutralised)."""
+def decision_outcome(*, approved: bool, user: str, reason: str | None = None, grant: str | None = None) -> str:
+    """The mrkdwn line an approval request shows once ``user`` decided it (``reason``: a decline's, neutralised;
+    ``grant``: the standing grant given with the approval, its words and expiry, the bot's own mrkdwn)."""
     if approved:
-        return f":white_check_mark: Approved by <@{user}>"
+        return f":white_check_mark: Approved by <@{user}>" + (f", {grant}" if grant else "")
     why = f": {safe_mrkdwn(reason)}" if reason else ""
     return f":no_entry_sign: Declined by <@{user}>{why}"
 

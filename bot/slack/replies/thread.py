@@ -43,6 +43,7 @@ from bot.agent.stream import (
 from bot.config import Answerers
 from bot.errors import StoreUnavailable
 from bot.logs import log_context
+from bot.slack.approvals.grants import StandingGrants
 from bot.slack.context import SlackContext
 from bot.slack.home import Home, closed_summary
 from bot.slack.names import NamedMentions, Names
@@ -116,7 +117,9 @@ class Follower:
         is_question_tool: Callable[[str], bool],
         streaming: bool = True,
         stream_interval: float = 1.0,
+        grants: StandingGrants | None = None,
     ) -> None:
+        self.grants = grants  # standing grants (APPROVAL_POLICY's grants:): the scopes a request offers
         self.streaming = streaming  # replies through Slack's chat streaming (else posted and updated)
         self.stream_interval = stream_interval  # seconds between a reply's Web API calls while it streams
         self.is_question_tool = is_question_tool  # tools that only ask (or are hidden): no progress line of their own
@@ -287,7 +290,8 @@ class Follower:
         self, run_id: str, approval: ApprovalPayload, ctx: SlackContext, *, status: ThreadStatus
     ) -> None:
         ref = QuestionRef.of(run_id, approval.tool_call_id)
-        blocks = approval_blocks(approval, ref=ref, approvers=self._approvers_text(approval, ctx))
+        scopes = tuple(self.grants.scopes(ctx, approval.tool_name, approval.args)) if self.grants else ()
+        blocks = approval_blocks(approval, ref=ref, approvers=self._approvers_text(approval, ctx), grants=scopes)
         text = approval_title(approval)
         ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text, blocks=blocks)
         await self._posted_question(status, ts)
