@@ -12,6 +12,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.agent import Agent, ToolContext, ask_user_tool, tool
+from bot.agent.approvals import GateVerdict
 from bot.agent.decisions import Approve, Decline, Reply
 from bot.agent.stream import ApprovalChunk, FinishChunk, SuspendedChunk, ToolCallChunk, ToolResultChunk
 from bot.errors import AnswerError, NotAwaitingThisKind, RunAlreadyResumed, ToolCallNotPending
@@ -237,3 +238,45 @@ async def test_two_agents_deciding_a_batch_at_once_on_the_real_redis_run_it_once
         openai_server.script(three_calls(), ModelReply(text="Done."))
         stream = await first.stream("go")
         await stream.collect()
+
+
+async def test_a_gates_cover_is_used_once_at_the_calls_turn_never_when_looked_at_ahead(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """A gate that says a call is covered (a standing grant, say): its ``use`` is awaited once, when the call runs,
+    not when the call was looked at ahead for a batch; a ``use`` that says the cover is gone makes the call asked.
+    The rule a verdict names is kept with the request it asks."""
+    world = World()
+    agent: Agent = make_agent(fake_redis, tools=world.tools())
+    uses: list[str] = []
+    gone = {"web"}
+
+    def gate(t: Any, args: dict[str, Any], state: Any, tool_requires: bool) -> GateVerdict:
+        if t.id != "restart_service" or args["name"] == "api":
+            return GateVerdict(tool_requires, rule="plain")
+
+        async def use() -> bool:
+            uses.append(args["name"])
+            return args["name"] not in gone
+
+        return GateVerdict(False, use=use, rule="granted")
+
+    agent.approval_gate = gate
+    openai_server.script(
+        ModelReply(
+            tool_calls=[
+                tool_call("restart_service", {"name": "api"}, id="c_api"),  # asked: looks at the rest ahead
+                tool_call("restart_service", {"name": "db"}, id="c_db"),  # covered
+                tool_call("restart_service", {"name": "web"}, id="c_web"),  # covered, but the cover is gone
+            ]
+        ),
+        ModelReply(text="ok"),
+    )
+    stream = await agent.stream("restart three")
+    asked = [c for c in await stream.collect() if isinstance(c, ApprovalChunk)]
+    assert [c.payload.tool_call_id for c in asked] == ["c_api"] and asked[0].payload.batch == ()
+    assert uses == []  # looked at ahead: nothing used
+    assert (await agent.get_run(stream.run_id)).pending.suspend_payload["rule"] == "plain"  # type: ignore[union-attr]
+    again = [c for c in await (await agent.resume(stream.run_id, {"c_api": Approve(by="U1")})).collect()]
+    assert uses == ["db", "web"] and world.done == ["restart api", "restart db"]
+    assert [c.payload.tool_call_id for c in again if isinstance(c, ApprovalChunk)] == ["c_web"]

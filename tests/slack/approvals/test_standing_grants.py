@@ -5,6 +5,7 @@ Revoke, after which the call is asked again; a rule without grants offers none."
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,10 +14,12 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from bot.agent.decisions import args_hash
 from bot.fakeslack.home_tab import click_home, home_view, open_home
 from bot.fakeslack.state import dm_channel_id
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
+from bot.testing.scrape import scrape
 from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, blocks_text, current, has_controls, text_is
 
 AGENT = {"agent": "bot.testing.approval_agent:build"}
@@ -123,3 +126,32 @@ async def test_a_rule_without_grants_offers_approve_once_only(fake_redis: aiored
         thread = await restart(h, "api", call="c1")
         request = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
         assert "Approve for this thread" not in blocks_text(request) and "Approve" in blocks_text(request)
+
+
+async def test_each_decision_and_grant_use_is_audited_with_its_rule_and_counted(
+    fake_redis: aioredis.Redis, harness: Any, settings: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The audit line of a decision: who, which call (its name and argument hash, never the arguments), the rule
+    that asked, edited or not, the scope; the metrics by rule and outcome, and the grants given and used."""
+    async with harness(fake_redis, settings=settings) as h:
+        before = await scrape(h.processes[0].url.removesuffix("/slack/events"))
+        with caplog.at_level(logging.INFO, logger="bot.audit"):
+            thread = await restart(h, "api", call="c1")
+            request = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+            await h.ws.click(request, "Approve for this thread", user=BOB)
+            await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done c1."))
+            await restart(h, "web", thread=thread, call="c2")
+            await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done c2."))
+        lines = {r.audit["event"]: r.audit for r in caplog.records if hasattr(r, "audit")}
+        decided = lines["approval.approved"]
+        assert decided["user_id"] == BOB and decided["tool"] == "restart_service" and decided["rule"] == "restarts"
+        assert decided["args_hash"] == args_hash({"name": "api", "force": False}) and decided["edited"] is False
+        assert decided["scope"] == "thread" and "api" not in json.dumps(decided)
+        assert lines["approval.asked"]["tool"] == "restart_service"
+        assert lines["grant.given"]["granted_by"] == BOB and lines["grant.given"]["scope"] == "thread"
+        assert lines["grant.used"]["args_hash"] == args_hash({"name": "web", "force": False})
+        await h.settle()
+        after = await scrape(h.processes[0].url.removesuffix("/slack/events"))
+    assert after.since(before, "askbot_approval_decisions_total", rule="restarts", outcome="approved") == 1
+    assert after.since(before, "askbot_approval_grants_given_total", rule="restarts", scope="thread") == 1
+    assert after.since(before, "askbot_approval_grants_used_total", rule="restarts", scope="thread") == 1
