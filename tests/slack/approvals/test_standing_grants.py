@@ -79,8 +79,8 @@ async def test_a_thread_grant_lets_later_calls_in_the_thread_run_unasked_until_r
             await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done c2."))
         assert f"a standing grant from <@{ALICE}> (for this thread, expires <!date^" in note["text"]
         assert approval_agent.RESTARTS == ["api", "web"]
-        used = [r for r in caplog.records if getattr(r, "audit", {}).get("event") == "grant.used"]
-        assert len(used) == 1 and used[0].audit["granted_by"] == ALICE and used[0].audit["tool"] == "restart_service"
+        used = [a for r in caplog.records if (a := getattr(r, "audit", {})).get("event") == "grant.used"]
+        assert len(used) == 1 and used[0]["granted_by"] == ALICE and used[0]["tool"] == "restart_service"
         assert not any(has_controls(m) for m in h.ws.messages(GENERAL, thread_ts=thread))  # nobody was asked
 
         await open_home(h.ws, ALICE)
