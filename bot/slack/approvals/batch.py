@@ -23,6 +23,7 @@ from bot.slack.questions.notices import GONE, NOT_HERE, NOT_OPEN, STORE_DOWN
 from bot.slack.questions.picks import button_ref
 from bot.slack.refs import QuestionRef
 from bot.slack.render.approvals import BATCH_WAITS, batch_header_blocks, batch_title, decision_outcome
+from bot.slack.replies.thread import Decided
 
 NONE_ALONE = "There is nothing here you can approve on your own: each call left needs someone else's approval."
 
@@ -34,6 +35,22 @@ def required_of(policy: Policy | None, ctx: SlackContext, call: PendingCall) -> 
     name, args = policy_call(call.tool_name, call.args)
     decision = policy.decide(name, args, requester=ctx.requester, channel=ctx.channel_id, tool_requires=True)
     return decision.required
+
+
+def approved_earlier(state: RunState, *, but: str) -> list[Decided]:
+    """The calls of ``state``'s batch approved earlier this round (all but ``but``), each to show how it went once
+    the batch goes on (:meth:`~bot.slack.replies.thread.Follower.follow`'s ``batch``)."""
+    pending = state.pending
+    if pending is None or not pending.batch:
+        return []
+    out = []
+    for call in pending.calls():
+        answer = state.answer_for(call.tool_call_id)
+        fresh = answer is not None and answer.answered_at >= pending.suspended_at
+        if call.tool_call_id != but and fresh and answer is not None and answer.resume_data == "approved":
+            outcome = decision_outcome(approved=True, user=answer.answered_by or "")
+            out.append(Decided(tool_call_id=call.tool_call_id, payload=approval_payload(call), outcome=outcome))
+    return out
 
 
 class ApprovingAll:
@@ -111,10 +128,12 @@ class ApprovingAll:
             return
         left = [c for c in undecided(state) if c not in calls]
         outcome = decision_outcome(approved=True, user=where.user) + " (Approve all)"
-        outcome += f" · {BATCH_WAITS}" if left else " · running…"
+        shown = outcome + (f" · {BATCH_WAITS}" if left else " · running…")
         follower = self.answering.follower
         for call in calls:
-            await follower.close_approval(state.run_id, approval_payload(call), outcome=outcome, ongoing=not left)
+            await follower.close_approval(state.run_id, approval_payload(call), outcome=shown, ongoing=not left)
+        mine = [Decided(tool_call_id=c.tool_call_id, payload=approval_payload(c), outcome=outcome) for c in calls]
+        earlier = [d for d in approved_earlier(state, but="") if d.tool_call_id not in {c.tool_call_id for c in calls}]
         assert state.pending is not None
         note = f"<@{where.user}> approved {len(calls)} of {len(state.pending.calls())} with Approve all"
         note += f"; {len(left)} still wait{'s' if len(left) == 1 else ''} for a decision." if left else "."
@@ -127,4 +146,4 @@ class ApprovingAll:
             else:
                 blocks = [b for b in batch_header_blocks(payload, ref=head, note=note) if b["type"] != "actions"]
             await self.answering.web.update(ctx.channel_id, header_ts, text=batch_title(payload), blocks=blocks)
-        await follower.follow(stream, ctx)
+        await follower.follow(stream, ctx, batch=[] if left else [*earlier, *mine])

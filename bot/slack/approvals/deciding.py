@@ -21,7 +21,7 @@ from bot.errors import (
     StoreUnavailable,
 )
 from bot.logs import log_context
-from bot.slack.approvals.batch import ApprovingAll
+from bot.slack.approvals.batch import ApprovingAll, approved_earlier
 from bot.slack.approvals.grants import SCOPE_WORDS, when
 from bot.slack.context import SlackContext, Where
 from bot.slack.questions.answer_modal import LOADING_VIEW, AnswerModal
@@ -133,10 +133,10 @@ class Approving:
                     running = f"{outcome} · running…"
                     await follower.close_approval(state.run_id, payload, outcome=running, clicked=clicked, ongoing=True)
                     decided = Decided(tool_call_id=call, payload=payload, outcome=outcome, clicked=clicked)
-                    await follower.follow(stream, ctx, decided=decided)
+                    await follower.follow(stream, ctx, decided=decided, batch=approved_earlier(state, but=call))
                 else:
                     await follower.close_approval(state.run_id, payload, outcome=outcome, clicked=clicked)
-                    await follower.follow(stream, ctx)
+                    await follower.follow(stream, ctx, batch=approved_earlier(state, but=call))
         finally:
             await slot.release()
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -135,11 +135,20 @@ class Follower:
         self.allow_user_mentions = allow_user_mentions  # may text from the model or people ping a person
         self.names = Names(web)  # where a mention may not ping, the model's <@U…> is written as the name
 
-    async def follow(self, stream: AgentStream, ctx: SlackContext, *, decided: Decided | None = None) -> None:
+    async def follow(
+        self,
+        stream: AgentStream,
+        ctx: SlackContext,
+        *,
+        decided: Decided | None = None,
+        batch: Sequence[Decided] = (),
+    ) -> None:
         """Show a run segment in its thread: its status while it works, its reply as the model writes it (tool
         calls as they run), then a question, an approval request or a failure; ``decided``: the approval this
-        segment starts with, whose message shows how its call went. A question or approval ends the reply streamed
-        so far first; the text after an answer streams anew."""
+        segment starts with, whose message shows how its call went (``batch``: the other approved calls of its
+        batch, likewise, each timed from when it starts). A question or approval ends the reply streamed so far
+        first; the text after an answer streams anew."""
+        watched = {d.tool_call_id: d for d in (*batch, *([decided] if decided else []))}
         with log_context(run_id=stream.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id):
             status = ThreadStatus(self.web, ctx, refusals=self.status_refusals)
             reply = self._new_reply(ctx, status)
@@ -153,6 +162,10 @@ class Follower:
                         case TextDeltaChunk(payload=delta):
                             reply.text(await mentions.feed(delta.text) if mentions is not None else delta.text)
                         case ToolCallChunk(payload=call) if not self.is_question_tool(call.tool_name):
+                            if call.tool_call_id in watched:  # a batch's call starts now: timed from here
+                                watched[call.tool_call_id] = replace(
+                                    watched[call.tool_call_id], started=time.monotonic()
+                                )
                             reply.task(call.tool_call_id, tool_name=call.tool_name, status="in_progress")
                             await status.show(running(call.tool_name))
                         case SuspendedChunk(payload=suspended):
@@ -174,7 +187,9 @@ class Follower:
                                 asked=closed.asked_at,
                             )
                         case ToolResultChunk(payload=result):
-                            await self._tool_done(stream.run_id, result, reply, status, decided=decided)
+                            await self._tool_done(
+                                stream.run_id, result, reply, status, decided=watched.get(result.tool_call_id)
+                            )
                         case FinishChunk(payload=finish) if finish.status == "completed":
                             if not reply.raw.strip():  # nothing was written as it streamed: the run's last text
                                 last = finish.text or "(no reply)"

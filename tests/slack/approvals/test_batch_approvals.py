@@ -62,7 +62,7 @@ async def test_approve_all_runs_every_call_of_the_turn_once_in_order(fake_redis:
         ]
         for request in (api, web):
             done = await current(h, request)
-            assert not has_controls(done) and "Approved by <@U_ALICE> (Approve all)" in blocks_text(done)
+            assert not has_controls(done) and "Approved by <@U_ALICE> (Approve all) \\u00b7 ran in" in blocks_text(done)
         after = await current(h, header)
         assert not has_controls(after) and "approved 2 of 2 with Approve all" in blocks_text(after)
 
@@ -83,6 +83,8 @@ async def test_a_call_approved_on_its_own_card_waits_for_the_rest_of_its_batch(
         await h.ws.click(api, "Approve", user=ALICE)
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Both handled."))
         assert approval_agent.RESTARTS == ["api", "web"]  # the model's order, not the order of the clicks
+        for request in (api, web):  # each card then says how its call went
+            assert "Approved by <@U_ALICE> \\u00b7 ran in" in blocks_text(await current(h, request))
 
 
 async def test_approve_all_leaves_the_calls_the_person_may_not_approve_alone(
