@@ -5,10 +5,11 @@
 approval gate) and the thread says which grant approved it. Each use is audited and counted; the person's grants are
 listed on their App Home with Revoke (:mod:`bot.slack.home`).
 
-A grant covers a later call only when that call matches the same rule, the rule still allows the grant's scope,
-needs one approval (a quorum is never reached by a grant), and its giver may still approve it; a grant the giver
-revokes while a call checks it is either used before the revoke (counted, and the revoke says so) or not at all
-(the call is asked).
+An outside agent's approval request (the MCP server's ``request_approval``) is never covered and offers no grant:
+its answer is a person's decision each time. A grant covers a later call only when that call matches the same
+rule, the rule still allows the grant's scope, needs one approval (a quorum is never reached by a grant), and its
+giver may still approve it; a grant the giver revokes while a call checks it is either used before the revoke
+(counted, and the revoke says so) or not at all (the call is asked).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.agent.approvals import ApprovalGate, GateVerdict
+from bot.agent.asking import APPROVAL_TOOL
 from bot.agent.decisions import args_hash
 from bot.agent.state import RunState
 from bot.agent.tools import Tool
@@ -75,6 +77,8 @@ class StandingGrants:
     def scopes(self, ctx: SlackContext, tool_name: str, args: dict[str, Any]) -> list[Scope]:
         """The standing grants an approver may give on a call of ``tool_name`` with ``args`` in ``ctx`` (in
         :data:`STANDING` order; none for a call needing more than one approval)."""
+        if tool_name == APPROVAL_TOOL:  # an outside agent's request is a person's decision each time
+            return []
         decision = self._decide(ctx, tool_name, args)
         if decision.required > 1:
             return []
@@ -132,6 +136,8 @@ class StandingGrants:
     ) -> StoredGrant | None:
         """The grant that covers this call (its use counted when ``count``: :meth:`GrantStore.use
         <bot.store.grants.GrantStore.use>`; else a look), or None."""
+        if tool.id == APPROVAL_TOOL:  # an outside agent's request is a person's decision each time
+            return None
         decision = self._decide(ctx, tool.id, args)
         if decision.required > 1:
             return None
