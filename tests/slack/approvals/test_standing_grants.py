@@ -13,10 +13,19 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.agent.asking import APPROVAL_TOOL
 from bot.agent.decisions import args_hash
+from bot.approval_policy import parse_text
 from bot.fakeslack.home_tab import click_home, home_view, open_home
 from bot.fakeslack.state import dm_channel_id
+from bot.slack.approvals.grants import StandingGrants
+from bot.slack.context import SlackContext
+from bot.slack.questions.approvers import ApproverPolicy
+from bot.slack.transport.web_api import SlackWeb
+from bot.store import Keys
+from bot.store.grants import GrantStore
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.scrape import scrape
@@ -155,3 +164,20 @@ async def test_each_decision_and_grant_use_is_audited_with_its_rule_and_counted(
     assert after.since(before, "askbot_approval_decisions_total", rule="restarts", outcome="approved") == 1
     assert after.since(before, "askbot_approval_grants_given_total", rule="restarts", scope="thread") == 1
     assert after.since(before, "askbot_approval_grants_used_total", rule="restarts", scope="thread") == 1
+
+
+async def test_an_outside_agents_approval_request_offers_no_grant_and_none_covers_it(
+    fake_redis: aioredis.Redis, prefix: str
+) -> None:
+    """The MCP server's request_approval (its action is the rule's tool name) is a person's decision each time."""
+    policy = parse_text(POLICY, kind="yaml")
+    client = AsyncWebClient(token="xoxb-test")
+    grants = StandingGrants(
+        GrantStore(fake_redis, keys=Keys(prefix)),
+        policy=policy,
+        approvers=ApproverPolicy("requester", client=client, policy=policy),
+        web=SlackWeb(client),
+    )
+    ctx = SlackContext(team_id="T1", channel_id="C1", thread_ts="1.0", requester=ALICE)
+    assert grants.scopes(ctx, "restart_service", {"name": "api"}) == ["thread", "always"]
+    assert grants.scopes(ctx, APPROVAL_TOOL, {"action": "restart_service", "details": {}}) == []
