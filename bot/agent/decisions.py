@@ -29,7 +29,7 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from bot.agent.answers import Answered, Expired, Open, check_answer, undecided
@@ -49,6 +49,7 @@ from bot.errors import (
 )
 
 ONCE = "once"
+CLOCK_MARGIN = timedelta(minutes=5)  # closer than this to a deadline, the store's clock is asked (as for answers)
 
 
 def args_hash(args: Mapping[str, Any]) -> str:
@@ -152,13 +153,13 @@ async def record(
     """Check ``decisions`` (approvals, keyed by ``tool_call_id``) against ``state``'s pending batch and record them in
     one compare-and-set (refused past the deadline by the store's clock). Raises as the module docstring says, and
     ``QuestionExpired``, ``RunConflict`` (another write raced this one: try again), ``StoreUnavailable``;
-    ``now_of_store()``: the store's clock (asked when the call has a deadline)."""
+    ``now_of_store()``: the store's clock (asked only within :data:`CLOCK_MARGIN` of the deadline)."""
     if not decisions:
         raise AnswerError("no decisions given: name at least one pending tool_call_id")
     pending = state.pending
     now = utcnow()
-    if pending is not None and pending.expires_at is not None:
-        now = await now_of_store()
+    if pending is not None and pending.expires_at is not None and now >= pending.expires_at - CLOCK_MARGIN:
+        now = await now_of_store()  # near or past the deadline: the store's clock judges (the claim is refused too)
     pairs: list[tuple[PendingCall, Answer]] = []
     for tool_call_id, decision in decisions.items():
         check = check_answer(state, tool_call_id, now=now)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -280,3 +281,23 @@ async def test_a_gates_cover_is_used_once_at_the_calls_turn_never_when_looked_at
     again = [c for c in await (await agent.resume(stream.run_id, {"c_api": Approve(by="U1")})).collect()]
     assert uses == ["db", "web"] and world.done == ["restart api", "restart db"]
     assert [c.payload.tool_call_id for c in again if isinstance(c, ApprovalChunk)] == ["c_web"]
+
+
+async def test_past_the_deadline_the_undecided_calls_of_a_batch_are_declined_and_the_decided_ones_stand(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    world = World()
+    agent: Agent = make_agent(fake_redis, tools=world.tools(), ask_ttl=3600)
+    openai_server.script(three_calls(), ModelReply(text="Done."))
+    stream = await agent.stream("go")
+    await stream.collect()
+    await (await agent.resume(stream.run_id, {"c_web": Approve(by="U1")})).collect()
+    state = await agent.get_run(stream.run_id)
+    assert state.pending is not None and state.pending.expires_at is not None
+    by = timedelta(hours=-2)  # let the deadline pass (the stored times moved back, no sleeping)
+    moved = {"expires_at": state.pending.expires_at + by, "suspended_at": state.pending.suspended_at + by}
+    await agent.store.save(state.model_copy(update={"pending": state.pending.model_copy(update=moved)}), owner="t")
+    await (await agent.time_out(run_id=stream.run_id)).collect()
+    assert world.done == ["lookup T-1", "restart web"]  # c_api (undecided) declined, c_web (approved) ran
+    told = tool_messages(openai_server.requests[-1])
+    assert json.loads(told["c_api"]) == {"status": "declined", "reason": "no answer", "outcome": "no_answer"}

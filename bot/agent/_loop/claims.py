@@ -133,11 +133,8 @@ class Claims:
         # a batch of approvals (bot.agent.decisions): the others still undecided end the same way (withdrawn, or
         # past the deadline), and the run goes on from its first call
         head = state.pending if state.pending is not None and state.pending.batch else pending
-        more = [
-            answer.model_copy(update={"tool_call_id": c.tool_call_id})
-            for c in undecided(state)
-            if c.tool_call_id != answer.tool_call_id and head is state.pending
-        ]
+        others = [c for c in undecided(state) if c.tool_call_id != answer.tool_call_id and head is state.pending]
+        more = [answer.model_copy(update={"tool_call_id": c.tool_call_id}) for c in others]
         answers = [*state.answers, answer, *more]
         resume = next(a for a in reversed(answers) if a.tool_call_id == head.tool_call_id)
         claimed = state.model_copy(
@@ -163,6 +160,8 @@ class Claims:
             await self._mark_expired(state)
             raise
         self.hooks.on_claimed(state, pending, answer)
+        for call, also in zip(others, more, strict=True):
+            self.hooks.on_claimed(state, call, also)
         return _handed_off(claimed) if hand_off else self.launch(claimed)
 
     async def check(self, state: RunState, tool_call_id: str | None = None) -> AnswerCheck:
