@@ -26,14 +26,14 @@ import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bot.agent._loop.claims import Claims
+from bot.agent._loop.claims import Claimed, Claims
 from bot.agent._loop.history import check_tool_messages, history_of, last_text, unique_ids
 from bot.agent._loop.resuming import continue_pending
 from bot.agent._loop.saving import RunSaver
 from bot.agent._loop.stopping import Stopped, StopRequests, wrap_up
-from bot.agent._loop.tool_calls import Suspended, add_result, run_tool_call
+from bot.agent._loop.tool_calls import Suspended, ToolRunner
 from bot.agent._loop.toolbox import Toolbox
-from bot.agent._loop.turns import budgeted_turn
+from bot.agent._loop.turns import ModelTurns, budgeted_turn
 from bot.agent.answers import AnswerCheck
 from bot.agent.approvals import (
     ApprovalGate,
@@ -177,9 +177,7 @@ class Agent:
         self.stops = StopRequests(store)  # stop requests of the runs it drives
         self.hooks = hooks
         self.live = LiveQuestions(store, owner=self.owner, tools=self.tools, hooks=hooks)  # asked by running tools
-        self.claims = Claims(
-            store, owner=self.owner, stops=self.stops, driving=self._driving, launch=self._launch, hooks=hooks
-        )
+        self.claims = Claims(store, owner=self.owner, stops=self.stops, driving=self._driving, hooks=hooks)
 
     # --- limits --------------------------------------------------------------------------------------
 
@@ -311,7 +309,9 @@ class Agent:
     ) -> AgentStream:
         """Withdraw the question a run waits on: :meth:`Claims.cancel_question
         <bot.agent._loop.claims.Claims.cancel_question>`."""
-        return await self.claims.cancel_question(run_id=run_id, tool_call_id=tool_call_id, cancelled_by=cancelled_by)
+        return self._go_on(
+            await self.claims.cancel_question(run_id=run_id, tool_call_id=tool_call_id, cancelled_by=cancelled_by)
+        )
 
     async def stop(self, *, run_id: str, stopped_by: str | None = None) -> None:
         """Ask the process driving a run to stop it: :meth:`Claims.stop <bot.agent._loop.claims.Claims.stop>`."""
@@ -320,7 +320,7 @@ class Agent:
     async def time_out(self, *, run_id: str, tool_call_id: str | None = None) -> AgentStream:
         """Go on without an answer past the deadline: :meth:`Claims.time_out
         <bot.agent._loop.claims.Claims.time_out>`."""
-        return await self.claims.time_out(run_id=run_id, tool_call_id=tool_call_id)
+        return self._go_on(await self.claims.time_out(run_id=run_id, tool_call_id=tool_call_id))
 
     async def check(self, state: RunState, tool_call_id: str | None = None) -> AnswerCheck:
         """Whether ``state`` can take an answer now: :meth:`Claims.check <bot.agent._loop.claims.Claims.check>`."""
@@ -391,7 +391,7 @@ class Agent:
         answer = Answer(
             tool_call_id=pending.tool_call_id, resume_data=data, answered_by=answered_by, answered_at=utcnow()
         )
-        return await self.claims.claim(state, pending, answer)
+        return self._go_on(await self.claims.claim(state, pending, answer))
 
     async def retry_stream(self, *, run_id: str) -> AgentStream:
         """Continue a run that stopped on an error (model failure, turn limit), or an orphaned one (``running``
@@ -463,6 +463,10 @@ class Agent:
         return self._launch(state)
 
     # --- the loop --------------------------------------------------------------------------------
+
+    def _go_on(self, claimed: Claimed) -> AgentStream:
+        """The stream of a run a claim of this agent won: driven here, or only ``handed_off``."""
+        return claimed.handed_off_stream() if claimed.handed_off else self._launch(claimed.state)
 
     def _launch(self, state: RunState) -> AgentStream:
         stream = AgentStream(state.run_id)
@@ -545,17 +549,7 @@ class Agent:
         ``state`` updated in place) or the model fails (raises ``ModelCallFailed``)."""
         if state.pending is not None:
             pending, state.pending = state.pending, None
-            await continue_pending(
-                self.tools,
-                state,
-                pending,
-                out,
-                save=self._save_midway,
-                ask_ttl=self.ask_ttl,
-                max_result_chars=self.tool_result_max_chars,
-                live=self.live,
-                hooks=self.hooks,
-            )
+            await continue_pending(self._runner(self.tools), state, pending, out, save=self._save_midway)
         while True:
             while state.queued:
                 self.stops.check(state.run_id)
@@ -565,27 +559,15 @@ class Agent:
                 except ValueError as exc:
                     out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, {})))
                     error = {"error": f"{call.name}: {exc}"}
-                    add_result(
-                        state, call, error, out, hooks=self.hooks, max_chars=self.tool_result_max_chars, is_error=True
-                    )
+                    self._runner(self.tools).add_result(state, call, error, out, is_error=True)
                     continue
                 out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, args)))
                 # the model calls no hidden tool
-                tools = self.tools if ASK_ONLY in state.metadata else self.toolbox.offered
-                tool = tools.get(call.name)
+                runner = self._runner(self.tools if ASK_ONLY in state.metadata else self.toolbox.offered)
+                tool = runner.tools.get(call.name)
                 decided = decided_in_batch(state, call, tool)  # asked with an earlier call of the turn, decided
                 if decided is not None:
-                    await run_decided(
-                        tools,
-                        state,
-                        decided,
-                        out,
-                        save=self._save_midway,
-                        ask_ttl=self.ask_ttl,
-                        max_result_chars=self.tool_result_max_chars,
-                        live=self.live,
-                        hooks=self.hooks,
-                    )
+                    await run_decided(runner, state, decided, out, save=self._save_midway)
                     continue
                 gate, agent_wide = self.approval_gate, self.require_tool_approval
                 verdict = (
@@ -597,40 +579,16 @@ class Agent:
                 if covered and verdict is not None and verdict.use is not None and not await verdict.use():
                     verdict = GateVerdict(True, rule=verdict.rule)  # its cover (a grant) went away meanwhile: ask
                 if tool is not None and verdict is not None and verdict.needs_approval:
-                    bound = self.tool_result_max_chars
                     if verdict.decline is not None:  # nobody could approve it: declined, nobody asked
-                        reason = verdict.decline
-                        decline_at_once(
-                            tool, state, call, args, out, reason=reason, max_result_chars=bound, hooks=self.hooks
-                        )
+                        decline_at_once(runner, tool, state, call, args, out, reason=verdict.decline)
                         continue
                     rules: dict[str, str | None] = {call.id: verdict.rule}
-                    batch = await batch_of(state.queued, tools, state, gate=gate, agent_wide=agent_wide, rules=rules)
-                    ask_approval(
-                        tool,
-                        state,
-                        call,
-                        args,
-                        out,
-                        ask_ttl=self.ask_ttl,
-                        max_result_chars=bound,
-                        hooks=self.hooks,
-                        batch=batch,
-                        rules=rules,
+                    batch = await batch_of(
+                        state.queued, runner.tools, state, gate=gate, agent_wide=agent_wide, rules=rules
                     )
+                    ask_approval(runner, tool, state, call, args, out, batch=batch, rules=rules)
                     continue  # it suspended, unless its arguments were invalid
-                await run_tool_call(
-                    tools,
-                    state,
-                    call,
-                    args,
-                    out,
-                    resume=None,
-                    ask_ttl=self.ask_ttl,
-                    max_result_chars=self.tool_result_max_chars,
-                    live=self.live,
-                    hooks=self.hooks,
-                )
+                await runner.run(state, call, args, out)
             if finish_ask_only(state):  # a run that only asked: the answer was all it was for
                 return state, None
             if state.turns >= self.max_turns:
@@ -641,18 +599,17 @@ class Agent:
                 return state, None
             check_tool_messages(state.messages)
             self.stops.check(state.run_id)
-            turn = await budgeted_turn(
-                self.model,
-                state,
+            turns = ModelTurns(
+                model=self.model,
                 instructions=self.instructions,
                 budget=self.budget,
                 tools=self.toolbox.specs,
                 tools_tokens=self.toolbox.tokens,
-                out=out,
                 turn_timeout=self.turn_timeout,
                 max_reply_chars=self.max_reply_chars,
                 hooks=self.hooks,
             )
+            turn = await budgeted_turn(turns, state, out=out)
             calls = unique_ids(turn.tool_calls, state.messages)
             state.turns += 1
             # Provider fields that must go back with this message (e.g. reasoning_content) are kept in history.
@@ -664,6 +621,17 @@ class Agent:
                 state.status = "completed"
                 return state, ending_of(turn)
             state.queued = calls
+
+    def _runner(self, tools: dict[str, Tool]) -> ToolRunner:
+        """How a call of one of ``tools`` runs now (the limits and hooks as they are at this call: a deployment may
+        change them between two calls, :meth:`with_limits`)."""
+        return ToolRunner(
+            tools=tools,
+            ask_ttl=self.ask_ttl,
+            max_result_chars=self.tool_result_max_chars,
+            hooks=self.hooks,
+            live=self.live,
+        )
 
     async def _save_midway(self, state: RunState) -> None:
         """Save ``state`` in the middle of a segment (keeps the same object: its revision moves on). Raises

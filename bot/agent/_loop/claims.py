@@ -1,4 +1,4 @@
-"""Claims on a run: answers, withdrawals, time-outs and expiry (:class:`Claims`, held by :class:`~bot.agent.Agent`;
+"""Claims on a run: answers, withdrawals, time-outs and expiry (:class:`Claims`, held by :class:`~bot.agent.Agent`,
 which hands its public methods on; approval decisions: :mod:`bot.agent.decisions`): whether a run can take what a
 person sends (:mod:`bot.agent.answers`), claimed exactly once.
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 
 from bot.agent._loop.stopping import StopRequests
@@ -34,10 +34,24 @@ log = logging.getLogger(__name__)
 CLOCK_MARGIN = timedelta(minutes=5)  # closer than this to a deadline, ask the store's clock
 
 
+@dataclass(frozen=True)
+class Claimed:
+    """A claim that won: the run as saved with it (``running``, the answer on its pending call), to be driven by
+    the claiming agent (:meth:`Agent._go_on <bot.agent.agent.Agent>`), or, ``handed_off``, by the process whose
+    tool call asked it live (:mod:`bot.agent.live_questions`), which holds the run's lease."""
+
+    state: RunState
+    handed_off: bool = False
+
+    def handed_off_stream(self) -> AgentStream:
+        """The stream of a claim whose run goes on in another process: one ``finish`` chunk, ``handed_off``."""
+        return _handed_off(self.state)
+
+
 class Claims:
-    """The claims of one agent: on ``store``, as ``owner`` (the agent's lease id); ``launch(state)`` drives a claimed
-    run and returns its stream; ``stops`` and ``driving`` (the run ids the agent drives now) are the agent's;
-    ``hooks`` are told of each claim."""
+    """The claims of one agent: on ``store``, as ``owner`` (the agent's lease id); ``stops`` and ``driving`` (the run
+    ids the agent drives now) are the agent's; ``hooks`` are told of each claim. A claim that wins returns
+    :class:`Claimed`: the agent drives the run on from there."""
 
     def __init__(
         self,
@@ -46,19 +60,17 @@ class Claims:
         owner: str,
         stops: StopRequests,
         driving: set[str],
-        launch: Callable[[RunState], AgentStream],
         hooks: RunHooks = NO_HOOKS,
     ) -> None:
         self.store = store
         self.owner = owner
         self.stops = stops
         self.driving = driving
-        self.launch = launch
         self.hooks = hooks  # told of each claim and expiry
 
     async def cancel_question(
         self, *, run_id: str, tool_call_id: str | None = None, cancelled_by: str | None = None
-    ) -> AgentStream:
+    ) -> Claimed:
         """Withdraw the question (or approval request) a run waits on: the run goes on, the tool told it was
         cancelled (``ask_user``: ``{"status": "cancelled", "cancelled_by": ...}``; an MCP server's question:
         ``cancel``; an approval: declined, reason ``"cancelled"``). Raises as ``Agent.resume_stream``."""
@@ -85,7 +97,7 @@ class Claims:
         if run_id in self.driving:  # driven here: known at once
             self.stops.asked(run_id, stopped_by or "")
 
-    async def time_out(self, *, run_id: str, tool_call_id: str | None = None) -> AgentStream:
+    async def time_out(self, *, run_id: str, tool_call_id: str | None = None) -> Claimed:
         """Go on without an answer once the question's deadline passed (by the store's clock): the tool is told
         nobody answered (``ask_user``: ``{"status": "no_answer", "waited_seconds": N}``; an MCP server's question:
         ``cancel``; an approval: declined, reason ``"no answer"``). Exactly once, against answers too: whichever
@@ -95,10 +107,7 @@ class Claims:
         state = await self.store.load(run_id)
         tool_call_id = tool_call_id or _first_undecided(state)
         check = await self.check(state, tool_call_id)
-        pending = (
-            next((c for c in state.pending.calls() if c.tool_call_id == tool_call_id), None) if state.pending else None
-        )
-        pending = pending or state.pending
+        pending = state.waiting_call(tool_call_id) or state.pending  # the pending call, or one of its batch
         if isinstance(check, Answered):
             answer = check.answer
             raise RunAlreadyResumed(
@@ -123,13 +132,10 @@ class Claims:
         )
         return await self.claim(state, pending, answer, deadline=False)
 
-    async def claim(
-        self, state: RunState, pending: PendingCall, answer: Answer, *, deadline: bool = True
-    ) -> AgentStream:
-        """Claim ``answer`` for ``pending`` (one compare-and-set wins, before the deadline by the store's clock)
-        and continue the run: here, or, for a question asked live by a tool call whose process still holds the
-        run's lease, in that process (the returned stream then only says ``handed_off``; see
-        :mod:`bot.agent.live_questions`)."""
+    async def claim(self, state: RunState, pending: PendingCall, answer: Answer, *, deadline: bool = True) -> Claimed:
+        """Claim ``answer`` for ``pending`` (one compare-and-set wins, before the deadline by the store's clock):
+        the run is continued here, or, for a question asked live by a tool call whose process still holds the
+        run's lease, in that process (``Claimed.handed_off``; see :mod:`bot.agent.live_questions`)."""
         # a batch of approvals (bot.agent.decisions): the others still undecided end the same way (withdrawn, or
         # past the deadline), and the run goes on from its first call
         head = state.pending if state.pending is not None and state.pending.batch else pending
@@ -162,7 +168,7 @@ class Claims:
         self.hooks.on_claimed(state, pending, answer)
         for call, also in zip(others, more, strict=True):
             self.hooks.on_claimed(state, call, also)
-        return _handed_off(claimed) if hand_off else self.launch(claimed)
+        return Claimed(claimed, handed_off=hand_off)
 
     async def check(self, state: RunState, tool_call_id: str | None = None) -> AnswerCheck:
         """Whether ``state`` can take an answer to ``tool_call_id`` now (see :mod:`bot.agent.answers`). A deadline
