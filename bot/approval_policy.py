@@ -58,7 +58,10 @@ CHANNEL_PREFIX = "channel:"  # channel:C123: the members of channel C123
 Scalar = str | int | float | bool | None
 Require = Literal["tool", "always", "never"]
 Arguments = Literal["shown", "details-only"]
-Grant = Literal["once", "thread", "channel"]
+Grant = Literal["once", "thread", "channel", "always"]
+GRANTS: tuple[Grant, ...] = ("once", "thread", "channel", "always")
+DEFAULT_GRANT_FOR = 7 * 24 * 3600  # seconds a standing grant lasts unless the rule says (grant_for)
+MAX_GRANT_FOR = 90 * 24 * 3600
 
 _OPS = ("equals", "in", "gt", "gte", "lt", "lte", "glob", "regex", "present")
 
@@ -377,8 +380,10 @@ class Rule(BaseModel):
     - ``deadline``: a duration (default ``ASK_TTL_SECONDS``); ``on_deadline``: ``decline`` (default) or
       ``{escalate: [...]}``.
     - ``arguments``: ``shown`` (default) or ``details-only`` (only in the Details modal).
-    - ``edit``: argument names an approver may change; ``grants``: ``once`` (always offered), ``thread``,
-      ``channel``.
+    - ``edit``: argument names an approver may change; ``grants``: ``once`` (always offered), ``thread`` (this tool
+      for the rest of the thread), ``channel`` (this tool in this channel), ``always`` (this tool with these very
+      arguments, anywhere in the workspace); ``grant_for``: how long a standing grant lasts (a duration, default 7
+      days, at most 90).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -397,6 +402,7 @@ class Rule(BaseModel):
     arguments: Arguments = "shown"
     edit: tuple[str, ...] = ()
     grants: tuple[Grant, ...] = ("once",)
+    grant_for: int = DEFAULT_GRANT_FOR
 
     @field_validator("tool", mode="before")
     @classmethod
@@ -468,11 +474,19 @@ class Rule(BaseModel):
     @classmethod
     def _grants(cls, value: object) -> object:
         if not isinstance(value, (list, tuple)):
-            raise ValueError("must be a list of once, thread, channel")
-        bad = [g for g in value if g not in ("once", "thread", "channel")]
+            raise ValueError("must be a list of " + ", ".join(GRANTS))
+        bad = [g for g in value if g not in GRANTS]
         if bad:
-            raise ValueError(f"{bad[0]!r} is not a grant: use once, thread, channel")
+            raise ValueError(f"{bad[0]!r} is not a grant: use " + ", ".join(GRANTS))
         return tuple(dict.fromkeys(["once", *value]))
+
+    @field_validator("grant_for", mode="before")
+    @classmethod
+    def _grant_for(cls, value: object) -> object:
+        seconds = parse_duration(value)
+        if not 0 < seconds <= MAX_GRANT_FOR:
+            raise ValueError("must be more than 0 seconds and at most 90 days")
+        return seconds
 
     @model_validator(mode="after")
     def _satisfiable_by_someone(self) -> Rule:
@@ -651,6 +665,11 @@ class Decision:
     def grants(self) -> tuple[Grant, ...]:
         """The grants an approver may give (``once`` first, always)."""
         return self.rule.grants
+
+    @property
+    def grant_for(self) -> int:
+        """Seconds a standing grant given under this rule lasts."""
+        return self.rule.grant_for
 
 
 def rule_name(rule: Rule, number: int) -> str:

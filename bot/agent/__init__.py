@@ -9,6 +9,7 @@ Public API (mirrors the askUserTool reference's TypeScript API)::
 from bot.agent.agent import Agent, new_run_id
 from bot.agent.ask_user import AskUserInput, AskUserOption, AskUserPayload, ask_user_tool, make_ask_user_tool
 from bot.agent.assembler import ToolCallAssembler
+from bot.agent.decisions import Approve, CallDecision, Decline, Reply
 from bot.agent.forms import Form, FormReply
 from bot.agent.function_tool import tool
 from bot.agent.hooks import RunHooks
@@ -22,14 +23,18 @@ from bot.agent.tools import Tool, ToolContext
 __all__ = [
     "Agent",
     "AgentStream",
+    "Approve",
     "AskUserInput",
     "AskUserOption",
     "AskUserPayload",
+    "CallDecision",
     "ChatModel",
     "Chunk",
+    "Decline",
     "Form",
     "FormReply",
     "OpenAIChatModel",
+    "Reply",
     "RunHooks",
     "RunLimits",
     "RunState",

@@ -23,7 +23,7 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -39,15 +39,21 @@ from bot.agent.answers import AnswerCheck
 from bot.agent.approvals import (
     POLICY_NOTES,
     ApprovalGate,
+    GateVerdict,
     approval_payload,
     ask_approval,
+    batch_of,
+    decided_in_batch,
     decline_at_once,
     edit_pending,
     policy_notes,
+    run_decided,
     verdict_of,
 )
 from bot.agent.asking import ASK_ONLY, ask_run, finish_ask_only
 from bot.agent.budget import DEFAULT_HISTORY_BUDGET, HistoryBudget
+from bot.agent.decisions import Approve, CallDecision, Decline, Reply, still_waiting
+from bot.agent.decisions import record as record_decisions
 from bot.agent.endings import Ending, ending_of
 from bot.agent.hooks import NO_HOOKS, RunHooks
 from bot.agent.live_questions import LiveQuestions
@@ -76,16 +82,21 @@ from bot.agent.stream import (
 )
 from bot.agent.tools import DEFAULT_TOOL_RESULT_MAX_CHARS, Tool
 from bot.errors import (
+    AnswerError,
     BotError,
     ContextTooLong,
     ModelCallFailed,
     NoReply,
     NotAwaitingThisKind,
+    QuestionExpired,
     RunConflict,
     RunNotResumable,
 )
 
 log = logging.getLogger(__name__)
+
+
+RESUME_ATTEMPTS = 5  # compare-and-sets one resume tries while other decisions on the same batch keep landing first
 
 
 def new_run_id() -> str:
@@ -224,14 +235,64 @@ class Agent:
 
     # --- claims on runs (the claims object's) ------------------------------------------------------
 
+    async def resume(
+        self, run_id: str, decisions: Mapping[str, CallDecision], *, loaded: RunState | None = None
+    ) -> AgentStream:
+        """Decide what run ``run_id`` waits on, keyed by ``tool_call_id``: :class:`~bot.agent.decisions.Approve`
+        (``by``, edited ``arguments``, ``scope``), :class:`~bot.agent.decisions.Decline` (``by``, ``reason``) for
+        approvals, several of one turn at once; :class:`~bot.agent.decisions.Reply` (``data``, ``by``) for a
+        question. See :mod:`bot.agent.decisions`.
+
+        Returns the run's stream: it goes on once every approval of the batch is decided (a stream that only
+        finishes ``suspended`` until then). ``loaded``: the run as the caller just loaded it (saves a round trip; a
+        stale copy only loses the compare-and-set). Raises before anything changes: ``RunNotFound``,
+        ``RunAlreadyResumed`` (a call decided already: by whom, when), ``QuestionExpired``, ``ToolCallNotPending``,
+        ``NotAwaitingThisKind`` (an approval for a question or a reply for an approval), ``AnswerError`` (no
+        decisions, a bad answer, edited arguments the tool refuses), ``RunNotResumable``, ``StoreUnavailable``.
+        Decisions on different calls of one batch may come at the same moment from several processes: a lost
+        compare-and-set is tried again on the run as it now is (``RunConflict`` only after
+        :data:`RESUME_ATTEMPTS`); exactly one of them finds the batch complete and drives the run.
+        """
+        state = loaded if loaded is not None and loaded.run_id == run_id else await self.store.load(run_id)
+        replies = {k: v for k, v in decisions.items() if isinstance(v, Reply)}
+        if replies:
+            if len(decisions) != 1:
+                raise AnswerError("a question is answered alone: give one Reply, keyed by its tool_call_id")
+            ((tool_call_id, reply),) = replies.items()
+            return await self.resume_stream(
+                reply.data, run_id=run_id, tool_call_id=tool_call_id, answered_by=reply.by, loaded=state
+            )
+        approvals = {k: v for k, v in decisions.items() if not isinstance(v, Reply)}
+        for attempt in range(RESUME_ATTEMPTS):
+            try:
+                recorded = await record_decisions(
+                    self.store,
+                    state,
+                    approvals,
+                    tools=self.tools,
+                    owner=self.owner,
+                    now_of_store=self.store.now,
+                    hooks=self.hooks,
+                )
+            except QuestionExpired:
+                await self.claims.expire(state)
+                raise
+            except RunConflict:  # another write came first (a decision on another call of the batch?)
+                if attempt == RESUME_ATTEMPTS - 1:
+                    raise
+                state = await self.store.load(run_id)  # the next round raises if one of these calls was decided
+                continue
+            return self._launch(recorded.state) if recorded.complete else still_waiting(recorded.state)
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def approve_tool_call(
         self, *, run_id: str, tool_call_id: str | None = None, approved_by: str | None = None
     ) -> AgentStream:
-        """Approve the tool call a run waits on: :meth:`Claims.approve_tool_call
-        <bot.agent._loop.claims.Claims.approve_tool_call>`."""
-        return self._go_on(
-            await self.claims.approve_tool_call(run_id=run_id, tool_call_id=tool_call_id, approved_by=approved_by)
-        )
+        """Approve the tool call a run waits on (``tool_call_id`` None: the one it waits on first): ``resume(run_id,
+        {tool_call_id: Approve(by=approved_by)})``. Raises as :meth:`resume`."""
+        state = await self.store.load(run_id)
+        call = tool_call_id or (await self.claims.require_open(state, None)).tool_call_id
+        return await self.resume(run_id, {call: Approve(by=approved_by)}, loaded=state)
 
     async def edit_tool_call(
         self, *, run_id: str, tool_call_id: str, arguments: dict[str, Any], edited_by: str
@@ -278,13 +339,11 @@ class Agent:
         reason: str | None = None,
         declined_by: str | None = None,
     ) -> AgentStream:
-        """Decline the tool call a run waits on: :meth:`Claims.decline_tool_call
-        <bot.agent._loop.claims.Claims.decline_tool_call>`."""
-        return self._go_on(
-            await self.claims.decline_tool_call(
-                run_id=run_id, tool_call_id=tool_call_id, reason=reason, declined_by=declined_by
-            )
-        )
+        """Decline the tool call a run waits on: ``resume(run_id, {tool_call_id: Decline(by=declined_by,
+        reason=reason)})``. Raises as :meth:`resume`."""
+        state = await self.store.load(run_id)
+        call = tool_call_id or (await self.claims.require_open(state, None)).tool_call_id
+        return await self.resume(run_id, {call: Decline(by=declined_by, reason=reason)}, loaded=state)
 
     async def cancel_question(
         self, *, run_id: str, tool_call_id: str | None = None, cancelled_by: str | None = None
@@ -551,13 +610,40 @@ class Agent:
                 # the model calls no hidden tool
                 runner = self._runner(self.tools if ASK_ONLY in state.metadata else self.toolbox.offered)
                 tool = runner.tools.get(call.name)
+                decided = decided_in_batch(state, call, tool)  # asked with an earlier call of the turn, decided
+                if decided is not None:
+                    await run_decided(runner, state, decided, out, save=self._save_midway)
+                    continue
                 gate, agent_wide = self.approval_gate, self.require_tool_approval
-                verdict = await verdict_of(gate, tool, args, state, agent_wide=agent_wide) if tool is not None else None
+                verdict = (
+                    await verdict_of(gate, tool, args, state, agent_wide=agent_wide, tool_call_id=call.id)
+                    if tool is not None
+                    else None
+                )
+                covered = verdict is not None and not verdict.needs_approval and verdict.use is not None
+                if covered and verdict is not None and verdict.use is not None and not await verdict.use():
+                    # its cover (a grant) went away meanwhile: asked after all, as the rule says
+                    verdict = GateVerdict(True, deadline=verdict.deadline, notes=verdict.notes, rule=verdict.rule)
                 if tool is not None and verdict is not None and verdict.needs_approval:
                     if verdict.decline is not None:  # nobody could approve it: declined, nobody asked
                         decline_at_once(runner, tool, state, call, args, out, reason=verdict.decline)
                         continue
-                    ask_approval(runner, tool, state, call, args, out, ask_ttl=verdict.deadline, notes=verdict.notes)
+                    rules: dict[str, str | None] = {call.id: verdict.rule}
+                    batch = await batch_of(
+                        state.queued, runner.tools, state, gate=gate, agent_wide=agent_wide, rules=rules
+                    )
+                    ask_approval(
+                        runner,
+                        tool,
+                        state,
+                        call,
+                        args,
+                        out,
+                        ask_ttl=verdict.deadline,
+                        notes=verdict.notes,
+                        batch=batch,
+                        rules=rules,
+                    )
                     continue  # it suspended, unless its arguments were invalid
                 await runner.run(state, call, args, out)
             if finish_ask_only(state):  # a run that only asked: the answer was all it was for

@@ -11,6 +11,9 @@
 - :class:`Closed` - the run is not waiting for this answer (finished, failed, running, or waiting on another
   question: ``waiting_on`` names it).
 
+A pending approval may carry a ``batch`` (other approvals of the same turn, :mod:`bot.agent.decisions`): each of
+them is open on its own until decided; a decided one is :class:`Answered` while the others still wait.
+
 The deadline is judged here by the caller's clock for an early answer to the person; the claim itself is
 judged again by the store's clock (:mod:`bot.agent.store`), which wins.
 """
@@ -72,24 +75,47 @@ def check_answer(state: RunState, tool_call_id: str | None, *, now: datetime) ->
             timed_out = pending is not None and pending.tool_call_id == answered.tool_call_id
             return Expired(pending.expires_at if timed_out and pending is not None else None)
         return Answered(answered)
-    same = pending is not None and asked == pending.tool_call_id
-    if pending is not None and same and state.status == "expired":
+    asked_call = _call_of(pending, asked)  # the pending call itself, or one of its batch (bot.agent.decisions)
+    if pending is not None and asked_call is not None and state.status == "expired":
         return Expired(pending.expires_at)
     waiting = state.status == "suspended" or (state.status == "running" and pending is not None and pending.live_owner)
     if waiting and pending is not None and pending.resume is None:
-        if not same:
+        if asked_call is None:
             return Closed(state.status, waiting_on=pending.tool_call_id)
         if pending.expires_at is not None and now >= pending.expires_at:
             return Expired(pending.expires_at)
-        return Open(pending)
+        return Open(asked_call)
     return Closed(state.status)
+
+
+def _call_of(pending: PendingCall | None, tool_call_id: str | None) -> PendingCall | None:
+    """The call of ``pending`` (itself or one of its batch) whose id is ``tool_call_id``, or None."""
+    if pending is None:
+        return None
+    return next((c for c in pending.calls() if c.tool_call_id == tool_call_id), None)
+
+
+def undecided(state: RunState) -> list[PendingCall]:
+    """The calls of ``state``'s pending approval batch (the pending call and its ``batch``) no one has decided yet
+    this round, in order; empty when the run waits on nothing (a question: itself while unanswered)."""
+    pending = state.pending
+    if pending is None or pending.resume is not None:
+        return []
+    out = []
+    for call in pending.calls():
+        answer = state.answer_for(call.tool_call_id)
+        if answer is None or answer.answered_at < pending.suspended_at:  # none, or one of an earlier round
+            out.append(call)
+    return out
 
 
 def question_of(state: RunState, matches: Callable[[str], bool]) -> str | None:
     """The ``tool_call_id`` of the run's question that ``matches(tool_call_id)`` accepts: the pending one first,
     then an answered one (so a late click learns who answered). ``None`` when no question matches."""
-    if state.pending is not None and matches(state.pending.tool_call_id):
-        return state.pending.tool_call_id
+    if state.pending is not None:
+        for call in state.pending.calls():  # the pending call, then the rest of its batch
+            if matches(call.tool_call_id):
+                return call.tool_call_id
     for answer in reversed(state.answers):
         if matches(answer.tool_call_id):
             return answer.tool_call_id

@@ -24,25 +24,56 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
-from collections.abc import Awaitable, Callable
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from bot.agent._loop.tool_calls import Suspended, ToolRunner
+from bot.agent.model import parse_arguments
 from bot.agent.state import PendingCall, RunState, ToolCall, utcnow
 from bot.agent.stream import AgentStream, ApprovalPayload, Edited, ToolCallChunk, ToolCallPayload
-from bot.agent.tools import Tool, ToolInputError
+from bot.agent.tools import Tool, ToolContext, ToolInputError
+
+log = logging.getLogger(__name__)
 
 APPROVED, DECLINED = "approved", "declined"
 Save = Callable[[RunState], Awaitable[None]]
 
 
 def needs_approval(tool: Tool | None, state: RunState, *, agent_wide: bool) -> bool:
-    """Whether a call of ``tool`` waits for approval in ``state`` (unknown tools and questions never do)."""
+    """Whether a call of ``tool`` waits for approval in ``state`` (unknown tools and questions never do), as far as
+    it is known without the call: a tool whose ``require_approval`` is a callable decides per call
+    (:func:`tool_requires`), so it counts here as requiring it."""
     if tool is None or tool.asks_person:
         return False
-    return tool.require_approval or agent_wide or state.require_tool_approval
+    return bool(tool.require_approval) or agent_wide or state.require_tool_approval
+
+
+async def tool_requires(
+    tool: Tool, state: RunState, *, tool_call_id: str, args: dict[str, Any], agent_wide: bool
+) -> bool:
+    """Whether this call of ``tool`` (``args`` validated, defaults filled in) waits for approval by the tool's, the
+    agent's and the run's say: :func:`needs_approval`, with a callable ``require_approval`` asked
+    ``check(ctx, args)`` (a :class:`~bot.agent.tools.ToolContext` of the run and call; sync or async). A check that
+    raises counts as "ask" (the failure is logged): a broken condition never lets a call run unasked."""
+    if tool.asks_person:
+        return False
+    if agent_wide or state.require_tool_approval:
+        return True
+    check = tool.require_approval
+    if not callable(check):
+        return bool(check)
+    ctx = ToolContext(run_id=state.run_id, tool_call_id=tool_call_id, metadata=state.metadata)
+    try:
+        said = check(ctx, args)
+        if inspect.isawaitable(said):
+            said = await said
+    except Exception as exc:
+        log.warning("run %s: %s's require_approval check raised %s: asking", state.run_id, tool.id, type(exc).__name__)
+        return True
+    return bool(said)
 
 
 @dataclass(frozen=True)
@@ -50,35 +81,50 @@ class GateVerdict:
     """What an :data:`ApprovalGate` says of one call: whether it waits for approval, or ``decline`` (a reason):
     declined at once; ``deadline``: seconds the request waits (None: the agent's ``ask_ttl``); ``notes``: what the
     gate wants kept with the request (JSON values; the approval policy's rule, how its arguments are shown, where it
-    is asked), stored as ``suspend_payload["policy"]`` and handed on in :class:`ApprovalPayload`'s ``policy``."""
+    is asked), stored as ``suspend_payload["policy"]`` and handed on in :class:`ApprovalPayload`'s ``policy``.
+    ``use``: for a call that would wait but is covered (a standing grant, say): awaited just before the call runs
+    unasked in its turn (never when the verdict was only looked at ahead, for a batch); it returns False when the
+    cover is gone meanwhile (revoked, expired): the call is then asked after all. ``rule``: the name of what decided
+    (a policy's rule), kept with an approval request (``suspend_payload["rule"]``) for the audit."""
 
     needs_approval: bool
     decline: str | None = None
     deadline: float | None = None
     notes: dict[str, Any] = field(default_factory=dict)
+    use: Callable[[], Awaitable[bool]] | None = None
+    rule: str | None = None
 
 
 ApprovalGate = Callable[[Tool, dict[str, Any], RunState, bool], GateVerdict | Awaitable[GateVerdict]]
 """``gate(tool, args, state, tool_requires)``: the verdict on a call of ``tool`` with ``args`` (validated, defaults
 filled in, as an approval request stores them; as the model sent them when invalid) in ``state``;
-``tool_requires``: :func:`needs_approval`'s answer; a coroutine function too (a gate that looks something up, e.g.
-the requester's user groups). Not asked for questions."""
+``tool_requires``: :func:`tool_requires`'s answer; a coroutine function too (a gate that looks
+something up, e.g. the requester's user groups). Not asked for questions. It may be asked more than
+once of one call (ahead, for a batch, then in the call's turn): what it does once per call belongs in ``use``."""
 
 
 async def verdict_of(
-    gate: ApprovalGate | None, tool: Tool, args: dict[str, Any], state: RunState, *, agent_wide: bool
+    gate: ApprovalGate | None,
+    tool: Tool,
+    args: dict[str, Any],
+    state: RunState,
+    *,
+    agent_wide: bool,
+    tool_call_id: str = "",
 ) -> GateVerdict:
-    """The verdict on a call of ``tool``: :func:`needs_approval`'s, or ``gate``'s when there is one (questions never
+    """The verdict on a call of ``tool``: :func:`tool_requires`'s, or ``gate``'s when there is one (questions never
     wait for approval, whatever the gate)."""
-    needs = needs_approval(tool, state, agent_wide=agent_wide)
-    if gate is None or tool.asks_person:
-        return GateVerdict(needs)
+    if tool.asks_person:
+        return GateVerdict(False)
     # the arguments as an approval request stores them (defaults filled in), so the gate sees what approvers see;
     # invalid ones: asked or not, the call ends as a tool error (ask_approval, run_tool_call)
     with contextlib.suppress(ToolInputError):
         args = tool.parse_args(args).model_dump(mode="json")
-    verdict = gate(tool, args, state, needs)
-    return await verdict if inspect.isawaitable(verdict) else verdict
+    needs = await tool_requires(tool, state, tool_call_id=tool_call_id, args=args, agent_wide=agent_wide)
+    if gate is None:
+        return GateVerdict(needs)
+    said = gate(tool, args, state, needs)
+    return await said if inspect.isawaitable(said) else said
 
 
 def decline_at_once(
@@ -112,17 +158,21 @@ def ask_approval(
     *,
     ask_ttl: float | None = None,
     notes: dict[str, Any] | None = None,
+    batch: Sequence[tuple[Tool, ToolCall, dict[str, Any]]] = (),
+    rules: Mapping[str, str | None] | None = None,
 ) -> None:
     """Suspend the run on ``call`` until a person decides (raises :class:`Suspended`; its deadline ``ask_ttl``
     seconds, else ``runner.ask_ttl``); invalid arguments become a tool error for the model instead (returns; its text
-    bounded by ``runner``); ``notes``: the gate's (:class:`GateVerdict`), kept with the request."""
+    bounded by ``runner``). ``notes``: the gate's (:class:`GateVerdict`), kept with the request. ``batch``: later
+    calls of the same turn that wait for approval too (valid arguments), asked together with it
+    (:mod:`bot.agent.decisions`); ``rules``: the rule that decided each (by tool_call_id, :attr:`GateVerdict.rule`)."""
     try:
         valid = tool.parse_args(args).model_dump(mode="json")
     except ToolInputError as exc:
         runner.add_result(state, call, {"error": str(exc)}, out, is_error=True)
         return
     ttl = ask_ttl if ask_ttl is not None else runner.ask_ttl
-    suspend(state, call.id, tool, valid, ask_ttl=ttl, interrupted=False, notes=notes)
+    suspend(state, call.id, tool, valid, ask_ttl=ttl, interrupted=False, notes=notes, batch=batch, rules=rules)
 
 
 def suspend(
@@ -134,25 +184,67 @@ def suspend(
     ask_ttl: float | None,
     interrupted: bool,
     notes: dict[str, Any] | None = None,
+    batch: Sequence[tuple[Tool, ToolCall, dict[str, Any]]] = (),
+    rules: Mapping[str, str | None] | None = None,
 ) -> None:
-    """Make ``state`` wait for a decision on ``tool_call_id``; raises :class:`Suspended`. ``notes``: the gate's,
-    kept as ``suspend_payload["policy"]``."""
+    """Make ``state`` wait for a decision on ``tool_call_id`` (and on each call of ``batch``: tool, call, valid
+    arguments; ``rules``: the rule that decided each, by tool_call_id, kept as ``suspend_payload["rule"]``); raises
+    :class:`Suspended`. ``notes``: the gate's on the first call, kept as ``suspend_payload["policy"]``."""
     now = utcnow()
-    payload: dict[str, Any] = {"tool_name": tool.id, "args": args, "description": tool.description}
-    if notes:
-        payload[POLICY_NOTES] = dict(notes)
-    state.pending = PendingCall(
-        kind="approval",
-        tool_call_id=tool_call_id,
-        tool_name=tool.id,
-        args=args,
-        suspend_payload=payload,
-        suspended_at=now,
-        expires_at=now + timedelta(seconds=ask_ttl) if ask_ttl is not None else None,
-        interrupted=interrupted,
-    )
+    expires_at = now + timedelta(seconds=ask_ttl) if ask_ttl is not None else None
+
+    def pending(call_id: str, of: Tool, call_args: dict[str, Any]) -> PendingCall:
+        payload: dict[str, Any] = {"tool_name": of.id, "args": call_args, "description": of.description}
+        rule = (rules or {}).get(call_id)
+        if rule is not None:
+            payload["rule"] = rule
+        if notes and call_id == tool_call_id:
+            payload[POLICY_NOTES] = dict(notes)
+        return PendingCall(
+            kind="approval",
+            tool_call_id=call_id,
+            tool_name=of.id,
+            args=call_args,
+            suspend_payload=payload,
+            suspended_at=now,
+            expires_at=expires_at,
+            interrupted=interrupted and call_id == tool_call_id,
+        )
+
+    head = pending(tool_call_id, tool, args)
+    head.batch = [pending(c.id, t, a) for t, c, a in batch]
+    state.pending = head
     state.status = "suspended"
     raise Suspended()
+
+
+async def batch_of(
+    queued: Sequence[ToolCall],
+    tools: Mapping[str, Tool],
+    state: RunState,
+    *,
+    gate: ApprovalGate | None,
+    agent_wide: bool,
+    rules: dict[str, str | None] | None = None,
+) -> list[tuple[Tool, ToolCall, dict[str, Any]]]:
+    """The calls of ``queued`` (the rest of the turn) that will wait for approval too, with their valid arguments:
+    asked now, together (a call whose arguments are invalid, that nobody could approve, or that needs no approval
+    is left to run, or fail, in its turn); ``rules`` gets the rule that decided each call kept."""
+    out = []
+    for call in queued:
+        tool = tools.get(call.name)
+        if tool is None:
+            continue
+        try:
+            args = tool.parse_args(parse_arguments(call.arguments)).model_dump(mode="json")
+        except (ValueError, ToolInputError):
+            continue
+        verdict = await verdict_of(gate, tool, args, state, agent_wide=agent_wide, tool_call_id=call.id)
+        if verdict.needs_approval and verdict.decline is None:
+            out.append((tool, call, args))
+            if rules is not None:
+                rules[call.id] = verdict.rule
+    return out
 
 
 async def run_decided(
@@ -160,7 +252,8 @@ async def run_decided(
 ) -> None:
     """Carry out the decision claimed on ``pending`` (the run's pending approval, already taken off ``state``), the
     call run by ``runner`` (:class:`bot.agent._loop.tool_calls.ToolRunner`: its tools, the result's bound, live
-    questions while it runs)."""
+    questions while it runs); approved with edited arguments: it runs with them, and the model is told
+    (:func:`note_edit`)."""
     call = ToolCall(id=pending.tool_call_id, name=pending.tool_name, arguments="")
     decision = pending.resume
     tool = runner.tools.get(pending.tool_name)
@@ -182,23 +275,66 @@ async def run_decided(
             interrupted=True,
             notes=policy_notes(pending),
         )
-    state.pending = pending.model_copy(update={"executing_since": utcnow()})
+    state.pending = pending.model_copy(update={"executing_since": utcnow(), "batch": []})
     await save(state)  # the trace that makes it run at most once per approval
     state.pending = None
+    args = decision.arguments if decision.arguments is not None else pending.args  # as the approver edited them
     # it runs now: a ``tool-call`` chunk, as for any call that starts (the one before the approval request was
     # another segment's), so the stream's consumer shows it running (Slack: "is running restart_service...")
-    out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, dict(pending.args))))
-    await runner.run(state, call, pending.args, out)
+    out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, dict(args))))
+    await runner.run(state, call, args, out)
     edited = edited_of(pending)
-    if edited is not None:  # the model is told plainly that a person changed its arguments (before / after)
+    if edited is not None:  # edited before approving (Edit): the model is told plainly (before / after)
         for message in reversed(state.messages):
             if message.get("role") == "tool" and message.get("tool_call_id") == call.id:
                 message["content"] = edit_note(edited, pending.args) + str(message.get("content") or "")
                 break
+    elif decision.arguments is not None:  # the model is told plainly that a person changed them
+        note_edit(state, call.id, before=pending.args, after=decision.arguments, by=decision.answered_by)
+
+
+def note_edit(
+    state: RunState, tool_call_id: str, *, before: dict[str, Any], after: dict[str, Any], by: str | None
+) -> None:
+    """Put a line before the ``tool`` message of ``tool_call_id`` saying ``by`` changed its arguments (before /
+    after, as JSON), so the model knows the call it made is not the one that ran."""
+    who = by or "the approver"
+    note = (
+        f"[{who} changed this call's arguments before approving it; it ran with the new ones."
+        f" Before: {json.dumps(before, ensure_ascii=False, sort_keys=True)}."
+        f" After: {json.dumps(after, ensure_ascii=False, sort_keys=True)}.]"
+    )
+    for message in reversed(state.messages):
+        if message.get("role") == "tool" and message.get("tool_call_id") == tool_call_id:
+            message["content"] = f"{note}\n{message.get('content') or ''}"
+            return
+
+
+def decided_in_batch(state: RunState, call: ToolCall, tool: Tool | None) -> PendingCall | None:
+    """The decided approval of ``call`` when it was asked in a batch this round (its answer is among the run's, and
+    it is queued, not yet run): a pending call carrying that answer, for :func:`run_decided`; else None."""
+    answer = state.answer_for(call.id)
+    if answer is None or answer.resume_data not in (APPROVED, DECLINED):
+        return None
+    args: dict[str, Any] = {}
+    with contextlib.suppress(ValueError, ToolInputError):
+        raw = parse_arguments(call.arguments)
+        args = tool.parse_args(raw).model_dump(mode="json") if tool is not None else raw
+    return PendingCall(
+        kind="approval",
+        tool_call_id=call.id,
+        tool_name=call.name,
+        args=args,
+        suspend_payload={},
+        suspended_at=answer.answered_at,
+        expires_at=None,
+        resume=answer,
+    )
 
 
 def approval_payload(pending: PendingCall) -> ApprovalPayload:
-    """The ``tool-call-approval`` chunk's payload for a pending approval."""
+    """The ``tool-call-approval`` chunk's payload for a pending approval (its ``batch``: the other approvals of the
+    turn asked with it, each a payload of its own)."""
     stored = pending.suspend_payload
     return ApprovalPayload(
         tool_call_id=pending.tool_call_id,
@@ -210,6 +346,7 @@ def approval_payload(pending: PendingCall) -> ApprovalPayload:
         asked_at=pending.suspended_at,
         edited=edited_of(pending),
         policy=policy_notes(pending),
+        batch=tuple(approval_payload(c) for c in pending.batch),
     )
 
 

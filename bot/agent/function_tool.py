@@ -21,7 +21,8 @@
 - A parameter annotated :class:`~bot.agent.tools.ToolContext` (or ``ToolContext | None``) receives the run's
   context and is not part of the schema.
 - Options: ``name`` (default: the function's name; Chat Completions: ``^[a-zA-Z0-9_-]{1,64}$``),
-  ``require_approval`` (a person approves each call before it runs), ``description``.
+  ``require_approval`` (a person approves each call before it runs: ``True``, or a ``check(ctx, args) -> bool``,
+  sync or async, saying so per call: :data:`~bot.agent.tools.ApprovalCheck`), ``description``.
 
 Raises ``TypeError`` at decoration time for a function that is not ``async``, a name the model API refuses, or a
 parameter without a type hint.
@@ -39,7 +40,7 @@ from typing import Any, overload
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
-from bot.agent.tools import Tool, ToolContext
+from bot.agent.tools import ApprovalCheck, Tool, ToolContext
 
 TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 ToolFunction = Callable[..., Awaitable[Any]]
@@ -51,7 +52,7 @@ def tool(fn: ToolFunction, /) -> Tool: ...
 
 @overload
 def tool(
-    *, name: str | None = None, require_approval: bool = False, description: str | None = None
+    *, name: str | None = None, require_approval: bool | ApprovalCheck = False, description: str | None = None
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -60,7 +61,7 @@ def tool(
     /,
     *,
     name: str | None = None,
-    require_approval: bool = False,
+    require_approval: bool | ApprovalCheck = False,
     description: str | None = None,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Make a :class:`Tool` of ``fn`` (``@tool`` or ``@tool(name=..., require_approval=True)``); see the module
@@ -72,7 +73,9 @@ def tool(
     return make(fn) if fn is not None else make
 
 
-def _make_tool(fn: ToolFunction, *, name: str | None, require_approval: bool, description: str | None) -> Tool:
+def _make_tool(
+    fn: ToolFunction, *, name: str | None, require_approval: bool | ApprovalCheck, description: str | None
+) -> Tool:
     if not inspect.iscoroutinefunction(fn):
         raise TypeError(f"@tool needs an async def; {fn.__qualname__} is not one")
     tool_name = name or fn.__name__

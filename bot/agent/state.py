@@ -1,22 +1,25 @@
 """The persisted state of one agent run: :class:`RunState`, versioned, JSON round-trips exactly.
 
-Shape (``schema_version`` 4)::
+Shape (``schema_version`` 5)::
 
-    {"schema_version": 4, "run_id": "run_...", "agent_id": "assistant", "revision": 3,
+    {"schema_version": 5, "run_id": "run_...", "agent_id": "assistant", "revision": 3,
      "status": "running" | "suspended" | "completed" | "failed" | "expired",
      "messages": [ ...Chat Completions messages (user / assistant with tool_calls / tool), assistant
                    messages keeping the provider fields that must be sent back (e.g. reasoning_content)... ],
      "pending": {kind: "question" | "approval", tool_call_id, tool_name, args, suspend_payload, suspended_at,
-                 expires_at, executing_since, interrupted, live_owner, resume} | null,
+                 expires_at, executing_since, interrupted, live_owner, resume,
+                 batch: [{...a pending approval of the same turn, same fields, its batch empty...}, ...]} | null,
      "queued": [{id, name, arguments, extra}, ...],   # tool calls of the last assistant turn not run yet
-     "answers": [{tool_call_id, answered_by, answered_at, resume_data, reason, outcome}, ...],
+     "answers": [{tool_call_id, answered_by, answered_at, resume_data, reason, outcome, arguments, scope}, ...],
      "error": {kind, message} | null, "turns": 2, "require_tool_approval": false, "metadata": {...caller's...},
      "created_at": "...", "updated_at": "..."}
 
 Versions: 1 (first release) had no ``expires_at``, no ``extra`` on queued calls and no ``expired`` status; 2 had
 no tool approvals (``pending.kind``, ``executing_since``, ``interrupted``, ``answers[].reason``,
 ``require_tool_approval``); 3 had no ``pending.live_owner`` (a question asked over a live MCP session) and no
-``answers[].outcome`` (every answer of version 3 is a person's).
+``answers[].outcome`` (every answer of version 3 is a person's); 4 had no ``pending.batch`` (several approvals of
+one turn asked together) and no ``answers[].arguments`` / ``answers[].scope`` (an approval with edited arguments,
+and the scope its approver gave).
 :meth:`RunState.from_json` upgrades older records on load (:data:`MIGRATIONS`).
 Every released version has a frozen
 fixture under ``tests/fixtures/`` that must keep loading and resuming.
@@ -36,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.errors import StoreCorrupt, UnknownSchemaVersion
 
-SCHEMA_VERSION: Literal[4] = 4
+SCHEMA_VERSION: Literal[5] = 5
 
 RunStatus = Literal["running", "suspended", "completed", "failed", "expired"]
 ResumeData = str | list[str]
@@ -83,6 +86,11 @@ class Answer(_Model):
     ``outcome``: ``answer`` (a person answered), ``no_answer`` (the deadline passed and the run went on without
     one: ``Agent.time_out``) or ``cancelled`` (the person withdrew the question: ``Agent.cancel_question``,
     ``answered_by`` says who); the last two carry ``""`` as resume data (a declined approval for an approval).
+
+    An approval may also carry ``arguments``: the arguments the approver changed the call's to (validated against
+    the tool's schema; the call runs with them and the model is told), and ``scope``: what the approver's OK covers
+    (``once``, the default, or a standing grant's scope such as ``thread``; the runtime only records it: the
+    deployment keeps the grant, see docs/approvals.md).
     """
 
     tool_call_id: str
@@ -91,6 +99,8 @@ class Answer(_Model):
     answered_at: datetime
     reason: str | None = None
     outcome: AnswerOutcome = "answer"
+    arguments: dict[str, Any] | None = None
+    scope: str | None = None
 
 
 class PendingCall(_Model):
@@ -106,6 +116,11 @@ class PendingCall(_Model):
     question on the older protocol generation, see :mod:`bot.agent.mcp.elicitation`): the run stays ``running``, the
     answer is claimed like any other and handed to that process (owner id) through the store. If that process is
     gone, the call is asked again as an ``interrupted`` approval instead.
+
+    ``batch``: the other approvals the same assistant turn waits for, asked together with this one (each a pending
+    call of kind ``approval``, its own ``batch`` empty; see :mod:`bot.agent.decisions`). Each is decided on its own
+    (its answer joins the run's ``answers`` while the run stays suspended); the run goes on once every call of the
+    batch, this one included, is decided.
     """
 
     kind: Literal["question", "approval"] = "question"
@@ -119,6 +134,11 @@ class PendingCall(_Model):
     interrupted: bool = False
     live_owner: str | None = None
     resume: Answer | None = None
+    batch: list[PendingCall] = Field(default_factory=list)
+
+    def calls(self) -> list[PendingCall]:
+        """This call and its batch, in the order the model made them."""
+        return [self, *self.batch]
 
 
 class RunFailure(_Model):
@@ -131,7 +151,7 @@ class RunFailure(_Model):
 class RunState(_Model):
     """Everything needed to continue a run in any process. See the module docstring for the JSON shape."""
 
-    schema_version: Literal[4] = SCHEMA_VERSION
+    schema_version: Literal[5] = SCHEMA_VERSION
     run_id: str
     agent_id: str
     revision: int = 0
@@ -178,6 +198,13 @@ class RunState(_Model):
                 f"the record does not fit schema version {SCHEMA_VERSION} ({exc.error_count()} problems)"
             ) from None
 
+    def waiting_call(self, tool_call_id: str | None) -> PendingCall | None:
+        """The pending call whose id is ``tool_call_id``: the run's pending call, or one of its ``batch`` (decided
+        or not); None when neither is."""
+        if self.pending is None or tool_call_id is None:
+            return None
+        return next((c for c in self.pending.calls() if c.tool_call_id == tool_call_id), None)
+
     def answer_for(self, tool_call_id: str | None) -> Answer | None:
         """The latest claimed answer for ``tool_call_id`` (or the latest of all when ``None``)."""
         for answer in reversed(self.answers):
@@ -201,5 +228,16 @@ def _v3_to_v4(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "schema_version": 4}
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+def _v4_to_v5(raw: dict[str, Any]) -> dict[str, Any]:
+    """Version 4 -> 5: ``pending.batch`` defaults to empty (one approval at a time), ``answers[].arguments`` and
+    ``answers[].scope`` to none (approved as asked, once)."""
+    return {**raw, "schema_version": 5}
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    1: _v1_to_v2,
+    2: _v2_to_v3,
+    3: _v3_to_v4,
+    4: _v4_to_v5,
+}
 """``{version: upgrade}``: each turns a record of that version into the next version's shape."""

@@ -87,7 +87,9 @@ class SuspendedPayload:
 
 @dataclass(frozen=True)
 class ApprovalPayload:
-    """A tool call waiting for a person's approval: its validated ``args`` and the tool's ``description``."""
+    """A tool call waiting for a person's approval: its validated ``args`` and the tool's ``description``;
+    ``batch``: the other calls of the same turn waiting with it (each decided on its own, keyed by its
+    ``tool_call_id``: :meth:`bot.agent.agent.Agent.resume`), empty when it waits alone."""
 
     tool_call_id: str
     tool_name: str
@@ -98,6 +100,7 @@ class ApprovalPayload:
     asked_at: datetime | None = None  # when it was asked (an interrupted call is asked again)
     edited: Edited | None = None  # a person changed the arguments before approving (``args``: the new ones)
     policy: dict[str, Any] = field(default_factory=dict)  # the approval gate's notes (GateVerdict.notes)
+    batch: tuple[ApprovalPayload, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,9 @@ class ToolContext:
 
 
 Execute = Callable[[Any, ToolContext | None], Awaitable[Any]]
+ApprovalCheck = Callable[[ToolContext, dict[str, Any]], bool | Awaitable[bool]]
+"""``check(ctx, args) -> bool`` (sync or async): whether this call (``args`` validated, defaults filled in) waits for
+a person's approval; see :func:`bot.agent.approvals.tool_requires`."""
 ResumeValidator = Callable[[Any, dict[str, Any]], ResumeData]
 
 
@@ -79,7 +82,8 @@ class Tool:
     - ``input_schema``: pydantic model of the arguments; its JSON schema is sent to the model.
     - ``suspend_schema``: pydantic model of the suspend payload (turns stored dicts back into objects).
     - ``validate_resume(resume_data, suspend_payload) -> normalized``: raises :class:`AnswerError`.
-    - ``require_approval``: the call waits for a person's approval before it runs.
+    - ``require_approval``: the call waits for a person's approval before it runs: ``True``, or an
+      :data:`ApprovalCheck` that says so per call (conditional approval, e.g. refunds over 100).
     - ``hidden``: not offered to the model (a model's call of it is an unknown tool's); runs that only ask use it.
     - ``asks_person``: the tool's suspension is a question to a person (``ask_user``): the one test of "is this a
       question tool" (:meth:`bot.agent.agent.Agent.question_tool` picks it; its calls never wait for an approval;
@@ -95,7 +99,7 @@ class Tool:
     execute_fn: Execute
     suspend_schema: type[BaseModel] | None = None
     resume_validator: ResumeValidator | None = None
-    require_approval: bool = False  # a person approves each call before it runs (see bot.agent.approvals)
+    require_approval: bool | ApprovalCheck = False  # a person approves the call before it runs (bot.agent.approvals)
     hidden: bool = False  # offered to no model: only runs that only ask call it (see bot.agent.asking)
     asks_person: bool = False  # its suspension is a question to a person (ask_user): see the class docstring
 

@@ -217,8 +217,9 @@ class FrameworkAgent(Agent):
             record.put(state)
 
     async def _policy_decision(self, request: Request, state: RunState) -> Decision | None:
-        """The approval gate's decision on an approval request, when it makes one (no approval needed: approved; one
-        nobody may give: declined with the policy's reason); None: ask a person."""
+        """The approval gate's decision on an approval request, when it makes one (no approval needed, or covered by
+        a standing grant still there: approved; one nobody may give: declined with the policy's reason); None: ask
+        a person."""
         if request.kind != "approval":
             return None
         tool = Tool(
@@ -228,10 +229,12 @@ class FrameworkAgent(Agent):
             execute_fn=_never,
             require_approval=True,
         )
-        verdict = await verdict_of(self.approval_gate, tool, request.args, state, agent_wide=False)
+        verdict = await verdict_of(
+            self.approval_gate, tool, request.args, state, agent_wide=False, tool_call_id=request.tool_call_id
+        )
         if verdict.decline is not None:
             return Decision(tool_call_id=request.tool_call_id, kind="approval", approved=False, reason=verdict.decline)
-        if not verdict.needs_approval:
+        if not verdict.needs_approval and (verdict.use is None or await verdict.use()):
             return Decision(tool_call_id=request.tool_call_id, kind="approval", approved=True)
         return None
 

@@ -36,12 +36,13 @@ from datetime import datetime
 from typing import Any, Literal
 
 from bot.agent.approvals import edited_of
+from bot.agent.decisions import args_hash
 from bot.agent.state import Answer, PendingCall, RunState, utcnow
 from bot.ops import metrics as m
 
 audit_log = logging.getLogger("bot.audit")
 
-Kind = Literal["question", "approval"]
+Kind = Literal["question", "approval", "grant"]
 RefusalReason = Literal["not_allowed", "expired", "closed"]
 MODES = ("free_form", "single_select", "multi_select", "form")
 
@@ -169,7 +170,73 @@ def claimed(state: RunState, pending: PendingCall, answer: Answer) -> None:
     if answer.outcome != "cancelled":
         fields.update(_answer_fields(answer, pending))
     fields.update(_edit_fields(pending))
+    if kind == "approval":
+        fields.update(_approval_fields(answer, pending))
+        m.APPROVALS_BY_RULE.labels(fields["rule"], outcome).inc()
     _emit(fields)
+
+
+def _approval_fields(answer: Answer, pending: PendingCall) -> dict[str, Any]:
+    """What the trail keeps of an approval decision: the rule that asked (``none`` without a policy), the call's
+    argument hash (:func:`bot.agent.decisions.args_hash`; never the arguments), whether the approver edited them
+    (then the edited arguments' hash too), and the scope given (``once`` or a standing grant's)."""
+    rule = pending.suspend_payload.get("rule")
+    out: dict[str, Any] = {
+        "rule": rule if isinstance(rule, str) and rule else "none",
+        "args_hash": args_hash(pending.args),
+        "edited": answer.arguments is not None,
+        "scope": answer.scope or "once",
+    }
+    if answer.arguments is not None:
+        out["edited_args_hash"] = args_hash(answer.arguments)
+    return out
+
+
+def grant_given(grant: dict[str, Any]) -> None:
+    """A standing grant was recorded (``grant``: :class:`bot.store.grants.Grant` as JSON; its arguments are not
+    logged, their hash is)."""
+    m.GRANTS_GIVEN.labels(str(grant.get("rule")), str(grant.get("scope"))).inc()
+    fields = {
+        "event": "grant.given",
+        "kind": "grant",
+        "outcome": "given",
+        **{k: v for k, v in grant.items() if k not in ("args", "schema_version") and v not in ("", None)},
+    }
+    _emit(fields)
+
+
+def grant_used(state: RunState, tool: str, hashed: str, grant: dict[str, Any]) -> None:
+    """A standing grant approved a call of ``tool`` (arguments hashing to ``hashed``) of ``state`` unasked."""
+    m.GRANTS_USED.labels(str(grant.get("rule")), str(grant.get("scope"))).inc()
+    fields = _base(state, None, "", outcome="used", kind="approval")
+    fields.update(
+        event="grant.used",
+        kind="grant",
+        tool=tool,
+        args_hash=hashed,
+        grant_id=grant.get("grant_id"),
+        granted_by=grant.get("granted_by"),
+        scope=grant.get("scope"),
+        rule=grant.get("rule"),
+        expires_at=grant.get("expires_at"),
+    )
+    fields.pop("tool_call_id", None)
+    _emit(fields)
+
+
+def grant_revoked(*, team_id: str, user: str, grant_id: str, uses: int) -> None:
+    """``user`` revoked standing grant ``grant_id``, which had approved ``uses`` calls."""
+    _emit(
+        {
+            "event": "grant.revoked",
+            "kind": "grant",
+            "outcome": "revoked",
+            "team_id": team_id,
+            "user_id": user,
+            "grant_id": grant_id,
+            "uses": uses,
+        }
+    )
 
 
 def _edit_fields(pending: PendingCall) -> dict[str, Any]:

@@ -17,6 +17,10 @@ Metrics (names carry the ``askbot_`` prefix, base units; counters end in ``_tota
 - ``askbot_answers_duplicate_total{kind}``: refused as answered already (a double click, a second person);
 - ``askbot_time_to_answer_seconds{kind}`` (histogram): from asked to answered / decided;
 - ``askbot_approvals_requested_total``; ``askbot_approvals_total{decision}``: ``approved`` / ``declined``;
+- ``askbot_approval_decisions_total{rule,outcome}``: approval decisions by the ``APPROVAL_POLICY`` rule that asked
+  (``none`` without one) and ``approved`` / ``declined`` / ``expired`` / ``withdrawn``;
+  ``askbot_approval_grants_given_total{rule,scope}`` / ``askbot_approval_grants_used_total{rule,scope}``: standing
+  grants given, and calls they approved unasked (``scope``: ``thread`` / ``channel`` / ``always``);
 - ``askbot_run_resumes_total{trigger}``: runs continued, by ``answer`` / ``approval`` / ``no_answer`` /
   ``cancelled`` / ``retry``;
 - ``askbot_model_turn_seconds`` (histogram): one model turn, request to its last chunk (failed ones too);
@@ -93,6 +97,13 @@ TIME_TO_ANSWER = Histogram(
 )
 APPROVALS_REQUESTED = Counter("askbot_approvals_requested_total", "Approval requests asked.")
 APPROVALS = Counter("askbot_approvals_total", "Approval decisions by a person.", ["decision"])
+APPROVALS_BY_RULE = Counter(
+    "askbot_approval_decisions_total", "Approval decisions by policy rule and outcome.", ["rule", "outcome"]
+)
+GRANTS_GIVEN = Counter("askbot_approval_grants_given_total", "Standing grants given.", ["rule", "scope"])
+GRANTS_USED = Counter(
+    "askbot_approval_grants_used_total", "Calls a standing grant approved unasked.", ["rule", "scope"]
+)
 RESUMES = Counter("askbot_run_resumes_total", "Runs continued, by what continued them.", ["trigger"])
 MODEL_TURN = Histogram(
     "askbot_model_turn_seconds",

@@ -40,7 +40,7 @@ from bot.ops.hooks import OpsHooks
 from bot.ops.metrics import QueueGauges
 from bot.ops.server import Health, OpsEndpoints
 from bot.slack.approvals.deciding import Approving
-from bot.slack.approvals.rules import policy_gate
+from bot.slack.approvals.grants import StandingGrants
 from bot.slack.assistant_pane import AssistantPane
 from bot.slack.context import Where
 from bot.slack.conversations import Threads
@@ -62,6 +62,7 @@ from bot.slack.transport.runner import InProcessRunner, LazyJobs, QueueRunner, S
 from bot.slack.transport.web_api import SlackWeb
 from bot.store import Keys, RedisRunStore
 from bot.store.conversations import ConversationIndex
+from bot.store.grants import GrantStore
 from bot.store.inbox import Inbox
 from bot.store.limits import ActiveRuns
 from bot.store.pane_contexts import PaneContexts
@@ -225,8 +226,12 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     index = ConversationIndex(redis_client, keys=keys, retention=retention)
     web_api = SlackWeb(client)
     policy = approver_policy(settings, client=client)
-    if policy.policy is not None:  # APPROVAL_POLICY: its rules' say on each call (require, declined at once)
-        agent.approval_gate = policy_gate(policy.policy, people=policy.people)
+    grants = None
+    if policy.policy is not None:  # APPROVAL_POLICY: its rules' say on each call (require, declined at once, grants)
+        grants = StandingGrants(
+            GrantStore(redis_client, keys=keys), policy=policy.policy, approvers=policy, web=web_api
+        )
+        agent.approval_gate = grants.gate()
     plan = WaitPlan(Schedule(redis_client, prefix=settings.redis_prefix), wait_settings(settings))
     inbox = Inbox(redis_client, keys=keys, retention=retention)
     home = Home(
@@ -237,6 +242,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         schedule=plan.schedule,
         approvers=policy,
         answerers=settings.ask_answerers,
+        grants=grants.store if grants is not None else None,
     )
     follower = Follower(
         web=web_api,
@@ -250,6 +256,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         stream_interval=settings.stream_interval,
         is_question_tool=functools.partial(quiet_tool, agent),  # decided in replies/thread.py, called there
         sessions=AgentSessions(web_api, enabled=settings.slack_view == "agent"),
+        grants=grants,
     )
     gate = RunGate(
         ActiveRuns(redis_client, keys=keys),

@@ -29,14 +29,17 @@ from bot.agent.approvals import approval_payload
 from bot.agent.ask_user import AskUserPayload
 from bot.config import Answerers
 from bot.errors import RunNotFound, StoreCorrupt, StoreUnavailable
-from bot.slack.context import SlackContext
+from bot.ops import audit
+from bot.slack.context import SlackContext, Where
 from bot.slack.questions.approvers import ApproverPolicy
 from bot.slack.refs import QuestionRef
 from bot.slack.render import blocks as bk
 from bot.slack.render.approvals import approval_blocks
 from bot.slack.render.mrkdwn import clip, escape, how_long
+from bot.slack.render.safe_text import safe_mrkdwn
 from bot.slack.transport.web_api import SlackWeb
 from bot.store.conversations import ConversationIndex
+from bot.store.grants import Grant, GrantStore
 from bot.store.inbox import Inbox
 from bot.store.schedule import Due, DueItem, Schedule
 
@@ -62,7 +65,9 @@ class Home:
         schedule: Schedule,
         approvers: ApproverPolicy,
         answerers: Answerers,
+        grants: GrantStore | None = None,
     ) -> None:
+        self.grants = grants  # standing grants (APPROVAL_POLICY): each person's, listed with Revoke
         self.agent = agent
         self.web = web
         self.index = index
@@ -145,7 +150,57 @@ class Home:
         if recent and len(blocks) + 2 <= 100:
             lines = [f"• {clip(str(r.get('summary') or ''), 300)}" for r in recent]
             blocks += [_header("Recently closed"), _context(clip("\n".join(lines), 2900))]
+        blocks += await self._grant_blocks(team_id, user, room=100 - len(blocks))
         return {"type": "home", "blocks": blocks}
+
+    async def _grant_blocks(self, team_id: str, user: str, *, room: int) -> list[dict[str, Any]]:
+        """The standing grants ``user`` gave, each with Revoke, in at most ``room`` blocks (Slack: a Home view holds
+        at most 100): what each covers, when it expires."""
+        if self.grants is None or room < 3:
+            return []
+        mine = await self.grants.of_person(team_id, user)
+        if not mine:
+            return []
+        blocks = [_header("Your standing grants")]
+        for grant in mine[: room - 2]:
+            blocks.append(
+                {
+                    "type": "section",
+                    "block_id": f"grant-{grant.grant_id}",
+                    "text": {"type": "mrkdwn", "text": grant_line(grant)},
+                    "accessory": {
+                        "type": "button",
+                        "action_id": ACT_REVOKE_GRANT,
+                        "text": {"type": "plain_text", "text": "Revoke"},
+                        "value": grant.grant_id,
+                        "style": "danger",
+                    },
+                }
+            )
+        if len(mine) > room - 2:
+            blocks.append(_context(f"…and {len(mine) - (room - 2)} more."))
+        return blocks
+
+    async def on_revoke_grant(self, body: dict[str, Any]) -> None:
+        """Lazy listener of a standing grant's Revoke (Home): only the person who gave it can revoke it (the grant is
+        looked up among theirs); the Home is published again and the person told how many calls it had approved."""
+        where = Where.of_action(body)
+        user, team_id = where.user, where.team_id or ""
+        grant_id = str(((body.get("actions") or [{}])[0]).get("value") or "")
+        if self.grants is None or not user or not grant_id:
+            return
+        try:
+            uses = await self.grants.revoke(team_id, user, grant_id)
+        except StoreUnavailable:
+            await self.web.tell(user, "I couldn't revoke it: storage is unavailable. Try again in a moment.")
+            return
+        if uses is None:
+            await self.web.tell(user, "That standing grant is no longer there (revoked or expired already).")
+        else:
+            audit.grant_revoked(team_id=team_id, user=user, grant_id=grant_id, uses=uses)
+            calls = "call" if uses == 1 else "calls"
+            await self.web.tell(user, f"Standing grant revoked; it had approved {uses} {calls}.")
+        await self.publish(team_id, user)
 
     async def _item(
         self, team_id: str, user: str, *, run_id: str, call: str, asked_ms: int
@@ -188,6 +243,27 @@ class Home:
             while len(self._links) > LINKS_KEPT:
                 self._links.popitem(last=False)
         return link
+
+
+ACT_REVOKE_GRANT = "grant_revoke"
+
+
+def grant_line(grant: Grant) -> str:
+    """A standing grant on the Home list (mrkdwn): the tool, what it covers, the rule, the expiry."""
+    tool = safe_mrkdwn(clip(grant.tool_name, 100))
+    if grant.scope == "thread":
+        where = f"in a thread of <#{grant.channel_id}>"
+    elif grant.scope == "channel":
+        where = f"in <#{grant.channel_id}>"
+    else:
+        shown = ", ".join(f"{safe_mrkdwn(str(k))}={safe_mrkdwn(clip(str(v), 60))}" for k, v in grant.args.items())
+        where = f"with these arguments ({clip(shown, 500)}) anywhere"
+    expires = int(grant.expires_at.timestamp())
+    return clip(
+        f"`{tool}` runs without asking {where} · rule {safe_mrkdwn(grant.rule)} ·"
+        f" expires <!date^{expires}^{{date_short_pretty}} {{time}}|{grant.expires_at:%Y-%m-%d %H:%M} UTC>",
+        2900,
+    )
 
 
 def _header(text: str) -> dict[str, Any]:

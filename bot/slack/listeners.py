@@ -11,6 +11,7 @@ its lazy functions start, so what it decides (e.g. a modal's errors) reaches the
 | ``app_home_opened`` (Messages tab, agent_view) | auto-ack | :meth:`AssistantPane.on_messages_tab`: greeting, prompts |
 | ``app_context_changed`` (agent_view) | the channel in view saved | - |
 | ``agent_session_stopped`` (Slack's Stop) | auto-ack | :meth:`Withdrawing.on_session_stopped` |
+| a standing grant's Revoke (Home) | ack | :meth:`Home.on_revoke_grant` |
 | assistant pane: thread started / context changed / a message there | see :mod:`bot.slack.assistant_pane` | |
 | option button, single-choice menu, Submit, a form question's Decline | ack | :meth:`Answering.on_click` |
 | checkbox tick / multi-select change | ack (nothing until Submit) | - |
@@ -20,6 +21,7 @@ its lazy functions start, so what it decides (e.g. a modal's errors) reaches the
 | a question's Cancel | ack | :meth:`Withdrawing.on_cancel` |
 | Retry | ack | :meth:`Threads.on_retry` |
 | Approve | ack | :meth:`Approving.on_approve` |
+| a batch's Approve all | ack | :meth:`ApprovingAll.on_approve_all` (bot.slack.approvals.batch) |
 | Decline / Details | ack, open a loading modal | the reason form / the call's arguments |
 | decline form ``view_submission`` | checks, errors in the modal or close | :meth:`Approving.on_decline` |
 
@@ -40,12 +42,12 @@ from bot.slack.approvals.deciding import Approving
 from bot.slack.assistant_pane import AssistantPane, assistant_middleware
 from bot.slack.context import slack_id
 from bot.slack.conversations import Threads, is_person_speaking
-from bot.slack.home import Home
+from bot.slack.home import ACT_REVOKE_GRANT, Home
 from bot.slack.questions.answer_modal import AnswerModal
 from bot.slack.questions.answering import Answering
 from bot.slack.render import blocks as bk
 from bot.slack.render import modals
-from bot.slack.render.approvals import ACT_APPROVE, ACT_DECLINE, ACT_DETAILS, ACT_EDIT, ACT_TAKE_BACK
+from bot.slack.render.approvals import ACT_APPROVE, ACT_APPROVE_ALL, ACT_DECLINE, ACT_DETAILS, ACT_EDIT, ACT_TAKE_BACK
 from bot.slack.render.edit_modal import EDIT_CALLBACK
 from bot.slack.transport.runner import LazyJobs, acked, no_lazy_only_from_outside
 
@@ -110,6 +112,7 @@ def register(
     app.event("app_home_opened")(ack=acked, lazy=[jobs.add(home.on_home_opened), jobs.add(pane.on_messages_tab)])
     app.event("agent_session_stopped")(ack=acked, lazy=[jobs.add(threads.withdrawing.on_session_stopped)])
     app.event("app_context_changed")(pane.save_app_context)
+    app.action(ACT_REVOKE_GRANT)(ack=_ack, lazy=[jobs.add(home.on_revoke_grant)])
     app.event("message")(acked)  # every other message event (channel chatter, edits, bots): acked, nothing else
     app.action(re.compile(rf"^{bk.ACT_OPTION}_\d+$"))(ack=_ack, lazy=[on_click])
     app.action(bk.ACT_SELECT)(ack=_ack, lazy=[on_click])
@@ -125,6 +128,8 @@ def register(
     on_approve, on_decline = jobs.add(approving.on_approve), jobs.add(approving.on_decline)
     on_open_decline, on_open_details = jobs.add(approving.on_open_decline), jobs.add(approving.on_open_details)
     app.action(ACT_APPROVE)(ack=_ack, lazy=[on_approve])
+    app.action(re.compile(rf"^{ACT_APPROVE}_(thread|channel|always)$"))(ack=_ack, lazy=[on_approve])  # + a grant
+    app.action(ACT_APPROVE_ALL)(ack=_ack, lazy=[jobs.add(approving.all.on_approve_all)])
     app.action(ACT_DECLINE)(ack=approving.open_modal, lazy=[on_open_decline])
     app.action(ACT_DETAILS)(ack=approving.open_modal, lazy=[on_open_details])
     app.view(modals.DECLINE_CALLBACK)(ack=approving.ack_decline, lazy=[on_decline])

@@ -42,6 +42,11 @@ one Redis and on a cluster.
 - ``{prefix}mcp_rate:{caller}`` - string with a 60 s TTL: the questions an MCP caller asked in its current minute;
   ``{prefix}mcp_waiting:{caller}`` - sorted set: the run ids of its questions asked and maybe still waiting (score:
   when asked, ms), see :mod:`bot.mcp_server.limits`.
+- ``{prefix}grant:{<team_id>}:{scope_key}`` - hash ``{grant_id: grant JSON}``: the standing grants covering one
+  scope (``thread:C..:ts:tool``, ``channel:C..:tool``, ``always:tool:args_hash``), with a TTL of the longest;
+  ``{prefix}grants:{<team_id>}:{user}`` - hash ``{grant_id: scope_key}``: the grants a person gave (App Home's list,
+  Revoke); ``{prefix}grant_uses:{<team_id>}`` - hash ``{grant_id: uses}``. Tagged by team: the use and the revoke
+  scripts touch them together (:mod:`bot.store.grants`).
 - ``{prefix}lg:{<thread_id>}:cp:{ns}`` - hash ``{checkpoint_id: [checkpoint, metadata, parent_id]}`` (JSON, typed
   values base64): a LangGraph thread's checkpoints in namespace ``ns``; ``{prefix}lg:{<thread_id>}:blobs:{ns}`` - hash
   ``{channel NUL version: value}``; ``{prefix}lg:{<thread_id>}:writes:{ns}:{checkpoint_id}`` - hash ``{task_id NUL idx:
@@ -179,6 +184,18 @@ class Keys:
     def mcp_waiting(self, caller: str) -> str:
         """The run ids of MCP caller ``caller``'s questions that may still wait (``""``: the implicit caller)."""
         return f"{self.prefix}mcp_waiting:{caller}"
+
+    def grant(self, team_id: str, scope_key: str) -> str:
+        """The standing grants covering ``scope_key`` in workspace ``team_id``."""
+        return f"{self.prefix}grant:{{{team_id}}}:{scope_key}"
+
+    def grants_of(self, team_id: str, user: str) -> str:
+        """The standing grants ``user`` gave in workspace ``team_id``."""
+        return f"{self.prefix}grants:{{{team_id}}}:{user}"
+
+    def grant_uses(self, team_id: str) -> str:
+        """How many calls each standing grant of workspace ``team_id`` approved."""
+        return f"{self.prefix}grant_uses:{{{team_id}}}"
 
     def playground_workspace(self) -> str:
         """The playground's saved fake workspace (one JSON string; see :mod:`bot.playground.saved`)."""

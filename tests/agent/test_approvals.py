@@ -134,7 +134,7 @@ async def test_require_tool_approval_covers_every_tool_but_questions(
     assert any(c.type == "tool-call-suspended" for c in second)  # the question is asked, not approved
 
 
-async def test_several_approvals_in_one_turn_are_asked_one_at_a_time(
+async def test_several_approvals_in_one_turn_are_asked_together_and_decided_one_by_one(
     fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
 ) -> None:
     world = Service()
@@ -143,10 +143,11 @@ async def test_several_approvals_in_one_turn_are_asked_one_at_a_time(
     openai_server.script(Reply(tool_calls=calls), Reply(text="Both handled."))
     stream = await agent.stream("restart both")
     first = [c for c in await stream.collect() if isinstance(c, ApprovalChunk)]
-    assert [c.payload.args["name"] for c in first] == ["api"]
-    second = [c for c in await (await agent.approve_tool_call(run_id=stream.run_id)).collect()]
-    assert [c.payload.args["name"] for c in second if isinstance(c, ApprovalChunk)] == ["web"]
-    await (await agent.decline_tool_call(run_id=stream.run_id, reason="one is enough")).collect()
+    assert [c.payload.args["name"] for c in first] == ["api"]  # one request, the batch with it
+    assert [b.args["name"] for b in first[0].payload.batch] == ["web"]
+    second = [c for c in await (await agent.approve_tool_call(run_id=stream.run_id, tool_call_id="r_api")).collect()]
+    assert [c.type for c in second] == ["finish"] and world.restarts == []  # web is still undecided: nothing runs
+    await (await agent.decline_tool_call(run_id=stream.run_id, tool_call_id="r_web", reason="one is enough")).collect()
     assert world.restarts == ["api"] and len(openai_server.requests) == 2
 
 

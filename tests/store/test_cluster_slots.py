@@ -27,6 +27,7 @@ from bot.mcp_server.callers import Caller
 from bot.mcp_server.limits import CallerLimits
 from bot.store import Keys, RedisRunStore
 from bot.store.conversations import ConversationIndex, MessageRef
+from bot.store.grants import Grant, GrantStore
 from bot.store.inbox import Inbox
 from bot.store.limits import ActiveRuns
 from bot.store.pane_contexts import PaneContexts
@@ -120,6 +121,15 @@ async def exercise(client: SlotCheckingRedis, keys: Keys) -> None:
     assert (await quorums.approve("run-1", "c1", "1:ab", user="U1", required=2)).status == "counted"
     assert (await quorums.withdraw("run-1", "c1", "1:ab", user="U1")).status == "withdrawn"
     assert (await quorums.tally("run-1", "c1", "1:ab")).approvers == ()
+
+    grants = GrantStore(client, keys=keys)
+    given = Grant(
+        grant_id="g_1", team_id="T1", granted_by="U1", scope="thread", tool_name="deploy", rule="r", channel_id="C1",
+        thread_ts="1.0", granted_at=now, expires_at=now + timedelta(hours=1),
+    )  # fmt: skip
+    await grants.give(given)
+    assert await grants.use("T1", given.scope_key()) is not None
+    assert await grants.revoke("T1", "U1", "g_1") == 1
 
     runs = ActiveRuns(client, keys=keys)
     assert await runs.acquire("T1:U1", slot="run-1", limit=2) and await runs.renew("T1:U1", slot="run-1")

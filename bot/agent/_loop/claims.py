@@ -1,6 +1,6 @@
-"""Claims on a run: answers, approval decisions and expiry (:class:`Claims`, held by :class:`~bot.agent.Agent`,
-which hands its public methods on): whether a run can take what a person sends (:mod:`bot.agent.answers`), claimed
-exactly once.
+"""Claims on a run: answers, withdrawals, time-outs and expiry (:class:`Claims`, held by :class:`~bot.agent.Agent`,
+which hands its public methods on; approval decisions: :mod:`bot.agent.decisions`): whether a run can take what a
+person sends (:mod:`bot.agent.answers`), claimed exactly once.
 
 Every claim is one compare-and-set in the store, refused once the question's deadline passed by the store's clock;
 the loser learns who won (``RunAlreadyResumed``), an expired question is recorded as such (``QuestionExpired``).
@@ -14,15 +14,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from bot.agent._loop.stopping import StopRequests
-from bot.agent.answers import AnswerCheck, Answered, Closed, Expired, Open, check_answer
-from bot.agent.approvals import APPROVED, DECLINED
+from bot.agent.answers import AnswerCheck, Answered, Closed, Expired, Open, check_answer, undecided
+from bot.agent.approvals import DECLINED
 from bot.agent.hooks import NO_HOOKS, RunHooks
 from bot.agent.state import Answer, PendingCall, RunState, utcnow
 from bot.agent.store import RunStore
 from bot.agent.stream import AgentStream, FinishChunk, FinishPayload
 from bot.errors import (
     BotError,
-    NotAwaitingThisKind,
     QuestionExpired,
     RunAlreadyResumed,
     RunConflict,
@@ -69,25 +68,6 @@ class Claims:
         self.driving = driving
         self.hooks = hooks  # told of each claim and expiry
 
-    async def approve_tool_call(
-        self, *, run_id: str, tool_call_id: str | None = None, approved_by: str | None = None
-    ) -> Claimed:
-        """Approve the tool call a run waits on; the tool runs (once) and the run continues. Raises as
-        ``Agent.resume_stream``, and ``NotAwaitingThisKind`` (a ``ValueError``) when the call waits for an answer."""
-        return await self._decide(run_id, tool_call_id, decision=APPROVED, by=approved_by, reason=None)
-
-    async def decline_tool_call(
-        self,
-        *,
-        run_id: str,
-        tool_call_id: str | None = None,
-        reason: str | None = None,
-        declined_by: str | None = None,
-    ) -> Claimed:
-        """Decline the tool call a run waits on; the tool never runs, the model is told (with ``reason``) and the
-        run continues. Raises as :meth:`approve_tool_call`."""
-        return await self._decide(run_id, tool_call_id, decision=DECLINED, by=declined_by, reason=reason)
-
     async def cancel_question(
         self, *, run_id: str, tool_call_id: str | None = None, cancelled_by: str | None = None
     ) -> Claimed:
@@ -95,7 +75,7 @@ class Claims:
         cancelled (``ask_user``: ``{"status": "cancelled", "cancelled_by": ...}``; an MCP server's question:
         ``cancel``; an approval: declined, reason ``"cancelled"``). Raises as ``Agent.resume_stream``."""
         state = await self.store.load(run_id)
-        pending = await self.require_open(state, tool_call_id)
+        pending = await self.require_open(state, tool_call_id or _first_undecided(state))
         approval = pending.kind == "approval"
         answer = Answer(
             tool_call_id=pending.tool_call_id,
@@ -125,8 +105,9 @@ class Claims:
         ``RunNotResumable`` (its deadline has not passed, or it waits for nothing), ``RunConflict`` (another write
         raced this one), ``StoreUnavailable``."""
         state = await self.store.load(run_id)
+        tool_call_id = tool_call_id or _first_undecided(state)
         check = await self.check(state, tool_call_id)
-        pending = state.pending
+        pending = state.waiting_call(tool_call_id) or state.pending  # the pending call, or one of its batch
         if isinstance(check, Answered):
             answer = check.answer
             raise RunAlreadyResumed(
@@ -151,31 +132,22 @@ class Claims:
         )
         return await self.claim(state, pending, answer, deadline=False)
 
-    async def _decide(
-        self, run_id: str, tool_call_id: str | None, *, decision: str, by: str | None, reason: str | None
-    ) -> Claimed:
-        state = await self.store.load(run_id)
-        pending = await self.require_open(state, tool_call_id)
-        if pending.kind != "approval":
-            raise NotAwaitingThisKind(run_id=run_id, tool_call_id=pending.tool_call_id, waits_for=pending.kind)
-        answer = Answer(
-            tool_call_id=pending.tool_call_id,
-            resume_data=decision,
-            answered_by=by,
-            answered_at=utcnow(),
-            reason=reason.strip() if reason and reason.strip() else None,
-        )
-        return await self.claim(state, pending, answer)
-
     async def claim(self, state: RunState, pending: PendingCall, answer: Answer, *, deadline: bool = True) -> Claimed:
         """Claim ``answer`` for ``pending`` (one compare-and-set wins, before the deadline by the store's clock):
         the run is continued here, or, for a question asked live by a tool call whose process still holds the
         run's lease, in that process (``Claimed.handed_off``; see :mod:`bot.agent.live_questions`)."""
+        # a batch of approvals (bot.agent.decisions): the others still undecided end the same way (withdrawn, or
+        # past the deadline), and the run goes on from its first call
+        head = state.pending if state.pending is not None and state.pending.batch else pending
+        others = [c for c in undecided(state) if c.tool_call_id != answer.tool_call_id and head is state.pending]
+        more = [answer.model_copy(update={"tool_call_id": c.tool_call_id}) for c in others]
+        answers = [*state.answers, answer, *more]
+        resume = next(a for a in reversed(answers) if a.tool_call_id == head.tool_call_id)
         claimed = state.model_copy(
             update={
                 "status": "running",
-                "pending": pending.model_copy(update={"resume": answer}),
-                "answers": [*state.answers, answer],
+                "pending": head.model_copy(update={"resume": resume}),
+                "answers": answers,
                 "error": None,
                 "turns": 0,
             }
@@ -194,6 +166,8 @@ class Claims:
             await self._mark_expired(state)
             raise
         self.hooks.on_claimed(state, pending, answer)
+        for call, also in zip(others, more, strict=True):
+            self.hooks.on_claimed(state, call, also)
         return Claimed(claimed, handed_off=hand_off)
 
     async def check(self, state: RunState, tool_call_id: str | None = None) -> AnswerCheck:
@@ -247,6 +221,14 @@ class Claims:
             await self.store.save(state.model_copy(update={"status": "expired"}), owner=self.owner)
             log.info("run %s: question expired unanswered", state.run_id)
             self.hooks.on_expired(state, state.pending)
+
+
+def _first_undecided(state: RunState) -> str | None:
+    """The first call of ``state``'s approval batch nobody decided yet (None: no batch, or all decided)."""
+    if state.pending is None or not state.pending.batch:
+        return None
+    left = undecided(state)
+    return left[0].tool_call_id if left else None
 
 
 def _handed_off(state: RunState) -> AgentStream:

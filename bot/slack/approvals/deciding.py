@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
-from bot.agent.answers import Answered, Open
+from bot.agent.answers import Answered, Open, undecided
 from bot.agent.approvals import approval_payload
+from bot.agent.decisions import Approve
 from bot.agent.state import PendingCall, RunState
 from bot.agent.stream import AgentStream
 from bot.agent.tools import ToolInputError
@@ -23,6 +24,8 @@ from bot.errors import (
     StoreUnavailable,
 )
 from bot.logs import log_context
+from bot.slack.approvals.batch import ApprovingAll, approved_earlier
+from bot.slack.approvals.grants import SCOPE_WORDS, when
 from bot.slack.context import SlackContext, Where
 from bot.slack.questions.answer_modal import LOADING_VIEW, AnswerModal
 from bot.slack.questions.answering import LOST_CLAIM, Answering
@@ -33,16 +36,19 @@ from bot.slack.questions.picks import button_ref
 from bot.slack.refs import QuestionRef
 from bot.slack.render import modals
 from bot.slack.render.approvals import (
+    BATCH_WAITS,
     QuorumProgress,
     decision_outcome,
     decline_question,
     details_text,
     quorum_line,
     quorum_outcome,
+    scope_of_action,
 )
 from bot.slack.render.edit_modal import edit_modal, editable_fields, edited_arguments
 from bot.slack.replies.thread import Decided
 from bot.store.conversations import MessageRef, asked_id
+from bot.store.grants import Scope
 from bot.store.quorum import ABSENT, AGAIN, DONE, REACHED, Quorums, Tally, asking_of
 
 Ack = Callable[..., Awaitable[Any]]
@@ -50,22 +56,25 @@ Ack = Callable[..., Awaitable[Any]]
 
 class Approving:
     """Approve / Decline / Details listeners for ``answering``'s agent (who may decide:
-    ``answering.permissions``)."""
+    ``answering.permissions``); ``all``: a batch's Approve all (:class:`~bot.slack.approvals.batch.ApprovingAll`)."""
 
     def __init__(self, answering: Answering, *, modal: AnswerModal, quorums: Quorums) -> None:
         self.answering = answering
         self.modal = modal
         self.quorums = quorums  # the approvals gathered toward each quorum (bot.store.quorum)
+        self.all = ApprovingAll(answering)
 
     # --- Approve ---------------------------------------------------------------------------------
 
     async def on_approve(self, body: dict[str, Any]) -> None:
-        """Lazy listener of Approve."""
+        """Lazy listener of Approve, and of the Approve buttons that also give a standing grant ("for this thread",
+        ...: the scope is the button's, :func:`~bot.slack.render.approvals.scope_of_action`)."""
         where = Where.of_action(body)
         found = await self._found(body, where, self.answering.say_to(where))
         if found is not None:
             state, ctx, call = found
-            await self.decide(state, ctx, call, where=where, approved=True, reason=None)
+            scope = scope_of_action(str((body.get("actions") or [{}])[0].get("action_id", "")))
+            await self.decide(state, ctx, call, where=where, approved=True, reason=None, scope=scope)
 
     async def _found(self, body: dict[str, Any], where: Where, say: Say) -> Found | None:
         """The run, context and call a click is about, checked (its message, who may decide:
@@ -74,9 +83,18 @@ class Approving:
         return await self.answering.vet(ref, where, say, expect="approval") if ref is not None else None
 
     async def decide(
-        self, state: RunState, ctx: SlackContext, call: str, *, where: Where, approved: bool, reason: str | None
+        self,
+        state: RunState,
+        ctx: SlackContext,
+        call: str,
+        *,
+        where: Where,
+        approved: bool,
+        reason: str | None,
+        scope: str = "once",
     ) -> None:
-        """Claim the decision on ``call`` (policy already applied) and follow the run it continues."""
+        """Claim the decision on ``call`` (policy already applied) and follow the run it continues; ``scope``: an
+        approval's standing grant (``once``: none), recorded once the claim won, when the call's rule allows it."""
         say = self.answering.say_to(where, ctx)
         # the message clicked is closed with the recorded messages, recorded or not
         attempt = Attempt.of((state, ctx, call), where=where, say=say, kind="approval")
@@ -103,19 +121,30 @@ class Approving:
             return
         async with slot:
             with log_context(run_id=state.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id, user_id=where.user):
-                stream = await self._claim(attempt, approved=approved, reason=reason)
+                stream = await self._claim(attempt, approved=approved, reason=reason, scope=scope)
                 if stream is None:
                     return
                 payload = approval_payload(check.pending)
                 follower = self.answering.follower
-                if approved:
+                given = (
+                    await self._give(scope, ctx, check.pending, run_id=state.run_id, user=where.user, say=say)
+                    if approved
+                    else None
+                )
+                if given is not None:
+                    outcome = decision_outcome(approved=approved, user=where.user, reason=reason, grant=given)
+                if [c for c in undecided(state) if c.tool_call_id != call]:  # the rest of its batch waits
+                    waits = f"{outcome} · {BATCH_WAITS}" if approved else outcome
+                    await follower.close_approval(state.run_id, payload, outcome=waits, clicked=clicked)
+                    await follower.follow(stream, ctx)
+                elif approved:
                     running = f"{outcome} · running…"
                     await follower.close_approval(state.run_id, payload, outcome=running, clicked=clicked, ongoing=True)
                     decided = Decided(tool_call_id=call, payload=payload, outcome=outcome, clicked=clicked)
-                    await follower.follow(stream, ctx, decided=decided)
+                    await follower.follow(stream, ctx, decided=decided, batch=approved_earlier(state, but=call))
                 else:
                     await follower.close_approval(state.run_id, payload, outcome=outcome, clicked=clicked)
-                    await follower.follow(stream, ctx)
+                    await follower.follow(stream, ctx, batch=approved_earlier(state, but=call))
 
     # --- quorum (issue 23 part 2) ----------------------------------------------------------------------
 
@@ -190,12 +219,14 @@ class Approving:
         clicked = where.message_in(ctx)
         await self.answering.follower.show_quorum(state.run_id, payload, ctx, progress=progress, clicked=clicked)
 
-    async def _claim(self, attempt: Attempt, *, approved: bool, reason: str | None) -> AgentStream | None:
+    async def _claim(
+        self, attempt: Attempt, *, approved: bool, reason: str | None, scope: str = "once"
+    ) -> AgentStream | None:
         agent, say = self.answering.agent, attempt.say
         run_id, call, user = attempt.state.run_id, attempt.call, attempt.user
         try:
             if approved:
-                return await agent.approve_tool_call(run_id=run_id, tool_call_id=call, approved_by=user)
+                return await agent.resume(run_id, {call: Approve(by=user, scope=scope)}, loaded=attempt.state)
             return await agent.decline_tool_call(run_id=run_id, tool_call_id=call, reason=reason, declined_by=user)
         except (*LOST_CLAIM, NotAwaitingThisKind):
             tried = "approved" if approved else "declined"
@@ -206,6 +237,31 @@ class Approving:
         except StoreUnavailable:
             await say(STORE_DOWN)
         return None
+
+    async def _give(
+        self, scope: str, ctx: SlackContext, pending: PendingCall, *, run_id: str, user: str, say: Say
+    ) -> str | None:
+        """Record the standing grant ``user`` gave approving ``pending`` (``scope`` ``once``: none); what the
+        request then says of it ("for this thread, until ..."), or None."""
+        grants = self.answering.follower.grants
+        if scope == "once" or grants is None or scope not in SCOPE_WORDS:
+            return None
+        try:
+            grant = await grants.give(
+                cast(Scope, scope),
+                ctx,
+                by=user,
+                tool_name=pending.tool_name,
+                args=pending.args,
+                run_id=run_id,
+                tool_call_id=pending.tool_call_id,
+            )
+        except StoreUnavailable:
+            await say("Approved once: I couldn't record the standing grant (storage is unavailable); ask again later.")
+            return None
+        if grant is None:
+            return None
+        return f"{SCOPE_WORDS[grant.scope]} until {when(grant.expires_at.timestamp())}"
 
     # --- Decline (a modal with an optional reason) and Details -------------------------------------
 
@@ -242,7 +298,7 @@ class Approving:
             recorded = self.answering.recorded(check, state, call, approval=True)
             await notice(explain(check, where.user, recorded=recorded, tried="declined", approval=True))
             return
-        pending = check.pending if isinstance(check, Open) else state.pending
+        pending = check.pending if isinstance(check, Open) else state.waiting_call(call) or state.pending
         if pending is None or pending.kind != "approval":
             await notice(NOT_OPEN)
             return

@@ -63,16 +63,18 @@ def policy_gate(policy: Policy, *, people: People | None = None) -> ApprovalGate
             notes[ESCALATE] = list(decision.on_deadline.escalate)
             notes[DEADLINE] = decision.deadline  # seconds (None: ASK_TTL_SECONDS), as long again once escalated
         if outside:
-            return GateVerdict(True, notes=notes)
+            return GateVerdict(True, notes=notes, rule=decision.name)
         if not decision.needs_approval:
-            return GateVerdict(False)
+            return GateVerdict(False, rule=decision.name)
         why = blocked_reason(decision)
         if why is not None:
             log.info("run %s: %s declined at once by rule %r: %s", state.run_id, tool.id, decision.name, why)
             return GateVerdict(
-                True, decline=f"nobody can approve it under the approval policy's rule {decision.name!r}: {why}"
+                True,
+                decline=f"nobody can approve it under the approval policy's rule {decision.name!r}: {why}",
+                rule=decision.name,
             )
-        return GateVerdict(True, deadline=decision.deadline, notes=notes)
+        return GateVerdict(True, deadline=decision.deadline, notes=notes, rule=decision.name)
 
     return gate
 
@@ -93,20 +95,3 @@ def named_rule(tool_name: str, args: dict[str, object]) -> str | None:
     request's ``policy_rule`` by the MCP server, :mod:`bot.mcp_server.callers`), or None: the rules match."""
     rule = args.get("policy_rule") if tool_name == APPROVAL_TOOL else None
     return rule if isinstance(rule, str) else None
-
-
-def not_carried_out(policy: Policy) -> list[str]:
-    """A line per rule field of ``policy`` this version reads but does not carry out yet (logged at start, so an
-    operator knows; docs/approvals.md, "What is in effect today")."""
-    out = []
-    for number, rule in enumerate(policy.rules, start=1):
-        later = [
-            name
-            for name, used in (
-                ("grants", rule.grants != ("once",)),
-            )
-            if used
-        ]
-        if later:
-            out.append(f"rule {number} ({rule.name or f'rule {number}'!r}): not carried out yet: " + "; ".join(later))
-    return out

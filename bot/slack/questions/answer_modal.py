@@ -266,8 +266,8 @@ class AnswerModal:
         found = await self.answering.find_or_reason(QuestionRef(run_id=meta["r"], call=meta["c"]))
         if isinstance(found, str):
             return found
-        pending = found[0].pending
-        now = pending is not None and pending.tool_call_id == found[2] and pending.resume is None
+        pending = found[0].waiting_call(found[2])  # the pending call, or one of its batch
+        now = pending is not None and found[0].pending is not None and found[0].pending.resume is None
         if now and pending is not None and meta.get("a") and asked_id(pending.suspended_at) != meta["a"]:
             return NOT_OPEN  # a form of an earlier asking of this call: its question is not the one open now
         return found

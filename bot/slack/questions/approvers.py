@@ -20,7 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.approval_policy import CHANNEL_PREFIX, GROUP_HANDLE, GROUP_ID, USER_ID, Policy, load_policy
 from bot.config import Settings
 from bot.slack.approvals.people import CACHE_SECONDS, People
-from bot.slack.approvals.rules import blocked_reason, named_rule, not_carried_out, policy_call
+from bot.slack.approvals.rules import blocked_reason, named_rule, policy_call
 from bot.slack.context import SlackContext, Where
 
 log = logging.getLogger(__name__)
@@ -229,11 +229,8 @@ class ApproverPolicy:
 
 def approver_policy(settings: Settings, *, client: AsyncWebClient) -> ApproverPolicy:
     """``APPROVERS``', or with ``APPROVAL_POLICY`` its rules' (the file read again: :mod:`bot.config` checked it at
-    start; raises :class:`~bot.approval_policy.PolicyError` if it changed for the worse since), logging a warning
-    per rule field not carried out yet (:func:`not_carried_out`)."""
+    start; raises :class:`~bot.approval_policy.PolicyError` if it changed for the worse since)."""
     if settings.approval_policy is None:
         return ApproverPolicy(settings.approvers, client=client)
     policy = load_policy(settings.approval_policy)
-    for line in not_carried_out(policy):
-        log.warning("APPROVAL_POLICY %s: %s", settings.approval_policy, line)
     return ApproverPolicy(settings.approvers, client=client, policy=policy)

@@ -42,8 +42,8 @@ Kind = Literal["question", "approval"]
 def kind_of(state: RunState, call: str, *, expect: Kind) -> Kind:
     """What ``call`` of ``state`` is: the stored pending call's kind when it is that call, else ``expect`` (a call
     no longer waiting: the surface's own kind; nothing can be claimed on it anyway)."""
-    pending = state.pending
-    if pending is not None and pending.tool_call_id == call:
+    pending = state.waiting_call(call)  # the pending call, or one of its batch
+    if pending is not None:
         return pending.kind
     return expect
 
@@ -82,8 +82,8 @@ class Permissions:
         kind = kind_of(state, call, expect=expect)
         if kind == "approval":
             approvers = self.approvers
-            pending = state.pending
-            if pending is not None and pending.tool_call_id == call:  # APPROVAL_POLICY: the call's rule decides
+            pending = state.waiting_call(call)
+            if pending is not None:  # APPROVAL_POLICY: the call's rule decides (a batch: each call's own)
                 escalated = policy_notes(pending).get(ESCALATED_TO, ())
                 approvers = approvers.for_call(ctx, pending.tool_name, pending.args, escalated_to=escalated)
             elif approvers.policy is not None:  # decided already: nothing can be claimed; the caller says by whom

@@ -28,8 +28,8 @@ async def misplaced(
         clicked = next((m for m in shown if m.ts == where.message_ts and m.channel_id == where.channel_id), None)
         if clicked is None:
             return NOT_HERE if elsewhere or shown else None
-        pending = state.pending
-        now_asked = asked_id(pending.suspended_at) if pending is not None and pending.tool_call_id == call else ""
+        pending = state.waiting_call(call)  # the pending call, or one of its batch
+        now_asked = asked_id(pending.suspended_at) if pending is not None else ""
         if clicked.asked and now_asked and pending is not None and pending.resume is None:
             return NOT_OPEN if clicked.asked != now_asked else None
         return None

@@ -97,15 +97,15 @@ class Waiting:
         except (RunNotFound, StoreCorrupt):
             return
         check = await self.agent.check(state, item.key)
-        pending = state.pending
+        pending = state.waiting_call(item.key)  # the pending call, or one of its batch
         if isinstance(check, Open) and check.pending.expires_at is not None:  # early by the store's clock
             await self.plan.later(item, at=check.pending.expires_at)
             return
-        if not isinstance(check, Expired) or pending is None or pending.tool_call_id != item.key:
+        if not isinstance(check, Expired) or pending is None or state.pending is None:
             return
         if pending.live_owner is not None:
             return  # the tool call that asked it closes it at its deadline
-        if pending.resume is not None:
+        if state.pending.resume is not None:
             return  # went on already
         if pending.kind == "approval" and await self._escalate_at_deadline(state, ctx, pending):
             return
@@ -124,7 +124,8 @@ class Waiting:
                 return
         else:
             raise RunConflict(item.run_id)
-        await self.follower.close_pending(state.run_id, pending, outcome=_timed_out(pending), summary="expired")
+        outcome = _timed_out(pending)
+        await self.follower.close_pending(state.run_id, pending, outcome=outcome, summary="expired", state=state)
         log.info("run %s: no answer by the deadline; going on without one", state.run_id)
         await self.follower.follow(stream, ctx)
 

@@ -32,6 +32,9 @@ ACT_DECLINE = "approval_decline"
 ACT_DETAILS = "approval_details"
 ACT_TAKE_BACK = "approval_take_back"  # a quorum's approver takes their approval back
 ACT_EDIT = "approval_edit"  # change the arguments before approving (the policy rule's ``edit``)
+ACT_APPROVE_ALL = "approval_approve_all"  # a batch's header: approve every call the clicker may approve alone
+BATCH_WAITS = "runs once the other calls of this turn are decided"
+"""What an approved call of a batch says while other calls of its turn still wait (:mod:`bot.agent.decisions`)."""
 ARG_VALUE = 200
 ARGS_TEXT = 2500
 
@@ -150,6 +153,25 @@ def details_only(payload: ApprovalPayload) -> bool:
     return payload.policy.get("arguments") == "details-only"
 
 
+GRANT_BUTTONS = {
+    "thread": "Approve for this thread",
+    "channel": "Approve in this channel",
+    "always": "Approve always (these arguments)",
+}
+"""The standing grants' buttons (Slack: button text <= 75 chars); their action ids are :func:`grant_action`."""
+
+
+def grant_action(scope: str) -> str:
+    """The action id of the Approve button that also gives a standing grant of ``scope``."""
+    return f"{ACT_APPROVE}_{scope}"
+
+
+def scope_of_action(action_id: str) -> str:
+    """The scope an Approve button's ``action_id`` gives: ``once`` (plain Approve) or a standing grant's."""
+    scope = action_id.removeprefix(f"{ACT_APPROVE}_") if action_id.startswith(f"{ACT_APPROVE}_") else "once"
+    return scope if scope in GRANT_BUTTONS else "once"
+
+
 def approval_blocks(
     payload: ApprovalPayload,
     *,
@@ -157,13 +179,21 @@ def approval_blocks(
     approvers: str,
     quorum: QuorumProgress | None = None,
     editable: bool = False,
+    grants: tuple[str, ...] = (),
 ) -> list[dict[str, Any]]:
     """The approval request; ``approvers`` (mrkdwn, the bot's own text) says who may decide; ``quorum``: the
     approvals a request needing several has gathered (:func:`quorum_blocks`: its progress line, and "Take back"
-    once someone approved); ``editable``: an "Edit" button (the rule lets approvers change some arguments)."""
+    once someone approved); ``editable``: an "Edit" button (the rule lets approvers change some arguments);
+    ``grants``: the standing grants its rule lets an approver give (``thread``, ``channel``, ``always``), each a
+    button beside Approve (once) that approves and gives it. Slack: at most 25 elements in an actions block."""
     blocks = _request_sections(payload, ref, "")
-    buttons = [
-        ButtonElement(text="Approve", action_id=ACT_APPROVE, value=ref.value(0), style="primary"),
+    buttons = [ButtonElement(text="Approve", action_id=ACT_APPROVE, value=ref.value(0), style="primary")]
+    buttons += [
+        ButtonElement(text=GRANT_BUTTONS[g], action_id=grant_action(g), value=ref.value(0))
+        for g in grants
+        if g in GRANT_BUTTONS
+    ]
+    buttons += [
         ButtonElement(text="Decline", action_id=ACT_DECLINE, value=ref.value(0), style="danger"),
         ButtonElement(text="Details", action_id=ACT_DETAILS, value=ref.value(0)),
     ]
@@ -207,10 +237,11 @@ def quorum_outcome(approvers: tuple[str, ...], *, required: int) -> str:
     return f":white_check_mark: Approved by {people} ({len(approvers)} of {required})"
 
 
-def decision_outcome(*, approved: bool, user: str, reason: str | None = None) -> str:
-    """The mrkdwn line an approval request shows once ``user`` decided it (``reason``: a decline's, neutralised)."""
+def decision_outcome(*, approved: bool, user: str, reason: str | None = None, grant: str | None = None) -> str:
+    """The mrkdwn line an approval request shows once ``user`` decided it (``reason``: a decline's, neutralised;
+    ``grant``: the standing grant given with the approval, its words and expiry, the bot's own mrkdwn)."""
     if approved:
-        return f":white_check_mark: Approved by <@{user}>"
+        return f":white_check_mark: Approved by <@{user}>" + (f", {grant}" if grant else "")
     why = f": {safe_mrkdwn(reason)}" if reason else ""
     return f":no_entry_sign: Declined by <@{user}>{why}"
 
@@ -240,3 +271,37 @@ def details_text(payload: ApprovalPayload) -> str:
         before = safe_mrkdwn(json.dumps(payload.edited.before, ensure_ascii=False, indent=2)).replace("```", "` ` `")
         text += f"\nThe model asked for:\n```{before}```"
     return clip(text, SECTION_TEXT)
+
+
+def batch_names(payload: ApprovalPayload) -> list[str]:
+    """What each call of a batch (``payload`` and its ``batch``) asks for, as mrkdwn (:func:`requested`)."""
+    return [requested(p) for p in (payload, *payload.batch)]
+
+
+def batch_header_blocks(payload: ApprovalPayload, *, ref: QuestionRef, note: str | None = None) -> list[dict[str, Any]]:
+    """The header of a batch (several calls of one turn waiting for approval, each in its own request below it):
+    what they are, and **Approve all** (the calls the clicking person may approve alone; a call needing more than
+    one approval is left to its own request). ``note``: a line of what Approve all did (mrkdwn, the bot's own);
+    Approve all stays while calls remain undecided. Slack: button text <= 75 chars."""
+    names = batch_names(payload)
+    head = f":raised_hand: *{len(names)} calls need approval* in this turn: " + ", ".join(names)
+    head += ". Decide each below, or approve all you may approve alone."
+    blocks: list[Block] = [
+        SectionBlock(block_id=ref.block_id("batch-head"), text=MarkdownTextObject(text=clip(head, SECTION_TEXT)))
+    ]
+    if note is not None:
+        blocks.append(ContextBlock(block_id=ref.block_id("batch-note"), elements=[MarkdownTextObject(text=note)]))
+    blocks.append(
+        ActionsBlock(
+            block_id=ref.block_id("batch"),
+            elements=[
+                ButtonElement(text="Approve all", action_id=ACT_APPROVE_ALL, value=ref.value(0), style="primary")
+            ],
+        )
+    )
+    return [b.to_dict() for b in blocks]
+
+
+def batch_title(payload: ApprovalPayload) -> str:
+    """The batch header's notification text: ``"3 calls need approval"``."""
+    return f"{1 + len(payload.batch)} calls need approval"

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from bot.agent import Agent
+from bot.agent.answers import undecided
 from bot.agent.approvals import approval_payload
 from bot.agent.ask_user import AskUserPayload, fallback_text
 from bot.agent.endings import Ending
@@ -43,6 +44,7 @@ from bot.agent.stream import (
 from bot.config import Answerers
 from bot.errors import StoreUnavailable
 from bot.logs import log_context
+from bot.slack.approvals.grants import StandingGrants
 from bot.slack.context import SlackContext
 from bot.slack.home import Home, closed_summary
 from bot.slack.names import NamedMentions, Names
@@ -56,6 +58,8 @@ from bot.slack.render.approvals import (
     approval_blocks,
     approval_outcome_blocks,
     approval_title,
+    batch_header_blocks,
+    batch_title,
     closed_what,
     link_back_block,
 )
@@ -125,8 +129,10 @@ class Follower:
         streaming: bool = True,
         stream_interval: float = 1.0,
         sessions: AgentSessions | None = None,
+        grants: StandingGrants | None = None,
     ) -> None:
         self.sessions = sessions  # agent sessions (agent_view), tried before the assistant status
+        self.grants = grants  # standing grants (APPROVAL_POLICY's grants:): the scopes a request offers
         self.streaming = streaming  # replies through Slack's chat streaming (else posted and updated)
         self.stream_interval = stream_interval  # seconds between a reply's Web API calls while it streams
         self.is_question_tool = is_question_tool  # tools that only ask (or are hidden): no progress line of their own
@@ -143,14 +149,22 @@ class Follower:
         self.names = Names(web)  # where a mention may not ping, the model's <@U…> is written as the name
 
     async def follow(
-        self, stream: AgentStream, ctx: SlackContext, *, decided: Decided | None = None, request: str | None = None
+        self,
+        stream: AgentStream,
+        ctx: SlackContext,
+        *,
+        decided: Decided | None = None,
+        batch: Sequence[Decided] = (),
+        request: str | None = None,
     ) -> None:
         """Show a run segment in its thread: its status while it works, its reply as the model writes it (tool
         calls as they run), then a question, an approval request or a failure; ``decided``: the approval this
-        segment starts with, whose message shows how its call went. A question or approval ends the reply streamed
-        so far first; the text after an answer streams anew. ``request``: the person's message that starts the
-        thread's first run (its agent session is titled from it, and renamed when the first reply makes a better
-        title: :mod:`bot.slack.replies.sessions`)."""
+        segment starts with, whose message shows how its call went (``batch``: the other approved calls of its
+        batch, likewise, each timed from when it starts). A question or approval ends the reply streamed so far
+        first; the text after an answer streams anew. ``request``: the person's message that starts the thread's
+        first run (its agent session is titled from it, and renamed when the first reply makes a better title:
+        :mod:`bot.slack.replies.sessions`)."""
+        watched = {d.tool_call_id: d for d in (*batch, *([decided] if decided else []))}
         with log_context(run_id=stream.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id):
             title = request_title(request) if request is not None else None
             status = ThreadStatus(self.web, ctx, refusals=self.status_refusals, sessions=self.sessions, title=title)
@@ -168,6 +182,10 @@ class Follower:
                         case TextDeltaChunk(payload=delta):
                             reply.text(await mentions.feed(delta.text) if mentions is not None else delta.text)
                         case ToolCallChunk(payload=call) if not self.is_question_tool(call.tool_name):
+                            if call.tool_call_id in watched:  # a batch's call starts now: timed from here
+                                watched[call.tool_call_id] = replace(
+                                    watched[call.tool_call_id], started=time.monotonic()
+                                )
                             steps = [(i, name) for i, name in call.plan if not self.is_question_tool(name)]
                             if len(steps) > 1:  # several tools in one turn: a plan (streaming.ReplyStream.plan)
                                 reply.plan(plan_title(len(steps)), steps)
@@ -197,7 +215,8 @@ class Follower:
                             final = "active"
                             if status.session == "suspended":  # a live question was answered: working again
                                 await status.show(THINKING)
-                            await self._tool_done(stream.run_id, result, reply, status, decided=decided)
+                            done = watched.get(result.tool_call_id)
+                            await self._tool_done(stream.run_id, result, reply, status, decided=done)
                         case FinishChunk(payload=finish) if finish.status == "completed":
                             final = "active"
                             if not reply.raw.strip():  # nothing was written as it streamed: the run's last text
@@ -330,13 +349,27 @@ class Follower:
     async def _ask_approval(
         self, run_id: str, approval: ApprovalPayload, ctx: SlackContext, *, status: ThreadStatus
     ) -> None:
+        if approval.batch:  # several calls of one turn: a header with Approve all, then each call's own request
+            head = QuestionRef.of(run_id, approval.tool_call_id)
+            blocks = batch_header_blocks(approval, ref=head)
+            await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=batch_title(approval), blocks=blocks)
+            for one in (replace(approval, batch=()), *approval.batch):
+                await self._ask_one_approval(run_id, one, ctx, status=status)
+            return
+        await self._ask_one_approval(run_id, approval, ctx, status=status)
+
+    async def _ask_one_approval(
+        self, run_id: str, approval: ApprovalPayload, ctx: SlackContext, *, status: ThreadStatus
+    ) -> None:
         ref = QuestionRef.of(run_id, approval.tool_call_id)
         approvers = self.approvers.for_call(
             ctx, approval.tool_name, approval.args, escalated_to=approval.policy.get(ESCALATED_TO, ())
         )
         quorum = QuorumProgress(approvers.required) if approvers.quorum else None
+        scopes = tuple(self.grants.scopes(ctx, approval.tool_name, approval.args)) if self.grants else ()
         blocks = approval_blocks(
-            approval, ref=ref, approvers=approvers.describe(ctx), quorum=quorum, editable=bool(approvers.editable)
+            approval, ref=ref, approvers=approvers.describe(ctx), quorum=quorum, editable=bool(approvers.editable),
+            grants=scopes,
         )
         text = approval_title(approval)
         ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text, blocks=blocks)
@@ -501,13 +534,26 @@ class Follower:
         return refs
 
     async def close_pending(
-        self, run_id: str, pending: PendingCall, *, outcome: str, summary: str, clicked: MessageRef | None = None
+        self,
+        run_id: str,
+        pending: PendingCall,
+        *,
+        outcome: str,
+        summary: str,
+        clicked: MessageRef | None = None,
+        state: RunState | None = None,
     ) -> None:
         """Close the messages of ``pending`` (a stored question or approval request, this asking of it) with
         ``outcome`` (mrkdwn); ``summary``: a question's notification suffix (e.g. ``"expired"``); ``clicked``: the
-        message acted on, closed too even if it was never recorded (a store blip when it was posted)."""
+        message acted on, closed too even if it was never recorded (a store blip when it was posted); ``state``: the
+        run as it was before (an approval of a batch: every call of it undecided there is closed the same way)."""
         if pending.kind == "approval":
-            await self.close_approval(run_id, approval_payload(pending), outcome=outcome, clicked=clicked)
+            calls = [pending]
+            if state is not None and state.pending is not None and state.pending.batch:
+                calls = undecided(state) or calls  # a batch: every call still undecided ends the same way
+            for call in calls:
+                mine = clicked if call.tool_call_id == pending.tool_call_id else None
+                await self.close_approval(run_id, approval_payload(call), outcome=outcome, clicked=mine)
             return
         await self.close_question(
             run_id,

@@ -1,0 +1,190 @@
+"""Standing grants in Slack (issue 23 part 4; the store: :mod:`bot.store.grants`): where a call's rule allows
+(``grants:`` of ``APPROVAL_POLICY``), its request offers "Approve for this thread" / "... in this channel" /
+"Approve always (these arguments)" beside Approve (once); the approval then also records a grant, lasting the rule's
+``grant_for``. A later call the grant covers runs without asking (:meth:`StandingGrants.gate`, the agent's
+approval gate) and the thread says which grant approved it. Each use is audited and counted; the person's grants are
+listed on their App Home with Revoke (:mod:`bot.slack.home`).
+
+An outside agent's approval request (the MCP server's ``request_approval``) is never covered and offers no grant:
+its answer is a person's decision each time. A grant covers a later call only when that call matches the same
+rule, the rule still allows the grant's scope, needs one approval (a quorum is never reached by a grant), and its
+giver may still approve it; a grant the giver revokes while a call checks it is either used before the revoke
+(counted, and the revoke says so) or not at all (the call is asked).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bot.agent.approvals import ApprovalGate, GateVerdict
+from bot.agent.asking import APPROVAL_TOOL
+from bot.agent.decisions import args_hash
+from bot.agent.state import RunState
+from bot.agent.tools import Tool
+from bot.approval_policy import Decision, Policy
+from bot.errors import StoreCorrupt, StoreUnavailable
+from bot.ops import audit
+from bot.slack.approvals.rules import policy_call, policy_gate
+from bot.slack.context import SlackContext
+from bot.slack.questions.approvers import ApproverPolicy
+from bot.slack.render.mrkdwn import clip
+from bot.slack.render.safe_text import safe_mrkdwn
+from bot.slack.transport.web_api import SlackWeb
+from bot.store.grants import Grant as StoredGrant
+from bot.store.grants import GrantStore, Scope, new_grant_id, scope_key
+
+log = logging.getLogger(__name__)
+
+STANDING: tuple[Scope, ...] = ("thread", "channel", "always")
+SCOPE_WORDS: dict[str, str] = {
+    "thread": "for this thread",
+    "channel": "in this channel",
+    "always": "always, with these arguments",
+}
+"""How each scope is said on a button, an outcome and the Home list (Slack: button text <= 75 chars)."""
+
+
+def when(expires_ms: float) -> str:
+    """A time as Slack shows it in each reader's time zone (``<!date^...>``), with a UTC fallback."""
+    seconds = int(expires_ms)
+    fallback = datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"<!date^{seconds}^{{date_short_pretty}} {{time}}|{fallback}>"
+
+
+def covered_note(grant: StoredGrant) -> str:
+    """The thread's line for a call a grant approved: "`deploy` ran without asking: a standing grant from @bob
+    (for this thread, expires ...) approved it." (mrkdwn)."""
+    tool = safe_mrkdwn(clip(grant.tool_name, 100))
+    expires = when(grant.expires_at.timestamp())
+    return (
+        f":unlock: `{tool}` ran without asking: a standing grant from <@{grant.granted_by}>"
+        f" ({SCOPE_WORDS[grant.scope]}, expires {expires}) approved it."
+    )
+
+
+class StandingGrants:
+    """Standing grants of ``policy``'s rules, kept in ``store``; ``approvers`` says who may approve a call (a grant's
+    giver must still be one); ``web`` posts the thread's line of a covered call."""
+
+    def __init__(self, store: GrantStore, *, policy: Policy, approvers: ApproverPolicy, web: SlackWeb) -> None:
+        self.store = store
+        self.policy = policy
+        self.approvers = approvers
+        self.web = web
+
+    def scopes(self, ctx: SlackContext, tool_name: str, args: dict[str, Any]) -> list[Scope]:
+        """The standing grants an approver may give on a call of ``tool_name`` with ``args`` in ``ctx`` (in
+        :data:`STANDING` order; none for a call needing more than one approval)."""
+        if tool_name == APPROVAL_TOOL:  # an outside agent's request is a person's decision each time
+            return []
+        decision = self._decide(ctx, tool_name, args)
+        if decision.required > 1:
+            return []
+        return [s for s in STANDING if s in decision.grants]
+
+    def _decide(self, ctx: SlackContext, tool_name: str, args: dict[str, Any]) -> Decision:
+        name, call_args = policy_call(tool_name, args)
+        return self.policy.decide(name, call_args, requester=ctx.requester, channel=ctx.channel_id, tool_requires=True)
+
+    def key(self, scope: Scope, ctx: SlackContext, tool_name: str, args: dict[str, Any]) -> str:
+        """The scope key a grant of ``scope`` on this call is kept under (:func:`bot.store.grants.scope_key`)."""
+        return scope_key(
+            scope, tool_name=tool_name, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts, args_hash=args_hash(args)
+        )
+
+    async def give(
+        self,
+        scope: Scope,
+        ctx: SlackContext,
+        *,
+        by: str,
+        tool_name: str,
+        args: dict[str, Any],
+        run_id: str,
+        tool_call_id: str,
+    ) -> StoredGrant | None:
+        """Record the grant ``by`` gave approving ``tool_call_id`` (``scope`` must be one the call's rule allows: else
+        None, nothing recorded). Raises ``StoreUnavailable``."""
+        if scope not in self.scopes(ctx, tool_name, args):
+            return None
+        decision = self._decide(ctx, tool_name, args)
+        now = await self.store.now()
+        grant = StoredGrant(
+            grant_id=new_grant_id(),
+            team_id=ctx.team_id,
+            granted_by=by,
+            scope=scope,
+            tool_name=tool_name,
+            rule=decision.name,
+            channel_id=ctx.channel_id if scope != "always" else "",
+            thread_ts=ctx.thread_ts if scope == "thread" else "",
+            args_hash=args_hash(args) if scope == "always" else "",
+            args=args if scope == "always" else {},
+            granted_at=now,
+            expires_at=now + timedelta(seconds=decision.grant_for),
+            run_id=run_id,
+            tool_call_id=tool_call_id,
+        )
+        await self.store.give(grant)
+        audit.grant_given(grant.model_dump(mode="json"))
+        return grant
+
+    async def _covering(
+        self, ctx: SlackContext, tool: Tool, args: dict[str, Any], *, count: bool
+    ) -> StoredGrant | None:
+        """The grant that covers this call (its use counted when ``count``: :meth:`GrantStore.use
+        <bot.store.grants.GrantStore.use>`; else a look), or None."""
+        if tool.id == APPROVAL_TOOL:  # an outside agent's request is a person's decision each time
+            return None
+        decision = self._decide(ctx, tool.id, args)
+        if decision.required > 1:
+            return None
+        for scope in STANDING:
+            if scope not in decision.grants:
+                continue
+            key = self.key(scope, ctx, tool.id, args)
+            grant = await (self.store.use if count else self.store.peek)(ctx.team_id, key)
+            if grant is None or grant.rule != decision.name:
+                continue
+            if await self.approvers.for_call(ctx, tool.id, args).admits(ctx, grant.granted_by, where=None):
+                return grant
+        return None
+
+    def gate(self) -> ApprovalGate:
+        """The agent's approval gate: ``policy``'s (:func:`~bot.slack.approvals.rules.policy_gate`), and a call that
+        would be asked but a live grant covers runs unasked (its use counted, audited and told in the thread when
+        it runs: ``GateVerdict.use``). With Redis down, grants cover nothing (the call is asked)."""
+        base = policy_gate(self.policy, people=self.approvers.people)
+
+        async def gate(tool: Tool, args: dict[str, Any], state: RunState, tool_requires: bool) -> GateVerdict:
+            said = base(tool, args, state, tool_requires)
+            verdict = await said if inspect.isawaitable(said) else said
+            if not verdict.needs_approval or verdict.decline is not None:
+                return verdict
+            try:
+                ctx = SlackContext.of(state)
+            except StoreCorrupt:
+                return verdict
+            try:
+                if await self._covering(ctx, tool, args, count=False) is None:
+                    return verdict
+            except (StoreUnavailable, StoreCorrupt):
+                return verdict
+
+            async def use() -> bool:
+                try:
+                    grant = await self._covering(ctx, tool, args, count=True)
+                except (StoreUnavailable, StoreCorrupt):
+                    return False
+                if grant is None:
+                    return False  # revoked or expired since the look: asked after all
+                audit.grant_used(state, tool.id, args_hash(args), grant.model_dump(mode="json"))
+                await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=covered_note(grant))
+                return True
+
+            return GateVerdict(False, use=use, rule=verdict.rule, notes=verdict.notes)
+
+        return gate
