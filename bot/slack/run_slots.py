@@ -27,7 +27,8 @@ from bot.agent.answers import Open
 from bot.errors import RunNotFound, StoreCorrupt, StoreUnavailable
 from bot.slack.context import SlackContext
 from bot.store import outage
-from bot.store.inbox import Inbox
+from bot.store.batch import Batch, Later
+from bot.store.inbox import Inbox, Snapshot
 from bot.store.limits import ActiveRuns
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,7 @@ class RunGate:
             await asyncio.wait_for(self.retries.flush(), 2.0)
         await self.retries.aclose()
 
+
 class WaitingLimit:
     """At most ``limit`` questions (and approval requests) waiting on the runs one person started, counted from
     their Home inbox (:class:`bot.store.inbox.Inbox`: what waits on them, asked of them or not) by ``agent``'s
@@ -153,10 +155,15 @@ class WaitingLimit:
         self.agent = agent
         self.limit = limit
 
-    async def refusal(self, team_id: str, user: str) -> str | None:
-        """None while ``user`` may start another run in ``team_id``; else what to tell them. Raises
-        ``StoreUnavailable``."""
-        snapshot = await self.inbox.snapshot(team_id, user, limit=SCANNED, recent=1)
+    def queue_snapshot(self, batch: Batch, team_id: str, user: str) -> Later[Snapshot]:
+        """The inbox read :meth:`refusal` needs, queued in ``batch`` (to pass as its ``snapshot``)."""
+        return self.inbox.queue_snapshot(batch, team_id, user, limit=SCANNED, recent=1)
+
+    async def refusal(self, team_id: str, user: str, *, snapshot: Snapshot | None = None) -> str | None:
+        """None while ``user`` may start another run in ``team_id``; else what to tell them. ``snapshot``: their
+        inbox read already (:meth:`queue_snapshot`). Raises ``StoreUnavailable``."""
+        if snapshot is None:
+            snapshot = await self.inbox.snapshot(team_id, user, limit=SCANNED, recent=1)
         if snapshot.total < self.limit:
             return None
         waiting = 0

@@ -117,16 +117,26 @@ class ConversationIndex:
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while checking an event: {type(exc).__name__}") from None
 
+    def queue_first_sight(self, batch: Batch, event_id: str, *, token: str | None = None) -> Later[bool]:
+        """:meth:`first_sight`, queued in ``batch`` (a resent batch finds its own mark: still the first sight)."""
+        batch.script(
+            self._first_sight, keys=[self.keys.event(event_id)], args=[token or secrets.token_hex(8), self.event_ttl]
+        )
+        return batch.read(bool)
+
     async def thread(self, team_id: str, *, channel_id: str, thread_ts: str) -> ThreadRecord | None:
         """The thread's record, or None. Raises ``StoreUnavailable``."""
-        try:
-            run_id = await self.client.hget(
-                self.keys.thread(team_id, channel_id=channel_id, thread_ts=thread_ts), "run_id"
-            )
-        except RedisError as exc:
-            raise StoreUnavailable(f"Redis error while reading a thread: {type(exc).__name__}") from None
-        text = _text(run_id)
-        return ThreadRecord(run_id=text) if text else None
+        batch = Batch(self.client)
+        record = self.queue_thread(batch, team_id, channel_id=channel_id, thread_ts=thread_ts)
+        await batch.run("reading a thread")
+        return record.value
+
+    def queue_thread(
+        self, batch: Batch, team_id: str, *, channel_id: str, thread_ts: str
+    ) -> Later[ThreadRecord | None]:
+        """:meth:`thread`, read in ``batch``."""
+        batch.pipe.hget(self.keys.thread(team_id, channel_id=channel_id, thread_ts=thread_ts), "run_id")
+        return batch.read(_thread_record)
 
     async def claim_thread(
         self, team_id: str, *, channel_id: str, thread_ts: str, run_id: str, after: str | None
@@ -261,6 +271,11 @@ class ConversationIndex:
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while reading an escalation: {type(exc).__name__}") from None
         return {t for t in (_text(m) for m in members) if t}
+
+
+def _thread_record(run_id: Any) -> ThreadRecord | None:
+    text = _text(run_id)
+    return ThreadRecord(run_id=text) if text else None
 
 
 def _refs(fields: dict[Any, Any], key: str, asked: str | None) -> list[MessageRef]:

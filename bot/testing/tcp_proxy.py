@@ -123,6 +123,8 @@ class TcpProxy:
                     break
                 if upstream and pair.replied:
                     self.round_trips += 1
+                    if hasattr(self, "trace"):
+                        self.trace.append(data)
                 pair.replied = not upstream
                 if upstream and self._lose is not None and self._lose in data:
                     self._lose, pair.drop_reply = None, True
