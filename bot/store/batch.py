@@ -7,8 +7,9 @@ order (a list push goes after an ``LREM`` of the same value), and reads whose re
 other. Store objects queue their commands with
 ``queue_*`` methods taking the batch; a read's reply is parsed into a :class:`Later`, whose ``value`` is there once
 :meth:`Batch.run` returned. A Lua script goes in with :meth:`Batch.script` (as ``EVALSHA``, without redis-py's
-pipeline ``SCRIPT EXISTS`` round trip first; beside the pipeline on a cluster); one Redis does not know yet (``NOSCRIPT``: a restarted or flushed
-server) is loaded and sent again on its own after the batch, so it still runs once.
+pipeline ``SCRIPT EXISTS`` round trip first; beside the pipeline on a cluster); one Redis does not know yet
+(``NOSCRIPT``: a restarted or flushed server) is loaded and sent again on its own after the batch, so it still runs
+once.
 """
 
 from __future__ import annotations

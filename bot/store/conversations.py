@@ -76,6 +76,17 @@ def asked_id(when: datetime | None) -> str:
     return str(int(when.timestamp() * 1000)) if when is not None else ""
 
 
+@dataclass(frozen=True)
+class RunMessages:
+    """The messages recorded for one run (:meth:`ConversationIndex.queue_run_messages`), as stored."""
+
+    fields: dict[Any, Any]
+
+    def of(self, key: str, *, asked: str | None = None) -> list[MessageRef]:
+        """Those of ``key`` (and of its asking ``asked``), as :meth:`ConversationIndex.messages` gives them."""
+        return _refs(self.fields, key, asked)
+
+
 NoticeKind = Literal["escalation", "reminder"]
 
 
@@ -189,6 +200,12 @@ class ConversationIndex:
         """:meth:`messages`, read in ``batch``."""
         batch.pipe.hgetall(self.keys.run_messages(run_id))
         return batch.read(lambda fields: _refs(fields or {}, key, asked))
+
+    def queue_run_messages(self, batch: Batch, run_id: str) -> Later[RunMessages]:
+        """Every message recorded for run ``run_id``, read in ``batch`` (e.g. beside the run's load, before its
+        question's ``key`` is known)."""
+        batch.pipe.hgetall(self.keys.run_messages(run_id))
+        return batch.read(lambda fields: RunMessages(dict(fields or {})))
 
     async def tell_once(self, run_id: str, *, tool_call_id: str, user: str, topic: str) -> bool:
         """True the first time ``user`` is to be told ``topic`` (e.g. ``"refused"``) about this question. Raises

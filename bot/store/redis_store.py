@@ -12,7 +12,8 @@ own write id at the new revision and answers "applied" instead of a conflict.
 Deadlines: ``save(..., not_after=t)`` is refused when Redis's clock (``TIME``) is at or past ``t``, so which
 of an answer and a deadline came first is judged by one clock, whichever process writes.
 
-Round trips: ``load`` 1 (HGET), ``save``/``create`` 1 (EVALSHA). A resume is load + claim + final save = 3.
+Round trips: ``load`` 1 (HGET, with any reads given ``beside`` it), ``save``/``create`` 1 (EVALSHA). A resume
+is load + claim + final save = 3.
 
 Retention (seconds): a suspended run is kept until its question's deadline plus ``retention``; every other run
 ``retention`` after its last save (default 7 days), so late answers are told "expired" from stored state and
@@ -30,6 +31,7 @@ from redis.exceptions import RedisError
 
 from bot.agent.state import RunState, utcnow
 from bot.errors import QuestionExpired, RunConflict, RunNotFound, StoreCorrupt, StoreUnavailable
+from bot.store.batch import Batch
 from bot.store.keys import Keys
 
 DEFAULT_RETENTION = 7 * 24 * 3600
@@ -116,12 +118,14 @@ class RedisRunStore:
         """Store a new run (revision 1). Raises ``RunConflict`` if the id exists, ``StoreUnavailable``."""
         return await self._write(state.model_copy(update={"revision": 0}), owner=owner, write_id=write_id)
 
-    async def load(self, run_id: str) -> RunState:
-        """Load a run. Raises ``RunNotFound``, ``StoreCorrupt`` (with ``run_id``), ``StoreUnavailable``."""
-        try:
-            raw: Any = await self.client.hget(self.keys.run(run_id), "state")
-        except RedisError as exc:
-            raise StoreUnavailable(f"Redis error while loading a run: {type(exc).__name__}") from None
+    async def load(self, run_id: str, *, beside: Batch | None = None) -> RunState:
+        """Load a run; ``beside``: a batch of other reads, run with the load (one round trip). Raises
+        ``RunNotFound``, ``StoreCorrupt`` (with ``run_id``), ``StoreUnavailable``."""
+        batch = beside if beside is not None else Batch(self.client)
+        batch.pipe.hget(self.keys.run(run_id), "state")
+        got = batch.read(lambda value: value)
+        await batch.run("loading a run")
+        raw: Any = got.value
         if raw is None:
             raise RunNotFound(run_id)
         try:

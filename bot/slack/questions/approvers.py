@@ -149,9 +149,6 @@ class ApproverPolicy:
         return members
 
 
-
-
-
 def approver_policy(settings: Settings, *, client: AsyncWebClient) -> ApproverPolicy:
     """``APPROVERS``', or with ``APPROVAL_POLICY`` its rules' (the file read again: :mod:`bot.config` checked it at
     start; raises :class:`~bot.approval_policy.PolicyError` if it changed for the worse since), logging a warning
