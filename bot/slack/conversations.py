@@ -182,7 +182,8 @@ class Threads:
             except StoreUnavailable:
                 await self.web.post(channel, thread_ts=thread_ts, text=f":warning: {STORE_DOWN}")
                 return
-            slot = await self.answering.slot(ctx, self.answering.say_to(where))
+            run_id = new_run_id()
+            slot = await self.answering.slot(ctx, self.answering.say_to(where), run_id=run_id)
             if slot is None:
                 return
             try:
@@ -190,7 +191,8 @@ class Threads:
                     return
                 if pointed is None and first_request is not None:
                     await first_request(text)
-                await self._start(ctx, f"{note}\n\n{text}" if note else text, previous, after=pointed)
+                text = f"{note}\n\n{text}" if note else text
+                await self._start(ctx, text, previous, after=pointed, run_id=run_id)
             finally:
                 await slot.release()
 
@@ -212,12 +214,13 @@ class Threads:
             return True
         return False
 
-    async def _start(self, ctx: SlackContext, text: str, previous: RunState | None, *, after: str | None) -> None:
-        """Start the thread's next run (continuing ``previous``'s conversation) and follow it. The thread is claimed
-        for the new run first, atomically, so two quick mentions can't start two runs (the second is told the
-        thread is busy), and nothing runs before the thread points at it."""
+    async def _start(
+        self, ctx: SlackContext, text: str, previous: RunState | None, *, after: str | None, run_id: str
+    ) -> None:
+        """Start the thread's next run, ``run_id`` (continuing ``previous``'s conversation), and follow it. The
+        thread is claimed for the new run first, atomically, so two quick mentions can't start two runs (the second
+        is told the thread is busy), and nothing runs before the thread points at it."""
         history = self.agent.history_of(previous) if previous is not None else None
-        run_id = new_run_id()
         try:
             claimed = await self.index.claim_thread(
                 ctx.team_id,

@@ -30,6 +30,7 @@ from bot.store import outage
 from bot.store.batch import Batch, Later
 from bot.store.inbox import Inbox, Snapshot
 from bot.store.limits import ActiveRuns
+from bot.store.redis_store import RedisRunStore, Rider
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,17 @@ class Slot:
         self.person = person
         self.slot = slot
         self._renew = asyncio.ensure_future(self._keep())
+        self._rest: tuple[str, Rider] | None = None  # (run_id, the release riding with its segment's last save)
+
+    def bind(self, run_id: str) -> None:
+        """The slot is for run ``run_id``'s working segment: its release in Redis rides with the save that ends
+        the segment (no round trip of its own, :meth:`RedisRunStore.ride`) when the gate has the run store."""
+        runs = self.gate.runs
+        if runs is None or self._rest is not None:
+            return
+        rest = Rider(lambda batch: self.gate.active.queue_release(batch, self.person, slots=[self.slot]))
+        runs.ride(run_id, rest)
+        self._rest = (run_id, rest)
 
     async def _keep(self) -> None:
         while True:
@@ -64,6 +76,12 @@ class Slot:
         (see the module docstring). Raises nothing."""
         self._renew.cancel()
         self.gate.process_slots.release()
+        if self._rest is not None:
+            run_id, rest = self._rest
+            if self.gate.runs is not None:
+                self.gate.runs.forget_ride(run_id, rest)
+            if rest.sent:
+                return  # given back in Redis with the save that ended the segment
         try:
             await self.gate.active.release(self.person, slots=[self.slot])
         except StoreUnavailable as exc:
@@ -72,10 +90,14 @@ class Slot:
 
 
 class RunGate:
-    """Grants run slots: at most ``per_person`` working runs per person, ``per_process`` in this process."""
+    """Grants run slots: at most ``per_person`` working runs per person, ``per_process`` in this process; ``runs``:
+    the run store a bound slot's release rides with (:meth:`Slot.bind`)."""
 
-    def __init__(self, active: ActiveRuns, *, per_person: int, per_process: int) -> None:
+    def __init__(
+        self, active: ActiveRuns, *, per_person: int, per_process: int, runs: RedisRunStore | None = None
+    ) -> None:
         self.active = active
+        self.runs = runs  # where a bound slot's release rides with the run's save (Slot.bind); None: on its own
         self.per_person = per_person
         self.per_process = per_process
         self.process_slots = asyncio.Semaphore(per_process)

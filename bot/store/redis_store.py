@@ -23,6 +23,7 @@ who answered what stays auditable that long.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -78,6 +79,20 @@ return 0
 """
 
 
+class Rider:
+    """Commands to send with a save of a run in the same round trip: ``queue(batch)`` queues them in that save's
+    :class:`~bot.store.batch.Batch` (idempotent writes, or reads: the batch may be sent twice). ``at_rest``: only
+    with a save that stops the run working (its status no longer ``running``: the end of its working segment, e.g.
+    to give back the run slot of the request that made it work); else with the next save whatever it stores (e.g.
+    the reads a question's close needs, with the claim of its answer). ``sent``: True once a save carried them.
+    See :meth:`RedisRunStore.ride`."""
+
+    def __init__(self, queue: Callable[[Batch], None], *, at_rest: bool = True) -> None:
+        self.queue = queue
+        self.at_rest = at_rest
+        self.sent = False
+
+
 def new_write_id() -> str:
     """A unique id for one logical write (reused when that write is retried)."""
     return secrets.token_hex(8)
@@ -104,6 +119,20 @@ class RedisRunStore:
         self.lease_ttl = lease_ttl
         self._cas = client.register_script(_CAS)
         self._renew = client.register_script(_RENEW)
+        self._riders: dict[str, list[Rider]] = {}  # run_id -> what rides with its next (segment-ending) save
+
+    def ride(self, run_id: str, rider: Rider) -> None:
+        """Send ``rider`` with this process's next save of ``run_id`` (that stops it working, for an ``at_rest``
+        one), once; :meth:`forget_ride` when that no longer matters."""
+        self._riders.setdefault(run_id, []).append(rider)
+
+    def forget_ride(self, run_id: str, rider: Rider) -> None:
+        """Drop ``rider`` (given to :meth:`ride`) if no save took it yet."""
+        riders = self._riders.get(run_id)
+        if riders is not None and rider in riders:
+            riders.remove(rider)
+            if not riders:
+                del self._riders[run_id]
 
     def ttl_for(self, state: RunState) -> int:
         """Seconds to keep a record in this state after a save: a suspended run until its question's deadline
@@ -205,23 +234,30 @@ class RedisRunStore:
     ) -> RunState:
         new = state.model_copy(update={"revision": state.revision + 1, "updated_at": utcnow()})
         deadline = int(not_after.timestamp() * 1000) if not_after is not None else 0
-        try:
-            result = await self._cas(
-                keys=[self.keys.run(state.run_id), self.keys.lease(state.run_id)],
-                args=[
-                    str(state.revision),
-                    str(new.revision),
-                    new.to_json(),
-                    self.ttl_for(new) * 1000,
-                    write_id or new_write_id(),
-                    deadline,
-                    owner if new.status == "running" else "",
-                    int(self.lease_ttl * 1000),
-                ],
-            )
-        except RedisError as exc:
-            raise StoreUnavailable(f"Redis error while saving a run: {type(exc).__name__}") from None
-        code = int(result)
+        batch = Batch(self.client)
+        batch.script(
+            self._cas,
+            keys=[self.keys.run(state.run_id), self.keys.lease(state.run_id)],
+            args=[
+                str(state.revision),
+                str(new.revision),
+                new.to_json(),
+                self.ttl_for(new) * 1000,
+                write_id or new_write_id(),
+                deadline,
+                owner if new.status == "running" else "",
+                int(self.lease_ttl * 1000),
+            ],
+        )
+        result = batch.read(int)
+        riding = [r for r in self._riders.get(state.run_id, ()) if not r.at_rest or new.status != "running"]
+        for rider in riding:
+            rider.queue(batch)
+        await batch.run("saving a run")
+        for rider in riding:
+            rider.sent = True
+            self.forget_ride(state.run_id, rider)
+        code = result.value
         if code in (1, 2):
             return new
         if code == -1:

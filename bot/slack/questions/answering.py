@@ -199,7 +199,7 @@ class Answering:
         if check.pending.kind != "question":  # an approval is decided by Approve / Decline, never answered
             await say(NOT_OPEN)
             return
-        slot = await self.slot(ctx, say, user=where.user)  # the answerer's request makes the run work
+        slot = await self.slot(ctx, say, user=where.user, run_id=state.run_id)  # the answerer's request makes it work
         if slot is None:
             return
         try:
@@ -264,26 +264,34 @@ class Answering:
         (mrkdwn; ``summary`` its notification suffix), ``clicked`` (the message the person acted on) among them even
         if it was never recorded, and follow the run. A claim that can't be made is explained to ``user``
         instead (``tried``: the answer claimed, as :func:`bot.slack.questions.picks.said` quotes it)."""
+        records, runs = self.follower.records, self.agent.store
+        records.read_with(runs, state.run_id, call)  # what closing it reads rides with the claim's save
         try:
-            stream = await claim()
-        except AnswerError as exc:
-            await say(f"I couldn't take that answer: {exc}")
-            return
-        except LOST_CLAIM:
-            await self.lost_claim(state.run_id, ctx, call=call, user=user, say=say, clicked=clicked, tried=tried)
-            return
-        except RunNotFound:
-            await say(GONE)
-            return
-        except StoreUnavailable:
-            await say(STORE_DOWN)
-            return
-        await self.follower.close_pending(state.run_id, pending, outcome=outcome, summary=summary, clicked=clicked)
+            try:
+                stream = await claim()
+            except AnswerError as exc:
+                await say(f"I couldn't take that answer: {exc}")
+                return
+            except LOST_CLAIM:
+                await self.lost_claim(state.run_id, ctx, call=call, user=user, say=say, clicked=clicked, tried=tried)
+                return
+            except RunNotFound:
+                await say(GONE)
+                return
+            except StoreUnavailable:
+                await say(STORE_DOWN)
+                return
+            await self.follower.close_pending(state.run_id, pending, outcome=outcome, summary=summary, clicked=clicked)
+        finally:
+            records.forget_reads(runs, state.run_id, call)
         await self.follower.follow(stream, ctx)
 
-    async def slot(self, ctx: SlackContext, say: Say, *, user: str | None = None) -> Slot | None:
+    async def slot(
+        self, ctx: SlackContext, say: Say, *, user: str | None = None, run_id: str | None = None
+    ) -> Slot | None:
         """A run slot charged to ``user`` (default: ``ctx``'s requester), whose request makes the run work, or None
-        after telling the person why not (the limits, or the store down)."""
+        after telling the person why not (the limits, or the store down); ``run_id``: the run it is for
+        (:meth:`Slot.bind`: given back with the save that ends its segment)."""
         try:
             slot = await self.gate.enter(team_id=ctx.team_id, user=user or ctx.requester)
         except StoreUnavailable:
@@ -292,6 +300,8 @@ class Answering:
         if isinstance(slot, str):
             await say(slot)
             return None
+        if run_id is not None:
+            slot.bind(run_id)
         return slot
 
     async def lost_claim(
