@@ -80,16 +80,13 @@ return 0
 
 
 class Rider:
-    """Commands to send with a save of a run in the same round trip: ``queue(batch)`` queues them in that save's
-    :class:`~bot.store.batch.Batch` (idempotent writes, or reads: the batch may be sent twice). ``at_rest``: only
-    with a save that stops the run working (its status no longer ``running``: the end of its working segment, e.g.
-    to give back the run slot of the request that made it work); else with the next save whatever it stores (e.g.
-    the reads a question's close needs, with the claim of its answer). ``sent``: True once a save carried them.
-    See :meth:`RedisRunStore.ride`."""
+    """Commands to send with the save that next stops a run working (its status no longer ``running``: the end of
+    its working segment), in the same round trip, e.g. giving back the run slot of the request that made it work:
+    ``queue(batch)`` queues them in that save's :class:`~bot.store.batch.Batch` (idempotent writes: the batch may be
+    sent twice). ``sent``: True once a save carried them. See :meth:`RedisRunStore.ride`."""
 
-    def __init__(self, queue: Callable[[Batch], None], *, at_rest: bool = True) -> None:
+    def __init__(self, queue: Callable[[Batch], None]) -> None:
         self.queue = queue
-        self.at_rest = at_rest
         self.sent = False
 
 
@@ -119,11 +116,11 @@ class RedisRunStore:
         self.lease_ttl = lease_ttl
         self._cas = client.register_script(_CAS)
         self._renew = client.register_script(_RENEW)
-        self._riders: dict[str, list[Rider]] = {}  # run_id -> what rides with its next (segment-ending) save
+        self._riders: dict[str, list[Rider]] = {}  # run_id -> what rides with its next segment-ending save
 
     def ride(self, run_id: str, rider: Rider) -> None:
-        """Send ``rider`` with this process's next save of ``run_id`` (that stops it working, for an ``at_rest``
-        one), once; :meth:`forget_ride` when that no longer matters."""
+        """Send ``rider`` with this process's next save of ``run_id`` that stops it working, once;
+        :meth:`forget_ride` when that no longer matters."""
         self._riders.setdefault(run_id, []).append(rider)
 
     def forget_ride(self, run_id: str, rider: Rider) -> None:
@@ -250,7 +247,7 @@ class RedisRunStore:
             ],
         )
         result = batch.read(int)
-        riding = [r for r in self._riders.get(state.run_id, ()) if not r.at_rest or new.status != "running"]
+        riding = list(self._riders.get(state.run_id, ())) if new.status != "running" else []
         for rider in riding:
             rider.queue(batch)
         await batch.run("saving a run")

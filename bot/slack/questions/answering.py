@@ -264,26 +264,21 @@ class Answering:
         (mrkdwn; ``summary`` its notification suffix), ``clicked`` (the message the person acted on) among them even
         if it was never recorded, and follow the run. A claim that can't be made is explained to ``user``
         instead (``tried``: the answer claimed, as :func:`bot.slack.questions.picks.said` quotes it)."""
-        records, runs = self.follower.records, self.agent.store
-        records.read_with(runs, state.run_id, call)  # what closing it reads rides with the claim's save
         try:
-            try:
-                stream = await claim()
-            except AnswerError as exc:
-                await say(f"I couldn't take that answer: {exc}")
-                return
-            except LOST_CLAIM:
-                await self.lost_claim(state.run_id, ctx, call=call, user=user, say=say, clicked=clicked, tried=tried)
-                return
-            except RunNotFound:
-                await say(GONE)
-                return
-            except StoreUnavailable:
-                await say(STORE_DOWN)
-                return
-            await self.follower.close_pending(state.run_id, pending, outcome=outcome, summary=summary, clicked=clicked)
-        finally:
-            records.forget_reads(runs, state.run_id, call)
+            stream = await claim()
+        except AnswerError as exc:
+            await say(f"I couldn't take that answer: {exc}")
+            return
+        except LOST_CLAIM:
+            await self.lost_claim(state.run_id, ctx, call=call, user=user, say=say, clicked=clicked, tried=tried)
+            return
+        except RunNotFound:
+            await say(GONE)
+            return
+        except StoreUnavailable:
+            await say(STORE_DOWN)
+            return
+        await self.follower.close_pending(state.run_id, pending, outcome=outcome, summary=summary, clicked=clicked)
         await self.follower.follow(stream, ctx)
 
     async def slot(

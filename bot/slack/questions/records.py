@@ -4,10 +4,9 @@ inboxes and refreshes (:mod:`bot.slack.home`), in as few round trips as the stor
 
 - shown: one :class:`~bot.store.batch.Batch` (its message, its inbox entries, and the schedule change: deadline,
   first reminder, escalation, Home refreshes): 1 round trip;
-- closed: one batch reads who holds it in their inbox and which messages show it (or those reads ride with the
-  claim of its answer: :meth:`QuestionRecords.read_with`), one takes it out of those inboxes and changes the schedule
-  (drops its reminders and escalation, refreshes those Home tabs): 1 or 2 round trips, and the messages to update
-  are returned.
+- closed: one batch reads who holds it in their inbox and which messages show it, one takes it out of those inboxes
+  and changes the schedule (drops its reminders and escalation, refreshes those Home tabs): 2 round trips, and the
+  messages to update are returned.
 
 A store outage (Redis cut, or out of memory) between the post and its records loses nothing: what was not written
 is owed, retried in the background until Redis answers (backoff: :mod:`bot.store.outage`; for as long as the
@@ -26,15 +25,13 @@ import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from bot.agent.store import RunStore
 from bot.errors import StoreUnavailable
 from bot.slack.context import SlackContext
 from bot.slack.home import Home
 from bot.slack.questions.wait_plan import WaitPlan
 from bot.store import outage
-from bot.store.batch import Batch, Later
-from bot.store.conversations import ConversationIndex, MessageRef, RunMessages, asked_id
-from bot.store.redis_store import RedisRunStore, Rider
+from bot.store.batch import Batch
+from bot.store.conversations import ConversationIndex, MessageRef, asked_id
 from bot.store.schedule import Due, Schedule
 
 log = logging.getLogger(__name__)
@@ -59,16 +56,6 @@ class _Owed:
     tries: int = field(default=0)
 
 
-@dataclass
-class _CloseReads:
-    """What :meth:`QuestionRecords.closed` reads, riding with the claim's save (:meth:`QuestionRecords.read_with`)."""
-
-    rider: Rider | None = None
-    owners: Later[list[tuple[str, str]]] | None = None
-    previous: Later[str | None] | None = None
-    shown: Later[RunMessages] | None = None
-
-
 class QuestionRecords:
     """Records of shown questions in ``index``, ``plan``'s schedule and ``home``'s inboxes (``plan`` / ``home``
     None: not kept)."""
@@ -81,7 +68,6 @@ class QuestionRecords:
         self.schedule: Schedule | None = schedule
         self.owed: dict[tuple[str, str], _Owed] = {}  # (run_id, call) -> records not written yet
         self._writing = asyncio.Lock()  # an owed write in flight: a close waits for it
-        self._close_reads: dict[tuple[str, str], _CloseReads] = {}  # (run_id, call) -> read with the claim
         self._retrying: asyncio.Task[None] | None = None
 
     async def shown(
@@ -168,31 +154,6 @@ class QuestionRecords:
         for run_id, _call in self.owed:
             log.warning("run %s: its question's records were never written (the store did not answer)", run_id)
 
-    def read_with(self, runs: RunStore, run_id: str, call: str) -> None:
-        """What :meth:`closed` reads of question ``call`` (who holds it in their inbox, which messages show it) is
-        read with the next save of ``run_id`` (a claim of its answer, about to be made), in its round trip, when
-        ``runs`` is a Redis run store (:meth:`RedisRunStore.ride`); :meth:`forget_reads` after the claim."""
-        if not isinstance(runs, RedisRunStore):
-            return
-        reads = _CloseReads()
-
-        def queue(batch: Batch) -> None:
-            if self.home is not None:
-                reads.owners = self.home.inbox.queue_owners(batch, run_id, call)
-                reads.previous = self.home.inbox.queue_previous(batch, run_id, call)
-            reads.shown = self.index.queue_run_messages(batch, run_id)
-
-        reads.rider = Rider(queue, at_rest=False)
-        self.forget_reads(runs, run_id, call)
-        self._close_reads[(run_id, call)] = reads
-        runs.ride(run_id, reads.rider)
-
-    def forget_reads(self, runs: RunStore, run_id: str, call: str) -> None:
-        """Drop what :meth:`read_with` set up for question ``call`` (read or not)."""
-        reads = self._close_reads.pop((run_id, call), None)
-        if reads is not None and reads.rider is not None and isinstance(runs, RedisRunStore):
-            runs.forget_ride(run_id, reads.rider)
-
     async def closed(
         self, run_id: str, call: str, *, summary: str, asked: datetime | None, ongoing: bool = False
     ) -> list[MessageRef] | None:
@@ -207,26 +168,18 @@ class QuestionRecords:
             async with self._writing:  # an owed write in flight finishes first
                 owed = self.owed.pop((run_id, call), None)
         unrecorded = [owed.ref] if owed is not None and owed.batch and owed.ref is not None else []
-        reads = self._close_reads.pop((run_id, call), None)
-        if reads is None or reads.rider is None or not reads.rider.sent or reads.shown is None:
-            reads = _CloseReads()  # not read with the claim: read now
-            batch = Batch(self.index.client)
-            if self.home is not None:
-                reads.owners = self.home.inbox.queue_owners(batch, run_id, call)
-                reads.previous = self.home.inbox.queue_previous(batch, run_id, call)
-            reads.shown = self.index.queue_run_messages(batch, run_id)
-            try:
-                await batch.run("reading where a question is shown")
-            except StoreUnavailable as exc:
-                log.warning("run %s: could not read where its question is shown; left as it is: %s", run_id, exc)
-                reads.shown = None
-        owners, previous = reads.owners, reads.previous
-        if reads.shown is None:
+        batch = Batch(self.index.client)
+        owners = self.home.inbox.queue_owners(batch, run_id, call) if self.home is not None else None
+        previous = self.home.inbox.queue_previous(batch, run_id, call) if self.home is not None else None
+        shown = self.index.queue_messages(batch, run_id, call, asked=asked_id(asked))
+        try:
+            await batch.run("reading where a question is shown")
+        except StoreUnavailable as exc:
+            log.warning("run %s: could not read where its question is shown; left as it is: %s", run_id, exc)
             refs, people = (unrecorded or None), []
         else:
-            shown = reads.shown.value.of(call, asked=asked_id(asked))
-            known = {(r.channel_id, r.ts) for r in shown}
-            refs = shown + [r for r in unrecorded if (r.channel_id, r.ts) not in known]
+            known = {(r.channel_id, r.ts) for r in shown.value}
+            refs = shown.value + [r for r in unrecorded if (r.channel_id, r.ts) not in known]
             people = owners.value if owners is not None else []
         writing = Batch(self.index.client)
         if self.home is not None and people:
