@@ -682,11 +682,26 @@ class Policy:
         tool_requires: bool,
         requester_groups: Collection[str] = (),
         members: Mapping[str, Collection[str]] | None = None,
+        named_rule: str | None = None,
     ) -> Decision:
         """The decision for a call of ``tool_name`` with ``args`` asked by ``requester`` (a user id; ``""``: nobody
         in particular) in ``channel`` (a channel id); ``tool_requires``: the tool's own ``require_approval``;
         ``requester_groups``: the user groups (ids and handles) the requester is in, for rules' ``requester.groups``;
-        ``members``: resolved members of approver groups and channels (absent ones count as enough people)."""
+        ``members``: resolved members of approver groups and channels (absent ones count as enough people).
+        ``named_rule``: the name of the rule that decides, matched or not (an MCP caller's ``policy_rule``); a name
+        no rule has: the rules match as usual."""
+        named = self.named(named_rule) if named_rule is not None else None
+        if named is not None:
+            number, found = named
+            needs = found.require == "always" or (found.require == "tool" and tool_requires)
+            return Decision(
+                rule=found,
+                number=number,
+                name=rule_name(found, number),
+                needs_approval=needs,
+                unsatisfiable=unsatisfiable(found, requester, members=members) if needs else None,
+                why=(),
+            )
         tried: list[Tried] = []
         for number, rule in enumerate(self.rules, start=1):
             checks = tuple(_checks(rule, tool_name, args, requester, channel, requester_groups))
@@ -703,6 +718,10 @@ class Policy:
                     why=tuple(tried),
                 )
         raise AssertionError("the last rule matches every call (checked at load)")  # pragma: no cover
+
+    def named(self, name: str) -> tuple[int, Rule] | None:
+        """The rule called ``name`` (its ``name:``) and its number (from 1), or None."""
+        return next(((n, r) for n, r in enumerate(self.rules, start=1) if r.name == name), None)
 
     def warnings(self) -> list[str]:
         """A line per rule that can't be satisfied for some requesters (``policy check`` prints them)."""

@@ -373,6 +373,7 @@ class Settings(BaseSettings):
     def _mcp_caller(self) -> Settings:
         if self.mcp_callers is not None and self.mcp_token is not None:
             raise ValueError("MCP_TOKEN: set MCP_TOKEN (one caller) or MCP_CALLERS (each its token), not both")
+        self._callers_rules()
         if self.mcp_caller is None:
             return self
         if self.mcp_callers is None:
@@ -383,6 +384,31 @@ class Settings(BaseSettings):
         if self.mcp_caller not in names:
             raise ValueError(f"MCP_CALLER: {self.mcp_caller!r} is none of MCP_CALLERS' callers ({', '.join(names)})")
         return self
+
+    def _callers_rules(self) -> None:
+        """Every ``policy_rule`` of ``MCP_CALLERS`` names a rule of ``APPROVAL_POLICY``."""
+        if self.mcp_callers is None:
+            return
+        from bot.approval_policy import load_policy
+        from bot.mcp_server.callers import load_callers
+
+        entries = load_callers(self.mcp_callers).entries
+        named = [(i, c) for i, c in enumerate(entries) if c.policy_rule is not None]
+        if not named:
+            return
+        if self.approval_policy is None:
+            i, caller = named[0]
+            raise ValueError(
+                f"MCP_CALLERS: callers[{i}] ({caller.name}).policy_rule: names a rule of APPROVAL_POLICY, which is"
+                " not set"
+            )
+        rules = [r.name for r in load_policy(self.approval_policy).rules if r.name]
+        for i, caller in named:
+            if caller.policy_rule not in rules:
+                raise ValueError(
+                    f"MCP_CALLERS: callers[{i}] ({caller.name}).policy_rule: {caller.policy_rule!r} is no rule of"
+                    f" APPROVAL_POLICY (its named rules: {', '.join(rules) or 'none'})"
+                )
 
     @field_validator("mcp_ask_channel", mode="before")
     @classmethod

@@ -204,6 +204,17 @@ class SlackRefused(BotError):
     tried again later (e.g. an escalation message, :mod:`bot.slack.questions.waiting`)."""
 
 
+class RunLimitReached(BotError):
+    """No run slot: the person, or this process, has as many runs working as its limit allows
+    (:meth:`bot.slack.run_slots.RunGate.enter`; ``MAX_RUNS_PER_PERSON``, ``MAX_RUNS_PER_PROCESS``). Its message is the
+    friendly "slow down" the person is told (``notice``); nothing was taken, so what they sent can be sent again."""
+
+    @property
+    def notice(self) -> str:
+        """What to tell the person."""
+        return str(self)
+
+
 class StoreUnavailable(BotError):
     """The run store (Redis) could not be reached or answered with an error."""
 

@@ -142,3 +142,24 @@ def test_the_server_does_not_start_on_a_bad_file_and_exits_2(tmp_path: Path) -> 
     assert error.startswith(
         "error: MCP_CALLERS: callers[0] (a).channels: must be channel ids (C..., G..., D...), not 'general' (got '/"
     ), done.stderr
+
+
+def test_a_callers_policy_rule_must_name_a_rule_of_the_approval_policy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    callers = "callers:\n  - name: deployer\n    channels: [C1]\n    approvals: true\n    policy_rule: deploys\n"
+    monkeypatch.setenv("MCP_CALLERS", write(tmp_path, callers))
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    [line] = caught.value.problems
+    assert "callers[0] (deployer).policy_rule: names a rule of APPROVAL_POLICY, which is not set" in line, line
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("rules:\n  - name: releases\n    tool: 'release-*'\n  - name: default\n", encoding="utf-8")
+    monkeypatch.setenv("APPROVAL_POLICY", str(policy))
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    [line] = caught.value.problems
+    assert "'deploys' is no rule of APPROVAL_POLICY (its named rules: releases, default)" in line, line
+    policy.write_text("rules:\n  - name: deploys\n    tool: 'deploy-*'\n  - name: default\n", encoding="utf-8")
+    settings = load_settings()
+    assert settings.mcp_callers is not None

@@ -26,14 +26,14 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from bot.agent._loop.claims import Claims
+from bot.agent._loop.claims import Claimed, Claims
 from bot.agent._loop.history import check_tool_messages, history_of, last_text, unique_ids
 from bot.agent._loop.resuming import continue_pending
 from bot.agent._loop.saving import RunSaver
 from bot.agent._loop.stopping import Stopped, StopRequests, wrap_up
-from bot.agent._loop.tool_calls import Suspended, add_result, run_tool_call
+from bot.agent._loop.tool_calls import Suspended, ToolRunner
 from bot.agent._loop.toolbox import Toolbox
-from bot.agent._loop.turns import budgeted_turn
+from bot.agent._loop.turns import ModelTurns, budgeted_turn
 from bot.agent.answers import AnswerCheck
 from bot.agent.approvals import ApprovalGate, approval_payload, ask_approval, decline_at_once, verdict_of
 from bot.agent.asking import ASK_ONLY, ask_run, finish_ask_only
@@ -160,9 +160,7 @@ class Agent:
         self.stops = StopRequests(store)  # stop requests of the runs it drives
         self.hooks = hooks
         self.live = LiveQuestions(store, owner=self.owner, tools=self.tools, hooks=hooks)  # asked by running tools
-        self.claims = Claims(
-            store, owner=self.owner, stops=self.stops, driving=self._driving, launch=self._launch, hooks=hooks
-        )
+        self.claims = Claims(store, owner=self.owner, stops=self.stops, driving=self._driving, hooks=hooks)
 
     # --- limits --------------------------------------------------------------------------------------
 
@@ -221,7 +219,9 @@ class Agent:
     ) -> AgentStream:
         """Approve the tool call a run waits on: :meth:`Claims.approve_tool_call
         <bot.agent._loop.claims.Claims.approve_tool_call>`."""
-        return await self.claims.approve_tool_call(run_id=run_id, tool_call_id=tool_call_id, approved_by=approved_by)
+        return self._go_on(
+            await self.claims.approve_tool_call(run_id=run_id, tool_call_id=tool_call_id, approved_by=approved_by)
+        )
 
     async def decline_tool_call(
         self,
@@ -233,8 +233,10 @@ class Agent:
     ) -> AgentStream:
         """Decline the tool call a run waits on: :meth:`Claims.decline_tool_call
         <bot.agent._loop.claims.Claims.decline_tool_call>`."""
-        return await self.claims.decline_tool_call(
-            run_id=run_id, tool_call_id=tool_call_id, reason=reason, declined_by=declined_by
+        return self._go_on(
+            await self.claims.decline_tool_call(
+                run_id=run_id, tool_call_id=tool_call_id, reason=reason, declined_by=declined_by
+            )
         )
 
     async def cancel_question(
@@ -242,7 +244,9 @@ class Agent:
     ) -> AgentStream:
         """Withdraw the question a run waits on: :meth:`Claims.cancel_question
         <bot.agent._loop.claims.Claims.cancel_question>`."""
-        return await self.claims.cancel_question(run_id=run_id, tool_call_id=tool_call_id, cancelled_by=cancelled_by)
+        return self._go_on(
+            await self.claims.cancel_question(run_id=run_id, tool_call_id=tool_call_id, cancelled_by=cancelled_by)
+        )
 
     async def stop(self, *, run_id: str, stopped_by: str | None = None) -> None:
         """Ask the process driving a run to stop it: :meth:`Claims.stop <bot.agent._loop.claims.Claims.stop>`."""
@@ -251,7 +255,7 @@ class Agent:
     async def time_out(self, *, run_id: str, tool_call_id: str | None = None) -> AgentStream:
         """Go on without an answer past the deadline: :meth:`Claims.time_out
         <bot.agent._loop.claims.Claims.time_out>`."""
-        return await self.claims.time_out(run_id=run_id, tool_call_id=tool_call_id)
+        return self._go_on(await self.claims.time_out(run_id=run_id, tool_call_id=tool_call_id))
 
     async def check(self, state: RunState, tool_call_id: str | None = None) -> AnswerCheck:
         """Whether ``state`` can take an answer now: :meth:`Claims.check <bot.agent._loop.claims.Claims.check>`."""
@@ -322,7 +326,7 @@ class Agent:
         answer = Answer(
             tool_call_id=pending.tool_call_id, resume_data=data, answered_by=answered_by, answered_at=utcnow()
         )
-        return await self.claims.claim(state, pending, answer)
+        return self._go_on(await self.claims.claim(state, pending, answer))
 
     async def retry_stream(self, *, run_id: str) -> AgentStream:
         """Continue a run that stopped on an error (model failure, turn limit), or an orphaned one (``running``
@@ -395,6 +399,10 @@ class Agent:
         return self._launch(state)
 
     # --- the loop --------------------------------------------------------------------------------
+
+    def _go_on(self, claimed: Claimed) -> AgentStream:
+        """The stream of a run a claim of this agent won: driven here, or only ``handed_off``."""
+        return claimed.handed_off_stream() if claimed.handed_off else self._launch(claimed.state)
 
     def _launch(self, state: RunState) -> AgentStream:
         stream = AgentStream(state.run_id)
@@ -477,17 +485,7 @@ class Agent:
         ``state`` updated in place) or the model fails (raises ``ModelCallFailed``)."""
         if state.pending is not None:
             pending, state.pending = state.pending, None
-            await continue_pending(
-                self.tools,
-                state,
-                pending,
-                out,
-                save=self._save_midway,
-                ask_ttl=self.ask_ttl,
-                max_result_chars=self.tool_result_max_chars,
-                live=self.live,
-                hooks=self.hooks,
-            )
+            await continue_pending(self._runner(self.tools), state, pending, out, save=self._save_midway)
         while True:
             while state.queued:
                 self.stops.check(state.run_id)
@@ -497,40 +495,21 @@ class Agent:
                 except ValueError as exc:
                     out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, {})))
                     error = {"error": f"{call.name}: {exc}"}
-                    add_result(
-                        state, call, error, out, hooks=self.hooks, max_chars=self.tool_result_max_chars, is_error=True
-                    )
+                    self._runner(self.tools).add_result(state, call, error, out, is_error=True)
                     continue
                 out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, args)))
                 # the model calls no hidden tool
-                tools = self.tools if ASK_ONLY in state.metadata else self.toolbox.offered
-                tool = tools.get(call.name)
+                runner = self._runner(self.tools if ASK_ONLY in state.metadata else self.toolbox.offered)
+                tool = runner.tools.get(call.name)
                 gate, agent_wide = self.approval_gate, self.require_tool_approval
                 verdict = verdict_of(gate, tool, args, state, agent_wide=agent_wide) if tool is not None else None
                 if tool is not None and verdict is not None and verdict.needs_approval:
-                    bound = self.tool_result_max_chars
                     if verdict.decline is not None:  # nobody could approve it: declined, nobody asked
-                        reason = verdict.decline
-                        decline_at_once(
-                            tool, state, call, args, out, reason=reason, max_result_chars=bound, hooks=self.hooks
-                        )
+                        decline_at_once(runner, tool, state, call, args, out, reason=verdict.decline)
                         continue
-                    ask_approval(
-                        tool, state, call, args, out, ask_ttl=self.ask_ttl, max_result_chars=bound, hooks=self.hooks
-                    )
+                    ask_approval(runner, tool, state, call, args, out)
                     continue  # it suspended, unless its arguments were invalid
-                await run_tool_call(
-                    tools,
-                    state,
-                    call,
-                    args,
-                    out,
-                    resume=None,
-                    ask_ttl=self.ask_ttl,
-                    max_result_chars=self.tool_result_max_chars,
-                    live=self.live,
-                    hooks=self.hooks,
-                )
+                await runner.run(state, call, args, out)
             if finish_ask_only(state):  # a run that only asked: the answer was all it was for
                 return state, None
             if state.turns >= self.max_turns:
@@ -541,18 +520,17 @@ class Agent:
                 return state, None
             check_tool_messages(state.messages)
             self.stops.check(state.run_id)
-            turn = await budgeted_turn(
-                self.model,
-                state,
+            turns = ModelTurns(
+                model=self.model,
                 instructions=self.instructions,
                 budget=self.budget,
                 tools=self.toolbox.specs,
                 tools_tokens=self.toolbox.tokens,
-                out=out,
                 turn_timeout=self.turn_timeout,
                 max_reply_chars=self.max_reply_chars,
                 hooks=self.hooks,
             )
+            turn = await budgeted_turn(turns, state, out=out)
             calls = unique_ids(turn.tool_calls, state.messages)
             state.turns += 1
             # Provider fields that must go back with this message (e.g. reasoning_content) are kept in history.
@@ -564,6 +542,17 @@ class Agent:
                 state.status = "completed"
                 return state, ending_of(turn)
             state.queued = calls
+
+    def _runner(self, tools: dict[str, Tool]) -> ToolRunner:
+        """How a call of one of ``tools`` runs now (the limits and hooks as they are at this call: a deployment may
+        change them between two calls, :meth:`with_limits`)."""
+        return ToolRunner(
+            tools=tools,
+            ask_ttl=self.ask_ttl,
+            max_result_chars=self.tool_result_max_chars,
+            hooks=self.hooks,
+            live=self.live,
+        )
 
     async def _save_midway(self, state: RunState) -> None:
         """Save ``state`` in the middle of a segment (keeps the same object: its revision moves on). Raises

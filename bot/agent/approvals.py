@@ -24,9 +24,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from bot.agent._loop.tool_calls import Suspended, add_result, run_tool_call
-from bot.agent.hooks import RunHooks
-from bot.agent.live_questions import LiveQuestions
+from bot.agent._loop.tool_calls import Suspended, ToolRunner
 from bot.agent.state import PendingCall, RunState, ToolCall, utcnow
 from bot.agent.stream import AgentStream, ApprovalPayload, ToolCallChunk, ToolCallPayload
 from bot.agent.tools import Tool, ToolInputError
@@ -73,6 +71,7 @@ def verdict_of(
 
 
 def decline_at_once(
+    runner: ToolRunner,
     tool: Tool,
     state: RunState,
     call: ToolCall,
@@ -80,39 +79,29 @@ def decline_at_once(
     out: AgentStream,
     *,
     reason: str,
-    max_result_chars: int | None,
-    hooks: RunHooks,
 ) -> None:
     """Decline ``call`` without asking anyone: the model gets ``{"status": "declined", "reason": reason, "outcome":
-    "unsatisfiable"}`` (invalid arguments: the tool error, as when asking)."""
+    "unsatisfiable"}`` (invalid arguments: the tool error, as when asking; both through ``runner``)."""
     try:
         tool.parse_args(args)
     except ToolInputError as exc:
-        add_result(state, call, {"error": str(exc)}, out, hooks=hooks, max_chars=max_result_chars, is_error=True)
+        runner.add_result(state, call, {"error": str(exc)}, out, is_error=True)
         return
     result = {"status": DECLINED, "reason": reason, "outcome": "unsatisfiable"}
-    add_result(state, call, result, out, hooks=hooks, max_chars=max_result_chars)
+    runner.add_result(state, call, result, out)
 
 
 def ask_approval(
-    tool: Tool,
-    state: RunState,
-    call: ToolCall,
-    args: dict[str, Any],
-    out: AgentStream,
-    *,
-    ask_ttl: float | None,
-    max_result_chars: int | None,
-    hooks: RunHooks,
+    runner: ToolRunner, tool: Tool, state: RunState, call: ToolCall, args: dict[str, Any], out: AgentStream
 ) -> None:
-    """Suspend the run on ``call`` until a person decides (raises :class:`Suspended`); invalid arguments become a
-    tool error for the model instead (returns; its text bounded to ``max_result_chars``)."""
+    """Suspend the run on ``call`` until a person decides (raises :class:`Suspended`; its deadline ``runner.ask_ttl``);
+    invalid arguments become a tool error for the model instead (returns; its text bounded by ``runner``)."""
     try:
         valid = tool.parse_args(args).model_dump(mode="json")
     except ToolInputError as exc:
-        add_result(state, call, {"error": str(exc)}, out, hooks=hooks, max_chars=max_result_chars, is_error=True)
+        runner.add_result(state, call, {"error": str(exc)}, out, is_error=True)
         return
-    suspend(state, call.id, tool, valid, ask_ttl=ask_ttl, interrupted=False)
+    suspend(state, call.id, tool, valid, ask_ttl=runner.ask_ttl, interrupted=False)
 
 
 def suspend(
@@ -135,51 +124,31 @@ def suspend(
 
 
 async def run_decided(
-    tools: dict[str, Tool],
-    state: RunState,
-    pending: PendingCall,
-    out: AgentStream,
-    *,
-    save: Save,
-    ask_ttl: float | None,
-    max_result_chars: int | None,
-    live: LiveQuestions | None = None,
-    hooks: RunHooks,
+    runner: ToolRunner, state: RunState, pending: PendingCall, out: AgentStream, *, save: Save
 ) -> None:
-    """Carry out the decision claimed on ``pending`` (the run's pending approval, already taken off ``state``);
-    ``live``: lets the tool ask questions while it runs (:mod:`bot.agent.live_questions`); ``max_result_chars``: the
-    bound of the result's text (:func:`bot.agent._loop.tool_calls.add_result`)."""
+    """Carry out the decision claimed on ``pending`` (the run's pending approval, already taken off ``state``), the
+    call run by ``runner`` (:class:`bot.agent._loop.tool_calls.ToolRunner`: its tools, the result's bound, live
+    questions while it runs)."""
     call = ToolCall(id=pending.tool_call_id, name=pending.tool_name, arguments="")
     decision = pending.resume
-    tool = tools.get(pending.tool_name)
+    tool = runner.tools.get(pending.tool_name)
     if decision is None or decision.resume_data != APPROVED:
         result: dict[str, Any] = {"status": "declined", "reason": decision.reason if decision else None}
         if decision is not None and decision.answered_by:
             result["declined_by"] = decision.answered_by
         if decision is not None and decision.outcome != "answer":
             result["outcome"] = decision.outcome  # nobody decided in time, or the request was withdrawn
-        add_result(state, call, result, out, hooks=hooks, max_chars=max_result_chars)
+        runner.add_result(state, call, result, out)
         return
     if pending.executing_since is not None and tool is not None:  # a run of it was cut short: ask again
-        suspend(state, pending.tool_call_id, tool, pending.args, ask_ttl=ask_ttl, interrupted=True)
+        suspend(state, pending.tool_call_id, tool, pending.args, ask_ttl=runner.ask_ttl, interrupted=True)
     state.pending = pending.model_copy(update={"executing_since": utcnow()})
     await save(state)  # the trace that makes it run at most once per approval
     state.pending = None
     # it runs now: a ``tool-call`` chunk, as for any call that starts (the one before the approval request was
     # another segment's), so the stream's consumer shows it running (Slack: "is running restart_service...")
     out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, dict(pending.args))))
-    await run_tool_call(
-        tools,
-        state,
-        call,
-        pending.args,
-        out,
-        resume=None,
-        ask_ttl=ask_ttl,
-        max_result_chars=max_result_chars,
-        live=live,
-        hooks=hooks,
-    )
+    await runner.run(state, call, pending.args, out)
 
 
 def approval_payload(pending: PendingCall) -> ApprovalPayload:

@@ -29,10 +29,12 @@ ENDED = {  # the run's last text when nobody answered: the reply is for an answe
 
 class ApprovalRequest(BaseModel):
     """What an outside agent asks a person to approve: ``action`` (one line) and its ``details`` (Markdown, or
-    key/values shown one per line); their bounds are :mod:`bot.agent.limits`'s."""
+    key/values shown one per line); their bounds are :mod:`bot.agent.limits`'s. ``policy_rule``: the approval
+    policy rule that decides it, its MCP caller's (:mod:`bot.mcp_server.callers`), else the rules match."""
 
     action: Action
     details: Details | None = None
+    policy_rule: str | None = None  # the asking MCP caller's policy_rule (set by the server, never by the agent)
 
 
 def approval_tool() -> Tool:

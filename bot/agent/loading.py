@@ -9,6 +9,10 @@ path (``sys.path``) and it is tried again, as uvicorn's ``--app-dir`` (default `
 my_agent:build`` works from the folder holding ``my_agent.py`` however Python was started (``-P``,
 ``PYTHONSAFEPATH``, a launcher that does not add it).
 
+A framework's agent is accepted too when the caller passes ``adopt`` (the Slack bot passes
+:func:`bot.frameworks.adopt`): ``AGENT`` may name such an object itself (a ``pydantic_ai.Agent``, an
+``agents.Agent``, a compiled LangGraph graph) or a factory returning one; ``adopt`` wraps it as an ``Agent``.
+
 Every problem is one :class:`~bot.errors.ConfigError` line, raised at start-up: a malformed string, a module that
 can't be imported (and why), a missing attribute, something not callable, a factory that raises, or a result that
 is not an ``Agent``.
@@ -21,6 +25,7 @@ import inspect
 import os
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from bot.agent.agent import Agent
@@ -32,11 +37,18 @@ from bot.errors import ConfigError
 SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
 
-def load_agent(spec: str, *, model: ChatModel, store: RunStore, limits: RunLimits | None = None) -> Agent:
+Adopt = Callable[[Any], Agent | None]
+"""``adopt(obj)``: ``obj`` (another framework's agent) as an :class:`Agent`, or None when it is not one."""
+
+
+def load_agent(
+    spec: str, *, model: ChatModel, store: RunStore, limits: RunLimits | None = None, adopt: Adopt | None = None
+) -> Agent:
     """Import ``spec`` (``module:attribute``) and call it as ``factory(model=model, store=store)`` (plus
     ``limits=limits`` when the factory takes a ``limits`` parameter); ``limits``, when given, are then applied to the
-    agent with :meth:`~bot.agent.Agent.with_limits`. Raises ``ConfigError`` (one line) for every way that can
-    fail."""
+    agent with :meth:`~bot.agent.Agent.with_limits`. ``adopt``: turns a framework's agent (the attribute itself, or
+    what the factory returns) into an ``Agent`` (see the module docstring). Raises ``ConfigError`` (one line) for
+    every way that can fail."""
     if not SPEC.fullmatch(spec):
         raise ConfigError(f"AGENT {spec!r} must look like module:attribute, e.g. mypkg.agents:build")
     module_name, attribute = spec.split(":", 1)
@@ -48,6 +60,9 @@ def load_agent(spec: str, *, model: ChatModel, store: RunStore, limits: RunLimit
         if not hasattr(target, part):
             raise ConfigError(f"AGENT {spec!r}: {module_name} has no attribute {attribute!r}")
         target = getattr(target, part)
+    adopted = adopt(target) if adopt is not None else None
+    if adopted is not None:
+        return adopted.with_limits(limits) if limits is not None else adopted
     if not callable(target):
         raise ConfigError(f"AGENT {spec!r}: {attribute} is not callable (a factory build(model=..., store=...))")
     extra = {"limits": limits} if limits is not None and _takes_limits(target) else {}
@@ -55,6 +70,8 @@ def load_agent(spec: str, *, model: ChatModel, store: RunStore, limits: RunLimit
         agent = target(model=model, store=store, **extra)
     except Exception as exc:
         raise ConfigError(f"AGENT {spec!r}: the factory raised {type(exc).__name__}: {exc}") from None
+    if not isinstance(agent, Agent) and adopt is not None:
+        agent = adopt(agent) or agent
     if not isinstance(agent, Agent):
         raise ConfigError(f"AGENT {spec!r}: the factory returned {type(agent).__name__}, not a bot.agent.Agent")
     return agent.with_limits(limits) if limits is not None else agent

@@ -38,6 +38,7 @@ from bot.mcp_server.limits import CallerLimits
 from bot.slack.context import SlackContext, slack_id
 from bot.slack.conversations import Threads
 from bot.slack.names import Names
+from bot.slack.questions.attempt import Attempt
 from bot.slack.render.blocks import MAX_SELECT_OPTIONS
 from bot.slack.render.mrkdwn import clip
 from bot.slack.render.safe_text import safe_mrkdwn
@@ -49,6 +50,7 @@ REPLY = "Your answer is recorded for the agent that asked: it gets it now, or wh
 timeout, e.g. the MCP Inspector CLI's 60 s); the answer stays in Redis for its ``request_key``."""
 FINGERPRINT = "ask_fingerprint"  # run metadata: what its request_key was asked with (see fingerprint)
 CALLER = "mcp_caller"  # run metadata: the name of the caller that asked (absent: the implicit caller)
+MCP_TOOL = "mcp_tool"  # run metadata: the MCP tool that asked (its result's shape; absent: by the run's tool)
 CLIENT_NAME = 60  # characters of the client's own name (clientInfo.name) shown in Slack
 ENDED = ("completed", "failed", "expired")
 
@@ -67,7 +69,7 @@ class Asked:
     user: str  # "" when anyone in the channel may answer
 
 
-def fingerprint(question: dict[str, Any], *, tool_id: str | None, channel: str, user: str | None) -> str:
+def fingerprint(question: Any, *, tool_id: str | None, channel: str, user: str | None) -> str:
     """What a request_key stands for: the question, its tool, where and whom (a digest, kept with the run)."""
     what = json.dumps([question, tool_id, channel, user], sort_keys=True, default=str)
     return hashlib.sha256(what.encode()).hexdigest()
@@ -111,6 +113,8 @@ class Asker:
         tool_id: str | None = None,
         caller: Caller | None = None,
         client: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        fingerprinted: Any = None,
     ) -> Asked:
         """Post ``question`` (the agent's ``ask_user`` input; with ``tool_id`` another tool's, e.g. an approval
         request) in ``channel`` for ``user`` (None: anyone there may answer) as ``caller`` (default: an implicit
@@ -118,7 +122,8 @@ class Asker:
         caller already asked under ``request_key`` (the same key with another question, tool, channel or person is
         refused). Raises :class:`AskError` (bad channel or person, a malformed question, Slack refused to post it,
         the key is taken), :class:`~bot.mcp_server.callers.Refused` (the caller may not ask there or that person, or
-        is over a limit), ``StoreUnavailable``."""
+        is over a limit), ``StoreUnavailable``. ``metadata``: kept with the run (e.g. :data:`MCP_TOOL`);
+        ``fingerprinted``: what else the request_key stands for (e.g. input the question shows only in part)."""
         channel_id, person = slack_id(channel), slack_id(user)
         if channel_id is None:
             raise AskError("no channel to ask in: give `channel` (a Slack channel id) or set MCP_ASK_CHANNEL")
@@ -126,7 +131,8 @@ class Asker:
             raise AskError(f"`user` must be a Slack user id (U…), not {clip(user, 40)!r}")
         caller = caller or implicit_caller(channel=channel_id)
         check_target(caller, channel=channel_id, person=person)
-        print_ = fingerprint(question, tool_id=tool_id, channel=channel_id, user=person)
+        asked_with = question if fingerprinted is None else [question, fingerprinted]
+        print_ = fingerprint(asked_with, tool_id=tool_id, channel=channel_id, user=person)
         run_id = run_id_for(request_key, caller=caller.name) if request_key else None
         if run_id is not None and (found := await self._find(run_id, fingerprint=print_)) is not None:
             return found
@@ -144,6 +150,7 @@ class Asker:
                 tool_id=tool_id,
                 caller=caller,
                 client=client,
+                metadata=metadata or {},
             )
         except BaseException:
             await self.limits.release(caller, run_id=run_id)
@@ -161,6 +168,7 @@ class Asker:
         tool_id: str | None,
         caller: Caller,
         client: str | None,
+        metadata: dict[str, Any],
     ) -> Asked:
         """Ask ``question`` (checked, admitted) as run ``run_id``: see :meth:`ask`."""
         web = self.threads.web
@@ -175,8 +183,13 @@ class Asker:
             team_id=self.team_id, channel_id=channel_id, thread_ts=root, requester=person or "", message_ts=root
         )
         try:
-            metadata = {**ctx.to_metadata(), FINGERPRINT: print_, **({CALLER: caller.name} if caller.name else {})}
-            stream = await self.agent.ask(question, run_id=run_id, reply=REPLY, metadata=metadata, tool_id=tool_id)
+            kept = {
+                **metadata,
+                **ctx.to_metadata(),
+                FINGERPRINT: print_,
+                **({CALLER: caller.name} if caller.name else {}),
+            }
+            stream = await self.agent.ask(question, run_id=run_id, reply=REPLY, metadata=kept, tool_id=tool_id)
         except BaseException as exc:
             await web.delete(channel_id, root)  # no question in that thread: nothing to leave behind
             if isinstance(exc, RunConflict) and run_id is not None:  # asked under the same key meanwhile
@@ -223,8 +236,19 @@ class Asker:
             raise AskError(
                 "this request_key names another question (or another channel, person or tool); use a new key"
             )
+        return self.asked_of(state)
+
+    @staticmethod
+    def asked_of(state: RunState) -> Asked:
+        """The question that run ``state`` (one this asker's kind asked) is, from its stored Slack context."""
         ctx = SlackContext.of(state)
-        return Asked(run_id=run_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts, user=ctx.requester)
+        return Asked(run_id=state.run_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts, user=ctx.requester)
+
+    async def waiting_for(self, asked: Asked) -> str:
+        """Whom and where ``asked`` waits for, in plain text for an MCP client ("waiting for @alice in
+        #general"; :class:`bot.slack.names.Names`)."""
+        whom = await self.names.user(asked.user) if asked.user else "anyone"
+        return f"waiting for {whom} in {await self.names.channel(asked.channel_id)}"
 
     async def wait(
         self,
@@ -255,8 +279,7 @@ class Asker:
             waited = time.monotonic() - started
             if progress is not None and waited - told >= every:
                 told = waited
-                whom = await self.names.user(asked.user) if asked.user else "anyone"
-                await progress(waited, f"waiting for {whom} in {await self.names.channel(asked.channel_id)}")
+                await progress(waited, await self.waiting_for(asked))
             await asyncio.sleep(min(self.poll, every))
 
     async def withdraw(self, asked: Asked, *, by: str = "the agent that asked") -> None:
@@ -274,13 +297,10 @@ class Asker:
         async def say(_text: str) -> None:  # nobody to tell in Slack: the asker went away
             return None
 
+        attempt = Attempt(state=state, ctx=ctx, call=call, user=by, say=say)
         await self.threads.answering.settle(
-            state,
-            ctx,
+            attempt,
             check.pending,
-            call=call,
-            user=by,
-            say=say,
             claim=claim,
             outcome=":no_entry_sign: Withdrawn by the agent that asked.",
             summary="withdrawn",

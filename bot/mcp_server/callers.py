@@ -15,6 +15,7 @@ The file (YAML, JSON being YAML too)::
         people: [U0ALICE01, U0BOB0001]
         approvals: true
         approvals_anyone_in_channel: false
+        policy_rule: deploys
         max_waiting: 5
         per_minute: 10
 
@@ -62,7 +63,9 @@ class Caller(BaseModel):
     ``channels``: the channel ids it may ask in; ``people``: the user ids it may ask (as ``user``, or as a DM's
     ``channel``); None (only the implicit caller): anyone in its channels. ``approvals``: it may call
     ``request_approval``; ``approvals_anyone_in_channel``: an approval that names nobody (no ``user``, ``APPROVERS``
-    ``requester`` or ``channel``) is allowed, then anyone in the channel decides. ``max_waiting``: its questions
+    ``requester`` or ``channel``) is allowed, then anyone in the channel decides. ``policy_rule``: the name of the
+    ``APPROVAL_POLICY`` rule that decides its approvals (who, how; checked at start), else the rules match as for
+    any request. ``max_waiting``: its questions
     waiting at once; ``per_minute``: the questions it may ask a minute (both across server processes, in Redis).
     """
 
@@ -74,6 +77,7 @@ class Caller(BaseModel):
     people: tuple[str, ...] | None = ()
     approvals: bool = False
     approvals_anyone_in_channel: bool = False
+    policy_rule: str | None = Field(default=None, min_length=1, max_length=200)
     max_waiting: int = Field(default=MAX_WAITING_DEFAULT, ge=1, le=10_000)
     per_minute: int = Field(default=PER_MINUTE_DEFAULT, ge=1, le=100_000)
 
@@ -205,13 +209,15 @@ def check_target(caller: Caller, *, channel: str, person: str | None) -> None:
         raise Refused(caller, "people", f"it may not ask {person} (not in its people)")
 
 
-def check_approval(caller: Caller, *, person: str | None, approvers: str) -> None:
+def check_approval(caller: Caller, *, person: str | None, approvers: str | tuple[str, ...]) -> None:
     """Refuse an approval request ``caller`` may not make: none at all (``approvals: false``), or one that names
-    nobody to decide (no ``person`` while ``APPROVERS`` is ``requester``, or ``APPROVERS`` ``channel``: anyone in the
-    channel would decide) unless its ``approvals_anyone_in_channel``. Raises :class:`Refused`."""
+    nobody to decide (no ``person`` while ``approvers`` is ``requester``, or ``approvers`` ``channel``: anyone in
+    the channel would decide) unless its ``approvals_anyone_in_channel``. ``approvers``: ``APPROVERS``, or the
+    approvers of its ``policy_rule`` (``requester``, ``channel``, ids). Raises :class:`Refused`."""
     if not caller.approvals:
         raise Refused(caller, "approvals", "it may not request approvals")
-    anyone = approvers == "channel" or (approvers == "requester" and person is None)
+    entries = (approvers,) if isinstance(approvers, str) else approvers
+    anyone = "channel" in entries or ("requester" in entries and person is None and len(entries) == 1)
     if anyone and not caller.approvals_anyone_in_channel:
         raise Refused(
             caller,

@@ -17,6 +17,12 @@ Built on the official ``mcp`` SDK's ``MCPServer``; served over stdio, or streama
   reason; ``APPROVERS`` decides who may). Result: ``{"status": "approved", "approved_by"}`` or ``{"status":
   "declined", "declined_by", "reason"}`` (``reason`` ``"no answer"`` past the deadline).
 
+- ``approve_tool_use``: Claude Code's permission prompt (``tool_name``, ``input``, ``tool_use_id``), asked as an
+  approval; its result one text block of JSON (:mod:`bot.mcp_server.permission_prompt`).
+
+A client that declares MCP tasks (the ``io.modelcontextprotocol/tasks`` extension, on the 2026-07-28 wire) gets a
+task at once for each of these calls instead of a blocking one (:mod:`bot.mcp_server.tasks`).
+
 Every call is a caller's (:mod:`bot.mcp_server.callers`): over HTTP the one its bearer token names, over stdio the
 process's (``MCP_CALLER``), or without ``MCP_CALLERS`` the one implicit caller, confined to ``MCP_ASK_CHANNEL``. A
 call outside what its caller may do is refused with a ``ToolError`` naming the rule.
@@ -32,11 +38,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 import anyio
+from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
@@ -52,13 +61,18 @@ from bot.agent.limits import (
     RequestKey,
     SlackTarget,
 )
+from bot.approval_policy import Policy, load_policy
 from bot.config import Settings
 from bot.errors import BotError, describe_error
-from bot.mcp_server.asker import Asker, AskError
+from bot.mcp_server.asker import MCP_TOOL, Asker, AskError, outcome_of
 from bot.mcp_server.callers import CALLER_STATE, Caller, Callers, Refused, check_approval, implicit_caller, load_callers
 from bot.mcp_server.http import SHUTTING_DOWN, serve_http
+from bot.mcp_server.permission_prompt import TOOL as PERMISSION_TOOL
+from bot.mcp_server.permission_prompt import TOOL_INPUT, approval_request, decision_result, decision_text, summary
+from bot.mcp_server.tasks import TASKING, Tasks, structured_result
 from bot.serving import check_redis, listen_error, serve_ops
 from bot.slack.context import slack_id
+from bot.store.redis_store import DEFAULT_RETENTION
 
 log = logging.getLogger(__name__)
 
@@ -97,13 +111,17 @@ def process_caller(settings: Settings, callers: Callers | None) -> Caller | None
     return callers.named(settings.mcp_caller) if settings.mcp_caller else None
 
 
-def caller_of(ctx: Context, default: Caller | None) -> Caller:
-    """The caller making this request: the HTTP request's (its bearer token's, put in the ASGI scope's ``state``
-    by :class:`bot.mcp_server.http.BearerAuth`), else ``default``. Raises ``ToolError`` when there is none."""
-    try:
-        request = ctx.request_context.request
-    except ValueError:
-        request = None
+def caller_of(ctx: Context | ServerRequestContext[Any, Any], default: Caller | None) -> Caller:
+    """The caller making this request (a tool's ``Context``, or a request handler's): the HTTP request's (its
+    bearer token's, put in the ASGI scope's ``state`` by :class:`bot.mcp_server.http.BearerAuth`), else
+    ``default``. Raises ``ToolError`` when there is none."""
+    if isinstance(ctx, Context):
+        try:
+            request = ctx.request_context.request
+        except ValueError:
+            request = None
+    else:
+        request = ctx.request
     scope = getattr(request, "scope", None)
     found = (scope.get("state") or {}).get(CALLER_STATE) if isinstance(scope, dict) else None
     caller = found if isinstance(found, Caller) else default
@@ -126,8 +144,20 @@ def client_name(ctx: Context) -> str | None:
 def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | None = None) -> MCPServer[Any]:
     """The MCP server whose tools ask through ``asker``, for ``callers`` (``MCP_CALLERS``; None: the implicit
     caller, or over HTTP each request's, see :func:`caller_of`)."""
-    server: MCPServer[Any] = MCPServer("askbot", instructions=INSTRUCTIONS, log_level=settings.log_level)
     default = process_caller(settings, callers)
+    tasks = Tasks(
+        asker,
+        tools={
+            "ask_user": lambda state: structured_result(outcome_of(state)),
+            "request_approval": lambda state: structured_result(outcome_of(state)),
+            PERMISSION_TOOL: decision_result,
+        },
+        caller_of=lambda ctx: caller_of(ctx, default),
+        retention=float(getattr(asker.agent.store, "retention", DEFAULT_RETENTION)),
+    )
+    server: MCPServer[Any] = MCPServer(
+        "askbot", instructions=INSTRUCTIONS, log_level=settings.log_level, extensions=[tasks]
+    )
 
     @server.tool(name="ask_user")
     async def ask_user(
@@ -160,6 +190,7 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
             context=context,
             request_key=request_key,
             caller=caller_of(ctx, default),
+            mcp_tool="ask_user",
         )
 
     @server.tool(name="request_approval")
@@ -188,7 +219,39 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
             request_key=request_key,
             tool_id=APPROVAL_TOOL,
             caller=caller_of(ctx, default),
+            mcp_tool="request_approval",
         )
+
+    @server.tool(name=PERMISSION_TOOL, structured_output=False)
+    async def approve_tool_use(
+        tool_name: Action,
+        input: dict[str, Any],  # Claude Code's name for it
+        ctx: Context,
+        tool_use_id: RequestKey | None = None,
+    ) -> str:
+        """Claude Code's permission prompt (--permission-prompt-tool mcp__<server>__approve_tool_use): asks a person
+        on Slack whether `tool_name` may run with `input`, and waits. Result: one text block of JSON,
+        {"behavior": "allow", "updatedInput": {...}} or {"behavior": "deny", "message": "..."}."""
+        try:
+            args = approval_request(tool_name, input)
+        except AskError as exc:
+            raise ToolError(str(exc)) from None
+        outcome = await ask_and_wait(
+            asker,
+            settings,
+            ctx,
+            args,
+            channel=None,
+            user=None,
+            context=summary(tool_name, input),
+            request_key=tool_use_id,
+            tool_id=APPROVAL_TOOL,
+            caller=caller_of(ctx, default),
+            mcp_tool=PERMISSION_TOOL,
+            metadata={TOOL_INPUT: json.dumps(input, ensure_ascii=False)},
+            fingerprinted=input,
+        )
+        return decision_text(outcome, input)
 
     return server
 
@@ -205,11 +268,17 @@ async def ask_and_wait(
     request_key: str | None,
     tool_id: str | None = None,
     caller: Caller | None = None,
+    mcp_tool: str,
+    metadata: dict[str, Any] | None = None,
+    fingerprinted: Any = None,
 ) -> dict[str, Any]:
-    """Ask ``args`` (through ``tool_id``: the question tool by default) as ``caller`` (default: the implicit one)
-    and wait for the outcome, telling the client how long it waited; a client's cancellation withdraws it. The
-    defaults: ``MCP_ASK_CHANNEL`` (a named caller's first channel when that is not one of its), ``MCP_ASK_USER``
-    (when the caller may ask them). Raises ``ToolError`` (what went wrong, or the caller's rule refused)."""
+    """Ask ``args`` (through ``tool_id``: the question tool by default) for MCP tool ``mcp_tool`` as ``caller``
+    (default: the implicit one) and wait for the outcome, telling the client how long it waited; a client's
+    cancellation withdraws it. For a call that becomes a task (:data:`bot.mcp_server.tasks.TASKING` set) the
+    question is posted and left there, and ``{}`` returned at once (the task is the answer). The defaults:
+    ``MCP_ASK_CHANNEL`` (a named caller's first channel when that is not one of its), ``MCP_ASK_USER`` (when the
+    caller may ask them). ``metadata`` / ``fingerprinted``: as :meth:`Asker.ask` takes them. Raises ``ToolError``
+    (what went wrong, or the caller's rule refused)."""
     caller = caller or implicit_caller(channel=settings.mcp_ask_channel)
     if channel is None:
         channel = settings.mcp_ask_channel
@@ -218,8 +287,10 @@ async def ask_and_wait(
     if user is None and settings.mcp_ask_user and caller.may_ask(settings.mcp_ask_user):
         user = settings.mcp_ask_user
     try:
+        if tool_id == APPROVAL_TOOL and caller.policy_rule:
+            args = {**args, "policy_rule": caller.policy_rule}  # the rule that decides it, in the serve processes too
         if tool_id == APPROVAL_TOOL and (not user or slack_id(user) is not None):
-            check_approval(caller, person=slack_id(user) if user else None, approvers=settings.approvers)
+            check_approval(caller, person=slack_id(user) if user else None, approvers=approvers_of(settings, caller))
         with anyio.CancelScope(shield=True):  # a cancellation waits until the question is posted and recorded
             asked = await asker.ask(
                 args,
@@ -230,11 +301,16 @@ async def ask_and_wait(
                 tool_id=tool_id,
                 caller=caller,
                 client=client_name(ctx),
+                metadata={**(metadata or {}), MCP_TOOL: mcp_tool},
+                fingerprinted=fingerprinted,
             )
     except (AskError, Refused) as exc:
         raise ToolError(str(exc)) from None
     except BotError as exc:
         raise ToolError(f"could not ask: {describe_error(exc)}") from None
+    if (tasked := TASKING.get()) is not None:
+        tasked.asked = asked
+        return {}
 
     async def progress(waited: float, message: str) -> None:
         await ctx.report_progress(waited, None, message)
@@ -254,6 +330,22 @@ async def ask_and_wait(
         if isinstance(exc, BotError):
             raise ToolError(f"stopped waiting: {describe_error(exc)}") from None
         raise  # the transport closed or the server stops: the question stays, a retry with its key waits on
+
+
+def approvers_of(settings: Settings, caller: Caller) -> str | tuple[str, ...]:
+    """Who decides ``caller``'s approvals: its ``policy_rule``'s approvers (``APPROVAL_POLICY``), else
+    ``APPROVERS``."""
+    if caller.policy_rule and settings.approval_policy:
+        named = policy_file(settings.approval_policy).named(caller.policy_rule)
+        if named is not None:
+            return named[1].approvers
+    return settings.approvers
+
+
+@functools.lru_cache(maxsize=4)
+def policy_file(path: str) -> Policy:
+    """The approval policy at ``path`` (read once per process; checked at start). Raises ``PolicyError``."""
+    return load_policy(path)
 
 
 def cancelled_by_client(ctx: Context) -> bool:

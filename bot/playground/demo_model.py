@@ -209,6 +209,9 @@ class DemoModel:
         self.delay = delay
         self.words_per_piece = words_per_piece
         self.tool_name = tool_name
+        # Set when the playground serves this model as a loopback Chat Completions endpoint, for agent frameworks'
+        # own clients (bot.playground.demo_endpoint; an OpenAIEndpoint).
+        self.openai_endpoint: Any = None
 
     async def stream_turn(
         self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]]

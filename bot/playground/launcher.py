@@ -16,6 +16,9 @@ What runs (all in this process, on loopback):
   0 = a free port) and ``host``;
 - the bot's MCP server for MCP clients (:mod:`bot.playground.mcp`) on ``127.0.0.1``: ``MCP_PORT`` when set, else
   3100, or a free port when ``PORT`` or another process has 3100 (it never takes the UI's port);
+- with the demo model, that model also as a loopback Chat Completions endpoint (:mod:`bot.playground.demo_endpoint`),
+  which the agent-framework demo agents' own clients use (``--agent bot.playground.framework_demos:pydantic_ai``,
+  ``:openai_agents``, ``:langgraph``; :mod:`bot.playground.framework_demos`);
 - ``/healthz``, ``/readyz`` and ``/metrics`` on the bot's port, or with ``METRICS_PORT`` on
   ``METRICS_HOST:METRICS_PORT`` (as ``serve``; ``METRICS_ON_PORT`` decides whether the bot's port keeps them).
 
@@ -159,6 +162,13 @@ class Playground:
         except RedisError as exc:
             raise ConfigError(f"{redis_text} is not reachable ({type(exc).__name__}); check REDIS_URL") from None
         model, model_kind, model_text = make_model(self.settings)
+        if model_kind == "demo":  # also as a loopback Chat Completions endpoint, for agent frameworks' own clients
+            from bot.playground.demo_endpoint import serve_demo_model
+            from bot.playground.demo_model import DemoModel
+
+            assert isinstance(model, DemoModel)
+            served = await serve_demo_model(model)
+            self._stack.push_async_callback(served.stop)
         self.info = PlaygroundInfo(
             model=model_kind,
             model_label=model_text,
@@ -264,6 +274,9 @@ def agent_label(playground: Playground) -> str:
     agent with the demo model, else ``built-in``) and the tools the model is offered."""
     bot = playground.bot
     spec = playground.agent_spec or "built-in"
+    framework = getattr(bot.agent, "framework", None) if bot is not None else None
+    if isinstance(framework, str):  # a framework's agent: its tools are the framework's
+        return f"{spec} ({framework} agent)"
     tools = sorted(t.id for t in bot.agent.tools.values() if not t.hidden) if bot is not None else []
     return f"{spec} (tools: {', '.join(tools) or 'none'})"
 

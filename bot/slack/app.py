@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from bot.agent.loading import load_agent
 from bot.agent.run_limits import RunLimits
 from bot.config import Settings
 from bot.errors import ConfigError, describe_error
+from bot.frameworks import adopt
 from bot.ops.hooks import OpsHooks
 from bot.ops.metrics import QueueGauges
 from bot.ops.server import Health, OpsEndpoints
@@ -52,7 +54,7 @@ from bot.slack.questions.permissions import Permissions
 from bot.slack.questions.wait_plan import WaitPlan, WaitSettings
 from bot.slack.questions.waiting import Waiting
 from bot.slack.render.blocks import MAX_SELECT_OPTIONS
-from bot.slack.replies.thread import Follower
+from bot.slack.replies.thread import Follower, quiet_tool
 from bot.slack.run_slots import RunGate, WaitingLimit
 from bot.slack.transport.http import events_web_app, server_log
 from bot.slack.transport.runner import InProcessRunner, LazyJobs, QueueRunner, SharedWebClient, use_client
@@ -193,7 +195,9 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     store = RedisRunStore(redis_client, prefix=settings.redis_prefix, retention=retention)
     limits = run_limits(settings)  # the deployment's limits apply to every agent, its own or the built-in one
     if settings.agent:
-        agent = load_agent(settings.agent, model=model, store=store, limits=limits)
+        agent = load_agent(
+            settings.agent, model=model, store=store, limits=limits, adopt=lambda obj: adopt(obj, store=store)
+        )
     else:
         agent = Agent(
             id="slack-assistant",
@@ -242,7 +246,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         home=home,
         streaming=settings.reply_streaming,
         stream_interval=settings.stream_interval,
-        is_question_tool=lambda name: quiet_tool(agent, name),
+        is_question_tool=functools.partial(quiet_tool, agent),  # decided in replies/thread.py, called there
     )
     gate = RunGate(
         ActiveRuns(redis_client, keys=keys),
@@ -323,13 +327,6 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     if mcp is not None and _loop_running():
         bot._start_in_background(mcp)  # MCP servers start while the caller goes on; Bot.start() waits for them
     return bot
-
-
-def quiet_tool(agent: Agent, name: str) -> bool:
-    """A tool whose calls show no progress line of their own: one that only asks a person (``Tool.asks_person``),
-    or a hidden one (an outside agent's approval request: the request itself is shown)."""
-    tool = agent.tools.get(name)
-    return tool is not None and (tool.asks_person or tool.hidden)
 
 
 def run_limits(settings: Settings) -> RunLimits:

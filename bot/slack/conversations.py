@@ -186,15 +186,13 @@ class Threads:
             slot = await self.answering.slot(ctx, self.answering.say_to(where), run_id=run_id)
             if slot is None:
                 return
-            try:
+            async with slot:
                 if await self._too_many_waiting(ctx, where, inbox=read.inbox if read is not None else None):
                     return
                 if pointed is None and first_request is not None:
                     await first_request(text)
                 text = f"{note}\n\n{text}" if note else text
                 await self._start(ctx, text, previous, after=pointed, run_id=run_id)
-            finally:
-                await slot.release()
 
     async def _too_many_waiting(self, ctx: SlackContext, where: Where, *, inbox: Snapshot | None) -> bool:
         """Whether the person already has as many questions waiting as :class:`WaitingLimit` allows (then they
@@ -377,11 +375,9 @@ class Threads:
             except StoreUnavailable:
                 await say(STORE_DOWN)
                 return
-            try:
+            async with slot:  # taken above, given back here (or above, when the retry could not start)
                 await self._mark_retried(state, where.user)
                 await self.follower.follow(stream, ctx)
-            finally:
-                await slot.release()
 
     async def _mark_retried(self, failed: RunState, user: str) -> None:
         """Turn the run's failure notices into "retried by" (rendered from the stored failure)."""

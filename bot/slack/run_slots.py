@@ -24,7 +24,7 @@ import secrets
 
 from bot.agent import Agent
 from bot.agent.answers import Open
-from bot.errors import RunNotFound, StoreCorrupt, StoreUnavailable
+from bot.errors import RunLimitReached, RunNotFound, StoreCorrupt, StoreUnavailable
 from bot.slack.context import SlackContext
 from bot.store import outage
 from bot.store.batch import Batch, Later
@@ -46,7 +46,8 @@ SCANNED = 200  # inbox entries read at most to count a person's waiting question
 
 
 class Slot:
-    """A granted slot; :meth:`release` it when the run segment ends (it is renewed in the background until then)."""
+    """A granted slot, held for one run segment: ``async with slot:`` around it gives it back when the block ends,
+    however it ends (or :meth:`release` it once); it is renewed in the background until then."""
 
     def __init__(self, gate: RunGate, person: str, slot: str) -> None:
         self.gate = gate
@@ -70,6 +71,12 @@ class Slot:
             await asyncio.sleep(self.gate.active.ttl / 3)
             with contextlib.suppress(StoreUnavailable):
                 await self.gate.active.renew(self.person, slot=self.slot)
+
+    async def __aenter__(self) -> Slot:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.release()
 
     async def release(self) -> None:
         """Give the slot back: at once in this process; in Redis now, or (in an outage) as soon as Redis answers
@@ -106,13 +113,14 @@ class RunGate:
         self.retries = outage.Owed("giving back run slots", give_up=float("inf"))
         self._paying = False  # an attempt to give the owed slots back is in self.retries
 
-    async def enter(self, *, team_id: str, user: str) -> Slot | str:
-        """A slot for a run of ``user`` in ``team_id``, or the text to tell them instead. The person's owed
-        releases are given back in the same script first. Raises ``StoreUnavailable`` (no slot was taken; one Redis
-        may have applied is owed back)."""
+    async def enter(self, *, team_id: str, user: str) -> Slot:
+        """A slot for a run of ``user`` in ``team_id`` (use it as ``async with slot:``). The person's owed releases
+        are given back in the same script first. Raises :class:`~bot.errors.RunLimitReached` past a limit (its
+        message: :data:`TOO_BUSY` or :data:`TOO_MANY_FOR_YOU`, what to tell them), ``StoreUnavailable`` (no slot was
+        taken; one Redis may have applied is owed back)."""
         if self.process_slots.locked():
             log.warning("at the per-process limit of %d working runs", self.per_process)
-            return TOO_BUSY
+            raise RunLimitReached(TOO_BUSY)
         await self.process_slots.acquire()
         person, slot = f"{team_id}:{user}", secrets.token_hex(8)
         drop = set(self.owed.get(person, ()))
@@ -125,7 +133,7 @@ class RunGate:
         self._paid(person, drop)
         if not granted:
             self.process_slots.release()
-            return TOO_MANY_FOR_YOU.format(n=self.per_person)
+            raise RunLimitReached(TOO_MANY_FOR_YOU.format(n=self.per_person))
         return Slot(self, person, slot)
 
     def owe(self, person: str, slot: str) -> None:

@@ -39,6 +39,11 @@ one Redis and on a cluster.
 - ``{prefix}mcp_rate:{caller}`` - string with a 60 s TTL: the questions an MCP caller asked in its current minute;
   ``{prefix}mcp_waiting:{caller}`` - sorted set: the run ids of its questions asked and maybe still waiting (score:
   when asked, ms), see :mod:`bot.mcp_server.limits`.
+- ``{prefix}lg:{<thread_id>}:cp:{ns}`` - hash ``{checkpoint_id: [checkpoint, metadata, parent_id]}`` (JSON, typed
+  values base64): a LangGraph thread's checkpoints in namespace ``ns``; ``{prefix}lg:{<thread_id>}:blobs:{ns}`` - hash
+  ``{channel NUL version: value}``; ``{prefix}lg:{<thread_id>}:writes:{ns}:{checkpoint_id}`` - hash ``{task_id NUL idx:
+  [task_id, channel, value, task_path]}``; all with the run store's retention, see
+  :mod:`bot.frameworks.langgraph_checkpoint`.
 - ``{prefix}playground:workspace`` - string (JSON, ``schema_version``): the playground's fake Slack workspace
   (messages, threads, open views, Home tabs), kept only when the playground runs on a real Redis, see
   :mod:`bot.playground.saved`; ``{prefix}playground:workspace:unreadable`` - string: a saved workspace that could
@@ -113,6 +118,18 @@ class Keys:
     def inbox_of(self, run_id: str, tool_call_id: str) -> str:
         """Whose inboxes hold question ``tool_call_id`` of run ``run_id`` (same slot as :meth:`run`)."""
         return f"{self.prefix}inbox_of:{{{run_id}}}:{tool_call_id}"
+
+    def graph_checkpoints(self, thread_id: str, ns: str) -> str:
+        """A LangGraph thread's checkpoints in namespace ``ns`` (hash by checkpoint id; one slot per thread)."""
+        return f"{self.prefix}lg:{{{thread_id}}}:cp:{ns}"
+
+    def graph_blobs(self, thread_id: str, ns: str) -> str:
+        """A LangGraph thread's channel values by ``channel NUL version`` in namespace ``ns``."""
+        return f"{self.prefix}lg:{{{thread_id}}}:blobs:{ns}"
+
+    def graph_writes(self, thread_id: str, ns: str, checkpoint_id: str) -> str:
+        """The pending writes of one LangGraph checkpoint."""
+        return f"{self.prefix}lg:{{{thread_id}}}:writes:{ns}:{checkpoint_id}"
 
     def inbox_line(self, run_id: str, tool_call_id: str) -> str:
         """The "recently closed" line last pushed for question ``tool_call_id`` of run ``run_id`` while it still

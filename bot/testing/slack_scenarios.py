@@ -17,10 +17,11 @@ from bot.agent.state import RunState, utcnow
 from bot.fakeslack.sender import block_actions_payload
 from bot.fakeslack.state import TEAM_ID
 from bot.store import Keys
+from bot.store.conversations import ConversationIndex
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
 
 ALICE, BOB, CAROL = "U_ALICE", "U_BOB", "U_CAROL"
-GENERAL = "C_GENERAL"
+GENERAL, RANDOM = "C_GENERAL", "C_RANDOM"
 SINGLE = {"question": "Which repo?", "options": [{"label": "api"}, {"label": "web"}]}
 MULTI = {
     "question": "What next?",
@@ -190,3 +191,18 @@ def mrkdwn_texts(node: Any) -> list[str]:
         return []
     own = [str(node["text"])] if node.get("type") == "mrkdwn" and "text" in node else []
     return own + [t for v in node.values() if isinstance(v, (dict, list)) for t in mrkdwn_texts(v)]
+
+
+def texts_in(h: Any, thread: str, *, channel: str = GENERAL) -> list[str]:
+    """The text of every message in ``thread`` of ``channel``, in order (the thread's first message first)."""
+    return [m["text"] for m in h.ws.messages(channel, thread_ts=thread)]
+
+
+def index_of(h: Any) -> ConversationIndex:
+    """The ConversationIndex wired into the first bot process (reached through its lazy listeners' objects)."""
+    for fn in h.bot.jobs.functions.values():
+        owner = getattr(fn, "__self__", None)
+        index = getattr(owner, "index", None) or getattr(getattr(owner, "answering", None), "index", None)
+        if isinstance(index, ConversationIndex):
+            return index
+    raise AssertionError("no ConversationIndex found")

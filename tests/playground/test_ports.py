@@ -82,7 +82,7 @@ async def port_3100_is_the_ui_and_the_mcp_server_takes_another_port_printed() ->
         output = await stop(proc)
     assert printed(lines, "Playground:") == f"http://127.0.0.1:{MCP_PORT_DEFAULT}/", lines
     assert f":{MCP_PORT_DEFAULT}/mcp" not in mcp_line
-    assert tools == {"ask_user", "request_approval"}
+    assert tools == {"ask_user", "request_approval", "approve_tool_use"}
     assert "Traceback" not in output
 
 

@@ -18,7 +18,17 @@ from bot.store import Keys
 from bot.store.limits import ActiveRuns
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.scrape import scrape
-from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, ask, current, has_controls
+from bot.testing.slack_scenarios import (
+    ALICE,
+    BOB,
+    GENERAL,
+    ask,
+    blocks_text,
+    current,
+    has_controls,
+    texts_in,
+    thread_run_id,
+)
 
 BASIC = str(Path(__file__).resolve().parent.parent / "mcp_servers" / "basic.py")
 
@@ -167,3 +177,44 @@ async def test_a_message_over_the_token_budget_is_not_sent_and_says_what_to_do(
             channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Back on track."
         )
         assert not any("word word" in str(m.get("content")) for m in h.model.requests[-1]["messages"])
+
+
+async def test_in_channel_mode_bob_is_not_refused_for_alices_runs(fake_redis: aioredis.Redis, harness: Any) -> None:
+    """README: "at most MAX_RUNS_PER_PERSON (3) runs per person work at once ... past them the person is asked to try
+    again". In channel mode Bob (no run of his working) answering Alice's question is not past any limit of his; he
+    must not be refused with "I'm still working on 3 of your requests" (they are Alice's, not his)."""
+    async with harness(fake_redis, answerers="channel") as h:
+        thread, q = await ask(h, then="Answered by Bob.")
+        h.model.reset()
+        h.model.script(*[Reply(text=f"slow {i}", delay=3.0) for i in range(3)])
+        for i in range(3):
+            await h.ws.mention(ALICE, GENERAL, f"work {i}")
+        await asyncio.sleep(0.4)  # Alice's three runs are working
+        h.model.script(Reply(text="Answered by Bob."))
+        await h.ws.click(q, "web", user=BOB)
+        await asyncio.sleep(0.5)
+        notes = [e["text"] for e in h.ws.ephemerals(user=BOB)]
+        await h.settle()
+        assert not any("of your requests" in n for n in notes), notes
+        assert "Answered by Bob." in texts_in(h, thread)
+
+
+@pytest.mark.parametrize("what", ["tool-call-arguments", "reasoning"])
+async def test_model_output_other_than_text_is_bounded_too(fake_redis: aioredis.Redis, harness: Any, what: str) -> None:
+    """README (Work is bounded): a model turn stops after MAX_REPLY_CHARS characters ("the longest text one model
+    turn may write"), "leaving the run retryable". A model that writes 300,000 characters in one turn as tool-call
+    arguments (a question that long), or as streamed ``reasoning_content`` (thinking mode), writes far past the limit
+    (1,000 here); it is expected to be stopped like reply text is (failure notice with Retry), not kept whole in the
+    run (Redis) and sent back to the model on every later turn."""
+    async with harness(fake_redis, settings={"max_reply_chars": 1000}) as h:
+        if what == "tool-call-arguments":
+            h.model.script(Reply(tool_calls=[tool_call("ask_user", {"question": "Q " * 150_000}, id="c1")]))
+        else:
+            h.model.script(Reply(chunks=[{"reasoning_content": "r" * 1000} for _ in range(300)] + [{"content": "ok"}]))
+        d = await h.ws.mention(ALICE, GENERAL, "go")
+        await asyncio.sleep(0.3)
+        await h.settle()
+        run_id = await thread_run_id(h, d.message["ts"])
+        state = await h.bot.agent.get_run(run_id)
+        assert state.status == "failed", (state.status, len(state.to_json()))
+        assert any("Retry" in blocks_text(m) for m in h.ws.messages(GENERAL, thread_ts=d.message["ts"]))

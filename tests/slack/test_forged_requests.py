@@ -18,6 +18,7 @@ from bot.testing.slack_scenarios import (
     BOB,
     FREE,
     GENERAL,
+    RANDOM,
     action_payload,
     ask,
     blocks_text,
@@ -133,3 +134,16 @@ async def test_a_modal_submission_the_bot_never_opened_is_refused_in_channel_mod
         ok = await submit(form, ALICE)
         assert ok.status == 200 and not ok.body
         await h.ws.wait_for_message(channel=GENERAL, predicate=lambda m: m["ts"] == q["ts"] and not has_controls(m))
+
+
+async def test_answer_from_another_channel_is_refused(fake_redis: aioredis.Redis, harness: Any) -> None:
+    async with harness(fake_redis) as h:
+        _thread, q = await ask(h)
+        posted = h.ws.add_user_message(ALICE, RANDOM, "copied")
+        h.ws.state.message(RANDOM, posted["ts"])["blocks"] = q["blocks"]  # the same buttons, elsewhere
+        copy = h.ws.messages(RANDOM)[-1]
+        await h.ws.click(copy, "web", user=ALICE)
+        note = await h.ws.wait_for_ephemeral(user=ALICE)
+        assert "doesn't belong" in note["text"]
+        await h.settle()
+        assert resumed_requests(h.model) == 0

@@ -79,7 +79,7 @@ async def test_an_mcp_client_asks_and_gets_the_answer_with_who_gave_it(
 ) -> None:
     async with harness(real_redis) as h, mcp_session(h, prefix) as session:
         listed = await session.list_tools()
-        assert sorted(t.name for t in listed.tools) == ["ask_user", "request_approval"]
+        assert sorted(t.name for t in listed.tools) == ["approve_tool_use", "ask_user", "request_approval"]
         progress: list[float] = []
 
         async def on_progress(done: float, total: float | None, message: str | None) -> None:
@@ -217,7 +217,11 @@ async def test_over_http_the_server_listens_on_loopback_unless_mcp_host_says_oth
             with pytest.raises(OSError):
                 await asyncio.open_connection("127.0.0.2", port)
             async with http_session(server.url) as session:  # a real client, on loopback
-                assert {t.name for t in (await session.list_tools()).tools} == {"ask_user", "request_approval"}
+                assert {t.name for t in (await session.list_tools()).tools} == {
+                    "ask_user",
+                    "request_approval",
+                    "approve_tool_use",
+                }
             # On loopback the SDK checks Host (DNS rebinding): a TLS proxy in front passes Host: 127.0.0.1:<port>
             # (nginx's default; Caddy: header_up Host {upstream_hostport}), as the README says.
             initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
@@ -227,7 +231,11 @@ async def test_over_http_the_server_listens_on_loopback_unless_mcp_host_says_oth
                     async with http.post(server.url, json=initialize, headers={**auth, "Host": host}) as resp:
                         assert (resp.status == 421) is refused, (host, resp.status)
         async with mcp_http_server(h, prefix, host="127.0.0.2") as server, http_session(server.url) as session:
-            assert {t.name for t in (await session.list_tools()).tools} == {"ask_user", "request_approval"}
+            assert {t.name for t in (await session.list_tools()).tools} == {
+                "ask_user",
+                "request_approval",
+                "approve_tool_use",
+            }
 
 
 async def test_over_http_an_mcp_client_asks_and_gets_the_answer(

@@ -196,3 +196,30 @@ async def test_retried_old_event_after_completion_starts_nothing(fake_redis: aio
             assert (await h.ws.retry(d.ack, n)).status == 200
         await h.settle()
         assert len(h.model.requests) == 1
+
+
+async def test_duplicate_labels_and_too_many_options_go_back_to_the_model(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis) as h:
+        h.model.script(
+            Reply(
+                tool_calls=[
+                    tool_call("ask_user", {"question": "Dup", "options": [{"label": "a"}, {"label": "a"}]}, id="d1")
+                ]
+            ),
+            Reply(
+                tool_calls=[
+                    tool_call(
+                        "ask_user", {"question": "Many", "options": [{"label": str(i)} for i in range(101)]}, id="d2"
+                    )
+                ]
+            ),
+            Reply(text="I'll ask differently."),
+        )
+        d = await h.ws.mention(ALICE, GENERAL, "go")
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: m["text"] == "I'll ask differently."
+        )
+        errors = [json.loads(m["content"])["error"] for m in h.model.requests[-1]["messages"] if m["role"] == "tool"]
+        assert "unique; repeated: a" in errors[0] and "too many options (101); offer at most 100" in errors[1]

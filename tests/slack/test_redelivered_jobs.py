@@ -12,10 +12,21 @@ import fakeredis
 import pytest
 
 from bot.store import Keys
+from bot.store.conversations import ConversationIndex
 from bot.store.work_queue import GROUP
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
-from bot.testing.slack_scenarios import ALICE, FREE, GENERAL, blocks_text, current, has_controls, text_is, thread_run
+from bot.testing.slack_scenarios import (
+    ALICE,
+    FREE,
+    GENERAL,
+    blocks_text,
+    current,
+    has_controls,
+    text_is,
+    texts_in,
+    thread_run,
+)
 from tests.slack.test_web_worker_split import asked_through_a_split, click_taken_by_a_dead_worker, consume, start_split
 
 
@@ -120,3 +131,40 @@ async def test_a_redelivered_answer_button_job_after_the_person_answered_otherwi
         await h.settle()
         view = await h.ws.wait_for_view(user=ALICE)
         assert "Opening the question" not in json.dumps(view), json.dumps(view)
+
+
+async def test_mention_job_redelivered_after_its_worker_died_is_still_answered(
+    fake_server: fakeredis.FakeServer, harness: Any, prefix: str
+) -> None:
+    """README (Scale out): workers run queued work "at least once: a dead worker's jobs are picked up by another".
+    A worker that took a mention job, marked the event as seen (the first step of on_mention) and died before
+    starting the run must not make the redelivered job a silent no-op: the person expects their mention answered.
+    """
+    client = fakeredis.FakeAsyncRedis(server=fake_server)
+    async with harness(client) as h:
+        web = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="web")
+        worker = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="worker")
+        h.route_to(web)
+        key = Keys(prefix).work()
+        await client.xgroup_create(key, GROUP, id="0", mkstream=True)
+        h.model.script(Reply(text="Hello after a crash."))
+        d = await h.ws.mention(ALICE, GENERAL, "hi")
+        await h.settle()
+        taken = await client.xreadgroup(GROUP, "dead", {key: ">"}, count=10)
+        jobs = [json.loads(fields[b"job"]) for _id, fields in taken[0][1]]
+        mention = next(j for j in jobs if j["fn"] == "on_mention")
+        # the dead worker got as far as marking the event as seen (Threads._first_sight), then died
+        dead_index = ConversationIndex(client, keys=Keys(prefix))  # (it marks with its job's id, as run_job does)
+        assert await dead_index.first_sight(str(mention["body"]["event_id"]), token=mention["id"])
+        await asyncio.sleep(0.35)
+        stop = asyncio.Event()
+        working = asyncio.ensure_future(
+            worker.bot.queue.consume(worker.bot.run_job, stop=stop, block_ms=50, consumer="live", lease_ttl=0.3)
+        )
+        try:
+            await asyncio.sleep(1.5)
+            await h.settle()
+        finally:
+            stop.set()
+            await asyncio.wait_for(working, 10)
+        assert "Hello after a crash." in texts_in(h, d.message["ts"]), texts_in(h, d.message["ts"])

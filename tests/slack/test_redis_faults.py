@@ -4,6 +4,7 @@ the first clicks after an outage ends. Nothing is dropped, nothing applied twice
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -13,19 +14,24 @@ from bot.fakeslack.home_tab import click_home, home_view, open_home
 from bot.fakeslack.state import TEAM_ID
 from bot.slack.questions.notices import STORE_DOWN
 from bot.slack.questions.wait_plan import DEADLINE, REMIND
+from bot.slack.render.modals import MODAL_INPUT_BLOCK
 from bot.store import Keys, connect_redis
 from bot.store.inbox import Inbox
 from bot.store.schedule import DueItem, Schedule
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import (
     ALICE,
+    BOB,
+    FREE,
     GENERAL,
     SINGLE,
     ask,
     blocks_text,
     current,
     has_controls,
+    is_answer_form,
     resumed_requests,
+    text_is,
     thread_run_id,
 )
 from bot.testing.tcp_proxy import TcpProxy
@@ -303,3 +309,112 @@ async def test_a_question_answered_as_redis_goes_down_has_its_message_closed_onc
 
         await until(closed)
         assert "answered: *api*" in blocks_text(await current(h, q))
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
+async def test_refusal_for_a_thread_reply_is_not_lost_with_the_reply_of_its_told_once_mark(
+    real_redis: aioredis.Redis, harness: Any
+) -> None:
+    """README: someone the policy does not allow is refused where they acted ("for thread replies once per
+    question"), and "a write whose reply was lost is recognised when resent". If the reply to the told-once mark is
+    lost (the SET applied, the connection dropped, redis-py resends it), Bob must still be told once; he is never
+    told, and every later reply of his is ignored silently too."""
+    from bot.store import connect_redis
+    from bot.testing.tcp_proxy import TcpProxy
+
+    async with TcpProxy("127.0.0.1", 6379) as proxy:
+        client = connect_redis(f"redis://127.0.0.1:{proxy.port}/0")
+        try:
+            async with harness(client) as h:
+                thread, _q = await ask(h, FREE)
+                await h.settle()
+                proxy.lose_next_reply(containing=b":refused")
+                await h.ws.reply_in_thread(BOB, GENERAL, thread, "I think it is X")
+                await h.settle()
+                await h.ws.reply_in_thread(BOB, GENERAL, thread, "hello? it is X")
+                await h.settle()
+                assert proxy.replies_lost == 1
+                notes = [e["text"] for e in h.ws.ephemerals(user=BOB)]
+                assert len(notes) == 1 and "Only <@U_ALICE>" in notes[0], notes
+        finally:
+            await client.aclose()
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
+async def test_a_click_queued_for_a_worker_is_not_delayed_minutes_by_a_lost_xreadgroup_reply(
+    real_redis: aioredis.Redis, harness: Any
+) -> None:
+    """README (Scale out/Failures): web processes queue the click, workers run it; connections broken by an outage
+    are retried "so the first clicks after it just work". If the reply to the worker's XREADGROUP is lost (Redis
+    delivered the click to the worker, the connection dropped, redis-py re-reads), the click sits in the worker's
+    pending list until XAUTOCLAIM picks it up (idle 120 s, checked every 60 s): Alice expects her click handled in
+    seconds, not after two or three minutes."""
+    from bot.store import connect_redis
+    from bot.testing.tcp_proxy import TcpProxy
+
+    async with TcpProxy("127.0.0.1", 6379) as proxy:
+        worker_client = connect_redis(f"redis://127.0.0.1:{proxy.port}/0")
+        try:
+            async with harness(real_redis) as h:
+                web = await h.start_process(real_redis, role="web")
+                worker = await h.start_process(worker_client, role="worker")
+                thread, q = await ask(h, then="Clicked.")  # asked by the all-in-one process
+                h.route_to(web)
+                proxy.lose_next_reply(containing=b"XREADGROUP")
+                await h.ws.click(q, "api", user=ALICE)  # queued by the web process
+                stop = asyncio.Event()
+                working = asyncio.ensure_future(worker.bot.work(stop=stop))  # the worker (re)starts and reads it
+                try:
+                    await h.ws.wait_for_message(
+                        channel=GENERAL, thread_ts=thread, predicate=text_is("Clicked."), timeout=6
+                    )
+                finally:
+                    stop.set()
+                    await asyncio.wait_for(working, 10)
+                    assert proxy.replies_lost == 1
+        finally:
+            await worker_client.aclose()
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
+async def test_answer_button_opens_modal_while_redis_is_slow(real_redis: aioredis.Redis, harness: Any) -> None:
+    async with TcpProxy("127.0.0.1", 6379) as proxy:
+        client = aioredis.from_url(f"redis://127.0.0.1:{proxy.port}/0", socket_timeout=10)
+        async with harness(client) as h:
+            _thread, q = await ask(h, {"question": "Why?"})
+            proxy.delay = 3.5
+            ack = await h.ws.click(q, "Answer", user=ALICE)
+            assert ack.status == 200 and ack.duration_ms < 1000
+            loading = await h.ws.wait_for_view(user=ALICE, timeout=2)  # within the trigger's 3 s, Redis or not
+            assert "Opening" in json.dumps(loading["blocks"])
+            opened = h.ws.calls("views.open")
+            assert len(opened) == 1 and not opened[0].error
+            proxy.delay = 0
+            view = await h.ws.wait_for_view(user=ALICE, predicate=is_answer_form, timeout=10)
+            assert [b["block_id"] for b in view["blocks"]][-1] == MODAL_INPUT_BLOCK
+        await client.aclose()
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
+async def test_redis_down_during_click_says_try_again(real_redis: aioredis.Redis, harness: Any) -> None:
+    async with TcpProxy("127.0.0.1", 6379) as proxy:
+        client = aioredis.from_url(f"redis://127.0.0.1:{proxy.port}/0", socket_timeout=2, socket_connect_timeout=1)
+        async with harness(client) as h:
+            thread, q = await ask(h, then="Back again.")
+            proxy.cut()
+            ack = await h.ws.click(q, "web", user=ALICE)
+            assert ack.status == 200
+            note = await h.ws.wait_for_ephemeral(user=ALICE, timeout=8)
+            assert "try again" in note["text"]
+            still = next(m for m in h.ws.messages(GENERAL, thread_ts=thread) if m["ts"] == q["ts"])
+            assert has_controls(still)
+            proxy.restore()
+            await h.ws.click(q, "web", user=ALICE)
+            await h.ws.wait_for_message(
+                channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Back again."
+            )
+        await client.aclose()

@@ -3,13 +3,22 @@ a person's own duplicate is told their answer was recorded."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 import redis.asyncio as aioredis
 
 from bot.fakeslack.state import APP_ID, TEAM_ID, dm_channel_id
-from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, ask, current, has_controls, resumed_requests
+from bot.testing.slack_scenarios import (
+    ALICE,
+    BOB,
+    GENERAL,
+    ask,
+    current,
+    has_controls,
+    resumed_requests,
+)
 
 
 def home_click(h: Any, q: dict[str, Any], *, user: str, label: str) -> dict[str, Any]:
@@ -84,3 +93,25 @@ async def test_a_thread_reply_from_someone_not_allowed_is_refused_once_per_quest
         await h.settle()
         assert len(h.ws.ephemerals(user=BOB)) == 1  # people talk in threads: told once, not on every reply
         assert has_controls(await current(h, q)) and resumed_requests(h.model) == 0
+
+
+async def test_double_click_and_second_user_resume_once(fake_redis: aioredis.Redis, harness: Any) -> None:
+    async with harness(fake_redis) as h:
+        thread, q = await ask(h, then="Chosen.")
+
+        async def later(delay: float, label: str, user: str) -> Any:
+            await asyncio.sleep(delay)
+            return await h.ws.click(q, label, user=user, as_seen=True)
+
+        acks = await asyncio.gather(later(0, "api", ALICE), later(0.15, "web", ALICE), later(0.05, "web", BOB))
+        assert all(a.status == 200 for a in acks)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Chosen.")
+        await h.settle()
+        assert resumed_requests(h.model) == 1
+        refusal = await h.ws.wait_for_ephemeral(user=BOB)
+        assert "Only <@U_ALICE> can answer" in refusal["text"]
+        dup = await h.ws.wait_for_ephemeral(user=ALICE)
+        assert dup["text"] in (  # her own double click: not "answered by @her", and the other choice not taken
+            "You had already answered *api*; your choice *web* was not recorded.",
+            "You had already answered *web*; your choice *api* was not recorded.",
+        )

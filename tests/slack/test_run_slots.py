@@ -10,7 +10,7 @@ import asyncio
 import pytest
 import redis.asyncio as aioredis
 
-from bot.errors import StoreUnavailable
+from bot.errors import RunLimitReached, StoreUnavailable
 from bot.slack.run_slots import TOO_BUSY, TOO_MANY_FOR_YOU, RunGate, Slot
 from bot.store import Keys
 from bot.store.limits import ActiveRuns
@@ -46,7 +46,9 @@ async def test_slots_whose_release_failed_in_an_outage_do_not_hold_anyone_back_o
     gate = gate_on(client, prefix)
     try:
         working = await slots(gate, 3)
-        assert await gate.enter(**PERSON) == TOO_BUSY  # the per-process limit (3) as well as the person's (3)
+        with pytest.raises(RunLimitReached) as refused:
+            await gate.enter(**PERSON)
+        assert refused.value.notice == TOO_BUSY  # the per-process limit (3) as well as the person's (3)
         proxy.cut()
         for slot in working:
             await slot.release()  # raises nothing: owed
@@ -70,7 +72,9 @@ async def test_another_process_sees_slots_given_back_soon_after_redis_answers(
         proxy.cut()
         for slot in working:
             await slot.release()
-        assert await other.enter(**PERSON) == TOO_MANY_FOR_YOU.format(n=3)  # held meanwhile
+        with pytest.raises(RunLimitReached) as refused:
+            await other.enter(**PERSON)
+        assert refused.value.notice == TOO_MANY_FOR_YOU.format(n=3)  # held meanwhile
         await asyncio.sleep(1.0)  # the outage goes on: retried, still owed
         assert gate.owed
         proxy.restore()

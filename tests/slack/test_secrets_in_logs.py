@@ -135,3 +135,18 @@ async def test_transient_slack_error_on_final_reply_is_not_silently_lost(
         await h.settle()
         texts = [m["text"] for m in h.ws.messages(GENERAL, thread_ts=thread)]
         assert "The important reply." in texts or any("try" in t.lower() for t in texts), texts
+
+
+async def test_secrets_never_reach_logs(
+    fake_redis: aioredis.Redis, harness: Any, caplog: pytest.LogCaptureFixture, slack_secrets: tuple[str, str]
+) -> None:
+    token, secret = slack_secrets
+    caplog.set_level(logging.DEBUG)
+    async with harness(fake_redis) as h:
+        h.ws.fake.fail_next("assistant.threads.setStatus", "invalid_auth")
+        _thread, q = await ask(h)
+        await h.ws.click(q, "web", user=ALICE)
+        await h.settle()
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "assistant.threads.setStatus refused: invalid_auth" in text  # Slack errors are logged with Slack's code
+    assert token not in text and secret not in text

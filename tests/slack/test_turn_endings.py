@@ -5,6 +5,7 @@ without any text the run fails with a notice saying why and a Retry button (aski
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -13,7 +14,14 @@ import redis.asyncio as aioredis
 from bot.slack.replies.thread import CUT_OFF
 from bot.testing.openai_server import Reply
 from bot.testing.scrape import scrape
-from bot.testing.slack_scenarios import ALICE, GENERAL, blocks_text, has_controls, text_is
+from bot.testing.slack_scenarios import (
+    ALICE,
+    GENERAL,
+    blocks_text,
+    has_controls,
+    text_is,
+    texts_in,
+)
 
 
 def base(h: Any) -> str:
@@ -144,3 +152,50 @@ async def test_a_finished_reply_and_an_empty_stop_are_as_before(fake_redis: aior
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Also fine."))
         await h.settle()
         assert not any("incomplete" in t or "without a reply" in t for t in texts(h, thread))
+
+
+async def test_a_reply_stream_cut_off_before_its_end_is_not_posted_as_the_final_answer(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """README (Failures): "If the model fails, the thread gets a message saying what failed with a Retry button".
+    A model server whose stream stops mid-sentence (the connection closes cleanly, with no finish_reason and no
+    ``data: [DONE]``) has failed: Alice expects a failure notice with Retry, not the half sentence posted as the
+    bot's final answer and the run marked completed."""
+    from aiohttp import web
+
+    async def cut_short(request: web.Request) -> web.StreamResponse:
+        await request.json()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for piece in ("To deploy safely you must first ", "disable the"):
+            chunk = {
+                "id": "x",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": "m",
+                "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+            }
+            await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        return resp  # ends the body here: no finish_reason, no [DONE]
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", cut_short)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        async with harness(fake_redis) as h:
+            h.model.base_url = f"http://127.0.0.1:{port}/v1"
+            h.route_to(await h.start_process(fake_redis))
+            d = await h.ws.mention(ALICE, GENERAL, "how do I deploy?")
+            await h.settle()
+            thread = d.message["ts"]
+            texts = texts_in(h, thread)
+            # What streamed before the cut is shown as cut off, never as the answer.
+            assert "To deploy safely you must first disable the" not in texts, texts
+            assert any(t.startswith("To deploy safely") and t.endswith(CUT_OFF) for t in texts), texts
+            assert any("Retry" in blocks_text(m) for m in h.ws.messages(GENERAL, thread_ts=thread)), texts
+    finally:
+        await runner.cleanup()

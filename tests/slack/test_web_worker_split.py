@@ -18,7 +18,16 @@ from bot.store.conversations import ConversationIndex
 from bot.store.work_queue import GROUP
 from bot.testing.openai_server import Reply
 from bot.testing.scrape import parse
-from bot.testing.slack_scenarios import ALICE, GENERAL, SINGLE, ask, resumed_requests, text_is, thread_run
+from bot.testing.slack_scenarios import (
+    ALICE,
+    BOB,
+    GENERAL,
+    SINGLE,
+    ask,
+    resumed_requests,
+    text_is,
+    thread_run,
+)
 
 
 async def start_split(h: Any, server: fakeredis.FakeServer) -> tuple[Any, Any]:
@@ -238,3 +247,29 @@ async def test_a_job_run_twice_counts_no_duplicate_answer(
     assert after.since(before, "askbot_questions_answered_total", mode="single_select") == 1
     assert after.since(before, "askbot_answers_duplicate_total", kind="question") == 0
     assert told == [], told
+
+
+async def test_web_and_worker_processes_split_the_work(fake_server: Any, harness: Any) -> None:
+    """``web`` processes ack and queue; a ``worker`` process (sharing only Redis) runs the work."""
+    import fakeredis
+
+    async with harness(fakeredis.FakeAsyncRedis(server=fake_server)) as h:
+        web = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="web")
+        worker = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="worker")
+        h.route_to(web)
+        stop = asyncio.Event()
+        working = asyncio.ensure_future(worker.bot.work(stop=stop))
+        try:
+            thread, q = await ask(h, then="Split works.")
+            ack = await h.ws.click(q, "api", user=ALICE)
+            assert ack.status == 200
+            await h.ws.wait_for_message(
+                channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Split works."
+            )
+            await h.ws.click(q, "web", user=BOB, as_seen=True)
+            refusal = await h.ws.wait_for_ephemeral(user=BOB)
+            assert "Only <@U_ALICE> can answer" in refusal["text"]
+        finally:
+            stop.set()
+            await asyncio.wait_for(working, 10)
+        assert resumed_requests(h.model) == 1

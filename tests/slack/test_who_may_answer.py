@@ -31,16 +31,18 @@ from bot.testing.slack_scenarios import (
     CAROL,
     FREE,
     GENERAL,
+    RANDOM,
     SINGLE,
     action_payload,
+    ask,
     blocks_text,
     button,
     current,
     has_controls,
+    resumed_requests,
     text_is,
 )
 
-RANDOM = "C_RANDOM"
 AGENT = {"agent": "bot.testing.approval_agent:build"}
 
 
@@ -388,3 +390,20 @@ async def test_fifteen_mentions_at_once_stay_within_the_bounds_and_make_one_esca
         assert 1 <= len(questions) <= 5 + h.settings.max_runs_per_person - 1
         await escalate(h)
         assert len(h.ws.messages("D_BOB")) == 1
+
+
+async def test_channel_policy_lets_anyone_answer_once(fake_redis: aioredis.Redis, harness: Any) -> None:
+    async with harness(fake_redis, answerers="channel") as h:
+        thread, q = await ask(h, then="Thanks.")
+        await asyncio.gather(
+            h.ws.click(q, "web", user=BOB, as_seen=True), h.ws.click(q, "api", user=ALICE, as_seen=True)
+        )
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Thanks.")
+        await h.settle()
+        assert resumed_requests(h.model) == 1
+        winner = json.loads(
+            next(m for m in reversed(h.model.requests[-1]["messages"]) if m["role"] == "tool")["content"]
+        )
+        loser = ALICE if winner["answered_by"] == BOB else BOB
+        note = await h.ws.wait_for_ephemeral(user=loser)
+        assert note["text"].startswith(f"<@{winner['answered_by']}> had already answered *")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 
 from bot.agent._loop.stopping import StopRequests
@@ -35,10 +35,24 @@ log = logging.getLogger(__name__)
 CLOCK_MARGIN = timedelta(minutes=5)  # closer than this to a deadline, ask the store's clock
 
 
+@dataclass(frozen=True)
+class Claimed:
+    """A claim that won: the run as saved with it (``running``, the answer on its pending call), to be driven by
+    the claiming agent (:meth:`Agent._go_on <bot.agent.agent.Agent>`), or, ``handed_off``, by the process whose
+    tool call asked it live (:mod:`bot.agent.live_questions`), which holds the run's lease."""
+
+    state: RunState
+    handed_off: bool = False
+
+    def handed_off_stream(self) -> AgentStream:
+        """The stream of a claim whose run goes on in another process: one ``finish`` chunk, ``handed_off``."""
+        return _handed_off(self.state)
+
+
 class Claims:
-    """The claims of one agent: on ``store``, as ``owner`` (the agent's lease id); ``launch(state)`` drives a claimed
-    run and returns its stream; ``stops`` and ``driving`` (the run ids the agent drives now) are the agent's;
-    ``hooks`` are told of each claim."""
+    """The claims of one agent: on ``store``, as ``owner`` (the agent's lease id); ``stops`` and ``driving`` (the run
+    ids the agent drives now) are the agent's; ``hooks`` are told of each claim. A claim that wins returns
+    :class:`Claimed`: the agent drives the run on from there."""
 
     def __init__(
         self,
@@ -47,19 +61,17 @@ class Claims:
         owner: str,
         stops: StopRequests,
         driving: set[str],
-        launch: Callable[[RunState], AgentStream],
         hooks: RunHooks = NO_HOOKS,
     ) -> None:
         self.store = store
         self.owner = owner
         self.stops = stops
         self.driving = driving
-        self.launch = launch
         self.hooks = hooks  # told of each claim and expiry
 
     async def approve_tool_call(
         self, *, run_id: str, tool_call_id: str | None = None, approved_by: str | None = None
-    ) -> AgentStream:
+    ) -> Claimed:
         """Approve the tool call a run waits on; the tool runs (once) and the run continues. Raises as
         ``Agent.resume_stream``, and ``NotAwaitingThisKind`` (a ``ValueError``) when the call waits for an answer."""
         return await self._decide(run_id, tool_call_id, decision=APPROVED, by=approved_by, reason=None)
@@ -71,14 +83,14 @@ class Claims:
         tool_call_id: str | None = None,
         reason: str | None = None,
         declined_by: str | None = None,
-    ) -> AgentStream:
+    ) -> Claimed:
         """Decline the tool call a run waits on; the tool never runs, the model is told (with ``reason``) and the
         run continues. Raises as :meth:`approve_tool_call`."""
         return await self._decide(run_id, tool_call_id, decision=DECLINED, by=declined_by, reason=reason)
 
     async def cancel_question(
         self, *, run_id: str, tool_call_id: str | None = None, cancelled_by: str | None = None
-    ) -> AgentStream:
+    ) -> Claimed:
         """Withdraw the question (or approval request) a run waits on: the run goes on, the tool told it was
         cancelled (``ask_user``: ``{"status": "cancelled", "cancelled_by": ...}``; an MCP server's question:
         ``cancel``; an approval: declined, reason ``"cancelled"``). Raises as ``Agent.resume_stream``."""
@@ -105,7 +117,7 @@ class Claims:
         if run_id in self.driving:  # driven here: known at once
             self.stops.asked(run_id, stopped_by or "")
 
-    async def time_out(self, *, run_id: str, tool_call_id: str | None = None) -> AgentStream:
+    async def time_out(self, *, run_id: str, tool_call_id: str | None = None) -> Claimed:
         """Go on without an answer once the question's deadline passed (by the store's clock): the tool is told
         nobody answered (``ask_user``: ``{"status": "no_answer", "waited_seconds": N}``; an MCP server's question:
         ``cancel``; an approval: declined, reason ``"no answer"``). Exactly once, against answers too: whichever
@@ -141,7 +153,7 @@ class Claims:
 
     async def _decide(
         self, run_id: str, tool_call_id: str | None, *, decision: str, by: str | None, reason: str | None
-    ) -> AgentStream:
+    ) -> Claimed:
         state = await self.store.load(run_id)
         pending = await self.require_open(state, tool_call_id)
         if pending.kind != "approval":
@@ -155,13 +167,10 @@ class Claims:
         )
         return await self.claim(state, pending, answer)
 
-    async def claim(
-        self, state: RunState, pending: PendingCall, answer: Answer, *, deadline: bool = True
-    ) -> AgentStream:
-        """Claim ``answer`` for ``pending`` (one compare-and-set wins, before the deadline by the store's clock)
-        and continue the run: here, or, for a question asked live by a tool call whose process still holds the
-        run's lease, in that process (the returned stream then only says ``handed_off``; see
-        :mod:`bot.agent.live_questions`)."""
+    async def claim(self, state: RunState, pending: PendingCall, answer: Answer, *, deadline: bool = True) -> Claimed:
+        """Claim ``answer`` for ``pending`` (one compare-and-set wins, before the deadline by the store's clock):
+        the run is continued here, or, for a question asked live by a tool call whose process still holds the
+        run's lease, in that process (``Claimed.handed_off``; see :mod:`bot.agent.live_questions`)."""
         claimed = state.model_copy(
             update={
                 "status": "running",
@@ -185,7 +194,7 @@ class Claims:
             await self._mark_expired(state)
             raise
         self.hooks.on_claimed(state, pending, answer)
-        return _handed_off(claimed) if hand_off else self.launch(claimed)
+        return Claimed(claimed, handed_off=hand_off)
 
     async def check(self, state: RunState, tool_call_id: str | None = None) -> AnswerCheck:
         """Whether ``state`` can take an answer to ``tool_call_id`` now (see :mod:`bot.agent.answers`). A deadline

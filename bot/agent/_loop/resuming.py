@@ -19,77 +19,41 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.agent._loop.tool_calls import add_result, run_tool_call
+from bot.agent._loop.tool_calls import ToolRunner
 from bot.agent.approvals import Save, run_decided, suspend
-from bot.agent.hooks import RunHooks
-from bot.agent.live_questions import LiveQuestions
 from bot.agent.state import Answer, PendingCall, RunState, ToolCall, utcnow
 from bot.agent.stream import AgentStream, ToolCallChunk, ToolCallPayload
-from bot.agent.tools import Tool
 
 
 async def continue_pending(
-    tools: dict[str, Tool],
-    state: RunState,
-    pending: PendingCall,
-    out: AgentStream,
-    *,
-    save: Save,
-    ask_ttl: float | None,
-    max_result_chars: int | None,
-    live: LiveQuestions | None,
-    hooks: RunHooks,
+    runner: ToolRunner, state: RunState, pending: PendingCall, out: AgentStream, *, save: Save
 ) -> None:
-    """Carry on with ``pending`` (already taken off ``state``); ``max_result_chars``: the bound of the call's result
-    text (:func:`bot.agent._loop.tool_calls.add_result`). Raises ``Suspended`` when it asks again, and what ``save``
-    raises (``RunConflict``, ``StoreUnavailable``)."""
-    tool = tools.get(pending.tool_name)
+    """Carry on with ``pending`` (already taken off ``state``), its call run by ``runner`` (its tools, the result's
+    bound: :class:`bot.agent._loop.tool_calls.ToolRunner`). Raises ``Suspended`` when it asks again, and what
+    ``save`` raises (``RunConflict``, ``StoreUnavailable``)."""
+    tool = runner.tools.get(pending.tool_name)
     call = ToolCall(id=pending.tool_call_id, name=pending.tool_name, arguments="")
     cut_short = pending.live_owner is not None or (pending.kind == "question" and pending.executing_since is not None)
     if cut_short:
         if tool is None:
             error = {"error": f"unknown tool {pending.tool_name!r}"}
-            add_result(state, call, error, out, hooks=hooks, max_chars=max_result_chars, is_error=True)
+            runner.add_result(state, call, error, out, is_error=True)
             return
-        suspend(state, pending.tool_call_id, tool, pending.args, ask_ttl=ask_ttl, interrupted=True)
+        suspend(state, pending.tool_call_id, tool, pending.args, ask_ttl=runner.ask_ttl, interrupted=True)
     resume = pending.resume
     question_tool = tool is not None and tool.asks_person  # e.g. ask_user
     if pending.kind == "question" and resume is not None and resume.outcome != "answer" and question_tool:
-        add_result(
-            state, call, unanswered(pending, resume), out, hooks=hooks, max_chars=max_result_chars
-        )  # told, not run again
+        runner.add_result(state, call, unanswered(pending, resume), out)  # told, not run again
         return
     if pending.kind == "approval":
-        await run_decided(
-            tools,
-            state,
-            pending,
-            out,
-            save=save,
-            ask_ttl=ask_ttl,
-            max_result_chars=max_result_chars,
-            live=live,
-            hooks=hooks,
-        )
+        await run_decided(runner, state, pending, out, save=save)
         return
     if tool is not None and not tool.asks_person:  # it suspended mid-work: leave a trace before it goes on
         state.pending = pending.model_copy(update={"executing_since": utcnow()})
         await save(state)
         state.pending = None
         out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, dict(pending.args))))  # runs again
-    await run_tool_call(
-        tools,
-        state,
-        call,
-        pending.args,
-        out,
-        resume=pending.resume,
-        ask_ttl=ask_ttl,
-        max_result_chars=max_result_chars,
-        suspended=pending.suspend_payload,
-        live=live,
-        hooks=hooks,
-    )
+    await runner.run(state, call, pending.args, out, resume=pending.resume, suspended=pending.suspend_payload)
 
 
 def unanswered(pending: PendingCall, resume: Answer) -> dict[str, Any]:

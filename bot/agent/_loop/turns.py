@@ -1,6 +1,7 @@
-"""One model turn of a run (:func:`model_turn`): the model's stream read to its end, its text passed on, its size
-and time bounded, its ending judged (:mod:`bot.agent.endings`); :func:`budgeted_turn`: that turn over the run's
-history fitted to the token budget, never sent when the budget says it is over."""
+"""One model turn of a run (:func:`model_turn`, made with a :class:`ModelTurns`): the model's stream read to its
+end, its text passed on, its size and time bounded, its ending judged (:mod:`bot.agent.endings`);
+:func:`budgeted_turn`: that turn over the run's history fitted to the token budget, never sent when the budget says
+it is over."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from bot.agent.budget import HistoryBudget, Request, message_tokens
@@ -22,23 +24,32 @@ from bot.errors import ContextTooLong, ModelCallFailed, NoReply, RequestOverBudg
 log = logging.getLogger(__name__)
 
 
-async def model_turn(
-    model: ChatModel,
-    messages: list[dict[str, Any]],
-    *,
-    tools: list[dict[str, Any]],
-    run_id: str,
-    out: AgentStream,
-    turn_timeout: float | None,
-    max_reply_chars: int | None,
-    hooks: RunHooks,
-) -> TurnDone:
-    """One model turn over ``messages`` (system prompt first), its text streamed to ``out`` as ``text-delta``
-    chunks, bounded: at most ``turn_timeout`` seconds and ``max_reply_chars`` characters of text (a server that
-    streams forever must not hold the thread nor fill it). A turn that ended for another reason than ``stop``
-    (:func:`bot.agent.endings.ending_of`) is counted; without any text it raises :class:`NoReply`. Raises
-    ``ModelCallFailed``. Told to ``hooks`` (the Slack bot's measure it: ``askbot_model_turn_seconds``, failures by
-    kind, a span)."""
+@dataclass(frozen=True, kw_only=True)
+class ModelTurns:
+    """What every model turn of a run is made with: the ``model`` (:class:`~bot.agent.model.ChatModel`), the agent's
+    ``instructions`` (the system prompt), the token ``budget`` of a request (:class:`~bot.agent.budget.HistoryBudget`),
+    the ``tools`` offered (their JSON schemas) and their estimated ``tools_tokens``, the bounds of one turn
+    (``turn_timeout`` seconds, ``max_reply_chars`` characters; None: unbounded) and the ``hooks`` told of it."""
+
+    model: ChatModel
+    instructions: str
+    budget: HistoryBudget
+    tools: list[dict[str, Any]]
+    tools_tokens: int
+    turn_timeout: float | None
+    max_reply_chars: int | None
+    hooks: RunHooks
+
+
+async def model_turn(setup: ModelTurns, messages: list[dict[str, Any]], *, run_id: str, out: AgentStream) -> TurnDone:
+    """One model turn of run ``run_id`` over ``messages`` (system prompt first), offering ``setup.tools``, its text
+    streamed to ``out`` as ``text-delta`` chunks, bounded: at most ``setup.turn_timeout`` seconds and
+    ``setup.max_reply_chars`` characters of text (a server that streams forever must not hold the thread nor fill
+    it). A turn that ended for another reason than ``stop`` (:func:`bot.agent.endings.ending_of`) is counted; without
+    any text it raises :class:`NoReply`. Raises ``ModelCallFailed``. Told to ``setup.hooks`` (the Slack bot's measure
+    it: ``askbot_model_turn_seconds``, failures by kind, a span)."""
+    model, tools, hooks = setup.model, setup.tools, setup.hooks
+    turn_timeout, max_reply_chars = setup.turn_timeout, setup.max_reply_chars
     with hooks.model_turn(run_id):
         done: TurnDone | None = None
         chars = 0
@@ -88,26 +99,16 @@ async def _closing(events: AsyncIterator[Any]) -> AsyncIterator[None]:
             await close()
 
 
-async def budgeted_turn(
-    model: ChatModel,
-    state: RunState,
-    *,
-    instructions: str,
-    budget: HistoryBudget,
-    tools: list[dict[str, Any]],
-    tools_tokens: int,
-    out: AgentStream,
-    turn_timeout: float | None,
-    max_reply_chars: int | None,
-    hooks: RunHooks,
-) -> TurnDone:
-    """:func:`model_turn` over ``state.messages`` fitted to ``budget`` (oldest turns left out, see
+async def budgeted_turn(setup: ModelTurns, state: RunState, *, out: AgentStream) -> TurnDone:
+    """:func:`model_turn` over ``state.messages`` after ``setup.instructions``, fitted to ``setup.budget`` (oldest
+    turns left out, see
     :mod:`bot.agent.budget`); the stored history is cut first when it is past its bound (``state.messages`` is
     replaced). A request the budget computes to be over it even with every older turn left out is not sent:
     ``RequestOverBudget`` (a ``ContextTooLong``). The server's ``prompt_tokens`` calibrates later estimates. A
     context-length refusal teaches the model's window and is tried once more with a smaller budget (the window's
     80 %, or half the refused request), when that leaves more out; otherwise, and when the budget is off,
     ``ContextTooLong`` is raised. Raises ``ModelCallFailed``."""
+    instructions, budget, tools_tokens, hooks = setup.instructions, setup.budget, setup.tools_tokens, setup.hooks
     sizes: list[int] | None = [message_tokens(m) for m in state.messages] if budget.budget is not None else None
     bounded = budget.bound_stored(state.messages, sizes)
     if bounded is not None:
@@ -118,16 +119,7 @@ async def budgeted_turn(
     for attempt in (1, 2):
         _refuse_over_budget(request, budget, run_id=state.run_id, hooks=hooks)
         try:
-            turn = await model_turn(
-                model,
-                request.messages,
-                tools=tools,
-                run_id=state.run_id,
-                out=out,
-                turn_timeout=turn_timeout,
-                max_reply_chars=max_reply_chars,
-                hooks=hooks,
-            )
+            turn = await model_turn(setup, request.messages, run_id=state.run_id, out=out)
         except ContextTooLong as exc:
             if exc.limit:
                 calibration.learn_limit(name, exc.limit)

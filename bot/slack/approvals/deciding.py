@@ -8,6 +8,7 @@ message then says who decided, and once the call ends how it went (ran in N s, o
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from bot.agent.answers import Answered, Open
@@ -23,6 +24,7 @@ from bot.logs import log_context
 from bot.slack.context import SlackContext, Where
 from bot.slack.questions.answer_modal import LOADING_VIEW, AnswerModal
 from bot.slack.questions.answering import LOST_CLAIM, Answering
+from bot.slack.questions.attempt import Attempt
 from bot.slack.questions.lookup import Found, Say
 from bot.slack.questions.notices import GONE, NOT_OPEN, STORE_DOWN, explain
 from bot.slack.questions.picks import button_ref
@@ -63,24 +65,15 @@ class Approving:
     ) -> None:
         """Claim the decision on ``call`` (policy already applied) and follow the run it continues."""
         say = self.answering.say_to(where, ctx)
-        clicked = where.message_in(ctx)  # closed with the recorded messages, recorded or not
+        # the message clicked is closed with the recorded messages, recorded or not
+        attempt = Attempt.of((state, ctx, call), where=where, say=say, kind="approval")
+        clicked = attempt.clicked
         check = await self.answering.agent.check(state, call)
         if self.answering.own_earlier_claim(check, where.user):
-            await self.answering.finish_own_claim(state, ctx, call=call, clicked=clicked)
+            await self.answering.finish_own_claim(attempt)
             return
         if not isinstance(check, Open):
-            tried = "approved" if approved else "declined"
-            await self.answering.not_open(
-                check,
-                state,
-                ctx=ctx,
-                call=call,
-                user=where.user,
-                say=say,
-                kind="approval",
-                clicked=clicked,
-                tried=tried,
-            )
+            await self.answering.not_open(check, replace(attempt, tried="approved" if approved else "declined"))
             return
         if check.pending.kind != "approval":
             await say(NOT_OPEN)
@@ -88,9 +81,9 @@ class Approving:
         slot = await self.answering.slot(ctx, say, user=where.user)
         if slot is None:
             return
-        try:
+        async with slot:
             with log_context(run_id=state.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id, user_id=where.user):
-                stream = await self._claim(state, ctx, call, where=where, approved=approved, reason=reason, say=say)
+                stream = await self._claim(attempt, approved=approved, reason=reason)
                 if stream is None:
                     return
                 payload = approval_payload(check.pending)
@@ -104,32 +97,18 @@ class Approving:
                 else:
                     await follower.close_approval(state.run_id, payload, outcome=outcome, clicked=clicked)
                     await follower.follow(stream, ctx)
-        finally:
-            await slot.release()
 
-    async def _claim(
-        self,
-        state: RunState,
-        ctx: SlackContext,
-        call: str,
-        *,
-        where: Where,
-        approved: bool,
-        reason: str | None,
-        say: Say,
-    ) -> AgentStream | None:
-        agent = self.answering.agent
+    async def _claim(self, attempt: Attempt, *, approved: bool, reason: str | None) -> AgentStream | None:
+        agent, say = self.answering.agent, attempt.say
+        run_id, call, user = attempt.state.run_id, attempt.call, attempt.user
         try:
             if approved:
-                return await agent.approve_tool_call(run_id=state.run_id, tool_call_id=call, approved_by=where.user)
-            return await agent.decline_tool_call(
-                run_id=state.run_id, tool_call_id=call, reason=reason, declined_by=where.user
-            )
+                return await agent.approve_tool_call(run_id=run_id, tool_call_id=call, approved_by=user)
+            return await agent.decline_tool_call(run_id=run_id, tool_call_id=call, reason=reason, declined_by=user)
         except (*LOST_CLAIM, NotAwaitingThisKind):
             tried = "approved" if approved else "declined"
-            await self.answering.lost_claim(
-                state.run_id, ctx, call=call, user=where.user, say=say, kind="approval", tried=tried
-            )
+            # as before the Attempt: a lost decision closes no message that was never recorded (clicked=None)
+            await self.answering.lost_claim(replace(attempt, clicked=None, tried=tried))
         except RunNotFound:
             await say(GONE)
         except StoreUnavailable:

@@ -72,6 +72,13 @@ def policy_call(tool_name: str, args: dict[str, object]) -> tuple[str, dict[str,
     return action, dict(details) if isinstance(details, dict) else {}
 
 
+def named_rule(tool_name: str, args: dict[str, object]) -> str | None:
+    """The policy rule an outside agent's approval request names (its caller's ``policy_rule``, put in the
+    request's ``policy_rule`` by the MCP server, :mod:`bot.mcp_server.callers`), or None: the rules match."""
+    rule = args.get("policy_rule") if tool_name == APPROVAL_TOOL else None
+    return rule if isinstance(rule, str) else None
+
+
 def not_carried_out(policy: Policy) -> list[str]:
     """A line per rule field of ``policy`` this version reads but does not carry out yet (logged at start, so an
     operator knows; docs/approvals.md, "What is in effect today")."""

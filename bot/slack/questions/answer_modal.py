@@ -25,6 +25,7 @@ from bot.errors import StoreUnavailable
 from bot.logs import log_context
 from bot.slack.context import Where
 from bot.slack.questions.answering import Answering
+from bot.slack.questions.attempt import Attempt
 from bot.slack.questions.lookup import Found
 from bot.slack.questions.notices import NOT_OPEN, STORE_DOWN, explain
 from bot.slack.questions.picks import Pick, asked_question, button_ref, said
@@ -116,7 +117,8 @@ class AnswerModal:
             state, ctx, call = found
             check = await self.answering.agent.check(state, call)
             if not isinstance(check, Open):
-                await self.answering.not_open(check, state, ctx=ctx, call=call, user=where.user, say=notice)
+                attempt = Attempt(state=state, ctx=ctx, call=call, user=where.user, say=notice)  # no message closed
+                await self.answering.not_open(check, attempt)
                 return
             payload = AskUserPayload.model_validate(check.pending.suspend_payload)
             asked = check.pending.suspended_at
@@ -250,7 +252,8 @@ class AnswerModal:
                 return
             meta = modals.modal_metadata(body.get("view") or {})  # signed: checked by form_question above
             opened_from = MessageRef(channel_id=ctx.channel_id, ts=meta["m"]) if meta.get("m") else None
-            await self.answering.take(state, ctx, call=call, where=where, pick=pick, say=say, clicked=opened_from)
+            attempt = Attempt.of((state, ctx, call), where=where, say=say, clicked=opened_from)
+            await self.answering.take(attempt, pick=pick)
 
     async def form_question(self, body: dict[str, Any]) -> Found | str:
         """The run, context and question a submitted form (answer or decline modal) is about, if this bot opened

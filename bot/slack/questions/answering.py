@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from bot.agent import Agent
@@ -32,6 +33,7 @@ from bot.errors import (
     QuestionExpired,
     RunAlreadyResumed,
     RunConflict,
+    RunLimitReached,
     RunNotFound,
     RunNotResumable,
     StoreCorrupt,
@@ -41,10 +43,11 @@ from bot.errors import (
 from bot.logs import log_context
 from bot.ops import audit
 from bot.slack.context import SlackContext, Where
+from bot.slack.questions.attempt import Attempt
 from bot.slack.questions.lookup import Found, QuestionLookup, Say
 from bot.slack.questions.notices import EXPIRED_OUTCOME, GONE, MULTI_HINT, NOT_OPEN, STORE_DOWN, UNKNOWN_BUTTON, explain
 from bot.slack.questions.permissions import Kind, Permissions
-from bot.slack.questions.picks import Pick, asked_question, label, resume_data, said, shown, ticked
+from bot.slack.questions.picks import Pick, asked_question, label, resume_data, said, ticked
 from bot.slack.questions.typed_answers import labels_in_text
 from bot.slack.refs import BadReference, QuestionRef, parse_index
 from bot.slack.render import blocks as bk
@@ -59,6 +62,12 @@ log = logging.getLogger(__name__)
 
 LOST_CLAIM = (RunAlreadyResumed, QuestionExpired, RunNotResumable, RunConflict, ToolCallNotPending)
 """What a claim raises when it lost to another write; :meth:`Answering.lost_claim` says what the run shows now."""
+
+
+def answered_line(quoted: str, *, user: str) -> str:
+    """The mrkdwn line a question's messages show once ``user`` answered it: ``quoted`` is the answer as
+    :func:`bot.slack.questions.picks.said` quotes it (safe, in bold)."""
+    return f":white_check_mark: <@{user}> answered: {quoted}"
 
 
 class Answering:
@@ -146,8 +155,7 @@ class Answering:
         with log_context(run_id=ref.run_id, team_id=where.team_id, channel_id=where.channel_id, user_id=where.user):
             found = await self.lookup.vet(ref, where, say)
             if found is not None:
-                state, ctx, call = found
-                await self.take(state, ctx, call=call, where=where, pick=pick, say=say)
+                await self.take(Attempt.of(found, where=where, say=say), pick=pick)
 
     async def answer_typed(self, state: RunState, ctx: SlackContext, where: Where, text: str) -> None:
         """A typed reply to the run's open question (the caller applied the policy): the text itself, or for
@@ -167,110 +175,74 @@ class Answering:
                 await say(MULTI_HINT)
                 return
             answer = picked
-        await self.take(state, ctx, call=pending.tool_call_id, where=where, pick=lambda _p: answer, say=say)
+        found = (state, ctx, pending.tool_call_id)
+        await self.take(Attempt.of(found, where=where, say=say), pick=lambda _p: answer)
 
     # --- the claim -------------------------------------------------------------------------------
 
-    async def take(
-        self,
-        state: RunState,
-        ctx: SlackContext,
-        *,
-        call: str,
-        where: Where,
-        pick: Pick,
-        say: Say,
-        clicked: MessageRef | None = None,
-    ) -> None:
-        """Claim an answer to question ``call`` of ``state`` (policy already applied); on success update the
-        question's messages (``clicked``, the one it was given on, among them: by default the message of ``where``
-        in the run's thread) and follow the resumed run (in a run slot: past the limits nothing is taken)."""
-        clicked = clicked or where.message_in(ctx)
-        check = await self.agent.check(state, call)
-        if self.own_earlier_claim(check, where.user):
-            await self.finish_own_claim(state, ctx, call=call, clicked=clicked)
+    async def take(self, attempt: Attempt, *, pick: Pick) -> None:
+        """Claim the answer ``pick`` picks in ``attempt`` (policy already applied); on success update the question's
+        messages (``attempt.clicked`` among them) and follow the resumed run (in a run slot: past the limits
+        nothing is taken)."""
+        check = await self.agent.check(attempt.state, attempt.call)
+        if self.own_earlier_claim(check, attempt.user):
+            await self.finish_own_claim(attempt)
             return
         if not isinstance(check, Open):
-            tried = self.tried(state, call, pick)
-            await self.not_open(
-                check, state, ctx=ctx, call=call, user=where.user, say=say, clicked=clicked, tried=tried
-            )
+            await self.not_open(check, replace(attempt, tried=self.tried(attempt.state, attempt.call, pick)))
             return
         if check.pending.kind != "question":  # an approval is decided by Approve / Decline, never answered
-            await say(NOT_OPEN)
+            await attempt.say(NOT_OPEN)
             return
-        slot = await self.slot(ctx, say, user=where.user, run_id=state.run_id)  # the answerer's request makes it work
+        # the answerer's request makes it work
+        slot = await self.slot(attempt.ctx, attempt.say, user=attempt.user, run_id=attempt.state.run_id)
         if slot is None:
             return
-        try:
-            await self._claim(state, ctx, check.pending, call=call, where=where, pick=pick, say=say, clicked=clicked)
-        finally:
-            await slot.release()
+        async with slot:
+            await self._claim(attempt, check.pending, pick=pick)
 
-    async def _claim(
-        self,
-        state: RunState,
-        ctx: SlackContext,
-        pending: PendingCall,
-        *,
-        call: str,
-        where: Where,
-        pick: Pick,
-        say: Say,
-        clicked: MessageRef | None,
-    ) -> None:
+    async def _claim(self, attempt: Attempt, pending: PendingCall, *, pick: Pick) -> None:
         payload = AskUserPayload.model_validate(pending.suspend_payload)
         try:
             data = resume_data(payload, pick(payload))
         except AnswerError as exc:
-            await say(f"I couldn't take that answer: {exc}")
+            await attempt.say(f"I couldn't take that answer: {exc}")
             return
 
         async def resume() -> AgentStream:
             return await self.agent.resume_stream(
-                data, run_id=state.run_id, tool_call_id=call, answered_by=where.user, loaded=state
+                data,
+                run_id=attempt.state.run_id,
+                tool_call_id=attempt.call,
+                answered_by=attempt.user,
+                loaded=attempt.state,
             )
 
-        outcome = self.answered_outcome(payload, data, user=where.user)
-        await self.settle(
-            state,
-            ctx,
-            pending,
-            call=call,
-            user=where.user,
-            say=say,
-            claim=resume,
-            outcome=outcome,
-            clicked=clicked,
-            tried=said(payload, data, allow_user_mentions=self.follower.allow_user_mentions),
-        )
+        tried = said(payload, data, allow_user_mentions=self.follower.allow_user_mentions)  # quoted once, for both
+        outcome = answered_line(tried, user=attempt.user)
+        await self.settle(replace(attempt, tried=tried), pending, claim=resume, outcome=outcome)
 
     async def settle(
         self,
-        state: RunState,
-        ctx: SlackContext,
+        attempt: Attempt,
         pending: PendingCall,
         *,
-        call: str,
-        user: str,
-        say: Say,
         claim: Callable[[], Awaitable[AgentStream]],
         outcome: str,
         summary: str = "answered",
-        clicked: MessageRef | None = None,
-        tried: str | None = None,
     ) -> None:
-        """Make ``claim`` (an answer, a withdrawal) on question ``call``; then close its messages with ``outcome``
-        (mrkdwn; ``summary`` its notification suffix), ``clicked`` (the message the person acted on) among them even
-        if it was never recorded, and follow the run. A claim that can't be made is explained to ``user``
-        instead (``tried``: the answer claimed, as :func:`bot.slack.questions.picks.said` quotes it)."""
+        """Make ``claim`` (an answer, a withdrawal: ``attempt``'s) on ``pending``; then close its messages with
+        ``outcome`` (mrkdwn; ``summary`` its notification suffix), ``attempt.clicked`` among them even if it was
+        never recorded, and follow the run. A claim that can't be made is explained to ``attempt.user`` instead
+        (:meth:`lost_claim`)."""
+        say = attempt.say
         try:
             stream = await claim()
         except AnswerError as exc:
             await say(f"I couldn't take that answer: {exc}")
             return
         except LOST_CLAIM:
-            await self.lost_claim(state.run_id, ctx, call=call, user=user, say=say, clicked=clicked, tried=tried)
+            await self.lost_claim(attempt)
             return
         except RunNotFound:
             await say(GONE)
@@ -278,8 +250,10 @@ class Answering:
         except StoreUnavailable:
             await say(STORE_DOWN)
             return
-        await self.follower.close_pending(state.run_id, pending, outcome=outcome, summary=summary, clicked=clicked)
-        await self.follower.follow(stream, ctx)
+        await self.follower.close_pending(
+            attempt.state.run_id, pending, outcome=outcome, summary=summary, clicked=attempt.clicked
+        )
+        await self.follower.follow(stream, attempt.ctx)
 
     async def slot(
         self, ctx: SlackContext, say: Say, *, user: str | None = None, run_id: str | None = None
@@ -289,44 +263,31 @@ class Answering:
         (:meth:`Slot.bind`: given back with the save that ends its segment)."""
         try:
             slot = await self.gate.enter(team_id=ctx.team_id, user=user or ctx.requester)
+        except RunLimitReached as refused:
+            await say(refused.notice)
+            return None
         except StoreUnavailable:
             await say(STORE_DOWN)
-            return None
-        if isinstance(slot, str):
-            await say(slot)
             return None
         if run_id is not None:
             slot.bind(run_id)
         return slot
 
-    async def lost_claim(
-        self,
-        run_id: str,
-        ctx: SlackContext,
-        *,
-        call: str,
-        user: str,
-        say: Say,
-        kind: audit.Kind | None = None,
-        clicked: MessageRef | None = None,
-        tried: str | None = None,
-    ) -> None:
-        """After a claim on ``call`` lost (someone answered first, it expired, the run moved on): tell ``user`` what
-        the stored run says now (``clicked``: the message acted on, ``tried``: what they tried, see
-        :meth:`not_open`)."""
-        loaded = await self.lookup.load(run_id, say)
+    async def lost_claim(self, attempt: Attempt) -> None:
+        """After ``attempt``'s claim lost (someone answered first, it expired, the run moved on): tell its person
+        what the stored run says now (see :meth:`not_open`)."""
+        loaded = await self.lookup.load(attempt.state.run_id, attempt.say)
         if loaded is None:
             return
-        check = await self.agent.check(loaded[0], call)
-        if self.own_earlier_claim(check, user):
-            await self.finish_own_claim(loaded[0], ctx, call=call, clicked=clicked)
+        now = replace(attempt, state=loaded[0])  # the run as stored now
+        check = await self.agent.check(now.state, now.call)
+        if self.own_earlier_claim(check, now.user):
+            await self.finish_own_claim(now)
             return
         if isinstance(check, Open):  # a concurrent write that was not an answer: nothing taken
-            await say("Someone else changed this conversation at the same moment; please try again.")
+            await now.say("Someone else changed this conversation at the same moment; please try again.")
         else:
-            await self.not_open(
-                check, loaded[0], ctx=ctx, call=call, user=user, say=say, kind=kind, clicked=clicked, tried=tried
-            )
+            await self.not_open(check, now)
 
     @staticmethod
     def own_earlier_claim(check: AnswerCheck, user: str) -> bool:
@@ -335,12 +296,11 @@ class Answering:
         click by the same person is its own job, not a redelivery: still a duplicate.)"""
         return REDELIVERED.get() and isinstance(check, Answered) and check.answer.answered_by == user
 
-    async def finish_own_claim(
-        self, state: RunState, ctx: SlackContext, *, call: str, clicked: MessageRef | None
-    ) -> None:
-        """Do what the first delivery of a claim on ``call`` did not live to do: nothing to tell or count; close
-        the question's messages while the run still holds that answer unused (its worker died before the run went
-        on), then continue the run if nobody drives it."""
+    async def finish_own_claim(self, attempt: Attempt) -> None:
+        """Do what the first delivery of ``attempt``'s claim did not live to do: nothing to tell or count; close the
+        question's messages (``attempt.clicked`` among them) while the run still holds that answer unused (its
+        worker died before the run went on), then continue the run if nobody drives it."""
+        state, ctx, call, clicked = attempt.state, attempt.ctx, attempt.call, attempt.clicked
         pending = state.pending
         answer = state.answer_for(call)
         if pending is not None and pending.tool_call_id == call and pending.resume is not None and answer:
@@ -356,40 +316,29 @@ class Answering:
         await self.continue_orphan(state, ctx)
 
     def answered_outcome(self, payload: AskUserPayload, data: ResumeData, *, user: str) -> str:
-        """The mrkdwn line a question's messages show once ``user`` answered it with ``data``."""
-        said = bk.answer_display(shown(payload, data), allow_user_mentions=self.follower.allow_user_mentions)
-        return f":white_check_mark: <@{user}> answered: *{said}*"
+        """The mrkdwn line a question's messages show once ``user`` answered it with ``data``
+        (:func:`answered_line`)."""
+        return answered_line(said(payload, data, allow_user_mentions=self.follower.allow_user_mentions), user=user)
 
-    async def not_open(
-        self,
-        check: AnswerCheck,
-        state: RunState,
-        *,
-        ctx: SlackContext,
-        call: str,
-        user: str,
-        say: Say,
-        kind: audit.Kind | None = None,
-        clicked: MessageRef | None = None,
-        tried: str | None = None,
-    ) -> None:
-        """Tell ``user`` why the question can't take their answer, and do what that outcome needs: close an
-        expired question's messages (``clicked``, the message acted on, among them), or continue a run whose answer
-        is recorded but that nobody drives. The refusal is audited (``kind``: ``approval`` for a decision, when the
-        call is no longer pending to tell). An answered question's notice says what was recorded, by whom, and
-        whether ``tried`` (this attempt: :meth:`tried`, or ``"approved"`` / ``"declined"``) was
+    async def not_open(self, check: AnswerCheck, attempt: Attempt) -> None:
+        """Tell ``attempt.user`` why the question can't take their attempt (``check``: what the runtime said), and do
+        what that outcome needs: close an expired question's messages (``attempt.clicked`` among them), or continue
+        a run whose answer is recorded but that nobody drives. The refusal is audited (``attempt.kind``:
+        ``approval`` for a decision, when the call is no longer pending to tell). An answered question's notice
+        says what was recorded, by whom, and whether ``attempt.tried`` was
         (:func:`bot.slack.questions.notices.explain`)."""
+        state, call, user, kind = attempt.state, attempt.call, attempt.user, attempt.kind
         if isinstance(check, Answered):
             audit.duplicate(state, call, user=user, kind=kind)
         else:
             reason: audit.RefusalReason = "expired" if isinstance(check, Expired) else "closed"
             audit.refused(state, call, user=user, reason=reason, kind=kind)
         recorded = self.recorded(check, state, call, approval=kind == "approval")
-        await say(explain(check, user, recorded=recorded, tried=tried, approval=kind == "approval"))
+        await attempt.say(explain(check, user, recorded=recorded, tried=attempt.tried, approval=kind == "approval"))
         if isinstance(check, Expired):
-            await self.expire(state, call, clicked=clicked)
+            await self.expire(state, call, clicked=attempt.clicked)
         elif isinstance(check, Answered):
-            await self.continue_orphan(state, ctx)
+            await self.continue_orphan(state, attempt.ctx)
 
     def recorded(self, check: AnswerCheck, state: RunState, call: str, *, approval: bool) -> str | None:
         """The answer recorded on ``call`` as the notices quote it (:func:`bot.slack.questions.picks.said`; for an
@@ -436,11 +385,11 @@ class Answering:
             if not await self.agent.is_orphaned(state):
                 return False
             slot = await self.gate.enter(team_id=ctx.team_id, user=ctx.requester)
+        except RunLimitReached:
+            return False  # at a limit: it is continued on a later touch
         except StoreUnavailable:
             return False
-        if isinstance(slot, str):
-            return False  # at a limit: it is continued on a later touch
-        try:
+        async with slot:
             try:
                 stream = await self.agent.retry_stream(run_id=state.run_id)
             except (RunNotResumable, RunNotFound, StoreUnavailable, StoreCorrupt):
@@ -448,5 +397,3 @@ class Answering:
             log.info("run %s: continuing it; its answer was recorded but nobody was driving it", state.run_id)
             await self.follower.follow(stream, ctx)
             return True
-        finally:
-            await slot.release()

@@ -21,7 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.approval_policy import GROUP_ID, USER_ID, Policy, load_policy
 from bot.config import Settings
-from bot.slack.approvals.rules import blocked_reason, not_carried_out, policy_call
+from bot.slack.approvals.rules import blocked_reason, named_rule, not_carried_out, policy_call
 from bot.slack.context import SlackContext, Where
 
 log = logging.getLogger(__name__)
@@ -61,9 +61,10 @@ class ApproverPolicy:
         more than one approval (not carried out yet)."""
         if self.policy is None:
             return self
+        rule = named_rule(tool_name, args)
         tool_name, args = policy_call(tool_name, args)
         decision = self.policy.decide(
-            tool_name, args, requester=ctx.requester, channel=ctx.channel_id, tool_requires=True
+            tool_name, args, requester=ctx.requester, channel=ctx.channel_id, tool_requires=True, named_rule=rule
         )
         blocked = blocked_reason(decision)
         entries = decision.approvers

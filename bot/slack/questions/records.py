@@ -20,7 +20,6 @@ answers), and a clicked message is closed from Slack's copy of it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -68,7 +67,8 @@ class QuestionRecords:
         self.schedule: Schedule | None = schedule
         self.owed: dict[tuple[str, str], _Owed] = {}  # (run_id, call) -> records not written yet
         self._writing = asyncio.Lock()  # an owed write in flight: a close waits for it
-        self._retrying: asyncio.Task[None] | None = None
+        # the one retry loop for owed store work; each question's records give up at their own time (_Owed.until)
+        self.retries = outage.Owed("writing questions' records", give_up=float("inf"))
 
     async def shown(
         self,
@@ -93,8 +93,7 @@ class QuestionRecords:
         owed = _Owed(ctx=ctx, ref=ref, people=people, asked_ms=when, due=due, until=until, what=what)
         if not await self._write(run_id, call, owed):
             self.owed[(run_id, call)] = owed
-            if self._retrying is None or self._retrying.done():
-                self._retrying = asyncio.ensure_future(self._write_owed())
+            self.retries.add(lambda: self._write_owed((run_id, call)))
 
     async def _write(self, run_id: str, call: str, owed: _Owed) -> bool:
         """Write what ``owed`` still has to, in one batch (its message and inbox entries, its schedule change);
@@ -128,29 +127,25 @@ class QuestionRecords:
             log.info("run %s: its %s's records are written now that Redis answers", run_id, owed.what)
         return True
 
-    async def _write_owed(self) -> None:
-        pauses = outage.pauses()
-        while self.owed:
-            await asyncio.sleep(next(pauses))
-            for key in list(self.owed):
-                async with self._writing:
-                    owed = self.owed.get(key)
-                    if owed is None:
-                        continue  # closed meanwhile
-                    if owed.until <= datetime.now(UTC):
-                        log.warning("run %s: gave up writing its %s's records (past its deadline)", key[0], owed.what)
-                        del self.owed[key]
-                    elif await self._write(*key, owed):
-                        del self.owed[key]
-                    else:
-                        break  # Redis still does not answer: wait before trying the others
+    async def _write_owed(self, key: tuple[str, str]) -> bool:
+        """One try at the records question ``key`` (run id, call) still owes (:class:`bot.store.outage.Owed`): True
+        once nothing is left to try (written, closed meanwhile, or past its deadline: given up)."""
+        async with self._writing:
+            owed = self.owed.get(key)
+            if owed is None:
+                return True  # closed meanwhile
+            if owed.until <= datetime.now(UTC):
+                log.warning("run %s: gave up writing its %s's records (past its deadline)", key[0], owed.what)
+                del self.owed[key]
+                return True
+            if await self._write(*key, owed):
+                del self.owed[key]
+                return True
+            return False  # Redis still does not answer: tried again after the pause
 
     async def aclose(self) -> None:
         """Stop retrying owed records (those left are logged). Raises nothing."""
-        if self._retrying is not None:
-            self._retrying.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._retrying
+        await self.retries.aclose()
         for run_id, _call in self.owed:
             log.warning("run %s: its question's records were never written (the store did not answer)", run_id)
 

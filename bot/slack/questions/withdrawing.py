@@ -22,6 +22,7 @@ from bot.logs import log_context
 from bot.ops import audit
 from bot.slack.context import SlackContext, Where
 from bot.slack.questions.answering import Answering
+from bot.slack.questions.attempt import Attempt
 from bot.slack.questions.notices import STORE_DOWN
 from bot.slack.questions.picks import button_ref
 
@@ -59,30 +60,17 @@ class Withdrawing:
                 audit.refused(state, call, user=where.user, reason="not_allowed")
                 await say(f"Only <@{ctx.requester}> can withdraw this question.")
                 return
+            attempt = Attempt.of(found, where=where, say=say)
             check = await self.agent.check(state, call)
             if not isinstance(check, Open):
-                clicked = where.message_in(ctx)
-                await self.answering.not_open(
-                    check, state, ctx=ctx, call=call, user=where.user, say=say, clicked=clicked
-                )
+                await self.answering.not_open(check, attempt)
                 return
 
             async def withdraw() -> AgentStream:
                 return await self.agent.cancel_question(run_id=state.run_id, tool_call_id=call, cancelled_by=where.user)
 
             withdrawn = f":no_entry_sign: Withdrawn by <@{where.user}>."
-            await self.answering.settle(
-                state,
-                ctx,
-                check.pending,
-                call=call,
-                user=where.user,
-                say=say,
-                claim=withdraw,
-                outcome=withdrawn,
-                summary="withdrawn",
-                clicked=where.message_in(ctx),
-            )
+            await self.answering.settle(attempt, check.pending, claim=withdraw, outcome=withdrawn, summary="withdrawn")
 
     async def stop(self, state: RunState, ctx: SlackContext, where: Where) -> None:
         """A ``stop`` said in the thread of ``state``, which is working: only its requester may stop it."""

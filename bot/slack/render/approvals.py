@@ -46,6 +46,18 @@ def args_lines(args: dict[str, Any]) -> str:
     return clip("\n".join(lines), ARGS_TEXT) if lines else "_(no arguments)_"
 
 
+def shown_args(payload: ApprovalPayload) -> dict[str, Any]:
+    """The arguments a request shows: the call's own; for an outside agent's request (its action is the title
+    already) its key/value ``details`` (a command, a file's path and content: Claude Code's permission prompts),
+    or its Markdown ``details`` as one ``details`` line, never the fields the MCP server adds (``policy_rule``)."""
+    if payload.tool_name != APPROVAL_TOOL:
+        return payload.args
+    details = payload.args.get("details")
+    if isinstance(details, dict):
+        return details
+    return {"details": details} if isinstance(details, str) and details else {}
+
+
 def _action(payload: ApprovalPayload) -> str | None:
     """An outside agent's request's ``action`` (the MCP server's ``request_approval``), neutralised; else None."""
     action = payload.args.get("action") if payload.tool_name == APPROVAL_TOOL else None
@@ -96,8 +108,10 @@ def _request_sections(payload: ApprovalPayload, ref: QuestionRef, part: str) -> 
     if payload.interrupted:
         warning = ":warning: An approved run of this call was interrupted; it may or may not have run. Run it again?"
         blocks.append(SectionBlock(block_id=ref.block_id(f"{part}warn"), text=MarkdownTextObject(text=warning)))
-    text = clip(args_lines(payload.args), SECTION_TEXT)
-    blocks.append(SectionBlock(block_id=ref.block_id(f"{part}args"), text=MarkdownTextObject(text=text)))
+    shown = shown_args(payload)
+    if shown or payload.tool_name != APPROVAL_TOOL:  # an outside agent's action alone says it all
+        text = clip(args_lines(shown), SECTION_TEXT)
+        blocks.append(SectionBlock(block_id=ref.block_id(f"{part}args"), text=MarkdownTextObject(text=text)))
     return blocks
 
 
@@ -134,6 +148,15 @@ def approval_outcome_blocks(payload: ApprovalPayload, *, ref: QuestionRef, outco
 
 
 def details_text(payload: ApprovalPayload) -> str:
-    """The call's full arguments as a JSON code block (mrkdwn, for the Details modal)."""
+    """The call's full arguments (mrkdwn, for the Details modal): a JSON code block under the tool's name; for an
+    outside agent's request its action, then each key/value detail as its own code block, values as written
+    (a command, a file's content: readable, not JSON-escaped)."""
+    action, details = _action(payload), payload.args.get("details")
+    if action is not None and isinstance(details, dict):
+        parts = [f"*{action}*"]
+        for key, value in details.items():
+            shown = safe_mrkdwn(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+            parts.append(f"*{safe_mrkdwn(str(key))}*\n```{shown.replace('```', '` ` `')}```")
+        return clip("\n".join(parts), SECTION_TEXT)
     body = safe_mrkdwn(json.dumps(payload.args, ensure_ascii=False, indent=2)).replace("```", "` ` `")
     return clip(f"`{safe_mrkdwn(payload.tool_name)}`\n```{body}```", SECTION_TEXT)

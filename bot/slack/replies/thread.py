@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from bot.agent import Agent
 from bot.agent.approvals import approval_payload
 from bot.agent.ask_user import AskUserPayload, fallback_text
 from bot.agent.endings import Ending
@@ -90,6 +91,13 @@ class Decided:
     outcome: str
     started: float = field(default_factory=time.monotonic)
     clicked: MessageRef | None = None  # the request's message the decision was made on (recorded or not)
+
+
+def quiet_tool(agent: Agent, name: str) -> bool:
+    """A tool whose calls show no progress line of their own: one that only asks a person (``Tool.asks_person``),
+    or a hidden one (an outside agent's approval request: the request itself is shown)."""
+    tool = agent.tools.get(name)
+    return tool is not None and (tool.asks_person or tool.hidden)
 
 
 class Follower:

@@ -9,14 +9,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
+
 from bot.errors import ConfigError, describe_os_error
-from bot.slack.app import Bot
 
 SOCKET_CONNECT_SECONDS = 30.0
 SOCKET_PING_INTERVAL = 10.0
+
+
+class Bot(Protocol):
+    """What Socket Mode needs of the bot (:class:`bot.slack.app.Bot` has it): its Bolt ``app`` and its Web API
+    ``client``. (A protocol, so that transport imports nothing of the assembly above it.)"""
+
+    @property
+    def app(self) -> AsyncApp: ...
+
+    @property
+    def client(self) -> AsyncWebClient: ...
 
 
 async def connect_socket_mode(

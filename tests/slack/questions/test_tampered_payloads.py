@@ -21,6 +21,8 @@ from bot.testing.slack_scenarios import (
     action_payload,
     ask,
     button,
+    current,
+    has_controls,
     is_answer_form,
     resumed_requests,
     still_open,
@@ -200,3 +202,38 @@ async def test_modal_submitted_twice_resumes_once(fake_redis: aioredis.Redis, ha
         told = [e["text"] for e in h.ws.ephemerals(user=ALICE)]
         told += [str(a.json["errors"]) for a in acks if isinstance(a.json, dict) and a.json.get("errors")]
         assert sum("You had already answered *goal" in t for t in told) == 2, told  # her own: not "answered by her"
+
+
+_ODD_ACTIONS = {
+    "actions-not-objects": lambda p, good: p.__setitem__("actions", [1]),
+    "actions-empty": lambda p, good: p.__setitem__("actions", []),
+    "actions-a-string": lambda p, good: p.__setitem__("actions", "x"),
+    "action_id-a-number": lambda p, good: p["actions"][0].__setitem__("action_id", 5),
+    "user-a-string": lambda p, good: p.__setitem__("user", "U_ALICE"),
+    "selected_option-a-string": lambda p, good: p.__setitem__(
+        "actions",
+        [{"type": "static_select", "action_id": "ask_select", "block_id": good["block_id"], "selected_option": "0"}],
+    ),
+}
+
+
+@pytest.mark.parametrize("mutation", list(_ODD_ACTIONS), ids=list(_ODD_ACTIONS))
+async def test_odd_block_actions_get_no_500_and_no_traceback(
+    fake_redis: aioredis.Redis, harness: Any, caplog: pytest.LogCaptureFixture, mutation: str
+) -> None:
+    """README (Security): bodies that parse but are not what Slack sends are refused with 400 and "one short,
+    rate-limited log line, never a traceback"; listeners.py: "Every ack function acks whatever happens ... never a
+    404/500 to Slack". A signed block_actions whose fields have the wrong type must get a 200/400 and log no
+    traceback; it gets an HTTP 500 with Bolt's "Failed to run a middleware function" traceback (or, for a select
+    whose selected_option is a string, a "listener on_click failed" traceback and no word to the person)."""
+    caplog.set_level(logging.INFO)
+    async with harness(fake_redis) as h:
+        _thread, q = await ask(h)
+        good = button(q, 0)
+        payload = action_payload(h, q, dict(good))
+        _ODD_ACTIONS[mutation](payload, good)
+        ack = await h.ws.sender.send_interaction(payload)
+        await h.settle()
+        assert ack.status in (200, 400, 404), ack.status
+        assert tracebacks(caplog) == []
+        assert has_controls(await current(h, q)) and resumed_requests(h.model) == 0

@@ -17,7 +17,16 @@ from bot.slack.render.blocks import MESSAGE_TEXT_BUDGET, answer_display, questio
 from bot.slack.render.mrkdwn import MARKDOWN_BLOCK, distinct_clips, escape
 from bot.slack.render.safe_text import WORD_JOINER, link_host, safe_markdown, safe_mrkdwn, strip_controls
 from bot.testing.openai_server import FakeOpenAI, Reply
-from bot.testing.slack_scenarios import ALICE, FREE, GENERAL, ask, current, has_controls, mrkdwn_texts
+from bot.testing.slack_scenarios import (
+    ALICE,
+    FREE,
+    GENERAL,
+    ask,
+    current,
+    has_controls,
+    is_choice_block,
+    mrkdwn_texts,
+)
 
 WJ = WORD_JOINER
 ATTACK = (
@@ -348,3 +357,36 @@ def test_nested_slack_links_never_hide_where_the_outer_one_goes(nested: str) -> 
 def test_mentions_written_with_entities_nested_or_mixed_ping_nobody(mention: str) -> None:
     shown = safe_markdown(mention)
     assert "\u2060" in shown and not re.search(r"(<|&lt;)!(here|channel)", shown), shown
+
+
+_CONFUSABLES = str.maketrans(
+    "\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0410\u0412\u0415\u041a\u041c\u041d\u041e\u0420\u0421\u0422\u0425",
+    "aeopcyxABEKMHOPCTX",
+)  # Cyrillic letters drawn like Latin ones
+
+
+@pytest.mark.parametrize(
+    "twin",
+    [
+        lambda label: label.replace("cafe\u0301", "café"),  # the same text, composed (NFC) vs decomposed (NFD)
+        lambda label: label.replace("o", "\u043e"),  # Cyrillic o (U+043E) for Latin o
+    ],
+    ids=["nfc-vs-nfd", "cyrillic-o"],
+)
+async def test_long_look_alike_labels_are_told_apart_on_the_buttons(
+    fake_redis: aioredis.Redis, harness: Any, twin: Any
+) -> None:
+    """README (Security): "long look-alike labels are shown so they can be told apart". Two long options whose full
+    labels look the same (canonically equivalent Unicode, or a Cyrillic letter drawn like the Latin one) are shown
+    on two buttons that look exactly alike; Alice can't tell which one she clicks. Expected: buttons that look
+    different (e.g. numbered, as distinct_clips does for other look-alikes)."""
+    import unicodedata
+
+    async with harness(fake_redis) as h:
+        first = "Roll out the new build to every production cluster tonight and then notify the cafe\u0301 team"
+        options = [{"label": first}, {"label": twin(first)}]
+        assert options[0]["label"] != options[1]["label"]
+        _thread, q = await ask(h, {"question": "Which?", "options": options})
+        shown = [e["text"]["text"] for b in q["blocks"] if is_choice_block(b) for e in b["elements"]]
+        seen = [unicodedata.normalize("NFKC", s).translate(_CONFUSABLES) for s in shown]
+        assert len(set(seen)) == 2, shown

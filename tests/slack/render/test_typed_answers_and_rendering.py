@@ -11,7 +11,14 @@ import redis.asyncio as aioredis
 from bot.slack.questions.typed_answers import labels_in_text
 from bot.slack.render.mrkdwn import MARKDOWN_BLOCK, split_reply, text_length
 from bot.testing.openai_server import Reply, tool_call
-from bot.testing.slack_scenarios import ALICE, GENERAL, has_controls, text_is
+from bot.testing.slack_scenarios import (
+    ALICE,
+    GENERAL,
+    ask,
+    has_controls,
+    is_choice_block,
+    text_is,
+)
 
 
 def slack_errors(h: Any) -> list[tuple[str, str]]:
@@ -116,3 +123,38 @@ async def test_the_option_list_shows_every_option_each_with_its_description_when
         q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
         listed = [b["text"]["text"] for b in q["blocks"] if str(b.get("block_id", "")).endswith("|list")]
         assert listed == ["• *api*\n• *web* - the site"], q["blocks"]
+
+
+async def test_limits_hold_and_full_labels_reach_the_model(fake_redis: aioredis.Redis, harness: Any) -> None:
+    long_label = "L" * 119 + "!"
+    cases = [
+        {
+            "question": "Pick many",
+            "selection_mode": "multi_select",
+            "options": [{"label": f"opt {i}"} for i in range(12)],
+        },
+        {"question": "Pick one", "options": [{"label": f"choice {i}", "description": "d" * 200} for i in range(30)]},
+        {"question": "Long label", "options": [{"label": long_label}, {"label": "short"}]},
+        {"question": "Q" * 3500 + " & <tags>", "options": [{"label": "yes"}, {"label": "no"}]},
+    ]
+    async with harness(fake_redis) as h:
+        for args in cases:
+            h.model.reset()
+            thread, q = await ask(h, args, then="ok")
+            if args["question"] == "Long label":
+                shown = [e["text"]["text"] for b in q["blocks"] if is_choice_block(b) for e in b["elements"]]
+                assert all(len(t) <= 75 for t in shown) and shown[0].endswith("…")
+                await h.ws.click(q, shown[0], user=ALICE)
+                await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "ok")
+                last = json.loads(
+                    next(m for m in reversed(h.model.requests[-1]["messages"]) if m["role"] == "tool")["content"]
+                )
+                assert last["answer"] == long_label and last["answer_type"] == "option"
+            types = [e["type"] for b in q["blocks"] if is_choice_block(b) for e in b["elements"]]
+            if args["question"] == "Pick many":
+                assert types == ["multi_static_select", "button"]
+            if args["question"] == "Pick one":
+                assert types == ["static_select"]
+        await h.settle()
+        posts = h.ws.calls("chat.postMessage") + h.ws.calls("chat.update")
+        assert posts and [c.error for c in posts if c.error] == []

@@ -24,7 +24,11 @@ import redis.asyncio as aioredis
 from bot.fakeslack.sender import sign
 from bot.slack.transport.http import MAX_BODY_BYTES, MAX_JSON_DEPTH, RefusalLog
 from bot.testing.openai_server import Reply
-from bot.testing.slack_scenarios import ALICE, GENERAL
+from bot.testing.slack_scenarios import (
+    ALICE,
+    GENERAL,
+    tracebacks,
+)
 
 JSON_TYPE = "application/json"
 FORM_TYPE = "application/x-www-form-urlencoded"
@@ -274,3 +278,43 @@ def test_refusal_log_keeps_one_line_per_reason_per_window_and_counts_the_rest(
     assert "bad signature" in lines[0] and "401" in lines[0] and "suppressed" not in lines[0]
     assert "body is not UTF-8" in lines[1] and "400" in lines[1]
     assert "bad signature" in lines[2] and "5 similar refusals suppressed" in lines[2]
+
+
+@pytest.mark.parametrize("kind", ["event-a-string", "event-a-list", "subtype-a-list", "view-a-string"])
+async def test_odd_events_and_view_submissions_get_no_500_and_no_traceback(
+    fake_redis: aioredis.Redis, harness: Any, caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    """Same promise as above for events and view submissions: a signed envelope whose ``event`` is a string or a
+    list, a message event whose ``subtype`` is a list, or a view_submission whose ``view`` is a string, must be a
+    200/400 with no traceback; each is an HTTP 500 with a traceback."""
+    from bot.fakeslack.sender import event_envelope, new_event_id, view_submission_payload
+
+    caplog.set_level(logging.INFO)
+    async with harness(fake_redis) as h:
+        message = {
+            "type": "message",
+            "user": ALICE,
+            "text": "hi",
+            "ts": "1700000000.000200",
+            "channel": GENERAL,
+            "channel_type": "channel",
+            "event_ts": "1700000000.000200",
+        }
+        if kind == "view-a-string":
+            payload = view_submission_payload(
+                directory=h.ws.state.directory, user=ALICE, view={}, state_values={}, trigger_id="t"
+            )
+            payload["view"] = "x"
+            ack = await h.ws.sender.send_interaction(payload)
+        else:
+            envelope = event_envelope(message, event_id=new_event_id(), event_time=1700000000)
+            if kind == "event-a-string":
+                envelope["event"] = "x"
+            elif kind == "event-a-list":
+                envelope["event"] = []
+            else:
+                envelope["event"]["subtype"] = ["x"]
+            ack = await h.ws.sender._post(json.dumps(envelope), "application/json", kind="event_callback")
+        await h.settle()
+        assert ack.status in (200, 400, 404), ack.status
+        assert tracebacks(caplog) == []

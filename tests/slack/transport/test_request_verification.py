@@ -11,7 +11,13 @@ import redis.asyncio as aioredis
 
 from bot.fakeslack.sender import sign
 from bot.testing.openai_server import Reply
-from bot.testing.slack_scenarios import ALICE, GENERAL
+from bot.testing.slack_scenarios import (
+    ALICE,
+    GENERAL,
+    action_payload,
+    blocks_text,
+    button,
+)
 
 
 async def post_raw(url: str, body: str, headers: dict[str, str]) -> int:
@@ -47,3 +53,44 @@ async def test_bad_signature_stale_timestamp_and_missing_headers_are_401_and_sta
         await h.settle()
         assert h.model.requests == []
         assert h.ws.calls("chat.postMessage") == [] and h.ws.calls("reactions.add") == []
+
+
+async def test_a_replayed_signed_request_is_refused(fake_redis: aioredis.Redis, harness: Any) -> None:
+    """README (Security): "Replayed and stale requests are refused." Alice's run fails, she presses Retry, it fails
+    again. Someone who captured her Retry request re-sends it byte for byte (same timestamp and signature, inside the
+    5-minute window): it is expected to be refused (nothing done); observed: accepted with 200 and the run is
+    retried again (another model call, another failure notice)."""
+    import time
+    from urllib.parse import urlencode
+
+    import aiohttp
+
+    from bot.fakeslack.sender import sign
+
+    async with harness(fake_redis) as h:
+        h.model.script(Reply(status=500))
+        d = await h.ws.mention(ALICE, GENERAL, "go")
+        thread = d.message["ts"]
+        notice = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: "Retry" in blocks_text(m)
+        )
+        await h.settle()
+        retry = button(notice, 0)
+        payload = action_payload(h, notice, retry)
+        body = urlencode({"payload": json.dumps(payload)})
+        timestamp = str(int(time.time()))
+        headers = {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "X-Slack-Request-Timestamp": timestamp,
+            "X-Slack-Signature": sign(h.ws.sender._secret, timestamp, body),
+        }
+        h.model.script(Reply(status=500), Reply(status=500))
+        async with aiohttp.ClientSession() as session:
+            async with session.post(h.ws.sender.bot_url, data=body.encode(), headers=headers) as first:
+                assert first.status == 200
+            await h.settle()
+            calls = len(h.model.requests)
+            async with session.post(h.ws.sender.bot_url, data=body.encode(), headers=headers) as replay:
+                replay_status = replay.status
+            await h.settle()
+        assert replay_status != 200 or len(h.model.requests) == calls, (replay_status, len(h.model.requests), calls)

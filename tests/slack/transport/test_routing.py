@@ -15,7 +15,17 @@ import redis.asyncio as aioredis
 
 from bot.fakeslack.sender import sign, view_submission_payload
 from bot.slack.render.modals import ACT_TEXT, MODAL_INPUT_BLOCK
-from bot.testing.slack_scenarios import ALICE, FREE, ask, current, has_controls, is_answer_form, resumed_requests
+from bot.testing.openai_server import Reply
+from bot.testing.slack_scenarios import (
+    ALICE,
+    FREE,
+    GENERAL,
+    ask,
+    current,
+    has_controls,
+    is_answer_form,
+    resumed_requests,
+)
 from tests.slack.conftest import SECRET
 
 
@@ -66,3 +76,17 @@ async def test_a_queued_job_of_an_unknown_version_or_function_is_dropped(
         await h.settle()
         dropped = [r.getMessage() for r in caplog.records if "dropping job" in r.getMessage()]
         assert len(dropped) == 2 and has_controls(await current(h, q))
+
+
+async def test_click_ack_is_fast_while_the_model_takes_6s(fake_redis: aioredis.Redis, harness: Any) -> None:
+    async with harness(fake_redis) as h:
+        thread, q = await ask(h, then=Reply(text="Slow reply.", delay=6.0))
+        ack = await h.ws.click(q, "api", user=ALICE)
+        assert ack.status == 200 and ack.duration_ms < 1000, ack.duration_ms
+        updated = await h.ws.wait_for_message(
+            channel=GENERAL, predicate=lambda m: m["ts"] == q["ts"] and not has_controls(m), timeout=2
+        )
+        assert "answered" in json.dumps(updated["blocks"])  # the question closes before the model answers
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Slow reply.", timeout=10
+        )

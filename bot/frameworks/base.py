@@ -1,0 +1,360 @@
+"""The seam between the bot and an agent framework: :class:`FrameworkAgent`, an :class:`~bot.agent.Agent` whose
+model turns and tools are a framework's run.
+
+Everything around a run stays the runtime's: the run is created, claimed, leased, saved and resumed by
+:class:`~bot.agent.Agent` exactly as its own runs are (so the Slack layer's streaming, status, sessions, deadlines,
+reminders, App Home, audit, metrics and approval policy apply unchanged). Only the step that advances the run is
+the framework's (:meth:`FrameworkAgent.run_framework`, one per framework):
+
+1. the framework runs (from the run's first user message and its earlier text history, or from its own serialised
+   state plus the decisions collected since it stopped); text and tool calls are streamed as the runtime's chunks;
+2. it ends with a reply (the run completes) or stops on requests (:class:`~bot.frameworks.record.Request`: tool
+   calls that need an approval, questions);
+3. each request is asked in turn as the runtime's own pending call (an ``approval``, or a ``question`` of the
+   ``ask_user`` tool), claimed exactly once by whichever process takes the click; the decision is kept in the
+   run's :class:`~bot.frameworks.record.FrameworkRecord`;
+4. once every request has its decision, the framework runs again with them (step 1).
+
+Approval requests pass through the agent's approval gate first (``APPROVAL_POLICY`` in the Slack bot): a call the
+policy says needs no approval is approved without asking, one nobody may approve is declined at once with the
+policy's reason.
+
+Not exactly-once: a process that dies while the framework runs leaves the run ``running`` with no lease; whoever
+takes it over (:meth:`~bot.agent.Agent.retry_stream`) runs the framework again from the last saved point, so a tool
+that ran in the lost segment may run again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from abc import abstractmethod
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from bot.agent._loop.tool_calls import Suspended
+from bot.agent.agent import Agent
+from bot.agent.approvals import APPROVED, verdict_of
+from bot.agent.ask_user import AskUserPayload, make_ask_user_tool
+from bot.agent.asking import ASK_ONLY
+from bot.agent.endings import Ending
+from bot.agent.hooks import NO_HOOKS, RunHooks
+from bot.agent.model import ChatModel, TurnDone
+from bot.agent.run_limits import RunLimits
+from bot.agent.state import PendingCall, RunState, utcnow
+from bot.agent.store import RunStore
+from bot.agent.stream import (
+    AgentStream,
+    TextDeltaChunk,
+    TextDeltaPayload,
+    ToolCallChunk,
+    ToolCallPayload,
+    ToolResultChunk,
+    ToolResultPayload,
+)
+from bot.agent.tools import Tool
+from bot.errors import BotError, ModelCallFailed
+from bot.frameworks.record import Decision, Framework, FrameworkRecord, Request
+
+log = logging.getLogger(__name__)
+
+QUESTION_TOOL = "ask_user"
+"""The tool id a framework's question is asked under (the runtime's ``ask_user``: its Slack rendering, answers'
+validation, reminders)."""
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The framework's run ended with ``text`` (the reply); ``state``: its serialised state to keep."""
+
+    text: str
+    state: Any = None
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """The framework's run stopped on ``requests``; ``state``: its serialised state, to run again from."""
+
+    requests: list[Request]
+    state: Any = None
+
+
+Outcome = Finished | Waiting
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What one framework run is given: the run (``state``: its ``run_id``, ``messages``, ``metadata``), the record
+    (None on the first run), ``prompt`` (the last user message's text) and ``history`` (the text messages before it,
+    ``[{"role": "user" | "assistant", "content": str}, ...]``), and ``out``, the stream it reports to."""
+
+    state: RunState
+    record: FrameworkRecord | None
+    prompt: str
+    history: list[dict[str, str]]
+    out: AgentStream
+    streamed: list[str] = field(default_factory=list)  # the pieces of text streamed so far
+
+    def text(self, piece: str) -> None:
+        """Stream a piece of the reply."""
+        if piece:
+            self.streamed.append(piece)
+            self.out.emit(TextDeltaChunk(self.state.run_id, TextDeltaPayload(piece)))
+
+    def tool_call(self, tool_call_id: str, tool_name: str, args: dict[str, Any]) -> None:
+        """Report that the framework calls a tool (Slack: "is running TOOL...")."""
+        self.out.emit(ToolCallChunk(self.state.run_id, ToolCallPayload(tool_call_id, tool_name, args)))
+
+    def tool_result(self, tool_call_id: str, tool_name: str, result: Any, *, is_error: bool = False) -> None:
+        """Report a tool call's result."""
+        self.out.emit(ToolResultChunk(self.state.run_id, ToolResultPayload(tool_call_id, tool_name, result, is_error)))
+
+
+class _AnyArgs(BaseModel):
+    """A framework tool's arguments as the approval gate sees them (the framework validates them itself)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class _NoModel:
+    """The model port of a framework agent: never called (the framework makes its own model calls)."""
+
+    model = "framework"
+
+    async def stream_turn(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]]) -> AsyncIterator[Any]:
+        raise ModelCallFailed("a framework agent makes its own model calls")
+        yield TurnDone(content="", tool_calls=[])  # pragma: no cover - makes this an async generator
+
+
+class FrameworkAgent(Agent):
+    """An :class:`~bot.agent.Agent` whose run is a framework's (see the module docstring); one subclass per framework
+    implements :meth:`run_framework`.
+
+    ``id``, ``name``, ``store``, ``limits``, ``hooks``, ``require_tool_approval`` as for :class:`~bot.agent.Agent`
+    (``ask_ttl`` in ``limits`` is each approval's and question's deadline; model limits are the framework's own);
+    ``model``: unused by the runtime (the framework calls its own model), kept for its name. ``tools``: extra tools of
+    the runtime's (e.g. the hidden approval tool the Slack bot adds for outside agents' requests); the question tool
+    ``ask_user`` is always there.
+    """
+
+    framework: ClassVar[Framework]
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        name: str,
+        store: RunStore,
+        model: ChatModel | None = None,
+        tools: Sequence[Tool] = (),
+        limits: RunLimits | None = None,
+        hooks: RunHooks = NO_HOOKS,
+        require_tool_approval: bool = False,
+    ) -> None:
+        super().__init__(
+            id=id,
+            name=name,
+            instructions="",
+            model=model or _NoModel(),
+            tools=[make_ask_user_tool(tool_id=QUESTION_TOOL), *tools],
+            store=store,
+            limits=limits,
+            hooks=hooks,
+            require_tool_approval=require_tool_approval,
+        )
+
+    @abstractmethod
+    async def run_framework(self, turn: Turn) -> Outcome:
+        """Run the framework once: from the start (``turn.record`` is None) or from ``turn.record.state`` with its
+        decisions. Returns :class:`Finished` or :class:`Waiting`; any exception fails the run (retryable)."""
+
+    # --- the runtime's step, overridden --------------------------------------------------------------
+
+    async def _advance(self, state: RunState, out: AgentStream) -> tuple[RunState, Ending | None]:
+        if ASK_ONLY in state.metadata:  # a run that only asks (an outside agent's request): the runtime's own
+            return await super()._advance(state, out)
+        record = FrameworkRecord.of(state)
+        if state.pending is not None:
+            pending, state.pending = state.pending, None
+            if record is not None:
+                decision = decision_of(pending)
+                record.decisions.append(decision)
+                record.put(state)
+                self._report(record, decision, out, state.run_id)
+        while True:
+            if record is not None:
+                waiting = record.undecided()
+                if waiting:
+                    self._suspend(state, waiting[0])
+            self.stops.check(state.run_id)
+            prompt, history = split_prompt(state.messages)
+            turn = Turn(state=state, record=record, prompt=prompt, history=history, out=out)
+            try:
+                outcome = await self.run_framework(turn)
+            except BotError:
+                raise
+            except Exception as exc:
+                log.warning("run %s: %s failed: %s: %s", state.run_id, self.framework, type(exc).__name__, exc)
+                raise ModelCallFailed(f"{self.framework}: {type(exc).__name__}: {exc}") from exc
+            state.turns += 1
+            if isinstance(outcome, Finished):
+                if not turn.streamed:  # a framework that streams nothing: the reply in one piece
+                    turn.text(outcome.text)
+                FrameworkRecord(framework=self.framework, state=outcome.state).put(state)
+                state.messages.append({"role": "assistant", "content": outcome.text or None})
+                state.status = "completed"
+                return state, None
+            record = FrameworkRecord(framework=self.framework, state=outcome.state, requests=outcome.requests)
+            for request in outcome.requests:
+                ruled = self._policy_decision(request, state)
+                if ruled is not None:
+                    record.decisions.append(ruled)
+            record.put(state)
+
+    def _policy_decision(self, request: Request, state: RunState) -> Decision | None:
+        """The approval gate's decision on an approval request, when it makes one (no approval needed: approved; one
+        nobody may give: declined with the policy's reason); None: ask a person."""
+        if request.kind != "approval":
+            return None
+        tool = Tool(
+            id=request.tool_name,
+            description=request.description,
+            input_schema=_AnyArgs,
+            execute_fn=_never,
+            require_approval=True,
+        )
+        verdict = verdict_of(self.approval_gate, tool, request.args, state, agent_wide=False)
+        if verdict.decline is not None:
+            return Decision(tool_call_id=request.tool_call_id, kind="approval", approved=False, reason=verdict.decline)
+        if not verdict.needs_approval:
+            return Decision(tool_call_id=request.tool_call_id, kind="approval", approved=True)
+        return None
+
+    def _suspend(self, state: RunState, request: Request) -> None:
+        """Make the run wait on ``request`` (raises ``Suspended``, as a tool's suspension does)."""
+        now = utcnow()
+        expires = now + timedelta(seconds=self.ask_ttl) if self.ask_ttl is not None else None
+        if request.kind == "approval":
+            state.pending = PendingCall(
+                kind="approval",
+                tool_call_id=request.tool_call_id,
+                tool_name=request.tool_name,
+                args=request.args,
+                suspend_payload={
+                    "tool_name": request.tool_name,
+                    "args": request.args,
+                    "description": request.description,
+                },
+                suspended_at=now,
+                expires_at=expires,
+            )
+        else:
+            question = question_payload(request)
+            state.pending = PendingCall(
+                kind="question",
+                tool_call_id=request.tool_call_id,
+                tool_name=QUESTION_TOOL,
+                args=question,
+                suspend_payload=question,
+                suspended_at=now,
+                expires_at=expires,
+            )
+        state.status = "suspended"
+        raise Suspended()
+
+    @staticmethod
+    def _report(record: FrameworkRecord, decision: Decision, out: AgentStream, run_id: str) -> None:
+        """A ``tool-result`` chunk for a decided question (the Slack layer shows the answer as given)."""
+        if decision.kind != "question":
+            return
+        request = next((r for r in record.requests if r.tool_call_id == decision.tool_call_id), None)
+        if request is not None:
+            result = {"answer": decision.answer, "outcome": decision.outcome, "answered_by": decision.answered_by}
+            out.emit(ToolResultChunk(run_id, ToolResultPayload(decision.tool_call_id, QUESTION_TOOL, result)))
+
+
+async def _never(args: Any, ctx: Any) -> Any:
+    raise AssertionError("a framework's tool runs in the framework")
+
+
+def decision_of(pending: PendingCall) -> Decision:
+    """The decision a claimed answer (``pending.resume``) carries."""
+    answer = pending.resume
+    if answer is None:  # not claimed: nothing to decide on (never saved this way)
+        raise AssertionError(f"pending call {pending.tool_call_id} has no claimed answer")
+    if pending.kind == "approval":
+        return Decision(
+            tool_call_id=pending.tool_call_id,
+            kind="approval",
+            approved=answer.resume_data == APPROVED and answer.outcome == "answer",
+            reason=answer.reason,
+            answered_by=answer.answered_by,
+            outcome=answer.outcome,
+        )
+    return Decision(
+        tool_call_id=pending.tool_call_id,
+        kind="question",
+        answer=answer.resume_data if answer.outcome == "answer" else None,
+        answered_by=answer.answered_by,
+        outcome=answer.outcome,
+    )
+
+
+def question_payload(request: Request) -> dict[str, Any]:
+    """The ``ask_user`` payload a question request is shown with: its ``question`` when it has the ``ask_user``
+    shape (``question``, ``options``, ``selection_mode``), else a free-text question showing the request's name and
+    arguments as JSON."""
+    if request.question is not None:
+        with contextlib.suppress(ValidationError):
+            return AskUserPayload.model_validate(request.question).model_dump(mode="json", exclude_none=True)
+
+    shown = json.dumps(request.args, indent=2, default=str)
+    text = f"`{request.tool_name}` needs an answer:\n```\n{shown}\n```"
+    return {"question": text}
+
+
+def split_prompt(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, str]]]:
+    """``(prompt, history)``: the last user message's text, and the user/assistant text messages before it."""
+    texts = [
+        {"role": str(m["role"]), "content": _text(m.get("content"))}
+        for m in messages
+        if m.get("role") in ("user", "assistant") and _text(m.get("content"))
+    ]
+    last = max((i for i, m in enumerate(texts) if m["role"] == "user"), default=-1)
+    if last < 0:
+        return "", texts
+    return texts[last]["content"], texts[:last]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # Chat Completions content parts
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def answer_text(decision: Decision) -> str:
+    """A question's decision as text (several options joined by ``, ``; no answer / withdrawn said as such)."""
+    if decision.outcome == "no_answer":
+        return "(nobody answered in time)"
+    if decision.outcome == "cancelled":
+        return "(the question was withdrawn)"
+    answer = decision.answer
+    return ", ".join(answer) if isinstance(answer, list) else str(answer or "")
+
+
+def denial_text(decision: Decision) -> str:
+    """Why an approval was declined, as the model is told (who, and the reason; no decision in time; withdrawn)."""
+    if decision.outcome == "no_answer":
+        return "The tool call was not run: nobody approved it in time."
+    if decision.outcome == "cancelled":
+        return "The tool call was not run: the approval request was withdrawn."
+    who = f" by {decision.answered_by}" if decision.answered_by else ""
+    why = f": {decision.reason}" if decision.reason else ""
+    return f"The tool call was declined{who}{why}"

@@ -1,0 +1,158 @@
+"""LangGraph graphs run by the bot's runtime: the real ``langgraph`` library, its nodes calling the loopback Chat
+Completions server with the real ``openai`` client, its checkpoints in Redis through our checkpointer.
+``interrupt`` becomes a question; ``Command(resume=...)`` continues the graph in whichever "process" (another
+adapter and graph on the same Redis) takes the answer, after a restart too."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypedDict
+
+import pytest
+import redis.asyncio as aioredis
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+from openai import AsyncOpenAI
+
+from bot.agent.run_limits import RunLimits
+from bot.agent.stream import FinishChunk, SuspendedChunk, TextDeltaChunk
+from bot.errors import QuestionExpired, RunAlreadyResumed
+from bot.frameworks.langgraph import LangGraphAgent, ask_user
+from bot.frameworks.record import FrameworkRecord
+from bot.store import RedisRunStore
+from bot.testing.openai_server import FakeOpenAI, Reply
+
+
+class Deploy(TypedDict, total=False):
+    messages: list[dict[str, str]]
+    env: Any
+    reply: str
+
+
+Build = Callable[..., LangGraphAgent]
+
+
+@pytest.fixture
+async def build(openai_server: FakeOpenAI, prefix: str) -> AsyncIterator[Build]:
+    """``build(redis, ask=..., **adapter_kwargs)``: a fresh graph and adapter (one "process"). The graph asks with
+    ``ask(state)`` (default: ``ask_user`` with three environments), then one model call writes the reply."""
+    clients: list[AsyncOpenAI] = []
+
+    def make(client: aioredis.Redis, ask: Callable[[Deploy], Any] | None = None, **kwargs: Any) -> LangGraphAgent:
+        openai_client = AsyncOpenAI(base_url=openai_server.base_url, api_key="sk-test", max_retries=0)
+        clients.append(openai_client)
+
+        def choose(state: Deploy) -> Deploy:
+            if ask is not None:
+                return {"env": ask(state)}
+            return {"env": ask_user("Which environment?", ["staging", "production", "development"])}
+
+        async def reply(state: Deploy) -> Deploy:
+            prompt = [*state["messages"], {"role": "user", "content": f"answer: {json.dumps(state['env'])}"}]
+            done = await openai_client.chat.completions.create(model="test-model", messages=prompt)  # type: ignore[arg-type]
+            text = done.choices[0].message.content or ""
+            return {"messages": [*state["messages"], {"role": "assistant", "content": text}]}
+
+        graph = StateGraph(Deploy)
+        graph.add_node("choose", choose)
+        graph.add_node("reply", reply)
+        graph.add_edge(START, "choose")
+        graph.add_edge("choose", "reply")
+        graph.add_edge("reply", END)
+        store = RedisRunStore(client, prefix=prefix, retention=3600)
+        return LangGraphAgent(graph.compile(name="deployer"), store=store, **kwargs)
+
+    yield make
+    for openai_client in clients:
+        await openai_client.close()
+
+
+def last_answer(server: FakeOpenAI) -> str:
+    return str(server.requests[-1]["messages"][-1]["content"])
+
+
+@pytest.mark.real_redis
+async def test_an_ask_user_interrupt_is_a_choice_answered_after_a_restart(
+    real_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI, prefix: str
+) -> None:
+    first = build(real_redis)
+    run = await first.stream("deploy please")
+    chunks = await run.collect()
+    asked = next(c for c in chunks if isinstance(c, SuspendedChunk))
+    assert asked.payload.suspend_payload.labels == ["staging", "production", "development"]
+    assert asked.payload.suspend_payload.selection_mode == "single_select"
+    assert isinstance(chunks[-1], FinishChunk) and chunks[-1].payload.status == "suspended"
+    assert openai_server.requests == []  # the graph stopped before its model call
+    checkpoints = [k async for k in real_redis.scan_iter(match=f"{prefix}lg:*")]
+    assert checkpoints, "the graph's checkpoints are in Redis, under the bot's prefix"
+
+    openai_server.script(Reply(text="Deploying to production."))
+    after_restart = build(real_redis)
+    rest = await (await after_restart.resume_stream("production", run_id=run.run_id, answered_by="U1")).collect()
+    assert last_answer(openai_server) == 'answer: "production"'
+    assert "".join(c.payload.text for c in rest if isinstance(c, TextDeltaChunk)) == "Deploying to production."
+    state = await after_restart.get_run(run.run_id)
+    assert state.status == "completed" and state.messages[-1]["content"] == "Deploying to production."
+    record = FrameworkRecord.of(state)
+    assert record is not None and record.state == run.run_id  # the LangGraph thread is the run
+
+
+async def test_several_options_resume_with_the_list_of_labels(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    agent = build(fake_redis, ask=lambda s: ask_user("Which?", ["a", "b", "c"], selection_mode="multi_select"))
+    run = await agent.stream("pick")
+    asked = next(c for c in await run.collect() if isinstance(c, SuspendedChunk))
+    assert asked.payload.suspend_payload.selection_mode == "multi_select"
+    openai_server.script(Reply(text="ok"))
+    await (await agent.resume_stream(["a", "c"], run_id=run.run_id, answered_by="U1")).collect()
+    assert last_answer(openai_server) == 'answer: ["a", "c"]'
+
+
+async def test_any_other_payload_is_shown_as_json_with_a_free_text_answer(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    agent = build(fake_redis, ask=lambda s: interrupt({"action": "deploy", "targets": ["eu", "us"]}))
+    run = await agent.stream("deploy")
+    asked = next(c for c in await run.collect() if isinstance(c, SuspendedChunk))
+    shown = asked.payload.suspend_payload
+    assert shown.options is None
+    assert json.loads(shown.question.split("```")[1]) == {"action": "deploy", "targets": ["eu", "us"]}
+    openai_server.script(Reply(text="ok"))
+    await (await build(fake_redis).resume_stream("only eu", run_id=run.run_id, answered_by="U1")).collect()
+    assert last_answer(openai_server) == 'answer: "only eu"'
+
+
+async def test_a_double_click_resumes_the_graph_once(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    run = await build(fake_redis).stream("deploy")
+    await run.collect()
+    openai_server.script(Reply(text="Deploying."), Reply(text="Deploying again."))
+    one, two = build(fake_redis), build(fake_redis)
+    outcomes = await asyncio.gather(
+        one.resume_stream("staging", run_id=run.run_id, answered_by="U1"),
+        two.resume_stream("production", run_id=run.run_id, answered_by="U2"),
+        return_exceptions=True,
+    )
+    won = [o for o in outcomes if not isinstance(o, BaseException)]
+    assert len(won) == 1 and any(isinstance(o, RunAlreadyResumed) for o in outcomes)
+    await won[0].collect()
+    assert len(openai_server.requests) == 1  # the graph went on once
+
+
+async def test_past_the_deadline_the_graph_is_resumed_with_none(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    limits = RunLimits(ask_ttl=0.3)
+    agent = build(fake_redis, limits=limits)
+    run = await agent.stream("deploy")
+    await run.collect()
+    await asyncio.sleep(0.4)
+    with pytest.raises(QuestionExpired):
+        await agent.resume_stream("staging", run_id=run.run_id, answered_by="U1")
+    openai_server.script(Reply(text="Nobody chose; not deploying."))
+    await (await build(fake_redis, limits=limits).time_out(run_id=run.run_id)).collect()
+    assert last_answer(openai_server) == "answer: null"

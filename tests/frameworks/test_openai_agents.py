@@ -1,0 +1,143 @@
+"""OpenAI Agents SDK agents run by the bot's runtime: the real ``agents`` library against the loopback Chat
+Completions server. ``needs_approval`` tools become approvals; the SDK's ``RunState`` JSON is what is stored, and
+``state.approve`` / ``state.reject`` continue it in whichever "process" (another adapter and SDK agent on the same
+store) takes the click."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from agents import Agent as SdkAgent
+from agents import OpenAIChatCompletionsModel, function_tool
+from openai import AsyncOpenAI
+
+from bot.agent.run_limits import RunLimits
+from bot.agent.stream import ApprovalChunk, FinishChunk, TextDeltaChunk
+from bot.errors import QuestionExpired, RunAlreadyResumed
+from bot.frameworks.openai_agents import OpenAIAgentsAgent
+from bot.frameworks.record import FrameworkRecord
+from bot.store import RedisRunStore
+from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
+
+
+class World:
+    def __init__(self) -> None:
+        self.restarted: list[str] = []
+
+
+Build = Callable[..., OpenAIAgentsAgent]
+
+
+@pytest.fixture
+async def build(openai_server: FakeOpenAI, prefix: str) -> AsyncIterator[Build]:
+    """``build(redis, world, **adapter_kwargs)``: a fresh SDK agent and adapter (one "process")."""
+    clients: list[AsyncOpenAI] = []
+
+    def make(client: aioredis.Redis, world: World, **kwargs: Any) -> OpenAIAgentsAgent:
+        openai_client = AsyncOpenAI(base_url=openai_server.base_url, api_key="sk-test", max_retries=0)
+        clients.append(openai_client)
+
+        @function_tool(needs_approval=True)
+        def restart_service(name: str) -> str:
+            """Restart a service."""
+            world.restarted.append(name)
+            return f"{name} restarted"
+
+        agent = SdkAgent(
+            name="ops",
+            instructions="Help with ops.",
+            model=OpenAIChatCompletionsModel(model="test-model", openai_client=openai_client),
+            tools=[restart_service],
+        )
+        return OpenAIAgentsAgent(agent, store=RedisRunStore(client, prefix=prefix), **kwargs)
+
+    yield make
+    for openai_client in clients:
+        await openai_client.close()
+
+
+def restart(call_id: str = "c1") -> Reply:
+    return Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id=call_id)])
+
+
+def tool_messages(server: FakeOpenAI) -> dict[str, str]:
+    return {m["tool_call_id"]: m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"}
+
+
+async def test_an_approval_is_stored_as_the_sdks_run_state_and_approved_after_a_restart(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    world = World()
+    openai_server.script(restart())
+    first = build(fake_redis, world)
+    run = await first.stream("restart api")
+    chunks = await run.collect()
+    approval = next(c for c in chunks if isinstance(c, ApprovalChunk))
+    assert (approval.payload.tool_call_id, approval.payload.args) == ("c1", {"name": "api"})
+    assert approval.payload.description == "Restart a service."
+    assert isinstance(chunks[-1], FinishChunk) and chunks[-1].payload.status == "suspended"
+    record = FrameworkRecord.of(await first.get_run(run.run_id))
+    assert record is not None and record.framework == "openai-agents" and isinstance(record.state, dict)
+
+    openai_server.script(Reply(text="Restarted api."))
+    after_restart = build(fake_redis, world)
+    rest = await (await after_restart.approve_tool_call(run_id=run.run_id, approved_by="U1")).collect()
+    assert world.restarted == ["api"]
+    assert tool_messages(openai_server) == {"c1": "api restarted"}
+    assert "".join(c.payload.text for c in rest if isinstance(c, TextDeltaChunk)) == "Restarted api."
+    assert (await after_restart.get_run(run.run_id)).status == "completed"
+
+
+async def test_a_decline_in_another_process_rejects_with_the_reason(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    world = World()
+    openai_server.script(restart("d1"))
+    run = await build(fake_redis, world).stream("restart api")
+    await run.collect()
+    openai_server.script(Reply(text="Not restarting."))
+    decliner = build(fake_redis, world)
+    await (await decliner.decline_tool_call(run_id=run.run_id, reason="a deploy is on", declined_by="U2")).collect()
+    assert world.restarted == []
+    assert tool_messages(openai_server) == {"d1": "The tool call was declined by U2: a deploy is on"}
+
+
+async def test_a_double_click_runs_the_tool_once(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    world = World()
+    openai_server.script(restart(), Reply(text="Restarted."))
+    run = await build(fake_redis, world).stream("restart api")
+    await run.collect()
+    one, two = build(fake_redis, world), build(fake_redis, world)
+    outcomes = await asyncio.gather(
+        one.approve_tool_call(run_id=run.run_id, approved_by="U1"),
+        two.approve_tool_call(run_id=run.run_id, approved_by="U2"),
+        return_exceptions=True,
+    )
+    won = [o for o in outcomes if not isinstance(o, BaseException)]
+    assert len(won) == 1 and any(isinstance(o, RunAlreadyResumed) for o in outcomes)
+    await won[0].collect()
+    assert world.restarted == ["api"]
+
+
+async def test_past_the_deadline_the_call_is_rejected_as_unanswered(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    world = World()
+    limits = RunLimits(ask_ttl=0.3)
+    openai_server.script(restart())
+    agent = build(fake_redis, world, limits=limits)
+    run = await agent.stream("restart api")
+    await run.collect()
+    await asyncio.sleep(0.4)
+    with pytest.raises(QuestionExpired):
+        await agent.approve_tool_call(run_id=run.run_id, approved_by="U1")
+    openai_server.script(Reply(text="Nobody approved it."))
+    await (await build(fake_redis, world, limits=limits).time_out(run_id=run.run_id)).collect()
+    assert world.restarted == []
+    assert tool_messages(openai_server) == {"c1": "The tool call was not run: nobody approved it in time."}

@@ -1,0 +1,72 @@
+"""Agents built on Pydantic AI, the OpenAI Agents SDK and LangGraph run as the bot's agent (``AGENT=`` the
+playground's demo factories), end to end: a mention in the fake Slack, the framework's own client calling the
+loopback model, its question or approval shown in Slack and answered with a click, the reply in the thread."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from bot.playground import framework_demos
+from bot.testing.openai_server import Reply, tool_call
+from bot.testing.slack_scenarios import ALICE, GENERAL, blocks_text, current, has_controls
+
+QUESTION = {
+    "question": "Which environment?",
+    "options": [{"label": "staging"}, {"label": "production"}],
+    "selection_mode": "single_select",
+}
+
+
+@pytest.fixture(autouse=True)
+def quick_restarts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(framework_demos, "RESTART_DELAY", 0)
+
+
+def agent(name: str) -> dict[str, Any]:
+    return {"agent": f"bot.playground.framework_demos:{name}"}
+
+
+@pytest.mark.parametrize("name", ["pydantic_ai", "langgraph"])
+async def test_a_frameworks_question_is_asked_with_buttons_and_the_click_continues_it(
+    name: str, fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings=agent(name)) as h:
+        h.model.script(
+            Reply(tool_calls=[tool_call("ask_user", QUESTION, id="q1")]), Reply(text="Deploying to production.")
+        )
+        d = await h.ws.mention(ALICE, GENERAL, "deploy")
+        thread = d.message["ts"]
+        q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+        assert "Which environment?" in blocks_text(q)
+        await h.ws.click(q, "production", user=ALICE)
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: "Deploying to production." in m["text"]
+        )
+        await h.settle()
+        assert not has_controls(await current(h, q))
+        tool_results = [m for m in h.model.requests[-1]["messages"] if m["role"] == "tool"]
+        assert "production" in tool_results[-1]["content"]
+
+
+@pytest.mark.parametrize("name", ["pydantic_ai", "openai_agents"])
+async def test_a_frameworks_approval_is_approved_in_slack_and_the_tool_runs(
+    name: str, fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings=agent(name)) as h:
+        h.model.script(
+            Reply(tool_calls=[tool_call("restart_service", {"name": "web"}, id="r1")]), Reply(text="Restarted web.")
+        )
+        d = await h.ws.mention(ALICE, GENERAL, "restart web")
+        thread = d.message["ts"]
+        q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+        assert "restart_service" in blocks_text(q) and "web" in blocks_text(q)
+        await h.ws.click(q, "Approve", user=ALICE)
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Restarted web."
+        )
+        await h.settle()
+        assert "Approved by <@U_ALICE>" in blocks_text(await current(h, q))
+        assert h.model.requests[-1]["messages"][-1]["content"] == "restarted web (demo: nothing really restarted)"

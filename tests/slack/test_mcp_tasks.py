@@ -1,0 +1,173 @@
+"""MCP tasks (the ``io.modelcontextprotocol/tasks`` extension, 2026-07-28 wire) on ``python -m bot mcp``: a client
+that declares the extension gets a task at once for each question and approval, polls ``tasks/get`` while the
+person decides in the fake Slack (the harness's ``serve`` process on the same Redis takes the click), and gets
+the blocking call's very result; ``tasks/cancel`` withdraws the question; a task outlives the server process and
+the client that made it. Driven with the official SDK's client (and this project's client half of the
+extension, :class:`bot.mcp_server.tasks.TasksClient`) over stdio and streamable HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+from bot.mcp_server.tasks import CreateTaskResult, TaskFields, TaskResult, TasksClient, cancel_task, get_task
+from bot.testing.mcp_process import McpProcess, mcp_http_process
+from bot.testing.slack_scenarios import ALICE, GENERAL, has_controls
+
+pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
+REDIS_ENV: dict[str, str] = {}
+
+
+@pytest.fixture(autouse=True)
+def _redis_env(real_redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(globals(), "REDIS_ENV", real_redis_env)
+
+
+SLACK_TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py)
+MCP_TOKEN = "mcp-test-token-0123456789abcdef"
+STARTUP_SECONDS = 60  # how long a server process may take to start and ask (a loaded machine is slow): a budget
+
+
+def mcp_env(h: Any, prefix: str, **extra: str) -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", ""),
+        "SLACK_BOT_TOKEN": SLACK_TOKEN,
+        "SLACK_API_URL": h.ws.api_url,
+        **REDIS_ENV,
+        "REDIS_PREFIX": prefix,
+        "MCP_ASK_CHANNEL": GENERAL,
+        "MCP_ASK_USER": ALICE,
+        "LOG_LEVEL": "WARNING",
+        **extra,
+    }
+
+
+@contextlib.asynccontextmanager
+async def stdio_client_of(h: Any, prefix: str, *, tasks: TasksClient | None) -> AsyncIterator[Client]:
+    """The SDK's client over stdio to a new ``python -m bot mcp``, declaring the tasks extension with ``tasks``."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", "bot", "mcp"], env=mcp_env(h, prefix))
+    extensions = [tasks] if tasks is not None else []
+    async with (
+        stdio_client(params) as streams,
+        Client(contextlib.nullcontext(streams), mode="auto", extensions=extensions) as client,
+    ):
+        yield client
+
+
+@contextlib.asynccontextmanager
+async def http_server(h: Any, prefix: str) -> AsyncIterator[McpProcess]:
+    """``python -m bot mcp --http`` as its own process, once it listens."""
+    async with mcp_http_process(mcp_env(h, prefix, MCP_TOKEN=MCP_TOKEN), startup=STARTUP_SECONDS) as server:
+        yield server
+
+
+@contextlib.asynccontextmanager
+async def http_client_of(url: str, *, tasks: TasksClient | None) -> AsyncIterator[Client]:
+    """The SDK's client over streamable HTTP to ``url``, with the bearer token, declaring the tasks extension."""
+    auth = {"Authorization": f"Bearer {MCP_TOKEN}"}
+    async with (
+        create_mcp_http_client(headers=auth) as http,
+        streamable_http_client(url, http_client=http) as streams,
+        Client(contextlib.nullcontext(streams), mode="auto", extensions=[tasks] if tasks else []) as client,
+    ):
+        yield client
+
+
+async def wait_for_status(client: Client, task_id: str, status: str) -> TaskResult:
+    """Poll ``tasks/get`` until the task has ``status`` (a budget of 20 s)."""
+    deadline = time.monotonic() + 20
+    while True:
+        task = await get_task(client.session, task_id)
+        if task.status == status:
+            return task
+        assert time.monotonic() < deadline, f"the task stayed {task.status}"
+        await asyncio.sleep(0.1)
+
+
+async def test_a_client_with_tasks_gets_a_task_at_once_and_then_the_blocking_calls_very_result(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    seen: list[TaskFields] = []
+
+    async def on_task(task: TaskFields) -> None:
+        seen.append(task)
+
+    args = {"question": "Which repo?", "options": [{"label": "api"}, {"label": "web"}], "request_key": "repo-1"}
+    async with harness(real_redis) as h, stdio_client_of(h, prefix, tasks=TasksClient(on_task=on_task)) as client:
+        call = asyncio.ensure_future(client.call_tool("ask_user", args))
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
+        for _ in range(200):  # the task came back at once: the client polls it while Alice has not answered
+            if seen:
+                break
+            await asyncio.sleep(0.05)
+        assert isinstance(seen[0], CreateTaskResult) and seen[0].status == "input_required"
+        assert seen[0].status_message is not None and "waiting for" in seen[0].status_message
+        assert seen[0].task_id.startswith("run_mcp")
+        assert not call.done()
+        await h.ws.click(question, "web", user=ALICE)
+        result = await asyncio.wait_for(call, 20)
+        assert result.structured_content == {"status": "answered", "answer": "web", "answered_by": ALICE}
+        assert seen[-1].status == "completed"
+    # The same request_key on a client without tasks: today's blocking call, which finds the answered question.
+    async with harness(real_redis) as h, stdio_client_of(h, prefix, tasks=None) as plain:
+        blocking = await plain.call_tool("ask_user", args)
+    assert blocking.structured_content == result.structured_content
+    assert blocking.content == result.content and blocking.is_error == result.is_error
+
+
+async def test_a_task_survives_a_restart_of_the_server_and_of_the_client_over_http(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """The task is the question's run in Redis: the server process that made it stops and the client goes away
+    between the call and the answer; a new server process answers tasks/get for it to a new client."""
+    async with harness(real_redis) as h:
+        async with http_server(h, prefix) as server, http_client_of(server.url, tasks=TasksClient()) as client:
+            created = await client.session.call_tool(
+                "request_approval", {"action": "Restart the api service"}, allow_claimed=True
+            )
+            assert isinstance(created, CreateTaskResult) and created.status == "input_required"
+            request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
+            server.process.terminate()
+            await asyncio.wait_for(server.process.wait(), 10)
+        assert has_controls(next(m for m in h.ws.messages(GENERAL) if m["ts"] == request["ts"]))  # still open
+        async with http_server(h, prefix) as server, http_client_of(server.url, tasks=TasksClient()) as client:
+            task = await get_task(client.session, created.task_id)
+            assert task.status == "input_required" and task.task_id == created.task_id
+            await h.ws.click(request, "Approve", user=ALICE)
+            done = await wait_for_status(client, created.task_id, "completed")
+        assert done.result is not None
+        assert done.result["structuredContent"] == {"status": "approved", "approved_by": ALICE}
+
+
+async def test_tasks_cancel_withdraws_the_question_in_slack(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    async with harness(real_redis) as h, stdio_client_of(h, prefix, tasks=TasksClient()) as client:
+        created = await client.session.call_tool("ask_user", {"question": "Ship it?"}, allow_claimed=True)
+        assert isinstance(created, CreateTaskResult)
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
+        await cancel_task(client.session, created.task_id)
+        withdrawn = await h.ws.wait_for_message(
+            channel=GENERAL,
+            predicate=lambda m: m["ts"] == question["ts"] and "Withdrawn" in str(m["blocks"]),
+            timeout=STARTUP_SECONDS,
+        )
+        assert not has_controls(withdrawn)
+        task = await get_task(client.session, created.task_id)
+        assert task.status == "cancelled"
+        with pytest.raises(MCPError) as unknown:  # a task id that is no task of this caller's
+            await get_task(client.session, "run_mcpc_" + "0" * 32)
+        assert unknown.value.error.code == -32602
