@@ -46,8 +46,11 @@ from bot.agent.approvals import (
     decided_in_batch,
     decline_at_once,
     edit_pending,
+    kept_schema,
     policy_notes,
     run_decided,
+    schema_tool,
+    takes_edits,
     verdict_of,
 )
 from bot.agent.asking import ASK_ONLY, ask_run, finish_ask_only
@@ -80,7 +83,7 @@ from bot.agent.stream import (
     ToolCallChunk,
     ToolCallPayload,
 )
-from bot.agent.tools import DEFAULT_TOOL_RESULT_MAX_CHARS, Tool
+from bot.agent.tools import DEFAULT_TOOL_RESULT_MAX_CHARS, Tool, ToolInputError
 from bot.errors import (
     AnswerError,
     BotError,
@@ -306,11 +309,26 @@ class Agent:
         pending = await self.claims.require_open(state, tool_call_id)
         if pending.kind != "approval":
             raise NotAwaitingThisKind(run_id=run_id, tool_call_id=pending.tool_call_id, waits_for=pending.kind)
-        tool = self.toolbox.get(run_id, pending.tool_name)
+        if not takes_edits(pending):
+            raise ToolInputError(f"{pending.tool_name}'s calls take no edited arguments in this agent's framework")
+        tool = schema_tool(pending) or self.toolbox.get(run_id, pending.tool_name)
         edited = edit_pending(tool, pending, arguments, edited_by=edited_by)
         return await self.store.save(
             state.model_copy(update={"pending": edited}), owner=self.owner, not_after=pending.expires_at
         )
+
+    def argument_schema(self, pending: PendingCall) -> dict[str, Any] | None:
+        """The JSON schema of the arguments of ``pending``'s call (what the model saw: the one kept with the call for
+        a framework's tool, :data:`bot.agent.approvals.PARAMETERS`, else the agent's tool's), or None: the tool is not
+        known here, or the call takes no edited arguments (what an Edit form is built from)."""
+        if not takes_edits(pending):
+            return None
+        kept = kept_schema(pending)
+        if kept is not None:
+            return kept
+        tool = self.tools.get(pending.tool_name)
+        parameters = tool.spec().get("function", {}).get("parameters") if tool is not None else None
+        return parameters if isinstance(parameters, dict) else None
 
     async def extend_approval(
         self, *, run_id: str, tool_call_id: str, expires_at: datetime, notes: dict[str, Any]

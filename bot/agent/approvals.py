@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from pydantic import BaseModel, RootModel
+
 from bot.agent._loop.tool_calls import Suspended, ToolRunner
 from bot.agent.model import parse_arguments
 from bot.agent.state import PendingCall, RunState, ToolCall, utcnow
@@ -345,6 +347,7 @@ def approval_payload(pending: PendingCall) -> ApprovalPayload:
         expires_at=pending.expires_at,
         asked_at=pending.suspended_at,
         edited=edited_of(pending),
+        editable=takes_edits(pending),
         policy=policy_notes(pending),
         batch=tuple(approval_payload(c) for c in pending.batch),
     )
@@ -370,6 +373,76 @@ def edited_of(pending: PendingCall) -> Edited | None:
     if not isinstance(raw, dict) or not isinstance(raw.get("before"), dict):
         return None
     return Edited(by=str(raw.get("by") or ""), before=dict(raw["before"]))
+
+
+PARAMETERS = "parameters"
+"""The suspend_payload key of the JSON schema of a call's arguments, kept when the tool is not one of the agent's own
+(a framework's, :mod:`bot.frameworks`): a dict, or None when the call takes no edited arguments (a framework that
+has no way to run a call with other arguments than the model's)."""
+
+
+def takes_edits(pending: PendingCall) -> bool:
+    """Whether ``pending``'s arguments may be edited before approving, as far as the call goes (the approval
+    policy's rule says by whom and which): False only for a call kept with ``parameters`` None (:data:`PARAMETERS`)."""
+    return not (PARAMETERS in pending.suspend_payload and not isinstance(pending.suspend_payload[PARAMETERS], dict))
+
+
+def kept_schema(pending: PendingCall) -> dict[str, Any] | None:
+    """The JSON schema kept with ``pending`` (:data:`PARAMETERS`), or None."""
+    raw = pending.suspend_payload.get(PARAMETERS)
+    return dict(raw) if isinstance(raw, dict) else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SchemaTool(Tool):
+    """A stand-in for a tool the agent runs elsewhere (a framework's), known by its arguments' JSON schema only:
+    :meth:`parse_args` validates against ``json_schema`` (``jsonschema``), the way an edit is checked
+    (:func:`edit_pending`); it never runs here."""
+
+    json_schema: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    def spec(self) -> dict[str, Any]:
+        """The Chat Completions ``tools[]`` entry, with ``json_schema`` as its parameters."""
+        return {
+            "type": "function",
+            "function": {"name": self.id, "description": self.description, "parameters": self.json_schema},
+        }
+
+    def parse_args(self, args: dict[str, Any]) -> BaseModel:
+        """Validate ``args`` against ``json_schema``. Raises :class:`ToolInputError` naming each problem (at most
+        five)."""
+        from jsonschema.validators import validator_for  # type: ignore[import-untyped,unused-ignore]
+
+        validator = validator_for(self.json_schema)(self.json_schema)
+        errors = sorted(validator.iter_errors(args), key=lambda e: [str(p) for p in e.absolute_path])
+        if errors:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e.absolute_path) or 'arguments'}: {e.message}" for e in errors[:5]
+            )
+            raise ToolInputError(f"invalid arguments for {self.id}: {problems}")
+        return _Arguments(args)
+
+
+class _Arguments(RootModel[dict[str, Any]]):
+    """A :class:`SchemaTool` call's arguments, as given (validated against its schema)."""
+
+
+async def _runs_elsewhere(args: Any, ctx: Any) -> Any:
+    raise AssertionError("this tool runs in the agent's framework")
+
+
+def schema_tool(pending: PendingCall) -> Tool | None:
+    """A :class:`SchemaTool` for ``pending`` when a JSON schema is kept with it (:data:`PARAMETERS`), else None."""
+    schema = kept_schema(pending)
+    if schema is None:
+        return None
+    return SchemaTool(
+        id=pending.tool_name,
+        description=str(pending.suspend_payload.get("description") or ""),
+        input_schema=_Arguments,
+        execute_fn=_runs_elsewhere,
+        json_schema=schema,
+    )
 
 
 def edit_pending(tool: Tool, pending: PendingCall, args: dict[str, Any], *, edited_by: str) -> PendingCall:

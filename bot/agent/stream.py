@@ -99,6 +99,7 @@ class ApprovalPayload:
     expires_at: datetime | None = None  # the decision's deadline
     asked_at: datetime | None = None  # when it was asked (an interrupted call is asked again)
     edited: Edited | None = None  # a person changed the arguments before approving (``args``: the new ones)
+    editable: bool = True  # the call can take edited arguments (False: a framework's that takes none)
     policy: dict[str, Any] = field(default_factory=dict)  # the approval gate's notes (GateVerdict.notes)
     batch: tuple[ApprovalPayload, ...] = ()
 

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.agent._loop.tool_calls import Suspended
 from bot.agent.agent import Agent
-from bot.agent.approvals import APPROVED, verdict_of
+from bot.agent.approvals import APPROVED, PARAMETERS, edited_of, verdict_of
 from bot.agent.ask_user import AskUserPayload, make_ask_user_tool
 from bot.agent.asking import ASK_ONLY
 from bot.agent.endings import Ending
@@ -50,6 +50,7 @@ from bot.agent.state import PendingCall, RunState, utcnow
 from bot.agent.store import RunStore
 from bot.agent.stream import (
     AgentStream,
+    Edited,
     TextDeltaChunk,
     TextDeltaPayload,
     ToolCallChunk,
@@ -252,6 +253,7 @@ class FrameworkAgent(Agent):
                     "tool_name": request.tool_name,
                     "args": request.args,
                     "description": request.description,
+                    PARAMETERS: request.parameters,  # None: the framework takes no edited arguments (no Edit)
                 },
                 suspended_at=now,
                 expires_at=expires,
@@ -286,15 +288,20 @@ async def _never(args: Any, ctx: Any) -> Any:
 
 
 def decision_of(pending: PendingCall) -> Decision:
-    """The decision a claimed answer (``pending.resume``) carries."""
+    """The decision a claimed answer (``pending.resume``) carries; an approved call a person edited
+    (:func:`bot.agent.approvals.edited_of`) with its edited ``args`` and the ``note`` the model is told."""
     answer = pending.resume
     if answer is None:  # not claimed: nothing to decide on (never saved this way)
         raise AssertionError(f"pending call {pending.tool_call_id} has no claimed answer")
     if pending.kind == "approval":
+        approved = answer.resume_data == APPROVED and answer.outcome == "answer"
+        edited = edited_of(pending) if approved else None
         return Decision(
             tool_call_id=pending.tool_call_id,
             kind="approval",
-            approved=answer.resume_data == APPROVED and answer.outcome == "answer",
+            approved=approved,
+            args=dict(pending.args) if edited is not None else None,
+            note=edited_note(pending.tool_call_id, edited, dict(pending.args)) if edited is not None else None,
             reason=answer.reason,
             answered_by=answer.answered_by,
             outcome=answer.outcome,
@@ -305,6 +312,17 @@ def decision_of(pending: PendingCall) -> Decision:
         answer=answer.resume_data if answer.outcome == "answer" else None,
         answered_by=answer.answered_by,
         outcome=answer.outcome,
+    )
+
+
+def edited_note(tool_call_id: str, edited: Edited, after: dict[str, Any]) -> str:
+    """What a framework's model is told of a call a person edited before approving (after its result, as the run's
+    next user message: the built-in loop's :func:`bot.agent.approvals.edit_note`, worded for after the result)."""
+    who = edited.by or "the person who approved"
+    return (
+        f"Note: {who} changed the arguments of tool call {tool_call_id} before approving it; it ran with the changed"
+        f" ones. Before (yours): {json.dumps(edited.before, ensure_ascii=False, sort_keys=True)}."
+        f" After (what ran): {json.dumps(after, ensure_ascii=False, sort_keys=True)}."
     )
 
 

@@ -5,7 +5,9 @@ Pydantic AI's human-in-the-loop primitive is the deferred tool: a run whose outp
 ``DeferredToolRequests`` ends with one when the model called
 
 - a tool declared with ``requires_approval=True`` (or one that raised ``ApprovalRequired``): asked in Slack as an
-  approval; approved: ``ToolApproved()`` (with ``override_args`` when the decision carries edited arguments),
+  approval; approved: ``ToolApproved()`` (with ``override_args`` when a person edited the arguments in Slack: the
+  request keeps the tool's ``parameters_json_schema`` for the Edit form, and the model is told of the edit after
+  the call's result, as the resumed run's user prompt),
   declined: ``ToolDenied(message)``, the message saying who declined and why (:func:`~bot.frameworks.base.denial_text`);
 - a tool that raised ``CallDeferred``: asked in Slack as a question whose answer is the tool's result. With the
   ``ask_user`` shape in its arguments (``question``, ``options``, ``selection_mode``; :func:`ask_user` is such a
@@ -78,7 +80,8 @@ class PydanticAIAgent(FrameworkAgent):
             results = None
         else:
             history = list(ModelMessagesTypeAdapter.validate_python(record.state or []))
-            prompt = None
+            notes = [d.note for d in record.decisions if d.note]  # edits: the model is told after the results
+            prompt = "\n".join(notes) or None
             results = deferred_results(record)
         output_type = [self.agent.output_type, DeferredToolRequests]
         final: Any = None
@@ -103,8 +106,15 @@ class PydanticAIAgent(FrameworkAgent):
         output = final.output
         if isinstance(output, DeferredToolRequests):
             described = descriptions(self.agent)
+            schemas = parameters(self.agent)
             requests = [
-                r.model_copy(update={"description": described.get(r.tool_name, "")}) for r in requests_of(output)
+                r.model_copy(
+                    update={
+                        "description": described.get(r.tool_name, ""),
+                        "parameters": schemas.get(r.tool_name) if r.kind == "approval" else None,
+                    }
+                )
+                for r in requests_of(output)
             ]
             return Waiting(requests=requests, state=kept)
         text = output if isinstance(output, str) else _json(output)
@@ -119,6 +129,21 @@ def descriptions(agent: PydanticAgent[Any, Any]) -> dict[str, str]:
         if isinstance(tools, dict):
             for name, tool in tools.items():
                 found[str(name)] = str(getattr(tool, "description", "") or "")
+    return found
+
+
+def parameters(agent: PydanticAgent[Any, Any]) -> dict[str, dict[str, Any]]:
+    """``{tool name: the JSON schema of its arguments}`` of the function tools of ``agent``'s toolsets (Pydantic AI's
+    ``tool_def.parameters_json_schema``, what the model sees): an approval request's Edit form is built from it, and
+    an edit is validated against it before ``ToolApproved(override_args=...)`` runs the call with it."""
+    found: dict[str, dict[str, Any]] = {}
+    for toolset in agent.toolsets:
+        tools = getattr(toolset, "tools", None)
+        if isinstance(tools, dict):
+            for name, tool in tools.items():
+                schema = getattr(getattr(tool, "tool_def", None), "parameters_json_schema", None)
+                if isinstance(schema, dict):
+                    found[str(name)] = dict(schema)
     return found
 
 
@@ -170,4 +195,4 @@ def _json(output: Any) -> str:
     return to_json(output).decode()
 
 
-__all__ = ["PydanticAIAgent", "ask_user", "deferred_results", "descriptions", "requests_of"]
+__all__ = ["PydanticAIAgent", "ask_user", "deferred_results", "descriptions", "parameters", "requests_of"]

@@ -7,8 +7,11 @@ exactly-once resume holds for it), and JSON round-trips exactly. Shape (``schema
     {"schema_version": 1, "framework": "pydantic-ai" | "openai-agents" | "langgraph",
      "state": <the framework's own serialised state: Pydantic AI's message history (ModelMessagesTypeAdapter
                JSON), the Agents SDK's RunState JSON (RunState.to_json()), LangGraph's thread id>,
-     "requests": [{tool_call_id, kind: "approval" | "question", tool_name, args, description, question}, ...],
-     "decisions": [{tool_call_id, kind, approved, answer, reason, answered_by, outcome, args}, ...]}
+     "requests": [{tool_call_id, kind: "approval" | "question", tool_name, args, description, question,
+                  parameters}, ...],
+     "decisions": [{tool_call_id, kind, approved, answer, reason, answered_by, outcome, args, note}, ...]}
+
+(``parameters`` and ``note`` came later in version 1, optional: a record without them reads as before.)
 
 ``requests`` are everything the framework's last run stopped on (several at once: Pydantic AI and the Agents SDK
 can stop on more than one tool call); the run asks them one at a time, and the framework runs again once each has
@@ -39,8 +42,10 @@ class _Model(BaseModel):
 
 class Request(_Model):
     """One thing a framework's run stopped on: a tool call that waits for ``approval`` (``tool_name``, ``args``,
-    ``description``), or a ``question`` (``question``: the ``ask_user`` shape, :class:`bot.agent.AskUserPayload`'s
-    JSON) whose answer goes back as the call's result (LangGraph: as the interrupt's resume value)."""
+    ``description``; ``parameters``: the JSON schema of its arguments when the framework runs a call with edited
+    ones, else None: no Edit in Slack), or a ``question`` (``question``: the ``ask_user`` shape,
+    :class:`bot.agent.AskUserPayload`'s JSON) whose answer goes back as the call's result (LangGraph: as the
+    interrupt's resume value)."""
 
     tool_call_id: str
     kind: Literal["approval", "question"]
@@ -48,12 +53,14 @@ class Request(_Model):
     args: dict[str, Any] = Field(default_factory=dict)
     description: str = ""
     question: dict[str, Any] | None = None
+    parameters: dict[str, Any] | None = None  # the JSON schema of the tool's arguments, where edits are taken
 
 
 class Decision(_Model):
     """A person's (or the approval policy's) decision on one :class:`Request`: ``approved`` (approvals), ``answer``
     (questions), ``reason`` (why declined), ``args`` (edited arguments of an approved call, where a framework takes
-    them), ``answered_by`` (e.g. a Slack user id), ``outcome``."""
+    them), ``note`` (what the model is told of an edit: who changed the arguments, before and after,
+    :func:`bot.agent.approvals.edit_note`), ``answered_by`` (e.g. a Slack user id), ``outcome``."""
 
     tool_call_id: str
     kind: Literal["approval", "question"]
@@ -63,6 +70,7 @@ class Decision(_Model):
     answered_by: str | None = None
     outcome: AnswerOutcome = "answer"
     args: dict[str, Any] | None = None
+    note: str | None = None  # what the model is told of the decision besides (an edit: who changed what)
 
 
 class FrameworkRecord(_Model):

@@ -72,3 +72,65 @@ def build(*, model: ChatModel, store: RunStore) -> Agent:
         tools=[restart_service, scale_service, lookup_ticket, make_ask_user_tool(max_options=100)],
         store=store,
     )
+
+
+def pydantic_ai(*, model: ChatModel, store: RunStore) -> Agent:
+    """The same ``restart_service`` (recorded in :data:`RESTARTS`) as a Pydantic AI agent's tool
+    (``requires_approval``), its client talking to the bot's model's endpoint: ``AGENT=
+    bot.testing.approval_agent:pydantic_ai`` (needs ``.[pydantic-ai]``)."""
+    from pydantic_ai import Agent as PydanticAgent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from bot.frameworks.endpoint import openai_endpoint
+    from bot.frameworks.pydantic_ai import PydanticAIAgent
+
+    endpoint = openai_endpoint(model)
+    provider = OpenAIProvider(base_url=endpoint.base_url, api_key=endpoint.api_key)
+    agent = PydanticAgent(OpenAIChatModel(endpoint.model, provider=provider), instructions="You restart services.")
+
+    @agent.tool_plain(requires_approval=True)
+    def restart_service(name: str, force: bool = False) -> str:
+        """Restart a service.
+
+        Args:
+            name: The service to restart.
+            force: Skip the graceful drain.
+        """
+        RESTARTS.append(name)
+        return f"{name} restarted"
+
+    return PydanticAIAgent(agent, store=store, id="approvals-test-pydantic-ai", name="Ops")
+
+
+def openai_agents(*, model: ChatModel, store: RunStore) -> Agent:
+    """The same ``restart_service`` (recorded in :data:`RESTARTS`) as an OpenAI Agents SDK agent's tool
+    (``needs_approval``): ``AGENT=bot.testing.approval_agent:openai_agents`` (needs ``.[openai-agents]``)."""
+    from agents import Agent as SdkAgent
+    from agents import OpenAIChatCompletionsModel, function_tool
+    from openai import AsyncOpenAI
+
+    from bot.frameworks.endpoint import openai_endpoint
+    from bot.frameworks.openai_agents import OpenAIAgentsAgent
+
+    endpoint = openai_endpoint(model)
+    client = AsyncOpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key)
+
+    @function_tool(needs_approval=True)
+    def restart_service(name: str, force: bool = False) -> str:
+        """Restart a service.
+
+        Args:
+            name: The service to restart.
+            force: Skip the graceful drain.
+        """
+        RESTARTS.append(name)
+        return f"{name} restarted"
+
+    agent = SdkAgent(
+        name="Ops",
+        instructions="You restart services.",
+        model=OpenAIChatCompletionsModel(model=endpoint.model, openai_client=client),
+        tools=[restart_service],
+    )
+    return OpenAIAgentsAgent(agent, store=store, id="approvals-test-openai-agents", name="Ops")

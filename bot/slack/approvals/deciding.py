@@ -391,7 +391,7 @@ class Approving:
             return
         pending = check.pending
         approvers = self.answering.permissions.approvers.for_call(ctx, pending.tool_name, pending.args)
-        schema = self._schema(pending.tool_name)
+        schema = self.answering.agent.argument_schema(pending)
         if not approvers.editable or schema is None or not editable_fields(schema, approvers.editable):
             await notice("Nothing of this call can be edited.")
             return
@@ -408,14 +408,6 @@ class Approving:
             private_metadata=meta,
         )
         await web.update_view(view_id, view)
-
-    def _schema(self, tool_name: str) -> dict[str, Any] | None:
-        """The JSON schema of ``tool_name``'s arguments (what the model sees), or None for a tool not known here."""
-        tool = self.answering.agent.tools.get(tool_name)
-        if tool is None:
-            return None
-        parameters = tool.spec().get("function", {}).get("parameters")
-        return parameters if isinstance(parameters, dict) else None
 
     async def ack_edit(self, ack: Ack, body: dict[str, Any], context: Any) -> None:
         """A submitted Edit form (ack side): errors under each field that doesn't fit the tool's schema, or a form
@@ -483,7 +475,7 @@ class Approving:
         found, pending = opened
         ctx = found[1]
         approvers = self.answering.permissions.approvers.for_call(ctx, pending.tool_name, pending.args)
-        schema = self._schema(pending.tool_name)
+        schema = self.answering.agent.argument_schema(pending)
         if not approvers.editable or schema is None:
             return "Nothing of this call can be edited."
         view = body.get("view") or {}

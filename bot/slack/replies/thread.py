@@ -368,7 +368,11 @@ class Follower:
         quorum = QuorumProgress(approvers.required) if approvers.quorum else None
         scopes = tuple(self.grants.scopes(ctx, approval.tool_name, approval.args)) if self.grants else ()
         blocks = approval_blocks(
-            approval, ref=ref, approvers=approvers.describe(ctx), quorum=quorum, editable=bool(approvers.editable),
+            approval,
+            ref=ref,
+            approvers=approvers.describe(ctx),
+            quorum=quorum,
+            editable=bool(approvers.editable) and approval.editable,
             grants=scopes,
         )
         text = approval_title(approval)
@@ -435,7 +439,11 @@ class Follower:
             ctx, approval.tool_name, approval.args, escalated_to=approval.policy.get(ESCALATED_TO, ())
         )
         blocks = approval_blocks(
-            approval, ref=ref, approvers=approvers.describe(ctx), quorum=progress, editable=bool(approvers.editable)
+            approval,
+            ref=ref,
+            approvers=approvers.describe(ctx),
+            quorum=progress,
+            editable=bool(approvers.editable) and approval.editable,
         )
         try:
             refs: list[MessageRef] | None = await self.index.messages(
