@@ -17,6 +17,7 @@ from openai import AsyncOpenAI
 
 from bot.agent.run_limits import RunLimits
 from bot.agent.stream import ApprovalChunk, FinishChunk, TextDeltaChunk
+from bot.agent.tools import ToolInputError
 from bot.errors import QuestionExpired, RunAlreadyResumed
 from bot.frameworks.openai_agents import OpenAIAgentsAgent
 from bot.frameworks.record import FrameworkRecord
@@ -141,3 +142,20 @@ async def test_past_the_deadline_the_call_is_rejected_as_unanswered(
     await (await build(fake_redis, world, limits=limits).time_out(run_id=run.run_id)).collect()
     assert world.restarted == []
     assert tool_messages(openai_server) == {"c1": "The tool call was not run: nobody approved it in time."}
+
+
+async def test_the_sdk_takes_no_edited_arguments_so_its_approvals_are_not_editable(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    world = World()
+    openai_server.script(restart("n1"), Reply(text="Restarted api."))
+    agent = build(fake_redis, world)
+    run = await agent.stream("restart api")
+    approval = next(c for c in await run.collect() if isinstance(c, ApprovalChunk))
+    assert not approval.payload.editable
+    pending = (await agent.get_run(run.run_id)).pending
+    assert pending is not None and agent.argument_schema(pending) is None
+    with pytest.raises(ToolInputError, match="no edited arguments"):
+        await agent.edit_tool_call(run_id=run.run_id, tool_call_id="n1", arguments={"name": "db"}, edited_by="U2")
+    await (await agent.approve_tool_call(run_id=run.run_id, approved_by="U1")).collect()
+    assert world.restarted == ["api"]  # as the model asked: nothing was changed

@@ -19,6 +19,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from bot.agent.approvals import GateVerdict
 from bot.agent.run_limits import RunLimits
 from bot.agent.stream import ApprovalChunk, ErrorChunk, FinishChunk, SuspendedChunk, TextDeltaChunk
+from bot.agent.tools import ToolInputError
 from bot.errors import QuestionExpired, RunAlreadyResumed
 from bot.frameworks.pydantic_ai import PydanticAIAgent, ask_user
 from bot.store import RedisRunStore
@@ -251,3 +252,29 @@ async def test_a_failed_model_call_fails_the_run_retryably_and_a_retry_goes_on_f
     # Pydantic AI keeps no history of a run that raised: the retry runs from the decisions again, so the approved
     # tool ran in the failed segment and again in the retry (docs/frameworks/index.md says so).
     assert world.restarted == ["api", "api"]
+
+
+async def test_an_edit_in_another_process_is_checked_against_the_tools_schema_and_the_call_runs_with_it(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    world = World()
+    openai_server.script(restart("e1"), Reply(text="Done."))
+    starter = build(fake_redis, world)
+    run = await starter.stream("restart api")
+    approval = next(c for c in await run.collect() if isinstance(c, ApprovalChunk))
+    assert approval.payload.editable
+    editor = build(fake_redis, world)  # another process: the schema comes with the stored request
+    pending = (await editor.get_run(run.run_id)).pending
+    assert pending is not None
+    schema = editor.argument_schema(pending)
+    assert schema is not None and schema["properties"]["name"]["type"] == "string"
+    with pytest.raises(ToolInputError, match="name"):
+        await editor.edit_tool_call(run_id=run.run_id, tool_call_id="e1", arguments={"name": 7}, edited_by="U2")
+    await editor.edit_tool_call(run_id=run.run_id, tool_call_id="e1", arguments={"name": "db"}, edited_by="U2")
+    await (await editor.approve_tool_call(run_id=run.run_id, approved_by="U2")).collect()
+    assert world.restarted == ["db"]
+    assert tool_messages(openai_server) == {"e1": "db restarted"}
+    told = openai_server.requests[-1]["messages"][-1]
+    assert told["role"] == "user" and 'Before (yours): {"name": "api"}' in told["content"]
+    state = await editor.get_run(run.run_id)
+    assert state.status == "completed"
