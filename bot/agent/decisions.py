@@ -33,7 +33,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.agent.answers import Answered, Expired, Open, check_answer, undecided
-from bot.agent.approvals import APPROVED, DECLINED
+from bot.agent.approvals import APPROVED, DECLINED, schema_tool, takes_edits
 from bot.agent.hooks import RunHooks
 from bot.agent.state import Answer, PendingCall, ResumeData, RunState, utcnow
 from bot.agent.store import RunStore
@@ -182,7 +182,10 @@ async def record(
         call = check.pending
         if call.kind != "approval":
             raise NotAwaitingThisKind(run_id=state.run_id, tool_call_id=tool_call_id, waits_for=call.kind)
-        pairs.append((call, answer_of(decision, call, tools.get(call.tool_name))))
+        if isinstance(decision, Approve) and decision.arguments is not None and not takes_edits(call):
+            raise AnswerError(f"{call.tool_name}'s calls take no edited arguments in this agent's framework")
+        tool = schema_tool(call) or tools.get(call.tool_name)  # a framework's call: checked against its kept schema
+        pairs.append((call, answer_of(decision, call, tool)))
     assert pending is not None
     answers = [*state.answers, *(a for _, a in pairs)]
     after = state.model_copy(update={"answers": answers})

@@ -288,20 +288,25 @@ async def _never(args: Any, ctx: Any) -> Any:
 
 
 def decision_of(pending: PendingCall) -> Decision:
-    """The decision a claimed answer (``pending.resume``) carries; an approved call a person edited
-    (:func:`bot.agent.approvals.edited_of`) with its edited ``args`` and the ``note`` the model is told."""
+    """The decision a claimed answer (``pending.resume``) carries; an approved call a person edited (in Slack's Edit
+    form, :func:`bot.agent.approvals.edited_of`, or with ``Approve(arguments=...)``) with its edited ``args`` and the
+    ``note`` the model is told."""
     answer = pending.resume
     if answer is None:  # not claimed: nothing to decide on (never saved this way)
         raise AssertionError(f"pending call {pending.tool_call_id} has no claimed answer")
     if pending.kind == "approval":
         approved = answer.resume_data == APPROVED and answer.outcome == "answer"
         edited = edited_of(pending) if approved else None
+        args = dict(pending.args)
+        if approved and answer.arguments is not None:  # Approve(arguments=...) through Agent.resume
+            before = edited.before if edited is not None else dict(pending.args)
+            edited, args = Edited(by=answer.answered_by or "", before=before), dict(answer.arguments)
         return Decision(
             tool_call_id=pending.tool_call_id,
             kind="approval",
             approved=approved,
-            args=dict(pending.args) if edited is not None else None,
-            note=edited_note(pending.tool_call_id, edited, dict(pending.args)) if edited is not None else None,
+            args=args if edited is not None else None,
+            note=edited_note(pending.tool_call_id, edited, args) if edited is not None else None,
             reason=answer.reason,
             answered_by=answer.answered_by,
             outcome=answer.outcome,

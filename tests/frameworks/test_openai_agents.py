@@ -15,10 +15,11 @@ from agents import Agent as SdkAgent
 from agents import OpenAIChatCompletionsModel, function_tool
 from openai import AsyncOpenAI
 
+from bot.agent.decisions import Approve
 from bot.agent.run_limits import RunLimits
 from bot.agent.stream import ApprovalChunk, FinishChunk, TextDeltaChunk
 from bot.agent.tools import ToolInputError
-from bot.errors import QuestionExpired, RunAlreadyResumed
+from bot.errors import AnswerError, QuestionExpired, RunAlreadyResumed
 from bot.frameworks.openai_agents import OpenAIAgentsAgent
 from bot.frameworks.record import FrameworkRecord
 from bot.store import RedisRunStore
@@ -159,3 +160,17 @@ async def test_the_sdk_takes_no_edited_arguments_so_its_approvals_are_not_editab
         await agent.edit_tool_call(run_id=run.run_id, tool_call_id="n1", arguments={"name": "db"}, edited_by="U2")
     await (await agent.approve_tool_call(run_id=run.run_id, approved_by="U1")).collect()
     assert world.restarted == ["api"]  # as the model asked: nothing was changed
+
+
+async def test_approve_with_arguments_is_refused_before_anything_changes(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    world = World()
+    openai_server.script(restart("m1"))
+    agent = build(fake_redis, world)
+    run = await agent.stream("restart api")
+    await run.collect()
+    with pytest.raises(AnswerError, match="no edited arguments"):
+        await agent.resume(run.run_id, {"m1": Approve(by="U3", arguments={"name": "db"})})
+    state = await agent.get_run(run.run_id)
+    assert state.status == "suspended" and state.answers == [] and world.restarted == []

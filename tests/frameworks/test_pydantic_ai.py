@@ -17,10 +17,11 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from bot.agent.approvals import GateVerdict
+from bot.agent.decisions import Approve
 from bot.agent.run_limits import RunLimits
 from bot.agent.stream import ApprovalChunk, ErrorChunk, FinishChunk, SuspendedChunk, TextDeltaChunk
 from bot.agent.tools import ToolInputError
-from bot.errors import QuestionExpired, RunAlreadyResumed
+from bot.errors import AnswerError, QuestionExpired, RunAlreadyResumed
 from bot.frameworks.pydantic_ai import PydanticAIAgent, ask_user
 from bot.store import RedisRunStore
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
@@ -278,3 +279,20 @@ async def test_an_edit_in_another_process_is_checked_against_the_tools_schema_an
     assert told["role"] == "user" and 'Before (yours): {"name": "api"}' in told["content"]
     state = await editor.get_run(run.run_id)
     assert state.status == "completed"
+
+
+async def test_approve_with_arguments_through_resume_runs_the_call_with_them(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    world = World()
+    openai_server.script(restart("r1"), Reply(text="Done."))
+    agent = build(fake_redis, world)
+    run = await agent.stream("restart api")
+    await run.collect()
+    with pytest.raises(AnswerError, match="name"):
+        await agent.resume(run.run_id, {"r1": Approve(by="U3", arguments={"name": None})})
+    await (await agent.resume(run.run_id, {"r1": Approve(by="U3", arguments={"name": "cache"})})).collect()
+    assert world.restarted == ["cache"]
+    told = openai_server.requests[-1]["messages"][-1]
+    assert told["role"] == "user" and told["content"].startswith("Note: U3 changed the arguments of tool call r1")
+    assert 'After (what ran): {"name": "cache"}' in told["content"]
