@@ -511,25 +511,27 @@ def _tools_reply(calls: list[dict[str, Any]], since_user: list[dict[str, Any]]) 
 
 
 _EDIT_NOTE = re.compile(
-    r"Note: (?P<who>\S+) changed this call's arguments before approving it;.*?Its result follows\.\n", re.DOTALL
+    r"(?:Note: (?P<who>[^\n]+?) changed this call's arguments before approving it;[^\n]*?Its result follows\.\n"
+    r"|\[(?P<who2>[^\n]+?) changed this call's arguments before approving it;[^\n]*?\]\n)"
 )
 
 
 def _without_edit_note(content: Any) -> tuple[Any, str | None]:
-    """``(the result without the runtime's edit note, who edited)``; ``(content, None)`` when there is no note
-    (:func:`bot.agent.approvals.edit_note`: ``"Note: U1 changed this call's arguments ... Its result follows.\\n"``
-    before the result)."""
+    """``(the result without the runtime's edit note, who edited)``; ``(content, None)`` when there is no note.
+    The runtime puts one line before an edited call's result: an Edit's (:func:`bot.agent.approvals.edit_note`,
+    ``"Note: U1 changed this call's arguments ... Its result follows."``) or ``Approve(arguments=...)``'s
+    (:func:`bot.agent.approvals.note_edit`, ``"[U1 changed this call's arguments ...]"``)."""
     if not isinstance(content, str):
         return content, None
     found = _EDIT_NOTE.match(content)
     if found is None:
         return content, None
-    return content[found.end() :], found.group("who")
+    return content[found.end() :], found.group("who") or found.group("who2")
 
 
 def _mention(who: str) -> str:
-    """``<@U1>`` for a user id, else the text as typed (escaped)."""
-    return f"<@{who}>" if re.fullmatch(r"[UW][A-Z0-9_]+", who) else _esc(who)
+    """``<@U1>`` for a user id, else the text as written (escaped, first letter upper-cased: "The approver")."""
+    return f"<@{who}>" if re.fullmatch(r"[UW][A-Z0-9_]+", who) else _esc(who[:1].upper() + who[1:])
 
 
 def _parse_tool_result(content: Any) -> dict[str, Any] | None:
