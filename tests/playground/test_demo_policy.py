@@ -6,9 +6,11 @@ a restart asked by one of its two approvers declined at once."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from bot.approval_policy import load_policy
 from bot.config import Settings
@@ -87,3 +89,11 @@ async def test_the_banner_names_the_approval_policy(capsys: pytest.CaptureFixtur
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(task, 10)
+
+
+def test_docs_show_the_demo_policy_as_shipped() -> None:
+    """docs/playground.md's "The demo approval policy" shows the rules of bot/playground/demo_policy.yaml."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "playground.md").read_text()
+    section = page.split("## The demo approval policy", 1)[1]
+    shown = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert yaml.safe_load(shown)["rules"] == yaml.safe_load(DEMO_POLICY.read_text())["rules"]
