@@ -346,6 +346,12 @@ class Approving:
         await self.decide(state, ctx, call, where=where, approved=False, reason=reason or None)
 
     async def _decline_form(self, body: dict[str, Any]) -> Found | str:
+        opened = await self._open_form(body)
+        return opened if isinstance(opened, str) else opened[0]
+
+    async def _open_form(self, body: dict[str, Any]) -> tuple[Found, PendingCall] | str:
+        """The approval a submitted form (Decline's reason, Edit's arguments) is about and its pending call, if
+        the person may still decide it; or what to tell them."""
         user = str((body.get("user") or {}).get("id") or "")
         found = await self.modal.form_question(body)
         if isinstance(found, str):
@@ -358,7 +364,7 @@ class Approving:
         check = await self.answering.agent.check(state, call)
         if not isinstance(check, Open) or check.pending.kind != "approval":
             return NOT_OPEN
-        return state, ctx, call
+        return found, check.pending
 
     # --- Edit before approving (issue 23 part 3) ------------------------------------------------------
 
@@ -471,19 +477,11 @@ class Approving:
     async def _edit_form(self, body: dict[str, Any]) -> EditForm | str:
         """The call a submitted Edit form is about and the arguments it gives (with errors by block), if this
         person may still edit it; or what to tell them."""
-        user = str((body.get("user") or {}).get("id") or "")
-        found = await self.modal.form_question(body)
-        if isinstance(found, str):
-            return found
-        state, ctx, call = found
-        where = Where(user=user, surface="modal", team_id=ctx.team_id)
-        refused = await self.answering.permissions.refusal(state, ctx, call, user=user, where=where, expect="approval")
-        if refused is not None:
-            return refused
-        check = await self.answering.agent.check(state, call)
-        if not isinstance(check, Open) or check.pending.kind != "approval":
-            return NOT_OPEN
-        pending = check.pending
+        opened = await self._open_form(body)
+        if isinstance(opened, str):
+            return opened
+        found, pending = opened
+        ctx = found[1]
         approvers = self.answering.permissions.approvers.for_call(ctx, pending.tool_name, pending.args)
         schema = self._schema(pending.tool_name)
         if not approvers.editable or schema is None:
