@@ -83,6 +83,8 @@ class EndedStreams:
 
 class _EndedBySlack(Exception):
     """The current streamed message is one Slack ended (:class:`EndedStreams`): no more stream calls on it."""
+
+
 MESSAGE_BUDGET = 11_000  # safe characters per streamed message (Slack: markdown text <= 12,000 per message)
 TaskStatus = Literal["pending", "in_progress", "complete", "error"]  # Slack's task_update statuses
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.:/-]{1,200}")
