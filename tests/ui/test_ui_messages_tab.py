@@ -29,7 +29,8 @@ async def test_ui_messages_tab_greets_with_prompts_and_a_prompt_gets_a_reply_wit
     await expect(page.locator("#channel-title")).to_have_text("Messages")
     await expect(page.locator("#channel-sub")).to_have_text(re.compile(r"Messages tab, as @alice$"))
     await expect(tab.get_by_text(DEFAULT_GREETING)).to_be_visible()
-    sent = [json.loads(a.request_body)["event"] for a in playground.workspace.sender.acks if a.kind == "app_home_opened"]
+    acks = playground.workspace.sender.acks
+    sent = [json.loads(a.request_body)["event"] for a in acks if a.kind == "app_home_opened"]
     assert [(e["tab"], e["user"]) for e in sent] == [("messages", "U_ALICE")]  # by the page's click, as Slack sends it
     prompts = page.locator("#tab-prompts")
     await expect(prompts.get_by_role("button")).to_have_count(3)
