@@ -237,7 +237,9 @@ async def test_stop_leaves_a_waiting_question_answerable(fake_redis: aioredis.Re
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: "api it is" in m["text"])
 
 
-async def test_stop_reaches_the_worker_that_drives_the_run(fake_server: fakeredis.FakeServer, harness: Any) -> None:
+async def test_stop_reaches_the_worker_that_drives_the_run(
+    fake_server: fakeredis.FakeServer, harness: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     async with harness(fakeredis.FakeAsyncRedis(server=fake_server), settings={"stream_interval": 0.2}, **AGENT) as h:
         web = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="web")
         worker = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="worker")
@@ -257,6 +259,9 @@ async def test_stop_reaches_the_worker_that_drives_the_run(fake_server: fakeredi
             )
             assert stopped["text"].count("tick") < 200
             await settled_status(h, thread, "active")
+            # the worker learnt of Slack's Stop from Slack's answer (message_not_in_streaming_state): expected, quiet
+            warned = [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("bot.slack")]
+            assert warned == [], caplog.text
         finally:
             stop.set()
             await asyncio.wait_for(working, 10)
