@@ -137,11 +137,12 @@ asyncio.run(main())
 @pytest.mark.parametrize("page", ["README.md", "docs/playground.md"])
 def test_every_demo_word_is_listed(page: str) -> None:
     """The one list of demo words names every keyword the offline demo model reacts to."""
-    from bot.playground.demo_model import FLOWS, RESTART_TOOL, TICKET_TOOL
+    from bot.playground.demo_model import DEPLOY_TOOL, FLOWS, REFUND_TOOL, RESTART_TOOL, TICKET_TOOL
 
     text = (ROOT / page).read_text()
     words = [keyword for _flow, keywords, _questions in FLOWS for keyword in keywords]
-    words += [RESTART_TOOL.split("_")[0], TICKET_TOOL.split("_")[1], "stop", "cancel"]
+    words += [RESTART_TOOL.split("_")[0], TICKET_TOOL.split("_")[1], REFUND_TOOL, f"{DEPLOY_TOOL} prod", "stop"]
+    words += ["cancel"]
     missing = [w for w in words if not re.search(rf"`{re.escape(w)}[^`]*`", text)]
     assert not missing, f"{page} does not list {missing}"
 

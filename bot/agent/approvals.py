@@ -285,10 +285,7 @@ async def run_decided(
     await runner.run(state, call, args, out)
     edited = edited_of(pending)
     if edited is not None:  # edited before approving (Edit): the model is told plainly (before / after)
-        for message in reversed(state.messages):
-            if message.get("role") == "tool" and message.get("tool_call_id") == call.id:
-                message["content"] = edit_note(edited, pending.args) + str(message.get("content") or "")
-                break
+        note_edit(state, call.id, before=edited.before, after=pending.args, by=edited.by)
     elif decision.arguments is not None:  # the model is told plainly that a person changed them
         note_edit(state, call.id, before=pending.args, after=decision.arguments, by=decision.answered_by)
 
@@ -296,17 +293,13 @@ async def run_decided(
 def note_edit(
     state: RunState, tool_call_id: str, *, before: dict[str, Any], after: dict[str, Any], by: str | None
 ) -> None:
-    """Put a line before the ``tool`` message of ``tool_call_id`` saying ``by`` changed its arguments (before /
-    after, as JSON), so the model knows the call it made is not the one that ran."""
-    who = by or "the approver"
-    note = (
-        f"[{who} changed this call's arguments before approving it; it ran with the new ones."
-        f" Before: {json.dumps(before, ensure_ascii=False, sort_keys=True)}."
-        f" After: {json.dumps(after, ensure_ascii=False, sort_keys=True)}.]"
-    )
+    """Put :func:`edit_note` (who changed the arguments, before / after as JSON) before the ``tool`` message of
+    ``tool_call_id``, so the model knows the call it made is not the one that ran. The one wording of an edit,
+    whether it came from Slack's Edit (:func:`edit_pending`) or ``Approve(arguments=...)``."""
+    note = edit_note(Edited(by=by or "", before=before), after)
     for message in reversed(state.messages):
         if message.get("role") == "tool" and message.get("tool_call_id") == tool_call_id:
-            message["content"] = f"{note}\n{message.get('content') or ''}"
+            message["content"] = note + str(message.get("content") or "")
             return
 
 

@@ -6,9 +6,9 @@ reference/views/modal-views). Everything is plain ``dict`` so it can be sent as 
 - ``Directory``: team ``T_PLAYGROUND``, the bot (user ``U_BOT``, bot ``B_BOT``, app ``A_PLAYGROUND``), users
   ``U_ALICE``/``U_BOB``/``U_CAROL`` and channels ``C_GENERAL``/``C_RANDOM`` plus a DM channel ``D_<NAME>``
   per user (``D_ALICE``...), and user groups (``usergroups``: group id -> member user ids; ``S_ONCALL``, handle
-  ``oncall``, has ``U_BOB``), as ``usergroups.list`` / ``usergroups.users.list`` answer them; each channel's members
-  (``channel_members``: everyone in ``C_GENERAL``, Alice in ``C_RANDOM``, the bot in both), as
-  ``conversations.members`` answers them.
+  ``oncall``, has ``U_BOB``; ``S_FINANCE``, handle ``finance``, has ``U_CAROL``), as ``usergroups.list`` /
+  ``usergroups.users.list`` answer them; each channel's members (``channel_members``: everyone in ``C_GENERAL``,
+  Alice in ``C_RANDOM``, the bot in both), as ``conversations.members`` answers them.
 - ``Clock``: seconds since the epoch (float); injectable so tests can move time (trigger expiry) without
   sleeping. ``ManualClock`` is a settable one.
 - ``TsMinter``: message timestamps as Slack writes them, ``"1700000000.000100"`` (seconds, 6-digit micros),
@@ -48,6 +48,7 @@ BOT_USER_ID = "U_BOT"
 BOT_ID = "B_BOT"
 BOT_NAME = "askbot"
 ONCALL_GROUP_ID = "S_ONCALL"
+FINANCE_GROUP_ID = "S_FINANCE"  # the playground's demo policy: refunds over 100 (bot/playground/demo_policy.yaml)
 TRIGGER_TTL_SECONDS = 3.0
 VIEW_STACK_LIMIT = 3
 
@@ -118,6 +119,8 @@ class Directory:
             }
         directory.usergroups[ONCALL_GROUP_ID] = ["U_BOB"]
         directory.usergroup_handles[ONCALL_GROUP_ID] = "oncall"
+        directory.usergroups[FINANCE_GROUP_ID] = ["U_CAROL"]
+        directory.usergroup_handles[FINANCE_GROUP_ID] = "finance"
         directory.channel_members["C_GENERAL"] = [BOT_USER_ID, "U_ALICE", "U_BOB", "U_CAROL"]
         directory.channel_members["C_RANDOM"] = [BOT_USER_ID, "U_ALICE"]
         return directory

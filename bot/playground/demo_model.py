@@ -27,6 +27,12 @@ What it does is decided from the conversation (Chat Completions messages)::
   ``restart`` (only when ``tools`` has          a ``restart_service`` call (it waits for a person's
   ``restart_service``)                          approval): ``{"name": "api"}``, or the service named after
                                                 "restart" ("restart the web service" -> ``"web"``)
+  ``refund`` (only when ``tools`` has           a ``refund`` call: ``{"amount": 25}``, or the number after
+  ``refund``)                                   "refund" (``refund 250`` -> ``250``), with ``"order_id"`` when
+                                                the text names an ``ORD-7``
+  ``deploy`` and an environment (only when      a ``deploy`` call: ``{"environment": "prod"}`` (or
+  ``tools`` has ``deploy``)                     ``"staging"``), with ``"version"`` when one is named
+                                                (``deploy 1.5.0 to prod``); ``deploy`` alone is the question
   ``ticket`` (only when ``tools`` has           a ``lookup_ticket`` call: ``{"ticket_id": "SUP-1"}``, or the
   ``lookup_ticket``)                            id in the text (``SUP-123``; ``ticket 42`` -> ``SUP-42``)
   ``two questions``, ``both``                   two ``ask_user`` calls in one message: free-form "What's
@@ -87,6 +93,11 @@ RESTART_TOOL = "restart_service"
 """The demo agent's tool that restarts a service (it needs a person's approval)."""
 TICKET_TOOL = "lookup_ticket"
 """The demo agent's tool that looks up a support ticket."""
+REFUND_TOOL = "refund"
+"""The demo agent's tool that refunds an order (the demo policy: finance approves one over 100)."""
+DEPLOY_TOOL = "deploy"
+"""The demo agent's tool that deploys (the demo policy: a prod deploy's arguments show only in Details)."""
+DEFAULT_REFUND = 25.0
 DEFAULT_SERVICE = "api"
 DEFAULT_TICKET = "SUP-1"
 DEMO_AGENT_SPEC = "bot.playground.demo_agent:build"
@@ -181,12 +192,17 @@ HELP_TEXT = (
     "• `name` (or `free`, `text`, or anything with a `?`): a free-form question; answer in the modal or reply "
     "in the thread\n"
     "• `two questions` (or `both`): two questions in one turn, asked one after the other\n"
-    "• `restart` (e.g. `restart web`): a tool call that waits for someone to Approve or Decline it\n"
+    "• `restart` (e.g. `restart web`): a tool call that waits for two people (Bob and Carol) to approve it; "
+    "either may Edit the service's name first\n"
+    "• `refund` (e.g. `refund 250`): over 100 it waits for someone in @finance (Carol, asked by DM); up to 100 "
+    "it runs at once\n"
+    "• `deploy prod` (or `deploy staging`): a deploy you approve yourself; a prod deploy's arguments show only in "
+    "Details\n"
     "• `ticket` (e.g. `ticket SUP-123`): a tool call that looks up a (made-up) support ticket\n"
     '• `call TOOL {json}` (e.g. `call lookup_ticket {"ticket_id": "SUP-7"}`): a call of any tool the agent '
     "has (your own too, with `--agent`), with that JSON object as its arguments\n"
     "• `help`: this message\n"
-    f"(`restart` and `ticket` need the demo agent's tools: `AGENT={DEMO_AGENT_SPEC}`)"
+    f"(`restart`, `refund`, `deploy prod` and `ticket` need the demo agent's tools: `AGENT={DEMO_AGENT_SPEC}`)"
 )
 """The reply to ``help`` and to anything the script does not know; it names every keyword."""
 
@@ -345,6 +361,14 @@ _RESTART = re.compile(r"(?<![a-z0-9])restart[a-z]*(?P<rest>.*)", re.DOTALL)
 _TICKET_WORD = re.compile(r"(?<![a-z0-9])ticket")
 _TICKET_ID = re.compile(r"(?<![a-z0-9])([a-z][a-z0-9]{0,9}-[0-9]{1,9})(?![a-z0-9])")
 _TICKET_NUMBER = re.compile(r"(?<![a-z0-9])ticket[a-z]*\s*(?:no\.?|number)?\s*#?\s*([0-9]{1,9})(?![a-z0-9])")
+_REFUND = re.compile(r"(?<![a-z0-9])refund[a-z]*(?P<rest>.*)", re.DOTALL)
+_AMOUNT = re.compile(r"(?<![a-z0-9.])\$?([0-9]{1,7}(?:\.[0-9]{1,2})?)(?![0-9])")
+_ORDER = re.compile(r"(?<![a-z0-9])ord-([0-9]{1,9})(?![a-z0-9])")
+_DEPLOY_TO = re.compile(
+    r"(?<![a-z0-9])deploy[a-z]*(?:\s+(?:it|this|that|the\s+app|v?[0-9][0-9.]*))?\s+(?:to\s+)?(?:the\s+)?"
+    r"(?P<env>prod|production|staging|stage)(?![a-z0-9])"
+)
+_VERSION = re.compile(r"(?<![a-z0-9.])v?([0-9]{1,4}(?:\.[0-9]{1,4}){1,3})(?![0-9.])")
 _SERVICE = re.compile(r"[a-z0-9][a-z0-9_-]*(?:\.[a-z0-9_-]+)*")
 _FILLER = frozenset(
     {"the", "a", "an", "my", "our", "this", "that", "it", "service", "services", "server", "please", "now", "for"}
@@ -357,18 +381,45 @@ def choose_tool_flow(text: str) -> tuple[str, dict[str, Any]] | None:
     ``restart`` -> ``restart_service`` with ``{"name": ...}`` (the service named after "restart", default
     ``"api"``); ``ticket`` -> ``lookup_ticket`` with ``{"ticket_id": ...}`` (an id such as ``SUP-123`` anywhere
     in the text, or ``ticket 42`` -> ``SUP-42``, default ``"SUP-1"``). Matching is as in :func:`choose_flow`;
-    ``restart`` wins over ``ticket``.
+    ``refund`` -> ``refund`` with ``{"amount": ...}`` (the first number after "refund", default 25) and
+    ``{"order_id": "ORD-7"}`` when an ``ORD-7`` is named; ``deploy`` followed by an environment (``deploy prod``,
+    ``deploy 1.5.0 to staging``; ``production`` -> ``"prod"``, ``stage`` -> ``"staging"``) -> ``deploy`` with
+    ``{"environment": ...}`` and ``{"version": ...}`` when one is named (``deploy`` alone is the single-select
+    question). Matching is as in :func:`choose_flow`; the first of ``restart``, ``refund``, ``deploy``, ``ticket``
+    wins.
     """
     cleaned = _SLACK_TOKEN.sub(" ", text).lower()
     restart = _RESTART.search(cleaned)
     if restart is not None:
         return RESTART_TOOL, {"name": _service_name(restart.group("rest"))}
+    refund = _REFUND.search(cleaned)
+    if refund is not None:
+        return REFUND_TOOL, _refund_arguments(refund.group("rest"))
+    deploy = _DEPLOY_TO.search(cleaned)
+    if deploy is not None:
+        env = "prod" if deploy.group("env").startswith("prod") else "staging"
+        version = _VERSION.search(cleaned)
+        return DEPLOY_TOOL, {"environment": env, **({"version": version.group(1)} if version else {})}
     if _TICKET_WORD.search(cleaned) is None:
         return None
     found = _TICKET_ID.search(cleaned)
     number = _TICKET_NUMBER.search(cleaned)
     ticket = found.group(1).upper() if found else f"SUP-{number.group(1)}" if number else DEFAULT_TICKET
     return TICKET_TOOL, {"ticket_id": ticket}
+
+
+def _refund_arguments(rest: str) -> dict[str, Any]:
+    """``{"amount": 250}`` (an int when whole) and ``"order_id"`` when the words after "refund" name ``ORD-n``."""
+    order = _ORDER.search(rest)
+    without_order = _ORDER.sub(" ", rest)
+    found = _AMOUNT.search(without_order)
+    amount: float = float(found.group(1)) if found else DEFAULT_REFUND
+    if amount <= 0:
+        amount = DEFAULT_REFUND
+    args: dict[str, Any] = {"amount": int(amount) if amount.is_integer() else amount}
+    if order is not None:
+        args["order_id"] = f"ORD-{order.group(1)}"
+    return args
 
 
 def _service_name(rest: str) -> str:
@@ -451,9 +502,36 @@ def _tools_reply(calls: list[dict[str, Any]], since_user: list[dict[str, Any]]) 
         if call.get("id") not in results:
             sentences.append(f"The `{name}` call got no result.")
             continue
-        content = results[call["id"]]
-        sentences.append(_tool_sentence(name, content, _parse_tool_result(content)))
+        content, edited_by = _without_edit_note(results[call["id"]])
+        sentence = _tool_sentence(name, content, _parse_tool_result(content))
+        if edited_by is not None:  # bot.agent.approvals.edit_note: a person changed the arguments before approving
+            sentence = f"{_mention(edited_by)} changed the arguments before approving. {sentence}"
+        sentences.append(sentence)
     return LABEL + " ".join(sentences)
+
+
+_EDIT_NOTE = re.compile(
+    r"(?:Note: (?P<who>[^\n]+?) changed this call's arguments before approving it;[^\n]*?Its result follows\.\n"
+    r"|\[(?P<who2>[^\n]+?) changed this call's arguments before approving it;[^\n]*?\]\n)"
+)
+
+
+def _without_edit_note(content: Any) -> tuple[Any, str | None]:
+    """``(the result without the runtime's edit note, who edited)``; ``(content, None)`` when there is no note.
+    The runtime puts one line before an edited call's result: an Edit's (:func:`bot.agent.approvals.edit_note`,
+    ``"Note: U1 changed this call's arguments ... Its result follows."``) or ``Approve(arguments=...)``'s
+    (:func:`bot.agent.approvals.note_edit`, ``"[U1 changed this call's arguments ...]"``)."""
+    if not isinstance(content, str):
+        return content, None
+    found = _EDIT_NOTE.match(content)
+    if found is None:
+        return content, None
+    return content[found.end() :], found.group("who") or found.group("who2")
+
+
+def _mention(who: str) -> str:
+    """``<@U1>`` for a user id, else the text as written (escaped, first letter upper-cased: "The approver")."""
+    return f"<@{who}>" if re.fullmatch(r"[UW][A-Z0-9_]+", who) else _esc(who[:1].upper() + who[1:])
 
 
 def _parse_tool_result(content: Any) -> dict[str, Any] | None:
@@ -469,7 +547,12 @@ def _parse_tool_result(content: Any) -> dict[str, Any] | None:
 
 def _tool_sentence(name: str, content: Any, result: dict[str, Any] | None) -> str:
     """e.g. ``"Done: restarted web (demo: nothing really restarted)."`` or ``"OK, I won't restart it (busy)."``."""
-    what = {RESTART_TOOL: "restart it", TICKET_TOOL: "look up the ticket"}.get(name, f"call `{name}`")
+    what = {
+        RESTART_TOOL: "restart it",
+        TICKET_TOOL: "look up the ticket",
+        REFUND_TOOL: "refund it",
+        DEPLOY_TOOL: "deploy it",
+    }.get(name, f"call `{name}`")
     if result is not None and result.get("status") == "declined":
         reason = result.get("reason")
         because = f" ({_esc(str(reason))})" if isinstance(reason, str) and reason.strip() else ""
@@ -483,7 +566,7 @@ def _tool_sentence(name: str, content: Any, result: dict[str, Any] | None) -> st
         owner = f"assigned to {_esc(str(assignee))}" if assignee else "unassigned"
         return f"{_esc(str(result['id']))} “{title}”: *{status}*, {owner}."
     text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-    if name not in (RESTART_TOOL, TICKET_TOOL):
+    if name not in (RESTART_TOOL, TICKET_TOOL, REFUND_TOOL, DEPLOY_TOOL):
         return f"`{name}` returned: {_esc(text.strip())}"
     return f"Done: {_esc(text.strip()).rstrip('.')}."
 

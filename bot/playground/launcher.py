@@ -2,7 +2,8 @@
 
 ``await run_playground(settings, host="127.0.0.1", ui_port=None, ready=None)`` serves until cancelled
 (Ctrl-C), printing ``Playground: http://127.0.0.1:3000/  (demo model (offline); in-process Redis)`` and the agent it
-runs, ``Agent: bot.playground.demo_agent:build (tools: ask_user, lookup_ticket, restart_service)``.
+runs, ``Agent: bot.playground.demo_agent:build (tools: ask_user, deploy, lookup_ticket, refund, restart_service)``,
+and the approval policy, ``Approval policy: .../bot/playground/demo_policy.yaml (the demo policy)``.
 
 ``Playground(settings, *, host="127.0.0.1", ui_port=None)`` is the same as an async context manager, for
 tests and embedding: ``async with Playground(settings, ui_port=0) as pg: pg.url, pg.workspace, pg.bot``.
@@ -135,6 +136,7 @@ class Playground:
         self.metrics_url: str | None = None  # where /metrics, /healthz and /readyz are served
         self.info = PlaygroundInfo()
         self.agent_spec: str | None = None  # the agent factory the bot runs (None: the built-in agent)
+        self.approval_policy: str | None = None  # the APPROVAL_POLICY file the bot runs with (demo_policy)
         self._stack = contextlib.AsyncExitStack()
 
     @property
@@ -197,6 +199,7 @@ class Playground:
 
         # The offline demo model comes with the demo agent's tools (one needs approval), unless AGENT is set.
         self.agent_spec = self.settings.agent or (DEMO_AGENT if model_kind == "demo" else None)
+        self.approval_policy = demo_policy(self.settings, agent_spec=self.agent_spec)
         bot_settings = self.settings.model_copy(
             update={
                 "slack_bot_token": SecretStr(workspace.fake.bot_token),
@@ -204,6 +207,7 @@ class Playground:
                 "slack_app_token": None,
                 "slack_api_url": workspace.api_url,
                 "agent": self.agent_spec,
+                "approval_policy": self.approval_policy,
             }
         )
         bot = build_bot(bot_settings, model=model, redis_client=redis_client)
@@ -260,6 +264,9 @@ async def run_playground(
         info = playground.info
         print(f"Playground: {playground.url}  ({info.model_label}; {info.redis_label})", flush=True)
         print(f"Agent: {agent_label(playground)}", flush=True)
+        if playground.approval_policy is not None:
+            demo = " (the demo policy)" if settings.approval_policy is None else ""
+            print(f"Approval policy: {playground.approval_policy}{demo}", flush=True)
         if playground.mcp is not None:
             shown = "$MCP_TOKEN" if settings.mcp_token is not None else playground.mcp.token  # made here: local only
             print(f"MCP server: {playground.mcp.url}  (Authorization: Bearer {shown})", flush=True)
@@ -270,6 +277,20 @@ async def run_playground(
         if ready is not None:
             ready.set()
         await asyncio.Event().wait()
+
+
+def demo_policy(settings: Settings, *, agent_spec: str | None) -> str | None:
+    """The ``APPROVAL_POLICY`` the playground's bot runs with: the settings' own when set; else, for the demo agent
+    (:data:`DEMO_AGENT`) and no ``APPROVERS``, the demo policy
+    (:data:`bot.playground.demo_agent.DEMO_POLICY`: two of Bob and Carol restart, finance refunds over 100, prod
+    deploys' arguments in Details only); else none (``APPROVERS`` or the requester decide)."""
+    if settings.approval_policy is not None:
+        return settings.approval_policy
+    if agent_spec != DEMO_AGENT or "approvers" in settings.model_fields_set:
+        return None
+    from bot.playground.demo_agent import DEMO_POLICY
+
+    return str(DEMO_POLICY)
 
 
 def agent_label(playground: Playground) -> str:

@@ -310,7 +310,15 @@ def test_choose_flow_and_split_pieces() -> None:
         ("what is ticket sup-123 about?", ("lookup_ticket", {"ticket_id": "SUP-123"})),
         ("tickets OPS-7 and SUP-8", ("lookup_ticket", {"ticket_id": "OPS-7"})),
         ("ticket #42", ("lookup_ticket", {"ticket_id": "SUP-42"})),
-        ("deploy", None),
+        ("deploy", None),  # the single-select question
+        ("deploy please", None),
+        ("refund 250", ("refund", {"amount": 250})),
+        ("please refund $99.50 on ORD-7", ("refund", {"amount": 99.5, "order_id": "ORD-7"})),
+        ("refund ORD-12", ("refund", {"amount": 25, "order_id": "ORD-12"})),  # the order's number is no amount
+        ("deploy prod", ("deploy", {"environment": "prod"})),
+        ("deploy 1.5.0 to production", ("deploy", {"environment": "prod", "version": "1.5.0"})),
+        ("deploy it to staging", ("deploy", {"environment": "staging"})),
+        ("restart web, then deploy prod", ("restart_service", {"name": "web"})),  # restart wins
         ("unrestarted", None),
         ("<@URESTART> hi", None),  # Slack mentions are ignored
     ],

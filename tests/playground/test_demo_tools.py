@@ -14,15 +14,16 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import Agent, make_ask_user_tool, tool
+from bot.agent.decisions import Approve
 from bot.agent.loading import load_agent
 from bot.agent.stream import ApprovalChunk, ApprovalPayload, Chunk, FinishPayload, TextDeltaChunk, ToolResultChunk
 from bot.agent.tools import ToolInputError
 from bot.config import DEFAULT_INSTRUCTIONS
 from bot.errors import RunAlreadyResumed
 from bot.fakeslack import FakeSlack
-from bot.fakeslack.state import ONCALL_GROUP_ID, Directory
+from bot.fakeslack.state import FINANCE_GROUP_ID, ONCALL_GROUP_ID, Directory
 from bot.playground import demo_agent
-from bot.playground.demo_model import RESTART_TOOL, TICKET_TOOL, DemoModel
+from bot.playground.demo_model import DEPLOY_TOOL, REFUND_TOOL, RESTART_TOOL, TICKET_TOOL, DemoModel
 from bot.slack.context import SlackContext
 from bot.slack.questions.approvers import ApproverPolicy
 from bot.store import RedisRunStore
@@ -69,8 +70,9 @@ def tool_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 async def test_build_is_a_factory_the_bot_can_load(fake_redis: aioredis.Redis) -> None:
     store = RedisRunStore(fake_redis)
     agent = load_agent("bot.playground.demo_agent:build", model=DemoModel(), store=store)  # AGENT=... in the bot
-    assert list(agent.tools) == ["ask_user", TICKET_TOOL, RESTART_TOOL]
+    assert list(agent.tools) == ["ask_user", TICKET_TOOL, RESTART_TOOL, REFUND_TOOL, DEPLOY_TOOL]
     assert agent.tools[RESTART_TOOL].require_approval and not agent.tools[TICKET_TOOL].require_approval
+    assert agent.tools[REFUND_TOOL].require_approval and agent.tools[DEPLOY_TOOL].require_approval
     assert agent.instructions.startswith(DEFAULT_INSTRUCTIONS) and "restart_service" in agent.instructions
     assert demo_agent.RESTART_DELAY > 0  # "ran in N s" shows in Slack
     too_many = {"question": "Pick", "options": [{"label": f"o{i}"} for i in range(101)]}
@@ -205,7 +207,7 @@ def client(fake: FakeSlack) -> AsyncWebClient:
 
 
 async def test_usergroups_users_list(client: AsyncWebClient, fake: FakeSlack) -> None:
-    assert Directory.default().usergroups == {ONCALL_GROUP_ID: ["U_BOB"]}
+    assert Directory.default().usergroups == {ONCALL_GROUP_ID: ["U_BOB"], FINANCE_GROUP_ID: ["U_CAROL"]}
     response = await client.usergroups_users_list(usergroup=ONCALL_GROUP_ID)
     assert response.data == {"ok": True, "users": ["U_BOB"]}
     assert (await client.usergroups_users_list(usergroup="S_TWO", include_disabled=True))["users"] == [
@@ -340,3 +342,45 @@ async def test_call_needs_approval_when_the_tool_does(agent: Agent, restarts: li
     assert request.tool_name == RESTART_TOOL and request.args == {"name": "db"} and restarts == []
     done = await (await agent.approve_tool_call(run_id=stream.run_id)).collect()
     assert restarts == ["db"] and final_text(done) == DONE.format("db")
+
+
+# --- refund and deploy (the demo policy's other two rules; who approves: tests/playground/test_demo_policy.py) ----
+
+
+@pytest.fixture
+def ran() -> list[dict[str, Any]]:
+    return []
+
+
+@pytest.fixture
+def agent_with_refunds(fake_redis: aioredis.Redis, prefix: str, ran: list[dict[str, Any]]) -> Agent:
+    return demo_agent.build(model=DemoModel(), store=RedisRunStore(fake_redis, prefix=prefix), restart_delay=0, ran=ran)
+
+
+async def test_a_refund_waits_for_approval_then_runs_once(agent_with_refunds: Agent, ran: list[dict[str, Any]]) -> None:
+    stream = await agent_with_refunds.stream("refund 250 on ORD-7")
+    asked = approval(await stream.collect())
+    assert asked.tool_name == REFUND_TOOL and asked.args == {"amount": 250, "order_id": "ORD-7"} and ran == []
+    chunks = await (await agent_with_refunds.approve_tool_call(run_id=stream.run_id, approved_by="U_CAROL")).collect()
+    assert final_text(chunks) == "(demo model) Done: refunded 250.00 on order ORD-7 (demo: no money moved)."
+    assert ran == [{"tool": "refund", "amount": 250, "order_id": "ORD-7"}]
+
+
+async def test_a_declined_deploy_never_runs(agent_with_refunds: Agent, ran: list[dict[str, Any]]) -> None:
+    stream = await agent_with_refunds.stream("deploy prod")
+    asked = approval(await stream.collect())
+    assert asked.tool_name == DEPLOY_TOOL and asked.args == {"environment": "prod", "version": "1.4.2"}
+    declined = await agent_with_refunds.decline_tool_call(run_id=stream.run_id, reason="change freeze")
+    assert final_text(await declined.collect()) == "(demo model) OK, I won't deploy it (change freeze)."
+    assert ran == []
+
+
+async def test_an_edited_restart_is_reported_with_who_changed_it(agent: Agent, restarts: list[str]) -> None:
+    """The runtime tells the model of an edit before the result (bot.agent.approvals.edit_note); the demo model
+    says who changed the arguments instead of reading the note out as the tool's result."""
+    stream = await agent.stream("restart web")
+    asked = approval(await stream.collect())
+    decided = await agent.resume(stream.run_id, {asked.tool_call_id: Approve(by="U_BOB", arguments={"name": "db"})})
+    text = final_text(await decided.collect())
+    assert text == "(demo model) <@U_BOB> changed the arguments before approving. " + DONE.format("db")[13:]
+    assert restarts == ["db"]

@@ -261,32 +261,35 @@ async def test_ui_playground_screenshot(page: Any, playground: Playground) -> No
 
 
 async def test_ui_tool_approval_approve_then_decline_with_a_reason(page: Any, playground: Playground) -> None:
-    """The demo agent's restart_service needs approval: the request shows the tool and its arguments, Details
-    shows the full JSON, Approve runs it ("ran in"), and a second request declined with a reason never runs."""
+    """The demo agent's deploy needs the requester's approval (the demo policy): the request shows the tool and its
+    arguments, Details shows the full JSON, Approve runs it ("ran in"); a prod deploy shows its arguments only in
+    Details, and declined with a reason it never runs."""
     from playwright.async_api import expect
 
-    thread = await mention(page, "restart web")
+    thread = await mention(page, "deploy staging")
     await expect(thread.get_by_text("Approval needed")).to_be_visible()
-    await expect(thread.get_by_text("restart_service").first).to_be_visible()
+    await expect(thread.get_by_text("deploy", exact=True).first).to_be_visible()
+    await expect(thread.get_by_text("staging").first).to_be_visible()
     await thread.get_by_role("button", name="Details").click()
     details = page.get_by_role("dialog", name="Details")
-    await expect(details.get_by_text('"name": "web"')).to_be_visible()
+    await expect(details.get_by_text('"environment": "staging"')).to_be_visible()
     await details.get_by_role("button", name="Close").first.click()
     await expect(details).to_have_count(0)
     await thread.get_by_role("button", name="Approve").click()
     await expect(thread.get_by_text("Approved by").first).to_be_visible()
     await expect(thread.get_by_text("ran in").first).to_be_visible(timeout=10_000)
-    await expect(thread.get_by_text("Done: restarted web")).to_be_visible()
+    await expect(thread.get_by_text("Done: deployed 1.4.2 to staging")).to_be_visible()
     await shoot(page, "ui-approval")
 
-    second = await mention(page, "restart api")
+    second = await mention(page, "deploy prod")
+    await expect(second.get_by_text("only in Details").first).to_be_visible()  # arguments: details-only
     await second.get_by_role("button", name="Decline").last.click()
     dialog = page.get_by_role("dialog", name="Decline")
     await expect(dialog).to_be_visible()
     await dialog.get_by_label("Reason (optional)").fill("change freeze")
     await dialog.get_by_role("button", name="Decline").click()
     await expect(dialog).to_have_count(0)
-    await expect(second.get_by_text("OK, I won't restart it (change freeze)")).to_be_visible()
+    await expect(second.get_by_text("OK, I won't deploy it (change freeze)")).to_be_visible()
 
 
 async def test_ui_home_tab_and_timing_panel(page: Any, playground: Playground) -> None:

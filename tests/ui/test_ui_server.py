@@ -359,8 +359,11 @@ async def test_run_playground_prints_the_url_and_stops_on_cancel(capsys: pytest.
 @pytest.mark.parametrize(
     ("agent", "expected"),
     [
-        (None, "Agent: bot.playground.demo_agent:build (tools: ask_user, lookup_ticket, restart_service)"),
-        ("bot.playground.demo_agent:build", "Agent: bot.playground.demo_agent:build (tools: ask_user, lookup_ticket"),
+        (
+            None,
+            "Agent: bot.playground.demo_agent:build (tools: ask_user, deploy, lookup_ticket, refund, restart_service)",
+        ),
+        ("bot.playground.demo_agent:build", "Agent: bot.playground.demo_agent:build (tools: ask_user, deploy, lookup"),
     ],
     ids=["the demo agent by default", "AGENT"],
 )

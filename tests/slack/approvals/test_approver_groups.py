@@ -15,7 +15,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.fakeslack import FakeSlack
-from bot.fakeslack.state import ONCALL_GROUP_ID, Directory
+from bot.fakeslack.state import FINANCE_GROUP_ID, ONCALL_GROUP_ID, Directory
 from bot.slack.approvals.people import CACHE_SECONDS, People
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
@@ -34,8 +34,7 @@ def fresh_service() -> Iterator[None]:
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeSlack]:
     directory = Directory.default()
-    directory.usergroups["S_FIN"] = ["U_ALICE", "U_CAROL"]
-    directory.usergroup_handles["S_FIN"] = "finance"
+    directory.usergroups[FINANCE_GROUP_ID] = ["U_ALICE", "U_CAROL"]
     directory.channels["C_BIG"] = {**directory.channels["C_RANDOM"], "id": "C_BIG", "name": "big"}
     directory.channel_members["C_BIG"] = [f"U_{n:04d}" for n in range(2500)]
     async with FakeSlack(TOKEN, directory=directory) as server:
@@ -52,10 +51,13 @@ def client(fake: FakeSlack) -> AsyncWebClient:
 
 async def test_usergroups_list_gives_each_group_with_its_handle_and_users_when_asked(client: AsyncWebClient) -> None:
     plain = await client.usergroups_list()
-    assert [(g["id"], g["handle"]) for g in plain["usergroups"]] == [(ONCALL_GROUP_ID, "oncall"), ("S_FIN", "finance")]
+    assert [(g["id"], g["handle"]) for g in plain["usergroups"]] == [
+        (ONCALL_GROUP_ID, "oncall"),
+        (FINANCE_GROUP_ID, "finance"),
+    ]
     assert all("users" not in g and "user_count" not in g for g in plain["usergroups"])
     full = await client.usergroups_list(include_users=True, include_count=True)
-    fin = next(g for g in full["usergroups"] if g["id"] == "S_FIN")
+    fin = next(g for g in full["usergroups"] if g["id"] == FINANCE_GROUP_ID)
     assert fin["users"] == ["U_ALICE", "U_CAROL"] and fin["user_count"] == 2 and fin["is_usergroup"] is True
     with pytest.raises(SlackApiError) as bad:
         await client.api_call("usergroups.list", http_verb="GET", params={"include_users": "maybe"})
@@ -89,16 +91,16 @@ async def test_handles_and_channels_are_looked_up_and_cached_a_minute(client: As
     now = [1000.0]
     people = People(client, clock=lambda: now[0])
     assert await people.group_members("@finance") == {ALICE, CAROL}
-    assert await people.group_id("@finance") == "S_FIN" and await people.group_id("@nobody") is None
+    assert await people.group_id("@finance") == FINANCE_GROUP_ID and await people.group_id("@nobody") is None
     assert await people.group_members("@nobody") == set()  # an unknown handle admits nobody
     assert len(await people.channel_members("C_BIG")) == 2500  # every page
     assert len(fake.calls_to("usergroups.list")) == 1 and len(fake.calls_to("conversations.members")) == 3
-    fake.state.directory.usergroups["S_FIN"] = [BOB]
+    fake.state.directory.usergroups[FINANCE_GROUP_ID] = [BOB]
     now[0] += CACHE_SECONDS - 1
     assert await people.group_members("@finance") == {ALICE, CAROL}  # still cached
     now[0] += 2
     assert await people.group_members("@finance") == {BOB}
-    assert await people.groups_of(BOB, among=("@finance",)) >= {"@finance", "S_FIN"}
+    assert await people.groups_of(BOB, among=("@finance",)) >= {"@finance", FINANCE_GROUP_ID}
 
 
 async def test_a_lookup_slack_refuses_keeps_the_last_known_members_or_none(
