@@ -36,8 +36,9 @@ async def test_ui_messages_tab_greets_with_prompts_and_a_prompt_gets_a_reply_wit
     await expect(prompts.get_by_role("button")).to_have_count(3)
     await prompts.get_by_role("button", name="Draft an announcement").click()
     thread = page.locator("#thread-pane")
-    await expect(thread.get_by_text("Draft a short announcement for this channel.")).to_be_visible()
-    await expect(thread.locator(".msg.bot").nth(0)).to_be_visible()
+    said = thread.locator("#thread-messages")
+    await expect(said.locator(".msg").first).to_contain_text("Draft a short announcement for this channel.")
+    await expect(said.locator(".msg.bot").first).to_be_visible()  # the app's reply in the conversation's thread
     session = thread.locator(".session-line")
     await expect(session.locator(".session-title")).to_have_text("Draft a short announcement for this channel.")
     await expect(session).to_have_attribute("data-session", re.compile("^(active|suspended)$"))
