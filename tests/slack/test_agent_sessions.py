@@ -158,6 +158,35 @@ async def test_stop_cancels_the_model_turn_and_ends_the_reply_with_who_stopped_i
         assert state.status == "completed" and "Stopped" in str(state.messages[-1]["content"])
 
 
+async def test_stop_finishes_the_message_slack_stopped_with_an_update_not_a_refused_stop_stream(
+    fake_redis: aioredis.Redis, harness: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Slack's Stop ends the thread's streaming messages itself: the bot finishes its reply there with chat.update
+    (who stopped it), and calls no chat.stopStream / appendStream on it (Slack: message_not_in_streaming_state)."""
+    async with harness(fake_redis, **AGENT) as h:
+        h.model.script(Reply(text="one two three four five six seven eight nine ten " * 20, chunk_delay=0.05))
+        d = await h.ws.mention(ALICE, GENERAL, "count slowly")
+        thread = d.message["ts"]
+        streamed = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: "three" in m["text"] and m.get("streaming")
+        )
+        with caplog.at_level(logging.INFO, logger="bot.slack.replies.streaming"):
+            ack = await h.ws.stop_session(ALICE, GENERAL, thread)
+            assert ack is not None and ack.ok
+            await h.ws.wait_for_message(
+                channel=GENERAL, thread_ts=thread, predicate=lambda m: "Stopped by" in m["text"], timeout=10
+            )
+            await h.settle()
+        finished = h.ws.fake.state.message(GENERAL, streamed["ts"])
+        assert finished is not None and "Stopped by" in finished["text"]  # the streamed message itself, updated
+        refused = [c.method for c in h.ws.fake.calls if c.error == "message_not_in_streaming_state"]
+        assert refused == []
+        updates = [c for c in h.ws.fake.calls if c.method == "chat.update" and c.params.get("ts") == streamed["ts"]]
+        assert updates and all(c.error is None for c in updates)
+        warned = [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("bot.")]
+        assert warned == [], caplog.text  # no "streaming a reply failed"
+
+
 async def test_stop_never_starts_the_tool_calls_of_the_turn_it_stopped(
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:
@@ -208,7 +237,9 @@ async def test_stop_leaves_a_waiting_question_answerable(fake_redis: aioredis.Re
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: "api it is" in m["text"])
 
 
-async def test_stop_reaches_the_worker_that_drives_the_run(fake_server: fakeredis.FakeServer, harness: Any) -> None:
+async def test_stop_reaches_the_worker_that_drives_the_run(
+    fake_server: fakeredis.FakeServer, harness: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     async with harness(fakeredis.FakeAsyncRedis(server=fake_server), settings={"stream_interval": 0.2}, **AGENT) as h:
         web = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="web")
         worker = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="worker")
@@ -228,6 +259,9 @@ async def test_stop_reaches_the_worker_that_drives_the_run(fake_server: fakeredi
             )
             assert stopped["text"].count("tick") < 200
             await settled_status(h, thread, "active")
+            # the worker learnt of Slack's Stop from Slack's answer (message_not_in_streaming_state): expected, quiet
+            warned = [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("bot.slack")]
+            assert warned == [], caplog.text
         finally:
             stop.set()
             await asyncio.wait_for(working, 10)

@@ -8,10 +8,12 @@ import { initDevPanel, renderLog, renderTiming } from "./devpanel.js";
 import { renderBlocks } from "./blocks.js";
 import { el, toast } from "./dom.js";
 import { renderMessageList, statusLine } from "./messages.js";
+import { MESSAGES, hideTabPrompts, openMessagesTab, renderMessagesTab, tabChannel } from "./messagestab.js";
 import { renderModal } from "./modal.js";
 import { S, STATUS_TTL_MS, api, applyEvent, applySnapshot, dmOf, textCtx, threadKey, userName, valuesKey } from "./store.js";
 
-const HOME = "HOME"; // the sidebar's App Home entry (not a channel)
+const HOME = "HOME"; // the sidebar's App Home entry (not a channel); MESSAGES: its Messages tab (messagestab.js)
+const inApp = (where) => where === HOME || where === MESSAGES; // one of the app's tabs, not a channel
 
 const $ = (id) => document.getElementById(id);
 const layout = $("layout");
@@ -88,7 +90,7 @@ function navItem(channel, label, prefix) {
 }
 
 function renderSidebar() {
-  $("app-list").replaceChildren(navItem(HOME, "Home", "⌂"));
+  $("app-list").replaceChildren(navItem(HOME, "Home", "⌂"), navItem(MESSAGES, "Messages", "✉"));
   $("channel-list").replaceChildren(...S.channels.filter((c) => !c.is_im).map((c) => navItem(c.id, c.name, "#")));
   const dm = dmOf(S.me);
   $("dm-list").replaceChildren(...(dm ? [navItem(dm, S.bot.name, "@")] : []));
@@ -114,7 +116,13 @@ function renderHome() {
 }
 
 function renderChannel() {
+  if (S.current !== MESSAGES) hideTabPrompts();
   if (S.current === HOME) return renderHome();
+  if (S.current === MESSAGES) {
+    renderMessagesTab(handlers);
+    if (channelComposer) channelComposer.refresh();
+    return;
+  }
   $("composer").hidden = false;
   const channel = S.channels.find((c) => c.id === S.current);
   $("channel-title").textContent = channel ? (channel.is_im ? `@${S.bot.name}` : `# ${channel.name}`) : S.current;
@@ -140,9 +148,10 @@ function renderThread() {
 function openChannel(channel) {
   if (S.current !== channel) {
     S.thread = null;
-    if (S.pane && channel !== HOME) contextChanged(channel); // the person moved: the app hears of it
+    if (S.pane && !inApp(channel)) contextChanged(channel); // the person moved: the app hears of it
   }
   if (channel === HOME) api("/api/open_home", { user: S.me });
+  if (channel === MESSAGES) openMessagesTab();
   S.current = channel;
   S.unread.delete(channel);
   document.body.classList.remove("nav-open");
@@ -187,6 +196,7 @@ function switchUser(user) {
     S.thread = null;
   }
   if (S.current === HOME) api("/api/open_home", { user });
+  if (S.current === MESSAGES) openMessagesTab();
   schedule("all");
 }
 
@@ -207,6 +217,7 @@ function sideOpened() {
 
 function trackUnread(ev) {
   if (ev.type !== "message" || ev.channel === S.current || ev.message.user === S.me) return;
+  if (S.current === MESSAGES && ev.channel === tabChannel()) return; // read in the Messages tab
   const pane = S.panes.get(threadKey(ev.channel, ev.message.thread_ts || ev.message.ts));
   if (pane && pane.user_id === S.me) return; // the person's own assistant pane thread: read there
   const dm = S.channels.find((c) => c.id === ev.channel);
@@ -246,14 +257,16 @@ function connect() {
 function init() {
   S.me = localStorage.getItem("playground.me") || S.me;
   channelComposer = makeComposer($("composer"), {
-    target: () => ({ channel: S.current, thread_ts: null }),
+    target: () => ({ channel: S.current === MESSAGES ? tabChannel() : S.current, thread_ts: null }),
     placeholder: () => {
+      if (S.current === MESSAGES) return `Message ${S.bot.name}`;
       const channel = S.channels.find((c) => c.id === S.current);
       const where = channel && channel.is_im ? S.bot.name : `#${channel ? channel.name : ""}`;
       return `Message ${where}`;
     },
     sent: (result) => {
       const message = result.message;
+      if (message && S.current === MESSAGES) return openThread(tabChannel(), message.ts); // the reply is in its thread
       const channel = S.channels.find((c) => c.id === S.current);
       if (message && (message.text.includes(`<@${S.bot.id}>`) || (channel && channel.is_im))) openThread(S.current, message.ts);
     },
@@ -270,7 +283,7 @@ function init() {
       sideOpened();
     },
   });
-  $("assistant-toggle").addEventListener("click", () => (S.pane ? closeAssistant() : openAssistant(S.current === HOME ? null : S.current)));
+  $("assistant-toggle").addEventListener("click", () => (S.pane ? closeAssistant() : openAssistant(inApp(S.current) ? null : S.current)));
   initDevPanel($("devpanel"), (errors) => {
     const badge = $("dev-errors");
     badge.hidden = !errors;

@@ -117,6 +117,9 @@ class Withdrawing:
         where = Where.of_event(body)
         team, channel, thread_ts = where.team_id or "", where.channel_id or "", where.thread_ts or ""
         say = self.answering.say_to(where)
+        ended = (body.get("event") or {}).get("streaming_message_ts") or []
+        for ts in ended if isinstance(ended, list) else []:  # Slack stopped them: no chat.stopStream on them
+            self.answering.follower.ended_streams.mark(channel, str(ts))
         with log_context(team_id=team, channel_id=channel, user_id=where.user):
             try:
                 record = await self.answering.index.thread(team, channel_id=channel, thread_ts=thread_ts)

@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import logging
 import re
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -53,6 +54,37 @@ from bot.slack.transport.web_api import TRANSIENT, SlackWeb, error_code, slack_e
 log = logging.getLogger(__name__)
 
 PASSING = TRANSIENT | {"ratelimited"}  # errors that say nothing of whether Slack streams here
+ENDED_BY_SLACK = "message_not_in_streaming_state"
+"""Slack ended the streamed message itself (its Stop of an agent session: Slack stops the thread's streaming
+messages before ``agent_session_stopped`` reaches the app), so ``chat.appendStream`` / ``chat.stopStream`` on it
+answer this: expected, and the message is finished with ``chat.update``."""
+
+
+class EndedStreams:
+    """Streamed messages Slack ended itself (``agent_session_stopped``'s ``streaming_message_ts``), so a reply
+    still writing into one finishes it with ``chat.update`` instead of calling ``chat.stopStream`` on it (Slack
+    would answer :data:`ENDED_BY_SLACK`). One process's memory of at most ``size`` ``(channel_id, ts)`` pairs (the
+    oldest forgotten first): where the event reached another process (a web/worker split), the reply learns it from
+    Slack's answer instead, as quietly."""
+
+    def __init__(self, *, size: int = 10_000) -> None:
+        self.size = size
+        self._ended: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+    def mark(self, channel_id: str, ts: str) -> None:
+        """Slack ended the streamed message ``ts`` of ``channel_id`` just now."""
+        self._ended[(channel_id, ts)] = None
+        while len(self._ended) > self.size:
+            self._ended.popitem(last=False)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._ended
+
+
+class _EndedBySlack(Exception):
+    """The current streamed message is one Slack ended (:class:`EndedStreams`): no more stream calls on it."""
+
+
 MESSAGE_BUDGET = 11_000  # safe characters per streamed message (Slack: markdown text <= 12,000 per message)
 TaskStatus = Literal["pending", "in_progress", "complete", "error"]  # Slack's task_update statuses
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.:/-]{1,200}")
@@ -119,8 +151,10 @@ class ReplyStream:
         streaming: bool = True,
         interval: float = 1.0,
         allow_user_mentions: bool = False,
+        ended: EndedStreams | None = None,
     ) -> None:
         self.web, self.ctx, self.refusals, self.interval = web, ctx, refusals, interval
+        self.ended = ended if ended is not None else EndedStreams()  # messages Slack stopped (its Stop)
         self.allow_user_mentions = allow_user_mentions
         stream = streaming and _can_stream(ctx) and refusals.allowed(ctx)
         self.mode: Literal["stream", "post"] = "stream" if stream else "post"
@@ -304,6 +338,8 @@ class ReplyStream:
                 buffer_size=1,
             )
         stream, new_message = self._stream, self._stream.ts is None
+        if not new_message and (self.ctx.channel_id, stream.ts) in self.ended:
+            raise _EndedBySlack(stream.ts)  # finished with chat.update (_fall_back), never chat.stopStream
         if new_message or not final:  # a new message starts with its text: never shown empty
             if new_message:
                 self._posted()  # before the call: a status set while it is in flight may outlive it
@@ -330,8 +366,11 @@ class ReplyStream:
     def _fall_back(self, exc: Exception) -> None:
         """Streaming failed: post and update from here on, from the start of the message being streamed (updated
         in place when it shows). Slack's refusal to start one (not a passing error) is remembered."""
-        log.warning("streaming a reply failed (%s); posting it instead", _describe(exc))
         shown = self._stream.ts if self._stream is not None else None
+        if shown is not None and (isinstance(exc, _EndedBySlack) or error_code(exc) == ENDED_BY_SLACK):
+            log.info("Slack ended the streamed message %s (its Stop); finishing it with chat.update", shown)
+        else:
+            log.warning("streaming a reply failed (%s); posting it instead", _describe(exc))
         if shown is None and error_code(exc) not in PASSING:
             self.refusals.refused(self.ctx)
         self.mode = "post"

@@ -66,7 +66,7 @@ from bot.slack.render.approvals import (
 from bot.slack.render.mrkdwn import clip, escape
 from bot.slack.replies.sessions import AgentSessions, SessionStatus, better_title, request_title, status_of
 from bot.slack.replies.status import THINKING, ThreadStatus, running
-from bot.slack.replies.streaming import ReplyStream, TaskStatus
+from bot.slack.replies.streaming import EndedStreams, ReplyStream, TaskStatus
 from bot.slack.replies.unsupported import Refusals
 from bot.slack.transport.web_api import SlackWeb
 from bot.store import outage
@@ -137,6 +137,7 @@ class Follower:
         self.stream_interval = stream_interval  # seconds between a reply's Web API calls while it streams
         self.is_question_tool = is_question_tool  # tools that only ask (or are hidden): no progress line of their own
         self.stream_refusals = Refusals()  # channels whose Slack refused streaming lately
+        self.ended_streams = EndedStreams()  # streamed messages Slack's Stop ended (agent_session_stopped)
         self.status_refusals = Refusals()  # ... or the thread status
         self.home = home  # the inboxes on the App Home tab
         self.records = QuestionRecords(index=index, plan=plan, home=home)  # what a shown / closed question writes
@@ -274,6 +275,7 @@ class Follower:
             self.web,
             ctx,
             refusals=self.stream_refusals,
+            ended=self.ended_streams,
             streaming=self.streaming,
             interval=self.stream_interval,
             allow_user_mentions=self.allow_user_mentions,
