@@ -26,6 +26,7 @@ from bot.errors import (
 from bot.logs import log_context
 from bot.slack.approvals.batch import ApprovingAll, approved_earlier
 from bot.slack.approvals.grants import SCOPE_WORDS, when
+from bot.slack.approvals.rules import editable_call, with_edited
 from bot.slack.context import SlackContext, Where
 from bot.slack.questions.answer_modal import LOADING_VIEW, AnswerModal
 from bot.slack.questions.answering import LOST_CLAIM, Answering
@@ -385,7 +386,7 @@ class Approving:
             return
         pending = check.pending
         approvers = self.answering.permissions.approvers.for_call(ctx, pending.tool_name, pending.args)
-        schema = self._schema(pending.tool_name)
+        schema, args = self._editing(pending)
         if not approvers.editable or schema is None or not editable_fields(schema, approvers.editable):
             await notice("Nothing of this call can be edited.")
             return
@@ -396,20 +397,25 @@ class Approving:
         view = edit_modal(
             tool_name=pending.tool_name,
             schema=schema,
-            args=pending.args,
+            args=args,
             editable=approvers.editable,
             quorum=approvers.quorum,
             private_metadata=meta,
         )
         await web.update_view(view_id, view)
 
-    def _schema(self, tool_name: str) -> dict[str, Any] | None:
-        """The JSON schema of ``tool_name``'s arguments (what the model sees), or None for a tool not known here."""
-        tool = self.answering.agent.tools.get(tool_name)
+    def _editing(self, pending: PendingCall) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """What the Edit modal edits of ``pending``: the JSON schema of its arguments (what the model sees; None for
+        a tool not known here) and the arguments; of Claude Code's permission prompt, its input's key/values
+        (:func:`~bot.slack.approvals.rules.editable_call`)."""
+        prompt = editable_call(pending.tool_name, pending.args)
+        if prompt is not None:
+            return prompt
+        tool = self.answering.agent.tools.get(pending.tool_name)
         if tool is None:
-            return None
+            return None, pending.args
         parameters = tool.spec().get("function", {}).get("parameters")
-        return parameters if isinstance(parameters, dict) else None
+        return (parameters if isinstance(parameters, dict) else None), pending.args
 
     async def ack_edit(self, ack: Ack, body: dict[str, Any], context: Any) -> None:
         """A submitted Edit form (ack side): errors under each field that doesn't fit the tool's schema, or a form
@@ -485,11 +491,12 @@ class Approving:
             return NOT_OPEN
         pending = check.pending
         approvers = self.answering.permissions.approvers.for_call(ctx, pending.tool_name, pending.args)
-        schema = self._schema(pending.tool_name)
+        schema, args = self._editing(pending)
         if not approvers.editable or schema is None:
             return "Nothing of this call can be edited."
         view = body.get("view") or {}
-        arguments, errors = edited_arguments(view, schema=schema, args=pending.args, editable=approvers.editable)
+        arguments, errors = edited_arguments(view, schema=schema, args=args, editable=approvers.editable)
+        arguments = with_edited(pending.tool_name, pending.args, arguments)
         return EditForm(found=found, arguments=arguments, errors=errors)
 
 
