@@ -119,20 +119,21 @@ async def test_an_approvers_edit_of_the_command_is_the_input_claude_code_runs(
     real_redis: aioredis.Redis, harness: Any, prefix: str, files: dict[str, str]
 ) -> None:
     settings = {"approval_policy": files["APPROVAL_POLICY"]}
-    async with harness(real_redis, settings=settings) as h, http_server(h, prefix, files) as url:
-        async with client_as(url, "build-42") as client:
-            call = asyncio.ensure_future(answer(client, prompt("rm -rf build", "toolu_01edit")))
-            request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
-            await h.ws.click(request, "Edit", user=ALICE)
-            form = await h.ws.wait_for_view(
-                user=ALICE, predicate=lambda v: v.get("callback_id") == "approval_edit_modal"
-            )
-            fields = {b["block_id"]: b["element"] for b in form["blocks"] if b["type"] == "input"}
-            assert list(fields) == ["edit:command"]  # the rule's edit: names command only, not description
-            assert fields["edit:command"]["initial_value"] == "rm -rf build"
-            ack = await h.ws.submit_view(form, {"edit:command": {"edit_value": "rm -rf build/tmp"}}, user=ALICE)
-            assert "errors" not in (ack.json or {})
-            decided = await asyncio.wait_for(call, 20)
+    async with (
+        harness(real_redis, settings=settings) as h,
+        http_server(h, prefix, files) as url,
+        client_as(url, "build-42") as client,
+    ):
+        call = asyncio.ensure_future(answer(client, prompt("rm -rf build", "toolu_01edit")))
+        request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
+        await h.ws.click(request, "Edit", user=ALICE)
+        form = await h.ws.wait_for_view(user=ALICE, predicate=lambda v: v.get("callback_id") == "approval_edit_modal")
+        fields = {b["block_id"]: b["element"] for b in form["blocks"] if b["type"] == "input"}
+        assert list(fields) == ["edit:command"]  # the rule's edit: names command only, not description
+        assert fields["edit:command"]["initial_value"] == "rm -rf build"
+        ack = await h.ws.submit_view(form, {"edit:command": {"edit_value": "rm -rf build/tmp"}}, user=ALICE)
+        assert "errors" not in (ack.json or {})
+        decided = await asyncio.wait_for(call, 20)
     assert decided == {
         "behavior": "allow",
         "updatedInput": {"command": "rm -rf build/tmp", "description": "Clean the build"},
@@ -143,38 +144,58 @@ async def test_an_always_grant_covers_the_same_callers_same_input_only(
     real_redis: aioredis.Redis, harness: Any, prefix: str, files: dict[str, str]
 ) -> None:
     settings = {"approval_policy": files["APPROVAL_POLICY"]}
-    async with harness(real_redis, settings=settings) as h, http_server(h, prefix, files) as url:
-        async with client_as(url, "build-42") as mine, client_as(url, "build-43") as theirs:
-            call = asyncio.ensure_future(answer(mine, prompt("make clean", "toolu_01first")))
-            request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
-            shown = html.unescape(blocks_text(request))
-            assert ALWAYS in shown  # a prompt opens its own thread, and a channel is shared by every caller:
-            assert "for this thread" not in shown and "in this channel" not in shown  # "always" only
-            await h.ws.click(request, ALWAYS, user=ALICE)
-            first = await asyncio.wait_for(call, 20)
-            assert first == {"behavior": "allow", "updatedInput": prompt("make clean", "x")["input"]}
-            seen = {request["ts"]}
+    async with (
+        harness(real_redis, settings=settings) as h,
+        http_server(h, prefix, files) as url,
+        client_as(url, "build-42") as mine,
+        client_as(url, "build-43") as theirs,
+    ):
+        call = asyncio.ensure_future(answer(mine, prompt("make clean", "toolu_01first")))
+        request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
+        shown = html.unescape(blocks_text(request))
+        assert ALWAYS in shown  # a prompt opens its own thread, and a channel is shared by every caller:
+        assert "for this thread" not in shown and "in this channel" not in shown  # "always" only
+        await h.ws.click(request, ALWAYS, user=ALICE)
+        first = await asyncio.wait_for(call, 20)
+        assert first == {"behavior": "allow", "updatedInput": prompt("make clean", "x")["input"]}
+        seen = {request["ts"]}
 
-            # The same caller, the same input, a new prompt: allowed without asking, the thread says why.
-            again = await asyncio.wait_for(answer(mine, prompt("make clean", "toolu_01second")), 20)
-            assert again == first
-            note = await h.ws.wait_for_message(
-                channel=GENERAL, predicate=lambda m: "ran without asking" in m["text"], timeout=20
+        # The same caller, the same input, a new prompt: allowed without asking, the thread says why.
+        again = await asyncio.wait_for(answer(mine, prompt("make clean", "toolu_01second")), 20)
+        assert again == first
+        note = await h.ws.wait_for_message(
+            channel=GENERAL, predicate=lambda m: "ran without asking" in m["text"], timeout=20
+        )
+        assert "`Bash`" in note["text"] and f"standing grant from <@{ALICE}>" in note["text"]
+        assert not [m for m in h.ws.messages(GENERAL) if asked_since(seen)(m)]
+
+        # Another caller's identical prompt, and the same caller's other input: asked.
+        forms: set[str] = set()
+        for client, command, key in ((theirs, "make clean", "toolu_01theirs"), (mine, "make all", "toolu_01b")):
+            call = asyncio.ensure_future(answer(client, prompt(command, key)))
+            asked = await h.ws.wait_for_message(channel=GENERAL, predicate=asked_since(seen), timeout=20)
+            seen.add(asked["ts"])
+            await h.ws.click(asked, "Decline", user=ALICE)
+            form = await h.ws.wait_for_view(
+                user=ALICE,
+                predicate=lambda v: v.get("callback_id") == "approval_decline_modal" and v["id"] not in forms,
             )
-            assert "`Bash`" in note["text"] and f"standing grant from <@{ALICE}>" in note["text"]
-            assert not [m for m in h.ws.messages(GENERAL) if asked_since(seen)(m)]
+            forms.add(form["id"])
+            await h.ws.submit_view(form, {"decline_reason": {"reason_text": "not this one"}}, user=ALICE)
+            assert (await asyncio.wait_for(call, 20))["behavior"] == "deny"
 
-            # Another caller's identical prompt, and the same caller's other input: asked.
-            forms: set[str] = set()
-            for client, command, key in ((theirs, "make clean", "toolu_01theirs"), (mine, "make all", "toolu_01b")):
-                call = asyncio.ensure_future(answer(client, prompt(command, key)))
-                asked = await h.ws.wait_for_message(channel=GENERAL, predicate=asked_since(seen), timeout=20)
-                seen.add(asked["ts"])
-                await h.ws.click(asked, "Decline", user=ALICE)
-                form = await h.ws.wait_for_view(
-                    user=ALICE,
-                    predicate=lambda v: v.get("callback_id") == "approval_decline_modal" and v["id"] not in forms,
-                )
-                forms.add(form["id"])
-                await h.ws.submit_view(form, {"decline_reason": {"reason_text": "not this one"}}, user=ALICE)
-                assert (await asyncio.wait_for(call, 20))["behavior"] == "deny"
+
+def test_an_edit_of_a_value_shown_cut_or_not_a_string_is_a_deny_not_a_changed_input() -> None:
+    from bot.mcp_server.permission_prompt import decision, details_of
+
+    long = {"file_path": "a.py", "content": "x" * 5000}
+    shown = details_of(long)
+    assert shown["content"] != long["content"]  # shown cut
+    edited = {**shown, "content": "print('short')"}
+    denied = decision({"status": "approved", "approved_by": ALICE, "details": edited}, long)
+    assert denied["behavior"] == "deny" and "`content`" in denied["message"]
+    numbers = {"timeout": 30, "command": "sleep 1"}
+    edited = {**details_of(numbers), "timeout": "3000"}
+    assert decision({"status": "approved", "details": edited}, numbers)["behavior"] == "deny"
+    untouched = decision({"status": "approved", "details": {**shown, "file_path": "b.py"}}, long)
+    assert untouched == {"behavior": "allow", "updatedInput": {**long, "file_path": "b.py"}}
