@@ -24,6 +24,7 @@ APPROVAL_TOOL = "request_approval"
 ENDED = {  # the run's last text when nobody answered: the reply is for an answer only
     "no_answer": "Nobody answered in time; the agent that asked was told so.",
     "cancelled": "The question was withdrawn; the agent that asked was told so.",
+    "unasked": "Nobody was asked: it was approved as the approval policy allows; the agent that asked was told so.",
 }  # the hidden tool whose call an outside agent's approval request is
 
 
@@ -85,7 +86,9 @@ def finish_ask_only(state: RunState) -> bool:
     if reply is None or state.queued or state.pending is not None:
         return False
     decided = [a for a in state.answers if a.tool_call_id == f"ask_{state.run_id}"]
-    outcome = decided[-1].outcome if decided else "answer"
+    outcome: str = decided[-1].outcome if decided else "answer"
+    if not decided and _ran_with(state, f"ask_{state.run_id}") is not None:
+        outcome = "unasked"  # an approval that ran unasked (the deployment's gate let it: a standing grant)
     state.messages.append({"role": "assistant", "content": str(reply) if outcome == "answer" else ENDED[outcome]})
     state.status = "completed"
     return True

@@ -168,6 +168,8 @@ async def test_an_always_grant_covers_the_same_callers_same_input_only(
         )
         assert "`Bash`" in note["text"] and f"standing grant from <@{ALICE}>" in note["text"]
         assert not [m for m in h.ws.messages(GENERAL) if asked_since(seen)(m)]
+        thread = [m["text"] for m in h.ws.messages(GENERAL) if note["thread_ts"] in (m.get("thread_ts"), m["ts"])]
+        assert not [t for t in thread if "Your answer is recorded" in t]  # nobody answered
 
         # Another caller's identical prompt, and the same caller's other input: asked.
         forms: set[str] = set()
