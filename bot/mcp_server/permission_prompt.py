@@ -15,6 +15,12 @@ each value is shown in the request (long ones cut, marked so), and the whole inp
 :data:`MAX_SHOWN` characters. ``tool_use_id`` is the request_key (the caller's own), so a retried prompt waits for
 the same approval. The full input is kept with the run (:data:`TOOL_INPUT`), so the answer carries it as
 ``updatedInput`` whichever process (or, for a task, whichever ``tasks/get``) reads it.
+
+The request also carries ``tool_use``, a digest of its caller, tool name and whole input (:func:`tool_use_digest`):
+it marks the details as the input that runs, so the rule's ``edit:`` lets an approver change input values in Slack
+(each a string: :func:`bot.slack.approvals.rules.editable_call`), which :func:`decision` puts in the
+``updatedInput`` (:func:`updated_input`), and the rule's ``grants:`` offer "Approve always" whose grant covers only
+that caller's later identical request (:mod:`bot.slack.approvals.grants`): it is then allowed without asking.
 """
 
 from __future__ import annotations
