@@ -151,6 +151,7 @@ def environment(*, api_url: str, model_url: str, redis_url: str, prefix: str) ->
         "LOG_LEVEL": "WARNING",
         "MAX_RUNS_PER_PERSON": str(NO_LIMIT),
         "MAX_RUNS_PER_PROCESS": str(NO_LIMIT),
+        "MAX_WAITING_PER_PERSON": str(NO_LIMIT),  # each mention leaves a question waiting: never refused here
     }
 
 

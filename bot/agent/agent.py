@@ -461,11 +461,12 @@ class Agent:
         await self.stops.poll(run_id)  # taken over: a stop asked while nobody drove it stops it before any step
         return self._launch(claimed)
 
-    async def get_run(self, run_id: str) -> RunState:
+    async def get_run(self, run_id: str, *, beside: Any = None) -> RunState:
         """The stored state of a run (a save of it this process still owes since an outage is made first:
-        :meth:`RunSaver.settle`). Raises ``RunNotFound``, ``StoreCorrupt``, ``StoreUnavailable``."""
+        :meth:`RunSaver.settle`). ``beside``: the store's batch of other reads sent with the load, in one round
+        trip (see :meth:`RunStore.load`). Raises ``RunNotFound``, ``StoreCorrupt``, ``StoreUnavailable``."""
         await self.saver.settle(run_id)
-        return await self.store.load(run_id)
+        return await self.store.load(run_id, beside=beside)
 
     async def is_orphaned(self, state: RunState) -> bool:
         """True for a ``running`` run that no live process drives (no lease, or this agent's lease on a run it

@@ -22,7 +22,7 @@ Every implementation keeps these promises:
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from bot.agent.state import RunState
 
@@ -34,8 +34,9 @@ class RunStore(Protocol):
         """Store a new run; returns it with ``revision`` 1."""
         ...
 
-    async def load(self, run_id: str) -> RunState:
-        """Load run ``run_id``."""
+    async def load(self, run_id: str, *, beside: Any = None) -> RunState:
+        """Load run ``run_id``. ``beside``: other reads of the store's own kind to send in the same round trip
+        (:class:`bot.store.redis_store.RedisRunStore`: a ``bot.store.batch.Batch``), run with the load."""
         ...
 
     async def save(

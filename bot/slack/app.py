@@ -262,6 +262,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         ActiveRuns(redis_client, keys=keys),
         per_person=settings.max_runs_per_person,
         per_process=settings.max_runs_per_process,
+        runs=store,
     )
     permissions = Permissions(
         answerers=settings.ask_answerers,

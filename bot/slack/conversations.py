@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from bot.agent import Agent, new_run_id
@@ -37,14 +38,26 @@ from bot.slack.render.mrkdwn import unescape
 from bot.slack.replies.thread import FAILURE, Follower, failure_text
 from bot.slack.run_slots import WaitingLimit
 from bot.slack.transport.web_api import SlackWeb
-from bot.store.conversations import ConversationIndex
+from bot.store.batch import Batch
+from bot.store.conversations import ConversationIndex, ThreadRecord
+from bot.store.inbox import Snapshot
 
 log = logging.getLogger(__name__)
 
 BUSY = "I'm still working on this thread; one moment (say `stop` to stop me)."
 
+
 # Message subtypes that are a person speaking (docs.slack.dev reference/events/message); every other subtype
 # (edits, deletions, joins, bot messages, topic changes...) is not.
+@dataclass(frozen=True)
+class FirstReads:
+    """What a new message's first round trip read beside its first-sight mark (:meth:`Threads.first_reads`):
+    the ``thread``'s record (None: none), the person's ``inbox`` (None: no waiting bound)."""
+
+    thread: ThreadRecord | None
+    inbox: Snapshot | None
+
+
 PERSON_SUBTYPES = frozenset({"thread_broadcast", "file_share", "me_message"})
 
 
@@ -80,32 +93,55 @@ class Threads:
 
     async def on_mention(self, body: dict[str, Any], context: dict[str, Any]) -> None:
         """Lazy listener of ``app_mention``: start or continue the thread's conversation."""
-        if await self.first_sight(body, context):
-            await self.converse(body, bot_user=context.get("bot_user_id"))
+        read = await self.first_reads(body, context)
+        if read is not None:
+            await self.converse(body, bot_user=context.get("bot_user_id"), read=read)
 
     async def on_message(self, body: dict[str, Any], context: dict[str, Any]) -> None:
         """Lazy listener of ``message`` events a person wrote in a DM or as a thread reply (see the listener's
         matchers): DMs converse, thread replies may answer the open question."""
-        if not await self.first_sight(body, context):
-            return
         if (body.get("event") or {}).get("channel_type") == "im":
-            note = await self.dm_note(Where.of_event(body)) if self.dm_note is not None else None
-            await self.converse(body, bot_user=context.get("bot_user_id"), note=note)
-        else:
+            read = await self.first_reads(body, context)
+            if read is not None:
+                note = await self.dm_note(Where.of_event(body)) if self.dm_note is not None else None
+                await self.converse(body, bot_user=context.get("bot_user_id"), note=note, read=read)
+        elif await self.first_sight(body, context):
             await self._thread_reply(body)
 
     async def first_sight(self, body: dict[str, Any], context: dict[str, Any]) -> bool:
         """Whether this event is new (Slack retries and redeliveries come again); a store outage says so in the
         thread and counts as seen."""
+        return await self._first_sight(body, context, also=False) is not None
+
+    async def first_reads(self, body: dict[str, Any], context: dict[str, Any]) -> FirstReads | None:
+        """:meth:`first_sight` and, in the same round trip, what :meth:`converse` reads first (the thread's
+        record, the person's inbox for the waiting bound); None when the event is not new (or the store is down:
+        said in the thread)."""
+        return await self._first_sight(body, context, also=True)
+
+    async def _first_sight(self, body: dict[str, Any], context: dict[str, Any], *, also: bool) -> FirstReads | None:
         event = body.get("event") or {}
         event_id = body.get("event_id") or f"{event.get('channel')}:{event.get('ts')}"
+        where = Where.of_event(body)
+        batch = Batch(self.index.client)
+        fresh = self.index.queue_first_sight(batch, str(event_id), token=context.get("job_id") or None)
+        thread = inbox = None
+        if also:
+            team, channel, thread_ts = where.team_id or "", where.channel_id or "", where.thread_ts or ""
+            thread = self.index.queue_thread(batch, team, channel_id=channel, thread_ts=thread_ts)
+            if self.waiting is not None:
+                inbox = self.waiting.queue_snapshot(batch, team, where.user)
         try:
-            return await self.index.first_sight(str(event_id), token=context.get("job_id") or None)
+            await batch.run("checking an event")
         except StoreUnavailable:
-            where = Where.of_event(body)
             if where.channel_id:
                 await self.web.post(where.channel_id, thread_ts=where.thread_ts, text=f":warning: {STORE_DOWN}")
-            return False
+            return None
+        if not fresh.value:
+            return None
+        return FirstReads(
+            thread=thread.value if thread is not None else None, inbox=inbox.value if inbox is not None else None
+        )
 
     # --- conversations ---------------------------------------------------------------------------
 
@@ -116,11 +152,13 @@ class Threads:
         bot_user: str | None,
         note: str | None = None,
         first_request: Callable[[str], Awaitable[None]] | None = None,
+        read: FirstReads | None = None,
     ) -> None:
         """A person's message to the bot (``body``: a ``message`` / ``app_mention`` event): it answers the thread's
         open question, or starts the thread's next run. ``note``: what the model should know beside the message
         (e.g. the channel open beside the assistant pane), put before it in the run's input only.
-        ``first_request(text)``: awaited before the first run of a thread that had none (e.g. to name it)."""
+        ``first_request(text)``: awaited before the first run of a thread that had none (e.g. to name it).
+        ``read``: what :meth:`first_reads` read with the event's first sight (else read here)."""
         where = Where.of_event(body)
         channel, thread_ts, team = where.channel_id or "", where.thread_ts or "", where.team_id or ""
         text = str((body.get("event") or {}).get("text") or "")
@@ -138,7 +176,7 @@ class Threads:
             try:
                 # Read also for a message that starts its own thread: a redelivered job whose first worker claimed
                 # the thread and died before its run existed finds that claim here, and takes the thread after it.
-                pointed, previous = await self._previous(ctx)
+                pointed, previous = await self._previous(ctx, read=read)
                 if previous is not None and await self._answered_or_busy(previous, where, text):
                     return
                 if previous is not None and previous.status == "running":  # continued above: take its final state
@@ -146,22 +184,28 @@ class Threads:
             except StoreUnavailable:
                 await self.web.post(channel, thread_ts=thread_ts, text=f":warning: {STORE_DOWN}")
                 return
-            slot = await self.answering.slot(ctx, self.answering.say_to(where))
+            run_id = new_run_id()
+            slot = await self.answering.slot(ctx, self.answering.say_to(where), run_id=run_id)
             if slot is None:
                 return
             async with slot:
-                if await self._too_many_waiting(ctx, where):
+                if await self._too_many_waiting(ctx, where, inbox=read.inbox if read is not None else None):
                     return
                 if pointed is None and first_request is not None:
                     await first_request(text)
                 request = text if previous is None else None  # a thread's first run titles its agent session
-                await self._start(ctx, f"{note}\n\n{text}" if note else text, previous, after=pointed, request=request)
+                text = f"{note}\n\n{text}" if note else text
+                await self._start(ctx, text, previous, after=pointed, run_id=run_id, request=request)
 
-    async def _too_many_waiting(self, ctx: SlackContext, where: Where) -> bool:
+    async def _too_many_waiting(self, ctx: SlackContext, where: Where, *, inbox: Snapshot | None) -> bool:
         """Whether the person already has as many questions waiting as :class:`WaitingLimit` allows (then they
-        were told, and no run starts)."""
+        were told, and no run starts); ``inbox``: their inbox, read already (None: read here)."""
         try:
-            refused = await self.waiting.refusal(ctx.team_id, ctx.requester) if self.waiting is not None else None
+            refused = (
+                await self.waiting.refusal(ctx.team_id, ctx.requester, snapshot=inbox)
+                if self.waiting is not None
+                else None
+            )
         except StoreUnavailable:
             await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=f":warning: {STORE_DOWN}")
             return True
@@ -172,14 +216,20 @@ class Threads:
         return False
 
     async def _start(
-        self, ctx: SlackContext, text: str, previous: RunState | None, *, after: str | None, request: str | None = None
+        self,
+        ctx: SlackContext,
+        text: str,
+        previous: RunState | None,
+        *,
+        after: str | None,
+        run_id: str,
+        request: str | None = None,
     ) -> None:
-        """Start the thread's next run (continuing ``previous``'s conversation) and follow it (``request``: the
-        person's words that start the thread, for its agent session's title). The thread is claimed
-        for the new run first, atomically, so two quick mentions can't start two runs (the second is told the
-        thread is busy), and nothing runs before the thread points at it."""
+        """Start the thread's next run, ``run_id`` (continuing ``previous``'s conversation), and follow it
+        (``request``: the person's words that start the thread, for its agent session's title). The thread is
+        claimed for the new run first, atomically, so two quick mentions can't start two runs (the second is told
+        the thread is busy), and nothing runs before the thread points at it."""
         history = self.agent.history_of(previous) if previous is not None else None
-        run_id = new_run_id()
         try:
             claimed = await self.index.claim_thread(
                 ctx.team_id,
@@ -199,10 +249,14 @@ class Threads:
             return
         await self.follower.follow(stream, ctx, request=request)
 
-    async def _previous(self, ctx: SlackContext) -> tuple[str | None, RunState | None]:
+    async def _previous(self, ctx: SlackContext, *, read: FirstReads | None) -> tuple[str | None, RunState | None]:
         """``(the run id the thread points at, that run)``: the run is None when there is none yet, it is past
-        retention, or it is unreadable (logged once; the thread starts over). Raises ``StoreUnavailable``."""
-        record = await self.index.thread(ctx.team_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts)
+        retention, or it is unreadable (logged once; the thread starts over); the thread's record from ``read`` when
+        given. Raises ``StoreUnavailable``."""
+        if read is not None:
+            record = read.thread
+        else:
+            record = await self.index.thread(ctx.team_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts)
         if record is None:
             return None, None
         try:

@@ -27,8 +27,10 @@ from bot.agent.answers import Open
 from bot.errors import RunLimitReached, RunNotFound, StoreCorrupt, StoreUnavailable
 from bot.slack.context import SlackContext
 from bot.store import outage
-from bot.store.inbox import Inbox
+from bot.store.batch import Batch, Later
+from bot.store.inbox import Inbox, Snapshot
 from bot.store.limits import ActiveRuns
+from bot.store.redis_store import RedisRunStore, Rider
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,17 @@ class Slot:
         self.person = person
         self.slot = slot
         self._renew = asyncio.ensure_future(self._keep())
+        self._rest: tuple[str, Rider] | None = None  # (run_id, the release riding with its segment's last save)
+
+    def bind(self, run_id: str) -> None:
+        """The slot is for run ``run_id``'s working segment: its release in Redis rides with the save that ends
+        the segment (no round trip of its own, :meth:`RedisRunStore.ride`) when the gate has the run store."""
+        runs = self.gate.runs
+        if runs is None or self._rest is not None:
+            return
+        rest = Rider(lambda batch: self.gate.active.queue_release(batch, self.person, slots=[self.slot]))
+        runs.ride(run_id, rest)
+        self._rest = (run_id, rest)
 
     async def _keep(self) -> None:
         while True:
@@ -70,6 +83,12 @@ class Slot:
         (see the module docstring). Raises nothing."""
         self._renew.cancel()
         self.gate.process_slots.release()
+        if self._rest is not None:
+            run_id, rest = self._rest
+            if self.gate.runs is not None:
+                self.gate.runs.forget_ride(run_id, rest)
+            if rest.sent:
+                return  # given back in Redis with the save that ended the segment
         try:
             await self.gate.active.release(self.person, slots=[self.slot])
         except StoreUnavailable as exc:
@@ -78,10 +97,14 @@ class Slot:
 
 
 class RunGate:
-    """Grants run slots: at most ``per_person`` working runs per person, ``per_process`` in this process."""
+    """Grants run slots: at most ``per_person`` working runs per person, ``per_process`` in this process; ``runs``:
+    the run store a bound slot's release rides with (:meth:`Slot.bind`)."""
 
-    def __init__(self, active: ActiveRuns, *, per_person: int, per_process: int) -> None:
+    def __init__(
+        self, active: ActiveRuns, *, per_person: int, per_process: int, runs: RedisRunStore | None = None
+    ) -> None:
         self.active = active
+        self.runs = runs  # where a bound slot's release rides with the run's save (Slot.bind); None: on its own
         self.per_person = per_person
         self.per_process = per_process
         self.process_slots = asyncio.Semaphore(per_process)
@@ -162,10 +185,15 @@ class WaitingLimit:
         self.agent = agent
         self.limit = limit
 
-    async def refusal(self, team_id: str, user: str) -> str | None:
-        """None while ``user`` may start another run in ``team_id``; else what to tell them. Raises
-        ``StoreUnavailable``."""
-        snapshot = await self.inbox.snapshot(team_id, user, limit=SCANNED, recent=1)
+    def queue_snapshot(self, batch: Batch, team_id: str, user: str) -> Later[Snapshot]:
+        """The inbox read :meth:`refusal` needs, queued in ``batch`` (to pass as its ``snapshot``)."""
+        return self.inbox.queue_snapshot(batch, team_id, user, limit=SCANNED, recent=1)
+
+    async def refusal(self, team_id: str, user: str, *, snapshot: Snapshot | None = None) -> str | None:
+        """None while ``user`` may start another run in ``team_id``; else what to tell them. ``snapshot``: their
+        inbox read already (:meth:`queue_snapshot`). Raises ``StoreUnavailable``."""
+        if snapshot is None:
+            snapshot = await self.inbox.snapshot(team_id, user, limit=SCANNED, recent=1)
         if snapshot.total < self.limit:
             return None
         waiting = 0

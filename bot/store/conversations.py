@@ -76,6 +76,17 @@ def asked_id(when: datetime | None) -> str:
     return str(int(when.timestamp() * 1000)) if when is not None else ""
 
 
+@dataclass(frozen=True)
+class RunMessages:
+    """The messages recorded for one run (:meth:`ConversationIndex.queue_run_messages`), as stored."""
+
+    fields: dict[Any, Any]
+
+    def of(self, key: str, *, asked: str | None = None) -> list[MessageRef]:
+        """Those of ``key`` (and of its asking ``asked``), as :meth:`ConversationIndex.messages` gives them."""
+        return _refs(self.fields, key, asked)
+
+
 NoticeKind = Literal["escalation", "reminder"]
 
 
@@ -117,16 +128,26 @@ class ConversationIndex:
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while checking an event: {type(exc).__name__}") from None
 
+    def queue_first_sight(self, batch: Batch, event_id: str, *, token: str | None = None) -> Later[bool]:
+        """:meth:`first_sight`, queued in ``batch`` (a resent batch finds its own mark: still the first sight)."""
+        batch.script(
+            self._first_sight, keys=[self.keys.event(event_id)], args=[token or secrets.token_hex(8), self.event_ttl]
+        )
+        return batch.read(bool)
+
     async def thread(self, team_id: str, *, channel_id: str, thread_ts: str) -> ThreadRecord | None:
         """The thread's record, or None. Raises ``StoreUnavailable``."""
-        try:
-            run_id = await self.client.hget(
-                self.keys.thread(team_id, channel_id=channel_id, thread_ts=thread_ts), "run_id"
-            )
-        except RedisError as exc:
-            raise StoreUnavailable(f"Redis error while reading a thread: {type(exc).__name__}") from None
-        text = _text(run_id)
-        return ThreadRecord(run_id=text) if text else None
+        batch = Batch(self.client)
+        record = self.queue_thread(batch, team_id, channel_id=channel_id, thread_ts=thread_ts)
+        await batch.run("reading a thread")
+        return record.value
+
+    def queue_thread(
+        self, batch: Batch, team_id: str, *, channel_id: str, thread_ts: str
+    ) -> Later[ThreadRecord | None]:
+        """:meth:`thread`, read in ``batch``."""
+        batch.pipe.hget(self.keys.thread(team_id, channel_id=channel_id, thread_ts=thread_ts), "run_id")
+        return batch.read(_thread_record)
 
     async def claim_thread(
         self, team_id: str, *, channel_id: str, thread_ts: str, run_id: str, after: str | None
@@ -179,6 +200,12 @@ class ConversationIndex:
         """:meth:`messages`, read in ``batch``."""
         batch.pipe.hgetall(self.keys.run_messages(run_id))
         return batch.read(lambda fields: _refs(fields or {}, key, asked))
+
+    def queue_run_messages(self, batch: Batch, run_id: str) -> Later[RunMessages]:
+        """Every message recorded for run ``run_id``, read in ``batch`` (e.g. beside the run's load, before its
+        question's ``key`` is known)."""
+        batch.pipe.hgetall(self.keys.run_messages(run_id))
+        return batch.read(lambda fields: RunMessages(dict(fields or {})))
 
     async def tell_once(self, run_id: str, *, tool_call_id: str, user: str, topic: str) -> bool:
         """True the first time ``user`` is to be told ``topic`` (e.g. ``"refused"``) about this question. Raises
@@ -261,6 +288,11 @@ class ConversationIndex:
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while reading an escalation: {type(exc).__name__}") from None
         return {t for t in (_text(m) for m in members) if t}
+
+
+def _thread_record(run_id: Any) -> ThreadRecord | None:
+    text = _text(run_id)
+    return ThreadRecord(run_id=text) if text else None
 
 
 def _refs(fields: dict[Any, Any], key: str, asked: str | None) -> list[MessageRef]:

@@ -137,15 +137,22 @@ class Inbox:
         """What ``user``'s Home shows, read in one round trip: at most ``limit`` waiting questions, how many wait in
         all, and the last ``recent`` closed. Raises ``StoreUnavailable``."""
         batch = Batch(self.client)
+        snapshot = self.queue_snapshot(batch, team_id, user, limit=limit, recent=recent)
+        await batch.run("reading an inbox")
+        return snapshot.value
+
+    def queue_snapshot(
+        self, batch: Batch, team_id: str, user: str, *, limit: int = 50, recent: int = 5
+    ) -> Later[Snapshot]:
+        """:meth:`snapshot`, read in ``batch``."""
         box = self.keys.inbox(team_id, user)
         batch.pipe.zrange(box, 0, limit - 1, withscores=True)
         waiting = batch.read(_waiting)
         batch.pipe.zcard(box)
         total = batch.read(int)
         batch.pipe.lrange(self.keys.inbox_done(team_id, user), 0, recent - 1)
-        closed = batch.read(_recent)
-        await batch.run("reading an inbox")
-        return Snapshot(waiting=waiting.value, total=total.value, recent=closed.value)
+        # the reads are filled in order: the first two are there when the last is parsed
+        return batch.read(lambda rows: Snapshot(waiting=waiting.value, total=total.value, recent=_recent(rows)))
 
     async def drop(self, team_id: str, user: str, *, run_id: str, call: str) -> None:
         """Take an entry that no longer waits out of ``user``'s inbox (found stale while reading it)."""

@@ -3,9 +3,10 @@ run slots and whose scores are when each slot lapses, so a process that dies can
 
 ``acquire`` adds a slot if fewer than ``limit`` live slots remain (expired ones, and the slots given in ``drop``,
 are removed first), atomically; ``renew`` pushes a held slot's lapse time on (never adding back a slot released
-meanwhile); ``release`` removes slots. One round trip each. A release that fails in an outage is not left to the
-lapse time: :class:`bot.slack.run_slots.RunGate` retries it until Redis answers, and carries it in the person's next
-``acquire`` (``drop``).
+meanwhile); ``release`` removes slots. One round trip each (a release can also ride in another batch,
+:meth:`ActiveRuns.queue_release`: with the save that ends the run's working segment). A release that fails in an
+outage is not left to the lapse time: :class:`bot.slack.run_slots.RunGate` retries it until Redis answers, and
+carries it in the person's next ``acquire`` (``drop``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from bot.errors import StoreUnavailable
+from bot.store.batch import Batch
 from bot.store.keys import Keys
 
 # KEYS[1] the person's set; ARGV: [1] now ms, [2] lapse ms, [3] slot, [4] limit, [5 ..] slots to drop first.
@@ -82,6 +84,11 @@ class ActiveRuns:
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while counting runs: {type(exc).__name__}") from None
         return int(renewed) == 1
+
+    def queue_release(self, batch: Batch, person: str, *, slots: Collection[str]) -> None:
+        """:meth:`release`, queued in ``batch``."""
+        if slots:
+            batch.pipe.zrem(self.keys.active_runs(person), *slots)
 
     async def release(self, person: str, *, slots: Collection[str]) -> None:
         """Give ``slots`` back (removing one no longer held is no error: a release may be sent twice). Raises

@@ -56,9 +56,9 @@ class Owed:
                 owed_at, attempt = item
                 if now - owed_at > self.give_up:
                     log.error("gave up %s after %.0f s: the store did not answer", self.what, self.give_up)
-                    self.attempts.remove(item)
+                    self._done(item)
                 elif await attempt():
-                    self.attempts.remove(item)
+                    self._done(item)
                 else:
                     break  # the store still does not answer: wait before trying the others
 
@@ -66,7 +66,13 @@ class Owed:
         """Try everything owed once more now (e.g. at shutdown). Raises nothing."""
         for item in list(self.attempts):
             if await item[1]():
-                self.attempts.remove(item)
+                self._done(item)
+
+    def _done(self, item: tuple[float, Attempt]) -> None:
+        """Forget ``item``: done (or given up). It may be gone already: :meth:`flush` (at shutdown) and the
+        background retry can both be trying it at once, and both see it done."""
+        with contextlib.suppress(ValueError):
+            self.attempts.remove(item)
 
     async def aclose(self) -> None:
         """Stop retrying (what is left is logged). Raises nothing."""

@@ -12,7 +12,8 @@ own write id at the new revision and answers "applied" instead of a conflict.
 Deadlines: ``save(..., not_after=t)`` is refused when Redis's clock (``TIME``) is at or past ``t``, so which
 of an answer and a deadline came first is judged by one clock, whichever process writes.
 
-Round trips: ``load`` 1 (HGET), ``save``/``create`` 1 (EVALSHA). A resume is load + claim + final save = 3.
+Round trips: ``load`` 1 (HGET, with any reads given ``beside`` it), ``save``/``create`` 1 (EVALSHA). A resume
+is load + claim + final save = 3.
 
 Retention (seconds): a suspended run is kept until its question's deadline plus ``retention``; every other run
 ``retention`` after its last save (default 7 days), so late answers are told "expired" from stored state and
@@ -22,6 +23,7 @@ who answered what stays auditable that long.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,6 +32,7 @@ from redis.exceptions import RedisError
 
 from bot.agent.state import RunState, utcnow
 from bot.errors import QuestionExpired, RunConflict, RunNotFound, StoreCorrupt, StoreUnavailable
+from bot.store.batch import Batch
 from bot.store.keys import Keys
 
 DEFAULT_RETENTION = 7 * 24 * 3600
@@ -76,6 +79,17 @@ return 0
 """
 
 
+class Rider:
+    """Commands to send with the save that next stops a run working (its status no longer ``running``: the end of
+    its working segment), in the same round trip, e.g. giving back the run slot of the request that made it work:
+    ``queue(batch)`` queues them in that save's :class:`~bot.store.batch.Batch` (idempotent writes: the batch may be
+    sent twice). ``sent``: True once a save carried them. See :meth:`RedisRunStore.ride`."""
+
+    def __init__(self, queue: Callable[[Batch], None]) -> None:
+        self.queue = queue
+        self.sent = False
+
+
 def new_write_id() -> str:
     """A unique id for one logical write (reused when that write is retried)."""
     return secrets.token_hex(8)
@@ -102,6 +116,20 @@ class RedisRunStore:
         self.lease_ttl = lease_ttl
         self._cas = client.register_script(_CAS)
         self._renew = client.register_script(_RENEW)
+        self._riders: dict[str, list[Rider]] = {}  # run_id -> what rides with its next segment-ending save
+
+    def ride(self, run_id: str, rider: Rider) -> None:
+        """Send ``rider`` with this process's next save of ``run_id`` that stops it working, once;
+        :meth:`forget_ride` when that no longer matters."""
+        self._riders.setdefault(run_id, []).append(rider)
+
+    def forget_ride(self, run_id: str, rider: Rider) -> None:
+        """Drop ``rider`` (given to :meth:`ride`) if no save took it yet."""
+        riders = self._riders.get(run_id)
+        if riders is not None and rider in riders:
+            riders.remove(rider)
+            if not riders:
+                del self._riders[run_id]
 
     def ttl_for(self, state: RunState) -> int:
         """Seconds to keep a record in this state after a save: a suspended run until its question's deadline
@@ -116,12 +144,14 @@ class RedisRunStore:
         """Store a new run (revision 1). Raises ``RunConflict`` if the id exists, ``StoreUnavailable``."""
         return await self._write(state.model_copy(update={"revision": 0}), owner=owner, write_id=write_id)
 
-    async def load(self, run_id: str) -> RunState:
-        """Load a run. Raises ``RunNotFound``, ``StoreCorrupt`` (with ``run_id``), ``StoreUnavailable``."""
-        try:
-            raw: Any = await self.client.hget(self.keys.run(run_id), "state")
-        except RedisError as exc:
-            raise StoreUnavailable(f"Redis error while loading a run: {type(exc).__name__}") from None
+    async def load(self, run_id: str, *, beside: Batch | None = None) -> RunState:
+        """Load a run; ``beside``: a batch of other reads, run with the load (one round trip). Raises
+        ``RunNotFound``, ``StoreCorrupt`` (with ``run_id``), ``StoreUnavailable``."""
+        batch = beside if beside is not None else Batch(self.client)
+        batch.pipe.hget(self.keys.run(run_id), "state")
+        got = batch.read(lambda value: value)
+        await batch.run("loading a run")
+        raw: Any = got.value
         if raw is None:
             raise RunNotFound(run_id)
         try:
@@ -201,23 +231,30 @@ class RedisRunStore:
     ) -> RunState:
         new = state.model_copy(update={"revision": state.revision + 1, "updated_at": utcnow()})
         deadline = int(not_after.timestamp() * 1000) if not_after is not None else 0
-        try:
-            result = await self._cas(
-                keys=[self.keys.run(state.run_id), self.keys.lease(state.run_id)],
-                args=[
-                    str(state.revision),
-                    str(new.revision),
-                    new.to_json(),
-                    self.ttl_for(new) * 1000,
-                    write_id or new_write_id(),
-                    deadline,
-                    owner if new.status == "running" else "",
-                    int(self.lease_ttl * 1000),
-                ],
-            )
-        except RedisError as exc:
-            raise StoreUnavailable(f"Redis error while saving a run: {type(exc).__name__}") from None
-        code = int(result)
+        batch = Batch(self.client)
+        batch.script(
+            self._cas,
+            keys=[self.keys.run(state.run_id), self.keys.lease(state.run_id)],
+            args=[
+                str(state.revision),
+                str(new.revision),
+                new.to_json(),
+                self.ttl_for(new) * 1000,
+                write_id or new_write_id(),
+                deadline,
+                owner if new.status == "running" else "",
+                int(self.lease_ttl * 1000),
+            ],
+        )
+        result = batch.read(int)
+        riding = list(self._riders.get(state.run_id, ())) if new.status != "running" else []
+        for rider in riding:
+            rider.queue(batch)
+        await batch.run("saving a run")
+        for rider in riding:
+            rider.sent = True
+            self.forget_ride(state.run_id, rider)
+        code = result.value
         if code in (1, 2):
             return new
         if code == -1:

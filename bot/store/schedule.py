@@ -33,6 +33,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from bot.errors import StoreUnavailable
+from bot.store.batch import Batch
 from bot.store.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -167,14 +168,24 @@ class Schedule:
         call, one round trip, also on a cluster (one key)."""
         if not add and not drop:
             return
+        try:
+            await self._change(keys=[self.key], args=self._change_args(add, drop))
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while scheduling items: {type(exc).__name__}") from None
+
+    def queue_change(self, batch: Batch, *, add: Sequence[Due] = (), drop: Sequence[DueItem] = ()) -> None:
+        """:meth:`change`, queued in ``batch`` (so it costs no round trip of its own; sent twice it changes
+        nothing more: an item added ``after`` seconds is due that long after the second send)."""
+        if add or drop:
+            batch.script(self._change, keys=[self.key], args=self._change_args(add, drop))
+
+    @staticmethod
+    def _change_args(add: Sequence[Due], drop: Sequence[DueItem]) -> list[str | int]:
         args: list[str | int] = [len(drop), *(item.member() for item in drop)]
         for due in add:
             at = str(math.ceil(due.at.timestamp() * 1000)) if due.at is not None else ""
             args += ["LT" if due.keep_earlier else "", at, int(due.after * 1000), due.item.member()]
-        try:
-            await self._change(keys=[self.key], args=args)
-        except RedisError as exc:
-            raise StoreUnavailable(f"Redis error while scheduling items: {type(exc).__name__}") from None
+        return args
 
     async def claim(self, *, now: datetime | None = None, lease: float = LEASE, limit: int = BATCH) -> list[Claimed]:
         """Take the items due at ``now`` (default: Redis's clock), at most ``limit``, holding them ``lease``

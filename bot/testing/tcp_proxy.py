@@ -6,7 +6,7 @@ every connection and refuses new ones until ``proxy.restore()``. ``proxy.lose_ne
 forwards the next request whose bytes contain the pattern, so the service executes it, then closes that
 connection instead of passing the reply back (a reply lost in the network); ``replies_lost`` counts them.
 ``round_trips`` counts requests: bytes towards the service after a reply on that connection (or its first bytes),
-so a pipeline is one however many commands it holds.
+so a pipeline is one however many commands it holds; ``proxy.trace = []`` keeps each one's first bytes.
 ``proxy.cut_at(containing=b"...", when=...)`` starts an outage (as :meth:`TcpProxy.cut`, until ``restore()``) at the
 next request whose bytes contain the pattern: ``"request"`` before the service sees it, ``"applied"`` after the
 service executed it but before its reply is passed back, ``"replied"`` right after its reply was passed back;
@@ -47,6 +47,7 @@ class TcpProxy:
         self.replies_lost = 0
         self.cuts = 0  # outages started (cut() calls)
         self.round_trips = 0
+        self.trace: list[bytes] | None = None  # set to [] to keep each round trip's first bytes (to see what they are)
         self._lose: bytes | None = None
         self._cut_at: tuple[bytes, CutWhen, float | None] | None = None
         self._refuse: tuple[bytes, bytes] | None = None
@@ -123,6 +124,8 @@ class TcpProxy:
                     break
                 if upstream and pair.replied:
                     self.round_trips += 1
+                    if self.trace is not None:
+                        self.trace.append(data)
                 pair.replied = not upstream
                 if upstream and self._lose is not None and self._lose in data:
                     self._lose, pair.drop_reply = None, True

@@ -99,7 +99,7 @@ async def with_3100_taken_by_another_process_the_mcp_server_takes_a_free_port() 
 
 def test_mcp_port_equal_to_port_is_refused_naming_mcp_port() -> None:
     port = free_port()
-    [line] = error_lines(run_bot("playground", env=clean_env(PORT=str(port), MCP_PORT=str(port)), timeout=30))
+    [line] = error_lines(run_bot("playground", env=clean_env(PORT=str(port), MCP_PORT=str(port)), timeout=120))
     assert line.startswith(f"error: MCP_PORT is {port}, the port of the playground's browser UI (PORT)"), line
     assert "set MCP_PORT" in line
 
@@ -107,7 +107,7 @@ def test_mcp_port_equal_to_port_is_refused_naming_mcp_port() -> None:
 def test_metrics_port_equal_to_port_is_refused_naming_metrics_port() -> None:
     port = free_port()
     env = clean_env(PORT=str(port), MCP_PORT="0", METRICS_PORT=str(port))
-    [line] = error_lines(run_bot("playground", env=env, timeout=30))
+    [line] = error_lines(run_bot("playground", env=env, timeout=120))
     assert line.startswith(f"error: METRICS_PORT is PORT ({port}), the playground's browser UI"), line
 
 
@@ -116,7 +116,7 @@ def test_a_taken_mcp_port_is_refused_naming_mcp_port() -> None:
         held.bind(("127.0.0.1", 0))
         held.listen()
         taken = held.getsockname()[1]
-        [line] = error_lines(run_bot("playground", env=clean_env(PORT="0", MCP_PORT=str(taken)), timeout=30))
+        [line] = error_lines(run_bot("playground", env=clean_env(PORT="0", MCP_PORT=str(taken)), timeout=120))
     assert line.startswith(f"error: cannot serve MCP on 127.0.0.1:{taken}") and "set MCP_PORT" in line, line
 
 

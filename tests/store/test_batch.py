@@ -83,3 +83,55 @@ async def test_a_redis_error_is_store_unavailable_naming_what_failed_and_fills_n
     with pytest.raises(RuntimeError):
         _ = later.value
     await client.aclose()
+
+
+SCRIPT = "redis.call('SET', KEYS[1], ARGV[1]); return tonumber(ARGV[1]) + 1"
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")
+async def test_a_script_goes_in_the_batch_s_round_trip(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], prefix: str
+) -> None:
+    """No ``SCRIPT EXISTS`` first (redis-py's pipeline sends one for a script it was given): once Redis knows the
+    script, a batch holding it and other commands is one round trip."""
+    client, proxy = proxied_redis
+    script = client.register_script(SCRIPT)
+    await script(keys=[f"{prefix}warm"], args=[0])  # Redis knows it now
+    before = proxy.round_trips
+    batch = Batch(client)
+    batch.script(script, keys=[f"{prefix}s"], args=[41])
+    got = batch.read(int)
+    batch.pipe.get(f"{prefix}s")
+    stored = batch.read(lambda v: v)
+    await batch.run("running a script")
+    assert proxy.round_trips - before == 1
+    assert got.value == 42 and stored.value in ("41", b"41")
+
+
+async def test_a_script_redis_does_not_know_is_loaded_and_run_once() -> None:
+    client = fakeredis.FakeAsyncRedis()  # a fresh server: NOSCRIPT for the script's first call
+    script = client.register_script("return redis.call('INCR', KEYS[1])")
+    batch = Batch(client)
+    batch.script(script, keys=["n"], args=[])
+    first = batch.read(int)
+    batch.pipe.incr("m")
+    await batch.run("counting")
+    assert first.value == 1 and int(await client.get("n")) == 1 and int(await client.get("m")) == 1
+    await client.aclose()
+
+
+@pytest.mark.real_redis
+async def test_a_batch_s_script_runs_on_a_cluster_too(real_redis: aioredis.Redis, prefix: str) -> None:
+    """redis-py's cluster pipeline refuses ``EVALSHA``: there the script goes beside the pipeline, its reply in its
+    place among the reads."""
+    script = real_redis.register_script(SCRIPT)
+    batch = Batch(real_redis)
+    batch.pipe.set(f"{prefix}before", "1")
+    batch.script(script, keys=[f"{prefix}s"], args=[1])
+    got = batch.read(int)
+    batch.pipe.get(f"{prefix}before")
+    after = batch.read(lambda v: v)
+    await batch.run("running a script")
+    assert got.value == 2 and after.value in ("1", b"1")
+    assert await real_redis.get(f"{prefix}s") in ("1", b"1")

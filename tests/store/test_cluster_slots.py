@@ -1,5 +1,6 @@
 """Redis Cluster's rule, checked without a cluster: every Lua script and every ``MULTI`` the bot sends touches keys of
-one hash slot, and no script is sent inside a pipeline (redis-py's cluster pipelines refuse ``EVALSHA``).
+one hash slot, and no script is sent inside a ``MULTI`` (redis-py's cluster pipelines refuse ``EVALSHA``; a
+:class:`bot.store.batch.Batch` sends its scripts beside the pipeline on a cluster).
 
 :class:`SlotCheckingRedis` (fakeredis) raises :class:`CrossSlot` for a call breaking the rule and records where each
 script was registered and each transaction opened (module, function). The exercise runs every store operation; the
@@ -66,10 +67,15 @@ def check_one_slot(what: str, keys: list[Any]) -> None:
 
 
 class SlotCheckingPipeline(Pipeline):
+    checker: SlotCheckingRedis
+
     async def execute(self, raise_on_error: bool = True) -> list[Any]:
         for args, _options in self.command_stack:
             if str(args[0]).upper().startswith(("EVAL", "FCALL")):
-                raise CrossSlot(f"a script in a pipeline ({args[0]}): redis-py's cluster pipelines refuse it")
+                if self.is_transaction:
+                    raise CrossSlot(f"a script in a MULTI ({args[0]}): redis-py's cluster pipelines refuse it")
+                # a Batch's script: sent beside the pipeline on a cluster (bot.store.batch), so one slot on its own
+                self.checker.saw_script(args)
         if self.is_transaction:
             check_one_slot("a MULTI", [k for args, _ in self.command_stack for k in _keys_of(args)])
         return await super().execute(raise_on_error)
@@ -92,13 +98,19 @@ class SlotCheckingRedis(fakeredis.FakeAsyncRedis):
     def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
         if transaction:
             self.transactions_run.add(_site(2))
-        return SlotCheckingPipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
+        pipe = SlotCheckingPipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
+        pipe.checker = self
+        return pipe
+
+    def saw_script(self, args: tuple[Any, ...]) -> None:
+        """Check a script call's keys (one slot) and note which registered script ran."""
+        check_one_slot(f"a script of {self.script_sites.get(str(args[1]), '?')}", _keys_of(args))
+        if str(args[0]).upper() == "EVALSHA" and str(args[1]) in self.script_sites:
+            self.scripts_run.setdefault(self.script_sites[str(args[1])], set()).add(str(args[1]))
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         if str(args[0]).upper() in ("EVALSHA", "EVAL"):
-            check_one_slot(f"a script of {self.script_sites.get(str(args[1]), '?')}", _keys_of(args))
-            if str(args[0]).upper() == "EVALSHA" and str(args[1]) in self.script_sites:
-                self.scripts_run.setdefault(self.script_sites[str(args[1])], set()).add(str(args[1]))
+            self.saw_script(args)
         return await super().execute_command(*args, **options)
 
 
@@ -236,9 +248,13 @@ async def test_the_checker_refuses_keys_of_two_slots() -> None:
             pipe.hset("thread:T1:C1:1.0", "run_id", "r")
             pipe.expire("event:E1", 10)
             await pipe.execute()
-    with pytest.raises(CrossSlot):
+    with pytest.raises(CrossSlot):  # a script in a MULTI
+        async with client.pipeline(transaction=True) as pipe:
+            pipe.evalsha(script.sha, 1, "{a}x")
+            await pipe.execute()
+    with pytest.raises(CrossSlot):  # a Batch's script (in a plain pipeline) is still one slot's
         async with client.pipeline(transaction=False) as pipe:
-            await script(keys=["{a}x"], client=pipe)
+            pipe.evalsha(script.sha, 2, "run:{r1}", "lease:{r2}")
             await pipe.execute()
     await client.aclose()
 

@@ -195,7 +195,8 @@ class Answering:
         if check.pending.kind != "question":  # an approval is decided by Approve / Decline, never answered
             await attempt.say(NOT_OPEN)
             return
-        slot = await self.slot(attempt.ctx, attempt.say, user=attempt.user)  # the answerer's request makes it work
+        # the answerer's request makes it work
+        slot = await self.slot(attempt.ctx, attempt.say, user=attempt.user, run_id=attempt.state.run_id)
         if slot is None:
             return
         async with slot:
@@ -255,16 +256,23 @@ class Answering:
         )
         await self.follower.follow(stream, attempt.ctx)
 
-    async def slot(self, ctx: SlackContext, say: Say, *, user: str | None = None) -> Slot | None:
+    async def slot(
+        self, ctx: SlackContext, say: Say, *, user: str | None = None, run_id: str | None = None
+    ) -> Slot | None:
         """A run slot charged to ``user`` (default: ``ctx``'s requester), whose request makes the run work, or None
-        after telling the person why not (the limits, or the store down)."""
+        after telling the person why not (the limits, or the store down); ``run_id``: the run it is for
+        (:meth:`Slot.bind`: given back with the save that ends its segment)."""
         try:
-            return await self.gate.enter(team_id=ctx.team_id, user=user or ctx.requester)
+            slot = await self.gate.enter(team_id=ctx.team_id, user=user or ctx.requester)
         except RunLimitReached as refused:
             await say(refused.notice)
+            return None
         except StoreUnavailable:
             await say(STORE_DOWN)
-        return None
+            return None
+        if run_id is not None:
+            slot.bind(run_id)
+        return slot
 
     async def lost_claim(self, attempt: Attempt) -> None:
         """After ``attempt``'s claim lost (someone answered first, it expired, the run moved on): tell its person

@@ -19,6 +19,7 @@ from bot.slack.questions.notices import GONE, NOT_OPEN, STORE_DOWN, UNREADABLE
 from bot.slack.questions.permissions import Kind, Permissions, kind_of
 from bot.slack.questions.placement import misplaced
 from bot.slack.refs import QuestionRef
+from bot.store.batch import Batch
 from bot.store.conversations import ConversationIndex
 
 log = logging.getLogger(__name__)
@@ -37,10 +38,11 @@ class QuestionLookup:
         self.index = index
         self.permissions = permissions
 
-    async def load(self, run_id: str, say: Say) -> tuple[RunState, SlackContext] | None:
-        """The run and its Slack context, or None after telling the person why not."""
+    async def load(self, run_id: str, say: Say, *, beside: Batch | None = None) -> tuple[RunState, SlackContext] | None:
+        """The run and its Slack context, or None after telling the person why not; ``beside``: other reads sent
+        with the load."""
         try:
-            state = await self.agent.get_run(run_id)
+            state = await self.agent.get_run(run_id, beside=beside)
             return state, SlackContext.of(state)
         except RunNotFound:
             await say(GONE)
@@ -55,7 +57,10 @@ class QuestionLookup:
         """The run, context and question ``ref`` names, and when ``where`` is given, only if the request comes from
         there (:meth:`belongs`); or None after telling the person why not (gone, unreadable, store down, no such
         question, not from the run's messages)."""
-        loaded = await self.load(ref.run_id, say)
+        batch, shown = Batch(self.index.client), None
+        if where is not None and where.surface == "message" and where.message_ts:  # which messages show it
+            shown = self.index.queue_run_messages(batch, ref.run_id)  # read with the run: one round trip
+        loaded = await self.load(ref.run_id, say, beside=batch)
         if loaded is None:
             return None
         state, ctx = loaded
@@ -63,7 +68,11 @@ class QuestionLookup:
         if call is None:
             await say(NOT_OPEN)
             return None
-        problem = await misplaced(self.index, where, ctx, state=state, call=call) if where is not None else None
+        problem = (
+            await misplaced(self.index, where, ctx, state=state, call=call, shown=shown.value if shown else None)
+            if where is not None
+            else None
+        )
         if problem:
             await say(problem)
             return None

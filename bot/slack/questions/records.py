@@ -2,10 +2,10 @@
 that show it, its deadline, reminders and escalation (:mod:`bot.slack.questions.wait_plan`), and its people's Home
 inboxes and refreshes (:mod:`bot.slack.home`), in as few round trips as the store allows:
 
-- shown: one :class:`~bot.store.batch.Batch` (its message, its inbox entries), then one schedule change (deadline,
-  first reminder, escalation, Home refreshes): 2 round trips;
-- closed: one batch reads who holds it in their inbox and which messages show it, one takes it out of those inboxes,
-  one schedule change drops its reminders and escalation and refreshes those Home tabs: 3 round trips, and the
+- shown: one :class:`~bot.store.batch.Batch` (its message, its inbox entries, and the schedule change: deadline,
+  first reminder, escalation, Home refreshes): 1 round trip;
+- closed: one batch reads who holds it in their inbox and which messages show it, one takes it out of those inboxes
+  and changes the schedule (drops its reminders and escalation, refreshes those Home tabs): 2 round trips, and the
   messages to update are returned.
 
 A store outage (Redis cut, or out of memory) between the post and its records loses nothing: what was not written
@@ -31,7 +31,7 @@ from bot.slack.questions.wait_plan import WaitPlan
 from bot.store import outage
 from bot.store.batch import Batch
 from bot.store.conversations import ConversationIndex, MessageRef, asked_id
-from bot.store.schedule import Due, DueItem, Schedule
+from bot.store.schedule import Due, Schedule
 
 log = logging.getLogger(__name__)
 
@@ -96,45 +96,33 @@ class QuestionRecords:
             self.retries.add(lambda: self._write_owed((run_id, call)))
 
     async def _write(self, run_id: str, call: str, owed: _Owed) -> bool:
-        """Write what ``owed`` still has to (marking each part done); True when all of it is written."""
+        """Write what ``owed`` still has to, in one batch (its message and inbox entries, its schedule change);
+        True when it is written (then nothing is owed)."""
+        batch = Batch(self.index.client)
         if owed.batch:
-            batch = Batch(self.index.client)
             if owed.ref is not None:
                 self.index.queue_message(batch, run_id, key=call, ref=owed.ref)
             if self.home is not None:
                 self.home.inbox.queue_add(
                     batch, owed.ctx.team_id, owed.people, run_id=run_id, call=call, asked_ms=owed.asked_ms
                 )
-            try:
-                await batch.run(f"recording a {owed.what}")
-            except StoreUnavailable as exc:
-                if not owed.tries:
-                    log.warning(
-                        "run %s: could not record the %s's message and inbox entries (%s); retrying until Redis "
-                        "answers",
-                        run_id,
-                        owed.what,
-                        exc,
-                    )
-                owed.tries += 1
-                return False
-            owed.batch = False
         if owed.schedule and self.schedule is not None:
             add = owed.due + Home.refreshes([(owed.ctx.team_id, p) for p in owed.people])
-            try:
-                await self.schedule.change(add=add, drop=[])
-            except StoreUnavailable as exc:
-                if not owed.tries:
-                    log.warning(
-                        "run %s: could not schedule its %s's deadline, reminders and Home (%s); retrying until "
-                        "Redis answers",
-                        run_id,
-                        owed.what,
-                        exc,
-                    )
-                owed.tries += 1
-                return False
-        owed.schedule = False
+            self.schedule.queue_change(batch, add=add)
+        try:
+            await batch.run(f"recording a {owed.what}")
+        except StoreUnavailable as exc:
+            if not owed.tries:
+                log.warning(
+                    "run %s: could not record the %s's message, inbox entries, deadline, reminders and Home (%s); "
+                    "retrying until Redis answers",
+                    run_id,
+                    owed.what,
+                    exc,
+                )
+            owed.tries += 1
+            return False
+        owed.batch = owed.schedule = False
         if owed.tries:
             log.info("run %s: its %s's records are written now that Redis answers", run_id, owed.what)
         return True
@@ -188,25 +176,22 @@ class QuestionRecords:
             known = {(r.channel_id, r.ts) for r in shown.value}
             refs = shown.value + [r for r in unrecorded if (r.channel_id, r.ts) not in known]
             people = owners.value if owners is not None else []
+        writing = Batch(self.index.client)
         if self.home is not None and people:
-            writing = Batch(self.index.client)
             line = previous.value if previous is not None else None
             self.home.inbox.queue_close(
                 writing, people, run_id=run_id, call=call, summary=summary, previous=line, ongoing=ongoing
             )
-            try:
-                await writing.run("closing inbox entries")
-            except StoreUnavailable as exc:
-                log.warning("run %s: could not take its question out of the Home inboxes: %s", run_id, exc)
-                people = []
         drop = self.plan.planned(run_id, call) if self.plan is not None else []
-        await self._schedule(run_id, "question", add=Home.refreshes(people), drop=drop)
-        return refs
-
-    async def _schedule(self, run_id: str, what: str, *, add: list[Due], drop: list[DueItem] | None = None) -> None:
-        if self.schedule is None:
-            return
+        if self.schedule is not None:
+            self.schedule.queue_change(writing, add=Home.refreshes(people), drop=drop)
         try:
-            await self.schedule.change(add=add, drop=drop or [])
+            await writing.run("closing a question's inbox entries and schedule")
         except StoreUnavailable as exc:
-            log.warning("run %s: could not change its %s's schedule (deadline, reminders, Home): %s", run_id, what, exc)
+            log.warning(
+                "run %s: could not take its question out of the Home inboxes, nor change its schedule (reminders, "
+                "Home): %s",
+                run_id,
+                exc,
+            )
+        return refs

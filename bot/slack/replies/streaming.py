@@ -21,6 +21,10 @@ Two ways to show it, chosen per reply:
   streaming is off, refused (an older workspace, a channel type, a method error, a rate limit past the client's
   retries) or breaks midway; the message streamed so far is then updated in place.
 
+A reply whose whole text is there before any of it was streamed (a short one, or one the model wrote faster than
+the first send) is posted whole: one ``chat.postMessage`` shows what ``chat.startStream`` + ``chat.stopStream``
+would have shown in the end.
+
 A refusal is remembered per channel for a while (:class:`bot.slack.replies.unsupported.Refusals`), so the replies after
 it go straight to posting. Nothing here raises on a Slack error: failures are logged with Slack's code.
 """
@@ -135,6 +139,7 @@ class ReplyStream:
         self._closed = False
         self._turn_ended = False  # a tool call came after the last text: the next text is a new turn's
         self._next_display: Literal["timeline", "plan"] = "timeline"  # the next streamed message's task display
+        self._ever_streamed = False  # a streamed message of this reply was started
 
     @property
     def started(self) -> bool:
@@ -246,12 +251,23 @@ class ReplyStream:
         try:
             if self.mode == "stream":
                 self._queue_text(final=final)
-                if self._outgoing or (final and self._stream is not None):
+                if final and self._whole_before_streamed():
+                    self._outgoing, self.mode = [], "post"  # one chat.postMessage shows what start + stop would
+                elif self._outgoing or (final and self._stream is not None):
                     await self._stream_out(final=final)
             if self.mode == "post":
                 await self._post_out()
         except Exception:  # a bug here must not stop the run's other messages
             log.exception("reply stream: sending failed")
+
+    def _whole_before_streamed(self) -> bool:
+        """The whole reply is queued and none of it was streamed yet (a short reply, or one the model wrote faster
+        than the first send): text only, within one message."""
+        return (
+            not self._ever_streamed
+            and bool(self._outgoing)
+            and all(isinstance(item, MarkdownTextChunk) for item in self._outgoing)
+        )
 
     async def _stream_out(self, *, final: bool) -> None:
         """Send the outgoing queue in order: chunks into the current streamed message, a new message at each
@@ -278,6 +294,7 @@ class ReplyStream:
             return
         if self._stream is None:
             display, self._next_display = self._next_display, "timeline"
+            self._ever_streamed = True
             self._stream = await self.web.client.chat_stream(
                 channel=self.ctx.channel_id,
                 thread_ts=self.ctx.thread_ts,
