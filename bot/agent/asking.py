@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from bot.agent.limits import Action, Details
 from bot.agent.state import RunState, ToolCall
@@ -24,6 +24,7 @@ APPROVAL_TOOL = "request_approval"
 ENDED = {  # the run's last text when nobody answered: the reply is for an answer only
     "no_answer": "Nobody answered in time; the agent that asked was told so.",
     "cancelled": "The question was withdrawn; the agent that asked was told so.",
+    "unasked": "Nobody was asked: it was approved as the approval policy allows; the agent that asked was told so.",
 }  # the hidden tool whose call an outside agent's approval request is
 
 
@@ -35,6 +36,11 @@ class ApprovalRequest(BaseModel):
     action: Action
     details: Details | None = None
     policy_rule: str | None = None  # the asking MCP caller's policy_rule (set by the server, never by the agent)
+    tool_use: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    """Set by the MCP server's ``approve_tool_use`` only (Claude Code's permission prompt, never by the agent): the
+    SHA-256 of its caller, tool name and whole input. It marks ``details`` as the input that runs, so the policy
+    rule's ``edit:`` and ``grants:`` apply (an edit becomes the ``updatedInput``), and ties a standing grant to that
+    caller and that very input (:mod:`bot.slack.approvals.grants`)."""
 
 
 def approval_tool() -> Tool:
@@ -42,7 +48,8 @@ def approval_tool() -> Tool:
     person's approval like any tool that needs one, and once approved it only says so."""
 
     async def execute(args: Any, ctx: ToolContext | None) -> dict[str, Any]:
-        return {"status": "approved"}
+        details = getattr(args, "details", None)  # as approved (an approver may have edited them)
+        return {"status": "approved", **({"details": details} if isinstance(details, dict) else {})}
 
     return Tool(
         id=APPROVAL_TOOL,
@@ -79,7 +86,9 @@ def finish_ask_only(state: RunState) -> bool:
     if reply is None or state.queued or state.pending is not None:
         return False
     decided = [a for a in state.answers if a.tool_call_id == f"ask_{state.run_id}"]
-    outcome = decided[-1].outcome if decided else "answer"
+    outcome: str = decided[-1].outcome if decided else "answer"
+    if not decided and _ran_with(state, f"ask_{state.run_id}") is not None:
+        outcome = "unasked"  # an approval that ran unasked (the deployment's gate let it: a standing grant)
     state.messages.append({"role": "assistant", "content": str(reply) if outcome == "answer" else ENDED[outcome]})
     state.status = "completed"
     return True
@@ -99,16 +108,50 @@ def ask_outcome(state: RunState) -> dict[str, Any] | None:
 
 
 def approval_outcome(state: RunState) -> dict[str, Any] | None:
-    """The decision on an ended approval run: ``{"status": "approved", "approved_by"}`` or ``{"status":
-    "declined", "declined_by", "reason"}`` (no answer in time: declined, reason ``"no answer"``), or None while it
-    waits."""
-    decided = [a for a in state.answers if a.tool_call_id == f"ask_{state.run_id}"]
+    """The decision on an ended approval run: ``{"status": "approved", "approved_by"}`` (with ``"details"``: the
+    key/values as approved, when an approver edited them; with ``"approved_by": None, "covered": True`` when it
+    ran unasked, the deployment's approval gate letting it: a standing grant) or ``{"status": "declined",
+    "declined_by", "reason"}`` (no answer in time: declined, reason ``"no answer"``), or None while it waits."""
+    call = f"ask_{state.run_id}"
+    decided = [a for a in state.answers if a.tool_call_id == call]
+    ran = _ran_with(state, call)
     if not decided:
-        return None
+        if ran is None:
+            return None
+        return {"status": "approved", "approved_by": None, "covered": True}
     last = decided[-1]
     if last.resume_data == "approved":
-        return {"status": "approved", "approved_by": last.answered_by}
+        edited = ran.get("details") if ran is not None else None
+        asked = _asked_with(state, call).get("details")
+        changed = isinstance(edited, dict) and edited != asked
+        return {"status": "approved", "approved_by": last.answered_by, **({"details": edited} if changed else {})}
     return {"status": "declined", "declined_by": last.answered_by, "reason": last.reason}
+
+
+def _ran_with(state: RunState, call: str) -> dict[str, Any] | None:
+    """The approval tool's result for ``call`` once it ran (``{"status": "approved", "details"?}``), else None. An
+    edited call's result follows a note for the model (one line: :func:`bot.agent.approvals.edit_note`)."""
+    for message in state.messages:
+        if message.get("role") == "tool" and message.get("tool_call_id") == call:
+            try:
+                result = json.loads(str(message.get("content") or "").rsplit("\n", 1)[-1])
+            except ValueError:
+                return None
+            return result if isinstance(result, dict) and result.get("status") == "approved" else None
+    return None
+
+
+def _asked_with(state: RunState, call: str) -> dict[str, Any]:
+    """The arguments ``call`` was asked with (the run's own tool call), ``{}`` when unreadable."""
+    for message in state.messages:
+        for part in message.get("tool_calls") or []:
+            if isinstance(part, dict) and part.get("id") == call:
+                try:
+                    args = json.loads(str((part.get("function") or {}).get("arguments") or "{}"))
+                except ValueError:
+                    return {}
+                return args if isinstance(args, dict) else {}
+    return {}
 
 
 def asked_tool(state: RunState) -> str | None:

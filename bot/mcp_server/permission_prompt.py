@@ -15,10 +15,17 @@ each value is shown in the request (long ones cut, marked so), and the whole inp
 :data:`MAX_SHOWN` characters. ``tool_use_id`` is the request_key (the caller's own), so a retried prompt waits for
 the same approval. The full input is kept with the run (:data:`TOOL_INPUT`), so the answer carries it as
 ``updatedInput`` whichever process (or, for a task, whichever ``tasks/get``) reads it.
+
+The request also carries ``tool_use``, a digest of its caller, tool name and whole input (:func:`tool_use_digest`):
+it marks the details as the input that runs, so the rule's ``edit:`` lets an approver change input values in Slack
+(each a string: :func:`bot.slack.approvals.rules.editable_call`), which :func:`decision` puts in the
+``updatedInput`` (:func:`updated_input`), and the rule's ``grants:`` offer "Approve always" whose grant covers only
+that caller's later identical request (:mod:`bot.slack.approvals.grants`): it is then allowed without asking.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -72,25 +79,58 @@ def summary(tool_name: str, tool_input: dict[str, Any]) -> str:
     return tool_name[:MAX_CONTEXT]
 
 
-def approval_request(tool_name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
-    """The approval's arguments for Claude Code's request to use ``tool_name`` with ``tool_input``: ``{"action":
-    tool_name, "details": key/values}``. Raises :class:`~bot.mcp_server.asker.AskError` (a name over
-    :data:`~bot.agent.limits.MAX_ACTION` or on several lines, an input over :data:`MAX_INPUT`)."""
+def tool_use_digest(tool_name: str, tool_input: dict[str, Any], *, caller: str) -> str:
+    """The SHA-256 (hex) of ``caller``'s (its name; ``""``: the implicit caller) request to run ``tool_name`` with
+    the whole ``tool_input``: the approval's ``tool_use`` (:class:`bot.agent.asking.ApprovalRequest`), so a standing
+    grant given on it covers only the same caller's same request, never another caller's, nor another input whose
+    shown (cut) details look alike."""
+    what = json.dumps([caller, tool_name, tool_input], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(what.encode()).hexdigest()
+
+
+def approval_request(tool_name: str, tool_input: dict[str, Any], *, caller: str) -> dict[str, Any]:
+    """The approval's arguments for ``caller``'s (its name) Claude Code request to use ``tool_name`` with
+    ``tool_input``: ``{"action": tool_name, "details": key/values, "tool_use": digest}`` (:func:`tool_use_digest`).
+    Raises :class:`~bot.mcp_server.asker.AskError` (a name over :data:`~bot.agent.limits.MAX_ACTION` or on several
+    lines, an input over :data:`MAX_INPUT`)."""
     if not tool_name.strip() or "\n" in tool_name or len(tool_name) > MAX_ACTION:
         raise AskError(f"tool_name must be one line of 1-{MAX_ACTION} characters")
     if len(json.dumps(tool_input, ensure_ascii=False)) > MAX_INPUT:
         raise AskError(f"the input is too long to be approved in Slack (at most {MAX_INPUT:,} characters of JSON)")
     details = details_of(tool_input)
-    return {"action": tool_name, **({"details": details} if details else {})}
+    digest = tool_use_digest(tool_name, tool_input, caller=caller)
+    return {"action": tool_name, **({"details": details} if details else {}), "tool_use": digest}
+
+
+def updated_input(tool_input: dict[str, Any], approved: object) -> dict[str, Any] | str:
+    """The input Claude Code runs: ``tool_input`` with each value an approver changed in Slack (``approved``: the
+    details as approved, :func:`bot.agent.asking.approval_outcome`'s ``details``; None: not edited) put in its
+    place, as the string they typed. A changed value that can't be put back (its input value not a string, or shown
+    cut in Slack, or a key the input does not have) gives a reason (str) instead: the answer is then a deny."""
+    if not isinstance(approved, dict):
+        return tool_input
+    shown, out = details_of(tool_input), dict(tool_input)
+    for key, text in approved.items():
+        if shown.get(key) == text:
+            continue
+        original = tool_input.get(key)
+        if not isinstance(original, str) or shown.get(key) != original or not isinstance(text, str):
+            return f"`{key}` was changed in Slack, but only a string shown whole can be edited"
+        out[key] = text
+    return out
 
 
 def decision(outcome: dict[str, Any], tool_input: dict[str, Any]) -> dict[str, Any]:
     """Claude Code's answer of an approval's ``outcome`` (:func:`bot.mcp_server.asker.outcome_of`'s): ``{"behavior":
-    "allow", "updatedInput": tool_input}`` once approved, else ``{"behavior": "deny", "message": who declined and
-    why}`` (nobody in time, withdrawn)."""
+    "allow", "updatedInput": ...}`` once approved (by a person, or unasked under a standing grant): ``tool_input``,
+    with the values an approver edited in Slack in their place (:func:`updated_input`), else ``{"behavior": "deny",
+    "message": who declined and why}`` (nobody in time, withdrawn, an edit that can't be carried out)."""
     status = outcome.get("status")
     if status == "approved":
-        return {"behavior": "allow", "updatedInput": tool_input}
+        updated = updated_input(tool_input, outcome.get("details"))
+        if isinstance(updated, str):
+            return {"behavior": "deny", "message": f"Not allowed: {updated}."}
+        return {"behavior": "allow", "updatedInput": updated}
     by, reason = outcome.get("declined_by") or outcome.get("cancelled_by"), outcome.get("reason")
     if status == "no_answer" or reason == "no answer" or not by:
         message = "Nobody approved this in Slack in time; it was not allowed."

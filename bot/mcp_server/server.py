@@ -232,8 +232,9 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
         """Claude Code's permission prompt (--permission-prompt-tool mcp__<server>__approve_tool_use): asks a person
         on Slack whether `tool_name` may run with `input`, and waits. Result: one text block of JSON,
         {"behavior": "allow", "updatedInput": {...}} or {"behavior": "deny", "message": "..."}."""
+        caller = caller_of(ctx, default)
         try:
-            args = approval_request(tool_name, input)
+            args = approval_request(tool_name, input, caller=caller.name)
         except AskError as exc:
             raise ToolError(str(exc)) from None
         outcome = await ask_and_wait(
@@ -246,7 +247,7 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
             context=summary(tool_name, input),
             request_key=tool_use_id,
             tool_id=APPROVAL_TOOL,
-            caller=caller_of(ctx, default),
+            caller=caller,
             mcp_tool=PERMISSION_TOOL,
             metadata={TOOL_INPUT: json.dumps(input, ensure_ascii=False)},
             fingerprinted=input,

@@ -30,6 +30,7 @@ from bot.agent.ask_user import AskUserPayload
 from bot.config import Answerers
 from bot.errors import RunNotFound, StoreCorrupt, StoreUnavailable
 from bot.ops import audit
+from bot.slack.approvals.rules import policy_call
 from bot.slack.context import SlackContext, Where
 from bot.slack.questions.approvers import ApproverPolicy
 from bot.slack.refs import QuestionRef
@@ -250,13 +251,14 @@ ACT_REVOKE_GRANT = "grant_revoke"
 
 def grant_line(grant: Grant) -> str:
     """A standing grant on the Home list (mrkdwn): the tool, what it covers, the rule, the expiry."""
-    tool = safe_mrkdwn(clip(grant.tool_name, 100))
+    name, args = policy_call(grant.tool_name, grant.args)  # Claude Code's permission prompt: its tool and input
+    tool = safe_mrkdwn(clip(name, 100))
     if grant.scope == "thread":
         where = f"in a thread of <#{grant.channel_id}>"
     elif grant.scope == "channel":
         where = f"in <#{grant.channel_id}>"
     else:
-        shown = ", ".join(f"{safe_mrkdwn(str(k))}={safe_mrkdwn(clip(str(v), 60))}" for k, v in grant.args.items())
+        shown = ", ".join(f"{safe_mrkdwn(str(k))}={safe_mrkdwn(clip(str(v), 60))}" for k, v in args.items())
         where = f"with these arguments ({clip(shown, 500)}) anywhere"
     expires = int(grant.expires_at.timestamp())
     return clip(

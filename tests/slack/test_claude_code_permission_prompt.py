@@ -62,10 +62,10 @@ async def run(*args: str, env: dict[str, str], cwd: Path, budget: float) -> tupl
 
 @contextlib.asynccontextmanager
 async def claude_with_slack(
-    claude: str, h: Any, prefix: str, fake: FakeAnthropic, tmp_path: Path
+    claude: str, h: Any, prefix: str, fake: FakeAnthropic, tmp_path: Path, *, more: dict[str, str] | None = None
 ) -> AsyncIterator[asyncio.Future[tuple[int, str, str]]]:
-    """``claude mcp add`` of ``python -m bot mcp`` (the docs' set-up, in a home of its own), then the ``claude -p``
-    that asks it, started (a task of its exit status, stdout, stderr)."""
+    """``claude mcp add`` of ``python -m bot mcp`` (the docs' set-up, in a home of its own; ``more``: more of its
+    settings), then the ``claude -p`` that asks it, started (a task of its exit status, stdout, stderr)."""
     home = tmp_path / "home"
     home.mkdir()
     env = offline_env(home=home, base_url=fake.base_url)
@@ -77,6 +77,7 @@ async def claude_with_slack(
         "MCP_ASK_CHANNEL": GENERAL,
         "MCP_ASK_USER": ALICE,
         "LOG_LEVEL": "WARNING",
+        **(more or {}),
     }
     add = [claude, "mcp", "add", "--scope", "user", "slack-ask"]
     for name, value in server_env.items():
@@ -151,3 +152,27 @@ async def test_claude_code_does_not_run_a_command_declined_in_slack_and_is_told_
     results = fake.tool_results()
     assert len(results) == 1 and results[0].get("is_error") is True
     assert "not on this branch" in str(results[0].get("content"))  # the model is told who declined and why
+
+
+async def test_claude_code_runs_the_command_as_a_person_edited_it_in_slack(
+    claude: str, real_redis: aioredis.Redis, harness: Any, prefix: str, tmp_path: Path
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    rules = f"  - tool: Bash\n    approvers: [{ALICE}]\n    edit: [command]\n  - name: default\n    tool: '*'\n"
+    policy.write_text(f"rules:\n{rules}", encoding="utf-8")
+    asked = "echo as-asked > edited.txt && cat edited.txt"
+    tool_use = {"name": "Bash", "input": {"command": asked, "description": "Say hello"}}
+    async with (
+        harness(real_redis, settings={"approval_policy": str(policy)}) as h,
+        FakeAnthropic(tool_use=tool_use) as fake,
+        claude_with_slack(claude, h, prefix, fake, tmp_path, more={"APPROVAL_POLICY": str(policy)}) as cli,
+    ):
+        request = await prompt_in_slack(h, cli)
+        await h.ws.click(request, "Edit", user=ALICE)
+        form = await h.ws.wait_for_view(user=ALICE, predicate=lambda v: v.get("callback_id") == "approval_edit_modal")
+        edited = {"edit:command": {"edit_value": "echo edited-in-slack > edited.txt && cat edited.txt"}}
+        await h.ws.submit_view(form, edited, user=ALICE)
+        code, _out, err = await cli
+    assert code == 0, err
+    assert [r.get("content") for r in fake.tool_results()] == ["edited-in-slack"]  # the edited command ran
+    assert (tmp_path / "edited.txt").read_text().strip() == "edited-in-slack"

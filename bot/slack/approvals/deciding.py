@@ -26,6 +26,7 @@ from bot.errors import (
 from bot.logs import log_context
 from bot.slack.approvals.batch import ApprovingAll, approved_earlier
 from bot.slack.approvals.grants import SCOPE_WORDS, when
+from bot.slack.approvals.rules import editable_call, with_edited
 from bot.slack.context import SlackContext, Where
 from bot.slack.questions.answer_modal import LOADING_VIEW, AnswerModal
 from bot.slack.questions.answering import LOST_CLAIM, Answering
@@ -391,7 +392,7 @@ class Approving:
             return
         pending = check.pending
         approvers = self.answering.permissions.approvers.for_call(ctx, pending.tool_name, pending.args)
-        schema = self.answering.agent.argument_schema(pending)
+        schema, args = self._editing(pending)
         if not approvers.editable or schema is None or not editable_fields(schema, approvers.editable):
             await notice("Nothing of this call can be edited.")
             return
@@ -402,12 +403,22 @@ class Approving:
         view = edit_modal(
             tool_name=pending.tool_name,
             schema=schema,
-            args=pending.args,
+            args=args,
             editable=approvers.editable,
             quorum=approvers.quorum,
             private_metadata=meta,
         )
         await web.update_view(view_id, view)
+
+    def _editing(self, pending: PendingCall) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """What the Edit modal edits of ``pending``: the JSON schema of its arguments (``Agent.argument_schema``:
+        the tool's, or the one a framework's request carried; None for a call that takes no edits) and the
+        arguments; of Claude Code's permission prompt, its input's key/values
+        (:func:`~bot.slack.approvals.rules.editable_call`)."""
+        prompt = editable_call(pending.tool_name, pending.args)
+        if prompt is not None:
+            return prompt
+        return self.answering.agent.argument_schema(pending), pending.args
 
     async def ack_edit(self, ack: Ack, body: dict[str, Any], context: Any) -> None:
         """A submitted Edit form (ack side): errors under each field that doesn't fit the tool's schema, or a form
@@ -475,11 +486,12 @@ class Approving:
         found, pending = opened
         ctx = found[1]
         approvers = self.answering.permissions.approvers.for_call(ctx, pending.tool_name, pending.args)
-        schema = self.answering.agent.argument_schema(pending)
+        schema, args = self._editing(pending)
         if not approvers.editable or schema is None:
             return "Nothing of this call can be edited."
         view = body.get("view") or {}
-        arguments, errors = edited_arguments(view, schema=schema, args=pending.args, editable=approvers.editable)
+        arguments, errors = edited_arguments(view, schema=schema, args=args, editable=approvers.editable)
+        arguments = with_edited(pending.tool_name, pending.args, arguments)
         return EditForm(found=found, arguments=arguments, errors=errors)
 
 

@@ -6,7 +6,12 @@ approval gate) and the thread says which grant approved it. Each use is audited 
 listed on their App Home with Revoke (:mod:`bot.slack.home`).
 
 An outside agent's approval request (the MCP server's ``request_approval``) is never covered and offers no grant:
-its answer is a person's decision each time. A grant covers a later call only when that call matches the same
+its answer is a person's decision each time. Claude Code's permission prompt (the MCP server's ``approve_tool_use``,
+its request carrying a ``tool_use`` digest of its caller, tool and whole input: :func:`~bot.slack.approvals.rules.
+tool_use`) offers the ``always`` grant only ("these arguments": the same caller's same tool with the same input),
+where its rule allows it: each prompt opens its own thread, and a channel's grant would cover every caller asking
+there, so a grant given on one caller's prompt never covers another caller's.
+A grant covers a later call only when that call matches the same
 rule, the rule still allows the grant's scope, needs one approval (a quorum is never reached by a grant), and its
 giver may still approve it; a grant the giver revokes while a call checks it is either used before the revoke
 (counted, and the revoke says so) or not at all (the call is asked).
@@ -27,7 +32,7 @@ from bot.agent.tools import Tool
 from bot.approval_policy import Decision, Policy
 from bot.errors import StoreCorrupt, StoreUnavailable
 from bot.ops import audit
-from bot.slack.approvals.rules import policy_call, policy_gate
+from bot.slack.approvals.rules import named_rule, policy_call, policy_gate, tool_use
 from bot.slack.context import SlackContext
 from bot.slack.questions.approvers import ApproverPolicy
 from bot.slack.render.mrkdwn import clip
@@ -57,12 +62,21 @@ def when(expires_ms: float) -> str:
 def covered_note(grant: StoredGrant) -> str:
     """The thread's line for a call a grant approved: "`deploy` ran without asking: a standing grant from @bob
     (for this thread, expires ...) approved it." (mrkdwn)."""
-    tool = safe_mrkdwn(clip(grant.tool_name, 100))
+    tool = safe_mrkdwn(clip(policy_call(grant.tool_name, grant.args)[0], 100))  # an outside request: its action
     expires = when(grant.expires_at.timestamp())
     return (
         f":unlock: `{tool}` ran without asking: a standing grant from <@{grant.granted_by}>"
         f" ({SCOPE_WORDS[grant.scope]}, expires {expires}) approved it."
     )
+
+
+def outside_scopes(tool_name: str, args: dict[str, Any]) -> tuple[Scope, ...]:
+    """The scopes a call's grant may have, before its rule says which: all (:data:`STANDING`) for the bot's own
+    tools; ``always`` for Claude Code's permission prompt (its ``tool_use`` digest names its caller and whole
+    input); none for any other outside agent's request (a person's decision each time)."""
+    if tool_name != APPROVAL_TOOL:
+        return STANDING
+    return ("always",) if tool_use(tool_name, args) is not None else ()
 
 
 class StandingGrants:
@@ -78,16 +92,21 @@ class StandingGrants:
     def scopes(self, ctx: SlackContext, tool_name: str, args: dict[str, Any]) -> list[Scope]:
         """The standing grants an approver may give on a call of ``tool_name`` with ``args`` in ``ctx`` (in
         :data:`STANDING` order; none for a call needing more than one approval)."""
-        if tool_name == APPROVAL_TOOL:  # an outside agent's request is a person's decision each time
-            return []
         decision = self._decide(ctx, tool_name, args)
         if decision.required > 1:
             return []
-        return [s for s in STANDING if s in decision.grants]
+        return [s for s in outside_scopes(tool_name, args) if s in decision.grants]
 
     def _decide(self, ctx: SlackContext, tool_name: str, args: dict[str, Any]) -> Decision:
         name, call_args = policy_call(tool_name, args)
-        return self.policy.decide(name, call_args, requester=ctx.requester, channel=ctx.channel_id, tool_requires=True)
+        return self.policy.decide(
+            name,
+            call_args,
+            requester=ctx.requester,
+            channel=ctx.channel_id,
+            tool_requires=True,
+            named_rule=named_rule(tool_name, args),
+        )
 
     def key(self, scope: Scope, ctx: SlackContext, tool_name: str, args: dict[str, Any]) -> str:
         """The scope key a grant of ``scope`` on this call is kept under (:func:`bot.store.grants.scope_key`)."""
@@ -137,12 +156,10 @@ class StandingGrants:
     ) -> StoredGrant | None:
         """The grant that covers this call (its use counted when ``count``: :meth:`GrantStore.use
         <bot.store.grants.GrantStore.use>`; else a look), or None."""
-        if tool.id == APPROVAL_TOOL:  # an outside agent's request is a person's decision each time
-            return None
         decision = self._decide(ctx, tool.id, args)
         if decision.required > 1:
             return None
-        for scope in STANDING:
+        for scope in outside_scopes(tool.id, args):
             if scope not in decision.grants:
                 continue
             key = self.key(scope, ctx, tool.id, args)

@@ -95,3 +95,39 @@ def named_rule(tool_name: str, args: dict[str, object]) -> str | None:
     request's ``policy_rule`` by the MCP server, :mod:`bot.mcp_server.callers`), or None: the rules match."""
     rule = args.get("policy_rule") if tool_name == APPROVAL_TOOL else None
     return rule if isinstance(rule, str) else None
+
+
+def tool_use(tool_name: str, args: dict[str, object]) -> str | None:
+    """The ``tool_use`` digest of an outside agent's approval request that is Claude Code's permission prompt (the
+    MCP server's ``approve_tool_use``: its ``details`` are the input that runs, so the rule's ``edit:`` and
+    ``grants:`` apply), or None for any other call."""
+    digest = args.get("tool_use") if tool_name == APPROVAL_TOOL else None
+    return digest if isinstance(digest, str) and digest else None
+
+
+EDIT_MAX = 3000  # characters of a value editable in Slack (plain_text_input max_length / initial_value)
+
+
+def editable_call(tool_name: str, args: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """What the Edit modal edits of a call: its arguments' JSON schema and its arguments. A tool's own come from
+    its spec (None here); a permission prompt's (:func:`tool_use`) are its ``details``, each a required string of
+    at most :data:`EDIT_MAX` characters (the input's own types are not known here: a value that is not a string in
+    the input, or was shown cut, can't be changed, ``bot.mcp_server.permission_prompt.updated_input``)."""
+    if tool_use(tool_name, args) is None:
+        return None
+    details = args.get("details")
+    shown = {k: v for k, v in details.items() if isinstance(v, str)} if isinstance(details, dict) else {}
+    schema = {
+        "type": "object",
+        "properties": {k: {"type": "string", "maxLength": EDIT_MAX} for k, v in shown.items() if len(v) <= EDIT_MAX},
+        "required": list(shown),
+    }
+    return schema, shown
+
+
+def with_edited(tool_name: str, args: dict[str, Any], edited: dict[str, Any]) -> dict[str, Any]:
+    """The call's arguments once the Edit modal gave ``edited`` (of :func:`editable_call`'s arguments): for a
+    permission prompt its ``details`` replaced, else ``edited`` itself."""
+    if tool_use(tool_name, args) is None:
+        return edited
+    return {**args, "details": edited}

@@ -20,7 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.approval_policy import CHANNEL_PREFIX, GROUP_HANDLE, GROUP_ID, USER_ID, Policy, load_policy
 from bot.config import Settings
 from bot.slack.approvals.people import CACHE_SECONDS, People
-from bot.slack.approvals.rules import blocked_reason, named_rule, policy_call
+from bot.slack.approvals.rules import blocked_reason, named_rule, policy_call, tool_use
 from bot.slack.context import SlackContext, Where
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class ApproverPolicy:
         if self.policy is None:
             return self
         rule = named_rule(tool_name, args)
-        original_name = tool_name
+        original_name, prompt = tool_name, tool_use(tool_name, args) is not None
         tool_name, args = policy_call(tool_name, args)
         decision = self.policy.decide(
             tool_name,
@@ -100,7 +100,7 @@ class ApproverPolicy:
             required=decision.required,
             requester_counts=decision.requester_counts,
             rule=decision.name,
-            editable=decision.edit if tool_name == original_name else (),
+            editable=decision.edit if tool_name == original_name or prompt else (),
         )
 
     @property
