@@ -120,11 +120,13 @@ def http_server(
 def listen_socket(host: str, port: int) -> socket.socket:
     """A TCP socket bound to ``host:port`` (0: a free port), for ``await http_server(...).serve(sockets=[it])``:
     bound here, so an address in use is an ``OSError`` to the caller (uvicorn, binding itself, logs it and exits
-    the process). Raises ``OSError``."""
+    the process), and listening already, so a client that connects as soon as the address is logged waits in the
+    backlog instead of being refused before uvicorn starts. Raises ``OSError``."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        sock.listen(2048)  # uvicorn's default backlog
     except BaseException:
         sock.close()
         raise

@@ -598,3 +598,18 @@ async def test_every_text_an_outside_agent_sends_is_bounded_before_anything_is_p
         with contextlib.suppress(BaseException):
             await call
     assert "q" * 1000 in str(question["blocks"])
+
+
+def test_the_http_socket_listens_before_its_address_is_logged() -> None:
+    """A client that connects as soon as "streamable HTTP at ..." is logged waits in the backlog until uvicorn
+    accepts (it was refused: the socket was bound but not listening until uvicorn started, a flaky connect error)."""
+    import socket
+
+    from bot.mcp_server.http import listen_socket
+
+    sock = listen_socket("127.0.0.1", 0)
+    try:
+        with socket.create_connection(sock.getsockname()[:2], timeout=5):
+            pass
+    finally:
+        sock.close()
