@@ -647,9 +647,9 @@ class Agent:
                     if verdict.decline is not None:  # nobody could approve it: declined, nobody asked
                         decline_at_once(runner, tool, state, call, args, out, reason=verdict.decline)
                         continue
-                    rules: dict[str, str | None] = {call.id: verdict.rule}
+                    verdicts: dict[str, GateVerdict] = {call.id: verdict}
                     batch = await batch_of(
-                        state.queued, runner.tools, state, gate=gate, agent_wide=agent_wide, rules=rules
+                        state.queued, runner.tools, state, gate=gate, agent_wide=agent_wide, verdicts=verdicts
                     )
                     ask_approval(
                         runner,
@@ -661,7 +661,7 @@ class Agent:
                         ask_ttl=verdict.deadline,
                         notes=verdict.notes,
                         batch=batch,
-                        rules=rules,
+                        verdicts=verdicts,
                     )
                     continue  # it suspended, unless its arguments were invalid
                 await runner.run(state, call, args, out)

@@ -161,20 +161,20 @@ def ask_approval(
     ask_ttl: float | None = None,
     notes: dict[str, Any] | None = None,
     batch: Sequence[tuple[Tool, ToolCall, dict[str, Any]]] = (),
-    rules: Mapping[str, str | None] | None = None,
+    verdicts: Mapping[str, GateVerdict] | None = None,
 ) -> None:
     """Suspend the run on ``call`` until a person decides (raises :class:`Suspended`; its deadline ``ask_ttl``
     seconds, else ``runner.ask_ttl``); invalid arguments become a tool error for the model instead (returns; its text
     bounded by ``runner``). ``notes``: the gate's (:class:`GateVerdict`), kept with the request. ``batch``: later
     calls of the same turn that wait for approval too (valid arguments), asked together with it
-    (:mod:`bot.agent.decisions`); ``rules``: the rule that decided each (by tool_call_id, :attr:`GateVerdict.rule`)."""
+    (:mod:`bot.agent.decisions`); ``verdicts``: the gate's verdict on each (by tool_call_id: its rule and notes)."""
     try:
         valid = tool.parse_args(args).model_dump(mode="json")
     except ToolInputError as exc:
         runner.add_result(state, call, {"error": str(exc)}, out, is_error=True)
         return
     ttl = ask_ttl if ask_ttl is not None else runner.ask_ttl
-    suspend(state, call.id, tool, valid, ask_ttl=ttl, interrupted=False, notes=notes, batch=batch, rules=rules)
+    suspend(state, call.id, tool, valid, ask_ttl=ttl, interrupted=False, notes=notes, batch=batch, verdicts=verdicts)
 
 
 def suspend(
@@ -187,21 +187,26 @@ def suspend(
     interrupted: bool,
     notes: dict[str, Any] | None = None,
     batch: Sequence[tuple[Tool, ToolCall, dict[str, Any]]] = (),
-    rules: Mapping[str, str | None] | None = None,
+    verdicts: Mapping[str, GateVerdict] | None = None,
 ) -> None:
     """Make ``state`` wait for a decision on ``tool_call_id`` (and on each call of ``batch``: tool, call, valid
-    arguments; ``rules``: the rule that decided each, by tool_call_id, kept as ``suspend_payload["rule"]``); raises
-    :class:`Suspended`. ``notes``: the gate's on the first call, kept as ``suspend_payload["policy"]``."""
+    arguments); raises :class:`Suspended`. ``verdicts``: the gate's verdict on each call, by tool_call_id (its rule
+    kept as ``suspend_payload["rule"]``, its notes as ``suspend_payload["policy"]``); ``notes``: the first call's
+    notes when it has no verdict here (a call asked again after an interrupted run)."""
     now = utcnow()
     expires_at = now + timedelta(seconds=ask_ttl) if ask_ttl is not None else None
 
     def pending(call_id: str, of: Tool, call_args: dict[str, Any]) -> PendingCall:
         payload: dict[str, Any] = {"tool_name": of.id, "args": call_args, "description": of.description}
-        rule = (rules or {}).get(call_id)
+        verdict = (verdicts or {}).get(call_id)
+        rule = verdict.rule if verdict is not None else None
         if rule is not None:
             payload["rule"] = rule
-        if notes and call_id == tool_call_id:
-            payload[POLICY_NOTES] = dict(notes)
+        kept = verdict.notes if verdict is not None else None
+        if not kept and call_id == tool_call_id:
+            kept = notes
+        if kept:  # each call's own (a batch's calls may match different rules: details-only, where)
+            payload[POLICY_NOTES] = dict(kept)
         return PendingCall(
             kind="approval",
             tool_call_id=call_id,
@@ -227,11 +232,11 @@ async def batch_of(
     *,
     gate: ApprovalGate | None,
     agent_wide: bool,
-    rules: dict[str, str | None] | None = None,
+    verdicts: dict[str, GateVerdict] | None = None,
 ) -> list[tuple[Tool, ToolCall, dict[str, Any]]]:
     """The calls of ``queued`` (the rest of the turn) that will wait for approval too, with their valid arguments:
     asked now, together (a call whose arguments are invalid, that nobody could approve, or that needs no approval
-    is left to run, or fail, in its turn); ``rules`` gets the rule that decided each call kept."""
+    is left to run, or fail, in its turn); ``verdicts`` gets the gate's verdict on each call kept (rule, notes)."""
     out = []
     for call in queued:
         tool = tools.get(call.name)
@@ -244,8 +249,8 @@ async def batch_of(
         verdict = await verdict_of(gate, tool, args, state, agent_wide=agent_wide, tool_call_id=call.id)
         if verdict.needs_approval and verdict.decline is None:
             out.append((tool, call, args))
-            if rules is not None:
-                rules[call.id] = verdict.rule
+            if verdicts is not None:
+                verdicts[call.id] = verdict
     return out
 
 

@@ -117,3 +117,28 @@ rules:
         await h.ws.click(web, "Approve", user=BOB)
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Both handled."))
         assert approval_agent.RESTARTS == ["api", "web"]
+
+
+async def test_each_call_of_a_batch_is_shown_as_its_own_rule_says(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    """The batch's second call matches a ``details-only`` rule, the first doesn't: the second's arguments stay out
+    of the channel (they were shown: only the batch's first call kept its rule's notes)."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "rules:\n"
+        "  - tool: restart_service\n    when: {name: web}\n    approvers: [requester]\n    arguments: details-only\n"
+        "  - tool: '*'\n    approvers: [requester]\n"
+    )
+    async with harness(fake_redis, settings={**AGENT, "approval_policy": str(policy)}) as h:
+        calls = [tool_call("restart_service", {"name": n}, id=f"r_{n}") for n in ("api", "web")]
+        h.model.script(Reply(tool_calls=calls), Reply(text="Both handled."))
+        d = await h.ws.mention(ALICE, GENERAL, "restart api and web")
+        thread = d.message["ts"]
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=is_header)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=asks_for("api"))
+        await h.settle()
+        requests = [m for m in h.ws.messages(GENERAL, thread_ts=thread) if has_controls(m) and not is_header(m)]
+        assert len(requests) == 2
+        web = next(m for m in requests if "*name*: api" not in blocks_text(m))
+        assert "*name*: web" not in blocks_text(web) and "shown only in Details" in blocks_text(web)
