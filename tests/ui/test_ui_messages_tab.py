@@ -41,7 +41,8 @@ async def test_ui_messages_tab_greets_with_prompts_and_a_prompt_gets_a_reply_wit
     await expect(said.locator(".msg.bot").first).to_be_visible()  # the app's reply in the conversation's thread
     session = thread.locator(".session-line")
     await expect(session.locator(".session-title")).to_have_text("Draft a short announcement for this channel.")
-    await expect(session).to_have_attribute("data-session", re.compile("^(active|suspended)$"))
+    # once the reply is whole (streamed at one Web API call a second, it can take several seconds under load)
+    await expect(session).to_have_attribute("data-session", re.compile("^(active|suspended)$"), timeout=60_000)
     await expect(tab.locator(".session-line")).to_have_count(1)  # under the conversation's root in the tab too
     await shoot(page, "ui-messages-tab")
 
