@@ -39,6 +39,7 @@ from bot.frameworks import adopt
 from bot.ops.hooks import OpsHooks
 from bot.ops.metrics import QueueGauges
 from bot.ops.server import Health, OpsEndpoints
+from bot.slack.approvals.cards import OpenCards
 from bot.slack.approvals.deciding import Approving
 from bot.slack.approvals.grants import StandingGrants
 from bot.slack.assistant_pane import AssistantPane
@@ -234,6 +235,8 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         agent.approval_gate = grants.gate()
     plan = WaitPlan(Schedule(redis_client, prefix=settings.redis_prefix), wait_settings(settings))
     inbox = Inbox(redis_client, keys=keys, retention=retention)
+    quorums = Quorums(redis_client, keys=keys, retention=retention)
+    cards = OpenCards(approvers=policy, grants=grants, quorums=quorums)  # an open request's card, wherever it shows
     home = Home(
         agent=agent,
         web=web_api,
@@ -243,6 +246,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         approvers=policy,
         answerers=settings.ask_answerers,
         grants=grants.store if grants is not None else None,
+        cards=cards,
     )
     follower = Follower(
         web=web_api,
@@ -257,6 +261,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         is_question_tool=functools.partial(quiet_tool, agent),  # decided in replies/thread.py, called there
         sessions=AgentSessions(web_api, enabled=settings.slack_view == "agent"),
         grants=grants,
+        cards=cards,
     )
     gate = RunGate(
         ActiveRuns(redis_client, keys=keys),
@@ -306,7 +311,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     app.listener_runner.lazy_listener_runner = runner
     app.middleware(use_client(client))  # first: the middleware and listeners after it get this client
     modal = AnswerModal(answering, key=modal_key(client.token or ""))
-    approving = Approving(answering, modal=modal, quorums=Quorums(redis_client, keys=keys, retention=retention))
+    approving = Approving(answering, modal=modal, quorums=quorums)
     pane = AssistantPane(
         threads=threads,
         web=web_api,

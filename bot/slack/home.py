@@ -1,13 +1,15 @@
 """The App Home tab as an inbox: what waits for the person who opens it, across channels, each with its controls.
 
 - Who: a question is in the inbox of the person who started its run; an approval request also in those of the
-  approvers named in ``APPROVERS`` (user groups expanded); an escalated question also in its escalation targets'
-  when they may answer it (``ASK_ESCALATE_ANSWERS=true``; never an approval: :mod:`bot.slack.questions.permissions`),
-  not every ``channel``-mode question of every channel a person is in. Who may act on an item is decided again when
-  they click, by the same rule as everywhere.
-- What: oldest first, each question or approval as in its thread (answering here goes through the same exactly-once
-  path and updates the thread's message too), with where it was asked, by whom, how long it has waited and a link
-  to its thread; then the last few closed.
+  people who may decide it (``APPROVERS``, or its policy rule's approvers: users, user groups' members, named
+  channels' members); an escalated question also in its escalation targets' when they may answer it
+  (``ASK_ESCALATE_ANSWERS=true``; never an approval: :mod:`bot.slack.questions.permissions`), not every
+  ``channel``-mode question of every channel a person is in. Who may act on an item is decided again when they
+  click, by the same rule as everywhere.
+- What: oldest first, each question or approval as in its thread (an approval's card from
+  :class:`~bot.slack.approvals.cards.OpenCards`: its quorum's progress, Edit, the standing grants its rule allows;
+  answering here goes through the same exactly-once path and updates the thread's message too), with where it was
+  asked, by whom, how long it has waited and a link to its thread; then the last few closed.
 - When: on ``app_home_opened``, and whenever a question in the person's inbox is asked or closed: a refresh is
   scheduled :data:`DEBOUNCE` seconds later (one per person at a time, :mod:`bot.store.schedule`), within Slack's
   rate limits for ``views.publish``.
@@ -27,15 +29,16 @@ from bot.agent import Agent
 from bot.agent.answers import Open
 from bot.agent.approvals import approval_payload
 from bot.agent.ask_user import AskUserPayload
+from bot.agent.stream import ApprovalPayload
 from bot.config import Answerers
 from bot.errors import RunNotFound, StoreCorrupt, StoreUnavailable
 from bot.ops import audit
+from bot.slack.approvals.cards import OpenCards
 from bot.slack.approvals.rules import policy_call
 from bot.slack.context import SlackContext, Where
 from bot.slack.questions.approvers import ApproverPolicy
 from bot.slack.refs import QuestionRef
 from bot.slack.render import blocks as bk
-from bot.slack.render.approvals import approval_blocks
 from bot.slack.render.mrkdwn import clip, escape, how_long
 from bot.slack.render.safe_text import safe_mrkdwn
 from bot.slack.transport.web_api import SlackWeb
@@ -67,7 +70,9 @@ class Home:
         approvers: ApproverPolicy,
         answerers: Answerers,
         grants: GrantStore | None = None,
+        cards: OpenCards | None = None,
     ) -> None:
+        self.cards = cards or OpenCards(approvers=approvers, grants=None)  # an open request's card, as in its thread
         self.grants = grants  # standing grants (APPROVAL_POLICY): each person's, listed with Revoke
         self.agent = agent
         self.web = web
@@ -80,13 +85,14 @@ class Home:
 
     # --- keeping inboxes ---------------------------------------------------------------------------------------
 
-    async def people(self, ctx: SlackContext, *, approval: bool, also: list[str]) -> list[str]:
-        """Whose inboxes a question just asked goes in: the requester; for an approval the named approvers (user
-        groups expanded); ``also``: e.g. escalation targets. In order, each once."""
+    async def people(self, ctx: SlackContext, *, approval: ApprovalPayload | None, also: list[str]) -> list[str]:
+        """Whose inboxes a question just asked goes in: the requester; for an approval request (``approval``) also
+        each person who may decide it (its rule's approvers: users, user groups' members, named channels' members,
+        :meth:`~bot.slack.questions.approvers.ApproverPolicy.deciders`); ``also``: e.g. escalation targets. In
+        order, each once."""
         people = [ctx.requester, *also]
-        if approval:
-            for named in self.approvers.named():
-                people += sorted(await self.approvers.group_members(named)) if named.startswith("S") else [named]
+        if approval is not None:
+            people += await self.cards.approvers_of(approval, ctx).deciders(ctx)
         return list(dict.fromkeys(p for p in people if p))
 
     @staticmethod
@@ -96,7 +102,14 @@ class Home:
         return [Due(DueItem(HOME, team_id, user), after=DEBOUNCE, keep_earlier=True) for team_id, user in people]
 
     async def asked(
-        self, ctx: SlackContext, run_id: str, call: str, *, asked_at: datetime | None, approval: bool, also: list[str]
+        self,
+        ctx: SlackContext,
+        run_id: str,
+        call: str,
+        *,
+        asked_at: datetime | None,
+        approval: ApprovalPayload | None,
+        also: list[str],
     ) -> None:
         """Put a question in its :meth:`people`'s inboxes and refresh their Home tabs (an escalation adds its targets
         this way; a question just posted is recorded by :mod:`bot.slack.questions.records`, in fewer round trips).
@@ -218,9 +231,10 @@ class Home:
             return None
         pending = check.pending
         ref = QuestionRef.of(run_id, call)
-        if pending.kind == "approval":
-            approvers = self.approvers.for_call(ctx, pending.tool_name, pending.args).describe(ctx)
-            blocks = approval_blocks(approval_payload(pending), ref=ref, approvers=approvers)
+        if pending.kind == "approval":  # as in its thread: its quorum's progress, Edit, the grants it allows
+            approval = approval_payload(pending)
+            progress = await self.cards.progress(run_id, approval, ctx)
+            blocks = self.cards.blocks(approval, ctx, ref=ref, progress=progress)
         else:
             payload = AskUserPayload.model_validate(pending.suspend_payload)
             blocks = bk.question_blocks(

@@ -146,7 +146,6 @@ async def test_a_channel_wide_entry_admits_only_from_the_runs_channel_and_named_
     assert not await approvers.admits(ctx, BOB, where=elsewhere)  # an escalated copy elsewhere is not the channel
     assert await approvers.admits(ctx, CAROL, where=Where(user=CAROL, surface="message", team_id="T1", channel_id="D1"))
     assert approvers.describe(ctx) == f"Waiting for anyone in this channel, <@{CAROL}> to approve or decline"
-    assert base.named() == []  # reminders and inboxes: the requester only, for now
     blocked = approvers_for(f'rules:\n  - tool: "*"\n    approvers: [{ALICE}, {CAROL}]\n    required: 2\n')
     approvers = blocked.for_call(ctx, "restart_service", {})
     why = "2 distinct approvers are required but only 1 can approve besides the requester"

@@ -131,7 +131,9 @@ class ApprovingAll:
         shown = outcome + (f" · {BATCH_WAITS}" if left else " · running…")
         follower = self.answering.follower
         for call in calls:
-            await follower.close_approval(state.run_id, approval_payload(call), outcome=shown, ongoing=not left)
+            await follower.close_approval(
+                state.run_id, approval_payload(call), ctx=ctx, outcome=shown, ongoing=not left
+            )
         mine = [Decided(tool_call_id=c.tool_call_id, payload=approval_payload(c), outcome=outcome) for c in calls]
         earlier = [d for d in approved_earlier(state, but="") if d.tool_call_id not in {c.tool_call_id for c in calls}]
         assert state.pending is not None

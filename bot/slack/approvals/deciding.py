@@ -136,15 +136,17 @@ class Approving:
                     outcome = decision_outcome(approved=approved, user=where.user, reason=reason, grant=given)
                 if [c for c in undecided(state) if c.tool_call_id != call]:  # the rest of its batch waits
                     waits = f"{outcome} · {BATCH_WAITS}" if approved else outcome
-                    await follower.close_approval(state.run_id, payload, outcome=waits, clicked=clicked)
+                    await follower.close_approval(state.run_id, payload, ctx=ctx, outcome=waits, clicked=clicked)
                     await follower.follow(stream, ctx)
                 elif approved:
                     running = f"{outcome} · running…"
-                    await follower.close_approval(state.run_id, payload, outcome=running, clicked=clicked, ongoing=True)
+                    await follower.close_approval(
+                        state.run_id, payload, ctx=ctx, outcome=running, clicked=clicked, ongoing=True
+                    )
                     decided = Decided(tool_call_id=call, payload=payload, outcome=outcome, clicked=clicked)
                     await follower.follow(stream, ctx, decided=decided, batch=approved_earlier(state, but=call))
                 else:
-                    await follower.close_approval(state.run_id, payload, outcome=outcome, clicked=clicked)
+                    await follower.close_approval(state.run_id, payload, ctx=ctx, outcome=outcome, clicked=clicked)
                     await follower.follow(stream, ctx, batch=approved_earlier(state, but=call))
 
     # --- quorum (issue 23 part 2) ----------------------------------------------------------------------

@@ -252,7 +252,7 @@ class Answering:
             await say(STORE_DOWN)
             return
         await self.follower.close_pending(
-            attempt.state.run_id, pending, outcome=outcome, summary=summary, clicked=attempt.clicked
+            attempt.state.run_id, pending, outcome=outcome, summary=summary, clicked=attempt.clicked, ctx=attempt.ctx
         )
         await self.follower.follow(stream, attempt.ctx)
 
@@ -312,7 +312,7 @@ class Answering:
                 payload = AskUserPayload.model_validate(pending.suspend_payload)
                 outcome = self.answered_outcome(payload, answer.resume_data, user=answer.answered_by or "")
             await self.follower.close_pending(
-                state.run_id, pending, outcome=outcome, summary="answered", clicked=clicked
+                state.run_id, pending, outcome=outcome, summary="answered", clicked=clicked, ctx=ctx
             )
         await self.continue_orphan(state, ctx)
 
@@ -374,8 +374,11 @@ class Answering:
         pending = state.pending
         if pending is not None and pending.tool_call_id == call and pending.resume is None:
             outcome = EXPIRED_OUTCOME
+            ctx = None
+            with contextlib.suppress(StoreCorrupt):
+                ctx = SlackContext.of(state)
             await self.follower.close_pending(
-                state.run_id, pending, outcome=outcome, summary="expired", clicked=clicked
+                state.run_id, pending, outcome=outcome, summary="expired", clicked=clicked, ctx=ctx
             )
         if state.status == "expired":  # closed without an answer: so is the thread's agent session
             with contextlib.suppress(StoreCorrupt):

@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 GROUP_CACHE_SECONDS = CACHE_SECONDS
 ESCALATED_TO = "escalated_to"  # the policy note of a request escalated at its deadline: who it went to
 MAX_DMS = 50  # approvers one request is sent to by DM (``where: dm``); the rest see it in the thread
+MAX_REMINDED = 100  # approvers a request reminds and lists in App Home (each a views.publish); the rest: the thread
 
 
 class ApproverPolicy:
@@ -190,6 +191,21 @@ class ApproverPolicy:
         out = [p for p in dict.fromkeys(people) if not self.excludes_requester(ctx, p)]
         return out[:limit]
 
+    async def deciders(self, ctx: SlackContext, *, limit: int = MAX_REMINDED) -> list[str]:
+        """The people who may decide on this call, as reminders and App Home inboxes need them (docs/approvals.md
+        "Reminders and App Home"): :meth:`people_to_ask`'s (the named users, the requester when their approval
+        counts, the named user groups' members), then the members of the channels named (``channel:C...``,
+        :class:`~bot.slack.approvals.people.People`); never the requester whose approval doesn't count, nobody when
+        :attr:`blocked`. A channel-wide entry (``channel``: anyone in the run's channel) names nobody in particular:
+        the requester's inbox and the thread are where they see it. At most ``limit``, in that order."""
+        if self.blocked is not None:
+            return []
+        people = await self.people_to_ask(ctx, limit=limit)
+        for channel in self.channels:
+            people += sorted(await self.people.channel_members(channel))
+        out = [p for p in dict.fromkeys(people) if not self.excludes_requester(ctx, p)]
+        return out[:limit]
+
     def _group_names(self) -> list[str]:
         """The approver groups and channels as mrkdwn: ``<!subteam^S1>`` (a handle whose id is known: the same; else
         ``@handle``), ``members of <#C1>``."""
@@ -213,13 +229,6 @@ class ApproverPolicy:
         if self.spec == "requester":
             return f"Only <@{ctx.requester}> can approve or decline this."
         return "Only the configured approvers can approve or decline this."
-
-    def named(self) -> list[str]:
-        """The user ids and user-group ids named in ``APPROVERS`` (empty for ``requester`` / ``channel``, and with
-        ``APPROVAL_POLICY``: reminders and Home inboxes then go to the requester only, a later part)."""
-        if self.policy is not None:
-            return []
-        return sorted(self.users) + self.groups
 
     async def group_members(self, group: str) -> set[str]:
         """The members of user group ``group`` (an ``S...`` id or ``@handle``; :class:`People`, cached a minute;

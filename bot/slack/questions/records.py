@@ -24,6 +24,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from bot.agent.stream import ApprovalPayload
 from bot.errors import StoreUnavailable
 from bot.slack.context import SlackContext
 from bot.slack.home import Home
@@ -77,14 +78,15 @@ class QuestionRecords:
         call: str,
         *,
         ts: str | None,
-        approval: bool,
+        approval: ApprovalPayload | None,
         asked: datetime | None,
         expires_at: datetime | None,
     ) -> None:
         """Question ``call`` of ``run_id`` was just posted as ``ts`` in ``ctx``'s thread (None: not posted): record
-        its message, put it in its people's inboxes, schedule its deadline (``expires_at``), reminders, escalation
+        its message, put it in its people's inboxes (``approval``: the request, when it is one, whose approvers'
+        inboxes it goes in too: :meth:`Home.people`), schedule its deadline (``expires_at``), reminders, escalation
         and their Home refreshes. Never raises."""
-        what = "approval request" if approval else "question"
+        what = "approval request" if approval is not None else "question"
         people = await self.home.people(ctx, approval=approval, also=[]) if self.home is not None else []
         ref = MessageRef(channel_id=ctx.channel_id, ts=ts, asked=asked_id(asked)) if ts else None
         when = int((asked or datetime.now(UTC)).timestamp() * 1000)

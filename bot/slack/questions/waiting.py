@@ -11,9 +11,10 @@ Each handler loads the run and asks the runtime whether the question is still op
   tool is told ``no_answer``; an approval is declined, reason "no answer"), the question's messages show it
   expired, and the agent's next message is posted in the thread. ``close``: the question only expires. A question
   asked live by a running tool (:mod:`bot.agent.live_questions`) is closed by that tool's own process.
-- **Reminder** ``n``: the requester (and, for an approval, the approvers named in ``APPROVERS``) is mentioned in the
-  thread; then the next one is planned, up to ``ASK_REMIND_MAX``. Reminders to one person that fall due within
-  ``COALESCE_SECONDS`` of each other are one message: a DM listing them (a channel, for questions asked of anyone).
+- **Reminder** ``n``: the requester (and, for an approval, each person who may decide it: ``APPROVERS``, or its
+  policy rule's users, user groups' and named channels' members) is mentioned in the thread; then the next one
+  is planned, up to ``ASK_REMIND_MAX``. Reminders to one person that fall due within ``COALESCE_SECONDS`` of each
+  other are one message: a DM listing them (a channel, for questions asked of anyone).
 - **Escalation**: the question is posted to ``ASK_ESCALATE_TO`` (a channel, or a DM to each person, user groups
   expanded), saying where it comes from; every message of the question is updated when it closes. Escalation widens
   who is reminded, never who may decide (:mod:`bot.slack.questions.permissions`): an approval stays its approvers'; a
@@ -180,9 +181,8 @@ class Waiting:
 
     async def on_remind(self, item: DueItem) -> None:
         """Reminder ``item.n`` is due: queue it for each person it reminds (the requester, or the run's channel for
-        a question asked of nobody in particular; for an approval also the approvers named in ``APPROVERS``, user
-        groups expanded) and plan their next reminder message (:meth:`on_reminder_message`); plan the question's
-        next reminder."""
+        a question asked of nobody in particular; for an approval also those who may decide it: :meth:`_reminded`)
+        and plan their next reminder message (:meth:`on_reminder_message`); plan the question's next reminder."""
         found = await self._open(item)
         if found is None:
             return
@@ -215,11 +215,11 @@ class Waiting:
 
     async def _reminded(self, ctx: SlackContext, pending: PendingCall) -> list[str]:
         """Whom a reminder of ``pending`` is for: the requester (or the run's channel when there is none) and, for
-        an approval, the approvers named (user groups expanded)."""
+        an approval, each person who may decide it (its rule's approvers: users, user groups' members, named
+        channels' members: :meth:`~bot.slack.questions.approvers.ApproverPolicy.deciders`)."""
         targets = [ctx.requester or ctx.channel_id]
         if pending.kind == "approval":
-            for named in self.approvers.named():
-                targets += sorted(await self.approvers.group_members(named)) if named.startswith("S") else [named]
+            targets += await self.follower.cards.approvers_of(approval_payload(pending), ctx).deciders(ctx)
         return list(dict.fromkeys(t for t in targets if t))
 
     # --- escalation ------------------------------------------------------------------------------------------
@@ -238,7 +238,7 @@ class Waiting:
         targets = await self._targets()
         await index.escalate(state.run_id, key=item.key, to=targets)
         home = self.follower.home
-        approval = pending.kind == "approval"
+        approval = approval_payload(pending) if pending.kind == "approval" else None
         if home is not None and self.answering.permissions.escalation_answers(pending.kind):
             people = [t for t in targets if t.startswith(("U", "W"))]
             await home.asked(ctx, state.run_id, item.key, asked_at=pending.suspended_at, approval=approval, also=people)
@@ -362,7 +362,8 @@ class Waiting:
             )
         else:
             outcome = EXPIRED_OUTCOME
-        await self.follower.close_pending(run_id, pending, outcome=outcome, summary="closed")
+        ctx = SlackContext.of(state)
+        await self.follower.close_pending(run_id, pending, outcome=outcome, summary="closed", ctx=ctx)
 
     async def _targets(self) -> list[str]:
         """``ASK_ESCALATE_TO`` as posting targets: a channel id, or user ids with user groups expanded."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -44,18 +45,18 @@ from bot.agent.stream import (
 from bot.config import Answerers
 from bot.errors import StoreUnavailable
 from bot.logs import log_context
+from bot.slack.approvals.cards import OpenCards
 from bot.slack.approvals.grants import StandingGrants
 from bot.slack.context import SlackContext
 from bot.slack.home import Home, closed_summary
 from bot.slack.names import NamedMentions, Names
-from bot.slack.questions.approvers import ESCALATED_TO, ApproverPolicy
+from bot.slack.questions.approvers import ApproverPolicy
 from bot.slack.questions.records import QuestionRecords
 from bot.slack.questions.wait_plan import WaitPlan
 from bot.slack.refs import QuestionRef
 from bot.slack.render import blocks as bk
 from bot.slack.render.approvals import (
     QuorumProgress,
-    approval_blocks,
     approval_outcome_blocks,
     approval_title,
     batch_header_blocks,
@@ -77,6 +78,7 @@ log = logging.getLogger(__name__)
 LIVE_EXPIRED = ":hourglass: No answer in time; the tool was told nobody answered."
 LIVE_ENDED = ":heavy_multiplication_x: The tool that asked this stopped before an answer came."
 CUT_OFF = "_…(cut off here)_"  # ends a reply that streamed partly before its run failed
+LINKS_KEPT = 2000  # permalinks of requests' thread messages remembered per process (their copies' link-back lines)
 FAILURE = "failure"  # the run_messages key of failure notices with a Retry button
 
 FAILURES = {
@@ -130,7 +132,9 @@ class Follower:
         stream_interval: float = 1.0,
         sessions: AgentSessions | None = None,
         grants: StandingGrants | None = None,
+        cards: OpenCards | None = None,
     ) -> None:
+        self.cards = cards or OpenCards(approvers=approvers, grants=grants)  # an open request's card, everywhere
         self.sessions = sessions  # agent sessions (agent_view), tried before the assistant status
         self.grants = grants  # standing grants (APPROVAL_POLICY's grants:): the scopes a request offers
         self.streaming = streaming  # replies through Slack's chat streaming (else posted and updated)
@@ -148,6 +152,7 @@ class Follower:
         self.approvers = approvers
         self.allow_user_mentions = allow_user_mentions  # may text from the model or people ping a person
         self.names = Names(web)  # where a mention may not ping, the model's <@U…> is written as the name
+        self._links: OrderedDict[tuple[str, str], str] = OrderedDict()  # the last LINKS_KEPT thread permalinks
 
     async def follow(
         self,
@@ -217,7 +222,7 @@ class Follower:
                             if status.session == "suspended":  # a live question was answered: working again
                                 await status.show(THINKING)
                             done = watched.get(result.tool_call_id)
-                            await self._tool_done(stream.run_id, result, reply, status, decided=done)
+                            await self._tool_done(stream.run_id, result, reply, status, decided=done, ctx=ctx)
                         case FinishChunk(payload=finish) if finish.status == "completed":
                             final = "active"
                             if not reply.raw.strip():  # nothing was written as it streamed: the run's last text
@@ -308,6 +313,7 @@ class Follower:
         status: ThreadStatus,
         *,
         decided: Decided | None,
+        ctx: SlackContext,
     ) -> None:
         """A tool call ended: its task shows done or failed, the status goes back to thinking, and the approval
         this segment started with shows how its call went."""
@@ -319,7 +325,7 @@ class Follower:
             took = time.monotonic() - decided.started
             how = f"failed: {_result_error(result.result)}" if result.is_error else f"ran in {took:.1f} s"
             outcome = f"{decided.outcome} · {how}"
-            await self.close_approval(run_id, decided.payload, outcome=outcome, clicked=decided.clicked)
+            await self.close_approval(run_id, decided.payload, ctx=ctx, outcome=outcome, clicked=decided.clicked)
 
     async def _reply(self, text: str, ctx: SlackContext) -> None:
         for part, blocks in bk.reply_messages(text, allow_user_mentions=self.allow_user_mentions):
@@ -346,7 +352,7 @@ class Follower:
             ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=plain)
         await self._posted_question(status, ts)
         call, asked, expires = suspended.tool_call_id, suspended.asked_at, suspended.expires_at
-        await self.records.shown(ctx, run_id, call, ts=ts, approval=False, asked=asked, expires_at=expires)
+        await self.records.shown(ctx, run_id, call, ts=ts, approval=None, asked=asked, expires_at=expires)
 
     async def _ask_approval(
         self, run_id: str, approval: ApprovalPayload, ctx: SlackContext, *, status: ThreadStatus
@@ -364,24 +370,14 @@ class Follower:
         self, run_id: str, approval: ApprovalPayload, ctx: SlackContext, *, status: ThreadStatus
     ) -> None:
         ref = QuestionRef.of(run_id, approval.tool_call_id)
-        approvers = self.approvers.for_call(
-            ctx, approval.tool_name, approval.args, escalated_to=approval.policy.get(ESCALATED_TO, ())
-        )
+        approvers = self.cards.approvers_of(approval, ctx)
         quorum = QuorumProgress(approvers.required) if approvers.quorum else None
-        scopes = tuple(self.grants.scopes(ctx, approval.tool_name, approval.args)) if self.grants else ()
-        blocks = approval_blocks(
-            approval,
-            ref=ref,
-            approvers=approvers.describe(ctx),
-            quorum=quorum,
-            editable=bool(approvers.editable) and approval.editable,
-            grants=scopes,
-        )
+        blocks = self.cards.blocks(approval, ctx, ref=ref, progress=quorum)
         text = approval_title(approval)
         ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text, blocks=blocks)
         await self._posted_question(status, ts)
         call, asked, expires = approval.tool_call_id, approval.asked_at, approval.expires_at
-        await self.records.shown(ctx, run_id, call, ts=ts, approval=True, asked=asked, expires_at=expires)
+        await self.records.shown(ctx, run_id, call, ts=ts, approval=approval, asked=asked, expires_at=expires)
         where = str(approval.policy.get("where") or "thread")
         if where != "thread" and ts is not None:
             await self._ask_elsewhere(run_id, approval, ctx, where=where, blocks=blocks, thread_message=ts)
@@ -400,15 +396,9 @@ class Follower:
         :meth:`ApproverPolicy.people_to_ask`; ``channel:C...``: that channel), each copy with a link back to the
         thread, and record each copy, so a decision on any of them updates them all and the thread's. A copy Slack
         refuses is logged and skipped: the thread's request still stands."""
-        link = await self.web.permalink(ctx.channel_id, thread_message)
-        back = f"<{link}|the thread in <#{ctx.channel_id}>>" if link else f"a thread in <#{ctx.channel_id}>"
-        who = f" by <@{ctx.requester}>" if ctx.requester else ""
-        copy = [*blocks, link_back_block(f":link: Asked{who} in {back}")]
+        copy = [*blocks, await self._link_back(ctx, thread_message)]
         if where == "dm":
-            approvers = self.approvers.for_call(
-                ctx, approval.tool_name, approval.args, escalated_to=approval.policy.get(ESCALATED_TO, ())
-            )
-            targets = await approvers.people_to_ask(ctx)
+            targets = await self.cards.approvers_of(approval, ctx).people_to_ask(ctx)
         else:
             targets = [where.removeprefix("channel:")]
         asked = asked_id(approval.asked_at)
@@ -437,37 +427,62 @@ class Follower:
         When Redis can't say which
         messages show it, only ``clicked`` is updated (the next change updates them all)."""
         ref = QuestionRef.of(run_id, approval.tool_call_id)
-        approvers = self.approvers.for_call(
-            ctx, approval.tool_name, approval.args, escalated_to=approval.policy.get(ESCALATED_TO, ())
-        )
-        blocks = approval_blocks(
-            approval,
-            ref=ref,
-            approvers=approvers.describe(ctx),
-            quorum=progress,
-            editable=bool(approvers.editable) and approval.editable,
-        )
+        blocks = self.cards.blocks(approval, ctx, ref=ref, progress=progress)
         try:
             refs: list[MessageRef] | None = await self.index.messages(
                 run_id, approval.tool_call_id, asked=asked_id(approval.asked_at)
             )
         except StoreUnavailable:
             refs = None
-        for message in await self._with_clicked(refs, clicked, ref):
-            await self.web.update(message.channel_id, message.ts, text=approval_title(approval), blocks=blocks)
+        messages = await self._with_clicked(refs, clicked, ref)
+        for message, shown in await self._with_link_back(messages, ctx, blocks):
+            await self.web.update(message.channel_id, message.ts, text=approval_title(approval), blocks=shown)
+
+    async def _link_back(self, ctx: SlackContext, thread_message: str | None) -> dict[str, Any]:
+        """The line a copy of a request away from its thread (a DM, another channel) ends with, on its first post
+        and on every update: who asked, and a link to the request's message ``thread_message`` in ``ctx``'s thread
+        (the thread itself when unknown; ``chat.getPermalink``, remembered)."""
+        ts = thread_message or ctx.thread_ts
+        link = self._links.get((ctx.channel_id, ts))
+        if link is None:
+            link = await self.web.permalink(ctx.channel_id, ts)
+            if link:
+                self._links[(ctx.channel_id, ts)] = link
+                while len(self._links) > LINKS_KEPT:
+                    self._links.popitem(last=False)
+        back = f"<{link}|the thread in <#{ctx.channel_id}>>" if link else f"a thread in <#{ctx.channel_id}>"
+        who = f" by <@{ctx.requester}>" if ctx.requester else ""
+        return link_back_block(f":link: Asked{who} in {back}")
+
+    async def _with_link_back(
+        self, messages: list[MessageRef], ctx: SlackContext | None, blocks: list[dict[str, Any]]
+    ) -> list[tuple[MessageRef, list[dict[str, Any]]]]:
+        """Each of ``messages`` with the blocks it is updated to: ``blocks``, and for a copy outside ``ctx``'s
+        channel (``where: dm`` / ``channel:C...``, an escalation's DM) its link-back line after them (None: no
+        context, as they are)."""
+        if ctx is None:
+            return [(m, blocks) for m in messages]
+        copies = [m for m in messages if m.channel_id != ctx.channel_id]
+        if not copies:
+            return [(m, blocks) for m in messages]
+        in_thread = next((m.ts for m in messages if m.channel_id == ctx.channel_id), None)
+        copy = [*blocks, await self._link_back(ctx, in_thread)]
+        return [(m, copy if m.channel_id != ctx.channel_id else blocks) for m in messages]
 
     async def close_approval(
         self,
         run_id: str,
         approval: ApprovalPayload,
         *,
+        ctx: SlackContext | None,
         outcome: str,
         clicked: MessageRef | None = None,
         ongoing: bool = False,
     ) -> None:
         """Update every message showing the approval request (and ``clicked``, the one acted on, recorded or not) to
-        ``outcome`` (mrkdwn), without controls; ``ongoing``: the approved call runs now, and its end closes the
-        request again (the Home line too: :meth:`QuestionRecords.closed`)."""
+        ``outcome`` (mrkdwn), without controls, its copies outside ``ctx``'s channel keeping their link back to the
+        thread (None: a caller without the run's context; they are updated without it); ``ongoing``: the approved
+        call runs now, and its end closes the request again (the Home line too: :meth:`QuestionRecords.closed`)."""
         what = closed_what(approval)
         summary = f"{what} · {outcome}"
         ref = QuestionRef.of(run_id, approval.tool_call_id)
@@ -475,7 +490,15 @@ class Follower:
         text = f"{what}: {outcome}"
         call, asked = approval.tool_call_id, approval.asked_at
         await self._close(
-            ref, call, summary=summary, asked=asked, clicked=clicked, text=text, blocks=blocks, ongoing=ongoing
+            ref,
+            call,
+            summary=summary,
+            asked=asked,
+            clicked=clicked,
+            text=text,
+            blocks=blocks,
+            ongoing=ongoing,
+            ctx=ctx,
         )
 
     async def _close(
@@ -489,17 +512,19 @@ class Follower:
         text: str,
         blocks: list[dict[str, Any]],
         ongoing: bool = False,
+        ctx: SlackContext | None = None,
     ) -> None:
         """Close question ``ref``'s (tool call ``call``) records and update the messages showing it (and
-        ``clicked``) to ``text`` / ``blocks`` (``ongoing``: see :meth:`close_approval`). When Redis can't say which
-        messages show it (an outage), ``clicked`` is updated now and the whole close is owed: done again as soon as
-        Redis answers (:class:`bot.store.outage.Owed`)."""
+        ``clicked``) to ``text`` / ``blocks`` (``ongoing``, ``ctx``: see :meth:`close_approval`). When Redis can't
+        say which messages show it (an outage), ``clicked`` is updated now and the whole close is owed: done again as
+        soon as Redis answers (:class:`bot.store.outage.Owed`)."""
 
         async def close(*, first: bool) -> bool:
             refs = await self.records.closed(ref.run_id, call, summary=summary, asked=asked, ongoing=ongoing)
             if refs is not None or first:  # the first try closes the message acted on, whatever Redis says
-                for message in await self._with_clicked(refs, clicked, ref):
-                    await self.web.update(message.channel_id, message.ts, text=text, blocks=blocks)
+                messages = await self._with_clicked(refs, clicked, ref)
+                for message, shown in await self._with_link_back(messages, ctx, blocks):
+                    await self.web.update(message.channel_id, message.ts, text=text, blocks=shown)
             return refs is not None
 
         if not await close(first=True):
@@ -552,18 +577,23 @@ class Follower:
         summary: str,
         clicked: MessageRef | None = None,
         state: RunState | None = None,
+        ctx: SlackContext | None = None,
     ) -> None:
         """Close the messages of ``pending`` (a stored question or approval request, this asking of it) with
         ``outcome`` (mrkdwn); ``summary``: a question's notification suffix (e.g. ``"expired"``); ``clicked``: the
         message acted on, closed too even if it was never recorded (a store blip when it was posted); ``state``: the
-        run as it was before (an approval of a batch: every call of it undecided there is closed the same way)."""
+        run as it was before (an approval of a batch: every call of it undecided there is closed the same way);
+        ``ctx``: the run's, so that an approval's copies away from its thread keep their link back (else
+        ``state``'s)."""
         if pending.kind == "approval":
             calls = [pending]
             if state is not None and state.pending is not None and state.pending.batch:
                 calls = undecided(state) or calls  # a batch: every call still undecided ends the same way
+            if ctx is None and state is not None:
+                ctx = SlackContext.of(state)
             for call in calls:
                 mine = clicked if call.tool_call_id == pending.tool_call_id else None
-                await self.close_approval(run_id, approval_payload(call), outcome=outcome, clicked=mine)
+                await self.close_approval(run_id, approval_payload(call), ctx=ctx, outcome=outcome, clicked=mine)
             return
         await self.close_question(
             run_id,

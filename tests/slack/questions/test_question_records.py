@@ -50,7 +50,7 @@ def records_on(client: aioredis.Redis, prefix: str) -> tuple[QuestionRecords, Co
 async def test_a_question_shown_then_closed_leaves_the_right_records(fake_redis: aioredis.Redis) -> None:
     records, index, inbox, schedule = records_on(fake_redis, "qr:")
     asked = utcnow()
-    await records.shown(CTX, "run-1", "c1", ts="100.2", approval=False, asked=asked, expires_at=asked + timedelta(1))
+    await records.shown(CTX, "run-1", "c1", ts="100.2", approval=None, asked=asked, expires_at=asked + timedelta(1))
     assert await index.messages("run-1", "c1") == [MessageRef("C1", "100.2", asked_id(asked))]
     box = await inbox.snapshot("T1", "U_ALICE")
     assert [(r, c) for r, c, _ in box.waiting] == [("run-1", "c1")] and box.total == 1
@@ -74,7 +74,7 @@ async def test_a_question_closed_while_the_store_is_down_raises_nothing_and_retu
     close; a question never recorded here gives None."""
     client = aioredis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.2)
     records, *_ = records_on(client, "qr:")
-    await records.shown(CTX, "run-1", "c1", ts="100.2", approval=False, asked=None, expires_at=None)
+    await records.shown(CTX, "run-1", "c1", ts="100.2", approval=None, asked=None, expires_at=None)
     assert await records.closed("run-1", "c1", summary="answered", asked=None) == [MessageRef("C1", "100.2", "")]
     assert not records.owed  # closed: nothing of it is written later
     assert await records.closed("run-2", "c1", summary="answered", asked=None) is None
@@ -89,10 +89,10 @@ async def test_a_question_shown_costs_one_round_trip_and_closed_two(
 ) -> None:
     client, proxy = proxied_redis
     records, *_ = records_on(client, prefix)
-    await records.shown(CTX, "run-0", "c0", ts="9.9", approval=False, asked=None, expires_at=None)  # scripts loaded
+    await records.shown(CTX, "run-0", "c0", ts="9.9", approval=None, asked=None, expires_at=None)  # scripts loaded
     asked = utcnow()
     before = proxy.round_trips
-    await records.shown(CTX, "run-1", "c1", ts="100.2", approval=False, asked=asked, expires_at=asked)
+    await records.shown(CTX, "run-1", "c1", ts="100.2", approval=None, asked=asked, expires_at=asked)
     assert proxy.round_trips - before == 1  # its message, inbox entries and schedule change in one batch
     before = proxy.round_trips
     assert await records.closed("run-1", "c1", summary="answered", asked=asked)

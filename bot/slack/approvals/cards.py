@@ -1,0 +1,74 @@
+"""The card of an approval request that still waits, wherever it shows: its thread, its DM and channel copies
+(``where``), and each approver's App Home (docs/approvals.md). One place decides what an open request offers, so
+that every drawing of it (the first post, a quorum's redraw after an approval or a take-back, an edit's redraw, the
+Home inbox) shows the same: who may decide, the quorum's progress (:func:`~bot.slack.render.approvals.quorum_line`:
+"1 of 2: approved by @alice"), Edit where the rule lets approvers change arguments, and the standing grants' buttons
+the rule allows (:meth:`bot.slack.approvals.grants.StandingGrants.scopes`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.agent.stream import ApprovalPayload
+from bot.slack.approvals.grants import StandingGrants
+from bot.slack.context import SlackContext
+from bot.slack.questions.approvers import ESCALATED_TO, ApproverPolicy
+from bot.slack.refs import QuestionRef
+from bot.slack.render.approvals import QuorumProgress, approval_blocks
+from bot.store.conversations import asked_id
+from bot.store.quorum import Quorums, asking_of
+
+
+class OpenCards:
+    """Open approval requests' cards: ``approvers`` (``APPROVERS`` or the policy's rules), ``grants`` (the rules'
+    standing grants; None without ``APPROVAL_POLICY``), ``quorums`` (the approvals gathered, read for a drawing
+    that doesn't come with its progress: App Home; None: not read)."""
+
+    def __init__(
+        self, *, approvers: ApproverPolicy, grants: StandingGrants | None, quorums: Quorums | None = None
+    ) -> None:
+        self.approvers = approvers
+        self.grants = grants
+        self.quorums = quorums
+
+    def approvers_of(self, approval: ApprovalPayload, ctx: SlackContext) -> ApproverPolicy:
+        """The approvers of ``approval``'s call in ``ctx`` (with those its request was escalated to at its deadline,
+        kept in its policy notes)."""
+        escalated = approval.policy.get(ESCALATED_TO, ())
+        return self.approvers.for_call(ctx, approval.tool_name, approval.args, escalated_to=escalated)
+
+    async def progress(self, run_id: str, approval: ApprovalPayload, ctx: SlackContext) -> QuorumProgress | None:
+        """Where ``approval``'s quorum stands (None: its call needs one approval, or no store to read). Raises
+        ``StoreUnavailable``."""
+        approvers = self.approvers_of(approval, ctx)
+        if not approvers.quorum:
+            return None
+        if self.quorums is None:
+            return QuorumProgress(approvers.required)
+        asking = asking_of(asked_id(approval.asked_at), approval.args)
+        tally = await self.quorums.tally(run_id, approval.tool_call_id, asking)
+        return QuorumProgress(approvers.required, tally.approvers)
+
+    def blocks(
+        self,
+        approval: ApprovalPayload,
+        ctx: SlackContext,
+        *,
+        ref: QuestionRef,
+        progress: QuorumProgress | None,
+        elsewhere: bool = False,
+    ) -> list[dict[str, Any]]:
+        """The open request's Block Kit (:func:`~bot.slack.render.approvals.approval_blocks`) with ``progress`` (a
+        quorum's; None: not a quorum) and every control its rule allows; ``elsewhere``: for a surface outside the
+        run's channel (App Home), whose approvers line names that channel."""
+        approvers = self.approvers_of(approval, ctx)
+        scopes = tuple(self.grants.scopes(ctx, approval.tool_name, approval.args)) if self.grants else ()
+        return approval_blocks(
+            approval,
+            ref=ref,
+            approvers=approvers.describe(ctx, elsewhere=elsewhere),
+            quorum=progress,
+            editable=bool(approvers.editable) and approval.editable,
+            grants=scopes,
+        )
