@@ -1,13 +1,16 @@
 """The standing grants' store (bot.store.grants): the frozen fixture of each released Grant version loads and is
 used; a use is counted and an expired grant covers nothing; only its giver revokes it, once; and the race: a grant
-revoked while calls check it, on the real Redis from two clients (two processes' connections), is used either
-before the revoke (each such use counted in what the revoke reports) or not at all."""
+revoked while calls check it, on the real Redis from two clients, and from two OS processes (one revoking, one
+using), is used either before the revoke (each such use counted in what the revoke reports) or not at all."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,40 @@ from bot.store import Keys
 from bot.store.grants import Grant, GrantStore, new_grant_id
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[2]
+REAL_REDIS_URL = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/0")
+CLUSTER_URL = os.environ.get("REDIS_TEST_CLUSTER_URL", "redis://127.0.0.1:7000/0")
+ROUNDS = 30
+USES = 6  # calls checking the grant at once per round
+
+WORKER = r"""
+import asyncio, json, sys
+from bot.store import Keys, connect_redis
+from bot.store.grants import GrantStore
+
+async def pop(client, key):
+    while True:  # short blocks: a client's socket timeout is shorter than a long BLPOP
+        got = await client.blpop([key], timeout=1)
+        if got is not None:
+            return got[1]
+
+async def main() -> None:
+    url, cluster, prefix, role, rounds, uses = sys.argv[1:7]
+    client = connect_redis(url, cluster=cluster == "1")
+    store = GrantStore(client, keys=Keys(prefix))
+    await client.rpush(f"{prefix}race:ready", role)
+    for n in range(int(rounds)):
+        job = json.loads(await pop(client, f"{prefix}race:go:{role}:{n}"))
+        if role == "use":
+            got = await asyncio.gather(*(store.use("T1", job["key"]) for _ in range(int(uses))))
+            out = sum(g is not None and g.grant_id == job["grant_id"] for g in got)
+        else:
+            out = await store.revoke("T1", "U1", job["grant_id"])
+        await client.rpush(f"{prefix}race:done:{n}", json.dumps({"role": role, "out": out}))
+    await client.aclose()
+
+asyncio.run(main())
+"""
 
 
 def grant(*, by: str = "U1", expires_in: timedelta = timedelta(hours=1), **fields: Any) -> Grant:
@@ -119,3 +156,63 @@ async def test_a_grant_revoked_while_calls_check_it_is_used_before_the_revoke_or
         assert await checker.use("T1", key) is None  # and nothing after it
         saw_both_orders["before" if uses else "after"] += 1
     assert sum(saw_both_orders.values()) == 30
+
+
+@pytest.fixture
+def workers(redis_kind: str, prefix: str) -> Iterator[Callable[[str], subprocess.Popen[bytes]]]:
+    """``workers(role)``: a ``python`` OS process (``WORKER``) that uses (``"use"``) or revokes (``"revoke"``) the
+    grant of each round on this test's real Redis; killed at teardown."""
+    cluster = redis_kind == "cluster"
+    url = CLUSTER_URL if cluster else REAL_REDIS_URL
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(role: str) -> subprocess.Popen[bytes]:
+        args = [url, "1" if cluster else "0", prefix, role, str(ROUNDS), str(USES)]
+        procs.append(subprocess.Popen([sys.executable, "-c", WORKER, *args], cwd=ROOT))
+        return procs[-1]
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+async def test_a_grant_revoked_in_one_process_while_another_process_uses_it_is_used_before_the_revoke_or_not_at_all(
+    real_redis: aioredis.Redis, prefix: str, workers: Callable[[str], subprocess.Popen[bytes]]
+) -> None:
+    """Two OS processes on the real Redis, both waiting for each round's go: one revokes the round's grant while the
+    other's calls check it (``USES`` at once). Every use that succeeded is counted in what the revoke reports (none
+    lost or invented), and after the revoke no use succeeds."""
+    store = GrantStore(real_redis, keys=Keys(prefix))
+    procs = [workers("use"), workers("revoke")]
+    for _ in procs:  # both are connected and waiting for round 0's go
+        await pop(real_redis, f"{prefix}race:ready", procs=procs)
+    orders = {"some used first": 0, "revoked first": 0}
+    for n in range(ROUNDS):
+        given = grant()
+        await store.give(given)
+        job = json.dumps({"key": given.scope_key(), "grant_id": given.grant_id})
+        first, second = ("use", "revoke") if n % 2 else ("revoke", "use")  # either one told first
+        await real_redis.rpush(f"{prefix}race:go:{first}:{n}", job)
+        await real_redis.rpush(f"{prefix}race:go:{second}:{n}", job)
+        results = {}
+        for _ in procs:
+            result = json.loads(await pop(real_redis, f"{prefix}race:done:{n}", procs=procs))
+            results[result["role"]] = result["out"]
+        assert results["revoke"] == results["use"]  # each use that succeeded came before the revoke, counted
+        assert await store.use("T1", given.scope_key()) is None  # and nothing after it
+        orders["some used first" if results["use"] else "revoked first"] += 1
+    assert sum(orders.values()) == ROUNDS
+    assert [proc.wait(60) for proc in procs] == [0, 0]
+
+
+async def pop(client: aioredis.Redis, key: str, *, procs: list[subprocess.Popen[bytes]]) -> bytes:
+    """The next item of list ``key`` (short BLPOPs: the client's socket timeout is shorter than a long one); fails
+    when a worker process has ended with an error meanwhile, or after two minutes (a budget for a loaded machine)."""
+    for _ in range(120):
+        got = await client.blpop([key], timeout=1)
+        if got is not None:
+            return bytes(got[1])
+        assert all(proc.poll() in (None, 0) for proc in procs), "a worker process failed"
+    pytest.fail(f"nothing came on {key} within two minutes")

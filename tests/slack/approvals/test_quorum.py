@@ -2,7 +2,8 @@
 The request shows its progress ("1 of 2: approved by @bob"), each person counts once (a click delivered twice
 too), one decline vetoes with its reason, an approval may be taken back until the quorum is reached, the requester
 doesn't count once more than one is required, and the call runs once: also when the last two approvals arrive at
-the same moment in two bot processes on the real Redis."""
+the same moment in two bot processes on the real Redis (two bots in this process, and two ``python -m bot serve``
+OS processes)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
+from bot.fakeslack import Workspace
 from bot.fakeslack.sender import Sender
 from bot.fakeslack.state import Directory
 from bot.testing import approval_agent
@@ -241,3 +244,83 @@ async def test_the_completing_approval_whose_claim_was_lost_is_claimed_when_its_
         await h.ws.click(request, "Approve", user=CAROL, as_seen=True)
         await h.settle()
         assert approval_agent.RESTARTS == ["api"]
+
+
+@pytest.mark.real_redis
+async def test_the_last_two_approvals_at_once_in_two_os_processes_run_the_call_once(
+    real_redis: aioredis.Redis,
+    real_redis_env: dict[str, str],
+    prefix: str,
+    openai_server: Any,
+    tmp_path: Path,
+) -> None:
+    """As above, with each bot a ``python -m bot serve --http`` process of its own on the real Redis: Bob approves
+    (1 of 2); then Carol's click reaches process A and Dave's process B at the same moment, a few times over. The
+    call runs once (the model is asked to go on once: the tool's result reaches it once) and the card names the two
+    whose approvals counted."""
+    from tests.slack.test_serve_process import TOKEN, clean_env, free_port, read_until, start_bot, stop
+
+    directory = Directory.default()
+    directory.add_user(DAVE, "dave")
+    settings = policy(tmp_path, approvers=f"[{BOB}, {CAROL}, {DAVE}]")
+    ports = [free_port(), free_port()]
+    async with Workspace(
+        f"http://127.0.0.1:{ports[0]}/slack/events", SECRET, bot_token=TOKEN, directory=directory
+    ) as ws:
+        env = clean_env(
+            SLACK_BOT_TOKEN=TOKEN,
+            SLACK_SIGNING_SECRET=SECRET,
+            SLACK_API_URL=ws.api_url,
+            OPENAI_API_KEY="sk-test",
+            OPENAI_BASE_URL=openai_server.base_url,
+            REDIS_PREFIX=prefix,
+            AGENT=settings["agent"],
+            APPROVAL_POLICY=settings["approval_policy"],
+            LOG_LEVEL="INFO",
+            **real_redis_env,
+        )
+        procs = [await start_bot("serve", "--http", env={**env, "PORT": str(port)}) for port in ports]
+        logs: list[str] = []
+        try:
+            for proc in procs:
+                logs += await read_until(proc, "HTTP mode")
+            openai_server.script(
+                Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]), Reply(text="Once.")
+            )
+            d = await ws.mention(ALICE, GENERAL, "restart api")
+            request = await ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+            await ws.click(request, "Approve", user=BOB)
+            seen = await ws.wait_for_message(
+                channel=GENERAL,
+                thread_ts=d.message["ts"],
+                predicate=lambda m: m["ts"] == request["ts"] and f"1 of 2: approved by <@{BOB}>" in blocks_text(m),
+            )
+            urls = [f"http://127.0.0.1:{port}/slack/events" for port in ports]
+            for _ in range(3):  # whatever the interleaving: a few tries
+                await asyncio.gather(
+                    click_to(ws, urls[0], seen, user=CAROL),
+                    click_to(ws, urls[1], seen, user=DAVE),
+                )
+            await ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=text_is("Once."))
+        finally:
+            for proc in procs:
+                logs.append(await stop(proc))  # each drains its work first: every click is handled by now
+        done = blocks_text(ws.state.conversations[GENERAL].messages[request["ts"]])
+    assert all(proc.returncode == 0 for proc in procs), "\n".join(logs)
+    resumed = [r for r in openai_server.requests if any(m.get("role") == "tool" for m in r["messages"])]
+    assert len(resumed) == 1, "\n".join(logs)
+    [result] = [m for m in resumed[0]["messages"] if m.get("role") == "tool"]
+    assert result["content"] == "api restarted"
+    assert (f"Approved by <@{BOB}>, <@{CAROL}> (2 of 2)" in done) != (f"Approved by <@{BOB}>, <@{DAVE}>" in done)
+
+
+async def click_to(ws: Workspace, url: str, message: dict[str, Any], *, user: str) -> None:
+    """``user`` clicks Approve on ``message`` as they saw it, the signed request going to the bot at ``url``."""
+    sender = Sender(url, SECRET)
+    try:
+        ack = await sender.send_interaction(
+            action_payload(SimpleNamespace(ws=ws), message, button(message, 0), user=user)
+        )
+        assert ack.status == 200
+    finally:
+        await sender.close()
