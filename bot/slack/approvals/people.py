@@ -41,6 +41,7 @@ class People:
         self.groups: dict[str, tuple[float, set[str]]] = {}  # group id -> (when, member ids)
         self.channels: dict[str, tuple[float, set[str]]] = {}  # channel id -> (when, member ids)
         self._handles: tuple[float, dict[str, str]] | None = None  # (when, handle -> group id)
+        self._me: str | None = None  # the app's own bot user id (auth.test), once known
 
     def _fresh(self, when: float) -> bool:
         return self.clock() - when < CACHE_SECONDS
@@ -108,6 +109,17 @@ class People:
             members = cached[1] if cached is not None else set()
         self.channels[channel] = (self.clock(), members)
         return members
+
+    async def app_user(self) -> str | None:
+        """The app's own bot user id (``auth.test``, asked until it answers, then kept): a channel's members include
+        it, and it is nobody to remind or list a request for. None while Slack refuses."""
+        if self._me is None:
+            try:
+                resp = await self.client.auth_test()
+                self._me = str(resp.get("user_id") or "") or None
+            except SlackApiError as exc:
+                log.warning("auth.test failed: %s", exc.response.get("error"))
+        return self._me
 
     def known_group_id(self, handle: str) -> str | None:
         """The id of the group of ``handle`` (``@name``) by what was looked up so far, or None."""

@@ -195,14 +195,17 @@ class ApproverPolicy:
         """The people who may decide on this call, as reminders and App Home inboxes need them (docs/approvals.md
         "Reminders and App Home"): :meth:`people_to_ask`'s (the named users, the requester when their approval
         counts, the named user groups' members), then the members of the channels named (``channel:C...``,
-        :class:`~bot.slack.approvals.people.People`); never the requester whose approval doesn't count, nobody when
-        :attr:`blocked`. A channel-wide entry (``channel``: anyone in the run's channel) names nobody in particular:
-        the requester's inbox and the thread are where they see it. At most ``limit``, in that order."""
+        :class:`~bot.slack.approvals.people.People`, the app's own bot user left out); never the requester whose
+        approval doesn't count, nobody when :attr:`blocked`. A channel-wide entry (``channel``: anyone in the run's
+        channel) names nobody in particular: the requester's inbox and the thread are where they see it. At most
+        ``limit``, in that order."""
         if self.blocked is not None:
             return []
         people = await self.people_to_ask(ctx, limit=limit)
-        for channel in self.channels:
-            people += sorted(await self.people.channel_members(channel))
+        if self.channels:
+            me = await self.people.app_user()  # a channel's members include the app's bot user
+            for channel in self.channels:
+                people += sorted(m for m in await self.people.channel_members(channel) if m != me)
         out = [p for p in dict.fromkeys(people) if not self.excludes_requester(ctx, p)]
         return out[:limit]
 
