@@ -60,8 +60,8 @@ class OpenCards:
         elsewhere: bool = False,
     ) -> list[dict[str, Any]]:
         """The open request's Block Kit (:func:`~bot.slack.render.approvals.approval_blocks`) with ``progress`` (a
-        quorum's; None: not a quorum) and every control its rule allows; ``elsewhere``: for a surface outside the
-        run's channel (App Home), whose approvers line names that channel."""
+        quorum's; None: not a quorum) and every control its rule allows; ``elsewhere``: for a copy outside the run's
+        channel (an escalation's), whose approvers line names that channel."""
         approvers = self.approvers_of(approval, ctx)
         scopes = tuple(self.grants.scopes(ctx, approval.tool_name, approval.args)) if self.grants else ()
         return approval_blocks(

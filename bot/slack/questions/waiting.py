@@ -33,7 +33,16 @@ from bot.agent.answers import Expired, Open
 from bot.agent.approvals import approval_payload, policy_notes
 from bot.agent.ask_user import AskUserPayload
 from bot.agent.state import PendingCall, RunState, utcnow
-from bot.errors import RunAlreadyResumed, RunConflict, RunNotFound, RunNotResumable, SlackRefused, StoreCorrupt
+from bot.agent.stream import ApprovalPayload
+from bot.errors import (
+    RunAlreadyResumed,
+    RunConflict,
+    RunNotFound,
+    RunNotResumable,
+    SlackRefused,
+    StoreCorrupt,
+    StoreUnavailable,
+)
 from bot.slack.approvals.rules import DEADLINE as DEADLINE_NOTE
 from bot.slack.approvals.rules import ESCALATE as ESCALATE_NOTE
 from bot.slack.context import SlackContext
@@ -44,7 +53,7 @@ from bot.slack.questions.notices import EXPIRED_OUTCOME
 from bot.slack.questions.wait_plan import DEADLINE, ESCALATE, ESCALATE_TO, REMIND, REMIND_TO, WaitPlan
 from bot.slack.refs import QuestionRef
 from bot.slack.render import blocks as bk
-from bot.slack.render.approvals import approval_blocks, approval_title, link_back_block
+from bot.slack.render.approvals import QuorumProgress, approval_title, link_back_block
 from bot.slack.render.mrkdwn import clip, escape, how_long
 from bot.store.conversations import MessageRef, NoticeKind, Queued, asked_id
 from bot.store.schedule import DueItem, Handler
@@ -161,7 +170,8 @@ class Waiting:
         by = f" by <@{ctx.requester}>" if ctx.requester else ""
         note = link_back_block(f":rotating_light: No decision in time: escalated to you. Asked{by} in {back}.")
         ref = QuestionRef.of(state.run_id, pending.tool_call_id)
-        blocks = [*approval_blocks(payload, ref=ref, approvers=approvers.describe(ctx, elsewhere=True)), note]
+        card = await self._open_card(state.run_id, payload, ctx, ref=ref)
+        blocks = [*card, note]
         asked = asked_id(pending.suspended_at)
         for person in dict.fromkeys(people):
             posted = await self.answering.web.post_to(
@@ -338,8 +348,7 @@ class Waiting:
         note += f" · <{link}|Open the thread>" if link else "."
         if pending.kind == "approval":  # decided by its approvers only: those among the targets can decide here
             payload = approval_payload(pending)
-            who = self.approvers.for_call(ctx, payload.tool_name, payload.args).describe(ctx, elsewhere=True)
-            blocks = approval_blocks(payload, ref=ref, approvers=who)
+            blocks = await self._open_card(run_id, payload, ctx, ref=ref)
             text = f"{approval_title(payload)} (escalated)"
         else:
             question = AskUserPayload.model_validate(pending.suspend_payload)
@@ -351,6 +360,20 @@ class Waiting:
                 said = f"*{escape(clip(question.question, 2000))}*\nWaiting for {who} to answer in its thread."
                 blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": said}}]
         return text, [{"type": "context", "elements": [{"type": "mrkdwn", "text": note}]}, *blocks]
+
+    async def _open_card(
+        self, run_id: str, payload: ApprovalPayload, ctx: SlackContext, *, ref: QuestionRef
+    ) -> list[dict[str, Any]]:
+        """An escalated copy of an open approval request: its card as in its thread (its quorum's progress, Edit,
+        grants: :class:`~bot.slack.approvals.cards.OpenCards`), naming the run's channel; the progress left at
+        none gathered when Redis can't say (the next change redraws it)."""
+        cards = self.follower.cards
+        try:
+            progress = await cards.progress(run_id, payload, ctx)
+        except StoreUnavailable:
+            approvers = cards.approvers_of(payload, ctx)
+            progress = QuorumProgress(approvers.required) if approvers.quorum else None
+        return cards.blocks(payload, ctx, ref=ref, progress=progress, elsewhere=True)
 
     async def _close_settled(self, run_id: str, pending: PendingCall) -> None:
         """Close every message of a question that was settled while it was being escalated, saying how."""
