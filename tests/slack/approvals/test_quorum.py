@@ -288,12 +288,16 @@ async def test_the_last_two_approvals_at_once_in_two_os_processes_run_the_call_o
                 Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]), Reply(text="Once.")
             )
             d = await ws.mention(ALICE, GENERAL, "restart api")
-            request = await ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+            budget = 60  # seconds: for a loaded machine (a parallel suite), not a speed requirement
+            request = await ws.wait_for_message(
+                channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls, timeout=budget
+            )
             await ws.click(request, "Approve", user=BOB)
             seen = await ws.wait_for_message(
                 channel=GENERAL,
                 thread_ts=d.message["ts"],
                 predicate=lambda m: m["ts"] == request["ts"] and f"1 of 2: approved by <@{BOB}>" in blocks_text(m),
+                timeout=budget,
             )
             urls = [f"http://127.0.0.1:{port}/slack/events" for port in ports]
             for _ in range(3):  # whatever the interleaving: a few tries
@@ -301,7 +305,9 @@ async def test_the_last_two_approvals_at_once_in_two_os_processes_run_the_call_o
                     click_to(ws, urls[0], seen, user=CAROL),
                     click_to(ws, urls[1], seen, user=DAVE),
                 )
-            await ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=text_is("Once."))
+            await ws.wait_for_message(
+                channel=GENERAL, thread_ts=d.message["ts"], predicate=text_is("Once."), timeout=budget
+            )
         finally:
             for proc in procs:
                 logs.append(await stop(proc))  # each drains its work first: every click is handled by now
