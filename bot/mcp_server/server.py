@@ -21,7 +21,8 @@ Built on the official ``mcp`` SDK's ``MCPServer``; served over stdio, or streama
   approval; its result one text block of JSON (:mod:`bot.mcp_server.permission_prompt`).
 
 A client that declares MCP tasks (the ``io.modelcontextprotocol/tasks`` extension, on the 2026-07-28 wire) gets a
-task at once for each of these calls instead of a blocking one (:mod:`bot.mcp_server.tasks`).
+task at once for each of these calls instead of a blocking one (:mod:`bot.mcp_server.tasks`), and is told of its
+status changes when it listens for them (:mod:`bot.mcp_server.task_status`).
 
 Every call is a caller's (:mod:`bot.mcp_server.callers`): over HTTP the one its bearer token names, over stdio the
 process's (``MCP_CALLER``), or without ``MCP_CALLERS`` the one implicit caller, confined to ``MCP_ASK_CHANNEL``. A
@@ -48,6 +49,7 @@ import anyio
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.subscriptions import InMemorySubscriptionBus
 from pydantic import BaseModel
 
 from bot.agent.asking import APPROVAL_TOOL
@@ -69,6 +71,7 @@ from bot.mcp_server.callers import CALLER_STATE, Caller, Callers, Refused, check
 from bot.mcp_server.http import SHUTTING_DOWN, serve_http
 from bot.mcp_server.permission_prompt import TOOL as PERMISSION_TOOL
 from bot.mcp_server.permission_prompt import TOOL_INPUT, approval_request, decision_result, decision_text, summary
+from bot.mcp_server.task_status import TaskListen
 from bot.mcp_server.tasks import TASKING, Tasks, structured_result
 from bot.serving import check_redis, listen_error, serve_ops
 from bot.slack.context import slack_id
@@ -155,8 +158,14 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
         caller_of=lambda ctx: caller_of(ctx, default),
         retention=float(getattr(asker.agent.store, "retention", DEFAULT_RETENTION)),
     )
+    bus = InMemorySubscriptionBus()  # the SDK's change events; task status is read from Redis (TaskListen)
     server: MCPServer[Any] = MCPServer(
-        "askbot", instructions=INSTRUCTIONS, log_level=settings.log_level, extensions=[tasks]
+        "askbot",
+        instructions=INSTRUCTIONS,
+        log_level=settings.log_level,
+        extensions=[tasks],
+        subscriptions=bus,
+        middleware=[TaskListen(tasks, bus)],
     )
 
     @server.tool(name="ask_user")

@@ -171,3 +171,65 @@ async def test_tasks_cancel_withdraws_the_question_in_slack(
         with pytest.raises(MCPError) as unknown:  # a task id that is no task of this caller's
             await get_task(client.session, "run_mcpc_" + "0" * 32)
         assert unknown.value.error.code == -32602
+
+
+def never_polls(notified: list[TaskResult]) -> TasksClient:
+    """A client half that polls ``tasks/get`` never within a test (10 minutes apart): what it learns after the
+    task is made it is told (``notifications/tasks``), each notification kept in ``notified``."""
+
+    async def on_notified(task: TaskResult) -> None:
+        notified.append(task)
+
+    return TasksClient(on_notified=on_notified, min_poll=600, max_poll=600)
+
+
+async def test_the_client_is_told_of_the_tasks_status_changes_over_stdio(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """The client listens for its task (subscriptions/listen naming it) and is told input_required, then, when
+    Alice answers in Slack (the harness's serve process takes the click), completed with the very result; it never
+    polls tasks/get meanwhile."""
+    notified: list[TaskResult] = []
+    args = {"question": "Which repo?", "options": [{"label": "api"}, {"label": "web"}]}
+    async with harness(real_redis) as h, stdio_client_of(h, prefix, tasks=never_polls(notified)) as client:
+        call = asyncio.ensure_future(client.call_tool("ask_user", args))
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
+        for _ in range(400):
+            if notified:
+                break
+            await asyncio.sleep(0.05)
+        assert notified and notified[0].status == "input_required"
+        assert notified[0].status_message is not None and "waiting for" in notified[0].status_message
+        await h.ws.click(question, "api", user=ALICE)
+        result = await asyncio.wait_for(call, 20)
+    assert result.structured_content == {"status": "answered", "answer": "api", "answered_by": ALICE}
+    assert notified[-1].status == "completed" and notified[-1].task_id == notified[0].task_id
+    assert notified[-1].result is not None and notified[-1].result["structuredContent"] == result.structured_content
+
+
+async def test_a_cancel_in_another_server_process_is_told_to_the_listening_client_over_http(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """Two ``--http`` server processes on one Redis: the client listening on the first is told its task was
+    cancelled when another client's tasks/cancel of it reaches the second (the first reads it from Redis)."""
+    notified: list[TaskResult] = []
+    async with (
+        harness(real_redis) as h,
+        http_server(h, prefix) as first,
+        http_server(h, prefix) as second,
+        http_client_of(first.url, tasks=never_polls(notified)) as client,
+        http_client_of(second.url, tasks=TasksClient()) as other,
+    ):
+        call = asyncio.ensure_future(client.call_tool("request_approval", {"action": "Restart the api service"}))
+        request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
+        for _ in range(400):
+            if notified:
+                break
+            await asyncio.sleep(0.05)
+        assert notified and notified[0].status == "input_required"
+        await cancel_task(other.session, notified[0].task_id)
+        result = await asyncio.wait_for(call, 20)
+        withdrawn = next(m for m in h.ws.messages(GENERAL) if m["ts"] == request["ts"])
+    assert result.is_error and "task cancelled" in str(result.content)
+    assert notified[-1].status == "cancelled" and notified[-1].task_id == notified[0].task_id
+    assert not has_controls(withdrawn)
