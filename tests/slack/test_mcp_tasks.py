@@ -23,7 +23,15 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from bot.mcp_server.tasks import CreateTaskResult, TaskFields, TaskResult, TasksClient, cancel_task, get_task
+from bot.mcp_server.tasks import (
+    CreateTaskResult,
+    TaskFields,
+    TaskResult,
+    TasksClient,
+    cancel_task,
+    get_task,
+    listen_tasks,
+)
 from bot.testing.mcp_process import McpProcess, mcp_http_process
 from bot.testing.slack_scenarios import ALICE, GENERAL, has_controls
 
@@ -233,3 +241,34 @@ async def test_a_cancel_in_another_server_process_is_told_to_the_listening_clien
     assert result.is_error and "task cancelled" in str(result.content)
     assert notified[-1].status == "cancelled" and notified[-1].task_id == notified[0].task_id
     assert not has_controls(withdrawn)
+
+
+async def test_listening_for_tasks_needs_the_extension_and_is_told_only_of_the_callers_own_tasks(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """A listen request naming tasks from a client that did not declare the extension is refused (-32021); one
+    naming no task of its caller's is acknowledged with none and ends at once (nothing to tell of)."""
+    acks: list[Any] = []
+
+    async def message_handler(message: Any) -> None:
+        if getattr(message, "method", "") == "notifications/subscriptions/acknowledged":
+            acks.append(message.params.notifications)
+
+    async with harness(real_redis) as h:
+        async with stdio_client_of(h, prefix, tasks=None) as plain:
+            with pytest.raises(MCPError) as refused:
+                await listen_tasks(plain.session, ["run_mcpc_" + "0" * 32])
+            assert refused.value.error.code == -32021
+        params = StdioServerParameters(command=sys.executable, args=["-m", "bot", "mcp"], env=mcp_env(h, prefix))
+        async with (
+            stdio_client(params) as streams,
+            Client(
+                contextlib.nullcontext(streams),
+                mode="auto",
+                extensions=[TasksClient()],
+                message_handler=message_handler,
+            ) as client,
+        ):
+            ended = await asyncio.wait_for(listen_tasks(client.session, ["run_mcpc_" + "0" * 32, "nope"]), 20)
+    assert ended.meta is not None and "io.modelcontextprotocol/subscriptionId" in ended.meta
+    assert [a.model_dump(by_alias=True, exclude_none=True) for a in acks] == [{"taskIds": []}]
