@@ -25,9 +25,12 @@ of the client:
 - ``completed`` with ``result``: the very ``CallToolResult`` the blocking call returns (``no_answer`` past the
   deadline included);
 - ``cancelled`` once withdrawn (``tasks/cancel``, which withdraws the question in Slack as a client's
-  cancellation of a blocking call does).
+  cancellation of a blocking call does), an approval's as a question's (:func:`withdrawn`).
 
 A task is its caller's: another caller's ``tasks/get`` / ``tasks/cancel`` of it is "no such task" (``-32602``).
+A client may also be told of its tasks' status changes (``notifications/tasks`` on a ``subscriptions/listen``
+stream naming them): :mod:`bot.mcp_server.task_status`; this module holds their wire shapes and the client's
+:func:`listen_tasks`.
 """
 
 from __future__ import annotations
