@@ -206,6 +206,31 @@ async def test_over_http_a_request_without_the_right_token_is_refused(
                 assert r.status != 401
 
 
+async def test_over_http_a_request_body_over_the_bound_is_refused_with_413(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """A body over MAX_BODY is refused with 413 and a JSON-RPC error naming the bound, whether it says its length
+    or comes chunked; the server goes on serving."""
+    from bot.mcp_server.http import MAX_BODY
+
+    auth = {"Authorization": f"Bearer {MCP_TOKEN}", "Content-Type": "application/json"}
+    call = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"pad": "'
+    too_big = call + b"x" * MAX_BODY + b'"}}'
+
+    async def chunked() -> AsyncIterator[bytes]:
+        for start in range(0, len(too_big), 65536):
+            yield too_big[start : start + 65536]
+
+    async with harness(real_redis) as h, mcp_http_server(h, prefix) as server, aiohttp.ClientSession() as http:
+        for body in (too_big, chunked()):
+            async with http.post(server.url, data=body, headers=auth) as resp:
+                assert resp.status == 413
+                refused = await resp.json()
+            assert refused["error"]["code"] == -32600 and f"{MAX_BODY:,} bytes" in refused["error"]["message"]
+        async with http_session(server.url) as session:  # and it serves on
+            assert "ask_user" in [t.name for t in (await session.list_tools()).tools]
+
+
 async def test_over_http_the_server_listens_on_loopback_unless_mcp_host_says_otherwise(
     real_redis: aioredis.Redis, harness: Any, prefix: str
 ) -> None:
