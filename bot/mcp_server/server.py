@@ -85,6 +85,15 @@ INSTRUCTIONS = (
 )
 
 
+ASKED_THROUGH: dict[str, str | None] = {
+    "ask_user": None,
+    "request_approval": APPROVAL_TOOL,
+    PERMISSION_TOOL: APPROVAL_TOOL,
+}
+"""Each MCP tool's question, by the bot's tool it is asked as: None the question tool (``ask_user``), else an
+approval request (:data:`bot.agent.asking.APPROVAL_TOOL`)."""
+
+
 class Option(BaseModel):
     """One choice: ``label`` (what the person picks and the answer says), ``description`` (shown under it); bounded
     as :mod:`bot.agent.limits` says."""
@@ -168,6 +177,36 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
         middleware=[TaskListen(tasks, bus)],
     )
 
+    async def ask(
+        ctx: Context,
+        mcp_tool: str,
+        args: dict[str, Any],
+        *,
+        channel: str | None = None,
+        user: str | None = None,
+        context: str | None = None,
+        request_key: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        fingerprinted: Any = None,
+    ) -> dict[str, Any]:
+        """The one place a tool asks: as this request's caller, through the tool :data:`ASKED_THROUGH` names for
+        ``mcp_tool`` (:func:`ask_and_wait`)."""
+        return await ask_and_wait(
+            asker,
+            settings,
+            ctx,
+            args,
+            channel=channel,
+            user=user,
+            context=context,
+            request_key=request_key,
+            tool_id=ASKED_THROUGH[mcp_tool],
+            caller=caller_of(ctx, default),
+            mcp_tool=mcp_tool,
+            metadata=metadata,
+            fingerprinted=fingerprinted,
+        )
+
     @server.tool(name="ask_user")
     async def ask_user(
         question: Question,
@@ -189,18 +228,7 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
             args["options"] = [o.model_dump(exclude_none=True) for o in options]
         if selection_mode is not None:
             args["selection_mode"] = selection_mode
-        return await ask_and_wait(
-            asker,
-            settings,
-            ctx,
-            args,
-            channel=channel,
-            user=user,
-            context=context,
-            request_key=request_key,
-            caller=caller_of(ctx, default),
-            mcp_tool="ask_user",
-        )
+        return await ask(ctx, "ask_user", args, channel=channel, user=user, context=context, request_key=request_key)
 
     @server.tool(name="request_approval")
     async def request_approval(
@@ -217,18 +245,8 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
         `channel` / `user` / `context` / `request_key` as for ask_user. Result: {"status": "approved",
         "approved_by"} or {"status": "declined", "declined_by", "reason"}; take the action only when approved."""
         args: dict[str, Any] = {"action": action, **({"details": details} if details is not None else {})}
-        return await ask_and_wait(
-            asker,
-            settings,
-            ctx,
-            args,
-            channel=channel,
-            user=user,
-            context=context,
-            request_key=request_key,
-            tool_id=APPROVAL_TOOL,
-            caller=caller_of(ctx, default),
-            mcp_tool="request_approval",
+        return await ask(
+            ctx, "request_approval", args, channel=channel, user=user, context=context, request_key=request_key
         )
 
     @server.tool(name=PERMISSION_TOOL, structured_output=False)
@@ -241,23 +259,16 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
         """Claude Code's permission prompt (--permission-prompt-tool mcp__<server>__approve_tool_use): asks a person
         on Slack whether `tool_name` may run with `input`, and waits. Result: one text block of JSON,
         {"behavior": "allow", "updatedInput": {...}} or {"behavior": "deny", "message": "..."}."""
-        caller = caller_of(ctx, default)
         try:
-            args = approval_request(tool_name, input, caller=caller.name)
+            args = approval_request(tool_name, input, caller=caller_of(ctx, default).name)
         except AskError as exc:
             raise ToolError(str(exc)) from None
-        outcome = await ask_and_wait(
-            asker,
-            settings,
+        outcome = await ask(
             ctx,
+            PERMISSION_TOOL,
             args,
-            channel=None,
-            user=None,
             context=summary(tool_name, input),
             request_key=tool_use_id,
-            tool_id=APPROVAL_TOOL,
-            caller=caller,
-            mcp_tool=PERMISSION_TOOL,
             metadata={TOOL_INPUT: json.dumps(input, ensure_ascii=False)},
             fingerprinted=input,
         )
