@@ -39,6 +39,7 @@ from mcp.server.subscriptions import SubscriptionBus
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY, ServerEvent, event_matches, event_to_notification
 from mcp_types import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -49,6 +50,7 @@ from mcp_types import (
     SubscriptionsListenRequestParams,
     SubscriptionsListenResult,
 )
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from bot.errors import RunNotFound, StoreCorrupt, StoreUnavailable
@@ -105,7 +107,9 @@ class TaskListen:
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """A listen request naming task ids is served here; every other request goes on."""
-        if ctx.method != LISTEN or (ids := task_ids_of(ctx.params)) is None:
+        if ctx.method != LISTEN or ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return await call_next(ctx)  # (on an older wire the SDK answers "Method not found")
+        if (ids := task_ids_of(ctx.params)) is None:
             return await call_next(ctx)
         if not declares_tasks(ctx):
             raise MCPError(
@@ -120,7 +124,7 @@ class TaskListen:
         except ValidationError:
             raise MCPError(code=INVALID_PARAMS, message="Invalid subscriptions/listen params") from None
         if self.streams >= MAX_STREAMS:
-            raise MCPError(code=-32603, message="Subscription limit reached")
+            raise MCPError(code=INTERNAL_ERROR, message="Subscription limit reached")
         self.streams += 1
         try:
             return await self._serve(ctx, ids, honored_kinds(params.notifications))
