@@ -19,17 +19,14 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 from mcp.client import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bot.mcp_server.asker import run_id_for
 from bot.testing.mcp_process import McpProcess, mcp_http_process
 from bot.testing.slack_scenarios import ALICE, GENERAL, blocks_text, has_controls
+from tests.slack.mcp_support import SLACK_TOKEN, STARTUP_SECONDS, bearer_client
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
 REDIS_ENV: dict[str, str] = {}
-SLACK_TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py)
-STARTUP_SECONDS = 60
 TOKENS = {"build-42": "build-42-token-0123456789abcdef", "build-43": "build-43-token-0123456789abcdef"}
 ALWAYS = "Approve always (these arguments)"
 POLICY = f"""
@@ -44,11 +41,6 @@ rules:
     tool: "*"
     approvers: [{ALICE}]
 """
-
-
-@pytest.fixture(autouse=True)
-def _redis_env(real_redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(globals(), "REDIS_ENV", real_redis_env)
 
 
 @pytest.fixture
@@ -88,12 +80,7 @@ async def http_server(h: Any, prefix: str, files: dict[str, str]) -> AsyncIterat
 
 @contextlib.asynccontextmanager
 async def client_as(url: str, caller: str) -> AsyncIterator[Client]:
-    auth = {"Authorization": f"Bearer {TOKENS[caller]}"}
-    async with (
-        create_mcp_http_client(headers=auth) as http,
-        streamable_http_client(url, http_client=http) as streams,
-        Client(contextlib.nullcontext(streams), mode="auto") as client,
-    ):
+    async with bearer_client(url, TOKENS[caller]) as client:
         yield client
 
 

@@ -21,8 +21,6 @@ import pytest
 import redis.asyncio as aioredis
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bot.agent.state import utcnow
 from bot.fakeslack import Workspace
@@ -31,15 +29,11 @@ from bot.slack.refs import QuestionRef
 from bot.store import Keys
 from bot.testing.slack_scenarios import ALICE, BOB, CAROL, GENERAL, has_controls
 from bot.testing.tcp_proxy import TcpProxy
+from tests.slack.mcp_support import STARTUP_SECONDS, bearer_client
 
 # Subprocess-heavy: on the cluster too only where marked (see tests/conftest.py).
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
 REDIS_ENV: dict[str, str] = {}  # REDIS_URL and REDIS_CLUSTER of this test's real Redis (set by the fixture below)
-
-
-@pytest.fixture(autouse=True)
-def _redis_env(real_redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(globals(), "REDIS_ENV", real_redis_env)
 
 
 TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py)
@@ -137,7 +131,6 @@ async def test_a_call_without_anyone_to_ask_is_a_clear_tool_error(
 
 
 MCP_TOKEN = "mcp-test-token-0123456789abcdef"
-STARTUP_SECONDS = 60  # how long a server process may take to start and ask (a loaded machine is slow): a budget
 
 
 def free_port() -> int:
@@ -184,12 +177,7 @@ async def mcp_http_server(h: Any, prefix: str, *, host: str | None = None) -> As
 @contextlib.asynccontextmanager
 async def http_session(url: str) -> AsyncIterator[Any]:
     """The SDK's client over streamable HTTP to ``url``, with the test's bearer token."""
-    auth = {"Authorization": f"Bearer {MCP_TOKEN}"}
-    async with (
-        create_mcp_http_client(headers=auth) as http,
-        streamable_http_client(url, http_client=http) as streams,
-        Client(contextlib.nullcontext(streams), mode="auto") as client,
-    ):
+    async with bearer_client(url, MCP_TOKEN) as client:
         yield client.session
 
 

@@ -19,8 +19,6 @@ import pytest
 import redis.asyncio as aioredis
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from bot.mcp_server.tasks import (
@@ -34,19 +32,13 @@ from bot.mcp_server.tasks import (
 )
 from bot.testing.mcp_process import McpProcess, mcp_http_process
 from bot.testing.slack_scenarios import ALICE, GENERAL, has_controls
+from tests.slack.mcp_support import SLACK_TOKEN, STARTUP_SECONDS, bearer_client
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
 REDIS_ENV: dict[str, str] = {}
 
 
-@pytest.fixture(autouse=True)
-def _redis_env(real_redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(globals(), "REDIS_ENV", real_redis_env)
-
-
-SLACK_TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py)
 MCP_TOKEN = "mcp-test-token-0123456789abcdef"
-STARTUP_SECONDS = 60  # how long a server process may take to start and ask (a loaded machine is slow): a budget
 
 
 def mcp_env(h: Any, prefix: str, **extra: str) -> dict[str, str]:
@@ -85,12 +77,7 @@ async def http_server(h: Any, prefix: str) -> AsyncIterator[McpProcess]:
 @contextlib.asynccontextmanager
 async def http_client_of(url: str, *, tasks: TasksClient | None) -> AsyncIterator[Client]:
     """The SDK's client over streamable HTTP to ``url``, with the bearer token, declaring the tasks extension."""
-    auth = {"Authorization": f"Bearer {MCP_TOKEN}"}
-    async with (
-        create_mcp_http_client(headers=auth) as http,
-        streamable_http_client(url, http_client=http) as streams,
-        Client(contextlib.nullcontext(streams), mode="auto", extensions=[tasks] if tasks else []) as client,
-    ):
+    async with bearer_client(url, MCP_TOKEN, extensions=[tasks] if tasks else []) as client:
         yield client
 
 
