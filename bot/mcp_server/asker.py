@@ -49,7 +49,8 @@ REPLY = "Your answer is recorded for the agent that asked: it gets it now, or wh
 """Posted in the thread once a person answers. Not "went back": the client may have given up waiting (a request
 timeout, e.g. the MCP Inspector CLI's 60 s); the answer stays in Redis for its ``request_key``."""
 FINGERPRINT = "ask_fingerprint"  # run metadata: what its request_key was asked with (see fingerprint)
-CALLER = "mcp_caller"  # run metadata: the name of the caller that asked (absent: the implicit caller)
+CALLER = "mcp_caller"  # run metadata: the name of the caller that asked (absent: the implicit caller); the audit
+# lines name it (bot.ops.audit.MCP_CALLER)
 MCP_TOOL = "mcp_tool"  # run metadata: the MCP tool that asked (its result's shape; absent: by the run's tool)
 CLIENT_NAME = 60  # characters of the client's own name (clientInfo.name) shown in Slack
 ENDED = ("completed", "failed", "expired")

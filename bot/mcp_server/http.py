@@ -8,6 +8,9 @@ On a loopback address the SDK also refuses requests whose ``Host`` header is not
 protection): a proxy in front passes ``Host: 127.0.0.1:<port>`` (nginx's default; Caddy's
 ``header_up Host {upstream_hostport}``).
 
+A request body is at most :data:`MAX_BODY` bytes (:class:`BodyLimit`): a larger one is refused with 413 and a
+JSON-RPC error saying the bound, before any of it reaches the SDK (which reads a body whole into memory).
+
 The token is compared in constant time (``hmac.compare_digest``; with ``MCP_CALLERS`` its SHA-256 with each
 caller's) and never logged (uvicorn's access log is off;
 the 401 says nothing of what was sent). The app itself is the SDK's (``MCPServer.streamable_http_app``), served by
@@ -32,6 +35,8 @@ log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
 HOST = "127.0.0.1"  # MCP_HOST's default: loopback only
+MAX_BODY = 4 * 1024 * 1024  # bytes of one request body: the largest call (a permission prompt's input, at most
+# 100,000 characters of JSON, bot.mcp_server.permission_prompt.MAX_INPUT, escaped up to 6 bytes each) fits
 GRACE = 3  # seconds a stopping server gives requests in flight; waiting calls are cut short (their questions stay)
 ASGIApp = Any  # an ASGI application: await app(scope, receive, send)
 # this process is stopping (set by the server's signal handling): its calls are cut short, not cancelled by their
@@ -81,6 +86,62 @@ class BearerAuth:
         return self._expected is not None and hmac.compare_digest(token.strip(), self._expected)
 
 
+class BodyLimit:
+    """ASGI middleware: an HTTP request whose body is over ``limit`` bytes (by its ``Content-Length``, or counted as
+    it arrives when chunked) gets 413 with a JSON-RPC error (``-32600``, ``id`` null) naming the bound; the app
+    never sees it. A body within the bound is read whole (the SDK does so anyway) and handed on in one message;
+    what the client sends later (its disconnect) reaches the app as it comes."""
+
+    def __init__(self, app: ASGIApp, *, limit: int = MAX_BODY) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = next((v for k, v in scope.get("headers") or [] if k.lower() == b"content-length"), None)
+        if declared is not None and declared.strip().isdigit() and int(declared) > self.limit:
+            await self._refuse(send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message.get("type") != "http.request":  # gone before its body was whole
+                return
+            chunk = message.get("body") or b""
+            size += len(chunk)
+            if size > self.limit:
+                await self._refuse(send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                break
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            message: dict[str, Any] = await receive()
+            return message
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, send: Any) -> None:
+        error = {"code": -32600, "message": f"Request body too large: an MCP request is at most {self.limit:,} bytes"}
+        body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"connection", b"close")],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
 def http_server(
     server: MCPServer[Any],
     *,
@@ -104,7 +165,9 @@ def http_server(
         def capture_signals(self) -> Any:
             return contextlib.nullcontext() if embedded else super().capture_signals()
 
-    app = BearerAuth(server.streamable_http_app(streamable_http_path=MCP_PATH, host=host), token=token, callers=callers)
+    app = BearerAuth(  # the token first: a body is read only for a caller
+        BodyLimit(server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)), token=token, callers=callers
+    )
     config = uvicorn.Config(
         app,
         host=host,

@@ -21,7 +21,8 @@ Built on the official ``mcp`` SDK's ``MCPServer``; served over stdio, or streama
   approval; its result one text block of JSON (:mod:`bot.mcp_server.permission_prompt`).
 
 A client that declares MCP tasks (the ``io.modelcontextprotocol/tasks`` extension, on the 2026-07-28 wire) gets a
-task at once for each of these calls instead of a blocking one (:mod:`bot.mcp_server.tasks`).
+task at once for each of these calls instead of a blocking one (:mod:`bot.mcp_server.tasks`), and is told of its
+status changes when it listens for them (:mod:`bot.mcp_server.task_status`).
 
 Every call is a caller's (:mod:`bot.mcp_server.callers`): over HTTP the one its bearer token names, over stdio the
 process's (``MCP_CALLER``), or without ``MCP_CALLERS`` the one implicit caller, confined to ``MCP_ASK_CHANNEL``. A
@@ -48,6 +49,7 @@ import anyio
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.subscriptions import InMemorySubscriptionBus
 from pydantic import BaseModel
 
 from bot.agent.asking import APPROVAL_TOOL
@@ -69,6 +71,7 @@ from bot.mcp_server.callers import CALLER_STATE, Caller, Callers, Refused, check
 from bot.mcp_server.http import SHUTTING_DOWN, serve_http
 from bot.mcp_server.permission_prompt import TOOL as PERMISSION_TOOL
 from bot.mcp_server.permission_prompt import TOOL_INPUT, approval_request, decision_result, decision_text, summary
+from bot.mcp_server.task_status import TaskListen
 from bot.mcp_server.tasks import TASKING, Tasks, structured_result
 from bot.serving import check_redis, listen_error, serve_ops
 from bot.slack.context import slack_id
@@ -80,6 +83,15 @@ INSTRUCTIONS = (
     "Ask a person on Slack and wait for the answer: a free-form question, one choice or several. Use it when a "
     "decision is the person's, or you lack information only they have. The call can take minutes or hours."
 )
+
+
+ASKED_THROUGH: dict[str, str | None] = {
+    "ask_user": None,
+    "request_approval": APPROVAL_TOOL,
+    PERMISSION_TOOL: APPROVAL_TOOL,
+}
+"""Each MCP tool's question, by the bot's tool it is asked as: None the question tool (``ask_user``), else an
+approval request (:data:`bot.agent.asking.APPROVAL_TOOL`)."""
 
 
 class Option(BaseModel):
@@ -155,9 +167,45 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
         caller_of=lambda ctx: caller_of(ctx, default),
         retention=float(getattr(asker.agent.store, "retention", DEFAULT_RETENTION)),
     )
+    bus = InMemorySubscriptionBus()  # the SDK's change events; task status is read from Redis (TaskListen)
     server: MCPServer[Any] = MCPServer(
-        "askbot", instructions=INSTRUCTIONS, log_level=settings.log_level, extensions=[tasks]
+        "askbot",
+        instructions=INSTRUCTIONS,
+        log_level=settings.log_level,
+        extensions=[tasks],
+        subscriptions=bus,
+        middleware=[TaskListen(tasks, bus)],
     )
+
+    async def ask(
+        ctx: Context,
+        mcp_tool: str,
+        args: dict[str, Any],
+        *,
+        channel: str | None = None,
+        user: str | None = None,
+        context: str | None = None,
+        request_key: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        fingerprinted: Any = None,
+    ) -> dict[str, Any]:
+        """The one place a tool asks: as this request's caller, through the tool :data:`ASKED_THROUGH` names for
+        ``mcp_tool`` (:func:`ask_and_wait`)."""
+        return await ask_and_wait(
+            asker,
+            settings,
+            ctx,
+            args,
+            channel=channel,
+            user=user,
+            context=context,
+            request_key=request_key,
+            tool_id=ASKED_THROUGH[mcp_tool],
+            caller=caller_of(ctx, default),
+            mcp_tool=mcp_tool,
+            metadata=metadata,
+            fingerprinted=fingerprinted,
+        )
 
     @server.tool(name="ask_user")
     async def ask_user(
@@ -180,18 +228,7 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
             args["options"] = [o.model_dump(exclude_none=True) for o in options]
         if selection_mode is not None:
             args["selection_mode"] = selection_mode
-        return await ask_and_wait(
-            asker,
-            settings,
-            ctx,
-            args,
-            channel=channel,
-            user=user,
-            context=context,
-            request_key=request_key,
-            caller=caller_of(ctx, default),
-            mcp_tool="ask_user",
-        )
+        return await ask(ctx, "ask_user", args, channel=channel, user=user, context=context, request_key=request_key)
 
     @server.tool(name="request_approval")
     async def request_approval(
@@ -208,18 +245,8 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
         `channel` / `user` / `context` / `request_key` as for ask_user. Result: {"status": "approved",
         "approved_by"} or {"status": "declined", "declined_by", "reason"}; take the action only when approved."""
         args: dict[str, Any] = {"action": action, **({"details": details} if details is not None else {})}
-        return await ask_and_wait(
-            asker,
-            settings,
-            ctx,
-            args,
-            channel=channel,
-            user=user,
-            context=context,
-            request_key=request_key,
-            tool_id=APPROVAL_TOOL,
-            caller=caller_of(ctx, default),
-            mcp_tool="request_approval",
+        return await ask(
+            ctx, "request_approval", args, channel=channel, user=user, context=context, request_key=request_key
         )
 
     @server.tool(name=PERMISSION_TOOL, structured_output=False)
@@ -232,23 +259,16 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
         """Claude Code's permission prompt (--permission-prompt-tool mcp__<server>__approve_tool_use): asks a person
         on Slack whether `tool_name` may run with `input`, and waits. Result: one text block of JSON,
         {"behavior": "allow", "updatedInput": {...}} or {"behavior": "deny", "message": "..."}."""
-        caller = caller_of(ctx, default)
         try:
-            args = approval_request(tool_name, input, caller=caller.name)
+            args = approval_request(tool_name, input, caller=caller_of(ctx, default).name)
         except AskError as exc:
             raise ToolError(str(exc)) from None
-        outcome = await ask_and_wait(
-            asker,
-            settings,
+        outcome = await ask(
             ctx,
+            PERMISSION_TOOL,
             args,
-            channel=None,
-            user=None,
             context=summary(tool_name, input),
             request_key=tool_use_id,
-            tool_id=APPROVAL_TOOL,
-            caller=caller,
-            mcp_tool=PERMISSION_TOOL,
             metadata={TOOL_INPUT: json.dumps(input, ensure_ascii=False)},
             fingerprinted=input,
         )

@@ -25,9 +25,12 @@ of the client:
 - ``completed`` with ``result``: the very ``CallToolResult`` the blocking call returns (``no_answer`` past the
   deadline included);
 - ``cancelled`` once withdrawn (``tasks/cancel``, which withdraws the question in Slack as a client's
-  cancellation of a blocking call does).
+  cancellation of a blocking call does), an approval's as a question's (:func:`withdrawn`).
 
 A task is its caller's: another caller's ``tasks/get`` / ``tasks/cancel`` of it is "no such task" (``-32602``).
+A client may also be told of its tasks' status changes (``notifications/tasks`` on a ``subscriptions/listen``
+stream naming them): :mod:`bot.mcp_server.task_status`; this module holds their wire shapes and the client's
+:func:`listen_tasks`.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from typing import Any, Literal
 
 import anyio
 import pydantic_core
-from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.extension import ClaimContext, ClientExtension, NotificationBinding, ResultClaim
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.shared.exceptions import MCPError
@@ -51,9 +54,14 @@ from mcp_types import (
     CallToolRequestParams,
     CallToolResult,
     EmptyResult,
+    Notification,
+    NotificationParams,
     Request,
     RequestParams,
     Result,
+    SubscriptionFilter,
+    SubscriptionsListenRequestParams,
+    SubscriptionsListenResult,
     TextContent,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -67,6 +75,8 @@ from bot.mcp_server.callers import Caller
 log = logging.getLogger(__name__)
 
 TASKS = "io.modelcontextprotocol/tasks"  # the extension's identifier (SEP-2663)
+TASK_IDS = "taskIds"  # subscriptions/listen's notifications key naming the tasks to be told of
+TASK_NOTIFICATION = "notifications/tasks"  # the extension's task status notification
 POLL_MS = 2000  # pollIntervalMs: one Redis read per poll
 TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
 Render = Callable[[RunState], CallToolResult]  # an ended question run -> the tool's result (as the blocking call's)
@@ -115,6 +125,23 @@ class TaskResult(TaskFields):
     error: dict[str, Any] | None = None
 
 
+class TaskNotificationParams(NotificationParams):
+    """``notifications/tasks`` params: the whole task as ``tasks/get`` returns it (``result`` once ``completed``),
+    and the listen stream's ``_meta`` (:mod:`bot.mcp_server.task_status`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    task_id: str
+    status: TaskStatus
+
+
+class TaskNotification(Notification[TaskNotificationParams, Literal["notifications/tasks"]]):
+    """The extension's task status notification (its ``TaskStatusNotification``)."""
+
+    method: Literal["notifications/tasks"] = "notifications/tasks"
+    params: TaskNotificationParams
+
+
 class CreateTaskResult(TaskFields):
     """The ``tools/call`` result that is a task (``resultType: "task"``; the extension's ``CreateTaskResult``)."""
 
@@ -141,6 +168,13 @@ def declares_tasks(ctx: ServerRequestContext[Any, Any]) -> bool:
     capabilities = ctx.session.client_capabilities
     extensions = capabilities.extensions if capabilities is not None else None
     return bool(extensions) and TASKS in (extensions or {})
+
+
+def withdrawn(state: RunState) -> bool:
+    """Whether the question of run ``state`` was withdrawn (``tasks/cancel``, a client's cancellation): its answer
+    is the withdrawal's (``outcome: "cancelled"``, :meth:`bot.agent.Agent.cancel_question`). An approval's
+    withdrawal reads as a decline in the blocking call's result; its task is ``cancelled`` as a question's is."""
+    return any(a.tool_call_id == f"ask_{state.run_id}" and a.outcome == "cancelled" for a in state.answers)
 
 
 def _iso(value: Any) -> str:
@@ -209,8 +243,8 @@ class Tasks(Extension):
         asked = self.asker.asked_of(state)
         if state.status in ENDED:
             outcome = outcome_of(state)
-            if outcome.get("status") == "cancelled":
-                by = outcome.get("cancelled_by")
+            if outcome.get("status") == "cancelled" or withdrawn(state):
+                by = outcome.get("cancelled_by") or outcome.get("declined_by")
                 return TaskResult.model_validate(
                     {**base, "status": "cancelled", "statusMessage": f"withdrawn by {by}" if by else "withdrawn"}
                 )
@@ -239,13 +273,22 @@ class Tasks(Extension):
                 message=f"Client did not declare required extension {TASKS!r}",
                 data={"requiredCapabilities": {"extensions": {TASKS: {}}}},
             )
+        state = await self.caller_run(ctx, task_id)
+        if state is None:
+            raise MCPError(code=INVALID_PARAMS, message="Failed to retrieve task: no such task (or it expired)")
+        return state
+
+    async def caller_run(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> RunState | None:
+        """The run that task ``task_id`` is when it is a task of this request's caller, else None (no such task,
+        past retention, another caller's). Raises ``StoreUnavailable``, ``MCPError``/``ToolError`` (the request
+        names no caller)."""
         caller = self.caller_of(ctx)
         try:
             state = await self.asker.agent.get_run(task_id) if task_id.startswith("run_mcp") else None
         except (RunNotFound, StoreCorrupt):
             state = None
         if state is None or str(state.metadata.get(CALLER, "")) != caller.name:
-            raise MCPError(code=INVALID_PARAMS, message="Failed to retrieve task: no such task (or it expired)")
+            return None
         return state
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> HandlerResult:
@@ -289,12 +332,32 @@ async def cancel_task(session: Any, task_id: str) -> None:
     await session.send_request(CancelTask(params=TaskIdParams(task_id=task_id)), EmptyResult)
 
 
+class ListenTasks(Request[SubscriptionsListenRequestParams, Literal["subscriptions/listen"]]):
+    """The client's ``subscriptions/listen`` naming tasks (``notifications.taskIds``)."""
+
+    method: Literal["subscriptions/listen"] = "subscriptions/listen"
+    params: SubscriptionsListenRequestParams
+
+
+async def listen_tasks(session: Any, task_ids: list[str]) -> SubscriptionsListenResult:
+    """``subscriptions/listen`` for ``task_ids`` on an SDK ``ClientSession``: returns when the server ends the
+    stream (every task ended); the acknowledgement reaches the session's ``message_handler`` and each
+    ``notifications/tasks`` the extension's binding (:class:`TasksClient`). Raises ``MCPError``."""
+    notifications = SubscriptionFilter.model_validate({TASK_IDS: list(task_ids)})
+    request = ListenTasks(params=SubscriptionsListenRequestParams(notifications=notifications))
+    result: SubscriptionsListenResult = await session.send_request(request, SubscriptionsListenResult)
+    return result
+
+
 class TasksClient(ClientExtension):
     """The client half, for the ``mcp`` SDK's ``Client(extensions=[TasksClient()])``: declares the extension, and
-    ``call_tool`` of a tool that becomes a task polls ``tasks/get`` (every ``pollIntervalMs``, at most
-    ``max_poll`` seconds apart, at least ``min_poll``) until it ends, returning the task's result; a cancelled task
-    is an error result. ``on_task(task)`` is awaited with each task seen (e.g. to keep its id, to pick it up after
-    a restart with :func:`get_task`). Without the extension (or with ``allow_claimed=True``) the caller gets the
+    ``call_tool`` of a tool that becomes a task follows it until it ends, returning the task's result (a cancelled
+    task is an error result): it listens for the task's status notifications (``subscriptions/listen`` naming it,
+    :mod:`bot.mcp_server.task_status`), each of which carries the whole task, and also polls ``tasks/get`` (every
+    ``pollIntervalMs``, at most ``max_poll`` seconds apart, at least ``min_poll``) in case none comes.
+    ``on_task(task)`` is awaited with each task seen (e.g. to keep its id, to pick it up after a restart with
+    :func:`get_task`), ``on_notified(task)`` with each ``notifications/tasks`` received (any task's). ``listen``:
+    False polls only. Without the extension (or with ``allow_claimed=True``) the caller gets the
     :class:`CreateTaskResult` itself."""
 
     identifier = TASKS
@@ -303,16 +366,57 @@ class TasksClient(ClientExtension):
         self,
         *,
         on_task: Callable[[TaskFields], Awaitable[None]] | None = None,
+        on_notified: Callable[[TaskResult], Awaitable[None]] | None = None,
+        listen: bool = True,
         min_poll: float = 0.05,
         max_poll: float = 10.0,
     ) -> None:
-        self.on_task, self.min_poll, self.max_poll = on_task, min_poll, max_poll
+        self.on_task, self.on_notified, self.listen = on_task, on_notified, listen
+        self.min_poll, self.max_poll = min_poll, max_poll
+        self._told: dict[str, TaskResult] = {}  # task id -> the last notification of it not yet taken
+        self._wake: dict[str, anyio.Event] = {}  # task id -> set when a notification of it arrives
 
     def claims(self) -> list[ResultClaim[Any]]:
         """The one result shape it claims: ``resultType: "task"`` on ``tools/call``."""
         return [ResultClaim(result_type="task", model=CreateTaskResult, resolve=self._resolve)]
 
+    def notifications(self) -> list[NotificationBinding[Any]]:
+        """The one notification it observes: ``notifications/tasks``."""
+        return [
+            NotificationBinding(method=TASK_NOTIFICATION, params_type=TaskNotificationParams, handler=self._notified)
+        ]
+
+    async def _notified(self, params: TaskNotificationParams) -> None:
+        task = TaskResult.model_validate(params.model_dump(by_alias=True, exclude={"meta"}))
+        if self.on_notified is not None:
+            await self.on_notified(task)
+        if (wake := self._wake.get(task.task_id)) is not None:
+            self._told[task.task_id] = task
+            wake.set()
+
+    async def _listen(self, session: Any, task_id: str) -> None:
+        try:
+            await listen_tasks(session, [task_id])
+        except MCPError as exc:  # a server that can't tell: polling goes on
+            log.debug("task %s: no status notifications: %s", task_id, exc)
+
     async def _resolve(self, created: CreateTaskResult, ctx: ClaimContext) -> CallToolResult:
+        task_id = created.task_id
+        self._wake[task_id] = anyio.Event()
+        try:
+            async with anyio.create_task_group() as group:
+                if self.listen:
+                    group.start_soon(self._listen, ctx.session, task_id)
+                try:
+                    result = await self._follow(created, ctx)
+                finally:
+                    group.cancel_scope.cancel()
+            return result
+        finally:
+            self._wake.pop(task_id, None)
+            self._told.pop(task_id, None)
+
+    async def _follow(self, created: CreateTaskResult, ctx: ClaimContext) -> CallToolResult:
         task: TaskFields = created
         while True:
             if self.on_task is not None:
@@ -325,5 +429,11 @@ class TasksClient(ClientExtension):
                 text = TextContent(type="text", text=f"task {task.status}: {why}")
                 return CallToolResult(content=[text], is_error=True)
             wait = (task.poll_interval_ms or 1000) / 1000
-            await anyio.sleep(min(max(wait, self.min_poll), self.max_poll))
-            task = await get_task(ctx.session, task.task_id)
+            with anyio.move_on_after(min(max(wait, self.min_poll), self.max_poll)):
+                await self._wake[created.task_id].wait()
+            told = self._told.pop(created.task_id, None)
+            if told is not None:
+                self._wake[created.task_id] = anyio.Event()
+                task = told
+            else:
+                task = await get_task(ctx.session, created.task_id)

@@ -24,6 +24,9 @@ the length (``answer_chars``) of a free-form answer, the field names of a filled
 (``reason_chars``) of a person's decline reason; fixed reasons (``no answer``, ``cancelled``) are kept as they are;
 of an approval whose arguments were edited, who edited it, the names of the arguments changed and digests of the
 arguments before and after (``edited_by``, ``edited_args``, ``args_before_sha256``, ``args_sha256``).
+A question or approval asked through ``python -m bot mcp`` by a named caller (``MCP_CALLERS``) has the caller's
+name on each of its lines (``mcp_caller``), the standing grant's use by Claude Code's permission prompt included
+(``grant used ... granted_by=U… mcp_caller=build-42``).
 The audit lines outlive the run's retention in Redis wherever the logs are kept.
 """
 
@@ -45,6 +48,7 @@ audit_log = logging.getLogger("bot.audit")
 Kind = Literal["question", "approval", "grant"]
 RefusalReason = Literal["not_allowed", "expired", "closed"]
 MODES = ("free_form", "single_select", "multi_select", "form")
+MCP_CALLER = "mcp_caller"  # run metadata: the MCP caller that asked (bot.mcp_server.asker.CALLER; absent: none)
 
 
 def question_mode(pending: PendingCall) -> str:
@@ -82,6 +86,9 @@ def _base(
         for name in ("team_id", "channel_id"):
             if isinstance(slack.get(name), str) and slack[name]:
                 fields[name] = slack[name]
+    caller = state.metadata.get(MCP_CALLER)
+    if isinstance(caller, str) and caller:
+        fields["mcp_caller"] = caller
     return fields
 
 

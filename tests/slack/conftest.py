@@ -67,6 +67,14 @@ class Harness:
             await p.bot.drain()
 
 
+@pytest.fixture(autouse=True)
+def _module_redis_env(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module declaring ``REDIS_ENV`` (the MCP tests: ``tests/slack/mcp_support.py``) gets this test's real
+    Redis's environment in it, for the server processes it starts."""
+    if isinstance(getattr(request.module, "REDIS_ENV", None), dict):
+        monkeypatch.setattr(request.module, "REDIS_ENV", request.getfixturevalue("real_redis_env"))
+
+
 @pytest.fixture
 def slack_secrets() -> tuple[str, str]:
     """(bot token, signing secret) the harness uses, for leak checks."""

@@ -25,18 +25,13 @@ import redis.asyncio as aioredis
 from bot.testing.anthropic_server import FakeAnthropic
 from bot.testing.claude_code import claude_binary, offline_env
 from bot.testing.slack_scenarios import ALICE, GENERAL, has_controls
+from tests.slack.mcp_support import SLACK_TOKEN
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
 REDIS_ENV: dict[str, str] = {}
 
-SLACK_TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py)
 STARTUP_SECONDS = 90  # the CLI and the MCP server it starts, on a loaded machine: a budget
 COMMAND = "echo approved-in-slack > approved.txt && cat approved.txt"  # a write: Claude Code asks first
-
-
-@pytest.fixture(autouse=True)
-def _redis_env(real_redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(globals(), "REDIS_ENV", real_redis_env)
 
 
 @pytest.fixture(scope="module")

@@ -21,24 +21,16 @@ import pytest
 import redis.asyncio as aioredis
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import Implementation
 
 from bot.testing.slack_scenarios import ALICE, BOB, CAROL, GENERAL, has_controls
+from tests.slack.mcp_support import SLACK_TOKEN, STARTUP_SECONDS, bearer_client
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
 REDIS_ENV: dict[str, str] = {}
 
 
-@pytest.fixture(autouse=True)
-def _redis_env(real_redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(globals(), "REDIS_ENV", real_redis_env)
-
-
-SLACK_TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py)
 RANDOM = "C_RANDOM"
-STARTUP_SECONDS = 60  # how long a server process may take to start and ask (a loaded machine is slow): a budget
 TOKENS = {
     "build-42": "build-42-token-0123456789abcdef",
     "nightly": "nightly-token-0123456789abcdef",
@@ -148,11 +140,7 @@ async def http_server(h: Any, prefix: str, **extra: str) -> AsyncIterator[str]:
 @contextlib.asynccontextmanager
 async def http_session(url: str, token: str) -> AsyncIterator[Any]:
     """The SDK's client over streamable HTTP to ``url`` with the bearer ``token``."""
-    async with (
-        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
-        streamable_http_client(url, http_client=http) as streams,
-        Client(contextlib.nullcontext(streams), mode="auto", client_info=CLIENT) as client,
-    ):
+    async with bearer_client(url, token, client_info=CLIENT) as client:
         yield client.session
 
 

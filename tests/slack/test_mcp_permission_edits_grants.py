@@ -19,16 +19,14 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 from mcp.client import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
-from bot.testing.mcp_process import mcp_http_process
+from bot.mcp_server.asker import run_id_for
+from bot.testing.mcp_process import McpProcess, mcp_http_process
 from bot.testing.slack_scenarios import ALICE, GENERAL, blocks_text, has_controls
+from tests.slack.mcp_support import SLACK_TOKEN, STARTUP_SECONDS, bearer_client
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
 REDIS_ENV: dict[str, str] = {}
-SLACK_TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py)
-STARTUP_SECONDS = 60
 TOKENS = {"build-42": "build-42-token-0123456789abcdef", "build-43": "build-43-token-0123456789abcdef"}
 ALWAYS = "Approve always (these arguments)"
 POLICY = f"""
@@ -43,11 +41,6 @@ rules:
     tool: "*"
     approvers: [{ALICE}]
 """
-
-
-@pytest.fixture(autouse=True)
-def _redis_env(real_redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(globals(), "REDIS_ENV", real_redis_env)
 
 
 @pytest.fixture
@@ -70,7 +63,7 @@ def files(tmp_path: Path) -> dict[str, str]:
 
 
 @contextlib.asynccontextmanager
-async def http_server(h: Any, prefix: str, files: dict[str, str]) -> AsyncIterator[str]:
+async def http_server(h: Any, prefix: str, files: dict[str, str]) -> AsyncIterator[McpProcess]:
     env = {
         "PATH": os.environ.get("PATH", ""),
         "SLACK_BOT_TOKEN": SLACK_TOKEN,
@@ -82,17 +75,12 @@ async def http_server(h: Any, prefix: str, files: dict[str, str]) -> AsyncIterat
         **files,
     }
     async with mcp_http_process(env, startup=STARTUP_SECONDS) as server:
-        yield server.url
+        yield server
 
 
 @contextlib.asynccontextmanager
 async def client_as(url: str, caller: str) -> AsyncIterator[Client]:
-    auth = {"Authorization": f"Bearer {TOKENS[caller]}"}
-    async with (
-        create_mcp_http_client(headers=auth) as http,
-        streamable_http_client(url, http_client=http) as streams,
-        Client(contextlib.nullcontext(streams), mode="auto") as client,
-    ):
+    async with bearer_client(url, TOKENS[caller]) as client:
         yield client
 
 
@@ -121,8 +109,8 @@ async def test_an_approvers_edit_of_the_command_is_the_input_claude_code_runs(
     settings = {"approval_policy": files["APPROVAL_POLICY"]}
     async with (
         harness(real_redis, settings=settings) as h,
-        http_server(h, prefix, files) as url,
-        client_as(url, "build-42") as client,
+        http_server(h, prefix, files) as server,
+        client_as(server.url, "build-42") as client,
     ):
         call = asyncio.ensure_future(answer(client, prompt("rm -rf build", "toolu_01edit")))
         request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
@@ -146,9 +134,9 @@ async def test_an_always_grant_covers_the_same_callers_same_input_only(
     settings = {"approval_policy": files["APPROVAL_POLICY"]}
     async with (
         harness(real_redis, settings=settings) as h,
-        http_server(h, prefix, files) as url,
-        client_as(url, "build-42") as mine,
-        client_as(url, "build-43") as theirs,
+        http_server(h, prefix, files) as server,
+        client_as(server.url, "build-42") as mine,
+        client_as(server.url, "build-43") as theirs,
     ):
         call = asyncio.ensure_future(answer(mine, prompt("make clean", "toolu_01first")))
         request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
@@ -170,6 +158,13 @@ async def test_an_always_grant_covers_the_same_callers_same_input_only(
         assert not [m for m in h.ws.messages(GENERAL) if asked_since(seen)(m)]
         thread = [m["text"] for m in h.ws.messages(GENERAL) if note["thread_ts"] in (m.get("thread_ts"), m["ts"])]
         assert not [t for t in thread if "Your answer is recorded" in t]  # nobody answered
+        # The use is audited where it is made (this server process): which call, whose grant, which caller.
+        used = [line for line in server.lines if "bot.audit: grant used" in line]
+        assert len(used) == 1, used
+        fields = dict(part.split("=", 1) for part in used[0].split("grant used ", 1)[1].split())
+        assert fields["run_id"] == run_id_for("toolu_01second", caller="build-42")
+        assert fields["granted_by"] == ALICE and fields["mcp_caller"] == "build-42"
+        assert fields["rule"] == "shell" and fields["scope"] == "always" and fields["grant_id"].startswith("g_")
 
         # Another caller's identical prompt, and the same caller's other input: asked.
         forms: set[str] = set()

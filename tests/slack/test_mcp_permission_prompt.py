@@ -21,16 +21,10 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from bot.mcp_server.tasks import CreateTaskResult, TasksClient, get_task
 from bot.testing.slack_scenarios import ALICE, GENERAL, has_controls
+from tests.slack.mcp_support import SLACK_TOKEN, STARTUP_SECONDS
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
 REDIS_ENV: dict[str, str] = {}
-SLACK_TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py)
-STARTUP_SECONDS = 60
-
-
-@pytest.fixture(autouse=True)
-def _redis_env(real_redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(globals(), "REDIS_ENV", real_redis_env)
 
 
 @contextlib.asynccontextmanager

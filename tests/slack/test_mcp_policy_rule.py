@@ -15,24 +15,16 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 from mcp.client import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from bot.mcp_server.tasks import CreateTaskResult, TasksClient, cancel_task, get_task
 from bot.testing.mcp_process import mcp_http_process
 from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, has_controls
+from tests.slack.mcp_support import SLACK_TOKEN, STARTUP_SECONDS, bearer_client
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
 REDIS_ENV: dict[str, str] = {}
-SLACK_TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py)
-STARTUP_SECONDS = 60
 TOKENS = {"deployer": "deployer-token-0123456789abcdef", "other": "other-token-0123456789abcdef00"}
-
-
-@pytest.fixture(autouse=True)
-def _redis_env(real_redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(globals(), "REDIS_ENV", real_redis_env)
 
 
 @pytest.fixture
@@ -78,12 +70,7 @@ async def http_server(h: Any, prefix: str, files: dict[str, str]) -> AsyncIterat
 
 @contextlib.asynccontextmanager
 async def client_as(url: str, caller: str) -> AsyncIterator[Client]:
-    auth = {"Authorization": f"Bearer {TOKENS[caller]}"}
-    async with (
-        create_mcp_http_client(headers=auth) as http,
-        streamable_http_client(url, http_client=http) as streams,
-        Client(contextlib.nullcontext(streams), mode="auto", extensions=[TasksClient()]) as client,
-    ):
+    async with bearer_client(url, TOKENS[caller], extensions=[TasksClient()]) as client:
         yield client
 
 

@@ -21,8 +21,6 @@ import pytest
 import redis.asyncio as aioredis
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bot.agent.state import utcnow
 from bot.fakeslack import Workspace
@@ -31,15 +29,11 @@ from bot.slack.refs import QuestionRef
 from bot.store import Keys
 from bot.testing.slack_scenarios import ALICE, BOB, CAROL, GENERAL, has_controls
 from bot.testing.tcp_proxy import TcpProxy
+from tests.slack.mcp_support import STARTUP_SECONDS, bearer_client
 
 # Subprocess-heavy: on the cluster too only where marked (see tests/conftest.py).
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
 REDIS_ENV: dict[str, str] = {}  # REDIS_URL and REDIS_CLUSTER of this test's real Redis (set by the fixture below)
-
-
-@pytest.fixture(autouse=True)
-def _redis_env(real_redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(globals(), "REDIS_ENV", real_redis_env)
 
 
 TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py)
@@ -137,7 +131,6 @@ async def test_a_call_without_anyone_to_ask_is_a_clear_tool_error(
 
 
 MCP_TOKEN = "mcp-test-token-0123456789abcdef"
-STARTUP_SECONDS = 60  # how long a server process may take to start and ask (a loaded machine is slow): a budget
 
 
 def free_port() -> int:
@@ -184,12 +177,7 @@ async def mcp_http_server(h: Any, prefix: str, *, host: str | None = None) -> As
 @contextlib.asynccontextmanager
 async def http_session(url: str) -> AsyncIterator[Any]:
     """The SDK's client over streamable HTTP to ``url``, with the test's bearer token."""
-    auth = {"Authorization": f"Bearer {MCP_TOKEN}"}
-    async with (
-        create_mcp_http_client(headers=auth) as http,
-        streamable_http_client(url, http_client=http) as streams,
-        Client(contextlib.nullcontext(streams), mode="auto") as client,
-    ):
+    async with bearer_client(url, MCP_TOKEN) as client:
         yield client.session
 
 
@@ -204,6 +192,31 @@ async def test_over_http_a_request_without_the_right_token_is_refused(
         for scheme in ("bearer", "BEARER"):  # the scheme in any case (RFC 7235)
             async with http.post(server.url, json=initialize, headers={"Authorization": f"{scheme} {MCP_TOKEN}"}) as r:
                 assert r.status != 401
+
+
+async def test_over_http_a_request_body_over_the_bound_is_refused_with_413(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """A body over MAX_BODY is refused with 413 and a JSON-RPC error naming the bound, whether it says its length
+    or comes chunked; the server goes on serving."""
+    from bot.mcp_server.http import MAX_BODY
+
+    auth = {"Authorization": f"Bearer {MCP_TOKEN}", "Content-Type": "application/json"}
+    call = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"pad": "'
+    too_big = call + b"x" * MAX_BODY + b'"}}'
+
+    async def chunked() -> AsyncIterator[bytes]:
+        for start in range(0, len(too_big), 65536):
+            yield too_big[start : start + 65536]
+
+    async with harness(real_redis) as h, mcp_http_server(h, prefix) as server, aiohttp.ClientSession() as http:
+        for body in (too_big, chunked()):
+            async with http.post(server.url, data=body, headers=auth) as resp:
+                assert resp.status == 413
+                refused = await resp.json()
+            assert refused["error"]["code"] == -32600 and f"{MAX_BODY:,} bytes" in refused["error"]["message"]
+        async with http_session(server.url) as session:  # and it serves on
+            assert "ask_user" in [t.name for t in (await session.list_tools()).tools]
 
 
 async def test_over_http_the_server_listens_on_loopback_unless_mcp_host_says_otherwise(

@@ -19,26 +19,26 @@ import pytest
 import redis.asyncio as aioredis
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from bot.mcp_server.tasks import CreateTaskResult, TaskFields, TaskResult, TasksClient, cancel_task, get_task
+from bot.mcp_server.tasks import (
+    CreateTaskResult,
+    TaskFields,
+    TaskResult,
+    TasksClient,
+    cancel_task,
+    get_task,
+    listen_tasks,
+)
 from bot.testing.mcp_process import McpProcess, mcp_http_process
 from bot.testing.slack_scenarios import ALICE, GENERAL, has_controls
+from tests.slack.mcp_support import SLACK_TOKEN, STARTUP_SECONDS, bearer_client
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
 REDIS_ENV: dict[str, str] = {}
 
 
-@pytest.fixture(autouse=True)
-def _redis_env(real_redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(globals(), "REDIS_ENV", real_redis_env)
-
-
-SLACK_TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py)
 MCP_TOKEN = "mcp-test-token-0123456789abcdef"
-STARTUP_SECONDS = 60  # how long a server process may take to start and ask (a loaded machine is slow): a budget
 
 
 def mcp_env(h: Any, prefix: str, **extra: str) -> dict[str, str]:
@@ -77,12 +77,7 @@ async def http_server(h: Any, prefix: str) -> AsyncIterator[McpProcess]:
 @contextlib.asynccontextmanager
 async def http_client_of(url: str, *, tasks: TasksClient | None) -> AsyncIterator[Client]:
     """The SDK's client over streamable HTTP to ``url``, with the bearer token, declaring the tasks extension."""
-    auth = {"Authorization": f"Bearer {MCP_TOKEN}"}
-    async with (
-        create_mcp_http_client(headers=auth) as http,
-        streamable_http_client(url, http_client=http) as streams,
-        Client(contextlib.nullcontext(streams), mode="auto", extensions=[tasks] if tasks else []) as client,
-    ):
+    async with bearer_client(url, MCP_TOKEN, extensions=[tasks] if tasks else []) as client:
         yield client
 
 
@@ -171,3 +166,96 @@ async def test_tasks_cancel_withdraws_the_question_in_slack(
         with pytest.raises(MCPError) as unknown:  # a task id that is no task of this caller's
             await get_task(client.session, "run_mcpc_" + "0" * 32)
         assert unknown.value.error.code == -32602
+
+
+def never_polls(notified: list[TaskResult]) -> TasksClient:
+    """A client half that polls ``tasks/get`` never within a test (10 minutes apart): what it learns after the
+    task is made it is told (``notifications/tasks``), each notification kept in ``notified``."""
+
+    async def on_notified(task: TaskResult) -> None:
+        notified.append(task)
+
+    return TasksClient(on_notified=on_notified, min_poll=600, max_poll=600)
+
+
+async def test_the_client_is_told_of_the_tasks_status_changes_over_stdio(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """The client listens for its task (subscriptions/listen naming it) and is told input_required, then, when
+    Alice answers in Slack (the harness's serve process takes the click), completed with the very result; it never
+    polls tasks/get meanwhile."""
+    notified: list[TaskResult] = []
+    args = {"question": "Which repo?", "options": [{"label": "api"}, {"label": "web"}]}
+    async with harness(real_redis) as h, stdio_client_of(h, prefix, tasks=never_polls(notified)) as client:
+        call = asyncio.ensure_future(client.call_tool("ask_user", args))
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
+        for _ in range(400):
+            if notified:
+                break
+            await asyncio.sleep(0.05)
+        assert notified and notified[0].status == "input_required"
+        assert notified[0].status_message is not None and "waiting for" in notified[0].status_message
+        await h.ws.click(question, "api", user=ALICE)
+        result = await asyncio.wait_for(call, 20)
+    assert result.structured_content == {"status": "answered", "answer": "api", "answered_by": ALICE}
+    assert notified[-1].status == "completed" and notified[-1].task_id == notified[0].task_id
+    assert notified[-1].result is not None and notified[-1].result["structuredContent"] == result.structured_content
+
+
+async def test_a_cancel_in_another_server_process_is_told_to_the_listening_client_over_http(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """Two ``--http`` server processes on one Redis: the client listening on the first is told its task was
+    cancelled when another client's tasks/cancel of it reaches the second (the first reads it from Redis)."""
+    notified: list[TaskResult] = []
+    async with (
+        harness(real_redis) as h,
+        http_server(h, prefix) as first,
+        http_server(h, prefix) as second,
+        http_client_of(first.url, tasks=never_polls(notified)) as client,
+        http_client_of(second.url, tasks=TasksClient()) as other,
+    ):
+        call = asyncio.ensure_future(client.call_tool("request_approval", {"action": "Restart the api service"}))
+        request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
+        for _ in range(400):
+            if notified:
+                break
+            await asyncio.sleep(0.05)
+        assert notified and notified[0].status == "input_required"
+        await cancel_task(other.session, notified[0].task_id)
+        result = await asyncio.wait_for(call, 20)
+        withdrawn = next(m for m in h.ws.messages(GENERAL) if m["ts"] == request["ts"])
+    assert result.is_error and "task cancelled" in str(result.content)
+    assert notified[-1].status == "cancelled" and notified[-1].task_id == notified[0].task_id
+    assert not has_controls(withdrawn)
+
+
+async def test_listening_for_tasks_needs_the_extension_and_is_told_only_of_the_callers_own_tasks(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """A listen request naming tasks from a client that did not declare the extension is refused (-32021); one
+    naming no task of its caller's is acknowledged with none and ends at once (nothing to tell of)."""
+    acks: list[Any] = []
+
+    async def message_handler(message: Any) -> None:
+        if getattr(message, "method", "") == "notifications/subscriptions/acknowledged":
+            acks.append(message.params.notifications)
+
+    async with harness(real_redis) as h:
+        async with stdio_client_of(h, prefix, tasks=None) as plain:
+            with pytest.raises(MCPError) as refused:
+                await listen_tasks(plain.session, ["run_mcpc_" + "0" * 32])
+            assert refused.value.error.code == -32021
+        params = StdioServerParameters(command=sys.executable, args=["-m", "bot", "mcp"], env=mcp_env(h, prefix))
+        async with (
+            stdio_client(params) as streams,
+            Client(
+                contextlib.nullcontext(streams),
+                mode="auto",
+                extensions=[TasksClient()],
+                message_handler=message_handler,
+            ) as client,
+        ):
+            ended = await asyncio.wait_for(listen_tasks(client.session, ["run_mcpc_" + "0" * 32, "nope"]), 20)
+    assert ended.meta is not None and "io.modelcontextprotocol/subscriptionId" in ended.meta
+    assert [a.model_dump(by_alias=True, exclude_none=True) for a in acks] == [{"taskIds": []}]
