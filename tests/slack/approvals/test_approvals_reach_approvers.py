@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 from bot.agent.state import utcnow
 from bot.fakeslack.home_tab import click_home, home_view
 from bot.fakeslack.state import BOT_USER_ID, Directory
-from bot.slack.questions.wait_plan import COALESCE_SECONDS
+from bot.slack.questions.follow_up_plan import COALESCE_SECONDS
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import (
