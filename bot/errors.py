@@ -201,12 +201,12 @@ class NoReply(ModelCallFailed):
 
 class SlackRefused(BotError):
     """Slack refused a Web API call the bot's scheduled work needs (after its transient-error retries); the work is
-    tried again later (e.g. an escalation message, :mod:`bot.slack.questions.waiting`)."""
+    tried again later (e.g. an escalation message, :mod:`bot.slack.questions.follow_ups`)."""
 
 
 class RunLimitReached(BotError):
     """No run slot: the person, or this process, has as many runs working as its limit allows
-    (:meth:`bot.slack.run_slots.RunGate.enter`; ``MAX_RUNS_PER_PERSON``, ``MAX_RUNS_PER_PROCESS``). Its message is the
+    (:meth:`bot.slack.run_slots.RunSlots.enter`; ``MAX_RUNS_PER_PERSON``, ``MAX_RUNS_PER_PROCESS``). Its message is the
     friendly "slow down" the person is told (``notice``); nothing was taken, so what they sent can be sent again."""
 
     @property

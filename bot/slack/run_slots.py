@@ -9,7 +9,7 @@ person can make the bot send to others.
 
 Giving a slot back is bookkeeping whose undo can fail in a Redis outage. Such a release is owed, not left to the
 slot's lapse time (``ActiveRuns.ttl``, 2 minutes: the person would be told "still working on N of your requests"
-while nothing runs): :class:`RunGate` retries the owed releases in the background until Redis answers (backoff:
+while nothing runs): :class:`RunSlots` retries the owed releases in the background until Redis answers (backoff:
 :mod:`bot.store.outage`), and the person's next request in this process removes them in the same script that
 takes its slot, so it goes through at once. A slot whose taking failed is owed too (Redis may have applied it and
 lost the reply). The per-process count is this process's own and is given back at once.
@@ -49,7 +49,7 @@ class Slot:
     """A granted slot, held for one run segment: ``async with slot:`` around it gives it back when the block ends,
     however it ends (or :meth:`release` it once); it is renewed in the background until then."""
 
-    def __init__(self, gate: RunGate, person: str, slot: str) -> None:
+    def __init__(self, gate: RunSlots, person: str, slot: str) -> None:
         self.gate = gate
         self.person = person
         self.slot = slot
@@ -96,7 +96,7 @@ class Slot:
             self.gate.owe(self.person, self.slot)
 
 
-class RunGate:
+class RunSlots:
     """Grants run slots: at most ``per_person`` working runs per person, ``per_process`` in this process; ``runs``:
     the run store a bound slot's release rides with (:meth:`Slot.bind`)."""
 

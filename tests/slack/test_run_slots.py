@@ -11,7 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.errors import RunLimitReached, StoreUnavailable
-from bot.slack.run_slots import TOO_BUSY, TOO_MANY_FOR_YOU, RunGate, Slot
+from bot.slack.run_slots import TOO_BUSY, TOO_MANY_FOR_YOU, RunSlots, Slot
 from bot.store import Keys
 from bot.store.limits import ActiveRuns
 from bot.store.outage import RETRY_MAX
@@ -22,11 +22,11 @@ pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]  # a Tc
 PERSON = {"team_id": "T1", "user": "U1"}
 
 
-def gate_on(client: aioredis.Redis, prefix: str, *, per_person: int = 3, per_process: int = 3) -> RunGate:
-    return RunGate(ActiveRuns(client, keys=Keys(prefix)), per_person=per_person, per_process=per_process)
+def gate_on(client: aioredis.Redis, prefix: str, *, per_person: int = 3, per_process: int = 3) -> RunSlots:
+    return RunSlots(ActiveRuns(client, keys=Keys(prefix)), per_person=per_person, per_process=per_process)
 
 
-async def slots(gate: RunGate, n: int) -> list[Slot]:
+async def slots(gate: RunSlots, n: int) -> list[Slot]:
     taken = [await gate.enter(**PERSON) for _ in range(n)]
     assert all(isinstance(s, Slot) for s in taken), taken
     return [s for s in taken if isinstance(s, Slot)]
