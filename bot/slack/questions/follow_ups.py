@@ -10,7 +10,7 @@ Each handler loads the run and asks the runtime whether the question is still op
 - **Deadline.** ``ASK_ON_TIMEOUT=resume`` (default): the run goes on without an answer (``Agent.time_out``: the
   tool is told ``no_answer``; an approval is declined, reason "no answer"), the question's messages show it
   expired, and the agent's next message is posted in the thread. ``close``: the question only expires. A question
-  asked live by a running tool (:mod:`bot.agent.live_questions`) is closed by that tool's own process.
+  asked live by a running tool (:mod:`bot.agent._loop.live_questions`) is closed by that tool's own process.
 - **Reminder** ``n``: the requester (and, for an approval, the approvers named in ``APPROVERS``) is mentioned in the
   thread; then the next one is planned, up to ``ASK_REMIND_MAX``. Reminders to one person that fall due within
   ``COALESCE_SECONDS`` of each other are one message: a DM listing them (a channel, for questions asked of anyone).

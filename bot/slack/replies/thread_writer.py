@@ -24,7 +24,7 @@ from bot.agent import Agent
 from bot.agent.answers import undecided
 from bot.agent.approvals import approval_payload
 from bot.agent.ask_user import AskUserPayload, fallback_text
-from bot.agent.endings import Ending
+from bot.agent.model.endings import Ending
 from bot.agent.state import PendingCall, RunState
 from bot.agent.stream import (
     AgentStream,
@@ -632,7 +632,7 @@ def failure_text(kind: str, message: str, *, retry: bool) -> str:
 
 def incomplete_text(ending: Ending) -> str:
     """The plain text of the notice below a reply that is not a whole answer (its model turn ended for another
-    reason than ``stop``, :mod:`bot.agent.endings`): why, and what to do."""
+    reason than ``stop``, :mod:`bot.agent.model.endings`): why, and what to do."""
     if ending.kind == "length":
         return f"The reply above is incomplete: {ending.why}. Ask me to go on and I will continue where it stopped."
     if ending.kind == "content_filter":
