@@ -58,7 +58,7 @@ from bot.agent.approvals import (
 from bot.agent.asking import ASK_ONLY, ask_run, finish_ask_only
 from bot.agent.decisions import Approve, CallDecision, Decline, Reply, still_waiting
 from bot.agent.decisions import record as record_decisions
-from bot.agent.hooks import NO_HOOKS, RunHooks
+from bot.agent.hooks import NO_HOOKS, RunHooks, guarded
 from bot.agent.model import ChatModel, parse_arguments
 from bot.agent.model.endings import Ending, ending_of
 from bot.agent.run_limits import (
@@ -182,7 +182,7 @@ class Agent:
         self.saver = RunSaver(store, owner=self.owner, persist_for=persist_for, lease_renew_every=lease_renew_every)
         self._driving: set[str] = set()  # run ids this agent drives now
         self.stops = StopRequests(store)  # stop requests of the runs it drives
-        self.hooks = hooks
+        self.hooks = hooks = guarded(hooks)
         self.live = LiveQuestions(store, owner=self.owner, tools=self.tools, hooks=hooks)  # asked by running tools
         self.claims = Claims(store, owner=self.owner, stops=self.stops, driving=self._driving, hooks=hooks)
 
@@ -200,8 +200,9 @@ class Agent:
     def with_hooks(self, hooks: RunHooks) -> Agent:
         """Tell ``hooks`` of this agent's runs from now on, instead of the ones it had (returns the agent): the one
         way a deployment's listeners reach an agent (:func:`bot.slack.app.build_bot` installs the Slack bot's metrics,
-        audit and tracing, ``OpsHooks``, once, before any run)."""
-        self.hooks = self.live.hooks = self.claims.hooks = hooks
+        audit and tracing, ``OpsHooks``, once, before any run). A hook that raises is logged and dropped
+        (:class:`~bot.agent.hooks.GuardedHooks`): it never breaks a run."""
+        self.hooks = self.live.hooks = self.claims.hooks = guarded(hooks)
         return self
 
     @property
