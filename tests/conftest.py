@@ -23,9 +23,12 @@ per test, ports are picked free by the OS, files go in ``tmp_path``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 import uuid
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import fakeredis
@@ -41,6 +44,35 @@ from bot.testing.tcp_proxy import TcpProxy
 REAL_REDIS_URL = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/0")
 REAL_CLUSTER_URL = os.environ.get("REDIS_TEST_CLUSTER_URL", "redis://127.0.0.1:7000/0")
 REDIS_KINDS = ("single", "cluster")
+
+
+FRAMEWORKS = {"pydantic_ai": "pydantic-ai", "agents": "openai-agents", "langgraph": "langgraph"}
+"""The agent frameworks some tests import (top-level package -> the extra that installs it). Without one (the
+core-only install of .ci/run's lowest-versions pass: ``.[test]``), a test module importing it is reported skipped
+with the extra to install, not an error."""
+
+
+def missing_frameworks(source: str) -> list[str]:
+    """The extras of the frameworks ``source`` (Python code) imports that are not installed."""
+    imported = set(re.findall(r"^\s*(?:from|import)\s+(\w+)", source, flags=re.MULTILINE))
+    return [
+        extra
+        for package, extra in FRAMEWORKS.items()
+        if package in imported and importlib.util.find_spec(package) is None
+    ]
+
+
+class _FrameworkMissing(pytest.Module):
+    def _getobj(self) -> Any:
+        extras = ", ".join(missing_frameworks(self.path.read_text()))
+        raise pytest.skip.Exception(f"needs the {extras} extra (pip install -e '.[dev]')", allow_module_level=True)
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module | None:
+    """A test module that imports a framework not installed is collected as one skip saying which extra."""
+    if module_path.name.startswith("test_") and missing_frameworks(module_path.read_text()):
+        return _FrameworkMissing.from_parent(parent, path=module_path)
+    return None
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
