@@ -1,5 +1,5 @@
 """``approve_tool_use``, Claude Code's permission prompt tool, through the official SDK's client (the real CLI:
-tests/slack/test_claude_code_permission_prompt.py): asked as an approval in the fake Slack with what would run
+tests/mcp_server/test_claude_code_permission_prompt.py): asked as an approval in the fake Slack with what would run
 readable, long input cut in the request and whole behind Details, answered with the one text block of JSON that
 Claude Code reads; as a task too (the same text as the task's result)."""
 
