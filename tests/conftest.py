@@ -54,30 +54,41 @@ REDIS_KINDS = ("single", "cluster")
 
 
 FRAMEWORKS = {"pydantic_ai": "pydantic-ai", "agents": "openai-agents", "langgraph": "langgraph"}
-"""The agent frameworks some tests import (top-level package -> the extra that installs it). Without one (the
-core-only install of .ci/run's lowest-versions pass: ``.[test]``), a test module importing it is reported skipped
-with the extra to install, not an error."""
+"""The agent frameworks some tests use (top-level package -> the extra that installs it). Without one (the core-only
+install of .ci/run's lowest-versions pass: ``.[test]``), a test module using it is reported skipped with the extra
+to install, not an error."""
+NAMED = {"pydantic_ai": r"pydantic_ai", "agents": r"openai_agents|\bagents\b", "langgraph": r"langgraph"}
+"""How a module of tests/frameworks names a framework anywhere in it (its adapters, demos and examples import the
+framework only when they run)."""
 
 
-def missing_frameworks(source: str) -> list[str]:
-    """The extras of the frameworks ``source`` (Python code) imports that are not installed."""
-    imported = set(re.findall(r"^\s*(?:from|import)\s+(\w+)", source, flags=re.MULTILINE))
+def missing_frameworks(source: str, *, anywhere: bool = False) -> list[str]:
+    """The extras of the frameworks ``source`` (Python code) imports at the top of a line (``anywhere``: names
+    anywhere) that are not installed."""
+    if anywhere:
+        used = {package for package, pattern in NAMED.items() if re.search(pattern, source)}
+    else:
+        used = set(re.findall(r"^\s*(?:from|import)\s+(\w+)", source, flags=re.MULTILINE))
     return [
-        extra
-        for package, extra in FRAMEWORKS.items()
-        if package in imported and importlib.util.find_spec(package) is None
+        extra for package, extra in FRAMEWORKS.items() if package in used and importlib.util.find_spec(package) is None
     ]
 
 
 class _FrameworkMissing(pytest.Module):
     def _getobj(self) -> Any:
-        extras = ", ".join(missing_frameworks(self.path.read_text()))
-        raise pytest.skip.Exception(f"needs the {extras} extra (pip install -e '.[dev]')", allow_module_level=True)
+        extras = ", ".join(_missing(self.path))
+        raise pytest.skip.Exception(
+            f"needs the framework extras it uses: {extras} (pip install -e '.[dev]')", allow_module_level=True
+        )
+
+
+def _missing(path: Path) -> list[str]:
+    return missing_frameworks(path.read_text(), anywhere=path.parent.name == "frameworks")
 
 
 def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module | None:
-    """A test module that imports a framework not installed is collected as one skip saying which extra."""
-    if module_path.name.startswith("test_") and missing_frameworks(module_path.read_text()):
+    """A test module that uses a framework not installed is collected as one skip saying which extra."""
+    if module_path.name.startswith("test_") and _missing(module_path):
         return _FrameworkMissing.from_parent(parent, path=module_path)
     return None
 
