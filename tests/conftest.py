@@ -1,4 +1,5 @@
-"""Shared fixtures: fakeredis, the real Redis (unique key prefix per test), the loopback OpenAI server.
+"""Shared fixtures: fakeredis, the real Redis (unique key prefix per test), the loopback OpenAI server, and the
+end-to-end harness (``harness``: the real bot, Bolt AsyncApp over HTTP, against the fake Slack and the loopback model).
 
 Real-Redis tests skip when Redis is unreachable, unless ``REQUIRE_REAL_REDIS=1`` (set by ``.ci/run``),
 which turns the skip into a failure.
@@ -11,7 +12,7 @@ ids ``[single]`` / ``[cluster]``. ``real_redis_env`` gives a bot subprocess the 
 
 - the tests that cut or slow Redis with a ``TcpProxy`` in front of one server (a cluster client follows the
   nodes' own addresses past the proxy): they test the client's retries, not what the store keeps;
-- most MCP server tests (``tests/slack/test_mcp_server.py``, subprocess-heavy: ~90 s on one Redis): two of them,
+- most MCP server tests (``tests/mcp_server/test_mcp_server.py``, subprocess-heavy: ~90 s on one Redis): two of them,
   the plain question and two answers racing in two processes, also run on the cluster, as does one ``serve``
   end to end; the rest exercise the same store calls.
 
@@ -23,17 +24,26 @@ per test, ports are picked free by the OS, files go in ``tmp_path``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 import uuid
 from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import fakeredis
 import pytest
 import redis.asyncio as aioredis
+from aiohttp import web
 
 from bot.agent import Agent, OpenAIChatModel, ask_user_tool
 from bot.agent.tools import Tool
+from bot.config import Settings
+from bot.fakeslack import Workspace
+from bot.slack.app import Bot, build_bot, start_http
 from bot.store import RedisRunStore, connect_redis
 from bot.testing.openai_server import FakeOpenAI
 from bot.testing.tcp_proxy import TcpProxy
@@ -41,6 +51,46 @@ from bot.testing.tcp_proxy import TcpProxy
 REAL_REDIS_URL = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/0")
 REAL_CLUSTER_URL = os.environ.get("REDIS_TEST_CLUSTER_URL", "redis://127.0.0.1:7000/0")
 REDIS_KINDS = ("single", "cluster")
+
+
+FRAMEWORKS = {"pydantic_ai": "pydantic-ai", "agents": "openai-agents", "langgraph": "langgraph"}
+"""The agent frameworks some tests use (top-level package -> the extra that installs it). Without one (the core-only
+install of .ci/run's lowest-versions pass: ``.[test]``), a test module using it is reported skipped with the extra
+to install, not an error."""
+NAMED = {"pydantic_ai": r"pydantic_ai", "agents": r"openai_agents|\bagents\b", "langgraph": r"langgraph"}
+"""How a module of tests/frameworks names a framework anywhere in it (its adapters, demos and examples import the
+framework only when they run)."""
+
+
+def missing_frameworks(source: str, *, anywhere: bool = False) -> list[str]:
+    """The extras of the frameworks ``source`` (Python code) imports at the top of a line (``anywhere``: names
+    anywhere) that are not installed."""
+    if anywhere:
+        used = {package for package, pattern in NAMED.items() if re.search(pattern, source)}
+    else:
+        used = set(re.findall(r"^\s*(?:from|import)\s+(\w+)", source, flags=re.MULTILINE))
+    return [
+        extra for package, extra in FRAMEWORKS.items() if package in used and importlib.util.find_spec(package) is None
+    ]
+
+
+class _FrameworkMissing(pytest.Module):
+    def _getobj(self) -> Any:
+        extras = ", ".join(_missing(self.path))
+        raise pytest.skip.Exception(
+            f"needs the framework extras it uses: {extras} (pip install -e '.[dev]')", allow_module_level=True
+        )
+
+
+def _missing(path: Path) -> list[str]:
+    return missing_frameworks(path.read_text(), anywhere=path.parent.name == "frameworks")
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module | None:
+    """A test module that uses a framework not installed is collected as one skip saying which extra."""
+    if module_path.name.startswith("test_") and _missing(module_path):
+        return _FrameworkMissing.from_parent(parent, path=module_path)
+    return None
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -197,3 +247,102 @@ async def make_agent(openai_server: FakeOpenAI, prefix: str) -> AsyncIterator[Ag
     yield build
     for model in models:
         await model.aclose()
+
+
+# --- the end-to-end harness: the real bot (Bolt AsyncApp over HTTP) against the fake Slack and the loopback model
+
+TOKEN = "xoxb-test-token-0123456789"
+SECRET = "signing-secret-abcdef0123456789"
+ALICE, BOB, CAROL = "U_ALICE", "U_BOB", "U_CAROL"
+GENERAL = "C_GENERAL"
+
+
+@dataclass
+class BotProcess:
+    """One bot 'process': its Bolt app served on its own port."""
+
+    bot: Bot
+    runner: web.AppRunner
+    url: str
+
+    async def stop(self) -> None:
+        await self.bot.drain()
+        await self.runner.cleanup()
+        await self.bot.aclose()
+
+
+@dataclass
+class Harness:
+    ws: Workspace
+    model: FakeOpenAI
+    settings: Settings
+    processes: list[BotProcess] = field(default_factory=list)
+
+    @property
+    def bot(self) -> Bot:
+        return self.processes[0].bot
+
+    async def start_process(self, redis_client: aioredis.Redis, *, role: str = "all") -> BotProcess:
+        """Start another bot process on the same Redis (it gets no traffic until routed to)."""
+        model = OpenAIChatModel(model="test", base_url=self.model.base_url, api_key="sk-test", max_retries=0)
+        bot = build_bot(self.settings, model=model, redis_client=redis_client, role=role)  # type: ignore[arg-type]
+        runner, port = await start_http(bot, host="127.0.0.1", port=0)
+        process = BotProcess(bot=bot, runner=runner, url=f"http://127.0.0.1:{port}/slack/events")
+        self.processes.append(process)
+        return process
+
+    def route_to(self, process: BotProcess) -> None:
+        """Send the fake Slack's next requests to ``process``."""
+        self.ws.sender.bot_url = process.url
+
+    async def settle(self) -> None:
+        """Wait until every process has finished its background work."""
+        for p in self.processes:
+            await p.bot.drain()
+
+
+@pytest.fixture
+def slack_secrets() -> tuple[str, str]:
+    """(bot token, signing secret) the harness uses, for leak checks."""
+    return TOKEN, SECRET
+
+
+HarnessFactory = Callable[..., AbstractAsyncContextManager[Harness]]
+
+
+@pytest.fixture
+def harness(openai_server: FakeOpenAI, prefix: str) -> HarnessFactory:
+    """``async with harness(redis_client, answerers=..., ttl=..., settings={...}) as h``: fake Slack + one bot
+    process (``settings``: more ``Settings`` fields; ``SLACK_VIEW`` follows the workspace's ``agent_view``
+    unless given)."""
+
+    @asynccontextmanager
+    async def make(
+        redis_client: aioredis.Redis,
+        *,
+        answerers: str = "requester",
+        ttl: int = 3600,
+        settings: dict[str, Any] | None = None,
+        **ws_kwargs: Any,
+    ) -> AsyncIterator[Harness]:
+        async with Workspace("http://127.0.0.1:9/unset", SECRET, bot_token=TOKEN, **ws_kwargs) as ws:
+            settings = Settings(
+                slack_bot_token=TOKEN,
+                slack_signing_secret=SECRET,
+                slack_api_url=ws.api_url,
+                redis_prefix=prefix,
+                ask_answerers=answerers,
+                ask_ttl_seconds=ttl,
+                # the fake app is declared as the workspace says: agent_view=True is an agent app
+                **{"slack_view": "agent" if ws_kwargs.get("agent_view") else "assistant", **(settings or {})},
+            )
+            h = Harness(ws=ws, model=openai_server, settings=settings)
+            first = await h.start_process(redis_client)
+            h.route_to(first)
+            try:
+                yield h
+            finally:
+                for p in h.processes:
+                    await p.stop()
+
+    return make

@@ -58,7 +58,7 @@ from bot.agent.approvals import (
 from bot.agent.asking import ASK_ONLY, ask_run, finish_ask_only
 from bot.agent.decisions import Approve, CallDecision, Decline, Reply, still_waiting
 from bot.agent.decisions import record as record_decisions
-from bot.agent.hooks import NO_HOOKS, RunHooks
+from bot.agent.hooks import NO_HOOKS, RunHooks, guarded
 from bot.agent.model import ChatModel, parse_arguments
 from bot.agent.model.endings import Ending, ending_of
 from bot.agent.run_limits import (
@@ -115,8 +115,8 @@ class Agent:
     question waits for its answer (its deadline is stored with it). ``turn_timeout`` (seconds) and
     ``max_reply_chars`` bound one model turn (``None``: unbounded); past either the run fails, retryable.
     ``history_budget`` (tokens, ``None``: unbounded): what one model request may carry; the oldest turns are left
-    out past it and the stored history is bounded to a few times it (:mod:`bot.agent._loop.budget`); a request over it even
-    then is not sent (the run fails with ``context_length``). ``tool_result_max_chars`` (characters, ``None``:
+    out past it and the stored history is bounded to a few times it (:mod:`bot.agent._loop.budget`); a request over it
+    even then is not sent (the run fails with ``context_length``). ``tool_result_max_chars`` (characters, ``None``:
     unbounded): the most of one tool result's text the model gets; the rest is cut, with a marker saying so
     (:func:`bot.agent.tools.bounded_result`).
     ``limits``: these (all but ``max_turns``) as one :class:`~bot.agent.run_limits.RunLimits`; when given, it is
@@ -182,7 +182,7 @@ class Agent:
         self.saver = RunSaver(store, owner=self.owner, persist_for=persist_for, lease_renew_every=lease_renew_every)
         self._driving: set[str] = set()  # run ids this agent drives now
         self.stops = StopRequests(store)  # stop requests of the runs it drives
-        self.hooks = hooks
+        self.hooks = hooks = guarded(hooks)
         self.live = LiveQuestions(store, owner=self.owner, tools=self.tools, hooks=hooks)  # asked by running tools
         self.claims = Claims(store, owner=self.owner, stops=self.stops, driving=self._driving, hooks=hooks)
 
@@ -200,8 +200,9 @@ class Agent:
     def with_hooks(self, hooks: RunHooks) -> Agent:
         """Tell ``hooks`` of this agent's runs from now on, instead of the ones it had (returns the agent): the one
         way a deployment's listeners reach an agent (:func:`bot.slack.app.build_bot` installs the Slack bot's metrics,
-        audit and tracing, ``OpsHooks``, once, before any run)."""
-        self.hooks = self.live.hooks = self.claims.hooks = hooks
+        audit and tracing, ``OpsHooks``, once, before any run). A hook that raises is logged and dropped
+        (:class:`~bot.agent.hooks.GuardedHooks`): it never breaks a run."""
+        self.hooks = self.live.hooks = self.claims.hooks = guarded(hooks)
         return self
 
     @property

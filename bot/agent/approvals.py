@@ -454,11 +454,15 @@ def edit_pending(tool: Tool, pending: PendingCall, args: dict[str, Any], *, edit
     return pending.model_copy(update={"args": valid, "suspend_payload": payload})
 
 
-def edit_note(edited: Edited, after: dict[str, Any]) -> str:
-    """What the model is told before an edited call's result: who changed the arguments, before and after."""
+def edit_note(edited: Edited, after: dict[str, Any], *, tool_call_id: str | None = None) -> str:
+    """What the model is told of a call a person edited before approving: who changed the arguments, before and
+    after. Without ``tool_call_id`` it goes right before the call's result (the built-in loop); with it, it names
+    the call, to stand apart from the result (a framework's next user message, :mod:`bot.frameworks.base`)."""
     who = edited.by or "the person who approved"
-    return (
-        f"Note: {who} changed this call's arguments before approving it; it ran with the changed ones."
+    call = f"the arguments of tool call {tool_call_id}" if tool_call_id else "this call's arguments"
+    note = (
+        f"Note: {who} changed {call} before approving it; it ran with the changed ones."
         f" Before (yours): {json.dumps(edited.before, ensure_ascii=False, sort_keys=True)}."
-        f" After (what ran): {json.dumps(after, ensure_ascii=False, sort_keys=True)}. Its result follows.\n"
+        f" After (what ran): {json.dumps(after, ensure_ascii=False, sort_keys=True)}."
     )
+    return note if tool_call_id else note + " Its result follows.\n"

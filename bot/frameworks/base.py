@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.agent._loop.tool_calls import Suspended
 from bot.agent.agent import Agent
-from bot.agent.approvals import APPROVED, PARAMETERS, edited_of, verdict_of
+from bot.agent.approvals import APPROVED, PARAMETERS, edit_note, edited_of, verdict_of
 from bot.agent.ask_user import AskUserPayload, make_ask_user_tool
 from bot.agent.asking import ASK_ONLY
 from bot.agent.hooks import NO_HOOKS, RunHooks
@@ -306,7 +306,7 @@ def decision_of(pending: PendingCall) -> Decision:
             kind="approval",
             approved=approved,
             args=args if edited is not None else None,
-            note=edited_note(pending.tool_call_id, edited, args) if edited is not None else None,
+            note=edit_note(edited, args, tool_call_id=pending.tool_call_id) if edited is not None else None,
             reason=answer.reason,
             answered_by=answer.answered_by,
             outcome=answer.outcome,
@@ -317,17 +317,6 @@ def decision_of(pending: PendingCall) -> Decision:
         answer=answer.resume_data if answer.outcome == "answer" else None,
         answered_by=answer.answered_by,
         outcome=answer.outcome,
-    )
-
-
-def edited_note(tool_call_id: str, edited: Edited, after: dict[str, Any]) -> str:
-    """What a framework's model is told of a call a person edited before approving (after its result, as the run's
-    next user message: the built-in loop's :func:`bot.agent.approvals.edit_note`, worded for after the result)."""
-    who = edited.by or "the person who approved"
-    return (
-        f"Note: {who} changed the arguments of tool call {tool_call_id} before approving it; it ran with the changed"
-        f" ones. Before (yours): {json.dumps(edited.before, ensure_ascii=False, sort_keys=True)}."
-        f" After (what ran): {json.dumps(after, ensure_ascii=False, sort_keys=True)}."
     )
 
 

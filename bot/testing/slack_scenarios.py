@@ -1,7 +1,7 @@
 """Helpers for end-to-end tests of the bot through the fake Slack (``bot.fakeslack.Workspace``).
 
 ``h`` is a test harness with ``ws`` (the Workspace), ``model`` (``FakeOpenAI``), ``bot`` (the bot under test) and
-``settle()`` (waits for the bot's background work); see ``tests/slack/conftest.py``.
+``settle()`` (waits for the bot's background work); see ``tests/mcp_server/conftest.py``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Every tool result reaches the model bounded (``tool_result_max_chars``, ``TOOL_RESULT_MAX_CHARS``), with a
 marker saying how much was cut, whatever its source: an own tool's return (text or JSON), an error's text, an
-answer to a question, an MCP server's content (a real stdio server, tests/mcp_servers), an answer the server echoes;
-and a request the token budget computes to be over it, even with every older turn left out, is never sent: the run
-fails with a typed error, retryable."""
+answer to a question, an MCP server's content (a real stdio server, tests/agent/mcp/servers), an answer the server
+echoes; and a request the token budget computes to be over it, even with every older turn left out, is never sent: the
+run fails with a typed error, retryable."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from bot.agent.stream import ErrorChunk, SuspendedChunk, ToolResultChunk
 from bot.agent.tools import Tool, ToolContext
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
 
-SERVERS = Path(__file__).resolve().parent.parent / "mcp_servers"
+SERVERS = Path(__file__).resolve().parent / "mcp" / "servers"
 MARKER = "more characters cut here: this tool result had"
 
 

@@ -381,8 +381,8 @@ async def test_stop_during_an_approved_tool_says_it_runs_on_and_starts_nothing_a
 async def test_an_mcp_servers_elicitation_suspends_the_session_until_answered(
     fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, protocol: str
 ) -> None:
-    from tests.slack.test_mcp_questions import ask as mcp_ask
-    from tests.slack.test_mcp_questions import mcp_settings
+    from tests.mcp_server.test_mcp_questions import ask as mcp_ask
+    from tests.mcp_server.test_mcp_questions import mcp_settings
 
     async with harness(fake_redis, settings=mcp_settings(tmp_path, protocol=protocol), **AGENT) as h:
         thread, q = await mcp_ask(h, "deploy", {"service": "web"}, then="Deployed web.")

@@ -30,7 +30,7 @@ from bot.testing.slack_scenarios import (
     thread_run_id,
 )
 
-BASIC = str(Path(__file__).resolve().parent.parent / "mcp_servers" / "basic.py")
+BASIC = str(Path(__file__).resolve().parent.parent / "agent" / "mcp" / "servers" / "basic.py")
 
 
 def failure(m: dict[str, Any]) -> bool:
@@ -131,7 +131,7 @@ async def test_an_mcp_tools_huge_result_reaches_the_model_cut_to_tool_result_max
     fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
 ) -> None:
     """README (Work is bounded): a tool result is cut to ``TOOL_RESULT_MAX_CHARS``, marked (the week's input: a
-    3 MB MCP result put 3.2 MB into the next model request); a real stdio MCP server from tests/mcp_servers."""
+    3 MB MCP result put 3.2 MB into the next model request); a real stdio MCP server from tests/agent/mcp/servers."""
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"basic": {"command": sys.executable, "args": [BASIC]}}}))
     async with harness(fake_redis, settings={"mcp_config": str(config), "tool_result_max_chars": 3000}) as h:

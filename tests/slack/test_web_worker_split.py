@@ -231,7 +231,7 @@ async def test_a_job_run_twice_counts_no_duplicate_answer(
     """A click's job that ran, then ran again redelivered (its worker died before acknowledging it): its second run
     finds its own person's answer and says and counts nothing. It counted and audited a duplicate answer nobody
     gave, and told Alice she had answered already. (A second click of hers is its own job: still a duplicate,
-    tests/slack/test_metrics.py.)"""
+    tests/ops/test_metrics.py.)"""
     client = fakeredis.FakeAsyncRedis(server=fake_server)
     async with harness(client) as h:
         worker, key, thread = await click_taken_by_a_dead_worker(h, client, fake_server, prefix, then="Once.")

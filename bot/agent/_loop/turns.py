@@ -27,9 +27,10 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, kw_only=True)
 class ModelTurns:
     """What every model turn of a run is made with: the ``model`` (:class:`~bot.agent.model.ChatModel`), the agent's
-    ``instructions`` (the system prompt), the token ``budget`` of a request (:class:`~bot.agent._loop.budget.HistoryBudget`),
-    the ``tools`` offered (their JSON schemas) and their estimated ``tools_tokens``, the bounds of one turn
-    (``turn_timeout`` seconds, ``max_reply_chars`` characters; None: unbounded) and the ``hooks`` told of it."""
+    ``instructions`` (the system prompt), the token ``budget`` of a request
+    (:class:`~bot.agent._loop.budget.HistoryBudget`), the ``tools`` offered (their JSON schemas) and their estimated
+    ``tools_tokens``, the bounds of one turn (``turn_timeout`` seconds, ``max_reply_chars`` characters; None:
+    unbounded) and the ``hooks`` told of it."""
 
     model: ChatModel
     instructions: str
@@ -45,9 +46,9 @@ async def model_turn(setup: ModelTurns, messages: list[dict[str, Any]], *, run_i
     """One model turn of run ``run_id`` over ``messages`` (system prompt first), offering ``setup.tools``, its text
     streamed to ``out`` as ``text-delta`` chunks, bounded: at most ``setup.turn_timeout`` seconds and
     ``setup.max_reply_chars`` characters of text (a server that streams forever must not hold the thread nor fill
-    it). A turn that ended for another reason than ``stop`` (:func:`bot.agent.model.endings.ending_of`) is counted; without
-    any text it raises :class:`NoReply`. Raises ``ModelCallFailed``. Told to ``setup.hooks`` (the Slack bot's measure
-    it: ``askbot_model_turn_seconds``, failures by kind, a span)."""
+    it). A turn that ended for another reason than ``stop`` (:func:`bot.agent.model.endings.ending_of`) is counted;
+    without any text it raises :class:`NoReply`. Raises ``ModelCallFailed``. Told to ``setup.hooks`` (the Slack
+    bot's measure it: ``askbot_model_turn_seconds``, failures by kind, a span)."""
     model, tools, hooks = setup.model, setup.tools, setup.hooks
     turn_timeout, max_reply_chars = setup.turn_timeout, setup.max_reply_chars
     with hooks.model_turn(run_id):

@@ -1,5 +1,5 @@
 """An MCP server's questions during a tool call (elicitation): a real stdio server written with the SDK
-(tests/mcp_servers/asking.py), the real SDK client, agents on the loopback model and one store. The newer protocol
+(tests/agent/mcp/servers/asking.py), the real SDK client, agents on the loopback model and one store. The newer protocol
 generation suspends the run and is continued by another process; the older one asks live and hands the answer to
 the process holding the session, or, if that process is gone, asks whether to run the call again."""
 
@@ -35,7 +35,7 @@ from bot.errors import AnswerError
 from bot.store.keys import Keys
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
 
-ASKING = str(Path(__file__).resolve().parent.parent.parent / "mcp_servers" / "asking.py")
+ASKING = str(Path(__file__).resolve().parent / "servers" / "asking.py")
 
 
 SHARED_KEY = "k" * 40

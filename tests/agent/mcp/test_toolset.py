@@ -1,5 +1,5 @@
-"""Tools from MCP servers: real servers written with the SDK (tests/mcp_servers/, and a streamable HTTP one started
-here on a loopback port), the real SDK client, an Agent on the loopback model. No code is patched."""
+"""Tools from MCP servers: real servers written with the SDK (tests/agent/mcp/servers/, and a streamable HTTP one
+started here on a loopback port), the real SDK client, an Agent on the loopback model. No code is patched."""
 
 from __future__ import annotations
 
@@ -38,14 +38,14 @@ from bot.config import Settings, SettingsError, load_settings
 from bot.slack.app import build_bot
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
 
-SERVERS = Path(__file__).resolve().parent.parent.parent / "mcp_servers"
+SERVERS = Path(__file__).resolve().parent / "servers"
 BASIC = str(SERVERS / "basic.py")
 NAMED = str(SERVERS / "named.py")
 MODEL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 def basic(**entry: Any) -> dict[str, Any]:
-    """A ``mcpServers`` entry for tests/mcp_servers/basic.py."""
+    """A ``mcpServers`` entry for tests/agent/mcp/servers/basic.py."""
     return {"command": sys.executable, "args": [BASIC], **entry}
 
 

@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import ALICE, BOB, CAROL, GENERAL, blocks_text, current, has_controls, text_is
-from tests.slack.test_audit_log import audit_lines, json_logs  # noqa: F401 (a fixture)
+from tests.ops.test_audit_log import audit_lines, json_logs  # noqa: F401 (a fixture)
 
 AGENT = {"agent": "bot.testing.approval_agent:build"}
 EDIT_FORM = "approval_edit_modal"

@@ -34,7 +34,7 @@ from bot.testing.slack_scenarios import (
     has_controls,
     text_is,
 )
-from tests.slack.conftest import SECRET
+from tests.conftest import SECRET
 
 AGENT = {"agent": "bot.testing.approval_agent:build"}
 DAVE = "U_DAVE"

@@ -33,8 +33,8 @@ from bot.testing.slack_scenarios import (
     text_is,
     thread_run_id,
 )
-from tests.slack.test_mcp_questions import ask as mcp_ask
-from tests.slack.test_mcp_questions import mcp_settings, ran
+from tests.mcp_server.test_mcp_questions import ask as mcp_ask
+from tests.mcp_server.test_mcp_questions import mcp_settings, ran
 
 
 def blip_recording_once(monkeypatch: pytest.MonkeyPatch, nth: int = 1) -> list[str]:
@@ -298,7 +298,7 @@ async def test_a_transient_failure_reading_back_the_clicked_message_is_retried(
 async def test_an_mcp_servers_second_question_whose_message_could_not_be_recorded_takes_a_real_click(
     fake_redis: aioredis.Redis, harness: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
-    """An MCP server's tool asks twice in one call (tests/mcp_servers/asking.py ``two_questions``); the second
+    """An MCP server's tool asks twice in one call (tests/agent/mcp/servers/asking.py ``two_questions``); the second
     question's message could not be recorded (a blip), the first's was. Alice clicks Yes on the second question's
     own message (a real click, its own container). It must be taken as for any unrecorded question (see
     test_unrecorded_messages.py), and the message close. The click is refused as coming from elsewhere: the call

@@ -26,7 +26,7 @@ from bot.testing.slack_scenarios import (
     is_answer_form,
     resumed_requests,
 )
-from tests.slack.conftest import SECRET
+from tests.conftest import SECRET
 
 
 @pytest.mark.parametrize("function", ["on_modal_answer", "on_click", "nonexistent"])

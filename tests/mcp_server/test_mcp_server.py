@@ -29,14 +29,14 @@ from bot.slack.refs import QuestionRef
 from bot.store import Keys
 from bot.testing.slack_scenarios import ALICE, BOB, CAROL, GENERAL, has_controls
 from bot.testing.tcp_proxy import TcpProxy
-from tests.slack.mcp_support import STARTUP_SECONDS, bearer_client
+from tests.mcp_server.mcp_support import STARTUP_SECONDS, bearer_client
 
 # Subprocess-heavy: on the cluster too only where marked (see tests/conftest.py).
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
 REDIS_ENV: dict[str, str] = {}  # REDIS_URL and REDIS_CLUSTER of this test's real Redis (set by the fixture below)
 
 
-TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py)
+TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/mcp_server/conftest.py)
 
 
 def mcp_env(h: Any, prefix: str, *, user: str | None = ALICE) -> dict[str, str]:

@@ -23,7 +23,7 @@ from mcp.client import Client
 from bot.mcp_server.asker import run_id_for
 from bot.testing.mcp_process import McpProcess, mcp_http_process
 from bot.testing.slack_scenarios import ALICE, GENERAL, blocks_text, has_controls
-from tests.slack.mcp_support import SLACK_TOKEN, STARTUP_SECONDS, bearer_client
+from tests.mcp_server.mcp_support import SLACK_TOKEN, STARTUP_SECONDS, bearer_client
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
 REDIS_ENV: dict[str, str] = {}

@@ -1,5 +1,5 @@
 """``approve_tool_use``, Claude Code's permission prompt tool, through the official SDK's client (the real CLI:
-tests/slack/test_claude_code_permission_prompt.py): asked as an approval in the fake Slack with what would run
+tests/mcp_server/test_claude_code_permission_prompt.py): asked as an approval in the fake Slack with what would run
 readable, long input cut in the request and whole behind Details, answered with the one text block of JSON that
 Claude Code reads; as a task too (the same text as the task's result)."""
 
@@ -21,7 +21,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from bot.mcp_server.tasks import CreateTaskResult, TasksClient, get_task
 from bot.testing.slack_scenarios import ALICE, GENERAL, has_controls
-from tests.slack.mcp_support import SLACK_TOKEN, STARTUP_SECONDS
+from tests.mcp_server.mcp_support import SLACK_TOKEN, STARTUP_SECONDS
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
 REDIS_ENV: dict[str, str] = {}

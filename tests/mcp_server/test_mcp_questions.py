@@ -1,5 +1,5 @@
 """An MCP server's questions in Slack, through the fake Slack: buttons for Yes / No and one choice, a modal with a
-field each for a form, typed replies, Decline; both protocol generations (tests/mcp_servers/asking.py)."""
+field each for a form, typed replies, Decline; both protocol generations (tests/agent/mcp/servers/asking.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, blocks_text, current, has_controls
 
-ASKING = str(Path(__file__).resolve().parent.parent / "mcp_servers" / "asking.py")
+ASKING = str(Path(__file__).resolve().parent.parent / "agent" / "mcp" / "servers" / "asking.py")
 
 
 def mcp_settings(tmp_path: Path, *, protocol: str = "auto") -> dict[str, Any]:

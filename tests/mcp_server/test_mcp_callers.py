@@ -24,7 +24,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import Implementation
 
 from bot.testing.slack_scenarios import ALICE, BOB, CAROL, GENERAL, has_controls
-from tests.slack.mcp_support import SLACK_TOKEN, STARTUP_SECONDS, bearer_client
+from tests.mcp_server.mcp_support import SLACK_TOKEN, STARTUP_SECONDS, bearer_client
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
 REDIS_ENV: dict[str, str] = {}

@@ -32,7 +32,7 @@ from bot.mcp_server.tasks import (
 )
 from bot.testing.mcp_process import McpProcess, mcp_http_process
 from bot.testing.slack_scenarios import ALICE, GENERAL, has_controls
-from tests.slack.mcp_support import SLACK_TOKEN, STARTUP_SECONDS, bearer_client
+from tests.mcp_server.mcp_support import SLACK_TOKEN, STARTUP_SECONDS, bearer_client
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
 REDIS_ENV: dict[str, str] = {}

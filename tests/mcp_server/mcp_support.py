@@ -1,7 +1,7 @@
-"""What the tests of ``python -m bot mcp`` (``tests/slack/test_mcp_*.py``, the Claude Code permission prompt's) share:
+"""What the tests of ``python -m bot mcp`` (``tests/mcp_server/``) share:
 the harness's bot token for the server processes they start, the start-up budget, and the SDK's client over
 streamable HTTP with a bearer token. A test module that declares ``REDIS_ENV: dict[str, str] = {}`` gets it filled
-with its real Redis's ``REDIS_URL`` / ``REDIS_CLUSTER`` for those processes (``tests/slack/conftest.py``)."""
+with its real Redis's ``REDIS_URL`` / ``REDIS_CLUSTER`` for those processes (``tests/mcp_server/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-SLACK_TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/slack/conftest.py TOKEN)
+SLACK_TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/mcp_server/conftest.py TOKEN)
 STARTUP_SECONDS = 60  # how long a server process may take to start and ask (a loaded machine is slow): a budget
 
 

@@ -25,7 +25,7 @@ import redis.asyncio as aioredis
 from bot.testing.anthropic_server import FakeAnthropic
 from bot.testing.claude_code import claude_binary, offline_env
 from bot.testing.slack_scenarios import ALICE, GENERAL, has_controls
-from tests.slack.mcp_support import SLACK_TOKEN
+from tests.mcp_server.mcp_support import SLACK_TOKEN
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
 REDIS_ENV: dict[str, str] = {}
