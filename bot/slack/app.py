@@ -52,6 +52,7 @@ from bot.slack.questions.answering import Answering
 from bot.slack.questions.approvers import approver_policy
 from bot.slack.questions.follow_up_plan import FollowUpPlan, FollowUpSettings
 from bot.slack.questions.follow_ups import FollowUps
+from bot.slack.questions.messages import QuestionMessages
 from bot.slack.questions.notices import STORE_DOWN
 from bot.slack.questions.permissions import Permissions
 from bot.slack.render.blocks import MAX_SELECT_OPTIONS
@@ -153,8 +154,8 @@ class Bot:
             await self.mcp.aclose()
         if self.threads is not None:  # bookkeeping owed to Redis since an outage: tried once more
             await self.threads.answering.gate.aclose()
-            await self.threads.writer.records.aclose()
-            await self.threads.writer.closes.aclose()
+            await self.threads.answering.messages.records.aclose()
+            await self.threads.answering.messages.closes.aclose()
         session = self.client.session
         if session is not None and not session.closed:
             await session.close()
@@ -248,7 +249,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         grants=grants.store if grants is not None else None,
         cards=cards,
     )
-    writer = ThreadWriter(
+    messages = QuestionMessages(
         web=web_api,
         index=index,
         answerers=settings.ask_answerers,
@@ -256,12 +257,18 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         allow_user_mentions=settings.allow_user_mentions,
         plan=plan,
         home=home,
+        grants=grants,
+        cards=cards,
+    )
+    writer = ThreadWriter(
+        web=web_api,
+        index=index,
+        messages=messages,
+        allow_user_mentions=settings.allow_user_mentions,
         streaming=settings.reply_streaming,
         stream_interval=settings.stream_interval,
         is_question_tool=functools.partial(quiet_tool, agent),  # decided in replies/thread_writer.py, called there
         sessions=AgentSessions(web_api, enabled=settings.slack_view == "agent"),
-        grants=grants,
-        cards=cards,
     )
     gate = RunSlots(
         ActiveRuns(redis_client, keys=keys),
@@ -280,6 +287,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         index=index,
         web=web_api,
         writer=writer,
+        messages=messages,
         answerers=settings.ask_answerers,
         gate=gate,
         permissions=permissions,

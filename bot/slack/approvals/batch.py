@@ -129,9 +129,9 @@ class ApprovingAll:
         left = [c for c in undecided(state) if c not in calls]
         outcome = decision_outcome(approved=True, user=where.user) + " (Approve all)"
         shown = outcome + (f" · {BATCH_WAITS}" if left else " · running…")
-        writer = self.answering.writer
+        writer, messages = self.answering.writer, self.answering.messages
         for call in calls:
-            await writer.close_approval(
+            await messages.close_approval(
                 state.run_id, approval_payload(call), ctx=ctx, outcome=shown, ongoing=not left
             )
         mine = [Decided(tool_call_id=c.tool_call_id, payload=approval_payload(c), outcome=outcome) for c in calls]

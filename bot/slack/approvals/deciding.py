@@ -126,7 +126,7 @@ class Approving:
                 if stream is None:
                     return
                 payload = approval_payload(check.pending)
-                writer = self.answering.writer
+                writer, messages = self.answering.writer, self.answering.messages
                 given = (
                     await self._give(scope, ctx, check.pending, run_id=state.run_id, user=where.user, say=say)
                     if approved
@@ -136,17 +136,17 @@ class Approving:
                     outcome = decision_outcome(approved=approved, user=where.user, reason=reason, grant=given)
                 if [c for c in undecided(state) if c.tool_call_id != call]:  # the rest of its batch waits
                     waits = f"{outcome} · {BATCH_WAITS}" if approved else outcome
-                    await writer.close_approval(state.run_id, payload, ctx=ctx, outcome=waits, clicked=clicked)
+                    await messages.close_approval(state.run_id, payload, ctx=ctx, outcome=waits, clicked=clicked)
                     await writer.follow(stream, ctx)
                 elif approved:
                     running = f"{outcome} · running…"
-                    await writer.close_approval(
+                    await messages.close_approval(
                         state.run_id, payload, ctx=ctx, outcome=running, clicked=clicked, ongoing=True
                     )
                     decided = Decided(tool_call_id=call, payload=payload, outcome=outcome, clicked=clicked)
                     await writer.follow(stream, ctx, decided=decided, batch=approved_earlier(state, but=call))
                 else:
-                    await writer.close_approval(state.run_id, payload, ctx=ctx, outcome=outcome, clicked=clicked)
+                    await messages.close_approval(state.run_id, payload, ctx=ctx, outcome=outcome, clicked=clicked)
                     await writer.follow(stream, ctx, batch=approved_earlier(state, but=call))
 
     # --- quorum (issue 23 part 2) ----------------------------------------------------------------------
@@ -185,7 +185,7 @@ class Approving:
         if tally.status == AGAIN:
             await say(f"Your approval is already counted ({quorum_line(progress)}).")
         payload = approval_payload(pending)
-        await self.answering.writer.show_quorum(state.run_id, payload, ctx, progress=progress, clicked=clicked)
+        await self.answering.messages.show_quorum(state.run_id, payload, ctx, progress=progress, clicked=clicked)
         return None
 
     async def on_take_back(self, body: dict[str, Any]) -> None:
@@ -220,7 +220,7 @@ class Approving:
         await say(f"Your approval is taken back ({quorum_line(progress)}).")
         payload = approval_payload(pending)
         clicked = where.message_in(ctx)
-        await self.answering.writer.show_quorum(state.run_id, payload, ctx, progress=progress, clicked=clicked)
+        await self.answering.messages.show_quorum(state.run_id, payload, ctx, progress=progress, clicked=clicked)
 
     async def _claim(
         self, attempt: Attempt, *, approved: bool, reason: str | None, scope: str = "once"
@@ -246,7 +246,7 @@ class Approving:
     ) -> str | None:
         """Record the standing grant ``user`` gave approving ``pending`` (``scope`` ``once``: none); what the
         request then says of it ("for this thread, until ..."), or None."""
-        grants = self.answering.writer.grants
+        grants = self.answering.messages.grants
         if scope == "once" or grants is None or scope not in SCOPE_WORDS:
             return None
         try:
@@ -476,7 +476,7 @@ class Approving:
         payload = approval_payload(saved.pending)
         approvers = self.answering.permissions.approvers.for_call(ctx, saved.pending.tool_name, saved.pending.args)
         progress = QuorumProgress(approvers.required) if approvers.quorum else None
-        await self.answering.writer.show_quorum(saved.run_id, payload, ctx, progress=progress)
+        await self.answering.messages.show_quorum(saved.run_id, payload, ctx, progress=progress)
         await self.decide(saved, ctx, call, where=where, approved=True, reason=None)
 
     async def _edit_form(self, body: dict[str, Any]) -> EditForm | str:

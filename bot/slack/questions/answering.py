@@ -46,6 +46,7 @@ from bot.ops import audit
 from bot.slack.context import Origin, SlackContext
 from bot.slack.questions.attempt import Attempt
 from bot.slack.questions.lookup import Found, QuestionLookup, Say
+from bot.slack.questions.messages import QuestionMessages
 from bot.slack.questions.notices import EXPIRED_OUTCOME, GONE, MULTI_HINT, NOT_OPEN, STORE_DOWN, UNKNOWN_BUTTON, explain
 from bot.slack.questions.permissions import Kind, Permissions
 from bot.slack.questions.picks import Pick, asked_question, label, resume_data, said, ticked
@@ -81,6 +82,7 @@ class Answering:
         index: ConversationIndex,
         web: SlackWeb,
         writer: ThreadWriter,
+        messages: QuestionMessages,
         answerers: Answerers,
         gate: RunSlots,
         permissions: Permissions,
@@ -90,6 +92,7 @@ class Answering:
         self.index = index
         self.web = web
         self.writer = writer
+        self.messages = messages  # the questions' messages: posted, redrawn, closed
         self.answerers: Answerers = answerers
         self.permissions = permissions  # who may answer and decide: the one place
         self.lookup = QuestionLookup(agent=agent, index=index, permissions=permissions)  # finds what a request names
@@ -251,7 +254,7 @@ class Answering:
         except StoreUnavailable:
             await say(STORE_DOWN)
             return
-        await self.writer.close_pending(
+        await self.messages.close_pending(
             attempt.state.run_id, pending, outcome=outcome, summary=summary, clicked=attempt.clicked, ctx=attempt.ctx
         )
         await self.writer.follow(stream, attempt.ctx)
@@ -311,7 +314,7 @@ class Answering:
             else:
                 payload = AskUserPayload.model_validate(pending.suspend_payload)
                 outcome = self.answered_outcome(payload, answer.resume_data, user=answer.answered_by or "")
-            await self.writer.close_pending(
+            await self.messages.close_pending(
                 state.run_id, pending, outcome=outcome, summary="answered", clicked=clicked, ctx=ctx
             )
         await self.continue_orphan(state, ctx)
@@ -377,7 +380,7 @@ class Answering:
             ctx = None
             with contextlib.suppress(StoreCorrupt):
                 ctx = SlackContext.of(state)
-            await self.writer.close_pending(
+            await self.messages.close_pending(
                 state.run_id, pending, outcome=outcome, summary="expired", clicked=clicked, ctx=ctx
             )
         if state.status == "expired":  # closed without an answer: so is the thread's agent session

@@ -71,6 +71,7 @@ class FollowUps:
         self.answering = answering
         self.agent = answering.agent
         self.writer = answering.writer
+        self.messages = answering.messages
         self.plan = plan
         self.approvers = approvers
 
@@ -83,8 +84,8 @@ class FollowUps:
             ESCALATE: self.on_escalate,
             ESCALATE_TO: self.on_escalation_message,
         }
-        if self.writer.home is not None:
-            handlers[HOME] = self.writer.home.on_refresh
+        if self.messages.home is not None:
+            handlers[HOME] = self.messages.home.on_refresh
         return handlers
 
     async def _open(self, item: DueItem) -> tuple[RunState, SlackContext, PendingCall] | None:
@@ -135,7 +136,7 @@ class FollowUps:
         else:
             raise RunConflict(item.run_id)
         outcome = _timed_out(pending)
-        await self.writer.close_pending(state.run_id, pending, outcome=outcome, summary="expired", state=state)
+        await self.messages.close_pending(state.run_id, pending, outcome=outcome, summary="expired", state=state)
         log.info("run %s: no answer by the deadline; going on without one", state.run_id)
         await self.writer.follow(stream, ctx)
 
@@ -229,7 +230,7 @@ class FollowUps:
         channels' members: :meth:`~bot.slack.questions.approvers.ApproverPolicy.deciders`)."""
         targets = [ctx.requester or ctx.channel_id]
         if pending.kind == "approval":
-            targets += await self.writer.cards.approvers_of(approval_payload(pending), ctx).deciders(ctx)
+            targets += await self.messages.cards.approvers_of(approval_payload(pending), ctx).deciders(ctx)
         return list(dict.fromkeys(t for t in targets if t))
 
     # --- escalation ------------------------------------------------------------------------------------------
@@ -247,7 +248,7 @@ class FollowUps:
         index = self.answering.index
         targets = await self._targets()
         await index.escalate(state.run_id, key=item.key, to=targets)
-        home = self.writer.home
+        home = self.messages.home
         approval = approval_payload(pending) if pending.kind == "approval" else None
         if home is not None and self.answering.permissions.escalation_answers(pending.kind):
             people = [t for t in targets if t.startswith(("U", "W"))]
@@ -316,7 +317,7 @@ class FollowUps:
     async def _post_list(self, target: str, head: str, due: list[Waiter]) -> None:
         """Post to ``target`` one message listing ``due`` (each with where and by whom it was asked, how long ago,
         and a link to its thread, where it is answered)."""
-        home = self.writer.home
+        home = self.messages.home
         lines: list[str] = []
         for _q, state, ctx, pending in due[:MAX_LISTED]:
             call = pending.tool_call_id
@@ -340,7 +341,7 @@ class FollowUps:
     ) -> tuple[str, list[dict[str, Any]]]:
         """The escalated question: where it comes from (linked to its thread), then the question or request."""
         ref = QuestionRef.of(run_id, call)
-        home = self.writer.home
+        home = self.messages.home
         link = await home.thread_link(run_id, call, ctx) if home is not None else None
         ago = _ago(pending.suspended_at)
         by = f"asked by <@{ctx.requester}>" if ctx.requester else "asked of anyone there"
@@ -367,7 +368,7 @@ class FollowUps:
         """An escalated copy of an open approval request: its card as in its thread (its quorum's progress, Edit,
         grants: :class:`~bot.slack.approvals.cards.OpenCards`), naming the run's channel; the progress left at
         none gathered when Redis can't say (the next change redraws it)."""
-        cards = self.writer.cards
+        cards = self.messages.cards
         try:
             progress = await cards.progress(run_id, payload, ctx)
         except StoreUnavailable:
@@ -386,7 +387,7 @@ class FollowUps:
         else:
             outcome = EXPIRED_OUTCOME
         ctx = SlackContext.of(state)
-        await self.writer.close_pending(run_id, pending, outcome=outcome, summary="closed", ctx=ctx)
+        await self.messages.close_pending(run_id, pending, outcome=outcome, summary="closed", ctx=ctx)
 
     async def _targets(self) -> list[str]:
         """``ASK_ESCALATE_TO`` as posting targets: a channel id, or user ids with user groups expanded."""

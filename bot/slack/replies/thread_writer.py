@@ -2,31 +2,23 @@
 run), then its question, its approval request or its failure, in its thread.
 
 :meth:`ThreadWriter.follow` consumes an :class:`~bot.agent.stream.AgentStream` to its end: the status is
-:class:`bot.slack.replies.status.ThreadStatus`, the reply :class:`bot.slack.replies.streaming.ReplyStream`. A question
-is posted with its Block Kit (plain text if Slack refuses the blocks: a reply in the thread still answers it) and every
-message that shows it is recorded (:meth:`bot.store.conversations.ConversationIndex.add_message`):
-only those messages are updated for that question, and the message a person acted on when it was never
-recorded (a store blip when it was posted), once Slack's copy of it (``conversations.replies``) shows that
-question. :meth:`ThreadWriter.close_question` updates them to the
-question's outcome (answered, expired), rendered from the stored question.
+:class:`bot.slack.replies.status.ThreadStatus`, the reply :class:`bot.slack.replies.streaming.ReplyStream`. When the
+run suspends, its question or approval request is posted by
+:class:`bot.slack.questions.messages.QuestionMessages`, the one place that posts, redraws and closes a question's
+messages; an approved call's end closes its request there too.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
-from typing import Any
 
 from bot.agent import Agent
-from bot.agent.answers import undecided
-from bot.agent.approvals import approval_payload
-from bot.agent.ask_user import AskUserPayload, fallback_text
+from bot.agent.ask_user import AskUserPayload
 from bot.agent.model.endings import Ending
-from bot.agent.state import PendingCall, RunState
+from bot.agent.state import RunState
 from bot.agent.stream import (
     AgentStream,
     ApprovalChunk,
@@ -36,42 +28,24 @@ from bot.agent.stream import (
     FinishChunk,
     QuestionClosedChunk,
     SuspendedChunk,
-    SuspendedPayload,
     TextDeltaChunk,
     ToolCallChunk,
     ToolResultChunk,
     ToolResultPayload,
 )
-from bot.config import Answerers
 from bot.errors import StoreUnavailable
 from bot.logs import log_context
-from bot.slack.approvals.cards import OpenCards
-from bot.slack.approvals.grants import StandingGrants
 from bot.slack.context import SlackContext
-from bot.slack.home import Home, closed_summary
 from bot.slack.names import NamedMentions, Names
-from bot.slack.questions.approvers import ApproverPolicy
-from bot.slack.questions.follow_up_plan import FollowUpPlan
-from bot.slack.questions.records import QuestionRecords
-from bot.slack.refs import QuestionRef
+from bot.slack.questions.messages import QuestionMessages
 from bot.slack.render import blocks as bk
-from bot.slack.render.approvals import (
-    QuorumProgress,
-    approval_outcome_blocks,
-    approval_title,
-    batch_header_blocks,
-    batch_title,
-    closed_what,
-    link_back_block,
-)
 from bot.slack.render.mrkdwn import clip, escape
 from bot.slack.replies.sessions import AgentSessions, SessionStatus, better_title, request_title, status_of
 from bot.slack.replies.status import THINKING, ThreadStatus, running
 from bot.slack.replies.streaming import EndedStreams, ReplyStream, TaskStatus
 from bot.slack.replies.unsupported import FeatureRefusals
 from bot.slack.transport.web_api import SlackWeb
-from bot.store import outage
-from bot.store.conversations import ConversationIndex, MessageRef, asked_id
+from bot.store.conversations import ConversationIndex, MessageRef
 
 log = logging.getLogger(__name__)
 
@@ -122,37 +96,25 @@ class ThreadWriter:
         *,
         web: SlackWeb,
         index: ConversationIndex,
-        answerers: Answerers,
-        approvers: ApproverPolicy,
+        messages: QuestionMessages,
         allow_user_mentions: bool = False,
-        plan: FollowUpPlan | None = None,
-        home: Home | None = None,
         is_question_tool: Callable[[str], bool],
         streaming: bool = True,
         stream_interval: float = 1.0,
         sessions: AgentSessions | None = None,
-        grants: StandingGrants | None = None,
-        cards: OpenCards | None = None,
     ) -> None:
-        self.cards = cards or OpenCards(approvers=approvers, grants=grants)  # an open request's card, everywhere
+        self.messages = messages  # the question and approval messages: posted, redrawn, closed
         self.sessions = sessions  # agent sessions (agent_view), tried before the assistant status
-        self.grants = grants  # standing grants (APPROVAL_POLICY's grants:): the scopes a request offers
         self.streaming = streaming  # replies through Slack's chat streaming (else posted and updated)
         self.stream_interval = stream_interval  # seconds between a reply's Web API calls while it streams
         self.is_question_tool = is_question_tool  # tools that only ask (or are hidden): no progress line of their own
         self.stream_refusals = FeatureRefusals()  # channels whose Slack refused streaming lately
         self.ended_streams = EndedStreams()  # streamed messages Slack's Stop ended (agent_session_stopped)
         self.status_refusals = FeatureRefusals()  # ... or the thread status
-        self.home = home  # the inboxes on the App Home tab
-        self.records = QuestionRecords(index=index, plan=plan, home=home)  # what a shown / closed question writes
-        self.closes = outage.Owed("closing a question's messages")  # closes Redis could not tell the messages of
         self.web = web
         self.index = index
-        self.answerers: Answerers = answerers
-        self.approvers = approvers
         self.allow_user_mentions = allow_user_mentions  # may text from the model or people ping a person
         self.names = Names(web)  # where a mention may not ping, the model's <@U…> is written as the name
-        self._links: OrderedDict[tuple[str, str], str] = OrderedDict()  # the last LINKS_KEPT thread permalinks
 
     async def follow(
         self,
@@ -200,16 +162,16 @@ class ThreadWriter:
                         case SuspendedChunk(payload=suspended):
                             final = "suspended"
                             reply = await self._pause(reply, status, ctx)
-                            await self._ask(stream.run_id, suspended, ctx, status=status)
+                            await self._posted(status, [await self.messages.ask(stream.run_id, suspended, ctx)])
                         case ApprovalChunk(payload=approval):
                             final = "suspended"
                             if not self.is_question_tool(approval.tool_name):
                                 reply.task(approval.tool_call_id, tool_name=approval.tool_name, status="pending")
                             reply = await self._pause(reply, status, ctx)
-                            await self._ask_approval(stream.run_id, approval, ctx, status=status)
+                            await self._posted(status, await self.messages.ask_approval(stream.run_id, approval, ctx))
                         case QuestionClosedChunk(payload=closed) if isinstance(closed.suspend_payload, AskUserPayload):
                             outcome = LIVE_EXPIRED if closed.reason == "expired" else LIVE_ENDED
-                            await self.close_question(
+                            await self.messages.close_question(
                                 stream.run_id,
                                 tool_call_id=closed.tool_call_id,
                                 payload=closed.suspend_payload,
@@ -291,17 +253,17 @@ class ThreadWriter:
 
     async def _pause(self, reply: ReplyStream, status: ThreadStatus, ctx: SlackContext) -> ReplyStream:
         """The run waits for a person: end the reply streamed so far; the text after the answer goes in a new
-        reply. The status goes with the question's post (:meth:`_posted_question`)."""
+        reply. The status goes with the question's post (:meth:`_posted`)."""
         await reply.pause()
         return self._new_reply(ctx, status)
 
     @staticmethod
-    async def _posted_question(status: ThreadStatus, ts: str | None) -> None:
-        """A question or approval request was posted in the thread (``ts``), which clears the status in Slack (no
-        call needed); where it could not be posted, the status is cleared by a call. The working reaction (where
-        Slack refused the status) is taken away either way: a post does not, and a live question's segment goes on
-        while it waits."""
-        if ts is not None:
+    async def _posted(status: ThreadStatus, posted: Sequence[str | None]) -> None:
+        """A question or approval requests were posted in the thread (``posted``: each one's ``ts``), which clears
+        the status in Slack (no call needed); where none could be posted, the status is cleared by a call. The
+        working reaction (where Slack refused the status) is taken away either way: a post does not, and a live
+        question's segment goes on while it waits."""
+        if any(ts is not None for ts in posted):
             status.posted()
         await status.settle("suspended")  # after posted(): a call only for what the post left (the reaction)
 
@@ -325,210 +287,13 @@ class ThreadWriter:
             took = time.monotonic() - decided.started
             how = f"failed: {_result_error(result.result)}" if result.is_error else f"ran in {took:.1f} s"
             outcome = f"{decided.outcome} · {how}"
-            await self.close_approval(run_id, decided.payload, ctx=ctx, outcome=outcome, clicked=decided.clicked)
+            await self.messages.close_approval(
+                run_id, decided.payload, ctx=ctx, outcome=outcome, clicked=decided.clicked
+            )
 
     async def _reply(self, text: str, ctx: SlackContext) -> None:
         for part, blocks in bk.reply_messages(text, allow_user_mentions=self.allow_user_mentions):
             await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=part, blocks=blocks)
-
-    async def _ask(self, run_id: str, suspended: SuspendedPayload, ctx: SlackContext, *, status: ThreadStatus) -> None:
-        payload = suspended.suspend_payload
-        if not isinstance(payload, AskUserPayload):
-            log.warning("run %s: suspended on %s, which Slack cannot show", run_id, suspended.tool_name)
-            await status.settle("suspended")
-            return
-        ref = QuestionRef.of(run_id, suspended.tool_call_id)
-        blocks = bk.question_blocks(
-            payload,
-            ref=ref,
-            requester=ctx.requester,
-            answerers=self.answerers,
-            allow_user_mentions=self.allow_user_mentions,
-        )
-        text = escape(clip(payload.question, 3000))  # notifications: escaped, so <!channel> pings nobody
-        ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text, blocks=blocks)
-        if ts is None:  # Slack refused the blocks: ask in plain text; a reply in the thread still answers
-            plain = escape(clip(fallback_text(payload), 39000))
-            ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=plain)
-        await self._posted_question(status, ts)
-        call, asked, expires = suspended.tool_call_id, suspended.asked_at, suspended.expires_at
-        await self.records.shown(ctx, run_id, call, ts=ts, approval=None, asked=asked, expires_at=expires)
-
-    async def _ask_approval(
-        self, run_id: str, approval: ApprovalPayload, ctx: SlackContext, *, status: ThreadStatus
-    ) -> None:
-        if approval.batch:  # several calls of one turn: a header with Approve all, then each call's own request
-            head = QuestionRef.of(run_id, approval.tool_call_id)
-            blocks = batch_header_blocks(approval, ref=head)
-            await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=batch_title(approval), blocks=blocks)
-            for one in (replace(approval, batch=()), *approval.batch):
-                await self._ask_one_approval(run_id, one, ctx, status=status)
-            return
-        await self._ask_one_approval(run_id, approval, ctx, status=status)
-
-    async def _ask_one_approval(
-        self, run_id: str, approval: ApprovalPayload, ctx: SlackContext, *, status: ThreadStatus
-    ) -> None:
-        ref = QuestionRef.of(run_id, approval.tool_call_id)
-        approvers = self.cards.approvers_of(approval, ctx)
-        quorum = QuorumProgress(approvers.required) if approvers.quorum else None
-        blocks = self.cards.blocks(approval, ctx, ref=ref, progress=quorum)
-        text = approval_title(approval)
-        ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text, blocks=blocks)
-        await self._posted_question(status, ts)
-        call, asked, expires = approval.tool_call_id, approval.asked_at, approval.expires_at
-        await self.records.shown(ctx, run_id, call, ts=ts, approval=approval, asked=asked, expires_at=expires)
-        where = str(approval.policy.get("where") or "thread")
-        if where != "thread" and ts is not None:
-            await self._ask_elsewhere(run_id, approval, ctx, where=where, blocks=blocks, thread_message=ts)
-
-    async def _ask_elsewhere(
-        self,
-        run_id: str,
-        approval: ApprovalPayload,
-        ctx: SlackContext,
-        *,
-        where: str,
-        blocks: list[dict[str, Any]],
-        thread_message: str,
-    ) -> None:
-        """Post the request where its policy rule asks it too (``where: dm``: a DM to each approver,
-        :meth:`ApproverPolicy.people_to_ask`; ``channel:C...``: that channel), each copy with a link back to the
-        thread, and record each copy, so a decision on any of them updates them all and the thread's. A copy Slack
-        refuses is logged and skipped: the thread's request still stands."""
-        copy = [*blocks, await self._link_back(ctx, thread_message)]
-        if where == "dm":
-            targets = await self.cards.approvers_of(approval, ctx).people_to_ask(ctx)
-        else:
-            targets = [where.removeprefix("channel:")]
-        asked = asked_id(approval.asked_at)
-        for target in targets:
-            posted = await self.web.post_to(target, text=approval_title(approval), blocks=copy)
-            if posted is None:
-                log.warning("run %s: could not ask %s for its approval", run_id, target)
-                continue
-            ref = MessageRef(channel_id=posted[0], ts=posted[1], asked=asked)
-            try:
-                await self.index.add_message(run_id, key=approval.tool_call_id, ref=ref)
-            except StoreUnavailable:
-                log.warning("run %s: could not record the approval request sent to %s", run_id, target)
-
-    async def show_quorum(
-        self,
-        run_id: str,
-        approval: ApprovalPayload,
-        ctx: SlackContext,
-        *,
-        progress: QuorumProgress | None,
-        clicked: MessageRef | None = None,
-    ) -> None:
-        """Update every message showing ``approval`` (and ``clicked``, the one acted on) to its quorum ``progress``
-        (None: not a quorum; e.g. after an edit), controls kept: the request still waits (issue 23 parts 2, 3).
-        When Redis can't say which
-        messages show it, only ``clicked`` is updated (the next change updates them all)."""
-        ref = QuestionRef.of(run_id, approval.tool_call_id)
-        blocks = self.cards.blocks(approval, ctx, ref=ref, progress=progress)
-        try:
-            refs: list[MessageRef] | None = await self.index.messages(
-                run_id, approval.tool_call_id, asked=asked_id(approval.asked_at)
-            )
-        except StoreUnavailable:
-            refs = None
-        messages = await self._with_clicked(refs, clicked, ref)
-        for message, shown in await self._with_link_back(messages, ctx, blocks):
-            await self.web.update(message.channel_id, message.ts, text=approval_title(approval), blocks=shown)
-
-    async def _link_back(self, ctx: SlackContext, thread_message: str | None) -> dict[str, Any]:
-        """The line a copy of a request away from its thread (a DM, another channel) ends with, on its first post
-        and on every update: who asked, and a link to the request's message ``thread_message`` in ``ctx``'s thread
-        (the thread itself when unknown; ``chat.getPermalink``, remembered)."""
-        ts = thread_message or ctx.thread_ts
-        link = self._links.get((ctx.channel_id, ts))
-        if link is None:
-            link = await self.web.permalink(ctx.channel_id, ts)
-            if link:
-                self._links[(ctx.channel_id, ts)] = link
-                while len(self._links) > LINKS_KEPT:
-                    self._links.popitem(last=False)
-        back = f"<{link}|the thread in <#{ctx.channel_id}>>" if link else f"a thread in <#{ctx.channel_id}>"
-        who = f" by <@{ctx.requester}>" if ctx.requester else ""
-        return link_back_block(f":link: Asked{who} in {back}")
-
-    async def _with_link_back(
-        self, messages: list[MessageRef], ctx: SlackContext | None, blocks: list[dict[str, Any]]
-    ) -> list[tuple[MessageRef, list[dict[str, Any]]]]:
-        """Each of ``messages`` with the blocks it is updated to: ``blocks``, and for a copy outside ``ctx``'s
-        channel (``where: dm`` / ``channel:C...``, an escalation's DM) its link-back line after them (None: no
-        context, as they are)."""
-        if ctx is None:
-            return [(m, blocks) for m in messages]
-        copies = [m for m in messages if m.channel_id != ctx.channel_id]
-        if not copies:
-            return [(m, blocks) for m in messages]
-        in_thread = next((m.ts for m in messages if m.channel_id == ctx.channel_id), None)
-        copy = [*blocks, await self._link_back(ctx, in_thread)]
-        return [(m, copy if m.channel_id != ctx.channel_id else blocks) for m in messages]
-
-    async def close_approval(
-        self,
-        run_id: str,
-        approval: ApprovalPayload,
-        *,
-        ctx: SlackContext | None,
-        outcome: str,
-        clicked: MessageRef | None = None,
-        ongoing: bool = False,
-    ) -> None:
-        """Update every message showing the approval request (and ``clicked``, the one acted on, recorded or not) to
-        ``outcome`` (mrkdwn), without controls, its copies outside ``ctx``'s channel keeping their link back to the
-        thread (None: a caller without the run's context; they are updated without it); ``ongoing``: the approved
-        call runs now, and its end closes the request again (the Home line too: :meth:`QuestionRecords.closed`)."""
-        what = closed_what(approval)
-        summary = f"{what} · {outcome}"
-        ref = QuestionRef.of(run_id, approval.tool_call_id)
-        blocks = approval_outcome_blocks(approval, ref=ref, outcome=outcome)
-        text = f"{what}: {outcome}"
-        call, asked = approval.tool_call_id, approval.asked_at
-        await self._close(
-            ref,
-            call,
-            summary=summary,
-            asked=asked,
-            clicked=clicked,
-            text=text,
-            blocks=blocks,
-            ongoing=ongoing,
-            ctx=ctx,
-        )
-
-    async def _close(
-        self,
-        ref: QuestionRef,
-        call: str,
-        *,
-        summary: str,
-        asked: datetime | None,
-        clicked: MessageRef | None,
-        text: str,
-        blocks: list[dict[str, Any]],
-        ongoing: bool = False,
-        ctx: SlackContext | None = None,
-    ) -> None:
-        """Close question ``ref``'s (tool call ``call``) records and update the messages showing it (and
-        ``clicked``) to ``text`` / ``blocks`` (``ongoing``, ``ctx``: see :meth:`close_approval`). When Redis can't
-        say which messages show it (an outage), ``clicked`` is updated now and the whole close is owed: done again as
-        soon as Redis answers (:class:`bot.store.outage.Owed`)."""
-
-        async def close(*, first: bool) -> bool:
-            refs = await self.records.closed(ref.run_id, call, summary=summary, asked=asked, ongoing=ongoing)
-            if refs is not None or first:  # the first try closes the message acted on, whatever Redis says
-                messages = await self._with_clicked(refs, clicked, ref)
-                for message, shown in await self._with_link_back(messages, ctx, blocks):
-                    await self.web.update(message.channel_id, message.ts, text=text, blocks=shown)
-            return refs is not None
-
-        if not await close(first=True):
-            self.closes.add(lambda: close(first=False))
 
     async def _failed(self, run_id: str, error: ErrorPayload, ctx: SlackContext) -> None:
         if error.kind == "superseded":  # the process that took the run over posts its outcome
@@ -549,84 +314,6 @@ class ThreadWriter:
         text = incomplete_text(ending)
         blocks = bk.failure_blocks(text, run_id=run_id, retry=False)
         await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=escape(text), blocks=blocks)
-
-    async def _with_clicked(
-        self, refs: list[MessageRef] | None, clicked: MessageRef | None, ref: QuestionRef
-    ) -> list[MessageRef]:
-        """The messages to close: ``refs`` (those recorded; None: unreadable) and ``clicked`` (the one acted on)
-        once. A clicked message not among them (a store blip when it was posted) is read back from Slack first and
-        closed only if it shows question ``ref``: a click's ``container`` is the payload's word, and a forged one
-        must not make the bot rewrite another message."""
-        refs = list(refs or [])
-        if clicked is None or any(r.channel_id == clicked.channel_id and r.ts == clicked.ts for r in refs):
-            return refs
-        message = await self.web.message(clicked.channel_id, clicked.ts)
-        if message is not None and ref.shown_in(message):
-            return [*refs, clicked]
-        log.warning(
-            "run %s: the message acted on (%s) does not show its question; left as it is", ref.run_id, clicked.ts
-        )
-        return refs
-
-    async def close_pending(
-        self,
-        run_id: str,
-        pending: PendingCall,
-        *,
-        outcome: str,
-        summary: str,
-        clicked: MessageRef | None = None,
-        state: RunState | None = None,
-        ctx: SlackContext | None = None,
-    ) -> None:
-        """Close the messages of ``pending`` (a stored question or approval request, this asking of it) with
-        ``outcome`` (mrkdwn); ``summary``: a question's notification suffix (e.g. ``"expired"``); ``clicked``: the
-        message acted on, closed too even if it was never recorded (a store blip when it was posted); ``state``: the
-        run as it was before (an approval of a batch: every call of it undecided there is closed the same way);
-        ``ctx``: the run's, so that an approval's copies away from its thread keep their link back (else
-        ``state``'s)."""
-        if pending.kind == "approval":
-            calls = [pending]
-            if state is not None and state.pending is not None and state.pending.batch:
-                calls = undecided(state) or calls  # a batch: every call still undecided ends the same way
-            if ctx is None and state is not None:
-                ctx = SlackContext.of(state)
-            for call in calls:
-                mine = clicked if call.tool_call_id == pending.tool_call_id else None
-                await self.close_approval(run_id, approval_payload(call), ctx=ctx, outcome=outcome, clicked=mine)
-            return
-        await self.close_question(
-            run_id,
-            tool_call_id=pending.tool_call_id,
-            payload=AskUserPayload.model_validate(pending.suspend_payload),
-            outcome=outcome,
-            summary=summary,
-            asked=pending.suspended_at,
-            clicked=clicked,
-        )
-
-    async def close_question(
-        self,
-        run_id: str,
-        *,
-        tool_call_id: str,
-        payload: AskUserPayload,
-        outcome: str,
-        summary: str,
-        asked: datetime | None = None,
-        clicked: MessageRef | None = None,
-    ) -> None:
-        """Update every message showing the question (``asked``: that asking of it, when the call asked more than
-        once) to its outcome: the question without controls and ``outcome`` (mrkdwn) below it; ``summary`` is the
-        notification text's suffix (e.g. ``"answered"``)."""
-        summary_text = closed_summary(payload.question, outcome)
-        ref = QuestionRef.of(run_id, tool_call_id)
-        text = f"{escape(clip(payload.question, 3000))} ({summary})"
-        blocks = bk.outcome_blocks(payload, ref=ref, outcome=outcome, allow_user_mentions=self.allow_user_mentions)
-        await self._close(
-            ref, tool_call_id, summary=summary_text, asked=asked, clicked=clicked, text=text, blocks=blocks
-        )
-
 
 def plan_title(steps: int) -> str:
     """The title of a model turn's plan of ``steps`` tool calls (a ``plan_update`` chunk's plain text)."""
