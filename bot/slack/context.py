@@ -94,6 +94,7 @@ class Origin:
     channel_id: str | None = None
     message_ts: str | None = None
     thread_ts: str | None = None
+    event_id: str | None = None  # an event's identity for the replay guard (events only; see of_event)
 
     @classmethod
     def of_action(cls, body: dict[str, Any]) -> Origin:
@@ -118,7 +119,8 @@ class Origin:
     @classmethod
     def of_event(cls, body: dict[str, Any]) -> Origin:
         """From an Events API envelope (``message`` / ``app_mention``): the thread is the event's thread, or the
-        thread its message starts."""
+        thread its message starts; ``event_id`` the envelope's (Slack's retries and redeliveries carry the same one),
+        else ``channel:ts`` of the event's message."""
         event = _dict(body.get("event"))
         return cls(
             user=slack_id(event.get("user")) or "",
@@ -127,6 +129,7 @@ class Origin:
             channel_id=slack_id(event.get("channel")),
             message_ts=_str(event.get("ts")),
             thread_ts=_str(event.get("thread_ts") or event.get("ts")),
+            event_id=_str(body.get("event_id")) or f"{event.get('channel')}:{event.get('ts')}",
         )
 
     def message_in(self, ctx: SlackContext) -> MessageRef | None:

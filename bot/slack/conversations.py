@@ -120,11 +120,9 @@ class Threads:
         return await self._new_event(body, context, also=True)
 
     async def _new_event(self, body: dict[str, Any], context: dict[str, Any], *, also: bool) -> NewEventReads | None:
-        event = body.get("event") or {}
-        event_id = body.get("event_id") or f"{event.get('channel')}:{event.get('ts')}"
         where = Origin.of_event(body)
         batch = Batch(self.index.client)
-        fresh = self.index.queue_new_event(batch, str(event_id), token=context.get("job_id") or None)
+        fresh = self.index.queue_new_event(batch, str(where.event_id), token=context.get("job_id") or None)
         thread = inbox = None
         if also:
             team, channel, thread_ts = where.team_id or "", where.channel_id or "", where.thread_ts or ""
