@@ -13,7 +13,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-SLACK_TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/mcp_server/conftest.py TOKEN)
+SLACK_TOKEN = "xoxb-test-token-0123456789"  # the harness's (tests/conftest.py TOKEN)
 STARTUP_SECONDS = 60  # how long a server process may take to start and ask (a loaded machine is slow): a budget
 
 

@@ -10,9 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
-import socket
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import Implementation
 
+from bot.testing.mcp_process import mcp_http_process
 from bot.testing.slack_scenarios import ALICE, BOB, CAROL, GENERAL, has_controls
 from tests.mcp_server.mcp_support import SLACK_TOKEN, STARTUP_SECONDS, bearer_client
 
@@ -105,36 +104,14 @@ async def stdio_session(h: Any, prefix: str, **extra: str) -> AsyncIterator[Any]
         yield client.session
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.asynccontextmanager
 async def http_server(h: Any, prefix: str, **extra: str) -> AsyncIterator[str]:
-    """``python -m bot mcp --http`` with ``extra`` settings as its own process, once it listens: its URL."""
-    port = free_port()
-    env = mcp_env(h, prefix, MCP_PORT=str(port), **extra)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "mcp", "--http", env=env, stderr=asyncio.subprocess.PIPE
-    )
-    try:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while True:
-            with contextlib.suppress(OSError):
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-                writer.close()
-                break
-            assert process.returncode is None, "the MCP server exited"
-            assert time.monotonic() < deadline, f"the MCP server did not listen within {STARTUP_SECONDS} s"
-            await asyncio.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        if process.returncode is None:
-            process.terminate()
-        _, stderr = await asyncio.wait_for(process.communicate(), 10)
-        assert not any(t.encode() in stderr for t in TOKENS.values())  # never logged
+    """``python -m bot mcp --http`` with ``extra`` settings as its own process, once it listens, on a port it picks
+    itself (:func:`bot.testing.mcp_process.mcp_http_process`): its URL."""
+    async with mcp_http_process(mcp_env(h, prefix, **extra), startup=STARTUP_SECONDS) as server:
+        yield server.url
+    logged = "".join(server.lines)
+    assert not any(t in logged for t in TOKENS.values())  # never logged
 
 
 @contextlib.asynccontextmanager

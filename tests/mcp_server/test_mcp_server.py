@@ -9,9 +9,7 @@ import contextlib
 import os
 import socket
 import sys
-import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -27,6 +25,7 @@ from bot.fakeslack import Workspace
 from bot.slack.questions.follow_up_plan import COALESCE_SECONDS
 from bot.slack.refs import QuestionRef
 from bot.store import Keys
+from bot.testing.mcp_process import McpProcess, mcp_http_process
 from bot.testing.slack_scenarios import ALICE, BOB, CAROL, GENERAL, has_controls
 from bot.testing.tcp_proxy import TcpProxy
 from tests.mcp_server.mcp_support import STARTUP_SECONDS, bearer_client
@@ -133,45 +132,15 @@ async def test_a_call_without_anyone_to_ask_is_a_clear_tool_error(
 MCP_TOKEN = "mcp-test-token-0123456789abcdef"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class HttpServer:
-    url: str
-    process: asyncio.subprocess.Process
-
-
 @contextlib.asynccontextmanager
-async def mcp_http_server(h: Any, prefix: str, *, host: str | None = None) -> AsyncIterator[HttpServer]:
-    """``python -m bot mcp --http`` as its own process, once it listens (on ``MCP_HOST=host`` when given)."""
-    port = free_port()
-    env = {**mcp_env(h, prefix), "MCP_PORT": str(port), "MCP_TOKEN": MCP_TOKEN, **({"MCP_HOST": host} if host else {})}
-    host = host or "127.0.0.1"
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "mcp", "--http", env=env, stderr=asyncio.subprocess.PIPE
-    )
-    try:
-        # Until it listens, however long a loaded machine (a parallel suite) takes to start it; never past that
-        # silently: the test would then fail later on a refused connection, far from the cause.
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while True:
-            with contextlib.suppress(OSError):
-                _, writer = await asyncio.open_connection(host, port)
-                writer.close()
-                break
-            assert process.returncode is None, "the MCP server exited"
-            assert time.monotonic() < deadline, f"the MCP server did not listen within {STARTUP_SECONDS} s"
-            await asyncio.sleep(0.05)
-        yield HttpServer(url=f"http://{host}:{port}/mcp", process=process)
-    finally:
-        if process.returncode is None:
-            process.terminate()
-        _, stderr = await asyncio.wait_for(process.communicate(), 10)
-        assert MCP_TOKEN.encode() not in stderr and TOKEN.encode() not in stderr  # never logged
+async def mcp_http_server(h: Any, prefix: str, *, host: str | None = None) -> AsyncIterator[McpProcess]:
+    """``python -m bot mcp --http`` as its own process, once it listens (on ``MCP_HOST=host`` when given), on a
+    port it picks itself (:func:`bot.testing.mcp_process.mcp_http_process`)."""
+    env = {**mcp_env(h, prefix), "MCP_TOKEN": MCP_TOKEN, **({"MCP_HOST": host} if host else {})}
+    async with mcp_http_process(env, startup=STARTUP_SECONDS) as server:
+        yield server
+    logged = "".join(server.lines)
+    assert MCP_TOKEN not in logged and TOKEN not in logged  # never logged
 
 
 @contextlib.asynccontextmanager
@@ -616,7 +585,6 @@ async def test_every_text_an_outside_agent_sends_is_bounded_before_anything_is_p
 def test_the_http_socket_listens_before_its_address_is_logged() -> None:
     """A client that connects as soon as "streamable HTTP at ..." is logged waits in the backlog until uvicorn
     accepts (it was refused: the socket was bound but not listening until uvicorn started, a flaky connect error)."""
-    import socket
 
     from bot.mcp_server.http import listen_socket
 
