@@ -18,7 +18,7 @@ from bot.testing.openai_server import FakeOpenAI
 DEPLOYMENT = RunLimits(
     ask_ttl=120.0, turn_timeout=7.0, max_reply_chars=900, history_budget=5000, tool_result_max_chars=300
 )
-FACTORIES = '''
+FACTORIES = """
 from bot.agent import Agent, make_ask_user_tool
 
 seen = {}
@@ -33,7 +33,7 @@ def build_with_limits(*, model, store, limits):
 def build_plain(*, model, store):
     return Agent(id="b", name="B", instructions="Ask.", model=model, store=store, tools=[make_ask_user_tool()],
                  ask_ttl=60.0, turn_timeout=None, history_budget=None, max_turns=4)
-'''
+"""
 
 
 @pytest.fixture

@@ -176,6 +176,7 @@ async def test_slack_error_strings_from_outside_make_a_bounded_set_of_label_valu
     from bot.fakeslack import Workspace
     from bot.ops.metrics import ERROR_LABELS_MAX, exposition
     from bot.slack.transport.runner import SharedWebClient
+
     TOKEN = "xoxb-metrics-test-0123456789"
     async with Workspace(bot_token=TOKEN) as ws:
         client = SharedWebClient(token=TOKEN, base_url=ws.api_url)

@@ -180,9 +180,7 @@ async def test_a_run_stored_by_an_earlier_release_past_its_deadline_is_told_as_e
         async with harness(fake_redis, settings={"agent": "bot.testing.approval_agent:build"}) as h:
             keys = Keys(h.settings.redis_prefix)
             client = h.bot.agent.store.client
-            await client.hset(
-                keys.run(raw["run_id"]), mapping={"rev": str(raw["revision"]), "state": json.dumps(raw)}
-            )
+            await client.hset(keys.run(raw["run_id"]), mapping={"rev": str(raw["revision"]), "state": json.dumps(raw)})
             with pytest.raises(QuestionExpired):
                 await h.bot.agent.approve_tool_call(run_id=raw["run_id"], approved_by=ALICE)
             assert approval_agent.RESTARTS == [] and h.model.requests == []

@@ -315,6 +315,7 @@ class ThreadWriter:
         blocks = bk.failure_blocks(text, run_id=run_id, retry=False)
         await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=escape(text), blocks=blocks)
 
+
 def plan_title(steps: int) -> str:
     """The title of a model turn's plan of ``steps`` tool calls (a ``plan_update`` chunk's plain text)."""
     return f"Working through {steps} steps"
