@@ -39,7 +39,7 @@ class OpenCards:
         return self.approvers.for_call(ctx, approval.tool_name, approval.args, escalated_to=escalated)
 
     async def progress(self, run_id: str, approval: ApprovalPayload, ctx: SlackContext) -> QuorumProgress | None:
-        """Origin ``approval``'s quorum stands (None: its call needs one approval, or no store to read). Raises
+        """Where ``approval``'s quorum stands (None: its call needs one approval, or no store to read). Raises
         ``StoreUnavailable``."""
         approvers = self.approvers_of(approval, ctx)
         if not approvers.quorum:
