@@ -313,22 +313,51 @@ async def arq_queued_before_any_worker(env: Env) -> None:
 Check = Callable[[Env], Awaitable[None]]
 # (library, requirement, on the cluster?, the evaluation's finding: holds?, the check)
 CHECKS: list[tuple[str, str, bool, bool, Check]] = [
-    ("taskiq", "a killed worker's job finishes elsewhere (quiet queue)", False, False,
-     lambda env: taskiq_dead_worker(env, traffic=False)),
-    ("taskiq", "... under traffic, after idle_timeout", False, True,
-     lambda env: taskiq_dead_worker(env, traffic=True)),
+    (
+        "taskiq",
+        "a killed worker's job finishes elsewhere (quiet queue)",
+        False,
+        False,
+        lambda env: taskiq_dead_worker(env, traffic=False),
+    ),
+    ("taskiq", "... under traffic, after idle_timeout", False, True, lambda env: taskiq_dead_worker(env, traffic=True)),
     ("taskiq", "a job longer than the reclaim window runs once", False, False, taskiq_long_job_runs_once),
-    ("taskiq", "Redis Cluster: a killed worker's job finishes elsewhere", True, False,
-     lambda env: taskiq_dead_worker(env, traffic=True)),
-    ("taskiq", "jobs queued before a group exists run (default consumer_id)", False, False,
-     lambda env: taskiq_queued_before_the_group(env, consumer_id="$")),
-    ("taskiq", "... with consumer_id='0'", False, True,
-     lambda env: taskiq_queued_before_the_group(env, consumer_id="0")),
+    (
+        "taskiq",
+        "Redis Cluster: a killed worker's job finishes elsewhere",
+        True,
+        False,
+        lambda env: taskiq_dead_worker(env, traffic=True),
+    ),
+    (
+        "taskiq",
+        "jobs queued before a group exists run (default consumer_id)",
+        False,
+        False,
+        lambda env: taskiq_queued_before_the_group(env, consumer_id="$"),
+    ),
+    (
+        "taskiq",
+        "... with consumer_id='0'",
+        False,
+        True,
+        lambda env: taskiq_queued_before_the_group(env, consumer_id="0"),
+    ),
     ("arq", "installs beside redis>=8", False, False, arq_installs_beside_redis_8),
-    ("arq", "a killed worker's job finishes elsewhere within a 10 s lease", False, False,
-     lambda env: arq_dead_worker(env, job_timeout=60, within=12)),
-    ("arq", "... after job_timeout + 10 s (job_timeout 2 s)", False, True,
-     lambda env: arq_dead_worker(env, job_timeout=2, within=25)),
+    (
+        "arq",
+        "a killed worker's job finishes elsewhere within a 10 s lease",
+        False,
+        False,
+        lambda env: arq_dead_worker(env, job_timeout=60, within=12),
+    ),
+    (
+        "arq",
+        "... after job_timeout + 10 s (job_timeout 2 s)",
+        False,
+        True,
+        lambda env: arq_dead_worker(env, job_timeout=2, within=25),
+    ),
     ("arq", "a job longer than the reclaim window runs once to its end", False, False, arq_long_job_runs_once),
     ("arq", "Redis Cluster: a job is enqueued and run", True, False, arq_cluster_enqueue),
     ("arq", "jobs queued before any worker run", False, True, arq_queued_before_any_worker),
@@ -367,8 +396,15 @@ async def main() -> None:
         holds, detail = await run(check, args.cluster if on_cluster else args.redis, cluster=on_cluster)
         same = holds == found
         changed += not same
-        rows.append([library, requirement, ("yes" if holds else "no: " + detail)[:70], "yes" if found else "no",
-                     "same" if same else "CHANGED"])
+        rows.append(
+            [
+                library,
+                requirement,
+                ("yes" if holds else "no: " + detail)[:70],
+                "yes" if found else "no",
+                "same" if same else "CHANGED",
+            ]
+        )
     print("the job-queue requirements (docs/decisions/job-queue.md), checked now against the evaluation's findings")
     print(table(["library", "requirement", "holds now", "found", "finding"], rows))
     if changed:

@@ -47,16 +47,23 @@ async def monitor(url: str, into: list[tuple[float, str, str]], ready: asyncio.E
         async with client.monitor() as m:
             ready.set()
             async for item in m.listen():
-                into.append((float(item["time"]), str(item.get("client_address", item.get("client_type", ""))),
-                             str(item["command"])[:160]))
+                into.append(
+                    (
+                        float(item["time"]),
+                        str(item.get("client_address", item.get("client_type", ""))),
+                        str(item["command"])[:160],
+                    )
+                )
     finally:
         await client.aclose()
 
 
 def print_trace(title: str, commands: list[tuple[float, str, str]], calls: list[str]) -> None:
     """The commands in order; a command from a script (``client`` ``lua``) is indented under its ``EVALSHA``."""
-    print(f"\n== {title}: {sum(1 for _t, c, _x in commands if c != 'lua')} commands sent "
-          f"({sum(1 for _t, c, _x in commands if c == 'lua')} run inside scripts), {len(calls)} Web API calls")
+    print(
+        f"\n== {title}: {sum(1 for _t, c, _x in commands if c != 'lua')} commands sent "
+        f"({sum(1 for _t, c, _x in commands if c == 'lua')} run inside scripts), {len(calls)} Web API calls"
+    )
     for _t, client, command in commands:
         print(("      " if client == "lua" else f"  {client:>21} ") + command)
     names = Counter(command.split()[0].strip('"').upper() for _t, c, command in commands if c != "lua")
@@ -74,10 +81,16 @@ async def trace(args: argparse.Namespace, logdir: Path) -> None:
     ):
         ws.sender._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10.0))
         env = {
-            "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SIGNING_SECRET, "SLACK_API_URL": ws.api_url,
-            "LOG_LEVEL": "WARNING", "OPENAI_API_KEY": "sk-bench", "OPENAI_BASE_URL": openai_server.base_url,
-            "REDIS_URL": redis_url, "REDIS_PREFIX": f"trace-{uuid.uuid4().hex[:6]}",
-            "MAX_RUNS_PER_PERSON": str(NO_LIMIT), "MAX_RUNS_PER_PROCESS": str(NO_LIMIT),
+            "SLACK_BOT_TOKEN": BOT_TOKEN,
+            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            "SLACK_API_URL": ws.api_url,
+            "LOG_LEVEL": "WARNING",
+            "OPENAI_API_KEY": "sk-bench",
+            "OPENAI_BASE_URL": openai_server.base_url,
+            "REDIS_URL": redis_url,
+            "REDIS_PREFIX": f"trace-{uuid.uuid4().hex[:6]}",
+            "MAX_RUNS_PER_PERSON": str(NO_LIMIT),
+            "MAX_RUNS_PER_PROCESS": str(NO_LIMIT),
         }
         bot = spawn("bot", "bot", env, free_port(), logdir, command="web" if args.split else "serve")
         children.append(bot)
