@@ -1,7 +1,7 @@
 """Cost per request of the product against the bot a team would otherwise write (issue 26), measured in one sitting.
 
 Run: ``.venv/bin/python -m benchmarks.cost [--rate 50] [--seconds 10] [--rounds 3] [--model-delay 1.0] [--split]``
-and ``.venv/bin/python -m benchmarks.cost --waiting 1000``
+and ``.venv/bin/python -m benchmarks.cost --waiting 1000 [--burst-first] [--targets tuned,serve]``
 
 Targets, each a subprocess (or two) served over HTTP like ``benchmarks.ack_latency``'s bot:
 
@@ -35,7 +35,9 @@ rounds is printed beside each round's figure.
 whose questions are left waiting, the bot settled, its RSS again; and the Redis bytes of the waiting questions: the
 ``MEMORY USAGE`` of every key under the prefix after, less before, over N (and ``used_memory``'s growth over N), by
 kind of key. Then N more, and the RSS growth over those: a process's RSS keeps the peak of the first burst (runs in
-flight, buffers), so the second growth is nearer what the waiting questions themselves hold.
+flight, buffers), so the second growth is nearer what the waiting questions themselves hold. With ``--burst-first``
+"idle" is measured after N mentions the model answers in text (the same in-flight peak, nothing left waiting), so
+the first growth is what waiting holds; ``--targets`` picks the targets (default ``tuned,serve``).
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import time
@@ -46,6 +47,7 @@ from bot.store.conversations import ConversationIndex
 from bot.store.keys import Keys
 
 TARGETS = ("tuned", "serve")
+SENT: dict[str, dict[int, int]] = {}  # target -> history length -> messages the last model request carried
 
 
 def bot_messages(ws: Workspace, thread_ts: str) -> list[dict[str, Any]]:
@@ -139,6 +141,7 @@ async def measure(
 ) -> dict[int, float]:
     """CPU ms per mention + click of ``target``, by history length (0 and ``--history``)."""
     out: dict[int, float] = {}
+    sent = SENT.setdefault(target, {})
     client = aioredis.from_url(args.redis)
     try:
         async with Sitting(target, args=args, prefix=prefix, logdir=logdir, children=children) as s:
@@ -154,6 +157,7 @@ async def measure(
                     await mention_and_click(s, t)
                 await asyncio.sleep(0.3)  # the last saves
                 out[n] = (cpu_seconds(pid) - cpu) * 1000 / args.threads
+                sent[n] = len(s.openai.requests[-1].get("messages") or [])  # what the last turn sent the model
                 if held:
                     print(f"{target}: {args.threads} threads of {statistics.median(held)} messages", file=sys.stderr)
     finally:
@@ -210,8 +214,8 @@ async def main() -> int:
     headers = ["target", "history messages", *(f"round {i + 1} CPU ms" for i in range(args.rounds)), "median"]
     print(f"\nCPU ms per mention + click (a question asked, a click, the reply), {args.threads} threads a length")
     print(table(headers, rows))
-    import os
-
+    for target, by_length in SENT.items():
+        print(f"{target}: messages sent in the last model request, by history length: {by_length}")
     print(f"load average (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
