@@ -36,7 +36,7 @@ SEE_README = "See docs/slack-setup.md (the README's 'Put it in Slack')."
 def freeze_heap() -> int:
     """Move every object alive now (imported modules, the built app, its clients) into the garbage collector's
     permanent generation (``gc.freeze``), after a full collection; returns how many are frozen. A process calls it
-    once its start-up is done, before the first request: they live as long as the process, and the collector's
+    once its start-up is done (as it starts serving): they live as long as the process, and the collector's
     full passes no longer walk them. Without it a full pass walked the whole start-up heap (~130,000 objects)
     on the event loop's thread, stalling every ack and stream in the process for tens of milliseconds (issue 26,
     "the single-process ack"; measured in ``benchmarks.ack_latency``). What start-up left as garbage is collected
@@ -236,7 +236,6 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
         stack.push_async_callback(bot.aclose)
         await bot.start()  # MCP servers' tools are there before the first request
         await serve_ops(bot, settings, stack)
-        log.info("start-up heap frozen: %d objects", freeze_heap())
 
         async def drain() -> None:
             log.info("stopping: finishing work in flight (up to %.0f s)", DRAIN_SECONDS)
@@ -246,6 +245,7 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
         if role == "worker":
             stack.push_async_callback(drain)
             log.info("worker: handling queued Slack work; Ctrl-C to stop")
+            log.info("start-up heap frozen: %d objects", freeze_heap())
             await bot.work(stop=stop)
             return
         if chosen == "socket":
@@ -282,4 +282,5 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
             stack.push_async_callback(drain)  # before the server stops, as the requests in flight finish
             ops = "; GET /metrics, /healthz, /readyz there too" if settings.ops_on_port else ""
             log.info("HTTP mode (%s): POST /slack/events on port %d%s; Ctrl-C to stop", role, port, ops)
+        log.info("start-up heap frozen: %d objects", freeze_heap())  # once started: a refusal says one line
         await stop.wait()

@@ -401,10 +401,10 @@ async def test_sigterms_repeated_until_the_playground_has_exited_never_kill_it()
 
 
 @pytest.mark.real_redis
-async def test_serve_freezes_its_start_up_heap_before_the_first_request(
+async def test_serve_freezes_its_start_up_heap_once_it_listens(
     real_redis_env: dict[str, str], prefix: str, openai_server: FakeOpenAI
 ) -> None:
-    """``serve`` moves what start-up left alive into the garbage collector's permanent generation before it
+    """``serve`` moves what start-up left alive into the garbage collector's permanent generation once it
     listens (``bot.serving.freeze_heap``): a full collection no longer walks it on the event loop's thread, which
     stalled every ack in the process (issue 26, the single-process ack)."""
     port = free_port()
@@ -424,7 +424,7 @@ async def test_serve_freezes_its_start_up_heap_before_the_first_request(
         proc = await start_bot("serve", env=env)
         started: list[str] = []
         try:
-            started = await read_until(proc, "HTTP mode")
+            started = await read_until(proc, "start-up heap frozen")
         finally:
             log = "\n".join(started) + "\n" + await stop(proc)
     frozen = [int(m.group(1)) for m in re.finditer(r"start-up heap frozen: (\d+) objects", "\n".join(started))]
