@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import types
 from collections import Counter
 from typing import Any
@@ -21,12 +22,21 @@ from bot.testing.slack_scenarios import ALICE, GENERAL, has_controls
 QUESTION = {"question": "Which colour?", "options": [{"label": "Red"}, {"label": "Green"}]}
 MORE = 30  # questions left waiting between the two counts
 HARNESS = ("bot.fakeslack", "bot.testing")  # the fake Slack and loopback model share the loop: not the bot's
-NOT_FOLLOWED = (types.ModuleType, type, types.CodeType, types.FrameType)  # shared code and definitions, not state
+# shared code and definitions, not state; logging is the process's (a test's capture handler keeps its records)
+NOT_FOLLOWED = (
+    types.ModuleType,
+    type,
+    types.CodeType,
+    types.FrameType,
+    logging.Logger,
+    logging.Handler,
+    logging.LogRecord,
+)
 
 
 def held(*roots: object) -> Counter[str]:
     """How many objects of each type are reachable from ``roots`` (``gc.get_referents``; a function's closure and
-    defaults, not its module's globals; not into modules, classes, code or frames, nor the test's fakes)."""
+    defaults, not its module's globals; not into modules, classes, code, frames or logging, nor the test's fakes)."""
     seen: set[int] = set()
     counts: Counter[str] = Counter()
     todo = list(roots)
