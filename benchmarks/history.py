@@ -28,7 +28,7 @@ import redis.asyncio as aioredis
 
 from benchmarks._util import table
 from bot.agent import Agent, OpenAIChatModel, ask_user_tool
-from bot.agent.budget import DEFAULT_HISTORY_BUDGET, Calibration, message_tokens, tools_tokens
+from bot.agent._loop.budget import DEFAULT_HISTORY_BUDGET, Calibration, message_tokens, tools_tokens
 from bot.agent.state import RunState
 from bot.store import RedisRunStore
 from bot.store.keys import Keys

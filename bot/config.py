@@ -161,7 +161,7 @@ class Settings(BaseSettings):
     run_retention_seconds: PositiveDuration = 7 * 24 * 3600
     model_turn_timeout: PositiveDuration = 300
     max_reply_chars: int = Field(default=40_000, ge=100)
-    history_token_budget: int | None = 24_000  # bot.agent.budget.DEFAULT_HISTORY_BUDGET (not imported: no SDKs here)
+    history_token_budget: int | None = 24_000  # bot.agent._loop.budget.DEFAULT_HISTORY_BUDGET (not imported: no SDKs here)
     tool_result_max_chars: int = Field(default=20_000, ge=1000, le=10_000_000)  # bot.agent.tools' default
     max_runs_per_person: int = Field(default=3, ge=1)
     max_waiting_per_person: int = Field(default=5, ge=1, le=100_000)

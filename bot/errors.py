@@ -167,7 +167,7 @@ class ContextTooLong(ModelCallFailed):
 
 
 class RequestOverBudget(ContextTooLong):
-    """A model request the token budget refused to send (:mod:`bot.agent.budget`): even with every older turn left
+    """A model request the token budget refused to send (:mod:`bot.agent._loop.budget`): even with every older turn left
     out, what must be sent (system prompt, tool specs, the newest turn and the latest user message) estimates past
     the budget. ``estimated`` and ``budget`` are calibrated tokens. Nothing was sent; the same request would be
     refused again, a shorter one (a new message, once the long turn is older) or a larger budget would not."""
@@ -190,7 +190,7 @@ class NoReply(ModelCallFailed):
     """The model ended its turn with neither text nor tool calls, for another reason than ``stop``: its output
     length limit (``finish_reason: "length"``), a content filter (``"content_filter"``), a reason this bot does not
     know, or none given. ``finish_reason`` is the server's (None when missing); the message says it for a person
-    (:func:`bot.agent.endings.ending_of`). Asking again may get a reply."""
+    (:func:`bot.agent.model.endings.ending_of`). Asking again may get a reply."""
 
     kind = "no_reply"
 
@@ -201,12 +201,12 @@ class NoReply(ModelCallFailed):
 
 class SlackRefused(BotError):
     """Slack refused a Web API call the bot's scheduled work needs (after its transient-error retries); the work is
-    tried again later (e.g. an escalation message, :mod:`bot.slack.questions.waiting`)."""
+    tried again later (e.g. an escalation message, :mod:`bot.slack.questions.follow_ups`)."""
 
 
 class RunLimitReached(BotError):
     """No run slot: the person, or this process, has as many runs working as its limit allows
-    (:meth:`bot.slack.run_slots.RunGate.enter`; ``MAX_RUNS_PER_PERSON``, ``MAX_RUNS_PER_PROCESS``). Its message is the
+    (:meth:`bot.slack.run_slots.RunSlots.enter`; ``MAX_RUNS_PER_PERSON``, ``MAX_RUNS_PER_PROCESS``). Its message is the
     friendly "slow down" the person is told (``notice``); nothing was taken, so what they sent can be sent again."""
 
     @property

@@ -89,7 +89,7 @@ async def connect_real_redis(redis_kind: str) -> AsyncIterator[Callable[[], aior
 @pytest.fixture(autouse=True)
 def fresh_calibration() -> None:
     """What the process learned of models' token counts and windows does not carry from one test to the next."""
-    from bot.agent.budget import CALIBRATION
+    from bot.agent._loop.budget import CALIBRATION
 
     CALIBRATION.clear()
 

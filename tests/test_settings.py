@@ -176,7 +176,7 @@ def test_good_values_are_normalised(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_history_budget_is_on_by_default_and_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    from bot.agent.budget import DEFAULT_HISTORY_BUDGET
+    from bot.agent._loop.budget import DEFAULT_HISTORY_BUDGET
 
     assert load_settings().history_token_budget == DEFAULT_HISTORY_BUDGET == 24_000
     for text, budget in [("off", None), (" OFF ", None), ("8000", 8000), ("128_000", 128_000)]:

@@ -8,13 +8,13 @@ Public API (mirrors the askUserTool reference's TypeScript API)::
 
 from bot.agent.agent import Agent, new_run_id
 from bot.agent.ask_user import AskUserInput, AskUserOption, AskUserPayload, ask_user_tool, make_ask_user_tool
-from bot.agent.assembler import ToolCallAssembler
 from bot.agent.decisions import Approve, CallDecision, Decline, Reply
 from bot.agent.forms import Form, FormReply
 from bot.agent.function_tool import tool
 from bot.agent.hooks import RunHooks
 from bot.agent.model import ChatModel, TextDelta, TurnDone
-from bot.agent.openai_model import OpenAIChatModel
+from bot.agent.model.assembler import ToolCallAssembler
+from bot.agent.model.openai_chat import OpenAIChatModel
 from bot.agent.run_limits import RunLimits
 from bot.agent.state import RunState
 from bot.agent.stream import AgentStream, Chunk

@@ -27,8 +27,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from bot.agent._loop.budget import DEFAULT_HISTORY_BUDGET, HistoryBudget
 from bot.agent._loop.claims import Claimed, Claims
 from bot.agent._loop.history import check_tool_messages, history_of, last_text, unique_ids
+from bot.agent._loop.live_questions import LiveQuestions
 from bot.agent._loop.resuming import continue_pending
 from bot.agent._loop.saving import RunSaver
 from bot.agent._loop.stopping import Stopped, StopRequests, wrap_up
@@ -54,13 +56,11 @@ from bot.agent.approvals import (
     verdict_of,
 )
 from bot.agent.asking import ASK_ONLY, ask_run, finish_ask_only
-from bot.agent.budget import DEFAULT_HISTORY_BUDGET, HistoryBudget
 from bot.agent.decisions import Approve, CallDecision, Decline, Reply, still_waiting
 from bot.agent.decisions import record as record_decisions
-from bot.agent.endings import Ending, ending_of
 from bot.agent.hooks import NO_HOOKS, RunHooks
-from bot.agent.live_questions import LiveQuestions
 from bot.agent.model import ChatModel, parse_arguments
+from bot.agent.model.endings import Ending, ending_of
 from bot.agent.run_limits import (
     DEFAULT_ASK_TTL,
     DEFAULT_MAX_REPLY_CHARS,
@@ -115,7 +115,7 @@ class Agent:
     question waits for its answer (its deadline is stored with it). ``turn_timeout`` (seconds) and
     ``max_reply_chars`` bound one model turn (``None``: unbounded); past either the run fails, retryable.
     ``history_budget`` (tokens, ``None``: unbounded): what one model request may carry; the oldest turns are left
-    out past it and the stored history is bounded to a few times it (:mod:`bot.agent.budget`); a request over it even
+    out past it and the stored history is bounded to a few times it (:mod:`bot.agent._loop.budget`); a request over it even
     then is not sent (the run fails with ``context_length``). ``tool_result_max_chars`` (characters, ``None``:
     unbounded): the most of one tool result's text the model gets; the rest is cut, with a marker saying so
     (:func:`bot.agent.tools.bounded_result`).
@@ -607,7 +607,7 @@ class Agent:
 
     async def _advance(self, state: RunState, out: AgentStream) -> tuple[RunState, Ending | None]:
         """Run until the model answers without tool calls (returns the state, and why its last turn's text is
-        incomplete when it is: :func:`bot.agent.endings.ending_of`), a tool suspends (raises ``Suspended`` with
+        incomplete when it is: :func:`bot.agent.model.endings.ending_of`), a tool suspends (raises ``Suspended`` with
         ``state`` updated in place) or the model fails (raises ``ModelCallFailed``)."""
         if state.pending is not None:
             pending, state.pending = state.pending, None

@@ -3,7 +3,7 @@
 :func:`check_answer` returns one of:
 
 - :class:`Open` - the run waits for this answer (``pending`` is the question; a run that is ``running`` waits
-  too when the question was asked from inside a live tool call, see :mod:`bot.agent.live_questions`);
+  too when the question was asked from inside a live tool call, see :mod:`bot.agent._loop.live_questions`);
 - :class:`Answered` - it was answered already (``answer`` says by whom and when; or withdrawn, its ``outcome``
   ``cancelled``);
 - :class:`Expired` - the question's deadline passed (or the run was closed as expired, or went on without an

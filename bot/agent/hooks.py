@@ -33,7 +33,7 @@ class RunHooks:
         return contextlib.nullcontext()
 
     def on_turn_ended(self, kind: str) -> None:
-        """A model turn ended for another reason than ``stop`` (``kind``: a :data:`bot.agent.endings.EndingKind`)."""
+        """A model turn ended for another reason than ``stop`` (``kind``: a :data:`bot.agent.model.endings.EndingKind`)."""
 
     def on_request_refused(self, exc: ModelCallFailed) -> None:
         """A model request was not sent: the token budget says it is over (``RequestOverBudget``)."""

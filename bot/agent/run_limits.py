@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.agent.budget import DEFAULT_HISTORY_BUDGET
+from bot.agent._loop.budget import DEFAULT_HISTORY_BUDGET
 from bot.agent.tools import DEFAULT_TOOL_RESULT_MAX_CHARS
 
 DEFAULT_MAX_TURNS = 20
@@ -27,7 +27,7 @@ class RunLimits:
     - ``ask_ttl`` (seconds): how long a suspended question waits for its answer (its deadline is stored with it).
     - ``turn_timeout`` (seconds) and ``max_reply_chars`` (characters) bound one model turn; past either the run
       fails, retryable.
-    - ``history_budget`` (tokens): what one model request may carry (:mod:`bot.agent.budget`).
+    - ``history_budget`` (tokens): what one model request may carry (:mod:`bot.agent._loop.budget`).
     - ``tool_result_max_chars`` (characters): the most of one tool result's text the model gets
       (:func:`bot.agent.tools.bounded_result`).
     """

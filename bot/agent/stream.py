@@ -21,7 +21,7 @@ the class, or compare ``chunk.type``); each has ``run_id`` and a ``payload``:
   ``completed``, ``suspended``, ``handed_off`` (the answer went to the process whose tool call asked the
   question live; that process continues the run and its stream shows the rest) or ``stopped`` (a person asked it
   to stop: ``Agent.stop``); ``ending``: why a completed run's last text is incomplete (its model turn ended for
-  another reason than ``stop``: :class:`bot.agent.endings.Ending`), else None
+  another reason than ``stop``: :class:`bot.agent.model.endings.Ending`), else None
 - ``error``: :class:`ErrorChunk`, payload :class:`ErrorPayload` ``(kind, message)``; the run is left resumable
   where possible (``kind`` is an :data:`ErrorKind`)
 
@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from bot.agent.endings import Ending
+from bot.agent.model.endings import Ending
 from bot.agent.state import RunState
 
 ErrorKind = Literal["model", "no_reply", "context_length", "max_turns", "store", "superseded", "internal"]
@@ -115,7 +115,7 @@ class Edited:
 
 @dataclass(frozen=True)
 class QuestionClosedPayload:
-    """A question asked live by a running tool (:mod:`bot.agent.live_questions`) that ended without an answer:
+    """A question asked live by a running tool (:mod:`bot.agent._loop.live_questions`) that ended without an answer:
     ``reason`` ``expired`` (its deadline passed) or ``ended`` (the tool call ended first)."""
 
     tool_call_id: str

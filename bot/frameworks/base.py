@@ -42,9 +42,9 @@ from bot.agent.agent import Agent
 from bot.agent.approvals import APPROVED, PARAMETERS, edited_of, verdict_of
 from bot.agent.ask_user import AskUserPayload, make_ask_user_tool
 from bot.agent.asking import ASK_ONLY
-from bot.agent.endings import Ending
 from bot.agent.hooks import NO_HOOKS, RunHooks
 from bot.agent.model import ChatModel, TurnDone
+from bot.agent.model.endings import Ending
 from bot.agent.run_limits import RunLimits
 from bot.agent.state import PendingCall, RunState, utcnow
 from bot.agent.store import RunStore

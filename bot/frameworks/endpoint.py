@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.agent.model import ChatModel
-from bot.agent.openai_model import OpenAIChatModel
+from bot.agent.model.openai_chat import OpenAIChatModel
 from bot.errors import ConfigError
 
 

@@ -99,7 +99,7 @@ class Asker:
     def __init__(self, threads: Threads, *, team_id: str, poll: float = 1.0) -> None:
         self.threads, self.team_id, self.poll = threads, team_id, poll
         self.agent = threads.agent
-        self.names: Names = threads.follower.names  # progress messages go to a client that can't render <@U…>
+        self.names: Names = threads.writer.names  # progress messages go to a client that can't render <@U…>
         self.limits = CallerLimits(threads.index.client, keys=threads.index.keys, agent=threads.agent)
 
     async def ask(
@@ -199,7 +199,7 @@ class Asker:
             raise
         index = self.threads.index
         await index.claim_thread(ctx.team_id, channel_id=channel_id, thread_ts=root, run_id=stream.run_id, after=None)
-        await self.threads.follower.follow(stream, ctx)
+        await self.threads.writer.follow(stream, ctx)
         state = await self.agent.get_run(stream.run_id)
         outcome = ask_outcome(state)  # None: waiting (or answered already)
         if outcome is not None and "error" in outcome:

@@ -28,7 +28,7 @@ Metrics (names carry the ``askbot_`` prefix, base units; counters end in ``_tota
   ``connection``, ``too_long``, ``incomplete``, ``adapter``, ``context_length``, ``no_reply``: the turn ended
   without text for another reason than ``stop``), and ``over_budget``: requests the token budget refused to send;
 - ``askbot_model_turn_endings_total{finish_reason}``: model turns without tool calls that ended for another reason
-  than ``stop`` (:mod:`bot.agent.endings`), with text or without: ``length``, ``content_filter``, ``missing``
+  than ``stop`` (:mod:`bot.agent.model.endings`), with text or without: ``length``, ``content_filter``, ``missing``
   (none given, no text), ``other``;
 - ``askbot_tool_results_cut_total``: tool results cut to ``TOOL_RESULT_MAX_CHARS`` before the model saw them;
 - ``askbot_slack_api_calls_total{method}``: Web API calls (one per call, whatever slack_sdk retried) of the bot's

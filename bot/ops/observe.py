@@ -96,7 +96,7 @@ def model_turn(run_id: str) -> Iterator[None]:
 
 
 def turn_ended(kind: str) -> None:
-    """A model turn ended for another reason than ``stop`` (``kind``: an :data:`bot.agent.endings.EndingKind`)."""
+    """A model turn ended for another reason than ``stop`` (``kind``: an :data:`bot.agent.model.endings.EndingKind`)."""
     m.MODEL_TURN_ENDINGS.labels(kind).inc()
 
 

@@ -42,21 +42,21 @@ from bot.ops.server import Health, OpsEndpoints
 from bot.slack.approvals.deciding import Approving
 from bot.slack.approvals.grants import StandingGrants
 from bot.slack.assistant_pane import AssistantPane
-from bot.slack.context import Where
+from bot.slack.context import Origin
 from bot.slack.conversations import Threads
 from bot.slack.home import Home
 from bot.slack.listeners import register
 from bot.slack.questions.answer_modal import AnswerModal, modal_key
 from bot.slack.questions.answering import Answering
 from bot.slack.questions.approvers import approver_policy
+from bot.slack.questions.follow_up_plan import FollowUpPlan, FollowUpSettings
+from bot.slack.questions.follow_ups import FollowUps
 from bot.slack.questions.notices import STORE_DOWN
 from bot.slack.questions.permissions import Permissions
-from bot.slack.questions.wait_plan import WaitPlan, WaitSettings
-from bot.slack.questions.waiting import Waiting
 from bot.slack.render.blocks import MAX_SELECT_OPTIONS
 from bot.slack.replies.sessions import AgentSessions
-from bot.slack.replies.thread import Follower, quiet_tool
-from bot.slack.run_slots import RunGate, WaitingLimit
+from bot.slack.replies.thread_writer import ThreadWriter, quiet_tool
+from bot.slack.run_slots import RunSlots, WaitingLimit
 from bot.slack.transport.http import events_web_app, server_log
 from bot.slack.transport.runner import InProcessRunner, LazyJobs, QueueRunner, SharedWebClient, use_client
 from bot.slack.transport.web_api import SlackWeb
@@ -92,10 +92,10 @@ class Bot:
     jobs: LazyJobs
     queue: WorkQueue | None = None
     signing_secret: str | None = None  # HTTP mode verifies requests with it (bot.slack.transport.http)
-    first_sight: Callable[[str], Awaitable[bool]] | None = None  # the replay guard's store (bot.slack.transport.http)
+    is_new_event: Callable[[str], Awaitable[bool]] | None = None  # the replay guard's store (bot.slack.transport.http)
     mcp: McpTools | None = None  # MCP_CONFIG's servers, whose tools the agent gets once started
     scheduler: Scheduler | None = None  # deadlines, reminders, escalations (processes that run the agent)
-    plan: WaitPlan | None = None  # what is scheduled while a question waits (its settings can change live)
+    plan: FollowUpPlan | None = None  # what is scheduled while a question waits (its settings can change live)
     threads: Threads | None = None  # conversations and their questions (the MCP server asks through them)
     ops: OpsEndpoints = field(default_factory=OpsEndpoints)  # /metrics, /healthz, /readyz (bot.ops.server)
     _mcp_starting: asyncio.Future[None] | None = field(default=None, init=False, repr=False)
@@ -152,8 +152,8 @@ class Bot:
             await self.mcp.aclose()
         if self.threads is not None:  # bookkeeping owed to Redis since an outage: tried once more
             await self.threads.answering.gate.aclose()
-            await self.threads.follower.records.aclose()
-            await self.threads.follower.closes.aclose()
+            await self.threads.writer.records.aclose()
+            await self.threads.writer.closes.aclose()
         session = self.client.session
         if session is not None and not session.closed:
             await session.close()
@@ -232,7 +232,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
             GrantStore(redis_client, keys=keys), policy=policy.policy, approvers=policy, web=web_api
         )
         agent.approval_gate = grants.gate()
-    plan = WaitPlan(Schedule(redis_client, prefix=settings.redis_prefix), wait_settings(settings))
+    plan = FollowUpPlan(Schedule(redis_client, prefix=settings.redis_prefix), wait_settings(settings))
     inbox = Inbox(redis_client, keys=keys, retention=retention)
     home = Home(
         agent=agent,
@@ -244,7 +244,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         answerers=settings.ask_answerers,
         grants=grants.store if grants is not None else None,
     )
-    follower = Follower(
+    writer = ThreadWriter(
         web=web_api,
         index=index,
         answerers=settings.ask_answerers,
@@ -254,11 +254,11 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         home=home,
         streaming=settings.reply_streaming,
         stream_interval=settings.stream_interval,
-        is_question_tool=functools.partial(quiet_tool, agent),  # decided in replies/thread.py, called there
+        is_question_tool=functools.partial(quiet_tool, agent),  # decided in replies/thread_writer.py, called there
         sessions=AgentSessions(web_api, enabled=settings.slack_view == "agent"),
         grants=grants,
     )
-    gate = RunGate(
+    gate = RunSlots(
         ActiveRuns(redis_client, keys=keys),
         per_person=settings.max_runs_per_person,
         per_process=settings.max_runs_per_process,
@@ -274,7 +274,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         agent=agent,
         index=index,
         web=web_api,
-        follower=follower,
+        writer=writer,
         answerers=settings.ask_answerers,
         gate=gate,
         permissions=permissions,
@@ -283,7 +283,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         agent=agent,
         index=index,
         web=web_api,
-        follower=follower,
+        writer=writer,
         answering=answering,
         waiting=WaitingLimit(inbox, agent, limit=settings.max_waiting_per_person),
     )
@@ -317,7 +317,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     )
     threads.dm_note = pane.viewing_note  # agent_view: the channel the person looks at (app_context_changed)
     jobs = register(app, threads=threads, answering=answering, modal=modal, approving=approving, home=home, pane=pane)
-    waiting = Waiting(answering, plan=plan, approvers=policy)
+    waiting = FollowUps(answering, plan=plan, approvers=policy)
     bot = Bot(
         app=app,
         agent=agent,
@@ -327,7 +327,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         queue=queue,
         signing_secret=secret,
         mcp=mcp,
-        first_sight=index.first_sight,
+        is_new_event=index.is_new_event,
         scheduler=None if role in ("web", "asker") else Scheduler(plan.schedule, waiting.handlers()),
         plan=plan,
         threads=threads,
@@ -353,9 +353,9 @@ def run_limits(settings: Settings) -> RunLimits:
     )
 
 
-def wait_settings(settings: Settings) -> WaitSettings:
+def wait_settings(settings: Settings) -> FollowUpSettings:
     """What happens while a question waits, from ``ASK_ON_TIMEOUT``, ``ASK_REMIND_*`` and ``ASK_ESCALATE_*``."""
-    return WaitSettings(
+    return FollowUpSettings(
         on_timeout=settings.ask_on_timeout,
         remind_after=float(settings.ask_remind_after) if settings.ask_remind_after else None,
         remind_max=settings.ask_remind_max,
@@ -375,11 +375,11 @@ def _loop_running() -> bool:
 async def tell_store_down(web_api: SlackWeb, body: dict[str, Any]) -> None:
     """Tell whoever sent ``body`` that nothing was recorded: in the thread for events, else privately."""
     if body.get("event"):
-        where = Where.of_event(body)
+        where = Origin.of_event(body)
         if where.channel_id:
             await web_api.post(where.channel_id, thread_ts=where.thread_ts, text=f":warning: {STORE_DOWN}")
         return
-    where = Where.of_action(body)
+    where = Origin.of_action(body)
     await web_api.tell(where.user, STORE_DOWN, channel=where.channel_id, thread_ts=where.thread_ts)
 
 
@@ -399,7 +399,7 @@ async def start_http(
         bot.app,
         signing_secret=signing_secret,
         path=EVENTS_PATH,
-        first_sight=bot.first_sight,
+        is_new_event=bot.is_new_event,
         ops=bot.ops if ops else None,
     )
     runner = web.AppRunner(web_app, access_log=None, logger=server_log)

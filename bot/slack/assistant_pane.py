@@ -42,7 +42,7 @@ from slack_bolt.context.assistant.thread_context_store.async_store import AsyncA
 from slack_bolt.middleware.assistant.async_assistant import AsyncAssistant
 
 from bot.errors import StoreUnavailable
-from bot.slack.context import Where, slack_id
+from bot.slack.context import Origin, slack_id
 from bot.slack.conversations import Threads, is_person_speaking
 from bot.slack.render import blocks as bk
 from bot.slack.render.mrkdwn import clip
@@ -131,7 +131,7 @@ class AssistantPane:
         except StoreUnavailable as exc:
             log.warning("app context: %s", exc)
 
-    async def viewing_note(self, where: Where) -> str | None:
+    async def viewing_note(self, where: Origin) -> str | None:
         """What the model is told of the channel ``where.user`` last looked at with the app open (agent_view's
         ``app_context_changed``), or None."""
         if not self.messages_tab or not where.user:
@@ -179,9 +179,9 @@ class AssistantPane:
         """Lazy listener of a person's message in a pane thread (Bolt's matcher: any DM message in a thread):
         the first request of a pane thread names it; then the agent, told which channel the person has open."""
         event = body.get("event") or {}
-        if not is_person_speaking(event) or not await self.threads.first_sight(body, context):
+        if not is_person_speaking(event) or not await self.threads.is_new_event(body, context):
             return
-        where = Where.of_event(body)
+        where = Origin.of_event(body)
         channel, thread_ts = where.channel_id or "", where.thread_ts or ""
         try:
             pane = await self.contexts.find(channel_id=channel, thread_ts=thread_ts)

@@ -1,4 +1,4 @@
-"""Where things live in Slack: the run's :class:`SlackContext` (stored with it) and a request's :class:`Where`.
+"""Where things live in Slack: the run's :class:`SlackContext` (stored with it) and a request's :class:`Origin`.
 
 :class:`SlackContext` is stored as ``RunState.metadata["slack"]``; it is versioned (``schema_version``) like the
 run itself. Version 1 records written before the field existed have no ``schema_version`` and load as 1.
@@ -7,7 +7,7 @@ Shape (version 1)::
     {"schema_version": 1, "team_id": "T1", "channel_id": "C1", "thread_ts": "1700000000.000100",
      "requester": "U1", "message_ts": "1700000000.000100"}
 
-:class:`Where` is read from a payload's own structure (``container`` for interactions, ``event`` for events):
+:class:`Origin` is read from a payload's own structure (``container`` for interactions, ``event`` for events):
 the surface a person used decides where the bot answers them (a channel message, an ephemeral, App Home, a
 modal, a thread reply).
 """
@@ -83,7 +83,7 @@ Surface = Literal["message", "ephemeral", "home", "modal", "thread"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class Where:
+class Origin:
     """Where a request came from: the person (``user``), the surface they used, and for channel surfaces the
     channel, the message they acted on and its thread. Home and modal surfaces have no channel. Ids not shaped
     like Slack's are dropped (``user`` is then ``""``: such a request is ignored)."""
@@ -96,7 +96,7 @@ class Where:
     thread_ts: str | None = None
 
     @classmethod
-    def of_action(cls, body: dict[str, Any]) -> Where:
+    def of_action(cls, body: dict[str, Any]) -> Origin:
         """From a ``block_actions`` payload, read from its ``container`` (Slack: container.type ``message`` with
         ``channel_id``/``message_ts``/``is_ephemeral``, or ``view`` for App Home and modals)."""
         container = _dict(body.get("container"))
@@ -116,7 +116,7 @@ class Where:
         )
 
     @classmethod
-    def of_event(cls, body: dict[str, Any]) -> Where:
+    def of_event(cls, body: dict[str, Any]) -> Origin:
         """From an Events API envelope (``message`` / ``app_mention``): the thread is the event's thread, or the
         thread its message starts."""
         event = _dict(body.get("event"))

@@ -29,13 +29,13 @@ from bot.agent.text import is_blank
 from bot.errors import RunNotFound, RunNotResumable, StoreCorrupt, StoreUnavailable
 from bot.logs import log_context
 from bot.ops import audit
-from bot.slack.context import SlackContext, Where
+from bot.slack.context import Origin, SlackContext
 from bot.slack.questions.answering import Answering
 from bot.slack.questions.notices import EXPIRED, STORE_DOWN, UNREADABLE
 from bot.slack.questions.withdrawing import Withdrawing, says_stop
 from bot.slack.render import blocks as bk
 from bot.slack.render.mrkdwn import unescape
-from bot.slack.replies.thread import FAILURE, Follower, failure_text
+from bot.slack.replies.thread_writer import FAILURE, ThreadWriter, failure_text
 from bot.slack.run_slots import WaitingLimit
 from bot.slack.transport.web_api import SlackWeb
 from bot.store.batch import Batch
@@ -50,8 +50,8 @@ BUSY = "I'm still working on this thread; one moment (say `stop` to stop me)."
 # Message subtypes that are a person speaking (docs.slack.dev reference/events/message); every other subtype
 # (edits, deletions, joins, bot messages, topic changes...) is not.
 @dataclass(frozen=True)
-class FirstReads:
-    """What a new message's first round trip read beside its first-sight mark (:meth:`Threads.first_reads`):
+class NewEventReads:
+    """What a new message's first round trip read beside its first-sight mark (:meth:`Threads.new_event_reads`):
     the ``thread``'s record (None: none), the person's ``inbox`` (None: no waiting bound)."""
 
     thread: ThreadRecord | None
@@ -76,7 +76,7 @@ class Threads:
         agent: Agent,
         index: ConversationIndex,
         web: SlackWeb,
-        follower: Follower,
+        writer: ThreadWriter,
         answering: Answering,
         waiting: WaitingLimit | None = None,
     ) -> None:
@@ -84,16 +84,16 @@ class Threads:
         self.waiting = waiting  # MAX_WAITING_PER_PERSON (None: no bound)
         self.index = index
         self.web = web
-        self.follower = follower
+        self.writer = writer
         self.answering = answering
         self.withdrawing = Withdrawing(answering)
-        self.dm_note: Callable[[Where], Awaitable[str | None]] | None = None  # what a DM's run is told beside it
+        self.dm_note: Callable[[Origin], Awaitable[str | None]] | None = None  # what a DM's run is told beside it
 
     # --- events ----------------------------------------------------------------------------------
 
     async def on_mention(self, body: dict[str, Any], context: dict[str, Any]) -> None:
         """Lazy listener of ``app_mention``: start or continue the thread's conversation."""
-        read = await self.first_reads(body, context)
+        read = await self.new_event_reads(body, context)
         if read is not None:
             await self.converse(body, bot_user=context.get("bot_user_id"), read=read)
 
@@ -101,30 +101,30 @@ class Threads:
         """Lazy listener of ``message`` events a person wrote in a DM or as a thread reply (see the listener's
         matchers): DMs converse, thread replies may answer the open question."""
         if (body.get("event") or {}).get("channel_type") == "im":
-            read = await self.first_reads(body, context)
+            read = await self.new_event_reads(body, context)
             if read is not None:
-                note = await self.dm_note(Where.of_event(body)) if self.dm_note is not None else None
+                note = await self.dm_note(Origin.of_event(body)) if self.dm_note is not None else None
                 await self.converse(body, bot_user=context.get("bot_user_id"), note=note, read=read)
-        elif await self.first_sight(body, context):
+        elif await self.is_new_event(body, context):
             await self._thread_reply(body)
 
-    async def first_sight(self, body: dict[str, Any], context: dict[str, Any]) -> bool:
+    async def is_new_event(self, body: dict[str, Any], context: dict[str, Any]) -> bool:
         """Whether this event is new (Slack retries and redeliveries come again); a store outage says so in the
         thread and counts as seen."""
-        return await self._first_sight(body, context, also=False) is not None
+        return await self._new_event(body, context, also=False) is not None
 
-    async def first_reads(self, body: dict[str, Any], context: dict[str, Any]) -> FirstReads | None:
-        """:meth:`first_sight` and, in the same round trip, what :meth:`converse` reads first (the thread's
+    async def new_event_reads(self, body: dict[str, Any], context: dict[str, Any]) -> NewEventReads | None:
+        """:meth:`is_new_event` and, in the same round trip, what :meth:`converse` reads first (the thread's
         record, the person's inbox for the waiting bound); None when the event is not new (or the store is down:
         said in the thread)."""
-        return await self._first_sight(body, context, also=True)
+        return await self._new_event(body, context, also=True)
 
-    async def _first_sight(self, body: dict[str, Any], context: dict[str, Any], *, also: bool) -> FirstReads | None:
+    async def _new_event(self, body: dict[str, Any], context: dict[str, Any], *, also: bool) -> NewEventReads | None:
         event = body.get("event") or {}
         event_id = body.get("event_id") or f"{event.get('channel')}:{event.get('ts')}"
-        where = Where.of_event(body)
+        where = Origin.of_event(body)
         batch = Batch(self.index.client)
-        fresh = self.index.queue_first_sight(batch, str(event_id), token=context.get("job_id") or None)
+        fresh = self.index.queue_new_event(batch, str(event_id), token=context.get("job_id") or None)
         thread = inbox = None
         if also:
             team, channel, thread_ts = where.team_id or "", where.channel_id or "", where.thread_ts or ""
@@ -139,7 +139,7 @@ class Threads:
             return None
         if not fresh.value:
             return None
-        return FirstReads(
+        return NewEventReads(
             thread=thread.value if thread is not None else None, inbox=inbox.value if inbox is not None else None
         )
 
@@ -152,14 +152,14 @@ class Threads:
         bot_user: str | None,
         note: str | None = None,
         first_request: Callable[[str], Awaitable[None]] | None = None,
-        read: FirstReads | None = None,
+        read: NewEventReads | None = None,
     ) -> None:
         """A person's message to the bot (``body``: a ``message`` / ``app_mention`` event): it answers the thread's
         open question, or starts the thread's next run. ``note``: what the model should know beside the message
         (e.g. the channel open beside the assistant pane), put before it in the run's input only.
         ``first_request(text)``: awaited before the first run of a thread that had none (e.g. to name it).
-        ``read``: what :meth:`first_reads` read with the event's first sight (else read here)."""
-        where = Where.of_event(body)
+        ``read``: what :meth:`new_event_reads` read with the event's first sight (else read here)."""
+        where = Origin.of_event(body)
         channel, thread_ts, team = where.channel_id or "", where.thread_ts or "", where.team_id or ""
         text = str((body.get("event") or {}).get("text") or "")
         if bot_user:  # the bot's own mention is addressing, not content; other mentions stay
@@ -197,7 +197,7 @@ class Threads:
                 text = f"{note}\n\n{text}" if note else text
                 await self._start(ctx, text, previous, after=pointed, run_id=run_id, request=request)
 
-    async def _too_many_waiting(self, ctx: SlackContext, where: Where, *, inbox: Snapshot | None) -> bool:
+    async def _too_many_waiting(self, ctx: SlackContext, where: Origin, *, inbox: Snapshot | None) -> bool:
         """Whether the person already has as many questions waiting as :class:`WaitingLimit` allows (then they
         were told, and no run starts); ``inbox``: their inbox, read already (None: read here)."""
         try:
@@ -247,9 +247,9 @@ class Threads:
         except StoreUnavailable:
             await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=f":warning: {STORE_DOWN}")
             return
-        await self.follower.follow(stream, ctx, request=request)
+        await self.writer.follow(stream, ctx, request=request)
 
-    async def _previous(self, ctx: SlackContext, *, read: FirstReads | None) -> tuple[str | None, RunState | None]:
+    async def _previous(self, ctx: SlackContext, *, read: NewEventReads | None) -> tuple[str | None, RunState | None]:
         """``(the run id the thread points at, that run)``: the run is None when there is none yet, it is past
         retention, or it is unreadable (logged once; the thread starts over); the thread's record from ``read`` when
         given. Raises ``StoreUnavailable``."""
@@ -269,7 +269,7 @@ class Threads:
             log.error("run %s: stored record unreadable (%s); the thread starts a new conversation", record.run_id, exc)
             return record.run_id, None
 
-    async def _answered_or_busy(self, previous: RunState, where: Where, text: str) -> bool:
+    async def _answered_or_busy(self, previous: RunState, where: Origin, text: str) -> bool:
         """Handle a mention that the thread's previous run takes (an answer, "still working"); True when it did.
         Closes an expired question and continues an orphaned run on the way. Raises ``StoreUnavailable``."""
         prev_ctx = SlackContext.of(previous)
@@ -305,7 +305,7 @@ class Threads:
         return False
 
     async def _thread_reply(self, body: dict[str, Any]) -> None:
-        where = Where.of_event(body)
+        where = Origin.of_event(body)
         try:
             record = await self.index.thread(
                 where.team_id or "", channel_id=where.channel_id or "", thread_ts=where.thread_ts or ""
@@ -349,7 +349,7 @@ class Threads:
 
     async def on_retry(self, body: dict[str, Any]) -> None:
         """Lazy listener of Retry (after a failure): continue the run without asking again."""
-        where = Where.of_action(body)
+        where = Origin.of_action(body)
         say = self.answering.say_to(where)
         run_id = str(((body.get("actions") or [{}])[0]).get("value", ""))
         with log_context(run_id=run_id, user_id=where.user):
@@ -388,7 +388,7 @@ class Threads:
                 return
             async with slot:  # taken above, given back here (or above, when the retry could not start)
                 await self._mark_retried(state, where.user)
-                await self.follower.follow(stream, ctx)
+                await self.writer.follow(stream, ctx)
 
     async def _mark_retried(self, failed: RunState, user: str) -> None:
         """Turn the run's failure notices into "retried by" (rendered from the stored failure)."""

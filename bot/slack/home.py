@@ -31,7 +31,7 @@ from bot.config import Answerers
 from bot.errors import RunNotFound, StoreCorrupt, StoreUnavailable
 from bot.ops import audit
 from bot.slack.approvals.rules import policy_call
-from bot.slack.context import SlackContext, Where
+from bot.slack.context import Origin, SlackContext
 from bot.slack.questions.approvers import ApproverPolicy
 from bot.slack.refs import QuestionRef
 from bot.slack.render import blocks as bk
@@ -185,7 +185,7 @@ class Home:
     async def on_revoke_grant(self, body: dict[str, Any]) -> None:
         """Lazy listener of a standing grant's Revoke (Home): only the person who gave it can revoke it (the grant is
         looked up among theirs); the Home is published again and the person told how many calls it had approved."""
-        where = Where.of_action(body)
+        where = Origin.of_action(body)
         user, team_id = where.user, where.team_id or ""
         grant_id = str(((body.get("actions") or [{}])[0]).get("value") or "")
         if self.grants is None or not user or not grant_id:

@@ -9,12 +9,12 @@ person can make the bot send to others.
 
 Giving a slot back is bookkeeping whose undo can fail in a Redis outage. Such a release is owed, not left to the
 slot's lapse time (``ActiveRuns.ttl``, 2 minutes: the person would be told "still working on N of your requests"
-while nothing runs): :class:`RunGate` retries the owed releases in the background until Redis answers (backoff:
+while nothing runs): :class:`RunSlots` retries the owed releases in the background until Redis answers (backoff:
 :mod:`bot.store.outage`), and the person's next request in this process removes them in the same script that
 takes its slot, so it goes through at once. A slot whose taking failed is owed too (Redis may have applied it and
 lost the reply). The per-process count is this process's own and is given back at once.
 
-A slot can be asked for in a batch sent for something else (:meth:`RunGate.queue_enter`, a :class:`Taking`): a
+A slot can be asked for in a batch sent for something else (:meth:`RunSlots.queue_enter`, a :class:`Taking`): a
 click's slot goes with the load of the run it answers, before anyone knows the answer can be taken (one round trip
 where there were two). What it asked for is settled once: used (:meth:`Taking.take`), or given back unused
 (:meth:`Taking.drop`: a question no longer open, a refusal; one round trip on those paths only), or owed back when
@@ -55,7 +55,7 @@ class Slot:
     """A granted slot, held for one run segment: ``async with slot:`` around it gives it back when the block ends,
     however it ends (or :meth:`release` it once); it is renewed in the background until then."""
 
-    def __init__(self, gate: RunGate, person: str, slot: str) -> None:
+    def __init__(self, gate: RunSlots, person: str, slot: str) -> None:
         self.gate = gate
         self.person = person
         self.slot = slot
@@ -102,7 +102,7 @@ class Slot:
             self.gate.owe(self.person, self.slot)
 
 
-class RunGate:
+class RunSlots:
     """Grants run slots: at most ``per_person`` working runs per person, ``per_process`` in this process; ``runs``:
     the run store a bound slot's release rides with (:meth:`Slot.bind`)."""
 
@@ -191,10 +191,10 @@ class RunGate:
 
 
 class Taking:
-    """A slot ``slot`` of ``person`` asked for in a batch (:meth:`RunGate.queue_enter`); ``granted``: the batch's
+    """A slot ``slot`` of ``person`` asked for in a batch (:meth:`RunSlots.queue_enter`); ``granted``: the batch's
     reply, ``drop``: the owed releases the same script gave back. Settled once: :meth:`take` or :meth:`drop`."""
 
-    def __init__(self, gate: RunGate, person: str, slot: str, *, drop: set[str], granted: Later[bool]) -> None:
+    def __init__(self, gate: RunSlots, person: str, slot: str, *, drop: set[str], granted: Later[bool]) -> None:
         self.gate = gate
         self.person = person
         self.slot = slot
@@ -214,7 +214,7 @@ class Taking:
         return granted
 
     async def take(self) -> Slot:
-        """The slot, to use as :meth:`RunGate.enter`'s. Raises :class:`~bot.errors.RunLimitReached` past a limit,
+        """The slot, to use as :meth:`RunSlots.enter`'s. Raises :class:`~bot.errors.RunLimitReached` past a limit,
         ``StoreUnavailable`` when its batch failed (owed back), ``RuntimeError`` when settled already."""
         if self.settled:
             raise RuntimeError("this run slot was settled already")

@@ -1,6 +1,6 @@
 """Slack-side bookkeeping in Redis: event dedupe, the thread -> run pointer, where questions are shown.
 
-- :meth:`ConversationIndex.first_sight` marks a Slack ``event_id``; only the first delivery (original or retry,
+- :meth:`ConversationIndex.is_new_event` marks a Slack ``event_id``; only the first delivery (original or retry,
   whichever arrives first) gets ``True``. Each caller marks with a token of its own, so a mark resent after its
   reply was lost is still recognised as the caller's. The window is ``event_ttl`` seconds (default 2 h; Slack
   retries for about 5 minutes).
@@ -116,22 +116,22 @@ class ConversationIndex:
         self.keys = keys
         self.retention = retention
         self.event_ttl = event_ttl
-        self._first_sight = client.register_script(_FIRST_SIGHT)
+        self._new_event = client.register_script(_FIRST_SIGHT)
         self._claim_thread = client.register_script(_CLAIM_THREAD)
 
-    async def first_sight(self, event_id: str, *, token: str | None = None) -> bool:
+    async def is_new_event(self, event_id: str, *, token: str | None = None) -> bool:
         """True the first time ``event_id`` is seen in the window, and again for the same ``token`` (e.g. a queued
         job's id: the job redelivered after its worker died is still the first sight). Raises ``StoreUnavailable``."""
         try:
             token = token or secrets.token_hex(8)
-            return bool(await self._first_sight(keys=[self.keys.event(event_id)], args=[token, self.event_ttl]))
+            return bool(await self._new_event(keys=[self.keys.event(event_id)], args=[token, self.event_ttl]))
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while checking an event: {type(exc).__name__}") from None
 
-    def queue_first_sight(self, batch: Batch, event_id: str, *, token: str | None = None) -> Later[bool]:
-        """:meth:`first_sight`, queued in ``batch`` (a resent batch finds its own mark: still the first sight)."""
+    def queue_new_event(self, batch: Batch, event_id: str, *, token: str | None = None) -> Later[bool]:
+        """:meth:`is_new_event`, queued in ``batch`` (a resent batch finds its own mark: still the first sight)."""
         batch.script(
-            self._first_sight, keys=[self.keys.event(event_id)], args=[token or secrets.token_hex(8), self.event_ttl]
+            self._new_event, keys=[self.keys.event(event_id)], args=[token or secrets.token_hex(8), self.event_ttl]
         )
         return batch.read(bool)
 
@@ -213,7 +213,7 @@ class ConversationIndex:
         try:
             key = self.keys.told(run_id, tool_call_id=tool_call_id, user=user, topic=topic)
             token = secrets.token_hex(8)  # a mark resent after its reply was lost is still this caller's
-            return bool(await self._first_sight(keys=[key], args=[token, self.retention]))
+            return bool(await self._new_event(keys=[key], args=[token, self.retention]))
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while marking a notice: {type(exc).__name__}") from None
 

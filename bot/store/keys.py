@@ -21,7 +21,7 @@ one Redis and on a cluster.
   and channel ids of channels it was posted to).
 - ``{prefix}escalationq:{team_id}:{target}`` / ``reminderq:...`` - set: ``[run_id, tool_call_id, n]`` (JSON) of the
   questions due to be escalated to (reminded to) ``target`` (a channel or user id) in one message (see
-  :mod:`bot.slack.questions.waiting`).
+  :mod:`bot.slack.questions.follow_ups`).
 - ``{prefix}quorum:{<run_id>}:{tool_call_id}:{asking}`` - hash: the approvals gathered so far for one asking of an
   approval request that needs several (user id -> order; ``#seq``, ``#done``: who completed it), see
   :mod:`bot.store.quorum`; ``asking`` names the asking and the arguments approved (an edit starts a new one).

@@ -6,7 +6,7 @@ are removed first), atomically; ``renew`` pushes a held slot's lapse time on (ne
 meanwhile); ``release`` removes slots. One round trip each (a release can also ride in another batch,
 :meth:`ActiveRuns.queue_release`: with the save that ends the run's working segment; an acquire too,
 :meth:`ActiveRuns.queue_acquire`: with a click's load of its run). A release that fails in an
-outage is not left to the lapse time: :class:`bot.slack.run_slots.RunGate` retries it until Redis answers, and
+outage is not left to the lapse time: :class:`bot.slack.run_slots.RunSlots` retries it until Redis answers, and
 carries it in the person's next ``acquire`` (``drop``).
 """
 

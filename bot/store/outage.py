@@ -1,9 +1,9 @@
-"""How bookkeeping owed to Redis since an outage is retried (one rule for every kind): a run slot whose release
-failed (:mod:`bot.slack.run_slots`), a question's records not written after its post
-(:mod:`bot.slack.questions.records`), a run's save (:mod:`bot.agent._loop.saving`), closing a question's messages
-(:class:`Owed`, :mod:`bot.slack.replies.thread`). Each is retried in the background after :data:`RETRY_FIRST` seconds,
-doubling to :data:`RETRY_MAX`, so it lands within about a second of Redis answering again: never left to an
-expiry (a slot's 2 minutes, a lease's 30 s) during which people would be told something untrue ("still working").
+"""How bookkeeping owed to Redis since an outage is retried (one rule for every kind): a run slot whose release failed
+(:mod:`bot.slack.run_slots`), a question's records not written after its post (:mod:`bot.slack.questions.records`),
+a run's save (:mod:`bot.agent._loop.saving`), closing a question's messages (:class:`Owed`,
+:mod:`bot.slack.replies.thread_writer`). Each is retried in the background after :data:`RETRY_FIRST` seconds,
+doubling to :data:`RETRY_MAX`, so it lands within about a second of Redis answering again: never left to an expiry
+(a slot's 2 minutes, a lease's 30 s) during which people would be told something untrue ("still working").
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ async def scale_service(
 
     Args:
         name: The service to scale.
-        region: Where.
+        region: Origin.
         labels: Labels to set.
     """
     SCALES.append({"name": name, "replicas": replicas, "region": region, "labels": labels})

@@ -1,4 +1,4 @@
-"""The token budget of model requests and the bound on stored history (``bot.agent.budget``), end to end over the
+"""The token budget of model requests and the bound on stored history (``bot.agent._loop.budget``), end to end over the
 loopback Chat Completions server (its own token count, usage reports and context window) and Redis."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.agent import Agent, OpenAIChatModel
-from bot.agent.budget import (
+from bot.agent._loop.budget import (
     LEFT_OUT_NOTE,
     PER_MESSAGE,
     STORE_HIGH,

@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 from pydantic import BaseModel
 
 from bot.agent import Agent, ask_user_tool
-from bot.agent.budget import Calibration
+from bot.agent._loop.budget import Calibration
 from bot.agent.mcp.config import parse_mcp_config
 from bot.agent.mcp.toolset import McpTools
 from bot.agent.stream import ErrorChunk, SuspendedChunk, ToolResultChunk

@@ -135,16 +135,17 @@ def approvers_for(policy: str) -> Any:
 
 
 async def test_a_channel_wide_entry_admits_only_from_the_runs_channel_and_named_people_from_anywhere() -> None:
-    from bot.slack.context import SlackContext, Where
+    from bot.slack.context import Origin, SlackContext
 
     base = approvers_for(f'rules:\n  - tool: "*"\n    approvers: [channel, {CAROL}]\n')
     ctx = SlackContext(team_id="T1", channel_id=GENERAL, thread_ts="1.0", requester=ALICE)
     approvers = base.for_call(ctx, "restart_service", {"name": "api"})
-    in_run = Where(user=BOB, surface="message", team_id="T1", channel_id=GENERAL)
-    elsewhere = Where(user=BOB, surface="message", team_id="T1", channel_id="C_RANDOM")
+    in_run = Origin(user=BOB, surface="message", team_id="T1", channel_id=GENERAL)
+    elsewhere = Origin(user=BOB, surface="message", team_id="T1", channel_id="C_RANDOM")
     assert await approvers.admits(ctx, BOB, where=in_run)
     assert not await approvers.admits(ctx, BOB, where=elsewhere)  # an escalated copy elsewhere is not the channel
-    assert await approvers.admits(ctx, CAROL, where=Where(user=CAROL, surface="message", team_id="T1", channel_id="D1"))
+    dm = Origin(user=CAROL, surface="message", team_id="T1", channel_id="D1")
+    assert await approvers.admits(ctx, CAROL, where=dm)
     assert approvers.describe(ctx) == f"Waiting for anyone in this channel, <@{CAROL}> to approve or decline"
     assert base.named() == []  # reminders and inboxes: the requester only, for now
     blocked = approvers_for(f'rules:\n  - tool: "*"\n    approvers: [{ALICE}, {CAROL}]\n    required: 2\n')

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from bot.slack.replies.thread import CUT_OFF
+from bot.slack.replies.thread_writer import CUT_OFF
 from bot.store import Keys
 from bot.store.limits import ActiveRuns
 from bot.testing.openai_server import Reply, tool_call

@@ -30,7 +30,7 @@ QUESTION = {
 # chat.update (the question closed), chat.postMessage (the short reply, whole: it came before any of it was streamed)
 WEB_API_CALLS_CEILING = 5  # 6 before (the reply streamed: chat.startStream + chat.stopStream)
 # A TcpProxy's round trips: a pipeline or a script call is one. 20 before issue 26's folds, 13, then 12 (the click's
-# run slot asked for with its run's load, RunGate.queue_enter):
+# run slot asked for with its run's load, RunSlots.queue_enter):
 # mention (6): first sight + thread record + inbox (the waiting bound) | run slot taken | thread claimed | run
 #   created | run suspended + slot given back | question's message, inbox entries and schedule;
 # click (6): replay guard (signature) | run + its messages + run slot taken | claim | where the question is shown

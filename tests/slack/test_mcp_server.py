@@ -26,7 +26,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bot.agent.state import utcnow
 from bot.fakeslack import Workspace
-from bot.slack.questions.wait_plan import COALESCE_SECONDS
+from bot.slack.questions.follow_up_plan import COALESCE_SECONDS
 from bot.slack.refs import QuestionRef
 from bot.store import Keys
 from bot.testing.slack_scenarios import ALICE, BOB, CAROL, GENERAL, has_controls

@@ -153,9 +153,9 @@ async def test_mention_job_redelivered_after_its_worker_died_is_still_answered(
         taken = await client.xreadgroup(GROUP, "dead", {key: ">"}, count=10)
         jobs = [json.loads(fields[b"job"]) for _id, fields in taken[0][1]]
         mention = next(j for j in jobs if j["fn"] == "on_mention")
-        # the dead worker got as far as marking the event as seen (Threads._first_sight), then died
+        # the dead worker got as far as marking the event as seen (Threads._new_event), then died
         dead_index = ConversationIndex(client, keys=Keys(prefix))  # (it marks with its job's id, as run_job does)
-        assert await dead_index.first_sight(str(mention["body"]["event_id"]), token=mention["id"])
+        assert await dead_index.is_new_event(str(mention["body"]["event_id"]), token=mention["id"])
         await asyncio.sleep(0.35)
         stop = asyncio.Event()
         working = asyncio.ensure_future(

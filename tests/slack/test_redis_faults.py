@@ -12,8 +12,8 @@ import redis.asyncio as aioredis
 
 from bot.fakeslack.home_tab import click_home, home_view, open_home
 from bot.fakeslack.state import TEAM_ID
+from bot.slack.questions.follow_up_plan import DEADLINE, REMIND
 from bot.slack.questions.notices import STORE_DOWN
-from bot.slack.questions.wait_plan import DEADLINE, REMIND
 from bot.slack.render.modals import MODAL_INPUT_BLOCK
 from bot.store import Keys, connect_redis
 from bot.store.inbox import Inbox

@@ -11,7 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.errors import RunLimitReached, StoreUnavailable
-from bot.slack.run_slots import TOO_BUSY, TOO_MANY_FOR_YOU, RunGate, Slot
+from bot.slack.run_slots import TOO_BUSY, TOO_MANY_FOR_YOU, RunSlots, Slot
 from bot.store import Keys
 from bot.store.batch import Batch
 from bot.store.limits import ActiveRuns
@@ -23,11 +23,11 @@ pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]  # a Tc
 PERSON = {"team_id": "T1", "user": "U1"}
 
 
-def gate_on(client: aioredis.Redis, prefix: str, *, per_person: int = 3, per_process: int = 3) -> RunGate:
-    return RunGate(ActiveRuns(client, keys=Keys(prefix)), per_person=per_person, per_process=per_process)
+def gate_on(client: aioredis.Redis, prefix: str, *, per_person: int = 3, per_process: int = 3) -> RunSlots:
+    return RunSlots(ActiveRuns(client, keys=Keys(prefix)), per_person=per_person, per_process=per_process)
 
 
-async def slots(gate: RunGate, n: int) -> list[Slot]:
+async def slots(gate: RunSlots, n: int) -> list[Slot]:
     taken = [await gate.enter(**PERSON) for _ in range(n)]
     assert all(isinstance(s, Slot) for s in taken), taken
     return [s for s in taken if isinstance(s, Slot)]
@@ -130,7 +130,7 @@ async def test_a_renewal_that_lands_after_the_release_does_not_bring_the_slot_ba
 async def test_a_slot_asked_for_in_another_batch_is_used_once_or_given_back_unused(
     proxied_redis: tuple[aioredis.Redis, TcpProxy], real_redis: aioredis.Redis, prefix: str
 ) -> None:
-    """A click's slot goes with its run's load (:meth:`RunGate.queue_enter`): used, it is the person's slot; dropped
+    """A click's slot goes with its run's load (:meth:`RunSlots.queue_enter`): used, it is the person's slot; dropped
     (the answer could not be taken), nothing stays held; past the person's limit it is refused as ``enter`` is."""
     client, _proxy = proxied_redis
     gate = gate_on(client, prefix, per_person=1)

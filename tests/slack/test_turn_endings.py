@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from bot.slack.replies.thread import CUT_OFF
+from bot.slack.replies.thread_writer import CUT_OFF
 from bot.testing.openai_server import Reply
 from bot.testing.scrape import scrape
 from bot.testing.slack_scenarios import (

@@ -213,7 +213,7 @@ async def test_a_mention_redelivered_after_its_worker_claimed_the_thread_and_die
         taken = await client.xreadgroup(GROUP, "dead", {key: ">"}, count=10)
         [mention] = [j for j in (json.loads(f[b"job"]) for _id, f in taken[0][1]) if j["fn"] == "on_mention"]
         dead = ConversationIndex(client, keys=Keys(prefix))  # the dead worker's first steps, as its run_job made them
-        assert await dead.first_sight(str(mention["body"]["event_id"]), token=mention["id"])
+        assert await dead.is_new_event(str(mention["body"]["event_id"]), token=mention["id"])
         claimed = await dead.claim_thread(
             TEAM_ID, channel_id=GENERAL, thread_ts=d.message["ts"], run_id=new_run_id(), after=None
         )

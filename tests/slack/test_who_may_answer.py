@@ -21,8 +21,8 @@ from bot.agent.state import utcnow
 from bot.fakeslack.home_tab import click_home, home_view
 from bot.fakeslack.state import TEAM_ID
 from bot.mcp_server.asker import Asker, outcome_of
+from bot.slack.questions.follow_up_plan import COALESCE_SECONDS
 from bot.slack.questions.notices import NOT_OPEN
-from bot.slack.questions.wait_plan import COALESCE_SECONDS
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import (

@@ -165,7 +165,7 @@ async def exercise(client: SlotCheckingRedis, keys: Keys) -> None:
     await schedule.change(drop=[DueItem("home", "", "U1")])
 
     index = ConversationIndex(client, keys=keys)
-    assert await index.first_sight("Ev1", token="t") and await index.first_sight("Ev1", token="t")
+    assert await index.is_new_event("Ev1", token="t") and await index.is_new_event("Ev1", token="t")
     assert await index.claim_thread("T1", channel_id="C1", thread_ts="1.0", run_id="run-1", after=None)
     await index.set_thread("T1", channel_id="C1", thread_ts="1.0", run_id="run-2")
     await index.add_message("run-1", key="c1", ref=MessageRef("C1", "1.1", "7"))

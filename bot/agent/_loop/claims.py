@@ -38,7 +38,7 @@ CLOCK_MARGIN = timedelta(minutes=5)  # closer than this to a deadline, ask the s
 class Claimed:
     """A claim that won: the run as saved with it (``running``, the answer on its pending call), to be driven by
     the claiming agent (:meth:`Agent._go_on <bot.agent.agent.Agent>`), or, ``handed_off``, by the process whose
-    tool call asked it live (:mod:`bot.agent.live_questions`), which holds the run's lease."""
+    tool call asked it live (:mod:`bot.agent._loop.live_questions`), which holds the run's lease."""
 
     state: RunState
     handed_off: bool = False
@@ -135,7 +135,7 @@ class Claims:
     async def claim(self, state: RunState, pending: PendingCall, answer: Answer, *, deadline: bool = True) -> Claimed:
         """Claim ``answer`` for ``pending`` (one compare-and-set wins, before the deadline by the store's clock):
         the run is continued here, or, for a question asked live by a tool call whose process still holds the
-        run's lease, in that process (``Claimed.handed_off``; see :mod:`bot.agent.live_questions`)."""
+        run's lease, in that process (``Claimed.handed_off``; see :mod:`bot.agent._loop.live_questions`)."""
         # a batch of approvals (bot.agent.decisions): the others still undecided end the same way (withdrawn, or
         # past the deadline), and the run goes on from its first call
         head = state.pending if state.pending is not None and state.pending.batch else pending

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from bot.agent._loop.live_questions import LiveQuestions
 from bot.agent.hooks import RunHooks
-from bot.agent.live_questions import LiveQuestions
 from bot.agent.state import Answer, PendingCall, RunState, ToolCall, utcnow
 from bot.agent.stream import AgentStream, ToolResultChunk, ToolResultPayload
 from bot.agent.tools import Tool, ToolContext, ToolInputError, ToolSuspended, bounded_result, tool_result_content
@@ -27,7 +27,7 @@ class ToolRunner:
     """How a run's tool calls are run, what travels with every call: ``tools`` by name (what the model may call),
     ``ask_ttl`` (seconds, None: none) the deadline of a question a call suspends on, ``max_result_chars`` the bound
     of a result's text (:func:`add_result`; None: unbounded), ``hooks`` told of each call (:mod:`bot.agent.hooks`),
-    ``live`` lets a tool ask while it runs (:mod:`bot.agent.live_questions`; None: it can't)."""
+    ``live`` lets a tool ask while it runs (:mod:`bot.agent._loop.live_questions`; None: it can't)."""
 
     tools: dict[str, Tool]
     ask_ttl: float | None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.agent.budget import tools_tokens
+from bot.agent._loop.budget import tools_tokens
 from bot.agent.tools import Tool
 from bot.errors import RunNotResumable
 

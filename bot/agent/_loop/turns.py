@@ -1,5 +1,5 @@
 """One model turn of a run (:func:`model_turn`, made with a :class:`ModelTurns`): the model's stream read to its
-end, its text passed on, its size and time bounded, its ending judged (:mod:`bot.agent.endings`);
+end, its text passed on, its size and time bounded, its ending judged (:mod:`bot.agent.model.endings`);
 :func:`budgeted_turn`: that turn over the run's history fitted to the token budget, never sent when the budget says
 it is over."""
 
@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from bot.agent.budget import HistoryBudget, Request, message_tokens
-from bot.agent.endings import ending_of
+from bot.agent._loop.budget import HistoryBudget, Request, message_tokens
 from bot.agent.hooks import RunHooks
 from bot.agent.model import ChatModel, TextDelta, TurnDone
+from bot.agent.model.endings import ending_of
 from bot.agent.state import RunState
 from bot.agent.stream import AgentStream, TextDeltaChunk, TextDeltaPayload
 from bot.errors import ContextTooLong, ModelCallFailed, NoReply, RequestOverBudget
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, kw_only=True)
 class ModelTurns:
     """What every model turn of a run is made with: the ``model`` (:class:`~bot.agent.model.ChatModel`), the agent's
-    ``instructions`` (the system prompt), the token ``budget`` of a request (:class:`~bot.agent.budget.HistoryBudget`),
+    ``instructions`` (the system prompt), the token ``budget`` of a request (:class:`~bot.agent._loop.budget.HistoryBudget`),
     the ``tools`` offered (their JSON schemas) and their estimated ``tools_tokens``, the bounds of one turn
     (``turn_timeout`` seconds, ``max_reply_chars`` characters; None: unbounded) and the ``hooks`` told of it."""
 
@@ -45,7 +45,7 @@ async def model_turn(setup: ModelTurns, messages: list[dict[str, Any]], *, run_i
     """One model turn of run ``run_id`` over ``messages`` (system prompt first), offering ``setup.tools``, its text
     streamed to ``out`` as ``text-delta`` chunks, bounded: at most ``setup.turn_timeout`` seconds and
     ``setup.max_reply_chars`` characters of text (a server that streams forever must not hold the thread nor fill
-    it). A turn that ended for another reason than ``stop`` (:func:`bot.agent.endings.ending_of`) is counted; without
+    it). A turn that ended for another reason than ``stop`` (:func:`bot.agent.model.endings.ending_of`) is counted; without
     any text it raises :class:`NoReply`. Raises ``ModelCallFailed``. Told to ``setup.hooks`` (the Slack bot's measure
     it: ``askbot_model_turn_seconds``, failures by kind, a span)."""
     model, tools, hooks = setup.model, setup.tools, setup.hooks
@@ -102,7 +102,7 @@ async def _closing(events: AsyncIterator[Any]) -> AsyncIterator[None]:
 async def budgeted_turn(setup: ModelTurns, state: RunState, *, out: AgentStream) -> TurnDone:
     """:func:`model_turn` over ``state.messages`` after ``setup.instructions``, fitted to ``setup.budget`` (oldest
     turns left out, see
-    :mod:`bot.agent.budget`); the stored history is cut first when it is past its bound (``state.messages`` is
+    :mod:`bot.agent._loop.budget`); the stored history is cut first when it is past its bound (``state.messages`` is
     replaced). A request the budget computes to be over it even with every older turn left out is not sent:
     ``RequestOverBudget`` (a ``ContextTooLong``). The server's ``prompt_tokens`` calibrates later estimates. A
     context-length refusal teaches the model's window and is tried once more with a smaller budget (the window's

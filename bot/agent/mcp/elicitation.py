@@ -11,7 +11,7 @@ The bot speaks both protocol generations of the installed ``mcp`` SDK (the serve
   :data:`MAX_ROUNDS` rounds per call.
 - **Older (2025-11-25 and before), live.** The server sends ``elicitation/create`` over the session in the
   middle of ``tools/call`` and waits on it, so the question is asked live
-  (:mod:`bot.agent.live_questions`): the answer reaches the process holding the session through Redis; if that
+  (:mod:`bot.agent._loop.live_questions`): the answer reaches the process holding the session through Redis; if that
   process is gone, the call is asked again as an interrupted approval.
 
 Questions map onto the bot's own (:func:`question_for`): a string field is a free-form question, an enum one

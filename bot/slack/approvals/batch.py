@@ -17,13 +17,13 @@ from bot.approval_policy import Policy
 from bot.errors import NotAwaitingThisKind, RunNotFound, StoreUnavailable
 from bot.logs import log_context
 from bot.slack.approvals.rules import policy_call
-from bot.slack.context import SlackContext, Where
+from bot.slack.context import Origin, SlackContext
 from bot.slack.questions.answering import LOST_CLAIM, Answering
 from bot.slack.questions.notices import GONE, NOT_HERE, NOT_OPEN, STORE_DOWN
 from bot.slack.questions.picks import button_ref
 from bot.slack.refs import QuestionRef
 from bot.slack.render.approvals import BATCH_WAITS, batch_header_blocks, batch_title, decision_outcome
-from bot.slack.replies.thread import Decided
+from bot.slack.replies.thread_writer import Decided
 
 NONE_ALONE = "There is nothing here you can approve on your own: each call left needs someone else's approval."
 
@@ -39,7 +39,7 @@ def required_of(policy: Policy | None, ctx: SlackContext, call: PendingCall) -> 
 
 def approved_earlier(state: RunState, *, but: str) -> list[Decided]:
     """The calls of ``state``'s batch approved earlier this round (all but ``but``), each to show how it went once
-    the batch goes on (:meth:`~bot.slack.replies.thread.Follower.follow`'s ``batch``)."""
+    the batch goes on (:meth:`~bot.slack.replies.thread_writer.ThreadWriter.follow`'s ``batch``)."""
     pending = state.pending
     if pending is None or not pending.batch:
         return []
@@ -59,7 +59,7 @@ class ApprovingAll:
     def __init__(self, answering: Answering) -> None:
         self.answering = answering
 
-    async def alone(self, state: RunState, ctx: SlackContext, *, where: Where) -> list[PendingCall]:
+    async def alone(self, state: RunState, ctx: SlackContext, *, where: Origin) -> list[PendingCall]:
         """The undecided calls of ``state``'s batch ``where.user`` may approve alone (in order)."""
         permissions = self.answering.permissions
         policy = permissions.approvers.policy
@@ -76,7 +76,7 @@ class ApprovingAll:
 
     async def on_approve_all(self, body: dict[str, Any]) -> None:
         """Lazy listener of Approve all (the ack was sent already)."""
-        where = Where.of_action(body)
+        where = Origin.of_action(body)
         say = self.answering.say_to(where)
         ref = await button_ref(body, say)
         if ref is None:
@@ -109,7 +109,7 @@ class ApprovingAll:
             await slot.release()
 
     async def _approve(
-        self, state: RunState, ctx: SlackContext, calls: list[PendingCall], *, where: Where, body: dict[str, Any]
+        self, state: RunState, ctx: SlackContext, calls: list[PendingCall], *, where: Origin, body: dict[str, Any]
     ) -> None:
         say = self.answering.say_to(where, ctx)
         agent = self.answering.agent
@@ -129,9 +129,9 @@ class ApprovingAll:
         left = [c for c in undecided(state) if c not in calls]
         outcome = decision_outcome(approved=True, user=where.user) + " (Approve all)"
         shown = outcome + (f" · {BATCH_WAITS}" if left else " · running…")
-        follower = self.answering.follower
+        writer = self.answering.writer
         for call in calls:
-            await follower.close_approval(state.run_id, approval_payload(call), outcome=shown, ongoing=not left)
+            await writer.close_approval(state.run_id, approval_payload(call), outcome=shown, ongoing=not left)
         mine = [Decided(tool_call_id=c.tool_call_id, payload=approval_payload(c), outcome=outcome) for c in calls]
         earlier = [d for d in approved_earlier(state, but="") if d.tool_call_id not in {c.tool_call_id for c in calls}]
         assert state.pending is not None
@@ -146,4 +146,4 @@ class ApprovingAll:
             else:
                 blocks = [b for b in batch_header_blocks(payload, ref=head, note=note) if b["type"] != "actions"]
             await self.answering.web.update(ctx.channel_id, header_ts, text=batch_title(payload), blocks=blocks)
-        await follower.follow(stream, ctx, batch=[] if left else [*earlier, *mine])
+        await writer.follow(stream, ctx, batch=[] if left else [*earlier, *mine])

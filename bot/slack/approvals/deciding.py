@@ -27,7 +27,7 @@ from bot.logs import log_context
 from bot.slack.approvals.batch import ApprovingAll, approved_earlier
 from bot.slack.approvals.grants import SCOPE_WORDS, when
 from bot.slack.approvals.rules import editable_call, with_edited
-from bot.slack.context import SlackContext, Where
+from bot.slack.context import Origin, SlackContext
 from bot.slack.questions.answer_modal import LOADING_VIEW, AnswerModal
 from bot.slack.questions.answering import LOST_CLAIM, Answering
 from bot.slack.questions.attempt import Attempt
@@ -47,7 +47,7 @@ from bot.slack.render.approvals import (
     scope_of_action,
 )
 from bot.slack.render.edit_modal import edit_modal, editable_fields, edited_arguments
-from bot.slack.replies.thread import Decided
+from bot.slack.replies.thread_writer import Decided
 from bot.store.conversations import MessageRef, asked_id
 from bot.store.grants import Scope
 from bot.store.quorum import ABSENT, AGAIN, DONE, REACHED, Quorums, Tally, asking_of
@@ -70,14 +70,14 @@ class Approving:
     async def on_approve(self, body: dict[str, Any]) -> None:
         """Lazy listener of Approve, and of the Approve buttons that also give a standing grant ("for this thread",
         ...: the scope is the button's, :func:`~bot.slack.render.approvals.scope_of_action`)."""
-        where = Where.of_action(body)
+        where = Origin.of_action(body)
         found = await self._found(body, where, self.answering.say_to(where))
         if found is not None:
             state, ctx, call = found
             scope = scope_of_action(str((body.get("actions") or [{}])[0].get("action_id", "")))
             await self.decide(state, ctx, call, where=where, approved=True, reason=None, scope=scope)
 
-    async def _found(self, body: dict[str, Any], where: Where, say: Say) -> Found | None:
+    async def _found(self, body: dict[str, Any], where: Origin, say: Say) -> Found | None:
         """The run, context and call a click is about, checked (its message, who may decide:
         :class:`~bot.slack.questions.permissions.Permissions`); or None after telling the person why not."""
         ref = await button_ref(body, say)
@@ -89,7 +89,7 @@ class Approving:
         ctx: SlackContext,
         call: str,
         *,
-        where: Where,
+        where: Origin,
         approved: bool,
         reason: str | None,
         scope: str = "once",
@@ -126,7 +126,7 @@ class Approving:
                 if stream is None:
                     return
                 payload = approval_payload(check.pending)
-                follower = self.answering.follower
+                writer = self.answering.writer
                 given = (
                     await self._give(scope, ctx, check.pending, run_id=state.run_id, user=where.user, say=say)
                     if approved
@@ -136,16 +136,16 @@ class Approving:
                     outcome = decision_outcome(approved=approved, user=where.user, reason=reason, grant=given)
                 if [c for c in undecided(state) if c.tool_call_id != call]:  # the rest of its batch waits
                     waits = f"{outcome} · {BATCH_WAITS}" if approved else outcome
-                    await follower.close_approval(state.run_id, payload, outcome=waits, clicked=clicked)
-                    await follower.follow(stream, ctx)
+                    await writer.close_approval(state.run_id, payload, outcome=waits, clicked=clicked)
+                    await writer.follow(stream, ctx)
                 elif approved:
                     running = f"{outcome} · running…"
-                    await follower.close_approval(state.run_id, payload, outcome=running, clicked=clicked, ongoing=True)
+                    await writer.close_approval(state.run_id, payload, outcome=running, clicked=clicked, ongoing=True)
                     decided = Decided(tool_call_id=call, payload=payload, outcome=outcome, clicked=clicked)
-                    await follower.follow(stream, ctx, decided=decided, batch=approved_earlier(state, but=call))
+                    await writer.follow(stream, ctx, decided=decided, batch=approved_earlier(state, but=call))
                 else:
-                    await follower.close_approval(state.run_id, payload, outcome=outcome, clicked=clicked)
-                    await follower.follow(stream, ctx, batch=approved_earlier(state, but=call))
+                    await writer.close_approval(state.run_id, payload, outcome=outcome, clicked=clicked)
+                    await writer.follow(stream, ctx, batch=approved_earlier(state, but=call))
 
     # --- quorum (issue 23 part 2) ----------------------------------------------------------------------
 
@@ -155,7 +155,7 @@ class Approving:
         ctx: SlackContext,
         pending: PendingCall,
         *,
-        where: Where,
+        where: Origin,
         say: Say,
         clicked: MessageRef | None,
     ) -> Tally | None:
@@ -183,13 +183,13 @@ class Approving:
         if tally.status == AGAIN:
             await say(f"Your approval is already counted ({quorum_line(progress)}).")
         payload = approval_payload(pending)
-        await self.answering.follower.show_quorum(state.run_id, payload, ctx, progress=progress, clicked=clicked)
+        await self.answering.writer.show_quorum(state.run_id, payload, ctx, progress=progress, clicked=clicked)
         return None
 
     async def on_take_back(self, body: dict[str, Any]) -> None:
         """Lazy listener of "Take back my approval": the person's approval no longer counts toward the quorum
         (refused once the quorum is complete: the call runs)."""
-        where = Where.of_action(body)
+        where = Origin.of_action(body)
         say = self.answering.say_to(where)
         found = await self._found(body, where, say)
         if found is None:
@@ -218,7 +218,7 @@ class Approving:
         await say(f"Your approval is taken back ({quorum_line(progress)}).")
         payload = approval_payload(pending)
         clicked = where.message_in(ctx)
-        await self.answering.follower.show_quorum(state.run_id, payload, ctx, progress=progress, clicked=clicked)
+        await self.answering.writer.show_quorum(state.run_id, payload, ctx, progress=progress, clicked=clicked)
 
     async def _claim(
         self, attempt: Attempt, *, approved: bool, reason: str | None, scope: str = "once"
@@ -244,7 +244,7 @@ class Approving:
     ) -> str | None:
         """Record the standing grant ``user`` gave approving ``pending`` (``scope`` ``once``: none); what the
         request then says of it ("for this thread, until ..."), or None."""
-        grants = self.answering.follower.grants
+        grants = self.answering.writer.grants
         if scope == "once" or grants is None or scope not in SCOPE_WORDS:
             return None
         try:
@@ -287,9 +287,9 @@ class Approving:
         async def notice(text: str) -> None:
             await web.update_view(view_id, modals.notice_modal(text))
 
-        where = Where.of_action(body)
+        where = Origin.of_action(body)
         if not decline:
-            where = Where(user=where.user, surface="home", team_id=where.team_id)  # reading needs no decision right
+            where = Origin(user=where.user, surface="home", team_id=where.team_id)  # reading needs no decision right
         found = await self._found(body, where, notice) if decline else await self._found_to_read(body, notice)
         if found is None:
             return
@@ -343,7 +343,7 @@ class Approving:
             return
         state, ctx, call = found
         reason = modals.decline_reason(body.get("view") or {})
-        where = Where(user=user, surface="modal", team_id=ctx.team_id)
+        where = Origin(user=user, surface="modal", team_id=ctx.team_id)
         await self.decide(state, ctx, call, where=where, approved=False, reason=reason or None)
 
     async def _decline_form(self, body: dict[str, Any]) -> Found | str:
@@ -358,7 +358,7 @@ class Approving:
         if isinstance(found, str):
             return found
         state, ctx, call = found
-        where = Where(user=user, surface="modal", team_id=ctx.team_id)
+        where = Origin(user=user, surface="modal", team_id=ctx.team_id)
         refused = await self.answering.permissions.refusal(state, ctx, call, user=user, where=where, expect="approval")
         if refused is not None:
             return refused
@@ -381,7 +381,7 @@ class Approving:
         async def notice(text: str) -> None:
             await web.update_view(view_id, modals.notice_modal(text))
 
-        where = Where.of_action(body)
+        where = Origin.of_action(body)
         found = await self._found(body, where, notice)
         if found is None:
             return
@@ -451,7 +451,7 @@ class Approving:
             await self.answering.web.tell(user, found if isinstance(found, str) else NOT_OPEN)
             return
         state, ctx, call = found.found
-        where = Where(user=user, surface="modal", team_id=ctx.team_id)
+        where = Origin(user=user, surface="modal", team_id=ctx.team_id)
         say = self.answering.say_to(where, ctx)
         agent = self.answering.agent
         try:
@@ -474,7 +474,7 @@ class Approving:
         payload = approval_payload(saved.pending)
         approvers = self.answering.permissions.approvers.for_call(ctx, saved.pending.tool_name, saved.pending.args)
         progress = QuorumProgress(approvers.required) if approvers.quorum else None
-        await self.answering.follower.show_quorum(saved.run_id, payload, ctx, progress=progress)
+        await self.answering.writer.show_quorum(saved.run_id, payload, ctx, progress=progress)
         await self.decide(saved, ctx, call, where=where, approved=True, reason=None)
 
     async def _edit_form(self, body: dict[str, Any]) -> EditForm | str:

@@ -23,7 +23,7 @@ from bot.agent.state import PendingCall
 from bot.agent.text import is_blank
 from bot.errors import StoreUnavailable
 from bot.logs import log_context
-from bot.slack.context import Where
+from bot.slack.context import Origin
 from bot.slack.questions.answering import Answering
 from bot.slack.questions.attempt import Attempt
 from bot.slack.questions.lookup import Found
@@ -89,7 +89,7 @@ class AnswerModal:
         await ack()
         view_id = await self.answering.web.open_view(str(body.get("trigger_id") or ""), modals.loading_modal())
         if view_id is None:
-            where = Where.of_action(body)
+            where = Origin.of_action(body)
             await self.answering.say_to(where)(
                 "Slack didn't let me open the answer form in time; please click Answer again."
             )
@@ -102,7 +102,7 @@ class AnswerModal:
         view_id = context.get(LOADING_VIEW) if context else None
         if not view_id:
             return
-        where = Where.of_action(body)
+        where = Origin.of_action(body)
 
         async def notice(text: str) -> None:
             await self.answering.web.update_view(view_id, modals.notice_modal(text))
@@ -167,7 +167,7 @@ class AnswerModal:
         if isinstance(found, str):
             return found
         state, ctx, call = found
-        where = Where(user=user, surface="modal", team_id=ctx.team_id)
+        where = Origin(user=user, surface="modal", team_id=ctx.team_id)
         refused = await self.answering.permissions.refusal(state, ctx, call, user=user, where=where)
         if refused is not None:
             return refused
@@ -179,7 +179,7 @@ class AnswerModal:
         recorded = self.answering.recorded(check, state, call, approval=False)
         payload = asked_question(state, call)
         typed = modals.modal_text(body.get("view") or {}) if payload is not None and payload.form is None else ""
-        tried = said(payload, typed, allow_user_mentions=self.answering.follower.allow_user_mentions) if typed else None
+        tried = said(payload, typed, allow_user_mentions=self.answering.writer.allow_user_mentions) if typed else None
         return explain(check, user, recorded=recorded, tried=tried)
 
     async def on_modal_answer(self, body: dict[str, Any], context: Any) -> None:
@@ -235,7 +235,7 @@ class AnswerModal:
             await self.answering.web.tell(user, found)
             return
         state, ctx, call = found
-        where = Where(user=user, surface="modal", team_id=ctx.team_id)
+        where = Origin(user=user, surface="modal", team_id=ctx.team_id)
         tell = self.answering.say_to(where, ctx)
 
         async def say(message: str) -> None:  # the modal is closed: quote the typed answer back, nothing is lost

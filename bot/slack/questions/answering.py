@@ -43,7 +43,7 @@ from bot.errors import (
 )
 from bot.logs import log_context
 from bot.ops import audit
-from bot.slack.context import SlackContext, Where
+from bot.slack.context import Origin, SlackContext
 from bot.slack.questions.attempt import Attempt
 from bot.slack.questions.lookup import Found, QuestionLookup, Say
 from bot.slack.questions.notices import EXPIRED_OUTCOME, GONE, MULTI_HINT, NOT_OPEN, STORE_DOWN, UNKNOWN_BUTTON, explain
@@ -53,8 +53,8 @@ from bot.slack.questions.typed_answers import labels_in_text
 from bot.slack.refs import BadReference, QuestionRef, parse_index
 from bot.slack.render import blocks as bk
 from bot.slack.render.approvals import decision_outcome
-from bot.slack.replies.thread import Follower
-from bot.slack.run_slots import RunGate, Slot, Taking
+from bot.slack.replies.thread_writer import ThreadWriter
+from bot.slack.run_slots import RunSlots, Slot, Taking
 from bot.slack.transport.runner import REDELIVERED
 from bot.slack.transport.web_api import SlackWeb
 from bot.store.batch import Batch
@@ -81,23 +81,23 @@ class Answering:
         agent: Agent,
         index: ConversationIndex,
         web: SlackWeb,
-        follower: Follower,
+        writer: ThreadWriter,
         answerers: Answerers,
-        gate: RunGate,
+        gate: RunSlots,
         permissions: Permissions,
     ) -> None:
         self.agent = agent
         self.gate = gate
         self.index = index
         self.web = web
-        self.follower = follower
+        self.writer = writer
         self.answerers: Answerers = answerers
         self.permissions = permissions  # who may answer and decide: the one place
         self.lookup = QuestionLookup(agent=agent, index=index, permissions=permissions)  # finds what a request names
 
     # --- finding questions (the lookup's) --------------------------------------------------------------
 
-    async def find(self, ref: QuestionRef, say: Say, *, where: Where | None = None) -> Found | None:
+    async def find(self, ref: QuestionRef, say: Say, *, where: Origin | None = None) -> Found | None:
         """The run, context and question ``ref`` names: :meth:`QuestionLookup.find
         <bot.slack.questions.lookup.QuestionLookup.find>`."""
         return await self.lookup.find(ref, say, where=where)
@@ -107,12 +107,12 @@ class Answering:
         <bot.slack.questions.lookup.QuestionLookup.find_or_reason>`."""
         return await self.lookup.find_or_reason(ref)
 
-    async def vet(self, ref: QuestionRef, where: Where, say: Say, *, expect: Kind = "question") -> Found | None:
+    async def vet(self, ref: QuestionRef, where: Origin, say: Say, *, expect: Kind = "question") -> Found | None:
         """The question ``ref`` names, if ``where.user`` may answer or decide it: :meth:`QuestionLookup.vet
         <bot.slack.questions.lookup.QuestionLookup.vet>`."""
         return await self.lookup.vet(ref, where, say, expect=expect)
 
-    def say_to(self, where: Where, ctx: SlackContext | None = None) -> Say:
+    def say_to(self, where: Origin, ctx: SlackContext | None = None) -> Say:
         """Tell ``where.user`` privately, on the surface they used (see :meth:`SlackWeb.tell`); a modal's answers go
         to the run's thread."""
         channel, thread = where.channel_id, where.thread_ts
@@ -129,7 +129,7 @@ class Answering:
     async def on_click(self, body: dict[str, Any]) -> None:
         """Lazy listener of option buttons, the single-choice menu, Submit and a form question's Decline (the ack
         was sent already)."""
-        where = Where.of_action(body)
+        where = Origin.of_action(body)
         say = self.say_to(where)
         action = (body.get("actions") or [{}])[0]
         action_id = str(action.get("action_id", ""))
@@ -167,7 +167,7 @@ class Answering:
                 if taking is not None:
                     await taking.drop()  # nothing when the answer used it
 
-    async def answer_typed(self, state: RunState, ctx: SlackContext, where: Where, text: str) -> None:
+    async def answer_typed(self, state: RunState, ctx: SlackContext, where: Origin, text: str) -> None:
         """A typed reply to the run's open question (the caller applied the policy): the text itself, or for
         multi select the options it names."""
         pending = state.pending
@@ -193,7 +193,7 @@ class Answering:
     async def take(self, attempt: Attempt, *, pick: Pick, taking: Taking | None = None) -> None:
         """Claim the answer ``pick`` picks in ``attempt`` (policy already applied); on success update the question's
         messages (``attempt.clicked`` among them) and follow the resumed run (in a run slot: past the limits
-        nothing is taken). ``taking``: the answerer's slot, asked for already (:meth:`RunGate.queue_enter`; the
+        nothing is taken). ``taking``: the answerer's slot, asked for already (:meth:`RunSlots.queue_enter`; the
         caller drops it when it is not used)."""
         check = await self.agent.check(attempt.state, attempt.call)
         if self.own_earlier_claim(check, attempt.user):
@@ -231,7 +231,7 @@ class Answering:
                 loaded=attempt.state,
             )
 
-        tried = said(payload, data, allow_user_mentions=self.follower.allow_user_mentions)  # quoted once, for both
+        tried = said(payload, data, allow_user_mentions=self.writer.allow_user_mentions)  # quoted once, for both
         outcome = answered_line(tried, user=attempt.user)
         await self.settle(replace(attempt, tried=tried), pending, claim=resume, outcome=outcome)
 
@@ -263,10 +263,10 @@ class Answering:
         except StoreUnavailable:
             await say(STORE_DOWN)
             return
-        await self.follower.close_pending(
+        await self.writer.close_pending(
             attempt.state.run_id, pending, outcome=outcome, summary=summary, clicked=attempt.clicked
         )
-        await self.follower.follow(stream, attempt.ctx)
+        await self.writer.follow(stream, attempt.ctx)
 
     async def slot(
         self,
@@ -280,7 +280,7 @@ class Answering:
         """A run slot charged to ``user`` (default: ``ctx``'s requester), whose request makes the run work, or None
         after telling the person why not (the limits, or the store down); ``run_id``: the run it is for
         (:meth:`Slot.bind`: given back with the save that ends its segment); ``taking``: that slot asked for
-        already (:meth:`RunGate.queue_enter`), used when it is the same person's in ``ctx``'s team."""
+        already (:meth:`RunSlots.queue_enter`), used when it is the same person's in ``ctx``'s team."""
         person = f"{ctx.team_id}:{user or ctx.requester}"
         try:
             if taking is not None and not taking.settled and taking.person == person:
@@ -334,7 +334,7 @@ class Answering:
             else:
                 payload = AskUserPayload.model_validate(pending.suspend_payload)
                 outcome = self.answered_outcome(payload, answer.resume_data, user=answer.answered_by or "")
-            await self.follower.close_pending(
+            await self.writer.close_pending(
                 state.run_id, pending, outcome=outcome, summary="answered", clicked=clicked
             )
         await self.continue_orphan(state, ctx)
@@ -342,7 +342,7 @@ class Answering:
     def answered_outcome(self, payload: AskUserPayload, data: ResumeData, *, user: str) -> str:
         """The mrkdwn line a question's messages show once ``user`` answered it with ``data``
         (:func:`answered_line`)."""
-        return answered_line(said(payload, data, allow_user_mentions=self.follower.allow_user_mentions), user=user)
+        return answered_line(said(payload, data, allow_user_mentions=self.writer.allow_user_mentions), user=user)
 
     async def not_open(self, check: AnswerCheck, attempt: Attempt) -> None:
         """Tell ``attempt.user`` why the question can't take their attempt (``check``: what the runtime said), and do
@@ -372,7 +372,7 @@ class Answering:
         data = check.answer.resume_data
         if approval:
             return "approved" if data == "approved" else "declined"
-        allow = self.follower.allow_user_mentions
+        allow = self.writer.allow_user_mentions
         return said(asked_question(state, call), data, allow_user_mentions=allow)
 
     def tried(self, state: RunState, call: str, pick: Pick) -> str | None:
@@ -383,7 +383,7 @@ class Answering:
         if payload is None:
             return None
         try:
-            return said(payload, pick(payload), allow_user_mentions=self.follower.allow_user_mentions)
+            return said(payload, pick(payload), allow_user_mentions=self.writer.allow_user_mentions)
         except (AnswerError, BadReference):
             return None
 
@@ -397,12 +397,12 @@ class Answering:
         pending = state.pending
         if pending is not None and pending.tool_call_id == call and pending.resume is None:
             outcome = EXPIRED_OUTCOME
-            await self.follower.close_pending(
+            await self.writer.close_pending(
                 state.run_id, pending, outcome=outcome, summary="expired", clicked=clicked
             )
         if state.status == "expired":  # closed without an answer: so is the thread's agent session
             with contextlib.suppress(StoreCorrupt):
-                await self.follower.show_stored(state, SlackContext.of(state))
+                await self.writer.show_stored(state, SlackContext.of(state))
         return state
 
     async def continue_orphan(self, state: RunState, ctx: SlackContext) -> bool:
@@ -422,5 +422,5 @@ class Answering:
             except (RunNotResumable, RunNotFound, StoreUnavailable, StoreCorrupt):
                 return False
             log.info("run %s: continuing it; its answer was recorded but nobody was driving it", state.run_id)
-            await self.follower.follow(stream, ctx)
+            await self.writer.follow(stream, ctx)
             return True

@@ -21,7 +21,7 @@ from bot.approval_policy import CHANNEL_PREFIX, GROUP_HANDLE, GROUP_ID, USER_ID,
 from bot.config import Settings
 from bot.slack.approvals.people import CACHE_SECONDS, People
 from bot.slack.approvals.rules import blocked_reason, named_rule, policy_call, tool_use
-from bot.slack.context import SlackContext, Where
+from bot.slack.context import Origin, SlackContext
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class ApproverPolicy:
         false: by default once more than one approval is required)."""
         return not self.requester_counts and bool(ctx.requester) and user == ctx.requester
 
-    async def admits(self, ctx: SlackContext, user: str, *, where: Where | None) -> bool:
+    async def admits(self, ctx: SlackContext, user: str, *, where: Origin | None) -> bool:
         """Whether ``user`` may decide on a tool call of the run in ``ctx``, asking from ``where`` (None: a surface
         with no channel, e.g. a modal's submission): the requester; a channel-wide entry (``channel``, or
         ``requester`` of a run asked for nobody in particular) only from the run's channel or a surface with none;

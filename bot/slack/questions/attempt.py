@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from bot.agent.state import RunState
 from bot.ops import audit
-from bot.slack.context import SlackContext, Where
+from bot.slack.context import Origin, SlackContext
 from bot.slack.questions.lookup import Found, Say
 from bot.store.conversations import MessageRef
 
@@ -35,10 +35,10 @@ class Attempt:
 
     @classmethod
     def of(
-        cls, found: Found, *, where: Where, say: Say, clicked: MessageRef | None = None, kind: audit.Kind | None = None
+        cls, found: Found, *, where: Origin, say: Say, clicked: MessageRef | None = None, kind: audit.Kind | None = None
     ) -> Attempt:
         """The attempt of ``where.user`` on the question ``found`` names; ``clicked`` by default the message of
-        ``where`` in the run's thread (:meth:`Where.message_in <bot.slack.context.Where.message_in>`)."""
+        ``where`` in the run's thread (:meth:`Origin.message_in <bot.slack.context.Origin.message_in>`)."""
         state, ctx, call = found
         clicked = clicked or where.message_in(ctx)
         return cls(state=state, ctx=ctx, call=call, user=where.user, say=say, clicked=clicked, kind=kind)

@@ -14,7 +14,7 @@ from bot.agent.answers import question_of
 from bot.agent.state import RunState
 from bot.errors import RunNotFound, StoreCorrupt, StoreUnavailable
 from bot.ops import audit
-from bot.slack.context import SlackContext, Where
+from bot.slack.context import Origin, SlackContext
 from bot.slack.questions.notices import GONE, NOT_OPEN, STORE_DOWN, UNREADABLE
 from bot.slack.questions.permissions import Kind, Permissions, kind_of
 from bot.slack.questions.placement import misplaced
@@ -54,7 +54,7 @@ class QuestionLookup:
         return None
 
     async def find(
-        self, ref: QuestionRef, say: Say, *, where: Where | None = None, beside: Batch | None = None
+        self, ref: QuestionRef, say: Say, *, where: Origin | None = None, beside: Batch | None = None
     ) -> Found | None:
         """The run, context and question ``ref`` names, and when ``where`` is given, only if the request comes from
         there (:meth:`belongs`); or None after telling the person why not (gone, unreadable, store down, no such
@@ -92,7 +92,7 @@ class QuestionLookup:
         return found if found is not None else (told[0] if told else NOT_OPEN)
 
     async def vet(
-        self, ref: QuestionRef, where: Where, say: Say, *, expect: Kind = "question", beside: Batch | None = None
+        self, ref: QuestionRef, where: Origin, say: Say, *, expect: Kind = "question", beside: Batch | None = None
     ) -> Found | None:
         """:meth:`find` from ``where`` (``beside``: sent with the run's load), then who may answer or decide
         (:class:`~bot.slack.questions.permissions.Permissions`, ``expect`` the surface's kind); or None after telling

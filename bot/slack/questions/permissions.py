@@ -30,7 +30,7 @@ from typing import Literal
 from bot.agent.approvals import policy_notes
 from bot.agent.state import RunState
 from bot.config import Answerers
-from bot.slack.context import SlackContext, Where
+from bot.slack.context import Origin, SlackContext
 from bot.slack.questions.approvers import ESCALATED_TO, ApproverPolicy
 from bot.store.conversations import ConversationIndex
 
@@ -73,7 +73,7 @@ class Permissions:
         call: str,
         *,
         user: str,
-        where: Where | None = None,
+        where: Origin | None = None,
         expect: Kind = "question",
     ) -> str | None:
         """None when ``user`` may answer (or decide) call ``call`` of ``state`` from ``where`` (None: a surface
@@ -97,7 +97,7 @@ class Permissions:
             return None
         return self.question_refusal(ctx)
 
-    def is_answerer(self, ctx: SlackContext, user: str, *, where: Where | None = None) -> bool:
+    def is_answerer(self, ctx: SlackContext, user: str, *, where: Origin | None = None) -> bool:
         """Whether ``user`` is one of the question's own answerers (``ASK_ANSWERERS``, escalation aside): the
         requester, or for ``channel`` (or a run with no requester) anyone whose request comes from the run's
         channel. Also who may press Retry on a failed run."""
@@ -105,7 +105,7 @@ class Permissions:
             return user == ctx.requester
         return self._from_run_channel(where, ctx, "channel")
 
-    def stop_refusal(self, ctx: SlackContext, user: str, *, where: Where | None = None) -> str | None:
+    def stop_refusal(self, ctx: SlackContext, user: str, *, where: Origin | None = None) -> str | None:
         """None when ``user`` may stop the run of ``ctx`` (saying ``stop``, Slack's Stop of its agent session): who
         may answer its questions (:meth:`is_answerer`: the requester, or with ``ASK_ANSWERERS=channel`` anyone in
         its channel); else what they are told."""
@@ -122,14 +122,14 @@ class Permissions:
         return f"Only people in <#{ctx.channel_id}> can answer this question."
 
     @staticmethod
-    def _from_run_channel(where: Where | None, ctx: SlackContext, spec: str) -> bool:
+    def _from_run_channel(where: Origin | None, ctx: SlackContext, spec: str) -> bool:
         """For a channel-wide rule (``spec == "channel"``, or a run with no requester): the request comes from the
         run's channel, or from a surface with no channel (App Home, a modal). Other rules: True."""
         if spec != "channel" and (spec != "requester" or ctx.requester):
             return True
         return where is None or where.channel_id is None or where.channel_id == ctx.channel_id
 
-    async def _escalated_to(self, user: str, *, run_id: str, call: str, where: Where | None) -> bool:
+    async def _escalated_to(self, user: str, *, run_id: str, call: str, where: Origin | None) -> bool:
         """Whether question ``call`` was escalated to ``user``, or to the channel the request comes from (the
         person is then remembered, so their modal's submission, which has no channel, passes too). Raises
         ``StoreUnavailable``."""

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from bot.agent.state import RunState
 from bot.errors import StoreUnavailable
-from bot.slack.context import SlackContext, Where
+from bot.slack.context import Origin, SlackContext
 from bot.slack.questions.notices import NOT_HERE, NOT_OPEN
 from bot.store.conversations import ConversationIndex, RunMessages, asked_id
 
 
 async def misplaced(
     index: ConversationIndex,
-    where: Where,
+    where: Origin,
     ctx: SlackContext,
     *,
     state: RunState,

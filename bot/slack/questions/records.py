@@ -1,5 +1,5 @@
 """What is written when a question (or approval request) is shown or closed (:class:`QuestionRecords`): the messages
-that show it, its deadline, reminders and escalation (:mod:`bot.slack.questions.wait_plan`), and its people's Home
+that show it, its deadline, reminders and escalation (:mod:`bot.slack.questions.follow_up_plan`), and its people's Home
 inboxes and refreshes (:mod:`bot.slack.home`), in as few round trips as the store allows:
 
 - shown: one :class:`~bot.store.batch.Batch` (its message, its inbox entries, and the schedule change: deadline,
@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from bot.errors import StoreUnavailable
 from bot.slack.context import SlackContext
 from bot.slack.home import Home
-from bot.slack.questions.wait_plan import WaitPlan
+from bot.slack.questions.follow_up_plan import FollowUpPlan
 from bot.store import outage
 from bot.store.batch import Batch
 from bot.store.conversations import ConversationIndex, MessageRef, asked_id
@@ -59,7 +59,7 @@ class QuestionRecords:
     """Records of shown questions in ``index``, ``plan``'s schedule and ``home``'s inboxes (``plan`` / ``home``
     None: not kept)."""
 
-    def __init__(self, *, index: ConversationIndex, plan: WaitPlan | None, home: Home | None) -> None:
+    def __init__(self, *, index: ConversationIndex, plan: FollowUpPlan | None, home: Home | None) -> None:
         self.index = index
         self.plan = plan
         self.home = home

@@ -29,7 +29,7 @@ from bot.agent.stream import AgentStream
 from bot.errors import RunNotFound, StoreCorrupt, StoreUnavailable
 from bot.logs import log_context
 from bot.ops import audit
-from bot.slack.context import SlackContext, Where
+from bot.slack.context import Origin, SlackContext
 from bot.slack.questions.answering import Answering
 from bot.slack.questions.attempt import Attempt
 from bot.slack.questions.notices import STORE_DOWN
@@ -57,7 +57,7 @@ class Withdrawing:
 
     async def on_cancel(self, body: dict[str, Any]) -> None:
         """Lazy listener of a question's Cancel button: withdraw it, if the clicker started the run."""
-        where = Where.of_action(body)
+        where = Origin.of_action(body)
         say = self.answering.say_to(where)
         ref = await button_ref(body, say)
         if ref is None:
@@ -83,7 +83,7 @@ class Withdrawing:
             withdrawn = f":no_entry_sign: Withdrawn by <@{where.user}>."
             await self.answering.settle(attempt, check.pending, claim=withdraw, outcome=withdrawn, summary="withdrawn")
 
-    async def stop(self, state: RunState, ctx: SlackContext, where: Where, *, acknowledge: bool = True) -> bool:
+    async def stop(self, state: RunState, ctx: SlackContext, where: Origin, *, acknowledge: bool = True) -> bool:
         """A stop asked in the thread of ``state``, which is working (``stop`` said there, or Slack's Stop): only
         who :meth:`Permissions.stop_refusal` admits may stop it. True when the stop was asked. ``acknowledge``:
         tell the person it is stopping (Slack's Stop shows that itself: only an approved call that runs on is
@@ -113,13 +113,13 @@ class Withdrawing:
     async def on_session_stopped(self, body: dict[str, Any]) -> None:
         """Lazy listener of ``agent_session_stopped`` (Slack's Stop on the thread's processing agent session; see the
         module docstring). Slack does not move the session away from ``processing`` itself: the run's end does
-        (its follower), or, when nothing is working, the stored run's status here."""
-        where = Where.of_event(body)
+        (its writer), or, when nothing is working, the stored run's status here."""
+        where = Origin.of_event(body)
         team, channel, thread_ts = where.team_id or "", where.channel_id or "", where.thread_ts or ""
         say = self.answering.say_to(where)
         ended = (body.get("event") or {}).get("streaming_message_ts") or []
         for ts in ended if isinstance(ended, list) else []:  # Slack stopped them: no chat.stopStream on them
-            self.answering.follower.ended_streams.mark(channel, str(ts))
+            self.answering.writer.ended_streams.mark(channel, str(ts))
         with log_context(team_id=team, channel_id=channel, user_id=where.user):
             try:
                 record = await self.answering.index.thread(team, channel_id=channel, thread_ts=thread_ts)
@@ -139,8 +139,8 @@ class Withdrawing:
                 if await self.stop(state, ctx, where, acknowledge=False) and orphaned:
                     await self.answering.continue_orphan(state, ctx)
                 return
-            follower = self.answering.follower
-            await follower.show_stored(state, ctx)  # not left processing: what the stored run is
+            writer = self.answering.writer
+            await writer.show_stored(state, ctx)  # not left processing: what the stored run is
             await say(STILL_WAITS if state.status == "suspended" else NOTHING_WORKS)
 
     async def _orphaned(self, state: RunState) -> bool:

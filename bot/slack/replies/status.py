@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from bot.slack.context import SlackContext
 from bot.slack.replies.sessions import AgentSessions, SessionStatus
-from bot.slack.replies.unsupported import Refusals
+from bot.slack.replies.unsupported import FeatureRefusals
 from bot.slack.transport.web_api import SlackWeb
 
 THINKING = "is thinking..."
@@ -38,7 +38,7 @@ class ThreadStatus:
         web: SlackWeb,
         ctx: SlackContext,
         *,
-        refusals: Refusals,
+        refusals: FeatureRefusals,
         sessions: AgentSessions | None = None,
         title: str | None = None,
     ) -> None:

@@ -25,8 +25,8 @@ A reply whose whole text is there before any of it was streamed (a short one, or
 the first send) is posted whole: one ``chat.postMessage`` shows what ``chat.startStream`` + ``chat.stopStream``
 would have shown in the end.
 
-A refusal is remembered per channel for a while (:class:`bot.slack.replies.unsupported.Refusals`), so the replies after
-it go straight to posting. Nothing here raises on a Slack error: failures are logged with Slack's code.
+A refusal is remembered per channel for a while (:class:`bot.slack.replies.unsupported.FeatureRefusals`), so the replies
+after it go straight to posting. Nothing here raises on a Slack error: failures are logged with Slack's code.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from bot.slack.context import SlackContext
 from bot.slack.render import blocks as bk
 from bot.slack.render.mrkdwn import split_reply
 from bot.slack.render.stream_text import StreamText
-from bot.slack.replies.unsupported import Refusals
+from bot.slack.replies.unsupported import FeatureRefusals
 from bot.slack.transport.web_api import TRANSIENT, SlackWeb, error_code, slack_error
 
 log = logging.getLogger(__name__)
@@ -147,7 +147,7 @@ class ReplyStream:
         web: SlackWeb,
         ctx: SlackContext,
         *,
-        refusals: Refusals,
+        refusals: FeatureRefusals,
         streaming: bool = True,
         interval: float = 1.0,
         allow_user_mentions: bool = False,

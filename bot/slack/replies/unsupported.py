@@ -1,5 +1,5 @@
-"""What Slack refused lately, per channel: :class:`Refusals`, so a feature a workspace or channel lacks (streaming,
-the thread status) costs one refused call per :data:`REFUSAL_MEMORY` seconds, not one per reply."""
+"""What Slack refused lately, per channel: :class:`FeatureRefusals`, so a feature a workspace or channel lacks
+(streaming, the thread status) costs one refused call per :data:`REFUSAL_MEMORY` seconds, not one per reply."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from bot.slack.context import SlackContext
 REFUSAL_MEMORY = 600.0  # seconds a refusal is remembered (a scope or feature may be added meanwhile)
 
 
-class Refusals:
+class FeatureRefusals:
     """Channels (``(team_id, channel_id)``) where Slack refused a feature lately, until when (monotonic seconds);
     at most ``size`` remembered (the oldest forgotten first). One process's memory: nothing is stored."""
 

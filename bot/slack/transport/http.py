@@ -128,7 +128,7 @@ class SlackEventsEndpoint:
     max_depth: int = MAX_JSON_DEPTH
     clock: Clock | None = None
     refusals: RefusalLog | None = None
-    first_sight: Callable[[str], Awaitable[bool]] | None = None  # replay guard: True the first time a key is seen
+    is_new_event: Callable[[str], Awaitable[bool]] | None = None  # replay guard: True the first time a key is seen
 
     def __post_init__(self) -> None:
         self._clock = self.clock or Clock()
@@ -159,11 +159,11 @@ class SlackEventsEndpoint:
         retries of an event are deduplicated by ``event_id``). A store that doesn't answer within
         :data:`REPLAY_CHECK_SECONDS` lets the request go on: the ack (and a modal's 3-second trigger) must not wait
         on Redis."""
-        if self.first_sight is None or not text.startswith("payload="):
+        if self.is_new_event is None or not text.startswith("payload="):
             return
         signature = first(headers, "x-slack-signature") or ""
         try:
-            fresh = await asyncio.wait_for(self.first_sight(f"signature:{signature}"), REPLAY_CHECK_SECONDS)
+            fresh = await asyncio.wait_for(self.is_new_event(f"signature:{signature}"), REPLAY_CHECK_SECONDS)
         except (BotError, TimeoutError):
             return
         if not fresh:
@@ -330,14 +330,14 @@ def events_web_app(
     *,
     signing_secret: str,
     path: str,
-    first_sight: Callable[[str], Awaitable[bool]] | None = None,
+    is_new_event: Callable[[str], Awaitable[bool]] | None = None,
     ops: OpsEndpoints | None = None,
 ) -> web.Application:
-    """An aiohttp application serving ``POST <path>`` with a :class:`SlackEventsEndpoint` (``first_sight``: the
+    """An aiohttp application serving ``POST <path>`` with a :class:`SlackEventsEndpoint` (``is_new_event``: the
     replay guard, see :meth:`SlackEventsEndpoint.refuse_replay`), and ``ops``'s ``GET /metrics``, ``/healthz``,
     ``/readyz`` when given. Serve it with ``web.AppRunner(web_app, logger=server_log)`` so aiohttp's parse errors
     are logged short."""
-    endpoint = SlackEventsEndpoint(app, signing_secret, first_sight=first_sight)
+    endpoint = SlackEventsEndpoint(app, signing_secret, is_new_event=is_new_event)
     web_app = web.Application(client_max_size=endpoint.max_body_bytes)
     web_app.router.add_post(path, endpoint.handle)
     if ops is not None:

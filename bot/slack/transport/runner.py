@@ -267,7 +267,7 @@ class LazyJobs:
             log.error("work queue: dropping job %s (version %r, function %r)", queued.get("id"), queued.get("v"), name)
             return
         # The job id marks this delivery chain: a job redelivered after its worker died is the same job, so marks it
-        # made (e.g. "event seen") are recognised as its own (see ConversationIndex.first_sight).
+        # made (e.g. "event seen") are recognised as its own (see ConversationIndex.is_new_event).
         context = {**(job.get("context") or {}), "client": client, "job_id": str(job.get("id") or "")}
         request = AsyncBoltRequest(body=body, mode="socket_mode", context=context)
         request.lazy_only, request.lazy_function_name = True, str(name)

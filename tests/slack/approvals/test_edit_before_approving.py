@@ -113,7 +113,7 @@ async def test_the_form_is_built_from_the_schema_and_refuses_what_does_not_fit_u
         assert approval_agent.SCALES == [] and has_controls(await current(h, request))
         good = {
             "edit:replicas": {"edit_value": "5"},
-            "Region: Where.": "us",
+            "Region: Origin.": "us",
             "edit:labels": {"edit_value": '{"t": "x"}'},
         }
         ack = await h.ws.submit_view(form, good, user=BOB)

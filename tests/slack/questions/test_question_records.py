@@ -14,8 +14,8 @@ from bot.agent.state import utcnow
 from bot.slack.context import SlackContext
 from bot.slack.home import HOME, Home
 from bot.slack.questions.approvers import ApproverPolicy
+from bot.slack.questions.follow_up_plan import DEADLINE, ESCALATE, REMIND, FollowUpPlan, FollowUpSettings
 from bot.slack.questions.records import QuestionRecords
-from bot.slack.questions.wait_plan import DEADLINE, ESCALATE, REMIND, WaitPlan, WaitSettings
 from bot.slack.transport.web_api import SlackWeb
 from bot.store import Keys
 from bot.store.conversations import ConversationIndex, MessageRef, asked_id
@@ -24,7 +24,7 @@ from bot.store.schedule import DueItem, Schedule
 from bot.testing.tcp_proxy import TcpProxy
 
 CTX = SlackContext(team_id="T1", channel_id="C1", thread_ts="100.1", requester="U_ALICE")
-SETTINGS = WaitSettings(remind_after=600, remind_max=2, escalate_after=1800, escalate_to="C_OPS")
+SETTINGS = FollowUpSettings(remind_after=600, remind_max=2, escalate_after=1800, escalate_to="C_OPS")
 
 
 def records_on(client: aioredis.Redis, prefix: str) -> tuple[QuestionRecords, ConversationIndex, Inbox, Schedule]:
@@ -44,7 +44,7 @@ def records_on(client: aioredis.Redis, prefix: str) -> tuple[QuestionRecords, Co
         approvers=ApproverPolicy("requester", client=web.client),
         answerers="requester",
     )
-    return QuestionRecords(index=index, plan=WaitPlan(schedule, SETTINGS), home=home), index, inbox, schedule
+    return QuestionRecords(index=index, plan=FollowUpPlan(schedule, SETTINGS), home=home), index, inbox, schedule
 
 
 async def test_a_question_shown_then_closed_leaves_the_right_records(fake_redis: aioredis.Redis) -> None:
@@ -65,7 +65,7 @@ async def test_a_question_shown_then_closed_leaves_the_right_records(fake_redis:
     assert box.waiting == [] and box.total == 0 and [r["summary"] for r in box.recent] == ["Pick one: answered"]
     assert await schedule.due_at(DueItem(REMIND, "run-1", "c1", 1)) is None
     assert await schedule.due_at(DueItem(ESCALATE, "run-1", "c1")) is None
-    assert await schedule.due_at(DueItem(DEADLINE, "run-1", "c1")) is not None  # kept: see WaitPlan.planned
+    assert await schedule.due_at(DueItem(DEADLINE, "run-1", "c1")) is not None  # kept: see FollowUpPlan.planned
     assert await schedule.due_at(DueItem(HOME, "T1", "U_ALICE")) is not None
 
 

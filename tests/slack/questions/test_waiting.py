@@ -14,7 +14,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.agent.state import utcnow
-from bot.slack.questions.wait_plan import COALESCE_SECONDS
+from bot.slack.questions.follow_up_plan import COALESCE_SECONDS
 from bot.store.schedule import Scheduler
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call

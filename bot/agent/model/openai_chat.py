@@ -4,7 +4,7 @@
 ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` itself. Shapes it accepts beside OpenAI's own:
 
 - tool-call entries with repeated, missing or reused ``index`` / ``id`` / ``name``, and ``arguments`` sent as a
-  JSON object (:class:`bot.agent.assembler.ToolCallAssembler`);
+  JSON object (:class:`bot.agent.model.assembler.ToolCallAssembler`);
 - a plain ``application/json`` ``chat.completion`` body in answer to a stream request (the server ignored
   ``stream: true``); with ``stream=False`` the model never asks for a stream;
 - provider fields beside the standard ones, kept so they can be sent back: on the message
@@ -29,9 +29,9 @@ import aiohttp
 import openai
 from openai import AsyncOpenAI, AsyncStream
 
-from bot.agent.assembler import ToolCallAssembler, merge_extra
-from bot.agent.budget import error_numbers
+from bot.agent._loop.budget import error_numbers
 from bot.agent.model import ModelEvent, TextDelta, TurnDone
+from bot.agent.model.assembler import ToolCallAssembler, merge_extra
 from bot.agent.text import without_surrogates
 from bot.errors import ContextTooLong, ModelCallFailed
 

@@ -1,10 +1,10 @@
 """What is scheduled while a question (or approval request) waits: its deadline, its reminders and its escalation
-(:class:`WaitPlan`), as items of :mod:`bot.store.schedule`. :mod:`bot.slack.questions.waiting` carries them out.
+(:class:`FollowUpPlan`), as items of :mod:`bot.store.schedule`. :mod:`bot.slack.questions.follow_ups` carries them out.
 
 Settings (:mod:`bot.config`): ``ASK_ON_TIMEOUT``, ``ASK_REMIND_AFTER`` / ``ASK_REMIND_MAX``, ``ASK_ESCALATE_AFTER``
-/ ``ASK_ESCALATE_TO``. A question is planned when its message is posted (:meth:`WaitPlan.entries`) and unplanned when
-it is closed (:meth:`WaitPlan.planned`), both written by :mod:`bot.slack.questions.records`; a store outage leaves it
-unplanned (logged): its deadline then still holds for any answer, judged when someone answers.
+/ ``ASK_ESCALATE_TO``. A question is planned when its message is posted (:meth:`FollowUpPlan.entries`) and unplanned
+when it is closed (:meth:`FollowUpPlan.planned`), both written by :mod:`bot.slack.questions.records`; a store
+outage leaves it unplanned (logged): its deadline then still holds for any answer, judged when someone answers.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ DEADLINE, REMIND, ESCALATE = "deadline", "remind", "escalate"
 ESCALATE_TO, REMIND_TO = "escalate_to", "remind_to"
 COALESCE_SECONDS = 10.0
 """How long the escalations (reminders) due to one target wait for each other: those that fall due within it are sent
-as one message (:meth:`WaitPlan.notice_message`)."""
+as one message (:meth:`FollowUpPlan.notice_message`)."""
 
 
 @dataclass(frozen=True)
-class WaitSettings:
+class FollowUpSettings:
     """``on_timeout``: ``resume`` or ``close``; seconds ``remind_after`` / ``escalate_after`` (None: off);
     ``remind_max`` reminders at most; ``escalate_to``: a channel id or comma-separated user / group ids."""
 
@@ -34,10 +34,10 @@ class WaitSettings:
     escalate_to: str | None = None
 
 
-class WaitPlan:
+class FollowUpPlan:
     """Schedules the deadline, reminders and escalation of waiting questions on ``schedule``."""
 
-    def __init__(self, schedule: Schedule, settings: WaitSettings) -> None:
+    def __init__(self, schedule: Schedule, settings: FollowUpSettings) -> None:
         self.schedule = schedule
         self.settings = settings
 

@@ -1,13 +1,13 @@
 """Following a run into Slack: its status while it works, its reply as the model writes it (tool calls as they
 run), then its question, its approval request or its failure, in its thread.
 
-:meth:`Follower.follow` consumes an :class:`~bot.agent.stream.AgentStream` to its end: the status is
+:meth:`ThreadWriter.follow` consumes an :class:`~bot.agent.stream.AgentStream` to its end: the status is
 :class:`bot.slack.replies.status.ThreadStatus`, the reply :class:`bot.slack.replies.streaming.ReplyStream`. A question
 is posted with its Block Kit (plain text if Slack refuses the blocks: a reply in the thread still answers it) and every
 message that shows it is recorded (:meth:`bot.store.conversations.ConversationIndex.add_message`):
 only those messages are updated for that question, and the message a person acted on when it was never
 recorded (a store blip when it was posted), once Slack's copy of it (``conversations.replies``) shows that
-question. :meth:`Follower.close_question` updates them to the
+question. :meth:`ThreadWriter.close_question` updates them to the
 question's outcome (answered, expired), rendered from the stored question.
 """
 
@@ -24,7 +24,7 @@ from bot.agent import Agent
 from bot.agent.answers import undecided
 from bot.agent.approvals import approval_payload
 from bot.agent.ask_user import AskUserPayload, fallback_text
-from bot.agent.endings import Ending
+from bot.agent.model.endings import Ending
 from bot.agent.state import PendingCall, RunState
 from bot.agent.stream import (
     AgentStream,
@@ -49,8 +49,8 @@ from bot.slack.context import SlackContext
 from bot.slack.home import Home, closed_summary
 from bot.slack.names import NamedMentions, Names
 from bot.slack.questions.approvers import ESCALATED_TO, ApproverPolicy
+from bot.slack.questions.follow_up_plan import FollowUpPlan
 from bot.slack.questions.records import QuestionRecords
-from bot.slack.questions.wait_plan import WaitPlan
 from bot.slack.refs import QuestionRef
 from bot.slack.render import blocks as bk
 from bot.slack.render.approvals import (
@@ -67,7 +67,7 @@ from bot.slack.render.mrkdwn import clip, escape
 from bot.slack.replies.sessions import AgentSessions, SessionStatus, better_title, request_title, status_of
 from bot.slack.replies.status import THINKING, ThreadStatus, running
 from bot.slack.replies.streaming import EndedStreams, ReplyStream, TaskStatus
-from bot.slack.replies.unsupported import Refusals
+from bot.slack.replies.unsupported import FeatureRefusals
 from bot.slack.transport.web_api import SlackWeb
 from bot.store import outage
 from bot.store.conversations import ConversationIndex, MessageRef, asked_id
@@ -112,7 +112,7 @@ def quiet_tool(agent: Agent, name: str) -> bool:
     return tool is not None and (tool.asks_person or tool.hidden)
 
 
-class Follower:
+class ThreadWriter:
     """Shows runs in Slack through ``web``; records question messages in ``index``."""
 
     def __init__(
@@ -123,7 +123,7 @@ class Follower:
         answerers: Answerers,
         approvers: ApproverPolicy,
         allow_user_mentions: bool = False,
-        plan: WaitPlan | None = None,
+        plan: FollowUpPlan | None = None,
         home: Home | None = None,
         is_question_tool: Callable[[str], bool],
         streaming: bool = True,
@@ -136,9 +136,9 @@ class Follower:
         self.streaming = streaming  # replies through Slack's chat streaming (else posted and updated)
         self.stream_interval = stream_interval  # seconds between a reply's Web API calls while it streams
         self.is_question_tool = is_question_tool  # tools that only ask (or are hidden): no progress line of their own
-        self.stream_refusals = Refusals()  # channels whose Slack refused streaming lately
+        self.stream_refusals = FeatureRefusals()  # channels whose Slack refused streaming lately
         self.ended_streams = EndedStreams()  # streamed messages Slack's Stop ended (agent_session_stopped)
-        self.status_refusals = Refusals()  # ... or the thread status
+        self.status_refusals = FeatureRefusals()  # ... or the thread status
         self.home = home  # the inboxes on the App Home tab
         self.records = QuestionRecords(index=index, plan=plan, home=home)  # what a shown / closed question writes
         self.closes = outage.Owed("closing a question's messages")  # closes Redis could not tell the messages of
@@ -632,7 +632,7 @@ def failure_text(kind: str, message: str, *, retry: bool) -> str:
 
 def incomplete_text(ending: Ending) -> str:
     """The plain text of the notice below a reply that is not a whole answer (its model turn ended for another
-    reason than ``stop``, :mod:`bot.agent.endings`): why, and what to do."""
+    reason than ``stop``, :mod:`bot.agent.model.endings`): why, and what to do."""
     if ending.kind == "length":
         return f"The reply above is incomplete: {ending.why}. Ask me to go on and I will continue where it stopped."
     if ending.kind == "content_filter":

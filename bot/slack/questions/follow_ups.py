@@ -1,6 +1,6 @@
-"""What happens while a question (or approval request) waits, carried out when it is due (:class:`Waiting`, the
+"""What happens while a question (or approval request) waits, carried out when it is due (:class:`FollowUps`, the
 handlers of :class:`bot.store.schedule.Scheduler`): the deadline, reminders and escalation planned by
-:mod:`bot.slack.questions.wait_plan`.
+:mod:`bot.slack.questions.follow_up_plan`.
 
 Each handler loads the run and asks the runtime whether the question is still open (the one place that decides,
 :mod:`bot.agent.answers`); anything answered, withdrawn or closed meanwhile is left alone. Handlers are idempotent
@@ -10,7 +10,7 @@ Each handler loads the run and asks the runtime whether the question is still op
 - **Deadline.** ``ASK_ON_TIMEOUT=resume`` (default): the run goes on without an answer (``Agent.time_out``: the
   tool is told ``no_answer``; an approval is declined, reason "no answer"), the question's messages show it
   expired, and the agent's next message is posted in the thread. ``close``: the question only expires. A question
-  asked live by a running tool (:mod:`bot.agent.live_questions`) is closed by that tool's own process.
+  asked live by a running tool (:mod:`bot.agent._loop.live_questions`) is closed by that tool's own process.
 - **Reminder** ``n``: the requester (and, for an approval, the approvers named in ``APPROVERS``) is mentioned in the
   thread; then the next one is planned, up to ``ASK_REMIND_MAX``. Reminders to one person that fall due within
   ``COALESCE_SECONDS`` of each other are one message: a DM listing them (a channel, for questions asked of anyone).
@@ -39,8 +39,8 @@ from bot.slack.context import SlackContext
 from bot.slack.home import HOME
 from bot.slack.questions.answering import Answering
 from bot.slack.questions.approvers import ESCALATED_TO, ApproverPolicy
+from bot.slack.questions.follow_up_plan import DEADLINE, ESCALATE, ESCALATE_TO, REMIND, REMIND_TO, FollowUpPlan
 from bot.slack.questions.notices import EXPIRED_OUTCOME
-from bot.slack.questions.wait_plan import DEADLINE, ESCALATE, ESCALATE_TO, REMIND, REMIND_TO, WaitPlan
 from bot.slack.refs import QuestionRef
 from bot.slack.render import blocks as bk
 from bot.slack.render.approvals import approval_blocks, approval_title, link_back_block
@@ -54,13 +54,13 @@ NO_ANSWER_OUTCOME = ":hourglass: No answer in time; I went on without one."
 NO_DECISION_OUTCOME = ":hourglass: No decision in time: declined (no answer)."
 
 
-class Waiting:
+class FollowUps:
     """Handlers of the waiting questions of ``answering``'s agent; ``approvers`` names whom to remind of approvals."""
 
-    def __init__(self, answering: Answering, *, plan: WaitPlan, approvers: ApproverPolicy) -> None:
+    def __init__(self, answering: Answering, *, plan: FollowUpPlan, approvers: ApproverPolicy) -> None:
         self.answering = answering
         self.agent = answering.agent
-        self.follower = answering.follower
+        self.writer = answering.writer
         self.plan = plan
         self.approvers = approvers
 
@@ -73,8 +73,8 @@ class Waiting:
             ESCALATE: self.on_escalate,
             ESCALATE_TO: self.on_escalation_message,
         }
-        if self.follower.home is not None:
-            handlers[HOME] = self.follower.home.on_refresh
+        if self.writer.home is not None:
+            handlers[HOME] = self.writer.home.on_refresh
         return handlers
 
     async def _open(self, item: DueItem) -> tuple[RunState, SlackContext, PendingCall] | None:
@@ -125,9 +125,9 @@ class Waiting:
         else:
             raise RunConflict(item.run_id)
         outcome = _timed_out(pending)
-        await self.follower.close_pending(state.run_id, pending, outcome=outcome, summary="expired", state=state)
+        await self.writer.close_pending(state.run_id, pending, outcome=outcome, summary="expired", state=state)
         log.info("run %s: no answer by the deadline; going on without one", state.run_id)
-        await self.follower.follow(stream, ctx)
+        await self.writer.follow(stream, ctx)
 
     async def _escalate_at_deadline(self, state: RunState, ctx: SlackContext, pending: PendingCall) -> bool:
         """At the deadline of an approval request whose policy rule says ``on_deadline: {escalate: [...]}`` (its
@@ -228,8 +228,8 @@ class Waiting:
         """Question ``item.key`` is due to be escalated: record its targets (:class:`Permissions` lets them answer
         only where ``ASK_ESCALATE_ANSWERS`` says so, never an approval), list it in their Home inboxes when they may
         answer it, and queue it for each target's next escalation message (:meth:`on_escalation_message`, planned
-        :data:`~bot.slack.questions.wait_plan.COALESCE_SECONDS` ahead: escalations to one target falling due together
-        are one message)."""
+        :data:`~bot.slack.questions.follow_up_plan.COALESCE_SECONDS` ahead: escalations to one target falling due
+        together are one message)."""
         found = await self._open(item)
         if found is None:
             return
@@ -237,7 +237,7 @@ class Waiting:
         index = self.answering.index
         targets = await self._targets()
         await index.escalate(state.run_id, key=item.key, to=targets)
-        home = self.follower.home
+        home = self.writer.home
         approval = pending.kind == "approval"
         if home is not None and self.answering.permissions.escalation_answers(pending.kind):
             people = [t for t in targets if t.startswith(("U", "W"))]
@@ -306,7 +306,7 @@ class Waiting:
     async def _post_list(self, target: str, head: str, due: list[Waiter]) -> None:
         """Post to ``target`` one message listing ``due`` (each with where and by whom it was asked, how long ago,
         and a link to its thread, where it is answered)."""
-        home = self.follower.home
+        home = self.writer.home
         lines: list[str] = []
         for _q, state, ctx, pending in due[:MAX_LISTED]:
             call = pending.tool_call_id
@@ -330,7 +330,7 @@ class Waiting:
     ) -> tuple[str, list[dict[str, Any]]]:
         """The escalated question: where it comes from (linked to its thread), then the question or request."""
         ref = QuestionRef.of(run_id, call)
-        home = self.follower.home
+        home = self.writer.home
         link = await home.thread_link(run_id, call, ctx) if home is not None else None
         ago = _ago(pending.suspended_at)
         by = f"asked by <@{ctx.requester}>" if ctx.requester else "asked of anyone there"
@@ -362,7 +362,7 @@ class Waiting:
             )
         else:
             outcome = EXPIRED_OUTCOME
-        await self.follower.close_pending(run_id, pending, outcome=outcome, summary="closed")
+        await self.writer.close_pending(run_id, pending, outcome=outcome, summary="closed")
 
     async def _targets(self) -> list[str]:
         """``ASK_ESCALATE_TO`` as posting targets: a channel id, or user ids with user groups expanded."""

@@ -5,7 +5,7 @@ A model is anything with ``stream_turn(messages, *, tools) -> AsyncIterator[Mode
 assistant turn (text, tool calls, and the provider's extra message fields). Failures raise
 :class:`bot.errors.ModelCallFailed`.
 
-Adapters: :class:`bot.agent.openai_model.OpenAIChatModel` (any OpenAI-compatible Chat Completions server),
+Adapters: :class:`bot.agent.model.openai_chat.OpenAIChatModel` (any OpenAI-compatible Chat Completions server),
 :class:`bot.playground.demo_model.DemoModel` (offline, scripted).
 """
 
@@ -35,13 +35,13 @@ class TurnDone:
     - ``tool_calls``: in arrival order, each with a non-empty id unique within the turn;
     - ``finish_reason``: as the server gave it (``"stop"``, ``"tool_calls"``, ``"length"``, ``"content_filter"``, ...)
       or ``None``; a turn without tool calls that ended otherwise than ``stop`` is told to the person as what it
-      was (:mod:`bot.agent.endings`), so an adapter passes it on unchanged;
+      was (:mod:`bot.agent.model.endings`), so an adapter passes it on unchanged;
     - ``extra``: the assistant-message fields the provider returned that Chat Completions does not define
       (e.g. ``{"reasoning_content": "..."}`` from DeepSeek's thinking mode, ``reasoning`` /
       ``reasoning_details`` from OpenRouter or vLLM). Some providers refuse a later request whose assistant
       message omits them, so the caller stores them on the assistant message it keeps in the history.
     - ``prompt_tokens``: the request's size as the server counted it (``usage.prompt_tokens``), None when it did
-      not say; calibrates the agent's token estimate (:mod:`bot.agent.budget`).
+      not say; calibrates the agent's token estimate (:mod:`bot.agent._loop.budget`).
     """
 
     content: str

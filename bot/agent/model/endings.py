@@ -9,7 +9,7 @@ Chat Completions ends a turn with ``finish_reason`` ``stop`` (a finished answer)
 - anything else (``insufficient_system_resource``, ``abort``, ``error``, ...): the server stopped the turn for a
   reason of its own;
 - none at all, in a whole ``chat.completion`` body (a stream without one is a broken stream and already fails,
-  :mod:`bot.agent.openai_model`): a reply with text is taken as finished (many small servers omit the field); one
+  :mod:`bot.agent.model.openai_chat`): a reply with text is taken as finished (many small servers omit the field); one
   without says nothing about why it is empty.
 
 A turn with tool calls goes on to its calls whatever its ``finish_reason`` (a call whose arguments were cut is
