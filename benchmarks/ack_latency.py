@@ -86,10 +86,11 @@ class Model:
 
     delay: float
     started: list[float] = field(default_factory=list)
+    plain: bool = False  # answer every turn with text (no question): a burst that leaves nothing waiting
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         self.started.append(time.perf_counter())
-        if body["messages"][-1]["role"] == "tool":
+        if body["messages"][-1]["role"] == "tool" or self.plain:
             return Reply(text=REPLY, delay=self.delay)
         question = {
             "question": QUESTION,

@@ -1,7 +1,7 @@
 """Cost per request of the product against the bot a team would otherwise write (issue 26), measured in one sitting.
 
 Run: ``.venv/bin/python -m benchmarks.cost [--rate 50] [--seconds 10] [--rounds 3] [--model-delay 1.0] [--split]``
-and ``.venv/bin/python -m benchmarks.cost --waiting 1000``
+and ``.venv/bin/python -m benchmarks.cost --waiting 1000 [--burst-first] [--targets tuned,serve]``
 
 Targets, each a subprocess (or two) served over HTTP like ``benchmarks.ack_latency``'s bot:
 
@@ -35,7 +35,9 @@ rounds is printed beside each round's figure.
 whose questions are left waiting, the bot settled, its RSS again; and the Redis bytes of the waiting questions: the
 ``MEMORY USAGE`` of every key under the prefix after, less before, over N (and ``used_memory``'s growth over N), by
 kind of key. Then N more, and the RSS growth over those: a process's RSS keeps the peak of the first burst (runs in
-flight, buffers), so the second growth is nearer what the waiting questions themselves hold.
+flight, buffers), so the second growth is nearer what the waiting questions themselves hold. With ``--burst-first``
+"idle" is measured after N mentions the model answers in text (the same in-flight peak, nothing left waiting), so
+the first growth is what waiting holds; ``--targets`` picks the targets (default ``tuned,serve``).
 """
 
 from __future__ import annotations
@@ -433,6 +435,7 @@ async def key_bytes(url: str, prefix: str) -> Counter[str]:
 class Waiting:
     target: str
     n: int
+    rss_cold_kib: int  # after the warm-up (before the text burst of --burst-first)
     rss_idle_kib: int
     rss_after_kib: int
     rss_after_twice_kib: int  # after another N waiting questions (the burst's own peak already reached once)
@@ -458,6 +461,19 @@ async def measure_waiting(
         await s.settle()
         await asyncio.sleep(2.0)
         pid = s.procs[0].proc.pid
+        cold = rss_kib(pid)
+        if args.burst_first:
+            # the same burst answered in text: its runs in flight reach the peak the waiting burst reaches, and
+            # leave nothing waiting; idle is measured after it, so the growth is what waiting itself holds
+            print(
+                f"{target}: {n} mentions at {args.rate:g}/s answered in text (nothing left waiting) ...",
+                file=sys.stderr,
+            )
+            s.model.plain = True
+            await paced(n, args.rate, lambda _i: load.mention(), [])
+            await s.settle()
+            s.model.plain = False
+            await asyncio.sleep(2.0)
         idle = rss_kib(pid)
         sizes_before = await key_bytes(args.redis, prefix)
         memory_before = await used_memory(args.redis)
@@ -479,6 +495,7 @@ async def measure_waiting(
         return Waiting(
             target=target,
             n=n,
+            rss_cold_kib=cold,
             rss_idle_kib=idle,
             rss_after_kib=after,
             rss_after_twice_kib=twice,
@@ -495,7 +512,7 @@ async def waiting(args: argparse.Namespace) -> int:
     budget = 300 + 2 * n / min(args.rate, WARMUP_RATE) + 10 * args.model_delay
     rows = []
     results: list[Waiting] = []
-    for target in ("tuned", "serve"):
+    for target in args.targets.split(","):
         prefix = f"bench-cost:{target}:{uuid.uuid4().hex[:8]}:"
         got: list[Waiting] = []
 
@@ -513,6 +530,7 @@ async def waiting(args: argparse.Namespace) -> int:
             [
                 w.target,
                 w.questions,
+                f"{w.rss_cold_kib / 1024:.1f}",
                 f"{w.rss_idle_kib / 1024:.1f}",
                 f"{w.rss_after_kib / 1024:.1f}",
                 f"{(w.rss_after_kib - w.rss_idle_kib) / 1024:+.1f}",
@@ -526,7 +544,8 @@ async def waiting(args: argparse.Namespace) -> int:
     headers = [
         "target",
         "questions waiting",
-        "RSS idle MiB",
+        "RSS after warm-up MiB",
+        "RSS idle MiB" + (f" (after {n} answered in text)" if args.burst_first else ""),
         "RSS after MiB",
         "growth MiB (gate +3)",
         f"growth MiB, {n} more",
@@ -553,6 +572,12 @@ async def main() -> int:
     parser.add_argument(
         "--waiting", type=int, default=0, help="instead: RSS and Redis bytes with N questions left waiting"
     )
+    parser.add_argument(
+        "--burst-first",
+        action="store_true",
+        help="with --waiting: idle measured after the same burst answered in text (its in-flight peak reached)",
+    )
+    parser.add_argument("--targets", default="tuned,serve", help="with --waiting: which targets, comma-separated")
     args = parser.parse_args()
     async with own_redis() as url:
         args.redis = url

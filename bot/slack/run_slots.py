@@ -13,6 +13,12 @@ while nothing runs): :class:`RunSlots` retries the owed releases in the backgrou
 :mod:`bot.store.outage`), and the person's next request in this process removes them in the same script that
 takes its slot, so it goes through at once. A slot whose taking failed is owed too (Redis may have applied it and
 lost the reply). The per-process count is this process's own and is given back at once.
+
+A slot can be asked for in a batch sent for something else (:meth:`RunSlots.queue_enter`, a :class:`Taking`): a
+click's slot goes with the load of the run it answers, before anyone knows the answer can be taken (one round trip
+where there were two). What it asked for is settled once: used (:meth:`Taking.take`), or given back unused
+(:meth:`Taking.drop`: a question no longer open, a refusal; one round trip on those paths only), or owed back when
+the batch failed (Redis may have applied it).
 """
 
 from __future__ import annotations
@@ -136,6 +142,17 @@ class RunSlots:
             raise RunLimitReached(TOO_MANY_FOR_YOU.format(n=self.per_person))
         return Slot(self, person, slot)
 
+    def queue_enter(self, batch: Batch, *, team_id: str, user: str) -> Taking | None:
+        """:meth:`enter`, asked for in ``batch`` (sent by its caller); None when the per-process limit is reached
+        already (then :meth:`enter` says so later) or ``batch`` is not on the slots' Redis client. Settle what it
+        returns with :meth:`Taking.take` or :meth:`Taking.drop` once ``batch`` ran (or failed)."""
+        if self.process_slots.locked() or batch.client is not self.active.client:
+            return None
+        person, slot = f"{team_id}:{user}", secrets.token_hex(8)
+        drop = set(self.owed.get(person, ()))
+        granted = self.active.queue_acquire(batch, person, slot=slot, limit=self.per_person, drop=drop)
+        return Taking(self, person, slot, drop=drop, granted=granted)
+
     def owe(self, person: str, slot: str) -> None:
         """Remember that ``slot`` of ``person`` must still be released in Redis, and retry it in the background."""
         self.owed.setdefault(person, set()).add(slot)
@@ -171,6 +188,68 @@ class RunSlots:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.retries.flush(), 2.0)
         await self.retries.aclose()
+
+
+class Taking:
+    """A slot ``slot`` of ``person`` asked for in a batch (:meth:`RunSlots.queue_enter`); ``granted``: the batch's
+    reply, ``drop``: the owed releases the same script gave back. Settled once: :meth:`take` or :meth:`drop`."""
+
+    def __init__(self, gate: RunSlots, person: str, slot: str, *, drop: set[str], granted: Later[bool]) -> None:
+        self.gate = gate
+        self.person = person
+        self.slot = slot
+        self._drop = drop
+        self._granted = granted
+        self.settled = False
+
+    def _reply(self) -> bool | None:
+        """Whether Redis granted it; None when its batch did not run or failed (owed back then: it may have been
+        applied with its reply lost)."""
+        try:
+            granted = self._granted.value
+        except RuntimeError:
+            self.gate.owe(self.person, self.slot)
+            return None
+        self.gate._paid(self.person, self._drop)
+        return granted
+
+    async def take(self) -> Slot:
+        """The slot, to use as :meth:`RunSlots.enter`'s. Raises :class:`~bot.errors.RunLimitReached` past a limit,
+        ``StoreUnavailable`` when its batch failed (owed back), ``RuntimeError`` when settled already."""
+        if self.settled:
+            raise RuntimeError("this run slot was settled already")
+        self.settled = True
+        granted = self._reply()
+        if granted is None:
+            raise StoreUnavailable("Redis error while taking a run slot")
+        if not granted:
+            if self.gate.owed.get(self.person, set()) - self._drop:
+                # releases that failed after the batch was queued hold the person's slots: asked again, dropping
+                # them in the same script (never "still working" while nothing runs)
+                team_id, user = self.person.split(":", 1)
+                return await self.gate.enter(team_id=team_id, user=user)
+            raise RunLimitReached(TOO_MANY_FOR_YOU.format(n=self.gate.per_person))
+        if self.gate.process_slots.locked():
+            log.warning("at the per-process limit of %d working runs", self.gate.per_process)
+            await self._give_back()
+            raise RunLimitReached(TOO_BUSY)
+        await self.gate.process_slots.acquire()
+        return Slot(self.gate, self.person, self.slot)
+
+    async def drop(self) -> None:
+        """Give the slot back unused (nothing when it was settled already, or not granted). Raises nothing."""
+        if self.settled:
+            return
+        self.settled = True
+        if self._reply():
+            await self._give_back()
+
+    async def _give_back(self) -> None:
+        try:
+            await self.gate.active.release(self.person, slots=[self.slot])
+        except StoreUnavailable as exc:
+            log.warning("could not release a run slot (%s); retrying until Redis answers", exc)
+            self.gate.owe(self.person, self.slot)
 
 
 class WaitingLimit:

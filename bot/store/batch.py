@@ -50,6 +50,7 @@ class Batch:
     """Commands for ``client`` (a ``redis.asyncio`` client, single or cluster), sent in one pipeline."""
 
     def __init__(self, client: Any) -> None:
+        self.client = client
         self.pipe: Any = client.pipeline(transaction=False)
         self._reads: list[tuple[int, Later[Any]]] = []
         self._scripts: dict[int, tuple[Any, list[Any], list[Any]]] = {}  # position -> (script, keys, args)

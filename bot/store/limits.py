@@ -4,7 +4,8 @@ run slots and whose scores are when each slot lapses, so a process that dies can
 ``acquire`` adds a slot if fewer than ``limit`` live slots remain (expired ones, and the slots given in ``drop``,
 are removed first), atomically; ``renew`` pushes a held slot's lapse time on (never adding back a slot released
 meanwhile); ``release`` removes slots. One round trip each (a release can also ride in another batch,
-:meth:`ActiveRuns.queue_release`: with the save that ends the run's working segment). A release that fails in an
+:meth:`ActiveRuns.queue_release`: with the save that ends the run's working segment; an acquire too,
+:meth:`ActiveRuns.queue_acquire`: with a click's load of its run). A release that fails in an
 outage is not left to the lapse time: :class:`bot.slack.run_slots.RunSlots` retries it until Redis answers, and
 carries it in the person's next ``acquire`` (``drop``).
 """
@@ -18,7 +19,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from bot.errors import StoreUnavailable
-from bot.store.batch import Batch
+from bot.store.batch import Batch, Later
 from bot.store.keys import Keys
 
 # KEYS[1] the person's set; ARGV: [1] now ms, [2] lapse ms, [3] slot, [4] limit, [5 ..] slots to drop first.
@@ -72,6 +73,19 @@ class ActiveRuns:
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while counting runs: {type(exc).__name__}") from None
         return int(granted) == 1
+
+    def queue_acquire(
+        self, batch: Batch, person: str, *, slot: str, limit: int, drop: Collection[str] = ()
+    ) -> Later[bool]:
+        """:meth:`acquire`, queued in ``batch`` (sent twice, as a batch whose reply was lost is, it finds its own
+        slot held: still granted once)."""
+        now = int(time.time() * 1000)
+        batch.script(
+            self._acquire,
+            keys=[self.keys.active_runs(person)],
+            args=[now, now + int(self.ttl * 1000), slot, limit, *sorted(drop)],
+        )
+        return batch.read(lambda granted: int(granted) == 1)
 
     async def renew(self, person: str, *, slot: str) -> bool:
         """Keep ``slot`` alive another ``ttl`` seconds; False when it is no longer held (released, or lapsed: it is

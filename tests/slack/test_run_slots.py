@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 from bot.errors import RunLimitReached, StoreUnavailable
 from bot.slack.run_slots import TOO_BUSY, TOO_MANY_FOR_YOU, RunSlots, Slot
 from bot.store import Keys
+from bot.store.batch import Batch
 from bot.store.limits import ActiveRuns
 from bot.store.outage import RETRY_MAX
 from bot.testing.tcp_proxy import TcpProxy
@@ -124,3 +125,64 @@ async def test_a_renewal_that_lands_after_the_release_does_not_bring_the_slot_ba
     assert await held(real_redis, prefix) == 0
     assert await active.acquire("T1:U1", slot="b", limit=3) and await active.renew("T1:U1", slot="b")
     assert 119_000 < await real_redis.pttl(Keys(prefix).active_runs("T1:U1")) <= 120_000
+
+
+async def test_a_slot_asked_for_in_another_batch_is_used_once_or_given_back_unused(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], real_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A click's slot goes with its run's load (:meth:`RunSlots.queue_enter`): used, it is the person's slot; dropped
+    (the answer could not be taken), nothing stays held; past the person's limit it is refused as ``enter`` is."""
+    client, _proxy = proxied_redis
+    gate = gate_on(client, prefix, per_person=1)
+    try:
+        batch = Batch(client)
+        taking = gate.queue_enter(batch, **PERSON)
+        assert taking is not None
+        await batch.run("a test")
+        assert await held(real_redis, prefix) == 1
+        await taking.drop()
+        assert await held(real_redis, prefix) == 0 and not gate.owed
+        batch = Batch(client)
+        taking = gate.queue_enter(batch, **PERSON)
+        assert taking is not None
+        await batch.run("a test")
+        slot = await taking.take()
+        await taking.drop()  # settled already: nothing
+        assert await held(real_redis, prefix) == 1
+        batch = Batch(client)
+        second = gate.queue_enter(batch, **PERSON)
+        assert second is not None
+        await batch.run("a test")
+        with pytest.raises(RunLimitReached) as refused:
+            await second.take()
+        assert refused.value.notice == TOO_MANY_FOR_YOU.format(n=1)
+        await slot.release()
+        assert await held(real_redis, prefix) == 0
+    finally:
+        await gate.aclose()
+
+
+async def test_a_slot_asked_for_in_a_batch_that_failed_is_given_back_once_redis_answers(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], real_redis: aioredis.Redis, prefix: str
+) -> None:
+    """The batch carrying a slot's taking was applied with its reply lost: the slot is owed back, and given back as
+    soon as Redis answers (never held until it lapses)."""
+    client, proxy = proxied_redis
+    gate = gate_on(client, prefix, per_person=1)
+    try:
+        batch = Batch(client)
+        taking = gate.queue_enter(batch, **PERSON)
+        assert taking is not None
+        proxy.cut_at(containing=b"active:", when="applied")
+        with pytest.raises(StoreUnavailable):
+            await batch.run("a test")
+        with pytest.raises(StoreUnavailable):
+            await taking.take()
+        assert gate.owed
+        proxy.restore()
+        next_one = await gate.enter(**PERSON)  # the owed one dropped in the same script
+        assert isinstance(next_one, Slot)
+        await next_one.release()
+        assert await held(real_redis, prefix) == 0
+    finally:
+        await gate.aclose()

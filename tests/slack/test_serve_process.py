@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -397,3 +398,34 @@ async def test_sigterms_repeated_until_the_playground_has_exited_never_kill_it()
     log = "\n".join(started) + "\n" + output.decode()
     assert proc.returncode == 0, log
     assert "Traceback" not in log and "ERROR" not in log, log
+
+
+@pytest.mark.real_redis
+async def test_serve_freezes_its_start_up_heap_once_it_listens(
+    real_redis_env: dict[str, str], prefix: str, openai_server: FakeOpenAI
+) -> None:
+    """``serve`` moves what start-up left alive into the garbage collector's permanent generation once it
+    listens (``bot.serving.freeze_heap``): a full collection no longer walks it on the event loop's thread, which
+    stalled every ack in the process (issue 26, the single-process ack)."""
+    port = free_port()
+    secret = "serve-test-secret"
+    async with Workspace(f"http://127.0.0.1:{port}/slack/events", secret, bot_token=TOKEN) as ws:
+        env = clean_env(
+            SLACK_BOT_TOKEN=TOKEN,
+            SLACK_SIGNING_SECRET=secret,
+            SLACK_API_URL=ws.api_url,
+            OPENAI_API_KEY="sk-test",
+            OPENAI_BASE_URL=openai_server.base_url,
+            REDIS_PREFIX=prefix,
+            PORT=str(port),
+            **real_redis_env,
+            LOG_LEVEL="INFO",
+        )
+        proc = await start_bot("serve", env=env)
+        started: list[str] = []
+        try:
+            started = await read_until(proc, "start-up heap frozen")
+        finally:
+            log = "\n".join(started) + "\n" + await stop(proc)
+    frozen = [int(m.group(1)) for m in re.finditer(r"start-up heap frozen: (\d+) objects", "\n".join(started))]
+    assert frozen and frozen[0] > 10_000, log

@@ -55,9 +55,10 @@ from bot.slack.refs import BadReference, QuestionRef, parse_index
 from bot.slack.render import blocks as bk
 from bot.slack.render.approvals import decision_outcome
 from bot.slack.replies.thread_writer import ThreadWriter
-from bot.slack.run_slots import RunSlots, Slot
+from bot.slack.run_slots import RunSlots, Slot, Taking
 from bot.slack.transport.runner import REDELIVERED
 from bot.slack.transport.web_api import SlackWeb
+from bot.store.batch import Batch
 from bot.store.conversations import ConversationIndex, MessageRef
 
 log = logging.getLogger(__name__)
@@ -157,9 +158,17 @@ class Answering:
             await say(UNKNOWN_BUTTON)
             return
         with log_context(run_id=ref.run_id, team_id=where.team_id, channel_id=where.channel_id, user_id=where.user):
-            found = await self.lookup.vet(ref, where, say)
-            if found is not None:
-                await self.take(Attempt.of(found, where=where, say=say), pick=pick)
+            # the clicker's run slot is asked for with the run's load (one round trip): given back unused when the
+            # answer can't be taken
+            batch = Batch(self.index.client)
+            taking = self.gate.queue_enter(batch, team_id=where.team_id, user=where.user) if where.team_id else None
+            try:
+                found = await self.lookup.vet(ref, where, say, beside=batch)
+                if found is not None:
+                    await self.take(Attempt.of(found, where=where, say=say), pick=pick, taking=taking)
+            finally:
+                if taking is not None:
+                    await taking.drop()  # nothing when the answer used it
 
     async def answer_typed(self, state: RunState, ctx: SlackContext, where: Origin, text: str) -> None:
         """A typed reply to the run's open question (the caller applied the policy): the text itself, or for
@@ -184,12 +193,15 @@ class Answering:
 
     # --- the claim -------------------------------------------------------------------------------
 
-    async def take(self, attempt: Attempt, *, pick: Pick) -> None:
+    async def take(self, attempt: Attempt, *, pick: Pick, taking: Taking | None = None) -> None:
         """Claim the answer ``pick`` picks in ``attempt`` (policy already applied); on success update the question's
         messages (``attempt.clicked`` among them) and follow the resumed run (in a run slot: past the limits
-        nothing is taken)."""
+        nothing is taken). ``taking``: the answerer's slot, asked for already (:meth:`RunSlots.queue_enter`; the
+        caller drops it when it is not used)."""
         check = await self.agent.check(attempt.state, attempt.call)
         if self.own_earlier_claim(check, attempt.user):
+            if taking is not None:
+                await taking.drop()  # the run continued here takes its requester's slot
             await self.finish_own_claim(attempt)
             return
         if not isinstance(check, Open):
@@ -199,7 +211,7 @@ class Answering:
             await attempt.say(NOT_OPEN)
             return
         # the answerer's request makes it work
-        slot = await self.slot(attempt.ctx, attempt.say, user=attempt.user, run_id=attempt.state.run_id)
+        slot = await self.slot(attempt.ctx, attempt.say, user=attempt.user, run_id=attempt.state.run_id, taking=taking)
         if slot is None:
             return
         async with slot:
@@ -260,13 +272,24 @@ class Answering:
         await self.writer.follow(stream, attempt.ctx)
 
     async def slot(
-        self, ctx: SlackContext, say: Say, *, user: str | None = None, run_id: str | None = None
+        self,
+        ctx: SlackContext,
+        say: Say,
+        *,
+        user: str | None = None,
+        run_id: str | None = None,
+        taking: Taking | None = None,
     ) -> Slot | None:
         """A run slot charged to ``user`` (default: ``ctx``'s requester), whose request makes the run work, or None
         after telling the person why not (the limits, or the store down); ``run_id``: the run it is for
-        (:meth:`Slot.bind`: given back with the save that ends its segment)."""
+        (:meth:`Slot.bind`: given back with the save that ends its segment); ``taking``: that slot asked for
+        already (:meth:`RunSlots.queue_enter`), used when it is the same person's in ``ctx``'s team."""
+        person = f"{ctx.team_id}:{user or ctx.requester}"
         try:
-            slot = await self.gate.enter(team_id=ctx.team_id, user=user or ctx.requester)
+            if taking is not None and not taking.settled and taking.person == person:
+                slot = await taking.take()
+            else:
+                slot = await self.gate.enter(team_id=ctx.team_id, user=user or ctx.requester)
         except RunLimitReached as refused:
             await say(refused.notice)
             return None

@@ -53,11 +53,13 @@ class QuestionLookup:
             await say(STORE_DOWN)
         return None
 
-    async def find(self, ref: QuestionRef, say: Say, *, where: Origin | None = None) -> Found | None:
+    async def find(
+        self, ref: QuestionRef, say: Say, *, where: Origin | None = None, beside: Batch | None = None
+    ) -> Found | None:
         """The run, context and question ``ref`` names, and when ``where`` is given, only if the request comes from
         there (:meth:`belongs`); or None after telling the person why not (gone, unreadable, store down, no such
-        question, not from the run's messages)."""
-        batch, shown = Batch(self.index.client), None
+        question, not from the run's messages). ``beside``: a batch of the caller's, sent with the run's load."""
+        batch, shown = beside if beside is not None else Batch(self.index.client), None
         if where is not None and where.surface == "message" and where.message_ts:  # which messages show it
             shown = self.index.queue_run_messages(batch, ref.run_id)  # read with the run: one round trip
         loaded = await self.load(ref.run_id, say, beside=batch)
@@ -89,11 +91,13 @@ class QuestionLookup:
         found = await self.find(ref, keep)
         return found if found is not None else (told[0] if told else NOT_OPEN)
 
-    async def vet(self, ref: QuestionRef, where: Origin, say: Say, *, expect: Kind = "question") -> Found | None:
-        """:meth:`find` from ``where``, then who may answer or decide
+    async def vet(
+        self, ref: QuestionRef, where: Origin, say: Say, *, expect: Kind = "question", beside: Batch | None = None
+    ) -> Found | None:
+        """:meth:`find` from ``where`` (``beside``: sent with the run's load), then who may answer or decide
         (:class:`~bot.slack.questions.permissions.Permissions`, ``expect`` the surface's kind); or None after telling
         why not."""
-        found = await self.find(ref, say, where=where)
+        found = await self.find(ref, say, where=where, beside=beside)
         if found is None:
             return None
         state, ctx, call = found
