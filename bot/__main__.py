@@ -35,6 +35,17 @@ if TYPE_CHECKING:
     from bot.slack.app import Role
 
 
+COMMANDS = """commands:
+  serve       everything in one process (HTTP: POST /slack/events on $PORT; Socket Mode with SLACK_APP_TOKEN)
+  web         the HTTP (or Socket Mode) front of the split: acks and queues the work
+  worker      the split's workers: run the queued work
+  playground  the local fake Slack in a browser (the default when SLACK_BOT_TOKEN is not set)
+  mcp         the MCP server for outside agents: stdio, or --http (streamable HTTP, MCP_TOKEN or MCP_CALLERS)
+  policy      policy check FILE | policy explain TOOL 'ARGS_JSON' --user U... (APPROVAL_POLICY files)
+
+Settings come from the environment (docs/operations.md); a bad value exits 2 with one error: line each."""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: parse ``argv``, load the settings and run; returns the exit status (2: refused to start,
     with one ``error: ...`` line per problem on stderr)."""
@@ -43,8 +54,12 @@ def main(argv: list[str] | None = None) -> int:
         from bot.approval_policy_cli import main as policy_main
 
         return policy_main(argv[1:])
-    summary = (__doc__ or "").splitlines()[0].replace("``", "")
-    parser = argparse.ArgumentParser(prog="python -m bot", description=summary)
+    parser = argparse.ArgumentParser(
+        prog="python -m bot",
+        description="Run the Slack bot, its local playground, or its MCP server for outside agents.",
+        epilog=COMMANDS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument(
         "command",
         nargs="?",

@@ -79,6 +79,7 @@ def test_python_snippet_runs(snippet: Snippet, tmp_path: Path) -> None:
             )
     out = run_snippet(snippet.code, tmp_path)
     assert out.returncode == 0, out.stderr
+    assert "Unclosed" not in out.stderr, out.stderr  # a snippet closes what it opens (aiohttp warns otherwise)
 
 
 def test_not_run_markers_give_a_reason() -> None:

@@ -167,7 +167,9 @@ class FollowUps:
         for target in (str(t) for t in targets):
             people += sorted(await approvers.group_members(target)) if target.startswith(("S", "@")) else [target]
         link = await self.answering.web.permalink(ctx.channel_id, ctx.thread_ts)
-        back = f"<{link}|its thread in <#{ctx.channel_id}>>" if link else f"its thread in <#{ctx.channel_id}>"
+        back = (
+            f"<{link}|its thread> in <#{ctx.channel_id}>" if link else f"its thread in <#{ctx.channel_id}>"
+        )  # label: plain
         by = f" by <@{ctx.requester}>" if ctx.requester else ""
         note = link_back_block(f":rotating_light: No decision in time: escalated to you. Asked{by} in {back}.")
         ref = QuestionRef.of(state.run_id, pending.tool_call_id)

@@ -206,7 +206,8 @@ class QuestionMessages:
                 self._links[(ctx.channel_id, ts)] = link
                 while len(self._links) > LINKS_KEPT:
                     self._links.popitem(last=False)
-        back = f"<{link}|the thread in <#{ctx.channel_id}>>" if link else f"a thread in <#{ctx.channel_id}>"
+        # Slack: a link's label is plain text (a <#C…> inside it ends the link at its ">")
+        back = f"<{link}|the thread> in <#{ctx.channel_id}>" if link else f"a thread in <#{ctx.channel_id}>"
         who = f" by <@{ctx.requester}>" if ctx.requester else ""
         return link_back_block(f":link: Asked{who} in {back}")
 

@@ -141,7 +141,7 @@ async def test_dm_copies_keep_their_link_back_through_the_quorums_redraws_and_th
         await h.settle()
         for copy in (bob, carol):  # redrawn with the progress, still linking back
             now = blocks_text(await current(h, copy))
-            assert f"1 of 2: approved by <@{BOB}>" in now and LINK_BACK in now and "the thread in <#C_GENERAL>" in now
+            assert f"1 of 2: approved by <@{BOB}>" in now and LINK_BACK in now and "|the thread> in <#C_GENERAL>" in now
         assert LINK_BACK not in blocks_text(await current(h, request))  # the thread's own card needs none
         await h.ws.click(await current(h, carol), "Approve", user=CAROL)
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))

@@ -64,7 +64,7 @@ async def test_where_dm_asks_each_approver_by_dm_and_a_decision_there_closes_the
         carol = await h.ws.wait_for_message(channel="D_CAROL", predicate=has_controls)
         assert len([m for m in h.ws.messages("D_BOB") if has_controls(m)]) == 1  # Bob once, named and in @oncall
         assert not [m for m in h.ws.messages("D_ALICE") if has_controls(m)]  # the requester is not an approver
-        assert f"Asked by <@{ALICE}> in <" in blocks_text(bob) and "the thread in <#C_GENERAL>" in blocks_text(bob)
+        assert f"Asked by <@{ALICE}> in <" in blocks_text(bob) and "|the thread> in <#C_GENERAL>" in blocks_text(bob)
         assert "*name*: db-7" in blocks_text(carol)
         await h.ws.click(carol, "Approve", user=CAROL)
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
@@ -81,7 +81,7 @@ async def test_where_a_channel_posts_a_copy_there_with_a_link_back(
     async with harness(fake_redis, settings=settings) as h:
         thread, request = await requested(h)
         elsewhere = await h.ws.wait_for_message(channel="C_RANDOM", predicate=has_controls)
-        assert "the thread in <#C_GENERAL>" in blocks_text(elsewhere)
+        assert "|the thread> in <#C_GENERAL>" in blocks_text(elsewhere)
         await h.ws.click(elsewhere, "Decline", user=BOB)
         form = await h.ws.wait_for_view(user=BOB, predicate=lambda v: v.get("callback_id") == "approval_decline_modal")
         await h.ws.submit_view(form, {}, user=BOB)
