@@ -740,8 +740,9 @@ class Policy:
         raise AssertionError("the last rule matches every call (checked at load)")  # pragma: no cover
 
     def named(self, name: str) -> tuple[int, Rule] | None:
-        """The rule called ``name`` (its ``name:``) and its number (from 1), or None."""
-        return next(((n, r) for n, r in enumerate(self.rules, start=1) if r.name == name), None)
+        """The rule called ``name`` (its ``name:``, or ``rule N`` for an unnamed one: :func:`rule_name`) and its
+        number (from 1), or None."""
+        return next(((n, r) for n, r in enumerate(self.rules, start=1) if rule_name(r, n) == name), None)
 
     def warnings(self) -> list[str]:
         """A line per rule that can't be satisfied for some requesters (``policy check`` prints them)."""

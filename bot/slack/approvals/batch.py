@@ -13,12 +13,11 @@ from bot.agent.answers import undecided
 from bot.agent.approvals import approval_payload
 from bot.agent.decisions import Approve
 from bot.agent.state import PendingCall, RunState
-from bot.approval_policy import Policy
 from bot.errors import NotAwaitingThisKind, RunNotFound, StoreUnavailable
 from bot.logs import log_context
-from bot.slack.approvals.rules import policy_call
 from bot.slack.context import Origin, SlackContext
 from bot.slack.questions.answering import LOST_CLAIM, Answering
+from bot.slack.questions.approvers import ApproverPolicy
 from bot.slack.questions.notices import GONE, NOT_HERE, NOT_OPEN, STORE_DOWN
 from bot.slack.questions.picks import button_ref
 from bot.slack.refs import QuestionRef
@@ -28,13 +27,11 @@ from bot.slack.replies.thread_writer import Decided
 NONE_ALONE = "There is nothing here you can approve on your own: each call left needs someone else's approval."
 
 
-def required_of(policy: Policy | None, ctx: SlackContext, call: PendingCall) -> int:
-    """How many distinct approvals ``call`` needs under ``policy`` (``APPROVAL_POLICY``; None: one)."""
-    if policy is None:
-        return 1
-    name, args = policy_call(call.tool_name, call.args)
-    decision = policy.decide(name, args, requester=ctx.requester, channel=ctx.channel_id, tool_requires=True)
-    return decision.required
+def required_of(approvers: ApproverPolicy, ctx: SlackContext, call: PendingCall) -> int:
+    """How many distinct approvals ``call`` needs: its request's rule's (:meth:`ApproverPolicy.for_approval`, the
+    rule it was asked under; without ``APPROVAL_POLICY``: one)."""
+    required: int = approvers.for_approval(ctx, approval_payload(call)).required
+    return required
 
 
 def approved_earlier(state: RunState, *, but: str) -> list[Decided]:
@@ -62,10 +59,9 @@ class ApprovingAll:
     async def alone(self, state: RunState, ctx: SlackContext, *, where: Origin) -> list[PendingCall]:
         """The undecided calls of ``state``'s batch ``where.user`` may approve alone (in order)."""
         permissions = self.answering.permissions
-        policy = permissions.approvers.policy
         out = []
         for call in undecided(state):
-            if call.kind != "approval" or required_of(policy, ctx, call) > 1:
+            if call.kind != "approval" or required_of(permissions.approvers, ctx, call) > 1:
                 continue
             refused = await permissions.refusal(
                 state, ctx, call.tool_call_id, user=where.user, where=where, expect="approval"

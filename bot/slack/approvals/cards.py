@@ -13,7 +13,7 @@ from typing import Any
 from bot.agent.stream import ApprovalPayload
 from bot.slack.approvals.grants import StandingGrants
 from bot.slack.context import SlackContext
-from bot.slack.questions.approvers import ESCALATED_TO, ApproverPolicy
+from bot.slack.questions.approvers import RULE_NOTE, ApproverPolicy
 from bot.slack.refs import QuestionRef
 from bot.slack.render.approvals import QuorumProgress, approval_blocks
 from bot.store.conversations import asked_id
@@ -35,8 +35,7 @@ class OpenCards:
     def approvers_of(self, approval: ApprovalPayload, ctx: SlackContext) -> ApproverPolicy:
         """The approvers of ``approval``'s call in ``ctx`` (with those its request was escalated to at its deadline,
         kept in its policy notes)."""
-        escalated = approval.policy.get(ESCALATED_TO, ())
-        return self.approvers.for_call(ctx, approval.tool_name, approval.args, escalated_to=escalated)
+        return self.approvers.for_approval(ctx, approval)
 
     async def progress(self, run_id: str, approval: ApprovalPayload, ctx: SlackContext) -> QuorumProgress | None:
         """Where ``approval``'s quorum stands (None: its call needs one approval, or no store to read). Raises
@@ -63,7 +62,8 @@ class OpenCards:
         quorum's; None: not a quorum) and every control its rule allows; ``elsewhere``: for a copy outside the run's
         channel (an escalation's), whose approvers line names that channel."""
         approvers = self.approvers_of(approval, ctx)
-        scopes = tuple(self.grants.scopes(ctx, approval.tool_name, approval.args)) if self.grants else ()
+        rule = approval.policy.get(RULE_NOTE)
+        scopes = tuple(self.grants.scopes(ctx, approval.tool_name, approval.args, rule=rule)) if self.grants else ()
         return approval_blocks(
             approval,
             ref=ref,

@@ -30,6 +30,7 @@ from bot.slack.approvals.rules import editable_call, with_edited
 from bot.slack.context import Origin, SlackContext
 from bot.slack.questions.answer_modal import LOADING_VIEW, AnswerModal
 from bot.slack.questions.answering import LOST_CLAIM, Answering
+from bot.slack.questions.approvers import RULE_NOTE
 from bot.slack.questions.attempt import Attempt
 from bot.slack.questions.lookup import Found, Say
 from bot.slack.questions.notices import GONE, NOT_OPEN, STORE_DOWN, explain
@@ -165,7 +166,7 @@ class Approving:
         to be claimed now (one approval needed; or this one completed the quorum, which exactly one approval does,
         across processes: :class:`~bot.store.quorum.Quorums`), else None after showing the progress (or telling
         the person why it doesn't count)."""
-        approvers = self.answering.permissions.approvers.for_call(ctx, pending.tool_name, pending.args)
+        approvers = self.answering.permissions.approvers.for_approval(ctx, approval_payload(pending))
         if not approvers.quorum:
             return Tally(status=REACHED, approvers=(where.user,), completed_by=where.user)
         asking = asking_of(asked_id(pending.suspended_at), pending.args)
@@ -203,7 +204,7 @@ class Approving:
             await say(NOT_OPEN)
             return
         pending = check.pending
-        approvers = self.answering.permissions.approvers.for_call(ctx, pending.tool_name, pending.args)
+        approvers = self.answering.permissions.approvers.for_approval(ctx, approval_payload(pending))
         asking = asking_of(asked_id(pending.suspended_at), pending.args)
         try:
             tally = await self.quorums.withdraw(state.run_id, pending.tool_call_id, asking, user=where.user)
@@ -258,6 +259,7 @@ class Approving:
                 args=pending.args,
                 run_id=run_id,
                 tool_call_id=pending.tool_call_id,
+                rule=approval_payload(pending).policy.get(RULE_NOTE),
             )
         except StoreUnavailable:
             await say("Approved once: I couldn't record the standing grant (storage is unavailable); ask again later.")
@@ -393,7 +395,7 @@ class Approving:
             await notice(NOT_OPEN)
             return
         pending = check.pending
-        approvers = self.answering.permissions.approvers.for_call(ctx, pending.tool_name, pending.args)
+        approvers = self.answering.permissions.approvers.for_approval(ctx, approval_payload(pending))
         schema, args = self._editing(pending)
         if not approvers.editable or schema is None or not editable_fields(schema, approvers.editable):
             await notice("Nothing of this call can be edited.")
@@ -474,7 +476,7 @@ class Approving:
             return
         assert saved.pending is not None
         payload = approval_payload(saved.pending)
-        approvers = self.answering.permissions.approvers.for_call(ctx, saved.pending.tool_name, saved.pending.args)
+        approvers = self.answering.permissions.approvers.for_approval(ctx, payload)
         progress = QuorumProgress(approvers.required) if approvers.quorum else None
         await self.answering.messages.show_quorum(saved.run_id, payload, ctx, progress=progress)
         await self.decide(saved, ctx, call, where=where, approved=True, reason=None)
@@ -487,7 +489,7 @@ class Approving:
             return opened
         found, pending = opened
         ctx = found[1]
-        approvers = self.answering.permissions.approvers.for_call(ctx, pending.tool_name, pending.args)
+        approvers = self.answering.permissions.approvers.for_approval(ctx, approval_payload(pending))
         schema, args = self._editing(pending)
         if not approvers.editable or schema is None:
             return "Nothing of this call can be edited."

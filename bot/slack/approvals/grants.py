@@ -89,15 +89,18 @@ class StandingGrants:
         self.approvers = approvers
         self.web = web
 
-    def scopes(self, ctx: SlackContext, tool_name: str, args: dict[str, Any]) -> list[Scope]:
+    def scopes(self, ctx: SlackContext, tool_name: str, args: dict[str, Any], *, rule: object = None) -> list[Scope]:
         """The standing grants an approver may give on a call of ``tool_name`` with ``args`` in ``ctx`` (in
-        :data:`STANDING` order; none for a call needing more than one approval)."""
-        decision = self._decide(ctx, tool_name, args)
+        :data:`STANDING` order; none for a call needing more than one approval); ``rule``: the rule its request was
+        asked under (its policy notes' ``rule``; else the matching one)."""
+        decision = self._decide(ctx, tool_name, args, rule=rule)
         if decision.required > 1:
             return []
         return [s for s in outside_scopes(tool_name, args) if s in decision.grants]
 
-    def _decide(self, ctx: SlackContext, tool_name: str, args: dict[str, Any]) -> Decision:
+    def _decide(self, ctx: SlackContext, tool_name: str, args: dict[str, Any], *, rule: object = None) -> Decision:
+        """The decision of ``rule`` (the name the call's request or gate decided under; the one place that
+        matched it, with the requester's user groups) for this call, else of the rule that matches it."""
         name, call_args = policy_call(tool_name, args)
         return self.policy.decide(
             name,
@@ -105,7 +108,7 @@ class StandingGrants:
             requester=ctx.requester,
             channel=ctx.channel_id,
             tool_requires=True,
-            named_rule=named_rule(tool_name, args),
+            named_rule=rule if isinstance(rule, str) and rule else named_rule(tool_name, args),
         )
 
     def key(self, scope: Scope, ctx: SlackContext, tool_name: str, args: dict[str, Any]) -> str:
@@ -124,12 +127,13 @@ class StandingGrants:
         args: dict[str, Any],
         run_id: str,
         tool_call_id: str,
+        rule: object = None,
     ) -> StoredGrant | None:
         """Record the grant ``by`` gave approving ``tool_call_id`` (``scope`` must be one the call's rule allows: else
         None, nothing recorded). Raises ``StoreUnavailable``."""
-        if scope not in self.scopes(ctx, tool_name, args):
+        if scope not in self.scopes(ctx, tool_name, args, rule=rule):
             return None
-        decision = self._decide(ctx, tool_name, args)
+        decision = self._decide(ctx, tool_name, args, rule=rule)
         now = await self.store.now()
         grant = StoredGrant(
             grant_id=new_grant_id(),
@@ -152,11 +156,11 @@ class StandingGrants:
         return grant
 
     async def _covering(
-        self, ctx: SlackContext, tool: Tool, args: dict[str, Any], *, count: bool
+        self, ctx: SlackContext, tool: Tool, args: dict[str, Any], *, count: bool, rule: str | None
     ) -> StoredGrant | None:
         """The grant that covers this call (its use counted when ``count``: :meth:`GrantStore.use
         <bot.store.grants.GrantStore.use>`; else a look), or None."""
-        decision = self._decide(ctx, tool.id, args)
+        decision = self._decide(ctx, tool.id, args, rule=rule)
         if decision.required > 1:
             return None
         for scope in outside_scopes(tool.id, args):
@@ -166,7 +170,9 @@ class StandingGrants:
             grant = await (self.store.use if count else self.store.peek)(ctx.team_id, key)
             if grant is None or grant.rule != decision.name:
                 continue
-            if await self.approvers.for_call(ctx, tool.id, args).admits(ctx, grant.granted_by, where=None):
+            if await self.approvers.for_call(ctx, tool.id, args, rule=decision.name).admits(
+                ctx, grant.granted_by, where=None
+            ):
                 return grant
         return None
 
@@ -186,14 +192,14 @@ class StandingGrants:
             except StoreCorrupt:
                 return verdict
             try:
-                if await self._covering(ctx, tool, args, count=False) is None:
+                if await self._covering(ctx, tool, args, count=False, rule=verdict.rule) is None:
                     return verdict
             except (StoreUnavailable, StoreCorrupt):
                 return verdict
 
             async def use() -> bool:
                 try:
-                    grant = await self._covering(ctx, tool, args, count=True)
+                    grant = await self._covering(ctx, tool, args, count=True, rule=verdict.rule)
                 except (StoreUnavailable, StoreCorrupt):
                     return False
                 if grant is None:

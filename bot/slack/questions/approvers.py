@@ -17,6 +17,7 @@ import logging
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.agent.stream import ApprovalPayload
 from bot.approval_policy import CHANNEL_PREFIX, GROUP_HANDLE, GROUP_ID, USER_ID, Policy, load_policy
 from bot.config import Settings
 from bot.slack.approvals.people import CACHE_SECONDS, People
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 
 GROUP_CACHE_SECONDS = CACHE_SECONDS
 ESCALATED_TO = "escalated_to"  # the policy note of a request escalated at its deadline: who it went to
+RULE_NOTE = "rule"  # the policy note naming the rule a request was asked under (bot.slack.approvals.rules)
 MAX_DMS = 50  # approvers one request is sent to by DM (``where: dm``); the rest see it in the thread
 MAX_REMINDED = 100  # approvers a request reminds and lists in App Home (each a views.publish); the rest: the thread
 
@@ -66,16 +68,37 @@ class ApproverPolicy:
         self.channels = [i[len(CHANNEL_PREFIX) :] for i in entries if i.startswith(CHANNEL_PREFIX)]
         self.people = people if people is not None else People(client)  # groups' and channels' members, cached
 
+    def for_approval(self, ctx: SlackContext, approval: ApprovalPayload) -> ApproverPolicy:
+        """The approvers of an approval request already asked (``approval``, in ``ctx``): those of the rule it was
+        asked under, as its policy notes recorded it (``rule``), with those it was escalated to. Every decision on a
+        request (who may approve, how many, Edit, grants, Approve all, reminders, Home) goes through here, so each
+        is made under the same rule in every process: a rule matched on the requester's user groups is not matched
+        again from a cache that may not know them (another process, a restart)."""
+        return self.for_call(
+            ctx,
+            approval.tool_name,
+            approval.args,
+            escalated_to=approval.policy.get(ESCALATED_TO, ()),
+            rule=approval.policy.get(RULE_NOTE),
+        )
+
     def for_call(
-        self, ctx: SlackContext, tool_name: str, args: dict[str, object], *, escalated_to: object = ()
+        self,
+        ctx: SlackContext,
+        tool_name: str,
+        args: dict[str, object],
+        *,
+        escalated_to: object = (),
+        rule: object = None,
     ) -> ApproverPolicy:
-        """The approvers of a call of ``tool_name`` with ``args`` in ``ctx``: these (no policy), or the matching
-        rule's (sharing the group cache), and ``escalated_to`` (the ids and handles its request was escalated to at
-        its deadline: a rule's ``on_deadline: escalate``, kept in the request's policy notes); blocked when the rule
-        can't be satisfied for ``ctx.requester``."""
+        """The approvers of a call of ``tool_name`` with ``args`` in ``ctx``: these (no policy), or the rule's
+        (sharing the group cache): ``rule``, the name of the rule it was asked under (:meth:`for_approval`), else
+        the matching one; and ``escalated_to`` (the ids and handles its request was escalated to at its deadline: a
+        rule's ``on_deadline: escalate``, kept in the request's policy notes); blocked when the rule can't be
+        satisfied for ``ctx.requester``."""
         if self.policy is None:
             return self
-        rule = named_rule(tool_name, args)
+        rule = rule if isinstance(rule, str) and rule else named_rule(tool_name, args)
         original_name, prompt = tool_name, tool_use(tool_name, args) is not None
         tool_name, args = policy_call(tool_name, args)
         decision = self.policy.decide(

@@ -48,7 +48,7 @@ from bot.slack.approvals.rules import ESCALATE as ESCALATE_NOTE
 from bot.slack.context import SlackContext
 from bot.slack.home import HOME
 from bot.slack.questions.answering import Answering
-from bot.slack.questions.approvers import ESCALATED_TO, ApproverPolicy
+from bot.slack.questions.approvers import ESCALATED_TO, RULE_NOTE, ApproverPolicy
 from bot.slack.questions.follow_up_plan import DEADLINE, ESCALATE, ESCALATE_TO, REMIND, REMIND_TO, FollowUpPlan
 from bot.slack.questions.notices import EXPIRED_OUTCOME
 from bot.slack.refs import QuestionRef
@@ -162,7 +162,9 @@ class FollowUps:
         assert saved.pending is not None
         await self.plan.schedule.add(DueItem(DEADLINE, state.run_id, pending.tool_call_id), at=until)
         payload = approval_payload(saved.pending)
-        approvers = self.approvers.for_call(ctx, payload.tool_name, payload.args, escalated_to=targets)
+        approvers = self.approvers.for_call(
+            ctx, payload.tool_name, payload.args, escalated_to=targets, rule=payload.policy.get(RULE_NOTE)
+        )
         people: list[str] = []
         for target in (str(t) for t in targets):
             people += sorted(await approvers.group_members(target)) if target.startswith(("S", "@")) else [target]

@@ -27,11 +27,11 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
-from bot.agent.approvals import policy_notes
+from bot.agent.approvals import approval_payload
 from bot.agent.state import RunState
 from bot.config import Answerers
 from bot.slack.context import Origin, SlackContext
-from bot.slack.questions.approvers import ESCALATED_TO, ApproverPolicy
+from bot.slack.questions.approvers import ApproverPolicy
 from bot.store.conversations import ConversationIndex
 
 log = logging.getLogger(__name__)
@@ -84,8 +84,7 @@ class Permissions:
             approvers = self.approvers
             pending = state.waiting_call(call)
             if pending is not None:  # APPROVAL_POLICY: the call's rule decides (a batch: each call's own)
-                escalated = policy_notes(pending).get(ESCALATED_TO, ())
-                approvers = approvers.for_call(ctx, pending.tool_name, pending.args, escalated_to=escalated)
+                approvers = approvers.for_approval(ctx, approval_payload(pending))
             elif approvers.policy is not None:  # decided already: nothing can be claimed; the caller says by whom
                 return None
             if await approvers.admits(ctx, user, where=where):
