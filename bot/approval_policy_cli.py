@@ -124,7 +124,7 @@ def main(argv: Sequence[str]) -> int:
     check.add_argument("file")
     exp = sub.add_parser("explain", help="which rule applies to a call, and why")
     exp.add_argument("tool", help="the tool's name (the MCP server's request_approval: its action)")
-    exp.add_argument("args", help="the call's arguments, a JSON object")
+    exp.add_argument("args", metavar="ARGS_JSON", help="the call's arguments, a JSON object")
     exp.add_argument("--user", required=True, help="who asked (a user id)")
     exp.add_argument("--channel", default="", help="the run's channel id")
     exp.add_argument("--group", action="append", default=[], help="a user group the requester is in (repeatable)")

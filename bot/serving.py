@@ -115,19 +115,19 @@ def check_required(settings: Settings, *, role: Role, transport: Transport, expl
             "the model's key; OPENAI_BASE_URL picks another OpenAI-compatible server",
         ),
     ]
-    missing = [f"{name} ({why})" for name, value, why in required if value is None]
-    if missing:  # all at once, so setting up takes one round
-        raise ConfigError("not set: " + "; ".join(missing) + ". " + SEE_README)
+    missing = [f"not set: {name} ({why})" for name, value, why in required if value is None]
+    if missing:  # all at once, so setting up takes one round: a line each (the last points at the README)
+        raise ConfigError("\n".join(missing) + ". " + SEE_README)
 
 
 def check_required_mcp(settings: Settings) -> None:
     """Raise ``ConfigError`` naming every setting ``python -m bot mcp`` needs but lacks (``SLACK_BOT_TOKEN``,
-    ``REDIS_URL``: it asks through Slack and Redis), all in one line."""
+    ``REDIS_URL``: it asks through Slack and Redis), a line each."""
     missing = [
         n for n, v in (("SLACK_BOT_TOKEN", settings.slack_bot_token), ("REDIS_URL", settings.redis_url)) if v is None
     ]
-    if missing:
-        raise ConfigError("not set: " + ", ".join(missing) + " (python -m bot mcp asks through Slack and Redis)")
+    if missing:  # a line each
+        raise ConfigError("\n".join(f"not set: {n} (python -m bot mcp asks through Slack and Redis)" for n in missing))
 
 
 async def check_redis(client: aioredis.Redis, url: str, *, within: float = REDIS_CHECK_SECONDS) -> None:

@@ -242,7 +242,8 @@ class Home:
             )
         waited = _ago(asked_ms)
         link = await self.thread_link(run_id, call, ctx)
-        where = f"In <#{ctx.channel_id}> · asked by <@{ctx.requester}> · waiting {waited}"
+        place = "In a DM with the app" if ctx.channel_id.startswith("D") else f"In <#{ctx.channel_id}>"
+        where = f"{place} · asked by <@{ctx.requester}> · waiting {waited}"
         where += f" · <{link}|Open the thread>" if link else ""
         return [_context(where), *blocks]
 

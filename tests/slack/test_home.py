@@ -196,3 +196,17 @@ async def test_a_question_on_home_points_to_its_thread_not_to_this_one(
         shown = blocks_text(view)
         assert "in this thread" not in shown and "or reply in its thread" in shown, shown
         assert "or reply in this thread" in blocks_text(q)
+
+
+async def test_a_question_asked_in_a_dm_is_listed_as_in_a_dm_not_as_a_channel(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis) as h:
+        h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="q1")]), Reply(text="ok"))
+        d = await h.ws.dm(ALICE, "summarize")
+        await h.ws.wait_for_message(channel=d.message["channel"], predicate=has_controls)
+        await refresh(h)
+        view = home_view(h.ws, ALICE)
+        assert view is not None
+        shown = blocks_text(view)
+        assert "In a DM with the app" in shown and "<#D" not in shown  # a DM has no channel name to show

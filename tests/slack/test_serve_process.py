@@ -104,22 +104,30 @@ def test_bad_secret_settings_are_not_echoed() -> None:
 
 
 @pytest.mark.parametrize(
-    ("extra", "message"),
+    ("extra", "messages"),
     [
-        ({}, "SLACK_BOT_TOKEN is not set"),
-        ({"SLACK_BOT_TOKEN": "xoxb-x"}, "not set: SLACK_SIGNING_SECRET (verifies requests); REDIS_URL ("),
-        ({"SLACK_BOT_TOKEN": "xoxb-x", "SLACK_SIGNING_SECRET": "s"}, "not set: REDIS_URL ("),
+        ({}, ["SLACK_BOT_TOKEN is not set"]),
+        (
+            {"SLACK_BOT_TOKEN": "xoxb-x"},
+            ["not set: SLACK_SIGNING_SECRET (verifies requests)", "not set: REDIS_URL (", "not set: OPENAI_API_KEY ("],
+        ),
+        (
+            {"SLACK_BOT_TOKEN": "xoxb-x", "SLACK_SIGNING_SECRET": "s"},
+            ["not set: REDIS_URL (", "not set: OPENAI_API_KEY ("],
+        ),
         (
             {"SLACK_BOT_TOKEN": "xoxb-x", "SLACK_SIGNING_SECRET": "s", "REDIS_URL": "redis://127.0.0.1:6379/0"},
-            "not set: OPENAI_API_KEY (",
+            ["not set: OPENAI_API_KEY ("],
         ),
-        ({"SLACK_BOT_TOKEN": "xoxb-x", "ASK_ANSWERERS": "everyone"}, "ASK_ANSWERERS: must be requester or channel"),
+        ({"SLACK_BOT_TOKEN": "xoxb-x", "ASK_ANSWERERS": "everyone"}, ["ASK_ANSWERERS: must be requester or channel"]),
     ],
 )
-def test_serve_refuses_incomplete_settings(extra: dict[str, str], message: str) -> None:
-    [line] = error_lines(run_bot("serve", env=clean_env(**extra)))
-    assert line.startswith("error: ") and message in line
-    assert "xoxb-x" not in line
+def test_serve_refuses_incomplete_settings_with_a_line_per_setting(extra: dict[str, str], messages: list[str]) -> None:
+    lines = error_lines(run_bot("serve", env=clean_env(**extra)))
+    assert len(lines) == len(messages), lines
+    for line, message in zip(lines, messages, strict=True):
+        assert line.startswith("error: ") and message in line
+        assert "xoxb-x" not in line
 
 
 # --- transport flags ---------------------------------------------------------------------------
