@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from bot.approval_policy import Decision, Policy, PolicyError, Rule, load_policy, rule_name
+from bot.approval_policy import CHANNEL_ID, USER_ID, Decision, Policy, PolicyError, Rule, load_policy, rule_name
 from bot.errors import ConfigError
 
 
@@ -142,6 +143,9 @@ def main(argv: Sequence[str]) -> int:
         return 2
 
 
+DM_ID = re.compile(r"D[A-Z0-9_]{1,63}")  # a DM's channel id (CHANNEL_ID: channels and private ones)
+
+
 def _check(file: str) -> int:
     policy = load_policy(file)
     print(f"{file}: {len(policy.rules)} rule{'s' if len(policy.rules) != 1 else ''}, valid")
@@ -158,6 +162,13 @@ def _explain(ns: argparse.Namespace) -> int:
         raise ConfigError(f"ARGS_JSON is not JSON ({exc})") from None
     if not isinstance(args, dict):
         raise ConfigError("ARGS_JSON must be a JSON object, e.g. '{\"amount\": 150}'")
+    problems = []
+    if not USER_ID.fullmatch(ns.user):
+        problems.append(f"--user: {ns.user!r} is not a Slack user id (U… or W…)")
+    if ns.channel and not (CHANNEL_ID.fullmatch(ns.channel) or DM_ID.fullmatch(ns.channel)):
+        problems.append(f"--channel: {ns.channel!r} is not a Slack channel id (C…, G… or D…)")
+    if problems:
+        raise ConfigError("\n".join(problems))
     policy = _policy(ns.file)
     tool_requires = None if ns.tool_requires is None else ns.tool_requires == "yes"
     decision = policy.decide(

@@ -567,3 +567,12 @@ def test_the_docs_policy_with_every_feature_is_the_fixture_and_loads() -> None:
     assert rules["prod deploys"].arguments == "details-only" and rules["prod deploys"].where == "channel:C0RELEASE"
     assert rules["on-call restarts dev freely"].requester.groups == ("@oncall",)
     assert policy.warnings() == []
+
+
+def test_policy_explain_refuses_a_requester_or_channel_that_is_not_a_slack_id() -> None:
+    out = run_bot("policy", "explain", "refund", "{}", "--user", "bob", "--channel", "nope", "--file", str(ISSUE_YAML))
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.splitlines() == [
+        "error: --user: 'bob' is not a Slack user id (U… or W…)",
+        "error: --channel: 'nope' is not a Slack channel id (C…, G… or D…)",
+    ]
