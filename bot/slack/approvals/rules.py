@@ -57,6 +57,7 @@ def policy_gate(policy: Policy, *, people: People | None = None) -> ApprovalGate
             channel=ctx.channel_id,
             tool_requires=tool_requires or outside,
             requester_groups=groups,
+            named_rule=named_rule(tool.id, args),  # an outside caller's policy_rule decides, matched or not
         )
         notes: dict[str, Any] = {"rule": decision.name, "arguments": decision.arguments, "where": decision.where}
         if isinstance(decision.on_deadline, Escalation):
