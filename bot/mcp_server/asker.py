@@ -35,6 +35,7 @@ from bot.agent.tools import ToolInputError
 from bot.errors import BotError, RunConflict, RunNotFound, StoreUnavailable
 from bot.mcp_server.callers import IMPLICIT, Caller, check_target, implicit_caller
 from bot.mcp_server.limits import CallerLimits
+from bot.slack.approvals.rules import call_decision
 from bot.slack.context import SlackContext, slack_id
 from bot.slack.conversations import Threads
 from bot.slack.names import Names
@@ -175,6 +176,7 @@ class Asker:
         web = self.threads.web
         whom = f"<@{person}>" if person else "anyone here"
         what = " to approve" if tool_id == APPROVAL_TOOL else ""
+        context = await self._channel_context(question, context, tool_id=tool_id, channel_id=channel_id, person=person)
         quoted = f":\n>{clip(safe_mrkdwn(context), 2000)}" if context else ":"
         who = asked_by(caller, client)
         root = await web.post(channel_id, thread_ts=None, text=f":robot_face: {who} asks {whom}{what}{quoted}")
@@ -210,6 +212,31 @@ class Asker:
             await (await self.agent.cancel_question(run_id=state.run_id, tool_call_id=call)).collect()
             raise AskError(f"Slack refused to post the question in {channel_id}; it was withdrawn")
         return Asked(run_id=stream.run_id, channel_id=channel_id, thread_ts=root, user=person or "")
+
+    async def _channel_context(
+        self, question: dict[str, Any], context: str | None, *, tool_id: str | None, channel_id: str, person: str | None
+    ) -> str | None:
+        """The ``context`` line the thread's first message quotes: for an approval request whose policy rule says
+        ``arguments: details-only`` (decided as the approval's own gate decides it, with the same requester,
+        channel and groups: :func:`bot.slack.approvals.rules.call_decision`) only its action and a note, since the
+        context may quote its arguments (a permission prompt's is the command); else ``context`` as given."""
+        approvers = self.threads.writer.messages.approvers
+        if tool_id != APPROVAL_TOOL or not context or approvers.policy is None:
+            return context
+        decision = await call_decision(
+            approvers.policy,
+            APPROVAL_TOOL,
+            question,
+            requester=person or "",
+            channel=channel_id,
+            tool_requires=True,
+            people=approvers.people,
+        )
+        if decision.arguments != "details-only":
+            return context
+        action = question.get("action")
+        what = clip(action, 200) if isinstance(action, str) and action.strip() else "the request"
+        return f"{what} (its arguments are shown only in Details)"
 
     def _check(self, question: dict[str, Any], *, tool_id: str | None) -> None:
         """Refuse a malformed question before anything is posted (the tool's own argument checks, and no more

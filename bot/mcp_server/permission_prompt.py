@@ -11,10 +11,12 @@ The request is asked as an outside agent's approval (:data:`bot.agent.asking.APP
 the tool's name and its ``details`` the input's key/values, so ``APPROVAL_POLICY`` rules match them as they match
 the bot's own tools (``tool: Bash``, ``when: {command: {glob: "git *"}}``; :func:`bot.slack.approvals.rules.
 policy_call`). The thread's first message quotes what would run (:func:`summary`: the command, the file path),
-each value is shown in the request (long ones cut, marked so), and the whole input is behind Details up to
-:data:`MAX_SHOWN` characters. ``tool_use_id`` is the request_key (the caller's own), so a retried prompt waits for
-the same approval. The full input is kept with the run (:data:`TOOL_INPUT`), so the answer carries it as
-``updatedInput`` whichever process (or, for a task, whichever ``tasks/get``) reads it.
+each value is shown in the request (long ones cut, marked so), and the input is behind Details in at most
+:data:`MAX_SHOWN` characters with every key in view (:func:`details_of`: the room shared out fairly, each cut
+value marked so, keys that don't fit named in a last detail; a rule's ``arguments: details-only`` keeps them, and
+the first message's command, out of the channel). ``tool_use_id`` is the request_key (the caller's own), so a
+retried prompt waits for the same approval. The full input is kept with the run (:data:`TOOL_INPUT`), so the
+answer carries it as ``updatedInput`` whichever process (or, for a task, whichever ``tasks/get``) reads it.
 
 The request also carries ``tool_use``, a digest of its caller, tool name and whole input (:func:`tool_use_digest`):
 it marks the details as the input that runs, so the rule's ``edit:`` lets an approver change input values in Slack
@@ -49,24 +51,78 @@ def text_of(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+MAX_KEY = 200  # characters of a key shown; a longer one is cut, marked so and made unique (KEY_CUT)
+KEY_CUT = "…#{digest}"  # ends a cut key: a digest of the whole key, so two long keys never show as one
+PER_KEY = 12  # characters the Details modal adds around each key/value (its name's bold, the value's code block)
+MIN_VALUE = 40  # characters of a long value shown at least beside the cut marker, before keys are left out
+MORE_KEY = "(keys not shown)"  # the detail listing the keys that did not fit (Claude Code runs them too)
+MORE = "{count:,} more keys not shown here (Claude Code runs them too): {names}"
+
+
+def shown_key(key: object) -> str:
+    """An input key as shown: the key as it is, or one over :data:`MAX_KEY` characters cut and ended with a digest
+    of the whole key (:data:`KEY_CUT`), so two keys sharing their first characters never show as one."""
+    name = str(key)
+    if len(name) <= MAX_KEY:
+        return name
+    tail = KEY_CUT.format(digest=hashlib.sha256(name.encode()).hexdigest()[:12])
+    return name[: MAX_KEY - len(tail)] + tail
+
+
+def _cut(text: str, room: int) -> str:
+    """``text`` in at most ``room`` characters: whole, or cut and ended with :data:`CUT` (its whole length)."""
+    if len(text) <= room:
+        return text
+    marker = CUT.format(total=len(text))
+    return text[: max(room - len(marker), 0)] + marker
+
+
 def details_of(tool_input: dict[str, Any]) -> dict[str, str]:
-    """The input's key/values as an approval's ``details`` (strings), their keys and values together at most
-    :data:`MAX_SHOWN` characters: values cut where they would pass it, each cut one saying so."""
-    out: dict[str, str] = {}
-    room = MAX_SHOWN
-    for key, value in tool_input.items():
-        name, text = str(key)[:200], text_of(value)
-        if room - len(name) <= 0:
-            break
-        if len(name) + len(text) > room:
-            marker = CUT.format(total=len(text))
-            keep = max(room - len(name) - len(marker), 0)
-            text = text[:keep] + marker if keep else ""
-            if len(name) + len(text) > room:
+    """The input's key/values as an approval's ``details`` (strings), their keys and values together (with
+    :data:`PER_KEY` each for the Details modal's formatting) at most :data:`MAX_SHOWN` characters, so every key
+    the approver approves is shown: keys as :func:`shown_key` shows them, the room shared out fairly (short values
+    whole, long ones cut to an equal share, each cut one saying so: :data:`CUT`); when not every key fits with
+    :data:`MIN_VALUE` of its value, the last detail (:data:`MORE_KEY`) says how many were left out and names them
+    (cut)."""
+    items = [(shown_key(key), text_of(value)) for key, value in tool_input.items()]
+    floor = len(CUT.format(total=MAX_INPUT)) + MIN_VALUE
+
+    def least(name: str, text: str) -> int:
+        return len(name) + PER_KEY + min(len(text), floor)
+
+    more_room = len(MORE_KEY) + PER_KEY + 2 * MAX_KEY  # the MORE detail's own room
+    kept, left = items, []
+    if sum(least(n, t) for n, t in items) > MAX_SHOWN:
+        room, kept = MAX_SHOWN - more_room, []
+        for n, t in items:
+            if least(n, t) > room:
                 break
-        out[name] = text
-        room -= len(name) + len(text)
+            kept.append((n, t))
+            room -= least(n, t)
+        left = items[len(kept) :]
+    room = MAX_SHOWN - sum(len(n) + PER_KEY for n, _ in kept)
+    if left:
+        room -= more_room
+    shares: dict[int, str] = {}
+    order = sorted(range(len(kept)), key=lambda i: len(kept[i][1]))
+    for done, i in enumerate(order):
+        share = max(room // (len(order) - done), 0)
+        shares[i] = _cut(kept[i][1], share)
+        room -= len(shares[i])
+    out = {n: shares[i] for i, (n, _) in enumerate(kept)}
+    if left:
+        names = ", ".join(n for n, _ in left)
+        more = MORE.format(count=len(left), names="")
+        key = MORE_KEY
+        while key in out:  # an input key of that name: this one differs
+            key += "#"
+        out[key[:MAX_KEY]] = more + clip_text(names, 2 * MAX_KEY - len(more))
     return out
+
+
+def clip_text(text: str, room: int) -> str:
+    """``text`` in at most ``room`` characters, ended with an ellipsis when cut."""
+    return text if len(text) <= room else text[: max(room - 1, 0)] + "…"
 
 
 def summary(tool_name: str, tool_input: dict[str, Any]) -> str:

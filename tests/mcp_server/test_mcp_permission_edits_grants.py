@@ -196,3 +196,31 @@ def test_an_edit_of_a_value_shown_cut_or_not_a_string_is_a_deny_not_a_changed_in
     assert decision({"status": "approved", "details": edited}, numbers)["behavior"] == "deny"
     untouched = decision({"status": "approved", "details": {**shown, "file_path": "b.py"}}, long)
     assert untouched == {"behavior": "allow", "updatedInput": {**long, "file_path": "b.py"}}
+
+
+def test_every_key_of_a_long_input_is_shown_its_long_values_cut_and_saying_so() -> None:
+    from bot.agent.asking import APPROVAL_TOOL
+    from bot.agent.stream import ApprovalPayload
+    from bot.mcp_server.permission_prompt import MAX_SHOWN, MORE_KEY, PER_KEY, details_of
+    from bot.slack.render.approvals import details_text
+
+    def size(shown: dict[str, str]) -> int:
+        return sum(len(k) + len(v) + PER_KEY for k, v in shown.items())
+
+    hidden = details_of({"note": "benign " * 500, "sql": "DROP TABLE users"})
+    assert hidden["sql"] == "DROP TABLE users" and "characters in all" in hidden["note"]
+    edit = {"file_path": "a.py", "old_string": "x" * 5000, "new_string": "rm -rf / " + "y" * 5000}
+    shown = details_of(edit)  # Claude Code's Edit: a long old_string no longer hides new_string
+    assert shown["new_string"].startswith("rm -rf / ") and shown["new_string"].endswith("runs the whole input)")
+    assert shown["file_path"] == "a.py" and size(shown) <= MAX_SHOWN
+    alike = details_of({"k" * 300 + "1": "one", "k" * 300 + "2": "two"})  # keys alike in their first 200
+    assert sorted(alike.values()) == ["one", "two"] and all(len(k) <= 200 for k in alike)
+    many = details_of({f"key{i}": "v" * 100 for i in range(300)})
+    assert "more keys not shown here" in many[MORE_KEY] and "key299" not in many and size(many) <= MAX_SHOWN
+    payload = ApprovalPayload(  # escaped for Slack a value grows: the Details modal still shows every key
+        tool_call_id="c1",
+        tool_name=APPROVAL_TOOL,
+        args={"action": "Bash", "details": details_of({"html": "<b>" * 800, "last": "DROP TABLE users"})},
+        description="",
+    )
+    assert "DROP TABLE users" in details_text(payload)

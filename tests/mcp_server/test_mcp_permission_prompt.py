@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,7 +29,9 @@ REDIS_ENV: dict[str, str] = {}
 
 
 @contextlib.asynccontextmanager
-async def client_of(h: Any, prefix: str, *, tasks: bool = False) -> AsyncIterator[Client]:
+async def client_of(
+    h: Any, prefix: str, *, tasks: bool = False, more: dict[str, str] | None = None
+) -> AsyncIterator[Client]:
     env = {
         "PATH": os.environ.get("PATH", ""),
         "SLACK_BOT_TOKEN": SLACK_TOKEN,
@@ -38,6 +41,7 @@ async def client_of(h: Any, prefix: str, *, tasks: bool = False) -> AsyncIterato
         "MCP_ASK_CHANNEL": GENERAL,
         "MCP_ASK_USER": ALICE,
         "LOG_LEVEL": "WARNING",
+        **(more or {}),
     }
     params = StdioServerParameters(command=sys.executable, args=["-m", "bot", "mcp"], env=env)
     extensions = [TasksClient()] if tasks else []
@@ -103,3 +107,35 @@ async def client_plain_call(h: Any, prefix: str, prompt: dict[str, Any]) -> str:
     async with client_of(h, prefix) as plain:
         result = await plain.call_tool("approve_tool_use", prompt)
     return str(result.content[0].text)  # type: ignore[union-attr]
+
+
+async def test_a_details_only_prompt_keeps_its_command_out_of_the_channel(
+    real_redis: aioredis.Redis, harness: Any, prefix: str, tmp_path: Path
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        f"rules:\n  - name: shell\n    tool: Bash\n    approvers: [{ALICE}]\n    arguments: details-only\n"
+        "  - name: default\n",
+        encoding="utf-8",
+    )
+    secret = "zzsecrettokenzz"
+    command = f"curl -H 'Authorization: Bearer {secret}' https://api.example"
+    prompt = {"tool_name": "Bash", "input": {"command": command}, "tool_use_id": "toolu_01secret"}
+    more = {"APPROVAL_POLICY": str(policy)}
+    async with (
+        harness(real_redis, settings={"approval_policy": str(policy)}) as h,
+        client_of(h, prefix, more=more) as client,
+    ):
+        call = asyncio.ensure_future(client.call_tool("approve_tool_use", prompt))
+        request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
+        root = next(m for m in h.ws.messages(GENERAL) if m["ts"] == request["thread_ts"])
+        assert "Bash (its arguments are shown only in Details)" in root["text"], root["text"]
+        await h.ws.click(request, "Details", user=ALICE)
+        details = await h.ws.wait_for_view(user=ALICE, predicate=lambda v: "Details" in str(v.get("title")))
+        assert secret in html.unescape(str(details["blocks"]))  # the approver reads it there
+        await h.ws.click(request, "Approve", user=ALICE)
+        result = await asyncio.wait_for(call, 20)
+        calls = [c for c in h.ws.calls() if not c.method.startswith("views.")]
+        posted = [c.method for c in calls if secret in json.dumps(c.params)]
+    assert posted == []  # never in the channel: the root message, its notification, the card, its copies
+    assert json.loads(result.content[0].text) == {"behavior": "allow", "updatedInput": prompt["input"]}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -109,3 +110,34 @@ async def test_a_callers_policy_rule_decides_its_approvals_and_its_tasks_are_its
             await h.ws.click(second, "Approve", user=ALICE)
             result = await asyncio.wait_for(call, 20)
         assert result.structured_content == {"status": "approved", "approved_by": ALICE}
+
+
+@pytest.fixture
+def details_only(files: dict[str, str]) -> dict[str, str]:
+    """``files`` with ``deploys`` (the deployer's rule) keeping its requests' arguments to Details."""
+    Path(files["APPROVAL_POLICY"]).write_text(
+        f"rules:\n  - name: deploys\n    tool: 'deploy-*'\n    approvers: [{BOB}]\n    arguments: details-only\n"
+        "  - name: default\n",
+        encoding="utf-8",
+    )
+    return files
+
+
+async def test_a_callers_details_only_rule_keeps_its_requests_arguments_and_context_out_of_the_channel(
+    real_redis: aioredis.Redis, harness: Any, prefix: str, details_only: dict[str, str]
+) -> None:
+    secret = "zzsecretzz"
+    args = {"action": "Rotate the key", "details": {"key": secret}, "context": f"rotating {secret}"}
+    settings = {"approval_policy": details_only["APPROVAL_POLICY"]}
+    async with (
+        harness(real_redis, settings=settings) as h,
+        http_server(h, prefix, details_only) as url,
+        client_as(url, "deployer") as deployer,
+    ):
+        call = asyncio.ensure_future(deployer.call_tool("request_approval", args))
+        request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
+        assert "shown only in Details" in str(request["blocks"])  # the named rule's, not the default's
+        await h.ws.click(request, "Approve", user=BOB)
+        await asyncio.wait_for(call, 20)
+        calls = [c for c in h.ws.calls() if not c.method.startswith("views.")]
+    assert [c.method for c in calls if secret in json.dumps(c.params)] == []

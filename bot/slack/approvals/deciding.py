@@ -291,13 +291,13 @@ class Approving:
         async def notice(text: str) -> None:
             await web.update_view(view_id, modals.notice_modal(text))
 
-        where = Origin.of_action(body)
-        if not decline:
-            where = Origin(user=where.user, surface="home", team_id=where.team_id)  # reading needs no decision right
+        clicked = where = Origin.of_action(body)
+        if not decline:  # reading needs no decision right, but a details-only request's (below)
+            where = Origin(user=where.user, surface="home", team_id=where.team_id)
         found = await self._found(body, where, notice) if decline else await self._found_to_read(body, notice)
         if found is None:
             return
-        state, _ctx, call = found
+        state, ctx, call = found
         check = await self.answering.agent.check(state, call)
         if decline and isinstance(check, Answered):  # decided already: by whom, and that this decline is not taken
             recorded = self.answering.recorded(check, state, call, approval=True)
@@ -309,6 +309,16 @@ class Approving:
             return
         payload = approval_payload(pending)
         if not decline:
+            try:
+                refused = await self.answering.permissions.details_refusal(
+                    ctx, pending, user=clicked.user, where=clicked
+                )
+            except StoreUnavailable:
+                await notice(STORE_DOWN)
+                return
+            if refused is not None:
+                await notice(refused)
+                return
             await web.update_view(view_id, modals.notice_modal(details_text(payload), title="Details"))
             return
         if not isinstance(check, Open):

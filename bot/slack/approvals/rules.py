@@ -38,7 +38,6 @@ def policy_gate(policy: Policy, *, people: People | None = None) -> ApprovalGate
     always asked: its answer is a person's decision (one nobody may give waits, refused, until its deadline). A run
     not started from Slack: the tool decides. Rules' ``requester.groups`` are matched on the requester's groups,
     looked up through ``people`` (cached; without it, no requester is in any group)."""
-    among = tuple(dict.fromkeys(g for rule in policy.rules for g in rule.requester.groups))
 
     async def gate(tool: Tool, args: dict[str, Any], state: RunState, tool_requires: bool) -> GateVerdict:
         try:
@@ -46,18 +45,14 @@ def policy_gate(policy: Policy, *, people: People | None = None) -> ApprovalGate
         except StoreCorrupt:
             return GateVerdict(tool_requires)
         outside = tool.id == APPROVAL_TOOL  # always asked (see above); the rule says how and where
-        name, call_args = policy_call(tool.id, args)
-        groups: set[str] = set()
-        if among and people is not None and ctx.requester:
-            groups = await people.groups_of(ctx.requester, among=among)
-        decision = policy.decide(
-            name,
-            call_args,
+        decision = await call_decision(
+            policy,
+            tool.id,
+            args,
             requester=ctx.requester,
             channel=ctx.channel_id,
             tool_requires=tool_requires or outside,
-            requester_groups=groups,
-            named_rule=named_rule(tool.id, args),  # an outside caller's policy_rule decides, matched or not
+            people=people,
         )
         notes: dict[str, Any] = {"rule": decision.name, "arguments": decision.arguments, "where": decision.where}
         if isinstance(decision.on_deadline, Escalation):
@@ -78,6 +73,37 @@ def policy_gate(policy: Policy, *, people: People | None = None) -> ApprovalGate
         return GateVerdict(True, deadline=decision.deadline, notes=notes, rule=decision.name)
 
     return gate
+
+
+async def call_decision(
+    policy: Policy,
+    tool_name: str,
+    args: dict[str, Any],
+    *,
+    requester: str,
+    channel: str,
+    tool_requires: bool,
+    people: People | None = None,
+) -> Decision:
+    """The rule deciding a call of ``tool_name`` with ``args`` asked by ``requester`` (a user id; ``""``: nobody in
+    particular) in ``channel``, as the gate decides it (so its ``arguments`` say how the request shows them): an
+    outside agent's request by its action and details (:func:`policy_call`) or its caller's named rule
+    (:func:`named_rule`), rules' ``requester.groups`` matched on the requester's groups looked up through
+    ``people`` (without it: in no group). Raises what ``people``'s look-ups raise."""
+    among = tuple(dict.fromkeys(g for rule in policy.rules for g in rule.requester.groups))
+    name, call_args = policy_call(tool_name, args)
+    groups: set[str] = set()
+    if among and people is not None and requester:
+        groups = await people.groups_of(requester, among=among)
+    return policy.decide(
+        name,
+        call_args,
+        requester=requester,
+        channel=channel,
+        tool_requires=tool_requires,
+        requester_groups=groups,
+        named_rule=named_rule(tool_name, args),
+    )
 
 
 def policy_call(tool_name: str, args: dict[str, object]) -> tuple[str, dict[str, object]]:

@@ -27,8 +27,8 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
-from bot.agent.approvals import approval_payload
-from bot.agent.state import RunState
+from bot.agent.approvals import approval_payload, policy_notes
+from bot.agent.state import PendingCall, RunState
 from bot.config import Answerers
 from bot.slack.context import Origin, SlackContext
 from bot.slack.questions.approvers import ApproverPolicy
@@ -95,6 +95,24 @@ class Permissions:
         if self.escalate_answers and await self._escalated_to(user, run_id=state.run_id, call=call, where=where):
             return None
         return self.question_refusal(ctx)
+
+    async def details_refusal(
+        self, ctx: SlackContext, pending: PendingCall, *, user: str, where: Origin | None = None
+    ) -> str | None:
+        """None when ``user`` may read the Details of approval ``pending`` from ``where``; otherwise what to tell
+        them. A request whose rule says ``arguments: details-only`` (its policy notes) keeps its arguments to
+        the requester and the people who may decide it (its rule's approvers, and those it was escalated to);
+        any other's are in the channel already, so anyone may read them."""
+        notes = policy_notes(pending)
+        if notes.get("arguments") != "details-only" or (ctx.requester and user == ctx.requester):
+            return None
+        approvers = self.approvers.for_approval(ctx, approval_payload(pending))  # the rule it was asked under
+        if await approvers.admits(ctx, user, where=where):
+            return None
+        return (
+            "Only the people who can approve or decline this request (and who asked for it) can read its Details:"
+            " the approval policy keeps its arguments out of the channel."
+        )
 
     def is_answerer(self, ctx: SlackContext, user: str, *, where: Origin | None = None) -> bool:
         """Whether ``user`` is one of the question's own answerers (``ASK_ANSWERERS``, escalation aside): the

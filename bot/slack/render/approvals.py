@@ -260,17 +260,39 @@ def details_text(payload: ApprovalPayload) -> str:
     the model asked for."""
     action, details = _action(payload), payload.args.get("details")
     if action is not None and isinstance(details, dict):
-        parts = [f"*{action}*"]
-        for key, value in details.items():
-            shown = safe_mrkdwn(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
-            parts.append(f"*{safe_mrkdwn(str(key))}*\n```{shown.replace('```', '` ` `')}```")
-        return clip("\n".join(parts), SECTION_TEXT)
+        head = clip(f"*{action}*", 300)
+        names = [clip(f"*{safe_mrkdwn(str(key))}*", 300) for key in details]
+        values = [
+            safe_mrkdwn(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)).replace(
+                "```", "` ` `"
+            )
+            for value in details.values()
+        ]
+        room = SECTION_TEXT - len(head) - sum(len(n) + 8 for n in names)  # "\n" + name + "\n```" + "```"
+        shown = fair_cut(values, room)  # every key stays in view (escaping can make values longer than sent)
+        return clip("\n".join([head, *(f"{n}\n```{v}```" for n, v in zip(names, shown, strict=True))]), SECTION_TEXT)
     body = safe_mrkdwn(json.dumps(payload.args, ensure_ascii=False, indent=2)).replace("```", "` ` `")
     text = f"`{safe_mrkdwn(payload.tool_name)}`\n```{body}```"
     if payload.edited is not None:
         before = safe_mrkdwn(json.dumps(payload.edited.before, ensure_ascii=False, indent=2)).replace("```", "` ` `")
         text += f"\nThe model asked for:\n```{before}```"
     return clip(text, SECTION_TEXT)
+
+
+VALUE_CUT = " … (cut to fit)"
+
+
+def fair_cut(values: list[str], room: int) -> list[str]:
+    """``values`` together in at most ``room`` characters (when they can be), shared out fairly: the short ones
+    whole, the long ones cut to an equal share and ended with :data:`VALUE_CUT`."""
+    out = list(values)
+    order = sorted(range(len(values)), key=lambda i: len(values[i]))
+    for done, i in enumerate(order):
+        share = max(room // (len(order) - done), 0)
+        if len(values[i]) > share:
+            out[i] = values[i][: max(share - len(VALUE_CUT), 0)] + VALUE_CUT
+        room -= len(out[i])
+    return out
 
 
 def batch_names(payload: ApprovalPayload) -> list[str]:

@@ -147,3 +147,28 @@ async def test_on_deadline_escalate_asks_the_people_named_who_may_then_decide(
         assert approval_agent.RESTARTS == ["db-7"]
         done = await current(h, request)
         assert f"Approved by <@{dana}>" in blocks_text(done) and not has_controls(done)
+
+
+async def test_details_only_details_are_for_who_may_decide_and_who_asked(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    settings = policy(tmp_path, f"    approvers: [{BOB}]\n    arguments: details-only\n")
+    async with harness(fake_redis, settings=settings) as h:
+        _thread, request = await requested(h)
+        await h.ws.click(request, "Details", user=CAROL)  # in the channel, but not one who decides
+        refused = await h.ws.wait_for_view(user=CAROL, predicate=lambda v: "Only the people" in json.dumps(v))
+        assert "db-7" not in json.dumps(refused)
+        assert not [c for c in h.ws.calls() if c.method.startswith("views.") and "db-7" in json.dumps(c.params)]
+        for reader in (BOB, ALICE):  # the approver, and the requester
+            await h.ws.click(request, "Details", user=reader)
+            await h.ws.wait_for_view(user=reader, predicate=lambda v: "db-7" in json.dumps(v["blocks"]))
+
+
+async def test_details_of_a_request_shown_in_the_channel_are_anyones(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    settings = policy(tmp_path, f"    approvers: [{BOB}]\n")
+    async with harness(fake_redis, settings=settings) as h:
+        _thread, request = await requested(h)
+        await h.ws.click(request, "Details", user=CAROL)
+        await h.ws.wait_for_view(user=CAROL, predicate=lambda v: "db-7" in json.dumps(v["blocks"]))
