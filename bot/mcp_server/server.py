@@ -415,16 +415,25 @@ def model_of(settings: Settings) -> Any:
 
 
 async def bot_team(client: Any) -> str:
-    """The bot's team id (``auth.test``). Raises ``ConfigError`` when Slack refuses the token."""
+    """The bot's team id (``auth.test``). Raises ``ConfigError`` when Slack refuses the token, or can't be reached
+    (no such host, nothing listening, a timeout: one line naming the host and ``SLACK_API_URL``)."""
+    from urllib.parse import urlsplit
+
+    import aiohttp
     from slack_sdk.errors import SlackApiError
 
-    from bot.errors import ConfigError
+    from bot.errors import ConfigError, describe_os_error
     from bot.slack.transport.web_api import slack_error
 
     try:
         resp = await client.auth_test()
     except SlackApiError as exc:
         raise ConfigError(f"Slack refused the bot token (auth.test: {slack_error(exc)})") from None
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        host = urlsplit(str(getattr(client, "base_url", ""))).netloc or "?"
+        raise ConfigError(
+            f"cannot reach the Slack API at {host} ({describe_os_error(exc)}); check SLACK_API_URL"
+        ) from None
     return str(resp.get("team_id") or "")
 
 
