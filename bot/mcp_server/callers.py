@@ -65,11 +65,11 @@ class Caller(BaseModel):
 
     ``channels``: the channel ids it may ask in; ``people``: the user ids it may ask (as ``user``, or as a DM's
     ``channel``); None (only the implicit caller): anyone in its channels. ``approvals``: it may call
-    ``request_approval``; ``approvals_anyone_in_channel``: an approval that names nobody (no ``user``, ``APPROVERS``
-    ``requester`` or ``channel``) is allowed, then anyone in the channel decides. ``policy_rule``: the name of the
-    ``APPROVAL_POLICY`` rule that decides its approvals (who, how; checked at start), else the rules match as for
-    any request. ``max_waiting``: its questions
-    waiting at once; ``per_minute``: the questions it may ask a minute (both across server processes, in Redis).
+    ``request_approval``; ``approvals_anyone_in_channel``: an approval anyone in the channel would decide (its
+    approvers list ``channel``, or ``requester`` with no ``user``: :func:`check_approval`) is allowed.
+    ``policy_rule``: the name of the ``APPROVAL_POLICY`` rule that decides its approvals (who, how; checked at
+    start), else the rules match as for any request. ``max_waiting``: its questions waiting at once;
+    ``per_minute``: the questions it may ask a minute (both across server processes, in Redis).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
