@@ -33,7 +33,7 @@ from bot.agent.asking import APPROVAL_TOOL, approval_outcome, ask_outcome, asked
 from bot.agent.state import RunState
 from bot.agent.tools import ToolInputError
 from bot.errors import BotError, RunConflict, RunNotFound, StoreUnavailable
-from bot.mcp_server.callers import IMPLICIT, Caller, check_target, implicit_caller
+from bot.mcp_server.callers import IMPLICIT, Caller, check_approval, check_target, implicit_caller
 from bot.mcp_server.limits import CallerLimits
 from bot.slack.approvals.rules import call_decision
 from bot.slack.context import SlackContext, slack_id
@@ -103,6 +103,7 @@ class Asker:
         self.agent = threads.agent
         self.names: Names = threads.writer.names  # progress messages go to a client that can't render <@U…>
         self.limits = CallerLimits(threads.index.client, keys=threads.index.keys, agent=threads.agent)
+        self.approvers = threads.answering.permissions.approvers  # who decides approvals (APPROVERS, the policy)
 
     async def ask(
         self,
@@ -123,9 +124,10 @@ class Asker:
         caller of ``channel``) through MCP client ``client`` (its ``clientInfo.name``), or find the question the
         caller already asked under ``request_key`` (the same key with another question, tool, channel or person is
         refused). Raises :class:`AskError` (bad channel or person, a malformed question, Slack refused to post it,
-        the key is taken), :class:`~bot.mcp_server.callers.Refused` (the caller may not ask there or that person, or
-        is over a limit), ``StoreUnavailable``. ``metadata``: kept with the run (e.g. :data:`MCP_TOOL`);
-        ``fingerprinted``: what else the request_key stands for (e.g. input the question shows only in part)."""
+        the key is taken), :class:`~bot.mcp_server.callers.Refused` (the caller may not ask there or that person,
+        may not request this approval, or is over a limit), ``StoreUnavailable``. ``metadata``: kept with the run
+        (e.g. :data:`MCP_TOOL`); ``fingerprinted``: what else the request_key stands for (e.g. input the question
+        shows only in part)."""
         channel_id, person = slack_id(channel), slack_id(user)
         if channel_id is None:
             raise AskError("no channel to ask in: give `channel` (a Slack channel id) or set MCP_ASK_CHANNEL")
@@ -133,6 +135,8 @@ class Asker:
             raise AskError(f"`user` must be a Slack user id (U…), not {clip(user, 40)!r}")
         caller = caller or implicit_caller(channel=channel_id)
         check_target(caller, channel=channel_id, person=person)
+        if tool_id == APPROVAL_TOOL:
+            await self._check_approval(question, caller=caller, channel_id=channel_id, person=person)
         asked_with = question if fingerprinted is None else [question, fingerprinted]
         print_ = fingerprint(asked_with, tool_id=tool_id, channel=channel_id, user=person)
         run_id = run_id_for(request_key, caller=caller.name) if request_key else None
@@ -237,6 +241,18 @@ class Asker:
         action = question.get("action")
         what = clip(action, 200) if isinstance(action, str) and action.strip() else "the request"
         return f"{what} (its arguments are shown only in Details)"
+
+    async def _check_approval(
+        self, question: dict[str, Any], *, caller: Caller, channel_id: str, person: str | None
+    ) -> None:
+        """Refuse an approval request ``caller`` may not make (:func:`~bot.mcp_server.callers.check_approval`),
+        judged by the approvers that will decide it: ``APPROVERS``, or the ``APPROVAL_POLICY`` rule its
+        ``policy_rule`` names or its ``action`` matches, for a run in ``channel_id`` of ``person`` (None: nobody in
+        particular), as the bot's approval gate and clicks decide it. Raises :class:`Refused
+        <bot.mcp_server.callers.Refused>`."""
+        ctx = SlackContext(team_id=self.team_id, channel_id=channel_id, thread_ts="", requester=person or "")
+        approvers = await self.approvers.for_request(ctx, APPROVAL_TOOL, question)
+        check_approval(caller, approvers=approvers, requester=ctx.requester)
 
     def _check(self, question: dict[str, Any], *, tool_id: str | None) -> None:
         """Refuse a malformed question before anything is posted (the tool's own argument checks, and no more

@@ -32,12 +32,15 @@ import hmac
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bot.errors import BotError, ConfigError
+
+if TYPE_CHECKING:
+    from bot.slack.questions.approvers import ApproverPolicy
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 CHANNEL = re.compile(r"[CGD][A-Z0-9_]{1,63}")
@@ -62,11 +65,11 @@ class Caller(BaseModel):
 
     ``channels``: the channel ids it may ask in; ``people``: the user ids it may ask (as ``user``, or as a DM's
     ``channel``); None (only the implicit caller): anyone in its channels. ``approvals``: it may call
-    ``request_approval``; ``approvals_anyone_in_channel``: an approval that names nobody (no ``user``, ``APPROVERS``
-    ``requester`` or ``channel``) is allowed, then anyone in the channel decides. ``policy_rule``: the name of the
-    ``APPROVAL_POLICY`` rule that decides its approvals (who, how; checked at start), else the rules match as for
-    any request. ``max_waiting``: its questions
-    waiting at once; ``per_minute``: the questions it may ask a minute (both across server processes, in Redis).
+    ``request_approval``; ``approvals_anyone_in_channel``: an approval anyone in the channel would decide (its
+    approvers list ``channel``, or ``requester`` with no ``user``: :func:`check_approval`) is allowed.
+    ``policy_rule``: the name of the ``APPROVAL_POLICY`` rule that decides its approvals (who, how; checked at
+    start), else the rules match as for any request. ``max_waiting``: its questions waiting at once;
+    ``per_minute``: the questions it may ask a minute (both across server processes, in Redis).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -209,19 +212,21 @@ def check_target(caller: Caller, *, channel: str, person: str | None) -> None:
         raise Refused(caller, "people", f"it may not ask {person} (not in its people)")
 
 
-def check_approval(caller: Caller, *, person: str | None, approvers: str | tuple[str, ...]) -> None:
-    """Refuse an approval request ``caller`` may not make: none at all (``approvals: false``), or one that names
-    nobody to decide (no ``person`` while ``approvers`` is ``requester``, or ``approvers`` ``channel``: anyone in
-    the channel would decide) unless its ``approvals_anyone_in_channel``. ``approvers``: ``APPROVERS``, or the
-    approvers of its ``policy_rule`` (``requester``, ``channel``, ids). Raises :class:`Refused`."""
+def check_approval(caller: Caller, *, approvers: ApproverPolicy, requester: str) -> None:
+    """Refuse an approval request ``caller`` may not make: none at all (``approvals: false``), or one anyone in the
+    channel would decide unless its ``approvals_anyone_in_channel``. ``approvers``: who will decide this request
+    (``APPROVERS``, or the ``APPROVAL_POLICY`` rule that decides it, its caller's ``policy_rule`` or the one its
+    ``action`` matches: :meth:`ApproverPolicy.for_request
+    <bot.slack.questions.approvers.ApproverPolicy.for_request>`), read by
+    :meth:`~bot.slack.questions.approvers.ApproverPolicy.channel_wide` for ``requester`` (the user asked, ``""``:
+    nobody in particular), the same reading that admits who clicks. Raises :class:`Refused`."""
     if not caller.approvals:
         raise Refused(caller, "approvals", "it may not request approvals")
-    entries = (approvers,) if isinstance(approvers, str) else approvers
-    anyone = "channel" in entries or ("requester" in entries and person is None and len(entries) == 1)
-    if anyone and not caller.approvals_anyone_in_channel:
-        raise Refused(
-            caller,
-            "approvals_anyone_in_channel",
-            "an approval must name who decides: give `user` (or set APPROVERS to people or user groups);"
-            " anyone in the channel may not decide it",
-        )
+    if caller.approvals_anyone_in_channel or not approvers.channel_wide(requester):
+        return
+    raise Refused(
+        caller,
+        "approvals_anyone_in_channel",
+        "an approval must name who decides: give `user` (or set APPROVERS, or the approval policy's rule, to people"
+        " or user groups); anyone in the channel may not decide it",
+    )

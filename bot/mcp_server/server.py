@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -63,18 +62,16 @@ from bot.agent.limits import (
     RequestKey,
     SlackTarget,
 )
-from bot.approval_policy import Policy, load_policy
 from bot.config import Settings
 from bot.errors import BotError, describe_error
 from bot.mcp_server.asker import MCP_TOOL, Asker, AskError, outcome_of
-from bot.mcp_server.callers import CALLER_STATE, Caller, Callers, Refused, check_approval, implicit_caller, load_callers
+from bot.mcp_server.callers import CALLER_STATE, Caller, Callers, Refused, implicit_caller, load_callers
 from bot.mcp_server.http import SHUTTING_DOWN, serve_http
 from bot.mcp_server.permission_prompt import TOOL as PERMISSION_TOOL
 from bot.mcp_server.permission_prompt import TOOL_INPUT, approval_request, decision_result, decision_text, summary
 from bot.mcp_server.task_status import TaskListen
 from bot.mcp_server.tasks import TASKING, Tasks, structured_result
 from bot.serving import check_redis, listen_error, serve_ops
-from bot.slack.context import slack_id
 from bot.store.redis_store import DEFAULT_RETENTION
 
 log = logging.getLogger(__name__)
@@ -310,8 +307,6 @@ async def ask_and_wait(
     try:
         if tool_id == APPROVAL_TOOL and caller.policy_rule:
             args = {**args, "policy_rule": caller.policy_rule}  # the rule that decides it, in the serve processes too
-        if tool_id == APPROVAL_TOOL and (not user or slack_id(user) is not None):
-            check_approval(caller, person=slack_id(user) if user else None, approvers=approvers_of(settings, caller))
         with anyio.CancelScope(shield=True):  # a cancellation waits until the question is posted and recorded
             asked = await asker.ask(
                 args,
@@ -351,22 +346,6 @@ async def ask_and_wait(
         if isinstance(exc, BotError):
             raise ToolError(f"stopped waiting: {describe_error(exc)}") from None
         raise  # the transport closed or the server stops: the question stays, a retry with its key waits on
-
-
-def approvers_of(settings: Settings, caller: Caller) -> str | tuple[str, ...]:
-    """Who decides ``caller``'s approvals: its ``policy_rule``'s approvers (``APPROVAL_POLICY``), else
-    ``APPROVERS``."""
-    if caller.policy_rule and settings.approval_policy:
-        named = policy_file(settings.approval_policy).named(caller.policy_rule)
-        if named is not None:
-            return named[1].approvers
-    return settings.approvers
-
-
-@functools.lru_cache(maxsize=4)
-def policy_file(path: str) -> Policy:
-    """The approval policy at ``path`` (read once per process; checked at start). Raises ``PolicyError``."""
-    return load_policy(path)
 
 
 def cancelled_by_client(ctx: Context) -> bool:
@@ -436,16 +415,25 @@ def model_of(settings: Settings) -> Any:
 
 
 async def bot_team(client: Any) -> str:
-    """The bot's team id (``auth.test``). Raises ``ConfigError`` when Slack refuses the token."""
+    """The bot's team id (``auth.test``). Raises ``ConfigError`` when Slack refuses the token, or can't be reached
+    (no such host, nothing listening, a timeout: one line naming the host and ``SLACK_API_URL``)."""
+    from urllib.parse import urlsplit
+
+    import aiohttp
     from slack_sdk.errors import SlackApiError
 
-    from bot.errors import ConfigError
+    from bot.errors import ConfigError, describe_os_error
     from bot.slack.transport.web_api import slack_error
 
     try:
         resp = await client.auth_test()
     except SlackApiError as exc:
         raise ConfigError(f"Slack refused the bot token (auth.test: {slack_error(exc)})") from None
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        host = urlsplit(str(getattr(client, "base_url", ""))).netloc or "?"
+        raise ConfigError(
+            f"cannot reach the Slack API at {host} ({describe_os_error(exc)}); check SLACK_API_URL"
+        ) from None
     return str(resp.get("team_id") or "")
 
 

@@ -3,10 +3,10 @@
 All keys share a configurable prefix (default ``askbot:``) so several deployments, or tests, can share
 one Redis without seeing each other's data. Keys that one Lua script or ``MULTI`` touches together share a hash tag
 (the part in ``{...}``), so they live in one Redis Cluster slot: a run's keys are tagged ``{<run_id>}``, the work
-queue's ``{work}``; every other script or ``MULTI`` touches one key (``due``, ``due:tries``, ``active:``, ``event:``,
-``thread:``, ``esc:``). Multi-key writes that need no atomicity (a question's message and inbox entries) are plain
-pipelines (:mod:`bot.store.batch`; a cluster client splits them per node). ``tests/store/test_cluster_slots.py``
-checks every script and ``MULTI``.
+queue's ``{work}``, an MCP caller's limits ``{mcp_caller:<caller>}``; every other script or ``MULTI`` touches one
+key (``due``, ``due:tries``, ``active:``, ``event:``, ``thread:``, ``esc:``). Multi-key writes that need no
+atomicity (a question's message and inbox entries) are plain pipelines (:mod:`bot.store.batch`; a cluster client
+splits them per node). ``tests/store/test_cluster_slots.py`` checks every script and ``MULTI``.
 With a cluster the prefix must hold no ``{``/``}`` (checked in :mod:`bot.config`); the key names are the same on
 one Redis and on a cluster.
 
@@ -39,9 +39,10 @@ one Redis and on a cluster.
 - ``{prefix}{work}`` - stream: jobs from ``web`` processes for ``worker`` processes; ``{prefix}{work}:job:{id}``
   marks a job id already queued (a resent XADD queues nothing); ``{prefix}{work}:alive:{consumer}`` - string with a
   TTL: the lease of a live worker (consumer name ``host:pid``), see :mod:`bot.store.work_queue`.
-- ``{prefix}mcp_rate:{caller}`` - string with a 60 s TTL: the questions an MCP caller asked in its current minute;
-  ``{prefix}mcp_waiting:{caller}`` - sorted set: the run ids of its questions asked and maybe still waiting (score:
-  when asked, ms), see :mod:`bot.mcp_server.limits`.
+- ``{prefix}mcp_rate:{mcp_caller:<caller>}`` - string with a 60 s TTL: the questions an MCP caller asked in its
+  current minute; ``{prefix}mcp_waiting:{mcp_caller:<caller>}`` - sorted set: the run ids of its questions asked and
+  maybe still waiting (score: when asked, ms); tagged by caller (one script admits a question: both keys), see
+  :mod:`bot.mcp_server.limits`.
 - ``{prefix}grant:{<team_id>}:{scope_key}`` - hash ``{grant_id: grant JSON}``: the standing grants covering one
   scope (``thread:C..:ts:tool``, ``channel:C..:tool``, ``always:tool:args_hash``), with a TTL of the longest;
   ``{prefix}grants:{<team_id>}:{user}`` - hash ``{grant_id: scope_key}``: the grants a person gave (App Home's list,
@@ -178,12 +179,13 @@ class Keys:
         return f"{self.prefix}{{work}}:alive:{consumer}"
 
     def mcp_rate(self, caller: str) -> str:
-        """The count of questions MCP caller ``caller`` asked this minute (``""``: the implicit caller)."""
-        return f"{self.prefix}mcp_rate:{caller}"
+        """The count of questions MCP caller ``caller`` asked this minute (``""``: the implicit caller); same slot
+        as :meth:`mcp_waiting` (one script admits a question)."""
+        return f"{self.prefix}mcp_rate:{{mcp_caller:{caller}}}"
 
     def mcp_waiting(self, caller: str) -> str:
         """The run ids of MCP caller ``caller``'s questions that may still wait (``""``: the implicit caller)."""
-        return f"{self.prefix}mcp_waiting:{caller}"
+        return f"{self.prefix}mcp_waiting:{{mcp_caller:{caller}}}"
 
     def grant(self, team_id: str, scope_key: str) -> str:
         """The standing grants covering ``scope_key`` in workspace ``team_id``."""

@@ -21,6 +21,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import Implementation
 
+from bot.mcp_server.tasks import CreateTaskResult, TasksClient
 from bot.testing.mcp_process import mcp_http_process
 from bot.testing.slack_scenarios import ALICE, BOB, CAROL, GENERAL, has_controls
 from tests.mcp_server.mcp_support import SLACK_TOKEN, STARTUP_SECONDS, bearer_client
@@ -276,6 +277,31 @@ async def test_a_callers_waiting_questions_are_bounded(
             call.cancel()
             with contextlib.suppress(BaseException):
                 await call
+
+
+async def test_questions_asked_at_once_take_at_most_max_waiting_places(
+    real_redis: aioredis.Redis, harness: Any, prefix: str, callers_file: str
+) -> None:
+    """6 ask_user calls of build-42 (2 waiting at most) at the same moment, each as a task (answered at once):
+    2 are asked, 4 refused for max_waiting."""
+    async with harness(real_redis) as h, http_server(h, prefix, MCP_CALLERS=callers_file) as url:
+        async with contextlib.AsyncExitStack() as stack:
+            clients = [
+                await stack.enter_async_context(bearer_client(url, TOKENS["build-42"], extensions=[TasksClient()]))
+                for _ in range(6)
+            ]
+            results = await asyncio.gather(
+                *(
+                    c.session.call_tool("ask_user", {"question": f"Q{i}?", "user": ALICE}, allow_claimed=True)
+                    for i, c in enumerate(clients)
+                ),
+                return_exceptions=True,
+            )
+        created = [r for r in results if isinstance(r, CreateTaskResult)]
+        assert len(created) == 2, results
+        refusals = [str(r) for r in results if not isinstance(r, CreateTaskResult)]
+        assert len(refusals) == 4 and all("rule `max_waiting`" in r for r in refusals), refusals
+        assert len(roots(h, GENERAL)) == 2
 
 
 async def test_a_callers_questions_a_minute_are_bounded_across_processes(

@@ -594,3 +594,39 @@ def test_the_http_socket_listens_before_its_address_is_logged() -> None:
             pass
     finally:
         sock.close()
+
+
+@pytest.mark.parametrize("api_url", ["http://slack.invalid/api/", "closed-port"])
+async def test_slack_unreachable_at_start_is_one_error_line_and_exit_2(
+    real_redis: aioredis.Redis, api_url: str
+) -> None:
+    """No such host (DNS) or nothing listening: ``python -m bot mcp`` says so on one ``error:`` line naming the host
+    and SLACK_API_URL, and exits 2 (as for a refused token), not with a traceback."""
+    if api_url == "closed-port":
+        with socket.socket() as probe:  # a loopback port nothing listens on once closed
+            probe.bind(("127.0.0.1", 0))
+            api_url = f"http://127.0.0.1:{probe.getsockname()[1]}/api/"
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "SLACK_BOT_TOKEN": "xoxb-test-token-0123456789",
+        "SLACK_API_URL": api_url,
+        "MCP_ASK_CHANNEL": GENERAL,
+        **REDIS_ENV,
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "mcp",
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _out, err = await asyncio.wait_for(proc.communicate(), 120)
+    lines = err.decode().splitlines()
+    assert proc.returncode == 2, lines
+    assert "Traceback (most recent call last):" not in lines
+    [error] = [line for line in lines if line.startswith("error:")]
+    host = api_url.split("/")[2]
+    assert error.startswith(f"error: cannot reach the Slack API at {host} (") and "check SLACK_API_URL" in error

@@ -158,6 +158,24 @@ async def test_a_channel_wide_entry_admits_only_from_the_runs_channel_and_named_
     assert quorum.describe(bobs).startswith(f"Needs 2 approvals from <@{ALICE}>, <@{CAROL}> (not <@{BOB}>, who asked)")
 
 
+async def test_a_requester_entry_beside_named_people_is_the_channels_for_a_run_asked_for_nobody() -> None:
+    """``approvers: [requester, Carol]`` of a run with no requester (an outside agent's request for nobody in
+    particular): anyone in the run's channel may decide, and the request says so (channel_wide, the one reading
+    the MCP server's approvals_anyone_in_channel refusal uses too)."""
+    from bot.slack.context import Origin, SlackContext
+
+    base = approvers_for(f'rules:\n  - tool: "*"\n    approvers: [requester, {CAROL}]\n')
+    nobody = SlackContext(team_id="T1", channel_id=GENERAL, thread_ts="1.0", requester="")
+    approvers = base.for_call(nobody, "restart_service", {})
+    in_run = Origin(user=BOB, surface="message", team_id="T1", channel_id=GENERAL)
+    assert approvers.channel_wide(nobody.requester) and await approvers.admits(nobody, BOB, where=in_run)
+    assert approvers.describe(nobody) == f"Waiting for anyone in this channel, <@{CAROL}> to approve or decline"
+    alices = nobody.model_copy(update={"requester": ALICE})
+    approvers = base.for_call(alices, "restart_service", {})
+    assert not approvers.channel_wide(ALICE) and not await approvers.admits(alices, BOB, where=in_run)
+    assert approvers.describe(alices) == f"Waiting for <@{ALICE}>, <@{CAROL}> to approve or decline"
+
+
 async def test_an_outside_agents_approval_request_goes_through_the_policy_with_its_action_as_the_tool(
     fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
 ) -> None:

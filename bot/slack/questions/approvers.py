@@ -137,6 +137,26 @@ class ApproverPolicy:
         false: by default once more than one approval is required)."""
         return not self.requester_counts and bool(ctx.requester) and user == ctx.requester
 
+    def channel_wide(self, requester: str) -> bool:
+        """Whether anyone in the run's channel may decide, for a run of ``requester`` (``""``: nobody in
+        particular): an entry ``channel``, or ``requester`` when the run has none, whatever else is listed beside
+        it; never when :attr:`blocked`. The one reading of it: :meth:`admits` and :meth:`describe` use it, and so
+        does the MCP server's ``approvals_anyone_in_channel`` refusal
+        (:func:`bot.mcp_server.callers.check_approval`)."""
+        if self.blocked is not None:
+            return False
+        return any(entry == "channel" or (entry == "requester" and not requester) for entry in self.entries)
+
+    async def for_request(self, ctx: SlackContext, tool_name: str, args: dict[str, object]) -> ApproverPolicy:
+        """:meth:`for_call` once the requester's user groups the rules match on (``requester.groups``) are looked
+        up (Slack, cached), as the approval gate looks them up (:func:`bot.slack.approvals.rules.policy_gate`):
+        the approvers the request will be decided by, before it is asked."""
+        if self.policy is not None and ctx.requester:
+            among = tuple(dict.fromkeys(g for rule in self.policy.rules for g in rule.requester.groups))
+            if among:
+                await self.people.groups_of(ctx.requester, among=among)
+        return self.for_call(ctx, tool_name, args)
+
     async def admits(self, ctx: SlackContext, user: str, *, where: Origin | None) -> bool:
         """Whether ``user`` may decide on a tool call of the run in ``ctx``, asking from ``where`` (None: a surface
         with no channel, e.g. a modal's submission): the requester; a channel-wide entry (``channel``, or
@@ -145,10 +165,11 @@ class ApproverPolicy:
         if self.blocked is not None or self.excludes_requester(ctx, user):
             return False
         in_channel = where is None or where.channel_id is None or where.channel_id == ctx.channel_id
+        if in_channel and self.channel_wide(ctx.requester):
+            return True
         for entry in self.entries:
             if entry == "channel" or (entry == "requester" and not ctx.requester):
-                if in_channel:
-                    return True
+                continue  # channel-wide: above
             elif entry == "requester":
                 if user == ctx.requester:
                     return True
@@ -184,7 +205,7 @@ class ApproverPolicy:
         names = [f"<@{u}>" for u in sorted(self.users)] + self._group_names()
         if "requester" in self.entries and ctx.requester:
             names.insert(0, f"<@{ctx.requester}>")
-        if "channel" in self.entries:
+        if self.channel_wide(ctx.requester):
             names.insert(0, f"anyone in {here}")
         return "Waiting for " + ", ".join(names or ["nobody yet"]) + " to approve or decline"
 
@@ -195,7 +216,7 @@ class ApproverPolicy:
         names += self._group_names()
         if "requester" in self.entries and ctx.requester and self.requester_counts:
             names.insert(0, f"<@{ctx.requester}>")
-        if "channel" in self.entries or ("requester" in self.entries and not ctx.requester):
+        if self.channel_wide(ctx.requester):
             names.insert(0, f"anyone in {here}")
         text = f"Needs {self.required} approvals from " + ", ".join(names or ["nobody yet"])
         if not self.requester_counts and ctx.requester:
@@ -252,6 +273,8 @@ class ApproverPolicy:
             )
         if self.spec == "channel" or (self.spec == "requester" and not ctx.requester):
             return f"Only people in <#{ctx.channel_id}> can approve or decline this."
+        if self.channel_wide(ctx.requester):
+            return f"Only people in <#{ctx.channel_id}> and the configured approvers can approve or decline this."
         if self.spec == "requester":
             return f"Only <@{ctx.requester}> can approve or decline this."
         return "Only the configured approvers can approve or decline this."
