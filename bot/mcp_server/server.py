@@ -450,6 +450,11 @@ async def run_mcp(settings: Settings, *, http: bool = False) -> None:
         raise ConfigError(
             "MCP_TOKEN (or MCP_CALLERS) is not set: python -m bot mcp --http refuses requests without a token"
         )
+    if http and callers is not None and not any(c.token_sha256 for c in callers.entries):
+        raise ConfigError(
+            "MCP_CALLERS: no caller has a token_sha256: python -m bot mcp --http could accept nobody (give each HTTP"
+            " caller its token's hash)"
+        )
     if not http and callers is not None and settings.mcp_caller is None:
         raise ConfigError("MCP_CALLER is not set: over stdio it names which of MCP_CALLERS' callers this process is")
     async with asking(settings) as asker:

@@ -163,3 +163,18 @@ def test_a_callers_policy_rule_must_name_a_rule_of_the_approval_policy(
     policy.write_text("rules:\n  - name: deploys\n    tool: 'deploy-*'\n  - name: default\n", encoding="utf-8")
     settings = load_settings()
     assert settings.mcp_callers is not None
+
+
+def test_over_http_a_callers_file_with_no_token_is_refused_at_start(tmp_path: Path) -> None:
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "SLACK_BOT_TOKEN": "xoxb-test-token-0123456789",
+        "REDIS_URL": "redis://127.0.0.1:6379/0",
+        "MCP_CALLERS": write(tmp_path, "callers:\n  - name: a\n    channels: [C0GENERAL1]\n"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "bot", "mcp", "--http"], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 2, done.stderr
+    [error] = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert error.startswith("error: MCP_CALLERS: no caller has a token_sha256"), done.stderr
