@@ -21,7 +21,7 @@ from bot.agent.stream import ApprovalPayload
 from bot.approval_policy import CHANNEL_PREFIX, GROUP_HANDLE, GROUP_ID, USER_ID, Policy, load_policy
 from bot.config import Settings
 from bot.slack.approvals.people import CACHE_SECONDS, People
-from bot.slack.approvals.rules import blocked_reason, named_rule, policy_call, tool_use
+from bot.slack.approvals.rules import blocked_reason, call_decision, named_rule, policy_call, tool_use
 from bot.slack.context import Origin, SlackContext
 
 log = logging.getLogger(__name__)
@@ -148,14 +148,21 @@ class ApproverPolicy:
         return any(entry == "channel" or (entry == "requester" and not requester) for entry in self.entries)
 
     async def for_request(self, ctx: SlackContext, tool_name: str, args: dict[str, object]) -> ApproverPolicy:
-        """:meth:`for_call` once the requester's user groups the rules match on (``requester.groups``) are looked
-        up (Slack, cached), as the approval gate looks them up (:func:`bot.slack.approvals.rules.policy_gate`):
-        the approvers the request will be decided by, before it is asked."""
-        if self.policy is not None and ctx.requester:
-            among = tuple(dict.fromkeys(g for rule in self.policy.rules for g in rule.requester.groups))
-            if among:
-                await self.people.groups_of(ctx.requester, among=among)
-        return self.for_call(ctx, tool_name, args)
+        """:meth:`for_call` under the rule the approval gate will decide the request by
+        (:func:`bot.slack.approvals.rules.call_decision`: the requester's user groups looked up as the gate looks
+        them up): the approvers the request will be decided by, before it is asked."""
+        if self.policy is None:
+            return self
+        decision = await call_decision(
+            self.policy,
+            tool_name,
+            args,
+            requester=ctx.requester,
+            channel=ctx.channel_id,
+            tool_requires=True,
+            people=self.people,
+        )
+        return self.for_call(ctx, tool_name, args, rule=decision.name)
 
     async def admits(self, ctx: SlackContext, user: str, *, where: Origin | None) -> bool:
         """Whether ``user`` may decide on a tool call of the run in ``ctx``, asking from ``where`` (None: a surface
