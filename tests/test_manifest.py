@@ -165,7 +165,7 @@ def called_methods() -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for path in source_files():
         where = str(path.relative_to(ROOT))
-        for method, line in calls_in(ast.parse(path.read_text(encoding="utf-8"), filename=where), where):
+        for method, line in calls_in(parse(path.read_text(encoding="utf-8"), where), where):
             found.setdefault(method, []).append(f"{where}:{line}")
     return found
 
@@ -203,6 +203,15 @@ def test_every_called_method_is_in_the_scope_table() -> None:
         "from https://docs.slack.dev/reference/methods/<method> (and to manifest.yml): "
         + "; ".join(f"{m} (called at {', '.join(where)})" for m, where in sorted(unknown.items()))
     )
+
+
+def parse(source: str, where: str) -> ast.Module:
+    """``ast.parse``, once more after CPython 3.11's spurious "AST constructor recursion depth mismatch"
+    SystemError (an interpreter bug seen under the parallel suite, not a fault of the file)."""
+    try:
+        return ast.parse(source, filename=where)
+    except SystemError:
+        return ast.parse(source, filename=where)
 
 
 def test_every_called_method_has_its_scope_in_the_manifest() -> None:
