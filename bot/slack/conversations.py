@@ -36,7 +36,7 @@ from bot.slack.questions.withdrawing import Withdrawing, says_stop
 from bot.slack.render import blocks as bk
 from bot.slack.render.mrkdwn import unescape
 from bot.slack.replies.thread_writer import FAILURE, ThreadWriter, failure_text
-from bot.slack.run_slots import WaitingLimit
+from bot.slack.run_slots import Taking, WaitingLimit
 from bot.slack.transport.web_api import SlackWeb
 from bot.store.batch import Batch
 from bot.store.conversations import ConversationIndex, ThreadRecord
@@ -52,10 +52,18 @@ BUSY = "I'm still working on this thread; one moment (say `stop` to stop me)."
 @dataclass(frozen=True)
 class NewEventReads:
     """What a new message's first round trip read beside its first-sight mark (:meth:`Threads.new_event_reads`):
-    the ``thread``'s record (None: none), the person's ``inbox`` (None: no waiting bound)."""
+    the ``thread``'s record (None: none), the person's ``inbox`` (None: no waiting bound), and the run slot asked
+    for the run it may start (``taking``: None when not asked; whoever reads this settles it,
+    :meth:`Taking.drop` once done: nothing when the run used it)."""
 
     thread: ThreadRecord | None
     inbox: Snapshot | None
+    taking: Taking | None = None
+
+    async def drop_slot(self) -> None:
+        """Give the run slot asked for back unused (nothing when none was asked, or a run took it). Raises nothing."""
+        if self.taking is not None:
+            await self.taking.drop()
 
 
 PERSON_SUBTYPES = frozenset({"thread_broadcast", "file_share", "me_message"})
@@ -95,7 +103,10 @@ class Threads:
         """Lazy listener of ``app_mention``: start or continue the thread's conversation."""
         read = await self.new_event_reads(body, context)
         if read is not None:
-            await self.converse(body, bot_user=context.get("bot_user_id"), read=read)
+            try:
+                await self.converse(body, bot_user=context.get("bot_user_id"), read=read)
+            finally:
+                await read.drop_slot()
 
     async def on_message(self, body: dict[str, Any], context: dict[str, Any]) -> None:
         """Lazy listener of ``message`` events a person wrote in a DM or as a thread reply (see the listener's
@@ -103,8 +114,11 @@ class Threads:
         if (body.get("event") or {}).get("channel_type") == "im":
             read = await self.new_event_reads(body, context)
             if read is not None:
-                note = await self.dm_note(Origin.of_event(body)) if self.dm_note is not None else None
-                await self.converse(body, bot_user=context.get("bot_user_id"), note=note, read=read)
+                try:
+                    note = await self.dm_note(Origin.of_event(body)) if self.dm_note is not None else None
+                    await self.converse(body, bot_user=context.get("bot_user_id"), note=note, read=read)
+                finally:
+                    await read.drop_slot()
         elif await self.is_new_event(body, context):
             await self._thread_reply(body)
 
@@ -115,30 +129,39 @@ class Threads:
 
     async def new_event_reads(self, body: dict[str, Any], context: dict[str, Any]) -> NewEventReads | None:
         """:meth:`is_new_event` and, in the same round trip, what :meth:`converse` reads first (the thread's
-        record, the person's inbox for the waiting bound); None when the event is not new (or the store is down:
-        said in the thread)."""
+        record, the person's inbox for the waiting bound) and the run slot its run would take
+        (:meth:`RunSlots.queue_enter`, settled by the caller: :meth:`NewEventReads.drop_slot`); None when the event
+        is not new (or the store is down: said in the thread; the slot given back or owed)."""
         return await self._new_event(body, context, also=True)
 
     async def _new_event(self, body: dict[str, Any], context: dict[str, Any], *, also: bool) -> NewEventReads | None:
         where = Origin.of_event(body)
         batch = Batch(self.index.client)
         fresh = self.index.queue_new_event(batch, str(where.event_id), token=context.get("job_id") or None)
-        thread = inbox = None
+        thread = inbox = taking = None
         if also:
             team, channel, thread_ts = where.team_id or "", where.channel_id or "", where.thread_ts or ""
             thread = self.index.queue_thread(batch, team, channel_id=channel, thread_ts=thread_ts)
             if self.waiting is not None:
                 inbox = self.waiting.queue_snapshot(batch, team, where.user)
+            if team:  # the run's slot, asked for now (one round trip less); given back unused when no run starts
+                taking = self.answering.gate.queue_enter(batch, team_id=team, user=where.user)
         try:
             await batch.run("checking an event")
         except StoreUnavailable:
+            if taking is not None:
+                await taking.drop()  # owed back: Redis may have applied it
             if where.channel_id:
                 await self.web.post(where.channel_id, thread_ts=where.thread_ts, text=f":warning: {STORE_DOWN}")
             return None
         if not fresh.value:
+            if taking is not None:
+                await taking.drop()
             return None
         return NewEventReads(
-            thread=thread.value if thread is not None else None, inbox=inbox.value if inbox is not None else None
+            thread=thread.value if thread is not None else None,
+            inbox=inbox.value if inbox is not None else None,
+            taking=taking,
         )
 
     # --- conversations ---------------------------------------------------------------------------
@@ -175,6 +198,8 @@ class Threads:
                 # Read also for a message that starts its own thread: a redelivered job whose first worker claimed
                 # the thread and died before its run existed finds that claim here, and takes the thread after it.
                 pointed, previous = await self._previous(ctx, read=read)
+                if previous is not None and previous.status in ("suspended", "running") and read is not None:
+                    await read.drop_slot()  # the previous run may take this message, with slots of its own
                 if previous is not None and await self._answered_or_busy(previous, where, text):
                     return
                 if previous is not None and previous.status == "running":  # continued above: take its final state
@@ -183,7 +208,8 @@ class Threads:
                 await self.web.post(channel, thread_ts=thread_ts, text=f":warning: {STORE_DOWN}")
                 return
             run_id = new_run_id()
-            slot = await self.answering.slot(ctx, self.answering.say_to(where), run_id=run_id)
+            taking = read.taking if read is not None else None
+            slot = await self.answering.slot(ctx, self.answering.say_to(where), run_id=run_id, taking=taking)
             if slot is None:
                 return
             async with slot:

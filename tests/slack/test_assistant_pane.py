@@ -40,7 +40,8 @@ async def test_a_request_in_the_pane_names_the_thread_and_tells_the_model_the_ch
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:
     async with harness(fake_redis, settings=FAST) as h:
-        h.model.script(Reply(text="Here is the summary."), Reply(text="And random too."))
+        # written slower than a reply's first send waits, so it streams
+        h.model.script(Reply(text="Here is the summary.", chunk_delay=0.15), Reply(text="And random too."))
         thread = await h.ws.open_assistant(ALICE, context_channel=GENERAL)
         await h.ws.wait_for_call("assistant.threads.setSuggestedPrompts")
         await h.ws.dm(ALICE, "summarise this channel please", thread_ts=thread)

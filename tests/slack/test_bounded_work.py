@@ -117,6 +117,41 @@ async def test_an_answer_past_the_limit_is_not_taken_and_can_be_sent_again(
         assert not has_controls(await current(h, q))
 
 
+async def test_a_typed_answer_at_the_limit_is_taken_the_mentions_own_slot_given_back_first(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """A mention's run slot is asked for with its first sight (one round trip less); when the thread's run waits
+    for an answer, that mention is the answer, whose run takes a slot of its own: at one slot per person the
+    mention's must be given back first, or the answer is refused as "still working"."""
+    async with harness(fake_redis, settings={"max_runs_per_person": 1}) as h:
+        thread, q = await ask(h, then="Going with api.")
+        await h.settle()
+        await h.ws.mention(ALICE, GENERAL, "api", thread_ts=thread)
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Going with api."
+        )
+        await h.settle()
+        assert not h.ws.ephemerals(user=ALICE)  # nobody was told to slow down
+        assert not has_controls(await current(h, q))
+
+
+async def test_a_mention_slack_delivers_again_gives_its_run_slot_back(fake_redis: aioredis.Redis, harness: Any) -> None:
+    """Slack's retry of a mention already taken is dropped; the run slot asked for with its first sight goes back
+    with it, so at one slot per person the next request is served (not "still working" until the slot lapses)."""
+    async with harness(fake_redis, settings={"max_runs_per_person": 1}) as h:
+        h.model.script(Reply(text="First."), Reply(text="Second."))
+        d = await h.ws.mention(ALICE, GENERAL, "one")
+        await h.settle()
+        assert (await h.ws.retry(d.ack, 1)).status == 200
+        await h.settle()
+        d2 = await h.ws.mention(ALICE, GENERAL, "two")
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d2.message["ts"], predicate=lambda m: m["text"] == "Second."
+        )
+        assert not h.ws.ephemerals(user=ALICE)
+        assert len(h.model.requests) == 2  # the retry started nothing
+
+
 @pytest.mark.real_redis
 async def test_slots_of_a_crashed_process_lapse_on_their_own(real_redis: aioredis.Redis, prefix: str) -> None:
     active = ActiveRuns(real_redis, keys=Keys(prefix), ttl=0.3)

@@ -1,8 +1,9 @@
 """A reply that reaches its thread while the model writes it: :class:`ReplyStream`.
 
 Text (:meth:`ReplyStream.text`) and tool progress (:meth:`ReplyStream.task`) are queued without waiting on Slack;
-a background pump sends what is queued at most once per ``interval`` seconds (the first send goes at once), so a
-fast model costs a bounded number of Web API calls and a slow Slack never slows the run.
+a background pump sends what is queued at most once per ``interval`` seconds, so a fast model costs a bounded number
+of Web API calls and a slow Slack never slows the run. The first send waits :data:`FIRST_SEND_AFTER` for more of the
+reply (the thread's status shows meanwhile), so a reply the model finishes within it is posted whole.
 
 Two ways to show it, chosen per reply:
 
@@ -21,9 +22,9 @@ Two ways to show it, chosen per reply:
   streaming is off, refused (an older workspace, a channel type, a method error, a rate limit past the client's
   retries) or breaks midway; the message streamed so far is then updated in place.
 
-A reply whose whole text is there before any of it was streamed (a short one, or one the model wrote faster than
-the first send) is posted whole: one ``chat.postMessage`` shows what ``chat.startStream`` + ``chat.stopStream``
-would have shown in the end.
+A reply whose whole text is there before any of it was streamed (a short one, or one the model wrote within
+:data:`FIRST_SEND_AFTER` of its first word) is posted whole: one ``chat.postMessage`` shows what
+``chat.startStream`` + ``chat.stopStream`` would have shown in the end.
 
 A refusal is remembered per channel for a while (:class:`bot.slack.replies.unsupported.FeatureRefusals`), so the replies
 after it go straight to posting. Nothing here raises on a Slack error: failures are logged with Slack's code.
@@ -85,6 +86,11 @@ class _EndedBySlack(Exception):
     """The current streamed message is one Slack ended (:class:`EndedStreams`): no more stream calls on it."""
 
 
+FIRST_SEND_AFTER = 0.3
+"""Seconds a reply's first send waits after its first text or task (at most ``interval``): a reply finished by then
+costs one ``chat.postMessage`` instead of ``chat.startStream`` + ``chat.stopStream`` (or a post + its update), and
+a streamed one starts with more than its first token. Short against a model's first token, which the thread's
+status covers (Slack clears it as the reply's message appears)."""
 MESSAGE_BUDGET = 11_000  # safe characters per streamed message (Slack: markdown text <= 12,000 per message)
 TaskStatus = Literal["pending", "in_progress", "complete", "error"]  # Slack's task_update statuses
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.:/-]{1,200}")
@@ -259,6 +265,7 @@ class ReplyStream:
             self._pump = asyncio.ensure_future(self._run_pump())
 
     async def _run_pump(self) -> None:
+        await asyncio.sleep(min(FIRST_SEND_AFTER, self.interval))
         while True:
             await self._wake.wait()
             self._wake.clear()
@@ -296,7 +303,7 @@ class ReplyStream:
 
     def _whole_before_streamed(self) -> bool:
         """The whole reply is queued and none of it was streamed yet (a short reply, or one the model wrote faster
-        than the first send): text only, within one message."""
+        than the first send waited for): text only, within one message."""
         return (
             not self._ever_streamed
             and bool(self._outgoing)

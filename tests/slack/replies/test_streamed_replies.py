@@ -10,6 +10,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.fakeslack.state import BOT_USER_ID
+from bot.slack.replies.streaming import FIRST_SEND_AFTER
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import ALICE, GENERAL, SINGLE, has_controls
@@ -87,12 +88,40 @@ async def test_a_stream_that_breaks_midway_is_finished_in_the_same_message(
         assert h.ws.calls("chat.postMessage") == []
 
 
+async def test_a_reply_written_within_the_first_send_wait_is_posted_whole(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """Issue 26: a short reply whose pieces come within :data:`FIRST_SEND_AFTER` of its first one shows the same
+    with one ``chat.postMessage`` as with ``chat.startStream`` + ``chat.stopStream``; a slower one still streams."""
+    async with harness(fake_redis, settings=FAST) as h:
+        h.model.script(
+            Reply(text="Quick and short, all of it.", chunk_delay=FIRST_SEND_AFTER / 20),
+            Reply(text="Slow and streamed, piece by piece.", chunk_delay=FIRST_SEND_AFTER),
+        )
+        d = await h.ws.mention(ALICE, GENERAL, "quick")
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: m["text"] == "Quick and short, all of it."
+        )
+        await h.settle()
+        assert methods(h, "chat.startStream", "chat.appendStream", "chat.stopStream") == []
+        assert len(bot_replies(h, d.message["ts"])) == 1
+        d2 = await h.ws.mention(ALICE, GENERAL, "slow")
+        slow = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d2.message["ts"], predicate=lambda m: m.get("user") == BOT_USER_ID
+        )
+        assert slow["streaming"]  # shown while written
+        await h.settle()
+        assert methods(h, "chat.startStream", "chat.stopStream") == ["chat.startStream", "chat.stopStream"]
+        assert bot_replies(h, d2.message["ts"])[0]["text"] == "Slow and streamed, piece by piece."
+
+
 async def test_a_question_ends_the_stream_first_and_the_answer_streams_anew(
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:
     async with harness(fake_redis, settings=FAST) as h:
         h.model.script(
-            Reply(text="Let me ask you first.", tool_calls=[tool_call("ask_user", SINGLE, id="c1")]),
+            # written slower than the first send waits, so it streams
+            Reply(text="Let me ask you first.", tool_calls=[tool_call("ask_user", SINGLE, id="c1")], chunk_delay=0.15),
             Reply(text="Going with api."),
         )
         d = await h.ws.mention(ALICE, GENERAL, "deploy")
@@ -277,7 +306,10 @@ async def test_a_person_the_reply_may_not_ping_is_named_not_shown_by_id(
     an id Slack doesn't know stays as it is."""
     pieces = [{"content": "Going with web, as <@U_AL"}, {"content": "ICE> chose (not <@U_NOBODY>)."}]
     async with harness(fake_redis, settings={**FAST, "reply_streaming": streaming}) as h:
-        h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="q1")]), Reply(chunks=pieces))
+        h.model.script(
+            Reply(tool_calls=[tool_call("ask_user", SINGLE, id="q1")]),
+            Reply(chunks=pieces, chunk_delay=FIRST_SEND_AFTER * 2),  # streamed: the first piece goes out alone
+        )
         d = await h.ws.mention(ALICE, GENERAL, "which repo?")
         q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
         await h.ws.click(q, "web", user=ALICE)
