@@ -40,7 +40,6 @@ from bot.slack.run_slots import Taking, WaitingLimit
 from bot.slack.transport.web_api import SlackWeb
 from bot.store.batch import Batch
 from bot.store.conversations import ConversationIndex, ThreadRecord
-from bot.store.inbox import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +51,13 @@ BUSY = "I'm still working on this thread; one moment (say `stop` to stop me)."
 @dataclass(frozen=True)
 class NewEventReads:
     """What a new message's first round trip read beside its first-sight mark (:meth:`Threads.new_event_reads`):
-    the ``thread``'s record (None: none), the person's ``inbox`` (None: no waiting bound), and the run slot asked
+    the ``thread``'s record (None: none), how many questions are ``waiting`` on the person (None: no waiting bound;
+    :meth:`WaitingLimit.queue_total`), and the run slot asked
     for the run it may start (``taking``: None when not asked; whoever reads this settles it,
     :meth:`Taking.drop` once done: nothing when the run used it)."""
 
     thread: ThreadRecord | None
-    inbox: Snapshot | None
+    waiting: int | None
     taking: Taking | None = None
 
     async def drop_slot(self) -> None:
@@ -129,7 +129,7 @@ class Threads:
 
     async def new_event_reads(self, body: dict[str, Any], context: dict[str, Any]) -> NewEventReads | None:
         """:meth:`is_new_event` and, in the same round trip, what :meth:`converse` reads first (the thread's
-        record, the person's inbox for the waiting bound) and the run slot its run would take
+        record, how many questions wait on the person, for the waiting bound) and the run slot its run would take
         (:meth:`RunSlots.queue_enter`, settled by the caller: :meth:`NewEventReads.drop_slot`); None when the event
         is not new (or the store is down: said in the thread; the slot given back or owed)."""
         return await self._new_event(body, context, also=True)
@@ -138,12 +138,12 @@ class Threads:
         where = Origin.of_event(body)
         batch = Batch(self.index.client)
         fresh = self.index.queue_new_event(batch, str(where.event_id), token=context.get("job_id") or None)
-        thread = inbox = taking = None
+        thread = waiting = taking = None
         if also:
             team, channel, thread_ts = where.team_id or "", where.channel_id or "", where.thread_ts or ""
             thread = self.index.queue_thread(batch, team, channel_id=channel, thread_ts=thread_ts)
             if self.waiting is not None:
-                inbox = self.waiting.queue_snapshot(batch, team, where.user)
+                waiting = self.waiting.queue_total(batch, team, where.user)
             if team:  # the run's slot, asked for now (one round trip less); given back unused when no run starts
                 taking = self.answering.gate.queue_enter(batch, team_id=team, user=where.user)
         try:
@@ -160,7 +160,7 @@ class Threads:
             return None
         return NewEventReads(
             thread=thread.value if thread is not None else None,
-            inbox=inbox.value if inbox is not None else None,
+            waiting=waiting.value if waiting is not None else None,
             taking=taking,
         )
 
@@ -213,7 +213,7 @@ class Threads:
             if slot is None:
                 return
             async with slot:
-                if await self._too_many_waiting(ctx, where, inbox=read.inbox if read is not None else None):
+                if await self._too_many_waiting(ctx, where, total=read.waiting if read is not None else None):
                     return
                 if pointed is None and first_request is not None:
                     await first_request(text)
@@ -221,12 +221,12 @@ class Threads:
                 text = f"{note}\n\n{text}" if note else text
                 await self._start(ctx, text, previous, after=pointed, run_id=run_id, request=request)
 
-    async def _too_many_waiting(self, ctx: SlackContext, where: Origin, *, inbox: Snapshot | None) -> bool:
+    async def _too_many_waiting(self, ctx: SlackContext, where: Origin, *, total: int | None) -> bool:
         """Whether the person already has as many questions waiting as :class:`WaitingLimit` allows (then they
-        were told, and no run starts); ``inbox``: their inbox, read already (None: read here)."""
+        were told, and no run starts); ``total``: how many questions wait on them, read already (None: read here)."""
         try:
             refused = (
-                await self.waiting.refusal(ctx.team_id, ctx.requester, snapshot=inbox)
+                await self.waiting.refusal(ctx.team_id, ctx.requester, total=total)
                 if self.waiting is not None
                 else None
             )

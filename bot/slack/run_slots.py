@@ -34,7 +34,7 @@ from bot.errors import RunLimitReached, RunNotFound, StoreCorrupt, StoreUnavaila
 from bot.slack.context import SlackContext
 from bot.store import outage
 from bot.store.batch import Batch, Later
-from bot.store.inbox import Inbox, Snapshot
+from bot.store.inbox import Inbox
 from bot.store.limits import ActiveRuns
 from bot.store.redis_store import RedisRunStore, Rider
 
@@ -264,15 +264,18 @@ class WaitingLimit:
         self.agent = agent
         self.limit = limit
 
-    def queue_snapshot(self, batch: Batch, team_id: str, user: str) -> Later[Snapshot]:
-        """The inbox read :meth:`refusal` needs, queued in ``batch`` (to pass as its ``snapshot``)."""
-        return self.inbox.queue_snapshot(batch, team_id, user, limit=SCANNED, recent=1)
+    def queue_total(self, batch: Batch, team_id: str, user: str) -> Later[int]:
+        """How many entries wait in ``user``'s inbox in all, queued in ``batch`` (to pass to :meth:`refusal` as its
+        ``total``): below the limit, nothing more is read."""
+        return self.inbox.queue_total(batch, team_id, user)
 
-    async def refusal(self, team_id: str, user: str, *, snapshot: Snapshot | None = None) -> str | None:
-        """None while ``user`` may start another run in ``team_id``; else what to tell them. ``snapshot``: their
-        inbox read already (:meth:`queue_snapshot`). Raises ``StoreUnavailable``."""
-        if snapshot is None:
-            snapshot = await self.inbox.snapshot(team_id, user, limit=SCANNED, recent=1)
+    async def refusal(self, team_id: str, user: str, *, total: int | None = None) -> str | None:
+        """None while ``user`` may start another run in ``team_id``; else what to tell them. ``total``: their
+        inbox's size read already (:meth:`queue_total`); at or past the limit (or unknown) the entries are read and
+        counted. Raises ``StoreUnavailable``."""
+        if total is not None and total < self.limit:
+            return None
+        snapshot = await self.inbox.snapshot(team_id, user, limit=SCANNED, recent=1)
         if snapshot.total < self.limit:
             return None
         waiting = 0

@@ -141,6 +141,11 @@ class Inbox:
         await batch.run("reading an inbox")
         return snapshot.value
 
+    def queue_total(self, batch: Batch, team_id: str, user: str) -> Later[int]:
+        """How many questions wait on ``user`` in all (``ZCARD`` of their inbox), read in ``batch``."""
+        batch.pipe.zcard(self.keys.inbox(team_id, user))
+        return batch.read(int)
+
     def queue_snapshot(
         self, batch: Batch, team_id: str, user: str, *, limit: int = 50, recent: int = 5
     ) -> Later[Snapshot]:
