@@ -29,15 +29,28 @@ does not change by itself (Slack: "Your app is responsible for transitioning the
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from bot.fakeslack.api_args import ApiError, invalid, require
-from bot.fakeslack.state import JSON, TEAM_ID, PlaygroundError, dm_channel_id
+from bot.fakeslack.state import JSON, TEAM_ID, PlaygroundError, SlackState, dm_channel_id
 from bot.fakeslack.webapi import WebApi
 
 if TYPE_CHECKING:
-    from bot.fakeslack.sender import Ack
-    from bot.fakeslack.workspace import Workspace
+    from bot.fakeslack.sender import Ack, Sender
+    from bot.fakeslack.socket_mode import SocketSender
+
+
+class Workspace(Protocol):
+    """What a person's session actions need of the fake workspace (``bot.fakeslack.workspace.Workspace`` is one,
+    and calls these functions): the sender of events to the app, the events the app subscribes to, its people."""
+
+    sender: Sender | SocketSender
+    subscriptions: frozenset[str]
+
+    @property
+    def state(self) -> SlackState: ...
+
+    def _check_user(self, user: str) -> None: ...
 
 STATUSES = ("processing", "active", "suspended", "closed")
 TITLE_MAX = 200  # Slack: "max 200 characters"

@@ -252,7 +252,7 @@ class Asker:
         <bot.mcp_server.callers.Refused>`."""
         ctx = SlackContext(team_id=self.team_id, channel_id=channel_id, thread_ts="", requester=person or "")
         approvers = await self.approvers.for_request(ctx, APPROVAL_TOOL, question)
-        check_approval(caller, approvers=approvers, requester=ctx.requester)
+        check_approval(caller, channel_wide=approvers.channel_wide(ctx.requester))
 
     def _check(self, question: dict[str, Any], *, tool_id: str | None) -> None:
         """Refuse a malformed question before anything is posted (the tool's own argument checks, and no more

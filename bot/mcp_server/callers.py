@@ -32,15 +32,12 @@ import hmac
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bot.errors import BotError, ConfigError
-
-if TYPE_CHECKING:
-    from bot.slack.questions.approvers import ApproverPolicy
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 CHANNEL = re.compile(r"[CGD][A-Z0-9_]{1,63}")
@@ -212,17 +209,15 @@ def check_target(caller: Caller, *, channel: str, person: str | None) -> None:
         raise Refused(caller, "people", f"it may not ask {person} (not in its people)")
 
 
-def check_approval(caller: Caller, *, approvers: ApproverPolicy, requester: str) -> None:
+def check_approval(caller: Caller, *, channel_wide: bool) -> None:
     """Refuse an approval request ``caller`` may not make: none at all (``approvals: false``), or one anyone in the
-    channel would decide unless its ``approvals_anyone_in_channel``. ``approvers``: who will decide this request
-    (``APPROVERS``, or the ``APPROVAL_POLICY`` rule that decides it, its caller's ``policy_rule`` or the one its
-    ``action`` matches: :meth:`ApproverPolicy.for_request
-    <bot.slack.questions.approvers.ApproverPolicy.for_request>`), read by
-    :meth:`~bot.slack.questions.approvers.ApproverPolicy.channel_wide` for ``requester`` (the user asked, ``""``:
-    nobody in particular), the same reading that admits who clicks. Raises :class:`Refused`."""
+    channel would decide unless its ``approvals_anyone_in_channel``. ``channel_wide``: whether anyone in the channel
+    would decide this request, as the approvers that will decide it say for the user asked
+    (:meth:`bot.slack.questions.approvers.ApproverPolicy.channel_wide` of ``APPROVERS``, or of the
+    ``APPROVAL_POLICY`` rule that decides it: the same reading that admits who clicks). Raises :class:`Refused`."""
     if not caller.approvals:
         raise Refused(caller, "approvals", "it may not request approvals")
-    if caller.approvals_anyone_in_channel or not approvers.channel_wide(requester):
+    if caller.approvals_anyone_in_channel or not channel_wide:
         return
     raise Refused(
         caller,
