@@ -52,6 +52,7 @@ class Workspace(Protocol):
 
     def _check_user(self, user: str) -> None: ...
 
+
 STATUSES = ("processing", "active", "suspended", "closed")
 TITLE_MAX = 200  # Slack: "max 200 characters"
 MISSING_STOP_SUBSCRIPTION = "missing_agent_session_stopped_event_subscription"

@@ -12,7 +12,10 @@
   asked, by whom, how long it has waited and a link to its thread; then the last few closed.
 - When: on ``app_home_opened``, and whenever a question in the person's inbox is asked or closed: a refresh is
   scheduled :data:`DEBOUNCE` seconds later (one per person at a time, :mod:`bot.store.schedule`), within Slack's
-  rate limits for ``views.publish``.
+  rate limits for ``views.publish``. A refresh is published only to a person who opened the tab within
+  :data:`WATCHED` seconds: a Home nobody looks at shows nothing, and Slack sends ``app_home_opened`` each time the
+  tab is opened again, which publishes it fresh (a person who never opens it costs no ``views.publish`` nor the
+  ``chat.getPermalink`` of each of its links).
 
 Slack: a Home view holds at most 100 blocks (docs.slack.dev reference/views): it shows as many questions as fit
 (:data:`MAX_BLOCKS`) and says how many more wait.
@@ -53,6 +56,7 @@ HOME = "home"  # the scheduled refresh's kind: DueItem(HOME, run_id=team_id, key
 DEBOUNCE = 2.0  # seconds between a change and the person's Home refresh
 MAX_BLOCKS = 95  # of Slack's 100, leaving room for "and N more"
 SHOWN = 30  # questions read per refresh at most
+WATCHED = 8 * 3600  # seconds after opening the Home tab during which changes are published to it (a working day)
 LINKS_KEPT = 2000  # thread links remembered per process
 
 
@@ -129,11 +133,19 @@ class Home:
         event = body.get("event") or {}
         if event.get("tab", "home") != "home" or not event.get("user"):
             return
-        await self.publish(str(body.get("team_id") or event.get("team") or ""), str(event["user"]))
+        team_id, user = str(body.get("team_id") or event.get("team") or ""), str(event["user"])
+        try:
+            await self.inbox.watch(team_id, user, seconds=WATCHED)
+        except StoreUnavailable as exc:  # this publish goes on (and fails if Redis is down for it too)
+            log.warning("could not mark %s's Home as open: %s", user, exc)
+        await self.publish(team_id, user)
 
     async def on_refresh(self, item: DueItem) -> None:
-        """The scheduled refresh of ``item.key``'s Home (team ``item.run_id``)."""
-        await self.publish(item.run_id, item.key)
+        """The scheduled refresh of ``item.key``'s Home (team ``item.run_id``): published when they opened it within
+        :data:`WATCHED` seconds, else nothing (their next ``app_home_opened`` publishes it). Raises
+        ``StoreUnavailable``."""
+        if await self.inbox.watched(item.run_id, item.key):
+            await self.publish(item.run_id, item.key)
 
     async def publish(self, team_id: str, user: str) -> None:
         """Render and publish ``user``'s inbox. Raises ``StoreUnavailable``."""

@@ -45,6 +45,20 @@ class Inbox:
         self.keys = keys
         self.retention = retention
 
+    async def watch(self, team_id: str, user: str, *, seconds: int) -> None:
+        """Mark that ``user`` opened their Home tab: :meth:`watched` for ``seconds``. Raises ``StoreUnavailable``."""
+        try:
+            await self.client.set(self.keys.home_watched(team_id, user), "1", ex=seconds)
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while marking a Home opened: {type(exc).__name__}") from None
+
+    async def watched(self, team_id: str, user: str) -> bool:
+        """Whether ``user`` opened their Home tab within the time :meth:`watch` gave. Raises ``StoreUnavailable``."""
+        try:
+            return bool(await self.client.exists(self.keys.home_watched(team_id, user)))
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while reading whether a Home is open: {type(exc).__name__}") from None
+
     async def add(self, team_id: str, people: list[str], *, run_id: str, call: str, asked_ms: int) -> None:
         """Put question ``call`` of ``run_id`` in each of ``people``'s inbox. Raises ``StoreUnavailable``."""
         batch = Batch(self.client)

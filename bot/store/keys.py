@@ -34,6 +34,8 @@ one Redis and on a cluster.
   :mod:`bot.store.limits`.
 - ``{prefix}inbox:{team_id}:{user}`` / ``inbox_done:...`` / ``inbox_of:{<run_id>}:{tool_call_id}``: each person's
   waiting and recently closed questions (:mod:`bot.store.inbox`).
+- ``{prefix}home_watched:{team_id}:{user}`` - string with a TTL: the person opened the app's Home tab lately, so
+  changes to their inbox are published to it (see :mod:`bot.slack.home`).
 - ``{prefix}due`` - sorted set: things due later (deadlines, reminders, escalations, Home refreshes), scored by
   when (ms, Redis's clock), see :mod:`bot.store.schedule`.
 - ``{prefix}{work}`` - stream: jobs from ``web`` processes for ``worker`` processes; ``{prefix}{work}:job:{id}``
@@ -136,6 +138,10 @@ class Keys:
     def inbox_done(self, team_id: str, user: str) -> str:
         """The questions of ``user`` closed lately (list, newest first)."""
         return f"{self.prefix}inbox_done:{team_id}:{user}"
+
+    def home_watched(self, team_id: str, user: str) -> str:
+        """Set while ``user`` opened the app's Home tab lately (a string with a TTL)."""
+        return f"{self.prefix}home_watched:{team_id}:{user}"
 
     def inbox_of(self, run_id: str, tool_call_id: str) -> str:
         """Whose inboxes hold question ``tool_call_id`` of run ``run_id`` (same slot as :meth:`run`)."""

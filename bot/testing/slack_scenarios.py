@@ -14,6 +14,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bot.agent.state import RunState, utcnow
+from bot.fakeslack.home_tab import open_home
 from bot.fakeslack.sender import block_actions_payload
 from bot.fakeslack.state import TEAM_ID
 from bot.store import Keys
@@ -63,6 +64,14 @@ async def ask(
     d = await h.ws.mention(user, GENERAL, "go")
     q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
     return d.message["ts"], q
+
+
+async def open_homes(h: Any, *people: str) -> None:
+    """Each of ``people`` opens the app's Home tab (``app_home_opened``), settled: the bot publishes a refresh only
+    to a Home opened lately (:data:`bot.slack.home.WATCHED`)."""
+    for person in people:
+        await open_home(h.ws, person)
+    await h.settle()
 
 
 async def current(h: Any, message: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,18 @@ import redis.asyncio as aioredis
 from bot.agent.state import utcnow
 from bot.fakeslack.home_tab import click_home, home_view, open_home
 from bot.testing.openai_server import Reply, tool_call
-from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, SINGLE, ask, blocks_text, current, has_controls, text_is
+from bot.testing.slack_scenarios import (
+    ALICE,
+    BOB,
+    GENERAL,
+    SINGLE,
+    ask,
+    blocks_text,
+    current,
+    has_controls,
+    open_homes,
+    text_is,
+)
 from bot.testing.tcp_proxy import TcpProxy
 
 AGENT = {"agent": "bot.testing.approval_agent:build"}
@@ -61,10 +72,34 @@ async def test_home_lists_what_waits_and_answering_there_answers_the_thread(
         assert home_view(h.ws, BOB) is None  # not Bob's question
 
 
+async def test_a_home_nobody_opened_costs_no_calls_and_is_published_fresh_when_opened(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """Issue 26: a refresh is published only to a Home opened within WATCHED seconds; one nobody looks at shows
+    nothing, so questions that come and go cost it no ``views.publish`` and no ``chat.getPermalink`` of its links.
+    Opening the tab publishes what waits now, and from then on changes reach it."""
+    async with harness(fake_redis) as h:
+        _thread, q = await asked(h)
+        await refresh(h)
+        assert home_view(h.ws, ALICE) is None
+        assert not h.ws.calls("views.publish") and not h.ws.calls("chat.getPermalink")
+        await open_home(h.ws, ALICE)
+        await h.settle()
+        view = home_view(h.ws, ALICE)
+        assert view is not None and "Which repo?" in blocks_text(view)
+        await h.ws.click(q, "web", user=ALICE)
+        await h.settle()
+        await refresh(h)
+        after = home_view(h.ws, ALICE)
+        assert after is not None and "Nothing is waiting for you." in blocks_text(after)
+        assert home_view(h.ws, BOB) is None
+
+
 async def test_an_approval_waits_in_the_named_approvers_home_and_they_decide_there(
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:
     async with harness(fake_redis, settings={**AGENT, "approvers": BOB}) as h:
+        await open_homes(h, ALICE, BOB)
         h.model.script(
             Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]), Reply(text="Restarted.")
         )
@@ -91,6 +126,7 @@ async def test_a_crowded_inbox_stays_within_slacks_100_blocks_and_says_how_many_
 ) -> None:
     settings = {"max_runs_per_person": 50, "max_waiting_per_person": 50}  # 25 questions of one person's waiting
     async with harness(fake_redis, settings=settings) as h:
+        await open_homes(h, ALICE)
         for i in range(25):
             h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id=f"q{i}")]))
             d = await h.ws.mention(ALICE, GENERAL, f"question {i}")
@@ -132,6 +168,7 @@ async def test_a_late_click_on_a_stale_home_says_what_was_recorded_and_that_this
     on "api" there was told "Your answer was recorded." though it was ignored. Told now: what was recorded, by whom,
     and that this click was not; the same option again: that it was."""
     async with harness(fake_redis) as h:
+        await open_homes(h, ALICE)
         thread, q = await asked(h, then="Going with web.")
         await refresh(h)
         await h.ws.click(q, "web", user=ALICE)
@@ -163,6 +200,7 @@ async def test_an_approved_call_that_ran_is_listed_as_ran_not_running(
     """Approving closes the request as "Approved by … · running…"; once the call ends its messages say how it went,
     but the "Recently closed" line was written once and never again: "running…" for ever after it ran."""
     async with harness(fake_redis, settings={**AGENT, "approvers": BOB}) as h:
+        await open_homes(h, BOB, ALICE)
         h.model.script(
             Reply(tool_calls=[tool_call("restart_service", {"name": name}, id="r1")]), Reply(text="Finished.")
         )
@@ -189,6 +227,7 @@ async def test_a_question_on_home_points_to_its_thread_not_to_this_one(
     """Home has no thread: its copy of a question said "or reply in this thread" (a new user's report). It points to
     the question's own thread there; the message in the thread still says "this thread"."""
     async with harness(fake_redis) as h:
+        await open_homes(h, ALICE)
         _thread, q = await ask(h, args)
         await refresh(h)
         view = home_view(h.ws, ALICE)
@@ -202,6 +241,7 @@ async def test_a_question_asked_in_a_dm_is_listed_as_in_a_dm_not_as_a_channel(
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:
     async with harness(fake_redis) as h:
+        await open_homes(h, ALICE)
         h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="q1")]), Reply(text="ok"))
         d = await h.ws.dm(ALICE, "summarize")
         await h.ws.wait_for_message(channel=d.message["channel"], predicate=has_controls)

@@ -39,6 +39,7 @@ from bot.testing.slack_scenarios import (
     button,
     current,
     has_controls,
+    open_homes,
     resumed_requests,
     text_is,
 )
@@ -115,6 +116,7 @@ async def test_an_approval_escalated_to_a_person_is_not_theirs_to_decide_by_dm_o
 ) -> None:
     settings = {**AGENT, "approvers": CAROL, "ask_escalate_after": "30m", "ask_escalate_to": BOB}
     async with harness(fake_redis, settings=settings) as h:
+        await open_homes(h, BOB, CAROL)
         _thread, request = await requested(h)
         await escalate(h)
         [dm] = escalated_in(h, "D_BOB")
@@ -216,6 +218,7 @@ async def test_with_escalated_answers_a_target_answers_by_thread_reply_modal_and
     in the thread, answer in the modal, and on App Home (three questions, each escalated on its own)."""
     settings = {"ask_escalate_after": "30m", "ask_escalate_to": BOB, "ask_escalate_answers": True}
     async with harness(fake_redis, settings=settings) as h:
+        await open_homes(h, BOB)
         thread, q = await asked(h, then="Bob said web.")
         await h.ws.reply_in_thread(BOB, GENERAL, thread, "api")  # not escalated yet: refused
         await h.ws.wait_for_ephemeral(user=BOB, predicate=lambda m: "wasn't taken as an answer" in m["text"])
@@ -262,6 +265,7 @@ async def test_without_escalated_answers_the_modal_and_app_home_refuse_the_targe
 ) -> None:
     settings = {"ask_escalate_after": "30m", "ask_escalate_to": BOB}
     async with harness(fake_redis, settings=settings) as h:
+        await open_homes(h, BOB, ALICE)
         _thread, q = await asked(h, FREE)
         await escalate(h)
         bob = home_view(h.ws, BOB)

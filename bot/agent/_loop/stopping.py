@@ -13,10 +13,9 @@ the stream's ``finish`` chunk has status ``stopped``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from bot.agent._loop.tool_calls import add_result
 from bot.agent.hooks import NO_HOOKS
@@ -47,33 +46,31 @@ class StopRequests:
     def __init__(self, store: RunStore) -> None:
         self.store = store
         self._asked: dict[str, str] = {}
-        self._waking: dict[str, asyncio.Event] = {}  # runs whose model turn is under way: set on a stop
+        self._turns: dict[str, asyncio.Future[Any]] = {}  # runs whose model turn is under way: cancelled on a stop
 
     def asked(self, run_id: str, by: str) -> None:
         """A stop of ``run_id`` was requested (by ``by``); a model turn of it under way is cancelled."""
         self._asked[run_id] = by
-        if (wake := self._waking.get(run_id)) is not None:
-            wake.set()
+        if (turn := self._turns.get(run_id)) is not None:
+            turn.cancel()  # nothing when it ended already: its result stands, the stop is seen at the next step
 
     async def unless_stopped(self, run_id: str, step: Awaitable[T]) -> T:
         """Await ``step`` (a model turn of ``run_id``), cancelled when a stop of the run becomes known first:
         raises :class:`Stopped` then (once), ``step`` cancelled and awaited. A step that ended first gives its
         result (or raises its error); the stop is then seen at the next step."""
-        wake = self._waking[run_id] = asyncio.Event()
         task = asyncio.ensure_future(step)
-        stopping = asyncio.ensure_future(wake.wait())
+        self._turns[run_id] = task
         try:
-            await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            # one task per turn: a stop cancels it (asked); a cancel of this caller reaches it too, and comes
+            # back here once it ended
+            return await task
+        except asyncio.CancelledError:
+            caller = asyncio.current_task()
+            if task.cancelled() and run_id in self._asked and (caller is None or not caller.cancelling()):
+                self.check(run_id)  # raises Stopped: the stop is why it was cancelled
+            raise
         finally:
-            self._waking.pop(run_id, None)
-            stopping.cancel()
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        if task.cancelled():
-            self.check(run_id)  # raises Stopped: the stop is why it was cancelled
-        return task.result()
+            self._turns.pop(run_id, None)
 
     async def poll(self, run_id: str) -> None:
         """Read whether a stop of ``run_id`` was requested elsewhere; a store outage lets the run go on."""
@@ -93,7 +90,7 @@ class StopRequests:
     def forget(self, run_id: str) -> None:
         """Drop what is known of ``run_id`` (its segment ended)."""
         self._asked.pop(run_id, None)
-        self._waking.pop(run_id, None)
+        self._turns.pop(run_id, None)
 
 
 def wrap_up(state: RunState, out: AgentStream) -> str:

@@ -29,6 +29,7 @@ from bot.testing.slack_scenarios import (
     blocks_text,
     current,
     has_controls,
+    open_homes,
     text_is,
 )
 
@@ -91,13 +92,16 @@ async def test_each_approver_of_the_rule_sees_the_request_in_app_home_and_is_rem
     rule = "    approvers: ['@oncall', channel:C_RANDOM]\n    grants: [once, thread]\n"
     settings = {**policy(tmp_path, rule), "ask_remind_after": "1h", "ask_remind_max": 1}
     async with harness(fake_redis, ttl=86400, settings=settings, directory=with_dave()) as h:
+        await open_homes(h, DAVE, BOB, CAROL, ALICE)
         thread, _request = await requested(h)
         await tick(h, after=5)  # the Home refreshes
         for person in (BOB, CAROL):
             view = home_view(h.ws, person)
             assert view is not None and "restart_service" in blocks_text(view), person
             assert {"Approve", "Approve for this thread", "Decline"} <= set(buttons(view)), person
-        assert home_view(h.ws, DAVE) is None and home_view(h.ws, BOT_USER_ID) is None  # #random's bot: nobody
+        dave = home_view(h.ws, DAVE)  # opened: it lists nothing
+        assert dave is not None and "restart_service" not in blocks_text(dave)
+        assert home_view(h.ws, BOT_USER_ID) is None  # #random's bot: nobody
         await tick(h, after=3601)  # the reminder
         await tick(h, after=3601 + COALESCE_SECONDS + 1)  # its messages
         reminders = [m["text"] for m in h.ws.messages(GENERAL, thread_ts=thread) if m["text"].startswith(":bell:")]
@@ -114,6 +118,7 @@ async def test_a_quorums_home_card_shows_its_progress_as_the_thread_card_does(
 ) -> None:
     settings = policy(tmp_path, f"    approvers: [{BOB}, {CAROL}]\n    required: 2\n")
     async with harness(fake_redis, settings=settings, directory=with_dave()) as h:
+        await open_homes(h, CAROL, DAVE)
         thread, request = await requested(h)
         await h.ws.click(request, "Approve", user=BOB)
         await tick(h, after=5)
@@ -121,7 +126,8 @@ async def test_a_quorums_home_card_shows_its_progress_as_the_thread_card_does(
         assert f"1 of 2: approved by <@{BOB}>" in in_thread
         carol = home_view(h.ws, CAROL)
         assert carol is not None and f"1 of 2: approved by <@{BOB}>" in blocks_text(carol)
-        assert home_view(h.ws, DAVE) is None
+        dave = home_view(h.ws, DAVE)  # opened: it lists nothing
+        assert dave is not None and "restart_service" not in blocks_text(dave)
         await click_home(h.ws, CAROL, "Approve")
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
         assert approval_agent.RESTARTS == ["api"]
