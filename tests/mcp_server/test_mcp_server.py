@@ -87,11 +87,15 @@ async def test_an_mcp_client_asks_and_gets_the_answer_with_who_gave_it(
         question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
         root = next(m for m in h.ws.messages(GENERAL) if m["ts"] == question["thread_ts"])
         assert "acme/monorepo" in root["text"] and f"<@{ALICE}>" in root["text"]
+        # The client asked for progress (a token): told at once that the call waits, before anyone answers (a
+        # click before the server's wait began would end the call with nothing to tell, so the click waits here).
+        async with asyncio.timeout(STARTUP_SECONDS):
+            while not progress:
+                await asyncio.sleep(0.02)
         await h.ws.click(question, "web", user=ALICE)
         result = await asyncio.wait_for(call, 20)
         assert not result.is_error
         assert result.structured_content == {"status": "answered", "answer": "web", "answered_by": ALICE}
-        assert progress  # the client asked for progress (a token): told at once that the call waits
         await h.ws.wait_for_message(
             channel=GENERAL, thread_ts=question["thread_ts"], predicate=lambda m: "recorded for the agent" in m["text"]
         )
