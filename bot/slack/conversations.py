@@ -129,8 +129,9 @@ class Threads:
 
     async def new_event_reads(self, body: dict[str, Any], context: dict[str, Any]) -> NewEventReads | None:
         """:meth:`is_new_event` and, in the same round trip, what :meth:`converse` reads first (the thread's
-        record, how many questions wait on the person, for the waiting bound) and the run slot its run would take
-        (:meth:`RunSlots.queue_enter`, settled by the caller: :meth:`NewEventReads.drop_slot`); None when the event
+        record, how many questions wait on the person, for the waiting bound) and, for a message that starts its own
+        thread, the run slot its run would take (:meth:`RunSlots.queue_enter`, settled by the caller:
+        :meth:`NewEventReads.drop_slot`; a reply asks for its slot once it is known to start a run); None when the event
         is not new (or the store is down: said in the thread; the slot given back or owed)."""
         return await self._new_event(body, context, also=True)
 
@@ -144,7 +145,10 @@ class Threads:
             thread = self.index.queue_thread(batch, team, channel_id=channel, thread_ts=thread_ts)
             if self.waiting is not None:
                 waiting = self.waiting.queue_total(batch, team, where.user)
-            if team:  # the run's slot, asked for now (one round trip less); given back unused when no run starts
+            # A message that starts its own thread starts a run: its slot asked for now (one round trip less),
+            # given back unused when none starts. A reply may be an answer, "still working" or a stop, which start
+            # no run of their own: one held meanwhile could turn away the person's next request at the limit.
+            if team and where.thread_ts == where.message_ts:
                 taking = self.answering.gate.queue_enter(batch, team_id=team, user=where.user)
         try:
             await batch.run("checking an event")

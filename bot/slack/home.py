@@ -135,10 +135,9 @@ class Home:
             return
         team_id, user = str(body.get("team_id") or event.get("team") or ""), str(event["user"])
         try:
-            await self.inbox.watch(team_id, user, seconds=WATCHED)
-        except StoreUnavailable as exc:  # this publish goes on (and fails if Redis is down for it too)
-            log.warning("could not mark %s's Home as open: %s", user, exc)
-        await self.publish(team_id, user)
+            await self.publish(team_id, user, watch=True)
+        except StoreUnavailable as exc:  # the Home stays as it was; their next opening publishes it
+            log.warning("could not show %s's Home (storage unavailable): %s", user, exc)
 
     async def on_refresh(self, item: DueItem) -> None:
         """The scheduled refresh of ``item.key``'s Home (team ``item.run_id``): published when they opened it within
@@ -147,14 +146,17 @@ class Home:
         if await self.inbox.watched(item.run_id, item.key):
             await self.publish(item.run_id, item.key)
 
-    async def publish(self, team_id: str, user: str) -> None:
-        """Render and publish ``user``'s inbox. Raises ``StoreUnavailable``."""
-        await self.web.publish_home(user, await self.view(team_id, user))
+    async def publish(self, team_id: str, user: str, *, watch: bool = False) -> None:
+        """Render and publish ``user``'s inbox; ``watch``: they are looking at it (they opened it, or clicked in
+        it), so its changes are published for :data:`WATCHED` seconds from now, marked with the inbox's read (one
+        round trip, never a Home published but left unmarked). Raises ``StoreUnavailable``."""
+        await self.web.publish_home(user, await self.view(team_id, user, watch=watch))
 
-    async def view(self, team_id: str, user: str) -> dict[str, Any]:
-        """The Home view of ``user``: what waits for them (oldest first), then what closed lately."""
+    async def view(self, team_id: str, user: str, *, watch: bool = False) -> dict[str, Any]:
+        """The Home view of ``user``: what waits for them (oldest first), then what closed lately; ``watch``: as
+        :meth:`publish`. Raises ``StoreUnavailable``."""
         blocks: list[dict[str, Any]] = [_header("Waiting for you")]
-        inbox = await self.inbox.snapshot(team_id, user, limit=SHOWN)
+        inbox = await self.inbox.snapshot(team_id, user, limit=SHOWN, watch=WATCHED if watch else None)
         shown = stale = 0
         for run_id, call, asked_ms in inbox.waiting:
             item = await self._item(team_id, user, run_id=run_id, call=call, asked_ms=asked_ms)
@@ -226,7 +228,7 @@ class Home:
             audit.grant_revoked(team_id=team_id, user=user, grant_id=grant_id, uses=uses)
             calls = "call" if uses == 1 else "calls"
             await self.web.tell(user, f"Standing grant revoked; it had approved {uses} {calls}.")
-        await self.publish(team_id, user)
+        await self.publish(team_id, user, watch=True)  # a click in the Home: they are looking at it
 
     async def _item(
         self, team_id: str, user: str, *, run_id: str, call: str, asked_ms: int

@@ -45,12 +45,9 @@ class Inbox:
         self.keys = keys
         self.retention = retention
 
-    async def watch(self, team_id: str, user: str, *, seconds: int) -> None:
-        """Mark that ``user`` opened their Home tab: :meth:`watched` for ``seconds``. Raises ``StoreUnavailable``."""
-        try:
-            await self.client.set(self.keys.home_watched(team_id, user), "1", ex=seconds)
-        except RedisError as exc:
-            raise StoreUnavailable(f"Redis error while marking a Home opened: {type(exc).__name__}") from None
+    def queue_watch(self, batch: Batch, team_id: str, user: str, *, seconds: int) -> None:
+        """Mark, in ``batch``, that ``user`` is looking at their Home tab: :meth:`watched` for ``seconds``."""
+        batch.pipe.set(self.keys.home_watched(team_id, user), "1", ex=seconds)
 
     async def watched(self, team_id: str, user: str) -> bool:
         """Whether ``user`` opened their Home tab within the time :meth:`watch` gave. Raises ``StoreUnavailable``."""
@@ -147,10 +144,15 @@ class Inbox:
             batch.pipe.delete(owners)
             batch.pipe.delete(line)
 
-    async def snapshot(self, team_id: str, user: str, *, limit: int = 50, recent: int = 5) -> Snapshot:
+    async def snapshot(
+        self, team_id: str, user: str, *, limit: int = 50, recent: int = 5, watch: int | None = None
+    ) -> Snapshot:
         """What ``user``'s Home shows, read in one round trip: at most ``limit`` waiting questions, how many wait in
-        all, and the last ``recent`` closed. Raises ``StoreUnavailable``."""
+        all, and the last ``recent`` closed; ``watch``: seconds to mark the Home watched for in the same round trip
+        (:meth:`queue_watch`: the mark and the read succeed or fail together). Raises ``StoreUnavailable``."""
         batch = Batch(self.client)
+        if watch is not None:
+            self.queue_watch(batch, team_id, user, seconds=watch)
         snapshot = self.queue_snapshot(batch, team_id, user, limit=limit, recent=recent)
         await batch.run("reading an inbox")
         return snapshot.value

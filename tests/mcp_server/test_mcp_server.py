@@ -74,9 +74,11 @@ async def test_an_mcp_client_asks_and_gets_the_answer_with_who_gave_it(
         listed = await session.list_tools()
         assert sorted(t.name for t in listed.tools) == ["approve_tool_use", "ask_user", "request_approval"]
         progress: list[float] = []
+        told = asyncio.Event()
 
         async def on_progress(done: float, total: float | None, message: str | None) -> None:
             progress.append(done)
+            told.set()
 
         args = {
             "question": "Which repo?",
@@ -89,9 +91,7 @@ async def test_an_mcp_client_asks_and_gets_the_answer_with_who_gave_it(
         assert "acme/monorepo" in root["text"] and f"<@{ALICE}>" in root["text"]
         # The client asked for progress (a token): told at once that the call waits, before anyone answers (a
         # click before the server's wait began would end the call with nothing to tell, so the click waits here).
-        async with asyncio.timeout(STARTUP_SECONDS):
-            while not progress:
-                await asyncio.sleep(0.02)
+        await asyncio.wait_for(told.wait(), STARTUP_SECONDS)
         await h.ws.click(question, "web", user=ALICE)
         result = await asyncio.wait_for(call, 20)
         assert not result.is_error

@@ -253,3 +253,31 @@ async def test_model_output_other_than_text_is_bounded_too(fake_redis: aioredis.
         state = await h.bot.agent.get_run(run_id)
         assert state.status == "failed", (state.status, len(state.to_json()))
         assert any("Retry" in blocks_text(m) for m in h.ws.messages(GENERAL, thread_ts=d.message["ts"]))
+
+
+async def test_only_a_message_that_starts_its_thread_takes_a_run_slot_with_its_first_sight(
+    fake_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """A message that starts its own thread starts a run: its slot is asked for with its first sight (one round
+    trip less). A reply in a thread may be an answer, "still working", or a stop, and starts no run of its own
+    then: it holds no slot while its thread is read, so at the limit it can't turn away the same person's next
+    request (it did for that round trip)."""
+    async with harness(fake_redis, settings={"max_runs_per_person": 1}) as h:
+        threads = h.bot.threads
+        assert threads is not None
+        person = Keys(prefix).active_runs(f"T_PLAYGROUND:{ALICE}")
+
+        def event(n: int, **extra: str) -> dict[str, Any]:
+            ts = f"1700000000.00000{n}"
+            fields = {"type": "app_mention", "user": ALICE, "channel": GENERAL, "ts": ts, "text": "hi", **extra}
+            return {"team_id": "T_PLAYGROUND", "event_id": f"Ev{n}{prefix}", "event": fields}
+
+        for body in (event(1, thread_ts="1700000000.000000"), event(2, thread_ts="1700000000.000000")):
+            read = await threads.new_event_reads(body, {})
+            assert read is not None and read.taking is None
+            assert await fake_redis.zcard(person) == 0  # no slot held while the thread is read
+        top = await threads.new_event_reads(event(3), {})
+        assert top is not None and top.taking is not None
+        assert await fake_redis.zcard(person) == 1
+        await top.drop_slot()
+        assert await fake_redis.zcard(person) == 0

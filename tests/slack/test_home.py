@@ -95,6 +95,30 @@ async def test_a_home_nobody_opened_costs_no_calls_and_is_published_fresh_when_o
         assert home_view(h.ws, BOB) is None
 
 
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
+async def test_a_home_shown_is_kept_fresh_even_when_marking_it_watched_failed(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], harness: Any
+) -> None:
+    """Opening the Home marks it watched in the same round trip that reads what it shows: when Redis refuses that
+    mark, nothing is published (the Home stays as it was, Slack's next ``app_home_opened`` publishes it), never a
+    Home shown that later changes skip for :data:`bot.slack.home.WATCHED` seconds (it was: published, unmarked,
+    stale for 8 hours)."""
+    client, proxy = proxied_redis
+    async with harness(client) as h:
+        proxy.refuse_next(containing=b"home_watched", error=b"OOM command not allowed when used memory > 'maxmemory'.")
+        await open_home(h.ws, ALICE)
+        await h.settle()
+        await asked(h)
+        await refresh(h)
+        shown = home_view(h.ws, ALICE)
+        assert shown is None or "Which repo?" in blocks_text(shown)  # nothing shown, or what waits now
+        await open_home(h.ws, ALICE)  # the next opening publishes it, watched from then on
+        await h.settle()
+        view = home_view(h.ws, ALICE)
+        assert view is not None and "Which repo?" in blocks_text(view)
+
+
 async def test_an_approval_waits_in_the_named_approvers_home_and_they_decide_there(
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:

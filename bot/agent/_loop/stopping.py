@@ -57,20 +57,36 @@ class StopRequests:
     async def unless_stopped(self, run_id: str, step: Awaitable[T]) -> T:
         """Await ``step`` (a model turn of ``run_id``), cancelled when a stop of the run becomes known first:
         raises :class:`Stopped` then (once), ``step`` cancelled and awaited. A step that ended first gives its
-        result (or raises its error); the stop is then seen at the next step."""
+        result (or raises its error); the stop is then seen at the next step. A cancellation of the calling task
+        while the step runs reaches the step, and the caller ends cancelled (``CancelledError``) even when the
+        step swallowed it; it is never taken for a stop (the stop stays known)."""
+        caller = asyncio.current_task()
+        # Task.cancelling() counts the cancels requested of the caller and not uncancelled, swallowed ones too:
+        # only those made while the step runs are the caller's own cancellation
+        before = caller.cancelling() if caller is not None else 0
+
+        def caller_cancelled() -> bool:
+            return caller is not None and caller.cancelling() > before
+
         task = asyncio.ensure_future(step)
         self._turns[run_id] = task
         try:
             # one task per turn: a stop cancels it (asked); a cancel of this caller reaches it too, and comes
             # back here once it ended
-            return await task
+            result = await task
         except asyncio.CancelledError:
-            caller = asyncio.current_task()
-            if task.cancelled() and run_id in self._asked and (caller is None or not caller.cancelling()):
+            if task.cancelled() and run_id in self._asked and not caller_cancelled():
                 self.check(run_id)  # raises Stopped: the stop is why it was cancelled
+            raise
+        except Exception as exc:
+            if caller_cancelled():  # the step ended in an error of its own on the way out: the cancel stands
+                raise asyncio.CancelledError() from exc
             raise
         finally:
             self._turns.pop(run_id, None)
+        if caller_cancelled():  # the step swallowed the caller's cancel and returned: the cancel stands
+            raise asyncio.CancelledError()
+        return result
 
     async def poll(self, run_id: str) -> None:
         """Read whether a stop of ``run_id`` was requested elsewhere; a store outage lets the run go on."""
