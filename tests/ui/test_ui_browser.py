@@ -9,6 +9,7 @@ turns the skip into a failure (the fixtures: tests/ui/conftest.py). Screenshots 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from typing import Any
@@ -37,6 +38,7 @@ async def test_ui_single_select(page: Any, playground: Playground) -> None:
 
     thread = await mention(page, "deploy please")
     assert playground.workspace is not None
+    await expect(thread.get_by_role("button", name="production")).to_be_visible()  # the mention was posted, asked
     sent = playground.workspace.messages("C_GENERAL")[0]
     assert sent["text"] == "<@U_BOT> deploy please" and sent["user"] == "U_ALICE"
     await thread.get_by_role("button", name="production").click()
@@ -258,6 +260,29 @@ async def test_ui_playground_screenshot(page: Any, playground: Playground) -> No
     if not DOCS_SHOT.exists() or os.environ.get("UPDATE_SCREENSHOTS") == "1":
         DOCS_SHOT.parent.mkdir(exist_ok=True)
         await page.screenshot(path=str(DOCS_SHOT))
+
+
+async def test_ui_ticks_and_a_submit_made_fast_reach_the_app_in_order(page: Any, playground: Playground) -> None:
+    """Each tick of a checkbox is a block_actions the app records; the Submit sends what was ticked. Made faster than
+    the network answers (the first tick's request held back 1 s in the browser), the Submit still counts both ticks:
+    a message's actions go one at a time, in order (it was sent before the held tick and planned one feature)."""
+    from playwright.async_api import expect
+
+    held = asyncio.Event()
+
+    async def hold_first_tick(route: Any) -> None:
+        if not held.is_set():
+            held.set()
+            await asyncio.sleep(1.0)
+        await route.continue_()
+
+    await page.route("**/api/toggle", hold_first_tick)
+    thread = await mention(page, "plan the release")
+    await thread.get_by_label("Search").check()
+    await thread.get_by_label("Notifications").check()
+    await thread.get_by_role("button", name="Submit").click()
+    await expect(thread.get_by_text("Planned: Search, Notifications")).to_be_visible()
+    assert held.is_set()
 
 
 async def test_ui_tool_approval_approve_then_decline_with_a_reason(page: Any, playground: Playground) -> None:

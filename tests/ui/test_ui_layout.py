@@ -79,6 +79,28 @@ async def test_focus_stays_with_the_question_after_answering_it_with_the_keyboar
     assert await page.evaluate("() => Boolean(document.activeElement.closest('#thread-pane'))")
 
 
+async def test_focus_on_the_sessions_stop_button_survives_live_updates_and_its_going_away(
+    page: Any, playground: Playground
+) -> None:
+    """The thread's status line is redrawn at every live update: a keyboard user on the session's Stop button stays
+    on it while the reply streams, and lands in the thread's composer when it goes away (the run ended), never on
+    the page (a Tab after an answer could land there and be thrown to the top of the page)."""
+    from playwright.async_api import expect
+
+    assert playground.bot is not None
+    playground.bot.agent.model.delay = 0.2  # type: ignore[attr-defined]  # the demo model writes slowly
+    thread = await mention(page, "help")
+    stop = thread.locator(".session-line").get_by_role("button", name="Stop")
+    await stop.focus()
+    await thread.locator(".msg.streaming").wait_for()
+    await page.wait_for_timeout(600)  # a few live updates of the status line while it streams
+    if await stop.count():  # still working: the redrawn Stop button is the one focused
+        await expect(stop).to_be_focused()
+    playground.bot.agent.model.delay = 0.0  # type: ignore[attr-defined]
+    await expect(stop).to_have_count(0, timeout=30_000)  # the reply ended
+    await expect(page.locator("#thread-text")).to_be_focused()
+
+
 async def test_focus_comes_back_to_the_question_after_answering_it_in_the_modal(page: Any) -> None:
     from playwright.async_api import expect
 

@@ -6,7 +6,7 @@ import { closeAssistant, contextChanged, initAssistant, openAssistant, renderAss
 import { makeComposer } from "./composer.js";
 import { initDevPanel, renderLog, renderTiming } from "./devpanel.js";
 import { renderBlocks } from "./blocks.js";
-import { el, toast } from "./dom.js";
+import { el, replaceKeepingFocus, toast } from "./dom.js";
 import { renderMessageList, statusLine } from "./messages.js";
 import { MESSAGES, hideTabPrompts, openMessagesTab, renderMessagesTab, tabChannel } from "./messagestab.js";
 import { renderModal } from "./modal.js";
@@ -139,7 +139,8 @@ function renderThread() {
   const where = S.channels.find((c) => c.id === S.thread.channel);
   $("thread-sub").textContent = where ? (where.is_im ? `with @${S.bot.name}` : `in #${where.name}`) : "";
   renderMessageList($("thread-messages"), { channel: S.thread.channel, threadTs: S.thread.ts }, handlers);
-  $("thread-status").replaceChildren(...[statusLine(S.thread.channel, S.thread.ts)].filter(Boolean));
+  const status = [statusLine(S.thread.channel, S.thread.ts)].filter(Boolean);
+  replaceKeepingFocus($("thread-status"), status, () => threadComposer && threadComposer.focus());
   if (threadComposer) threadComposer.refresh();
 }
 
@@ -174,7 +175,21 @@ async function homeAct(kind, detail) {
   if (!result.ok) toast(result.error || "The app refused the click (see the developer panel)");
 }
 
-async function act(target, kind, detail) {
+// A message's actions reach the app one at a time, in the order they were made: two ticks and a Submit made fast
+// must not race (a Submit handled before the last tick sent without it; an older tick's state drawn last).
+const acting = new Map(); // values key -> the promise of that message's last action
+
+function act(target, kind, detail) {
+  const key = valuesKey(target.channel, target.ts, S.me);
+  const run = (acting.get(key) || Promise.resolve()).catch(() => {}).then(() => sendAction(target, kind, detail));
+  acting.set(key, run);
+  run.finally(() => {
+    if (acting.get(key) === run) acting.delete(key);
+  });
+  return run;
+}
+
+async function sendAction(target, kind, detail) {
   const result = await api(`/api/${kind}`, { user: S.me, channel: target.channel, ts: target.ts, ephemeral: target.ephemeral, ...detail });
   if (result.values) {
     S.values.set(valuesKey(target.channel, target.ts, S.me), result.values);

@@ -10,7 +10,7 @@
 //   closeAssistant()  contextChanged(channel)
 
 import { makeComposer } from "./composer.js";
-import { el, toast } from "./dom.js";
+import { el, replaceKeepingFocus, toast } from "./dom.js";
 import { renderMessageList, statusLine } from "./messages.js";
 import { S, api, threadKey } from "./store.js";
 
@@ -64,7 +64,7 @@ export function renderAssistant() {
   const where = S.channels.find((c) => c.id === context.channel_id);
   $("assistant-sub").textContent = where ? `viewing ${where.is_im ? "a DM" : `#${where.name}`}` : "";
   renderMessageList($("assistant-messages"), { channel, threadTs: ts, hideRoot: true, empty: `Ask ${S.bot.name} anything.` }, options.handlers);
-  $("assistant-status").replaceChildren(...[statusLine(channel, ts)].filter(Boolean));
+  replaceKeepingFocus($("assistant-status"), [statusLine(channel, ts)].filter(Boolean), () => composer.focus());
   renderPrompts(S.prompts.get(key));
   composer.refresh();
 }

@@ -57,6 +57,19 @@ export function syncList(container, items) {
   }
 }
 
+// Replace container's children (a live status line), keeping a keyboard user's place: focus on a control inside
+// (the session's Stop button) moves to the control at the same index in the new children, else to fallback() (the
+// pane's composer) once that control is gone, never to the page.
+export function replaceKeepingFocus(container, children, fallback) {
+  const hadFocus = container.contains(document.activeElement);
+  const focusAt = hadFocus ? focusIndex(container) : -1;
+  container.replaceChildren(...children);
+  if (!hadFocus) return;
+  const control = focusAt >= 0 ? [...container.querySelectorAll(FOCUSABLE)][focusAt] : null;
+  if (control) control.focus();
+  else if (fallback) fallback();
+}
+
 export function formatTime(ts) {
   const date = new Date(parseFloat(ts) * 1000);
   return date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
