@@ -45,6 +45,7 @@ from bot.slack.render import blocks as bk
 from bot.slack.render.mrkdwn import clip, escape, how_long
 from bot.slack.render.safe_text import safe_mrkdwn
 from bot.slack.transport.web_api import SlackWeb
+from bot.store.batch import Batch
 from bot.store.conversations import ConversationIndex
 from bot.store.grants import Grant, GrantStore
 from bot.store.inbox import Inbox
@@ -138,6 +139,12 @@ class Home:
             await self.publish(team_id, user, watch=True)
         except StoreUnavailable as exc:  # the Home stays as it was; their next opening publishes it
             log.warning("could not show %s's Home (storage unavailable): %s", user, exc)
+
+    def queue_seen(self, batch: Batch, team_id: str, user: str) -> None:
+        """A click in ``user``'s Home (an answer, a decision): they are looking at it, so its changes are published
+        for :data:`WATCHED` seconds from now; queued in ``batch`` (the click's own round trip). Slack sends no
+        ``app_home_opened`` while the tab stays open, so a Home kept open all day is renewed this way."""
+        self.inbox.queue_watch(batch, team_id, user, seconds=WATCHED)
 
     async def on_refresh(self, item: DueItem) -> None:
         """The scheduled refresh of ``item.key``'s Home (team ``item.run_id``): published when they opened it within

@@ -11,6 +11,8 @@ import redis.asyncio as aioredis
 
 from bot.agent.state import utcnow
 from bot.fakeslack.home_tab import click_home, home_view, open_home
+from bot.fakeslack.state import TEAM_ID
+from bot.store import Keys
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import (
     ALICE,
@@ -274,3 +276,29 @@ async def test_a_question_asked_in_a_dm_is_listed_as_in_a_dm_not_as_a_channel(
         assert view is not None
         shown = blocks_text(view)
         assert "In a DM with the app" in shown and "<#D" not in shown  # a DM has no channel name to show
+
+
+async def test_answering_in_a_home_whose_watch_lapsed_does_not_leave_the_answered_question_on_it(
+    fake_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """A click in the Home means its person is looking at it, as a Revoke there does (which renews the mark): a
+    Home kept open past :data:`bot.slack.home.WATCHED` and answered from must not keep showing the answered
+    question with its buttons (Slack sends no ``app_home_opened`` while the tab stays open)."""
+    async with harness(fake_redis) as h:
+        await open_home(h.ws, ALICE)
+        await h.settle()
+        thread, _q = await asked(h, then="Thanks for answering from Home.")
+        await refresh(h)
+        shown = home_view(h.ws, ALICE)
+        assert shown is not None and "Which repo?" in blocks_text(shown)
+        await fake_redis.delete(Keys(prefix).home_watched(TEAM_ID, ALICE))  # the working day's mark lapsed
+        await click_home(h.ws, ALICE, "web")  # the tab stayed open: they answer there
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Thanks for answering from Home."
+        )
+        await refresh(h)
+        after = home_view(h.ws, ALICE)
+        assert after is not None
+        shown_after = blocks_text(after)
+        assert "Nothing is waiting for you." in shown_after, "the answered question still shows, with its buttons"
+        assert "answered: *web*" in shown_after  # under Recently closed

@@ -113,7 +113,15 @@ class Answering:
     async def vet(self, ref: QuestionRef, where: Origin, say: Say, *, expect: Kind = "question") -> Found | None:
         """The question ``ref`` names, if ``where.user`` may answer or decide it: :meth:`QuestionLookup.vet
         <bot.slack.questions.lookup.QuestionLookup.vet>`."""
-        return await self.lookup.vet(ref, where, say, expect=expect)
+        batch = Batch(self.index.client) if where.surface == "home" else None
+        if batch is not None:
+            self._seen_in_home(batch, where)
+        return await self.lookup.vet(ref, where, say, expect=expect, beside=batch)
+
+    def _seen_in_home(self, batch: Batch, where: Origin) -> None:
+        """A click from the App Home renews its watched mark (:meth:`Home.queue_seen`), in ``batch``."""
+        if where.surface == "home" and self.messages.home is not None and where.team_id:
+            self.messages.home.queue_seen(batch, where.team_id, where.user)
 
     def say_to(self, where: Origin, ctx: SlackContext | None = None) -> Say:
         """Tell ``where.user`` privately, on the surface they used (see :meth:`SlackWeb.tell`); a modal's answers go
@@ -162,6 +170,7 @@ class Answering:
             # answer can't be taken
             batch = Batch(self.index.client)
             taking = self.gate.queue_enter(batch, team_id=where.team_id, user=where.user) if where.team_id else None
+            self._seen_in_home(batch, where)
             try:
                 found = await self.lookup.vet(ref, where, say, beside=batch)
                 if found is not None:
