@@ -50,7 +50,8 @@ class Inbox:
         batch.pipe.set(self.keys.home_watched(team_id, user), "1", ex=seconds)
 
     async def watched(self, team_id: str, user: str) -> bool:
-        """Whether ``user`` opened their Home tab within the time :meth:`watch` gave. Raises ``StoreUnavailable``."""
+        """Whether ``user`` looked at their Home tab within the time :meth:`queue_watch` gave. Raises
+        ``StoreUnavailable``."""
         try:
             return bool(await self.client.exists(self.keys.home_watched(team_id, user)))
         except RedisError as exc:

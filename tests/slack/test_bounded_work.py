@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -266,13 +267,14 @@ async def test_only_a_message_that_starts_its_thread_takes_a_run_slot_with_its_f
         threads = h.bot.threads
         assert threads is not None
         person = Keys(prefix).active_runs(f"T_PLAYGROUND:{ALICE}")
+        now = int(time.time())
 
         def event(n: int, **extra: str) -> dict[str, Any]:
-            ts = f"1700000000.00000{n}"
+            ts = f"{now}.00000{n}"  # message ts of this moment (Slack's ts is a Unix time)
             fields = {"type": "app_mention", "user": ALICE, "channel": GENERAL, "ts": ts, "text": "hi", **extra}
             return {"team_id": "T_PLAYGROUND", "event_id": f"Ev{n}{prefix}", "event": fields}
 
-        for body in (event(1, thread_ts="1700000000.000000"), event(2, thread_ts="1700000000.000000")):
+        for body in (event(1, thread_ts=f"{now}.000000"), event(2, thread_ts=f"{now}.000000")):
             read = await threads.new_event_reads(body, {})
             assert read is not None and read.taking is None
             assert await fake_redis.zcard(person) == 0  # no slot held while the thread is read

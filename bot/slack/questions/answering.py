@@ -113,13 +113,13 @@ class Answering:
     async def vet(self, ref: QuestionRef, where: Origin, say: Say, *, expect: Kind = "question") -> Found | None:
         """The question ``ref`` names, if ``where.user`` may answer or decide it: :meth:`QuestionLookup.vet
         <bot.slack.questions.lookup.QuestionLookup.vet>`."""
-        batch = Batch(self.index.client) if where.surface == "home" else None
-        if batch is not None:
-            self._seen_in_home(batch, where)
+        batch = Batch(self.index.client)  # the run's load's own (QuestionLookup.find makes one when given none)
+        self._seen_in_home(batch, where)
         return await self.lookup.vet(ref, where, say, expect=expect, beside=batch)
 
     def _seen_in_home(self, batch: Batch, where: Origin) -> None:
-        """A click from the App Home renews its watched mark (:meth:`Home.queue_seen`), in ``batch``."""
+        """A click from the App Home renews its watched mark (:meth:`Home.queue_seen`), in ``batch``; nothing for
+        any other surface."""
         if where.surface == "home" and self.messages.home is not None and where.team_id:
             self.messages.home.queue_seen(batch, where.team_id, where.user)
 
