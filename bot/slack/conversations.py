@@ -158,6 +158,10 @@ class Threads:
             if where.channel_id:
                 await self.web.post(where.channel_id, thread_ts=where.thread_ts, text=f":warning: {STORE_DOWN}")
             return None
+        except BaseException:  # given up in flight (shutdown, a stall past the caller's wait): Redis may apply it
+            if taking is not None:
+                await taking.drop()  # owed back (its reply never came); this does not wait on anything
+            raise
         if not fresh.value:
             if taking is not None:
                 await taking.drop()

@@ -12,7 +12,9 @@ slot's lapse time (``ActiveRuns.ttl``, 2 minutes: the person would be told "stil
 while nothing runs): :class:`RunSlots` retries the owed releases in the background until Redis answers (backoff:
 :mod:`bot.store.outage`), and the person's next request in this process removes them in the same script that
 takes its slot, so it goes through at once. A slot whose taking failed is owed too (Redis may have applied it and
-lost the reply). The per-process count is this process's own and is given back at once.
+lost the reply, or the request was given up while it was in flight): the owed release marks it released in Redis,
+so its taking, landing late from another connection, takes nothing (:mod:`bot.store.limits`). The per-process count
+is this process's own and is given back at once.
 
 A slot can be asked for in a batch sent for something else (:meth:`RunSlots.queue_enter`, a :class:`Taking`): a
 click's slot goes with the load of the run it answers, before anyone knows the answer can be taken (one round trip
@@ -179,7 +181,7 @@ class RunSlots:
         back stays owed)."""
         for person, slots in list(self.owed.items()):
             slots = set(slots)
-            await self.active.release(person, slots=slots)
+            await self.active.release_owed(person, slots=slots)
             self._paid(person, slots)
             log.info("gave back %d run slot(s) whose release had failed", len(slots))
 

@@ -12,7 +12,9 @@ next request whose bytes contain the pattern: ``"request"`` before the service s
 service executed it but before its reply is passed back, ``"replied"`` right after its reply was passed back;
 ``lasting=`` seconds restores it that long after the cut. ``proxy.refuse_next(containing=b"...", error=b"OOM ...")``
 answers the next request containing the pattern itself, with that Redis error for each command in it (as Redis out
-of memory answers writes), without passing it on.
+of memory answers writes), without passing it on. ``proxy.hold_next(containing=b"...", seconds=...)`` holds the next
+request containing the pattern back that long before passing it on, even when its client gave up on it meanwhile (a
+request stalled in the network that still lands, after what the client sent later on other connections).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class TcpProxy:
         self._lose: bytes | None = None
         self._cut_at: tuple[bytes, CutWhen, float | None] | None = None
         self._refuse: tuple[bytes, bytes] | None = None
+        self._hold: tuple[bytes, float] | None = None
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
@@ -92,6 +95,11 @@ class TcpProxy:
         allowed when used memory > 'maxmemory'."``) once per command in it, instead of passing it on."""
         self._refuse = (containing, error)
 
+    def hold_next(self, *, containing: bytes, seconds: float) -> None:
+        """Hold the next request containing ``containing`` back ``seconds`` before passing it on (it is passed on
+        even when its client closed the connection meanwhile; its reply then goes nowhere)."""
+        self._hold = (containing, seconds)
+
     def _cut_for(self, lasting: float | None) -> None:
         self.cut()
         if lasting is not None:
@@ -129,6 +137,9 @@ class TcpProxy:
                 pair.replied = not upstream
                 if upstream and self._lose is not None and self._lose in data:
                     self._lose, pair.drop_reply = None, True
+                if upstream and self._hold is not None and self._hold[0] in data:
+                    seconds, self._hold = self._hold[1], None
+                    await asyncio.sleep(seconds)
                 if upstream and self._refuse is not None and self._refuse[0] in data:
                     error = b"-" + self._refuse[1] + b"\r\n"
                     self._refuse = None

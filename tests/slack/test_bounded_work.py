@@ -30,6 +30,7 @@ from bot.testing.slack_scenarios import (
     texts_in,
     thread_run_id,
 )
+from bot.testing.tcp_proxy import TcpProxy
 
 BASIC = str(Path(__file__).resolve().parent.parent / "agent" / "mcp" / "servers" / "basic.py")
 
@@ -283,3 +284,32 @@ async def test_only_a_message_that_starts_its_thread_takes_a_run_slot_with_its_f
         assert await fake_redis.zcard(person) == 1
         await top.drop_slot()
         assert await fake_redis.zcard(person) == 0
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
+async def test_a_mention_given_up_while_its_first_sight_is_in_flight_leaves_no_slot_held(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """A mention's first sight (which asks for its run slot, :meth:`new_event_reads`) is given up while its batch is
+    stalled in the network (shutdown, or a Redis stall past the caller's wait). The slot is owed back (it was not:
+    only a Redis error owed it) and, once the batch has landed after the release, nothing holds the person's slot
+    (it stayed held 2 minutes: "still working on 1 of your requests" while nothing ran)."""
+    client, proxy = proxied_redis
+    async with harness(client, settings={"max_runs_per_person": 1}) as h:
+        threads = h.bot.threads
+        assert threads is not None
+        gate = threads.answering.gate
+        person = Keys(prefix).active_runs(f"T_PLAYGROUND:{ALICE}")
+        ts = f"{int(time.time())}.000001"
+        event = {"type": "app_mention", "user": ALICE, "channel": GENERAL, "ts": ts, "text": "hi"}
+        proxy.hold_next(containing=b"active:", seconds=1.0)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(
+                threads.new_event_reads({"team_id": "T_PLAYGROUND", "event_id": f"Ev{prefix}", "event": event}, {}), 0.2
+            )
+        assert gate.owed
+        await gate.pay_owed()  # before the held batch lands
+        await asyncio.sleep(1.3)
+        now_ms = int(time.time() * 1000)
+        assert await real_redis.zcount(person, f"({now_ms}", "+inf") == 0

@@ -6,6 +6,7 @@ never brings back a released slot."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 import redis.asyncio as aioredis
@@ -34,7 +35,9 @@ async def slots(gate: RunSlots, n: int) -> list[Slot]:
 
 
 async def held(real_redis: aioredis.Redis, prefix: str) -> int:
-    return int(await real_redis.zcard(Keys(prefix).active_runs("T1:U1")))
+    """The person's slots held now (not lapsed; a slot marked released, given back before its taking landed, is
+    not one: :mod:`bot.store.limits`)."""
+    return int(await real_redis.zcount(Keys(prefix).active_runs("T1:U1"), f"({int(time.time() * 1000)}", "+inf"))
 
 
 async def test_slots_whose_release_failed_in_an_outage_do_not_hold_anyone_back_once_redis_answers(
@@ -186,3 +189,65 @@ async def test_a_slot_asked_for_in_a_batch_that_failed_is_given_back_once_redis_
         assert await held(real_redis, prefix) == 0
     finally:
         await gate.aclose()
+
+
+async def test_a_taking_that_lands_after_its_owed_release_takes_nothing(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], real_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A request given up while its slot's taking is stalled in the network (a Redis stall longer than the caller
+    waits, or shutdown): the slot is owed back, and the release goes out on another connection, so it can reach
+    Redis first. The taking that lands after it takes nothing (it used to hold the person's slot for 2 minutes:
+    "still working on 1 of your requests" while nothing ran)."""
+    client, proxy = proxied_redis
+    gate = gate_on(client, prefix, per_person=1)
+    try:
+        proxy.hold_next(containing=b"active:", seconds=1.0)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(gate.enter(**PERSON), 0.2)
+        assert gate.owed and not gate.process_slots.locked()
+        await gate.pay_owed()  # reaches Redis before the held taking
+        await asyncio.sleep(1.3)  # the taking has landed
+        assert await held(real_redis, prefix) == 0
+        (landed,) = await _members(real_redis, prefix)  # what the late taking left: a marker, not a slot
+        assert not await gate.active.renew("T1:U1", slot=landed)  # nor does a renewal bring it back
+        assert await held(real_redis, prefix) == 0
+        async with await gate.enter(**PERSON):
+            assert await held(real_redis, prefix) == 1
+    finally:
+        await gate.aclose()
+
+
+@pytest.mark.parametrize("pay", ["retry", "next taking"])
+async def test_a_slot_asked_for_in_a_batch_given_up_in_flight_is_not_held_once_the_batch_lands(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], real_redis: aioredis.Redis, prefix: str, pay: str
+) -> None:
+    """As above for a slot asked for beside other reads (:meth:`RunSlots.queue_enter`): the batch is given up in
+    flight, the slot owed back before the batch lands; once it has, the person may start a run at once. The owed
+    slot is given back by the background retry, or dropped in the person's next taking (its script)."""
+    client, proxy = proxied_redis
+    gate = gate_on(client, prefix, per_person=1)
+    try:
+        batch = Batch(client)
+        taking = gate.queue_enter(batch, **PERSON)
+        assert taking is not None
+        proxy.hold_next(containing=b"active:", seconds=1.0)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(batch.run("a test"), 0.2)
+        await taking.drop()  # its reply never came: owed back
+        assert gate.owed
+        if pay == "retry":
+            await gate.pay_owed()
+        else:
+            async with await gate.enter(**PERSON):  # drops the owed one first, in its own script
+                assert await held(real_redis, prefix) == 1  # this one only
+            assert not gate.owed
+        await asyncio.sleep(1.3)  # the batch has landed
+        assert await held(real_redis, prefix) == 0
+        async with await gate.enter(**PERSON):
+            pass
+    finally:
+        await gate.aclose()
+
+
+async def _members(real_redis: aioredis.Redis, prefix: str) -> list[str]:
+    return [m.decode() for m in await real_redis.zrange(Keys(prefix).active_runs("T1:U1"), 0, -1)]
