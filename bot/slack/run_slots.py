@@ -13,8 +13,9 @@ while nothing runs): :class:`RunSlots` retries the owed releases in the backgrou
 :mod:`bot.store.outage`), and the person's next request in this process removes them in the same script that
 takes its slot, so it goes through at once. A slot whose taking failed is owed too (Redis may have applied it and
 lost the reply, or the request was given up while it was in flight): the owed release marks it released in Redis,
-so its taking, landing late from another connection, takes nothing (:mod:`bot.store.limits`). The per-process count
-is this process's own and is given back at once.
+so its taking, landing late from another connection, takes nothing (:mod:`bot.store.limits`); so does the release
+of a slot whose taking was answered only after the client's socket timeout (redis-py sent it twice, and the first
+send may land after the run). The per-process count is this process's own and is given back at once.
 
 A slot can be asked for in a batch sent for something else (:meth:`RunSlots.queue_enter`, a :class:`Taking`): a
 click's slot goes with the load of the run it answers, before anyone knows the answer can be taken (one round trip
@@ -55,12 +56,15 @@ SCANNED = 200  # inbox entries read at most to count a person's waiting question
 
 class Slot:
     """A granted slot, held for one run segment: ``async with slot:`` around it gives it back when the block ends,
-    however it ends (or :meth:`release` it once); it is renewed in the background until then."""
+    however it ends (or :meth:`release` it once); it is renewed in the background until then. ``mark``: its taking
+    may still land again (its reply was slow enough for redis-py to send it twice): given back marked released
+    (:mod:`bot.store.limits`)."""
 
-    def __init__(self, gate: RunSlots, person: str, slot: str) -> None:
+    def __init__(self, gate: RunSlots, person: str, slot: str, *, mark: bool = False) -> None:
         self.gate = gate
         self.person = person
         self.slot = slot
+        self.mark = mark
         self._renew = asyncio.ensure_future(self._keep())
         self._rest: tuple[str, Rider] | None = None  # (run_id, the release riding with its segment's last save)
 
@@ -70,7 +74,9 @@ class Slot:
         runs = self.gate.runs
         if runs is None or self._rest is not None:
             return
-        rest = Rider(lambda batch: self.gate.active.queue_release(batch, self.person, slots=[self.slot]))
+        rest = Rider(
+            lambda batch: self.gate.active.queue_release(batch, self.person, slots=[self.slot], mark=self.mark)
+        )
         runs.ride(run_id, rest)
         self._rest = (run_id, rest)
 
@@ -87,8 +93,8 @@ class Slot:
         await self.release()
 
     async def release(self) -> None:
-        """Give the slot back: at once in this process; in Redis now, or (in an outage) as soon as Redis answers
-        (see the module docstring). Raises nothing."""
+        """Give the slot back: at once in this process; in Redis now, or (in an outage, or given up in flight) as soon
+        as Redis answers (see the module docstring). Raises nothing but the caller's own cancellation."""
         self._renew.cancel()
         self.gate.process_slots.release()
         if self._rest is not None:
@@ -98,10 +104,13 @@ class Slot:
             if rest.sent:
                 return  # given back in Redis with the save that ended the segment
         try:
-            await self.gate.active.release(self.person, slots=[self.slot])
+            await self.gate.active.release(self.person, slots=[self.slot], mark=self.mark)
         except StoreUnavailable as exc:
             log.warning("could not release a run slot (%s); retrying until Redis answers", exc)
             self.gate.owe(self.person, self.slot)
+        except BaseException:  # given up in flight (shutdown, a stall past the caller's wait): maybe never sent
+            self.gate.owe(self.person, self.slot)
+            raise
 
 
 class RunSlots:
@@ -132,6 +141,7 @@ class RunSlots:
         await self.process_slots.acquire()
         person, slot = f"{team_id}:{user}", secrets.token_hex(8)
         drop = set(self.owed.get(person, ()))
+        asked = asyncio.get_running_loop().time()
         try:
             granted = await self.active.acquire(person, slot=slot, limit=self.per_person, drop=drop)
         except BaseException:
@@ -142,7 +152,12 @@ class RunSlots:
         if not granted:
             self.process_slots.release()
             raise RunLimitReached(TOO_MANY_FOR_YOU.format(n=self.per_person))
-        return Slot(self, person, slot)
+        return Slot(self, person, slot, mark=self.may_land_again(asked))
+
+    def may_land_again(self, asked: float) -> bool:
+        """Whether a taking sent at ``asked`` (loop time) and answered now may have been sent twice (its reply took
+        the client's socket timeout: redis-py sent it again), so its first send may still land."""
+        return asyncio.get_running_loop().time() - asked >= self.active.resend_after
 
     def queue_enter(self, batch: Batch, *, team_id: str, user: str) -> Taking | None:
         """:meth:`enter`, asked for in ``batch`` (sent by its caller); None when the per-process limit is reached
@@ -153,7 +168,7 @@ class RunSlots:
         person, slot = f"{team_id}:{user}", secrets.token_hex(8)
         drop = set(self.owed.get(person, ()))
         granted = self.active.queue_acquire(batch, person, slot=slot, limit=self.per_person, drop=drop)
-        return Taking(self, person, slot, drop=drop, granted=granted)
+        return Taking(self, person, slot, drop=drop, granted=granted, asked=asyncio.get_running_loop().time())
 
     def owe(self, person: str, slot: str) -> None:
         """Remember that ``slot`` of ``person`` must still be released in Redis, and retry it in the background."""
@@ -181,7 +196,7 @@ class RunSlots:
         back stays owed)."""
         for person, slots in list(self.owed.items()):
             slots = set(slots)
-            await self.active.release_owed(person, slots=slots)
+            await self.active.release(person, slots=slots, mark=True)
             self._paid(person, slots)
             log.info("gave back %d run slot(s) whose release had failed", len(slots))
 
@@ -194,14 +209,20 @@ class RunSlots:
 
 class Taking:
     """A slot ``slot`` of ``person`` asked for in a batch (:meth:`RunSlots.queue_enter`); ``granted``: the batch's
-    reply, ``drop``: the owed releases the same script gave back. Settled once: :meth:`take` or :meth:`drop`."""
+    reply, ``drop``: the owed releases the same script gave back, ``asked``: when it was queued (loop time; a
+    taking settled the client's socket timeout later may have been sent twice: given back marked released). Settled
+    once: :meth:`take` or :meth:`drop`."""
 
-    def __init__(self, gate: RunSlots, person: str, slot: str, *, drop: set[str], granted: Later[bool]) -> None:
+    def __init__(
+        self, gate: RunSlots, person: str, slot: str, *, drop: set[str], granted: Later[bool], asked: float
+    ) -> None:
         self.gate = gate
         self.person = person
         self.slot = slot
         self._drop = drop
         self._granted = granted
+        self._mark = False
+        self._asked = asked
         self.settled = False
 
     def _reply(self) -> bool | None:
@@ -213,6 +234,7 @@ class Taking:
             self.gate.owe(self.person, self.slot)
             return None
         self.gate._paid(self.person, self._drop)
+        self._mark = self.gate.may_land_again(self._asked)
         return granted
 
     async def take(self) -> Slot:
@@ -236,7 +258,7 @@ class Taking:
             await self._give_back()
             raise RunLimitReached(TOO_BUSY)
         await self.gate.process_slots.acquire()
-        return Slot(self.gate, self.person, self.slot)
+        return Slot(self.gate, self.person, self.slot, mark=self._mark)
 
     async def drop(self) -> None:
         """Give the slot back unused (nothing when it was settled already, or not granted). Raises nothing."""
@@ -248,10 +270,13 @@ class Taking:
 
     async def _give_back(self) -> None:
         try:
-            await self.gate.active.release(self.person, slots=[self.slot])
+            await self.gate.active.release(self.person, slots=[self.slot], mark=self._mark)
         except StoreUnavailable as exc:
             log.warning("could not release a run slot (%s); retrying until Redis answers", exc)
             self.gate.owe(self.person, self.slot)
+        except BaseException:  # given up in flight: maybe never sent
+            self.gate.owe(self.person, self.slot)
+            raise
 
 
 class WaitingLimit:

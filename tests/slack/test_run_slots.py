@@ -15,6 +15,7 @@ from bot.errors import RunLimitReached, StoreUnavailable
 from bot.slack.run_slots import TOO_BUSY, TOO_MANY_FOR_YOU, RunSlots, Slot
 from bot.store import Keys
 from bot.store.batch import Batch
+from bot.store.connect import connect_redis
 from bot.store.limits import ActiveRuns
 from bot.store.outage import RETRY_MAX
 from bot.testing.tcp_proxy import TcpProxy
@@ -251,3 +252,88 @@ async def test_a_slot_asked_for_in_a_batch_given_up_in_flight_is_not_held_once_t
 
 async def _members(real_redis: aioredis.Redis, prefix: str) -> list[str]:
     return [m.decode() for m in await real_redis.zrange(Keys(prefix).active_runs("T1:U1"), 0, -1)]
+
+
+@pytest.mark.parametrize("path", ["enter", "batch"])
+async def test_a_taking_redis_py_sent_twice_whose_first_send_lands_after_the_run_takes_nothing(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], real_redis: aioredis.Redis, prefix: str, path: str
+) -> None:
+    """A taking stalled in the network past the client's socket timeout: redis-py sends it again on another
+    connection, that send is granted, the run works and ends (or, asked for with a click's load, the answer can't
+    be taken: given back unused). Then the stalled first send lands: it takes nothing (it held the person's only
+    slot for 2 minutes, and nothing was owed to undo it)."""
+    _client, proxy = proxied_redis
+    client = connect_redis(f"redis://127.0.0.1:{proxy.port}/0", socket_timeout=0.3)  # 10 s in production
+    gate = gate_on(client, prefix, per_person=1)
+    try:
+        await client.ping()
+        proxy.hold_next(containing=b"active:", seconds=1.5)
+        if path == "enter":
+            async with await gate.enter(**PERSON):  # the second send, granted
+                assert await held(real_redis, prefix) == 1
+        else:
+            batch = Batch(client)
+            taking = gate.queue_enter(batch, **PERSON)
+            assert taking is not None
+            await batch.run("a test")
+            await taking.drop()  # the question was no longer open
+        assert not gate.owed and await held(real_redis, prefix) == 0
+        await asyncio.sleep(1.6)  # the first send has landed
+        assert await held(real_redis, prefix) == 0
+        async with await gate.enter(**PERSON):
+            pass
+    finally:
+        await gate.aclose()
+        await client.aclose()
+
+
+async def test_a_process_whose_clock_is_behind_takes_no_other_processs_slot_with_it(
+    real_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A script whose times are stale (a process whose clock is behind by more than a slot's lapse time, as a send
+    stalled that long is) never shortens the person's set's expiry nor lowers a held slot's lapse time: another
+    process's working run keeps its slot, renewals included (the set was deleted with it, or the slot lapsed)."""
+    keys = Keys(prefix)
+    here = ActiveRuns(real_redis, keys=keys)
+    behind = ActiveRuns(real_redis, keys=keys, clock=lambda: time.time() - 200)
+    assert await here.acquire("T1:U1", slot="working", limit=3)
+    lapse = await real_redis.zscore(keys.active_runs("T1:U1"), "working")
+    await behind.acquire("T1:U1", slot="late", limit=3)
+    await behind.release("T1:U1", slots=["gone"], mark=True)
+    await behind.acquire("T1:U1", slot="working", limit=3)  # the working run's taking, its first send landing late
+    assert await behind.renew("T1:U1", slot="working")  # still held, and its lapse time not lowered
+    assert await real_redis.zscore(keys.active_runs("T1:U1"), "working") == lapse
+    assert await real_redis.pttl(keys.active_runs("T1:U1")) > 110_000
+    assert await held(real_redis, prefix) == 1
+    assert await here.renew("T1:U1", slot="working")
+
+
+@pytest.mark.parametrize("path", ["slot", "unused taking"])
+async def test_a_release_given_up_in_flight_is_owed_back(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], real_redis: aioredis.Redis, prefix: str, path: str
+) -> None:
+    """A slot's release is given up before it reached Redis (shutdown, a stall past the caller's wait; here it is
+    held back, then its connection dropped): it is owed and given back once Redis answers (it was owed only on a
+    Redis error: the slot stayed held until it lapsed, 2 minutes)."""
+    client, proxy = proxied_redis
+    gate = gate_on(client, prefix, per_person=1)
+    try:
+        if path == "slot":
+            slot = await gate.enter(**PERSON)
+            release = slot.release()
+        else:
+            batch = Batch(client)
+            taking = gate.queue_enter(batch, **PERSON)
+            assert taking is not None
+            await batch.run("a test")
+            release = taking.drop()
+        proxy.hold_next(containing=b"active:", seconds=1.0)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(release, 0.2)
+        proxy.cut()  # the held release never reaches Redis
+        proxy.restore()
+        assert gate.owed
+        await gate.pay_owed()
+        assert await held(real_redis, prefix) == 0
+    finally:
+        await gate.aclose()

@@ -146,7 +146,7 @@ async def exercise(client: SlotCheckingRedis, keys: Keys) -> None:
     runs = ActiveRuns(client, keys=keys)
     assert await runs.acquire("T1:U1", slot="run-1", limit=2) and await runs.renew("T1:U1", slot="run-1")
     await runs.release("T1:U1", slots=["run-1"])
-    await runs.release_owed("T1:U1", slots=["run-2"])
+    await runs.release("T1:U1", slots=["run-2"], mark=True)
     assert not await runs.acquire("T1:U1", slot="run-2", limit=2)  # released before its taking landed
 
     schedule = Schedule(client, prefix=keys.prefix)
