@@ -634,3 +634,22 @@ async def test_slack_unreachable_at_start_is_one_error_line_and_exit_2(
     [error] = [line for line in lines if line.startswith("error:")]
     host = api_url.split("/")[2]
     assert error.startswith(f"error: cannot reach the Slack API at {host} (") and "check SLACK_API_URL" in error
+
+
+async def test_the_mcp_server_never_loads_the_model_client(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """``python -m bot mcp`` asks people and talks to no model: from its start through a question asked and answered
+    it never imports the openai client (about 0.8 s of CPU at every start, and a coding agent starts one server per
+    session). The imports are read from Python's own ``-X importtime`` log on its stderr."""
+    async with harness(real_redis) as h:
+        env = {**mcp_env(h, prefix), "MCP_TOKEN": MCP_TOKEN, "PYTHONPROFILEIMPORTTIME": "1"}
+        async with mcp_http_process(env, startup=STARTUP_SECONDS) as server, http_session(server.url) as session:
+            call = asyncio.ensure_future(session.call_tool("ask_user", {"question": "Ship it?"}))
+            question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
+            await h.ws.reply_in_thread(ALICE, GENERAL, question["thread_ts"], "yes")
+            result = await asyncio.wait_for(call, 20)
+        assert result.structured_content == {"status": "answered", "answer": "yes", "answered_by": ALICE}
+    imported = {line.rsplit("|", 1)[-1].strip() for line in server.lines if line.startswith("import time:")}
+    assert "bot.mcp_server.server" in imported  # the log is there
+    assert not {name for name in imported if name == "openai" or name.startswith("openai.")}
