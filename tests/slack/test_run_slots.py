@@ -12,7 +12,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.errors import RunLimitReached, StoreUnavailable
-from bot.slack.run_slots import TOO_BUSY, TOO_MANY_FOR_YOU, RunSlots, Slot
+from bot.slack.run_slots import TOO_BUSY, TOO_MANY_FOR_YOU, RunSlots, Slot, Taking
 from bot.store import Keys
 from bot.store.batch import Batch
 from bot.store.connect import connect_redis
@@ -27,6 +27,14 @@ PERSON = {"team_id": "T1", "user": "U1"}
 
 def gate_on(client: aioredis.Redis, prefix: str, *, per_person: int = 3, per_process: int = 3) -> RunSlots:
     return RunSlots(ActiveRuns(client, keys=Keys(prefix)), per_person=per_person, per_process=per_process)
+
+
+def queued(gate: RunSlots, client: aioredis.Redis) -> tuple[Batch, Taking]:
+    """A batch on ``client`` with the person's slot asked for in it (:meth:`RunSlots.queue_enter`), not yet sent."""
+    batch = Batch(client)
+    taking = gate.queue_enter(batch, **PERSON)
+    assert taking is not None
+    return batch, taking
 
 
 async def slots(gate: RunSlots, n: int) -> list[Slot]:
@@ -139,23 +147,17 @@ async def test_a_slot_asked_for_in_another_batch_is_used_once_or_given_back_unus
     client, _proxy = proxied_redis
     gate = gate_on(client, prefix, per_person=1)
     try:
-        batch = Batch(client)
-        taking = gate.queue_enter(batch, **PERSON)
-        assert taking is not None
+        batch, taking = queued(gate, client)
         await batch.run("a test")
         assert await held(real_redis, prefix) == 1
         await taking.drop()
         assert await held(real_redis, prefix) == 0 and not gate.owed
-        batch = Batch(client)
-        taking = gate.queue_enter(batch, **PERSON)
-        assert taking is not None
+        batch, taking = queued(gate, client)
         await batch.run("a test")
         slot = await taking.take()
         await taking.drop()  # settled already: nothing
         assert await held(real_redis, prefix) == 1
-        batch = Batch(client)
-        second = gate.queue_enter(batch, **PERSON)
-        assert second is not None
+        batch, second = queued(gate, client)
         await batch.run("a test")
         with pytest.raises(RunLimitReached) as refused:
             await second.take()
@@ -174,9 +176,7 @@ async def test_a_slot_asked_for_in_a_batch_that_failed_is_given_back_once_redis_
     client, proxy = proxied_redis
     gate = gate_on(client, prefix, per_person=1)
     try:
-        batch = Batch(client)
-        taking = gate.queue_enter(batch, **PERSON)
-        assert taking is not None
+        batch, taking = queued(gate, client)
         proxy.cut_at(containing=b"active:", when="applied")
         with pytest.raises(StoreUnavailable):
             await batch.run("a test")
@@ -228,9 +228,7 @@ async def test_a_slot_asked_for_in_a_batch_given_up_in_flight_is_not_held_once_t
     client, proxy = proxied_redis
     gate = gate_on(client, prefix, per_person=1)
     try:
-        batch = Batch(client)
-        taking = gate.queue_enter(batch, **PERSON)
-        assert taking is not None
+        batch, taking = queued(gate, client)
         proxy.hold_next(containing=b"active:", seconds=1.0)
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(batch.run("a test"), 0.2)
@@ -251,7 +249,8 @@ async def test_a_slot_asked_for_in_a_batch_given_up_in_flight_is_not_held_once_t
 
 
 async def _members(real_redis: aioredis.Redis, prefix: str) -> list[str]:
-    return [m.decode() for m in await real_redis.zrange(Keys(prefix).active_runs("T1:U1"), 0, -1)]
+    members = await real_redis.zrange(Keys(prefix).active_runs("T1:U1"), 0, -1)
+    return [m.decode() if isinstance(m, bytes) else str(m) for m in members]
 
 
 @pytest.mark.parametrize("path", ["enter", "batch"])
@@ -272,9 +271,7 @@ async def test_a_taking_redis_py_sent_twice_whose_first_send_lands_after_the_run
             async with await gate.enter(**PERSON):  # the second send, granted
                 assert await held(real_redis, prefix) == 1
         else:
-            batch = Batch(client)
-            taking = gate.queue_enter(batch, **PERSON)
-            assert taking is not None
+            batch, taking = queued(gate, client)
             await batch.run("a test")
             await taking.drop()  # the question was no longer open
         assert not gate.owed and await held(real_redis, prefix) == 0
@@ -322,9 +319,7 @@ async def test_a_release_given_up_in_flight_is_owed_back(
             slot = await gate.enter(**PERSON)
             release = slot.release()
         else:
-            batch = Batch(client)
-            taking = gate.queue_enter(batch, **PERSON)
-            assert taking is not None
+            batch, taking = queued(gate, client)
             await batch.run("a test")
             release = taking.drop()
         proxy.hold_next(containing=b"active:", seconds=1.0)
