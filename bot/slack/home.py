@@ -34,7 +34,7 @@ from bot.agent.approvals import approval_payload
 from bot.agent.ask_user import AskUserPayload
 from bot.agent.stream import ApprovalPayload
 from bot.config import Answerers
-from bot.errors import RunNotFound, StoreCorrupt, StoreUnavailable
+from bot.errors import RunNotFound, SlackRefused, StoreCorrupt, StoreUnavailable
 from bot.ops import audit
 from bot.slack.approvals.cards import OpenCards
 from bot.slack.approvals.rules import policy_call
@@ -118,14 +118,12 @@ class Home:
     ) -> None:
         """Put a question in its :meth:`people`'s inboxes and refresh their Home tabs (an escalation adds its targets
         this way; a question just posted is recorded by :mod:`bot.slack.questions.records`, in fewer round trips).
-        Never raises (a store outage is logged)."""
+        Sent again, it changes nothing more. Raises ``StoreUnavailable`` (its caller, scheduled work, is tried
+        again: an escalation's targets are never left without it in their Home)."""
         people = await self.people(ctx, approval=approval, also=also)
         when = int((asked_at or datetime.now(UTC)).timestamp() * 1000)
-        try:
-            await self.inbox.add(ctx.team_id, people, run_id=run_id, call=call, asked_ms=when)
-            await self.schedule.change(add=self.refreshes([(ctx.team_id, p) for p in people]))
-        except StoreUnavailable as exc:
-            log.warning("run %s: could not add its question to the Home inboxes: %s", run_id, exc)
+        await self.inbox.add(ctx.team_id, people, run_id=run_id, call=call, asked_ms=when)
+        await self.schedule.change(add=self.refreshes([(ctx.team_id, p) for p in people]))
 
     # --- publishing --------------------------------------------------------------------------------------------
 
@@ -137,33 +135,45 @@ class Home:
         team_id, user = str(body.get("team_id") or event.get("team") or ""), str(event["user"])
         try:
             await self.publish(team_id, user, watch=True)
-        except StoreUnavailable as exc:  # the Home stays as it was; their next opening publishes it
-            log.warning("could not show %s's Home (storage unavailable): %s", user, exc)
+        except (StoreUnavailable, SlackRefused) as exc:  # the Home stays as it was; their next opening publishes it
+            log.warning("could not show %s's Home: %s", user, exc)
 
     def queue_seen(self, batch: Batch, team_id: str, user: str) -> None:
-        """A click in ``user``'s Home (an answer, a decision): they are looking at it, so its changes are published
-        for :data:`WATCHED` seconds from now; queued in ``batch`` (the click's own round trip). Slack sends no
-        ``app_home_opened`` while the tab stays open, so a Home kept open all day is renewed this way."""
+        """A click in ``user``'s Home (an answer, a decision, a withdrawal): they are looking at it, so its changes
+        are published for :data:`WATCHED` seconds from now, and it is refreshed :data:`DEBOUNCE` s from now (what
+        they clicked may have closed meanwhile, or their Home gone stale: a click on it repairs it; an answer's close
+        asks for the same refresh, one per person at a time); queued in ``batch`` (the click's own round trip).
+        Slack sends no ``app_home_opened`` while the tab stays open, so a Home kept open all day is renewed this
+        way."""
         self.inbox.queue_watch(batch, team_id, user, seconds=WATCHED)
+        self.schedule.queue_change(batch, add=self.refreshes([(team_id, user)]))
 
     async def on_refresh(self, item: DueItem) -> None:
         """The scheduled refresh of ``item.key``'s Home (team ``item.run_id``): published when they opened it within
         :data:`WATCHED` seconds, else nothing (their next ``app_home_opened`` publishes it). Raises
-        ``StoreUnavailable``."""
+        ``StoreUnavailable``, :class:`~bot.errors.SlackRefused` (Slack's transient errors outlasted the retries):
+        the scheduler tries it again."""
         if await self.inbox.watched(item.run_id, item.key):
             await self.publish(item.run_id, item.key)
 
     async def publish(self, team_id: str, user: str, *, watch: bool = False) -> None:
         """Render and publish ``user``'s inbox; ``watch``: they are looking at it (they opened it, or clicked in
         it), so its changes are published for :data:`WATCHED` seconds from now, marked with the inbox's read (one
-        round trip, never a Home published but left unmarked). Raises ``StoreUnavailable``."""
-        await self.web.publish_home(user, await self.view(team_id, user, watch=watch))
+        round trip, never a Home published but left unmarked). Raises ``StoreUnavailable``,
+        :class:`~bot.errors.SlackRefused` (:meth:`SlackWeb.publish_home`)."""
+        view, render = await self._render(team_id, user, watch=watch)
+        # Two renders of one Home can be in flight at once (a change during a slow render schedules the next): the
+        # one begun last is published, never an older one after it (the Home would keep the older view)
+        if await self.inbox.latest_render(team_id, user) > render:
+            log.info("%s's Home: a later render publishes it", user)
+            return
+        await self.web.publish_home(user, view)
 
-    async def view(self, team_id: str, user: str, *, watch: bool = False) -> dict[str, Any]:
+    async def _render(self, team_id: str, user: str, *, watch: bool) -> tuple[dict[str, Any], int]:
         """The Home view of ``user``: what waits for them (oldest first), then what closed lately; ``watch``: as
-        :meth:`publish`. Raises ``StoreUnavailable``."""
+        :meth:`publish`; and the render's number (:meth:`Inbox.latest_render`). Raises ``StoreUnavailable``."""
         blocks: list[dict[str, Any]] = [_header("Waiting for you")]
-        inbox = await self.inbox.snapshot(team_id, user, limit=SHOWN, watch=WATCHED if watch else None)
+        inbox = await self.inbox.snapshot(team_id, user, limit=SHOWN, watch=WATCHED if watch else None, render=True)
         shown = stale = 0
         for run_id, call, asked_ms in inbox.waiting:
             item = await self._item(team_id, user, run_id=run_id, call=call, asked_ms=asked_ms)
@@ -186,7 +196,7 @@ class Home:
             lines = [f"• {clip(str(r.get('summary') or ''), 300)}" for r in recent]
             blocks += [_header("Recently closed"), _context(clip("\n".join(lines), 2900))]
         blocks += await self._grant_blocks(team_id, user, room=100 - len(blocks))
-        return {"type": "home", "blocks": blocks}
+        return {"type": "home", "blocks": blocks}, inbox.render
 
     async def _grant_blocks(self, team_id: str, user: str, *, room: int) -> list[dict[str, Any]]:
         """The standing grants ``user`` gave, each with Revoke, in at most ``room`` blocks (Slack: a Home view holds

@@ -13,6 +13,7 @@ ones recently closed. Keys (built in :mod:`bot.store.keys`):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from bot.errors import StoreUnavailable
 from bot.store.batch import Batch, Later
 from bot.store.keys import Keys
 
+RENDERS_KEPT = 86400  # seconds a person's Home render count is kept after its last render
 RECENT = 10
 
 
@@ -146,17 +148,43 @@ class Inbox:
             batch.pipe.delete(line)
 
     async def snapshot(
-        self, team_id: str, user: str, *, limit: int = 50, recent: int = 5, watch: int | None = None
+        self,
+        team_id: str,
+        user: str,
+        *,
+        limit: int = 50,
+        recent: int = 5,
+        watch: int | None = None,
+        render: bool = False,
     ) -> Snapshot:
         """What ``user``'s Home shows, read in one round trip: at most ``limit`` waiting questions, how many wait in
         all, and the last ``recent`` closed; ``watch``: seconds to mark the Home watched for in the same round trip
-        (:meth:`queue_watch`: the mark and the read succeed or fail together). Raises ``StoreUnavailable``."""
+        (:meth:`queue_watch`: the mark and the read succeed or fail together); ``render``: the read begins a render
+        of the Home, numbered in the same round trip (``Snapshot.render``; see :meth:`latest_render`). Raises
+        ``StoreUnavailable``."""
         batch = Batch(self.client)
         if watch is not None:
             self.queue_watch(batch, team_id, user, seconds=watch)
+        number = None
+        if render:
+            key = self.keys.home_render(team_id, user)
+            batch.pipe.incr(key)
+            number = batch.read(int)
+            batch.pipe.expire(key, RENDERS_KEPT)
         snapshot = self.queue_snapshot(batch, team_id, user, limit=limit, recent=recent)
         await batch.run("reading an inbox")
-        return snapshot.value
+        if number is None:
+            return snapshot.value
+        return dataclasses.replace(snapshot.value, render=number.value)
+
+    async def latest_render(self, team_id: str, user: str) -> int:
+        """The number of the latest render of ``user``'s Home begun (:meth:`snapshot` with ``render``; 0: none
+        lately): a render whose number is lower was overtaken, and is not published (a slower render publishing
+        last would leave the older view). Raises ``StoreUnavailable``."""
+        try:
+            return int(await self.client.get(self.keys.home_render(team_id, user)) or 0)
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis error while reading an inbox: {type(exc).__name__}") from None
 
     def queue_total(self, batch: Batch, team_id: str, user: str) -> Later[int]:
         """How many questions wait on ``user`` in all (``ZCARD`` of their inbox), read in ``batch``."""
@@ -192,6 +220,7 @@ class Snapshot:
     waiting: list[tuple[str, str, int]]
     total: int
     recent: list[dict[str, Any]]
+    render: int = 0  # this read's render number (Inbox.snapshot with render); 0: not a render
 
 
 def _waiting(rows: Any) -> list[tuple[str, str, int]]:

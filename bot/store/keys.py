@@ -36,6 +36,8 @@ one Redis and on a cluster.
   waiting and recently closed questions (:mod:`bot.store.inbox`).
 - ``{prefix}home_watched:{team_id}:{user}`` - string with a TTL: the person opened the app's Home tab lately, so
   changes to their inbox are published to it (see :mod:`bot.slack.home`).
+- ``{prefix}home_render:{team_id}:{user}`` - string (a counter, with a TTL): renders of the person's Home begun; only
+  the latest begun is published (see :mod:`bot.slack.home`).
 - ``{prefix}due`` - sorted set: things due later (deadlines, reminders, escalations, Home refreshes), scored by
   when (ms, Redis's clock), see :mod:`bot.store.schedule`.
 - ``{prefix}{work}`` - stream: jobs from ``web`` processes for ``worker`` processes; ``{prefix}{work}:job:{id}``
@@ -142,6 +144,11 @@ class Keys:
     def home_watched(self, team_id: str, user: str) -> str:
         """Set while ``user`` opened the app's Home tab lately (a string with a TTL)."""
         return f"{self.prefix}home_watched:{team_id}:{user}"
+
+    def home_render(self, team_id: str, user: str) -> str:
+        """How many renders of ``user``'s Home began (a counter with a TTL): a render overtaken by a later one is not
+        published."""
+        return f"{self.prefix}home_render:{team_id}:{user}"
 
     def inbox_of(self, run_id: str, tool_call_id: str) -> str:
         """Whose inboxes hold question ``tool_call_id`` of run ``run_id`` (same slot as :meth:`run`)."""

@@ -3,7 +3,9 @@ the person who opens it, answered right there through the same exactly-once path
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,11 +14,14 @@ import redis.asyncio as aioredis
 from bot.agent.state import utcnow
 from bot.fakeslack.home_tab import click_home, home_view, open_home
 from bot.fakeslack.state import TEAM_ID
+from bot.slack.questions.follow_up_plan import COALESCE_SECONDS
 from bot.store import Keys
+from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import (
     ALICE,
     BOB,
+    CAROL,
     GENERAL,
     SINGLE,
     ask,
@@ -28,14 +33,15 @@ from bot.testing.slack_scenarios import (
 )
 from bot.testing.tcp_proxy import TcpProxy
 
+OOM = b"OOM command not allowed when used memory > 'maxmemory'."
 AGENT = {"agent": "bot.testing.approval_agent:build"}
 
 
-async def refresh(h: Any) -> None:
-    """Carry out the debounced Home refreshes that are due."""
+async def refresh(h: Any, after: float = 5) -> None:
+    """Carry out the debounced Home refreshes (and whatever else is scheduled) due ``after`` seconds from now."""
     assert h.bot.scheduler is not None
     await h.settle()  # the work that asked or closed a question, which schedules the refresh
-    await h.bot.scheduler.tick(now=utcnow() + timedelta(seconds=5))
+    await h.bot.scheduler.tick(now=utcnow() + timedelta(seconds=after))
     await h.settle()
 
 
@@ -302,3 +308,158 @@ async def test_answering_in_a_home_whose_watch_lapsed_does_not_leave_the_answere
         shown_after = blocks_text(after)
         assert "Nothing is waiting for you." in shown_after, "the answered question still shows, with its buttons"
         assert "answered: *web*" in shown_after  # under Recently closed
+
+
+# 1. Cancel clicked in the Home does not renew the watched mark (only vet() renews it; Cancel goes through find())
+async def test_withdrawing_in_a_home_whose_watch_lapsed_takes_the_question_off_it(
+    fake_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    async with harness(fake_redis) as h:
+        await open_homes(h, ALICE)
+        _thread, q = await asked(h)
+        await refresh(h)
+        assert "Which repo?" in blocks_text(home_view(h.ws, ALICE) or {})
+        await fake_redis.delete(Keys(prefix).home_watched(TEAM_ID, ALICE))  # the working day's mark lapsed
+        await click_home(h.ws, ALICE, "Cancel")  # the tab stayed open: she withdraws it there
+        await h.settle()
+        assert "Withdrawn by" in blocks_text(await current(h, q))
+        await refresh(h)
+        shown = blocks_text(home_view(h.ws, ALICE) or {})
+        assert "Nothing is waiting for you." in shown, "the withdrawn question still shows, with its buttons"
+
+
+# 2. a refused write of the close batch (read fine, write refused): not owed, no refresh ever scheduled
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")
+async def test_a_close_whose_inbox_write_was_refused_still_leaves_the_open_home(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], harness: Any
+) -> None:
+    client, proxy = proxied_redis
+    async with harness(client) as h:
+        await open_homes(h, ALICE)
+        thread, q = await asked(h, then="Carried on.")
+        await refresh(h)
+        assert "Which repo?" in blocks_text(home_view(h.ws, ALICE) or {})
+        proxy.refuse_next(containing=b"LPUSH", error=OOM)  # the inbox close + its Home refresh: refused once
+        await h.ws.click(q, "web", user=ALICE)  # answered in the channel
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Carried on."))
+        await asyncio.sleep(1.0)  # Redis answers again: the owed close is retried within 50 ms
+        for after in (5, 120, 600):
+            await refresh(h, after)
+        shown = blocks_text(home_view(h.ws, ALICE) or {})
+        assert "Nothing is waiting for you." in shown, "the answered question still shows, with live buttons"
+
+
+# 3. a quorum approval (not yet complete) redraws the thread's card only: no Home refresh
+def _policy(tmp_path: Path) -> dict[str, Any]:
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        "rules:\n  - name: restarts need two\n    tool: restart_service\n"
+        f'    approvers: [{BOB}, {CAROL}]\n    required: 2\n  - name: default\n    tool: "*"\n'
+    )
+    return {"agent": "bot.testing.approval_agent:build", "approval_policy": str(path)}
+
+
+async def test_a_quorum_approval_given_in_the_home_shows_there(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    approval_agent.RESTARTS.clear()
+    async with harness(fake_redis, settings=_policy(tmp_path)) as h:
+        await open_homes(h, BOB, CAROL)
+        h.model.script(Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]), Reply(text="ok"))
+        d = await h.ws.mention(ALICE, GENERAL, "restart api")
+        request = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+        await refresh(h)
+        assert "0 of 2 approvals so far" in blocks_text(home_view(h.ws, BOB) or {})
+        await click_home(h.ws, BOB, "Approve")
+        await h.settle()
+        assert f"1 of 2: approved by <@{BOB}>" in blocks_text(await current(h, request))  # the thread: redrawn
+        await refresh(h)
+        for person in (BOB, CAROL):
+            shown = blocks_text(home_view(h.ws, person) or {})
+            assert f"1 of 2: approved by <@{BOB}>" in shown, f"{person}'s Home still says 0 of 2"
+
+
+# 4. an escalation whose inbox write failed is never listed in the target's Home (logged, not retried)
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")
+async def test_an_escalation_whose_inbox_write_was_refused_still_reaches_the_targets_home(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], harness: Any
+) -> None:
+    client, proxy = proxied_redis
+    settings = {"ask_escalate_after": "30m", "ask_escalate_to": BOB, "ask_escalate_answers": True}
+    async with harness(client, settings=settings) as h:
+        await open_homes(h, BOB)
+        await asked(h)
+        await h.settle()
+        proxy.refuse_next(containing=b"inbox_of", error=OOM)  # the escalation's Home entry: refused once
+        assert h.bot.scheduler is not None
+        for extra in (0.0, COALESCE_SECONDS + 1, COALESCE_SECONDS + 70, COALESCE_SECONDS + 200):
+            await h.bot.scheduler.tick(now=utcnow() + timedelta(seconds=1801 + extra))
+            await h.settle()
+        assert any("Escalated from" in blocks_text(m) for m in h.ws.messages("D_BOB"))  # escalated all right
+        await open_home(h.ws, BOB)  # even opened again
+        await h.settle()
+        assert "Which repo?" in blocks_text(home_view(h.ws, BOB) or {}), "escalated to Bob, never in his Home"
+
+
+# 5. a refresh whose views.publish Slack answers with a transient error (HTTP 200 service_unavailable: not seen by
+#    slack_sdk's retry handlers; SlackWeb.post retries these, publish_home does not) is done, never tried again
+async def test_a_refresh_slack_failed_to_publish_is_tried_again(fake_redis: aioredis.Redis, harness: Any) -> None:
+    async with harness(fake_redis) as h:
+        await open_homes(h, ALICE)
+        thread, q = await asked(h, then="Carried on.")
+        await refresh(h)
+        assert "Which repo?" in blocks_text(home_view(h.ws, ALICE) or {})
+        await h.ws.click(q, "web", user=ALICE)  # answered in the channel
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Carried on."))
+        h.ws.fake.fail_next("views.publish", "service_unavailable")
+        for after in (5, 120, 600):
+            await refresh(h, after)
+        shown = blocks_text(home_view(h.ws, ALICE) or {})
+        assert "Nothing is waiting for you." in shown, "the answered question still shows, with live buttons"
+
+
+# 6. two renders of one Home in flight at once (a change during a slow refresh re-arms the item, LT, and it is
+#    claimed again while the first still runs): the older render is published last and nothing follows it
+async def test_a_slow_refresh_overtaken_by_a_newer_one_does_not_leave_the_older_view(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis) as h:
+        await open_homes(h, ALICE)
+        thread, q = await asked(h, then="Carried on.")
+        await h.settle()
+        assert h.bot.scheduler is not None
+        h.ws.fake.set_delay("chat.getPermalink", 3.0)  # Slack slow (rate limited: Retry-After) on the thread link
+        first = asyncio.create_task(h.bot.scheduler.tick(now=utcnow() + timedelta(seconds=5)))
+        await asyncio.sleep(0.5)  # the first refresh read the inbox (the question) and waits on its link
+        await h.ws.click(q, "web", user=ALICE)  # answered in the channel meanwhile
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Carried on."))
+        await h.settle()
+        await h.bot.scheduler.tick(now=utcnow() + timedelta(seconds=10))  # the refresh that change asked for
+        await first
+        h.ws.fake.set_delay("chat.getPermalink", 0)
+        for after in (120, 600):
+            await refresh(h, after)
+        shown = blocks_text(home_view(h.ws, ALICE) or {})
+        assert "Nothing is waiting for you." in shown, "the answered question still shows, with live buttons"
+
+
+# 7. a click on a stale Home item (the question closed already) is told so, yet the Home is left as it is
+async def test_a_click_on_a_closed_question_in_the_home_takes_it_off_the_home(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis) as h:
+        await open_homes(h, ALICE)
+        thread, q = await asked(h, then="Carried on.")
+        await refresh(h)
+        await h.ws.click(q, "web", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Carried on."))
+        h.ws.fake.refuse("views.publish", "service_unavailable")  # any way the Home went stale: Slack down a while
+        await refresh(h)
+        h.ws.fake.allow("views.publish")
+        await click_home(h.ws, ALICE, "api")  # the stale Home's button
+        await h.ws.wait_for_message(channel="D_ALICE", predicate=lambda m: "was not recorded" in m["text"])
+        await refresh(h)  # before the failed refresh's own retry (after its lease, a minute)
+        shown = blocks_text(home_view(h.ws, ALICE) or {})
+        assert "Nothing is waiting for you." in shown, "told it was answered; the Home still offers its buttons"

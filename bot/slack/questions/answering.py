@@ -102,8 +102,11 @@ class Answering:
 
     async def find(self, ref: QuestionRef, say: Say, *, where: Origin | None = None) -> Found | None:
         """The run, context and question ``ref`` names: :meth:`QuestionLookup.find
-        <bot.slack.questions.lookup.QuestionLookup.find>`."""
-        return await self.lookup.find(ref, say, where=where)
+        <bot.slack.questions.lookup.QuestionLookup.find>` (a click from the App Home renews it, as :meth:`vet`)."""
+        batch = Batch(self.index.client)
+        if where is not None:
+            self._seen_in_home(batch, where)
+        return await self.lookup.find(ref, say, where=where, beside=batch)
 
     async def find_or_reason(self, ref: QuestionRef) -> Found | str:
         """The question ``ref`` names, or what the person would be told: :meth:`QuestionLookup.find_or_reason

@@ -244,7 +244,8 @@ class FollowUps:
         only where ``ASK_ESCALATE_ANSWERS`` says so, never an approval), list it in their Home inboxes when they may
         answer it, and queue it for each target's next escalation message (:meth:`on_escalation_message`, planned
         :data:`~bot.slack.questions.follow_up_plan.COALESCE_SECONDS` ahead: escalations to one target falling due
-        together are one message)."""
+        together are one message). Raises ``StoreUnavailable`` (the scheduler tries it again; done twice, it changes
+        nothing more)."""
         found = await self._open(item)
         if found is None:
             return

@@ -50,6 +50,7 @@ from bot.slack.render.approvals import (
 from bot.slack.render.mrkdwn import clip, escape
 from bot.slack.transport.web_api import SlackWeb
 from bot.store import outage
+from bot.store.batch import Batch
 from bot.store.conversations import ConversationIndex, MessageRef, asked_id
 
 log = logging.getLogger(__name__)
@@ -179,20 +180,27 @@ class QuestionMessages:
         clicked: MessageRef | None = None,
     ) -> None:
         """Update every message showing ``approval`` (and ``clicked``, the one acted on) to its quorum ``progress``
-        (None: not a quorum; e.g. after an edit), controls kept: the request still waits (issue 23 parts 2, 3).
-        When Redis can't say which
-        messages show it, only ``clicked`` is updated (the next change updates them all)."""
+        (None: not a quorum; e.g. after an edit), controls kept: the request still waits (issue 23 parts 2, 3); the
+        Home tabs listing it are refreshed too (they show the same card). When Redis can't say which messages show
+        it, only ``clicked`` is updated (the next change updates them all)."""
         ref = QuestionRef.of(run_id, approval.tool_call_id)
         blocks = self.cards.blocks(approval, ctx, ref=ref, progress=progress)
+        batch = Batch(self.index.client)
+        shown = self.index.queue_messages(batch, run_id, approval.tool_call_id, asked=asked_id(approval.asked_at))
+        owners = self.home.inbox.queue_owners(batch, run_id, approval.tool_call_id) if self.home is not None else None
         try:
-            refs: list[MessageRef] | None = await self.index.messages(
-                run_id, approval.tool_call_id, asked=asked_id(approval.asked_at)
-            )
+            await batch.run("reading where an approval request is shown")
+            refs: list[MessageRef] | None = shown.value
         except StoreUnavailable:
-            refs = None
+            refs, owners = None, None
         messages = await self._with_clicked(refs, clicked, ref)
-        for message, shown in await self._with_link_back(messages, ctx, blocks):
-            await self.web.update(message.channel_id, message.ts, text=approval_title(approval), blocks=shown)
+        for message, shown_blocks in await self._with_link_back(messages, ctx, blocks):
+            await self.web.update(message.channel_id, message.ts, text=approval_title(approval), blocks=shown_blocks)
+        if self.home is not None and owners is not None and owners.value:
+            try:
+                await self.home.schedule.change(add=Home.refreshes(owners.value))
+            except StoreUnavailable as exc:  # those Homes show it as it was until their next change or opening
+                log.warning("run %s: could not refresh the Home tabs listing its approval request: %s", run_id, exc)
 
     async def _link_back(self, ctx: SlackContext, thread_message: str | None) -> dict[str, Any]:
         """The line a copy of a request away from its thread (a DM, another channel) ends with, on its first post

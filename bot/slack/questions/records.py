@@ -159,7 +159,8 @@ class QuestionRecords:
         call goes on (an approved call running), and a later close says how it ended: that one replaces this
         "recently closed" line (:meth:`bot.store.inbox.Inbox.queue_close`). Returns the messages showing it (of the
         asking ``asked``), to update; None when they could not be read. Records it still owed (an outage when it was
-        shown) are not written any more; the message it was posted as is among those returned. Never raises."""
+        shown) are not written any more; the message it was posted as is among those returned. Its inbox and schedule
+        change, refused (an outage, out of memory), is owed and retried until Redis answers. Never raises."""
         owed = None
         if (run_id, call) in self.owed:
             async with self._writing:  # an owed write in flight finishes first
@@ -178,22 +179,30 @@ class QuestionRecords:
             known = {(r.channel_id, r.ts) for r in shown.value}
             refs = shown.value + [r for r in unrecorded if (r.channel_id, r.ts) not in known]
             people = owners.value if owners is not None else []
-        writing = Batch(self.index.client)
-        if self.home is not None and people:
-            line = previous.value if previous is not None else None
-            self.home.inbox.queue_close(
-                writing, people, run_id=run_id, call=call, summary=summary, previous=line, ongoing=ongoing
-            )
+        line = previous.value if previous is not None and people else None
         drop = self.plan.planned(run_id, call) if self.plan is not None else []
-        if self.schedule is not None:
-            self.schedule.queue_change(writing, add=Home.refreshes(people), drop=drop)
-        try:
-            await writing.run("closing a question's inbox entries and schedule")
-        except StoreUnavailable as exc:
+
+        async def write() -> bool:
+            """One try at taking it out of the inboxes and changing the schedule; True once written."""
+            writing = Batch(self.index.client)
+            if self.home is not None and people:
+                self.home.inbox.queue_close(
+                    writing, people, run_id=run_id, call=call, summary=summary, previous=line, ongoing=ongoing
+                )
+            if self.schedule is not None:
+                self.schedule.queue_change(writing, add=Home.refreshes(people), drop=drop)
+            try:
+                await writing.run("closing a question's inbox entries and schedule")
+            except StoreUnavailable:
+                return False
+            return True
+
+        if not await write():
+            # owed: its people's open Home tabs would show it, with live buttons, and its reminders would go on
             log.warning(
                 "run %s: could not take its question out of the Home inboxes, nor change its schedule (reminders, "
-                "Home): %s",
+                "Home); retrying until Redis answers",
                 run_id,
-                exc,
             )
+            self.retries.add(write)
         return refs

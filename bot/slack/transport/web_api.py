@@ -19,6 +19,8 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.errors import SlackRefused
+
 log = logging.getLogger(__name__)
 
 WORKING_REACTION = "hourglass_flowing_sand"
@@ -102,8 +104,17 @@ class SlackWeb:
             await asyncio.sleep(0.5 * retries)
 
     async def publish_home(self, user: str, view: dict[str, Any]) -> bool:
-        """``views.publish`` of ``user``'s App Home tab; False when Slack refused."""
-        return await self._done(self.client.views_publish(user_id=user, view=view), what="views.publish failed")
+        """``views.publish`` of ``user``'s App Home tab (transient errors retried, as in :meth:`post`); False when
+        Slack refused it (logged). Raises :class:`~bot.errors.SlackRefused` when its transient errors outlast the
+        retries: the caller's work is tried again later (a scheduled Home refresh)."""
+        try:
+            await self._retrying(lambda: self.client.views_publish(user_id=user, view=view))
+            return True
+        except SlackApiError as exc:
+            if error_code(exc) in TRANSIENT:
+                raise SlackRefused(f"views.publish failed: {slack_error(exc)}") from None
+            log.warning("views.publish failed: %s", slack_error(exc))
+            return False
 
     async def user_info(self, user: str) -> dict[str, Any] | None:
         """``users.info`` of ``user`` (scope ``users:read``): Slack's user object, or None when Slack refused
