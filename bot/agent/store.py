@@ -15,7 +15,8 @@ Every implementation keeps these promises:
 - Leases: a state saved with ``status == "running"`` carries a lease for ``owner`` that lasts ``lease_ttl``
   seconds unless renewed; any other status drops it. ``lease_owner`` tells who holds it (``None``: nobody is
   driving the run, e.g. its process died).
-- Stop requests (``request_stop``) are seen by ``stop_requested`` in every process until they lapse (an hour).
+- Stop requests (``request_stop``) are seen by ``stop_requested`` in every process until they lapse (an hour) or
+  the save that ends the run's working segment (any status but ``running``) drops them with the lease.
 - Outages raise ``StoreUnavailable`` (the outcome of a write is then unknown).
 """
 

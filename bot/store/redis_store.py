@@ -38,9 +38,9 @@ from bot.store.keys import Keys
 DEFAULT_RETENTION = 7 * 24 * 3600
 DEFAULT_LEASE_TTL = 30.0
 
-# KEYS[1] run hash, KEYS[2] lease. ARGV: [1] expected rev ("0" = must not exist), [2] new rev, [3] state JSON,
-# [4] ttl ms, [5] write id, [6] deadline in ms since the epoch ("0" = none), [7] lease owner ("" = drop the
-# lease), [8] lease ttl ms.
+# KEYS[1] run hash, KEYS[2] lease, KEYS[3] stop request (dropped with the lease). ARGV: [1] expected rev ("0" =
+# must not exist), [2] new rev, [3] state JSON, [4] ttl ms, [5] write id, [6] deadline in ms since the epoch ("0" =
+# none), [7] lease owner ("" = drop the lease and the stop request), [8] lease ttl ms.
 # Returns 1 written, 2 this write was applied before (lost reply), 0 revision mismatch, -1 missing (nothing
 # created), -2 deadline passed.
 _CAS = """
@@ -64,7 +64,7 @@ redis.call('PEXPIRE', KEYS[1], ARGV[4])
 if ARGV[7] ~= '' then
   redis.call('SET', KEYS[2], ARGV[7], 'PX', ARGV[8])
 else
-  redis.call('DEL', KEYS[2])
+  redis.call('DEL', KEYS[2], KEYS[3])
 end
 return 1
 """
@@ -201,8 +201,9 @@ class RedisRunStore:
         return value.decode() if isinstance(value, bytes) else str(value)
 
     async def request_stop(self, run_id: str, *, by: str) -> None:
-        """Ask whoever drives run ``run_id`` to stop it (``by``: who asked); the request lasts an hour. Raises
-        ``StoreUnavailable``."""
+        """Ask whoever drives run ``run_id`` to stop it (``by``: who asked); the request lasts an hour, or until the
+        save that ends the run's working segment (suspended, completed, failed): a stop that segment never saw does
+        not stop a later one (the reply to an answer, a Retry). Raises ``StoreUnavailable``."""
         try:
             await self.client.set(self.keys.stop(run_id), by, ex=3600)
         except RedisError as exc:
@@ -234,7 +235,7 @@ class RedisRunStore:
         batch = Batch(self.client)
         batch.script(
             self._cas,
-            keys=[self.keys.run(state.run_id), self.keys.lease(state.run_id)],
+            keys=[self.keys.run(state.run_id), self.keys.lease(state.run_id), self.keys.stop(state.run_id)],
             args=[
                 str(state.revision),
                 str(new.revision),

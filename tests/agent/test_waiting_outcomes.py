@@ -232,3 +232,32 @@ async def test_the_lease_loop_ends_with_its_segment_even_when_a_cancel_is_lost(f
     ended.set()
     task.cancel()
     await asyncio.wait_for(task, 2)
+
+
+@pytest.mark.parametrize("ends", ["asks", "fails"])
+async def test_a_stop_the_segment_never_saw_does_not_stop_the_next_one(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI, ends: str
+) -> None:
+    """Another process asks the run to stop while this one drives it; the segment ends before its next look at the
+    store (it asks a question, or the model fails). The stop ends with that segment: the reply to the answer, or
+    the Retry, goes on (it was stopped by the old request at its first step, up to an hour later)."""
+    driver: Agent = make_agent(fake_redis, lease_renew_every=60)  # reads stops only at its renewals
+    other: Agent = make_agent(fake_redis, lease_renew_every=0.2)  # where the answer (or Retry) lands
+    first = (
+        Reply(text="Let me ask. " * 5, tool_calls=[tool_call("ask_user", QUESTION, id="q1")], chunk_delay=0.05)
+        if ends == "asks"
+        else Reply(status=400, delay=0.3)  # refused: not retried by the client
+    )
+    openai_server.script(first, Reply(text="Working on it. " * 20, chunk_delay=0.05))  # long: lease renewals read stops
+    stream = await driver.stream("summarize")
+    await asyncio.sleep(0.05)
+    await other.stop(run_id=stream.run_id, stopped_by="U2")  # only the store knows
+    await stream.collect()
+    assert (await other.get_run(stream.run_id)).status == ("suspended" if ends == "asks" else "failed")
+    if ends == "asks":
+        later = await other.resume_stream("api", run_id=stream.run_id, answered_by="U1")
+    else:
+        later = await other.retry_stream(run_id=stream.run_id)
+    chunks = await later.collect()
+    assert isinstance(chunks[-1], FinishChunk)
+    assert chunks[-1].payload.status == "completed", chunks[-1].payload
