@@ -364,7 +364,7 @@ async def test_the_playground_stops_on_sigterm_as_on_ctrl_c_without_a_traceback(
 ) -> None:
     """Also when it started with SIGINT ignored (``nohup python -m bot playground &`` in a script): it stopped on
     SIGTERM by raising SIGINT, which was then ignored, and it ran on."""
-    proc = await start_bot("playground", env=clean_env(PORT="0", MCP_PORT=str(free_port())), sigint=sigint)
+    proc = await start_bot("playground", env=clean_env(PORT="0", MCP_PORT="0"), sigint=sigint)
     try:
         started = await read_until(proc, "MCP server:")
         proc.send_signal(sig)
@@ -383,7 +383,7 @@ async def test_sigterms_repeated_until_the_playground_has_exited_never_kill_it()
     SIGTERM): each SIGTERM after the first changes nothing, to the very end. The second cancelled the clean-up
     midway (uvicorn logged an ERROR traceback), and one after the loop's handler was removed killed the process
     (status -15). (A Ctrl-C while it stops still cancels the clean-up, as asyncio.Runner's second Ctrl-C does.)"""
-    proc = await start_bot("playground", env=clean_env(PORT="0", MCP_PORT=str(free_port())))
+    proc = await start_bot("playground", env=clean_env(PORT="0", MCP_PORT="0"))
     try:
         started = await read_until(proc, "MCP server:")
         proc.send_signal(signal.SIGTERM)
