@@ -310,6 +310,17 @@ async def test_answering_in_a_home_whose_watch_lapsed_does_not_leave_the_answere
         assert "answered: *web*" in shown_after  # under Recently closed
 
 
+async def answered_in_channel(h: Any, thread: str, q: dict[str, Any]) -> None:
+    """Alice answers ``q`` in the channel (not in her Home) and the run replies "Carried on."."""
+    await h.ws.click(q, "web", user=ALICE)
+    await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Carried on."))
+
+
+def assert_home_empty(h: Any, why: str) -> None:
+    """Alice's Home shows nothing waiting (``why``: what it means when it does)."""
+    assert "Nothing is waiting for you." in blocks_text(home_view(h.ws, ALICE) or {}), why
+
+
 # 1. Cancel clicked in the Home does not renew the watched mark (only vet() renews it; Cancel goes through find())
 async def test_withdrawing_in_a_home_whose_watch_lapsed_takes_the_question_off_it(
     fake_redis: aioredis.Redis, harness: Any, prefix: str
@@ -341,13 +352,11 @@ async def test_a_close_whose_inbox_write_was_refused_still_leaves_the_open_home(
         await refresh(h)
         assert "Which repo?" in blocks_text(home_view(h.ws, ALICE) or {})
         proxy.refuse_next(containing=b"LPUSH", error=OOM)  # the inbox close + its Home refresh: refused once
-        await h.ws.click(q, "web", user=ALICE)  # answered in the channel
-        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Carried on."))
+        await answered_in_channel(h, thread, q)
         await asyncio.sleep(1.0)  # Redis answers again: the owed close is retried within 50 ms
         for after in (5, 120, 600):
             await refresh(h, after)
-        shown = blocks_text(home_view(h.ws, ALICE) or {})
-        assert "Nothing is waiting for you." in shown, "the answered question still shows, with live buttons"
+        assert_home_empty(h, "the answered question still shows, with live buttons")
 
 
 # 3. a quorum approval (not yet complete) redraws the thread's card only: no Home refresh
@@ -404,20 +413,18 @@ async def test_an_escalation_whose_inbox_write_was_refused_still_reaches_the_tar
 
 
 # 5. a refresh whose views.publish Slack answers with a transient error (HTTP 200 service_unavailable: not seen by
-#    slack_sdk's retry handlers; SlackWeb.post retries these, publish_home does not) is done, never tried again
+#    slack_sdk's retry handlers; SlackWeb.post retries these; publish_home did not) was done, never tried again
 async def test_a_refresh_slack_failed_to_publish_is_tried_again(fake_redis: aioredis.Redis, harness: Any) -> None:
     async with harness(fake_redis) as h:
         await open_homes(h, ALICE)
         thread, q = await asked(h, then="Carried on.")
         await refresh(h)
         assert "Which repo?" in blocks_text(home_view(h.ws, ALICE) or {})
-        await h.ws.click(q, "web", user=ALICE)  # answered in the channel
-        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Carried on."))
+        await answered_in_channel(h, thread, q)
         h.ws.fake.fail_next("views.publish", "service_unavailable")
         for after in (5, 120, 600):
             await refresh(h, after)
-        shown = blocks_text(home_view(h.ws, ALICE) or {})
-        assert "Nothing is waiting for you." in shown, "the answered question still shows, with live buttons"
+        assert_home_empty(h, "the answered question still shows, with live buttons")
 
 
 # 6. two renders of one Home in flight at once (a change during a slow refresh re-arms the item, LT, and it is
@@ -441,8 +448,7 @@ async def test_a_slow_refresh_overtaken_by_a_newer_one_does_not_leave_the_older_
         h.ws.fake.set_delay("chat.getPermalink", 0)
         for after in (120, 600):
             await refresh(h, after)
-        shown = blocks_text(home_view(h.ws, ALICE) or {})
-        assert "Nothing is waiting for you." in shown, "the answered question still shows, with live buttons"
+        assert_home_empty(h, "the answered question still shows, with live buttons")
 
 
 # 7. a click on a stale Home item (the question closed already) is told so, yet the Home is left as it is
