@@ -373,9 +373,10 @@ class Agent:
             await self.claims.cancel_question(run_id=run_id, tool_call_id=tool_call_id, cancelled_by=cancelled_by)
         )
 
-    async def stop(self, *, run_id: str, stopped_by: str | None = None) -> None:
-        """Ask the process driving a run to stop it: :meth:`Claims.stop <bot.agent._loop.claims.Claims.stop>`."""
-        await self.claims.stop(run_id=run_id, stopped_by=stopped_by)
+    async def stop(self, *, run_id: str, stopped_by: str | None = None) -> bool:
+        """Ask the process driving a run to stop it; False when nothing works: :meth:`Claims.stop
+        <bot.agent._loop.claims.Claims.stop>`."""
+        return await self.claims.stop(run_id=run_id, stopped_by=stopped_by)
 
     async def time_out(self, *, run_id: str, tool_call_id: str | None = None) -> AgentStream:
         """Go on without an answer past the deadline: :meth:`Claims.time_out
@@ -557,6 +558,9 @@ class Agent:
             try:
                 state, ending = await self._advance(state, out)
             except Suspended:
+                stopped_by = self.stops.take(run_id)  # known by now (e.g. while an approval check ran): nobody asked
+                if stopped_by is not None:
+                    return await self._end_stopped(state, out, by=stopped_by)
                 state = await self.saver.save_final(state)
                 assert state.pending is not None
                 self.hooks.on_asked(state, state.pending)
@@ -567,10 +571,7 @@ class Agent:
                 out.emit(FinishChunk(run_id, FinishPayload(status="suspended", text=last_text(state))))
                 return state
             except Stopped as stop:
-                text = wrap_up(state, out)
-                state = await self.saver.save_final(state)
-                out.emit(FinishChunk(run_id, FinishPayload(status="stopped", text=text, stopped_by=stop.by)))
-                return state
+                return await self._end_stopped(state, out, by=stop.by)
             except ModelCallFailed as exc:
                 state.status, state.error = "failed", RunFailure(kind="model", message=str(exc))
                 state = await self.saver.save_final(state)
@@ -603,6 +604,13 @@ class Agent:
             out.emit(ErrorChunk(run_id, ErrorPayload(kind="internal", message=message)))
         return None
 
+    async def _end_stopped(self, state: RunState, out: AgentStream, *, by: str) -> RunState:
+        """End the segment stopped at a person's request (:func:`bot.agent._loop.stopping.wrap_up`) and save it."""
+        text = wrap_up(state, out)
+        state = await self.saver.save_final(state)
+        out.emit(FinishChunk(state.run_id, FinishPayload(status="stopped", text=text, stopped_by=by)))
+        return state
+
     history_of = staticmethod(history_of)
     """The run's messages up to its last consistent point (see :func:`bot.agent._loop.history.history_of`)."""
 
@@ -611,6 +619,9 @@ class Agent:
         incomplete when it is: :func:`bot.agent.model.endings.ending_of`), a tool suspends (raises ``Suspended`` with
         ``state`` updated in place) or the model fails (raises ``ModelCallFailed``)."""
         if state.pending is not None:
+            # a stop asked while nobody drove the run (its process died after a claim): the decided call never
+            # starts, nor runs again (wrap_up gives it its stopped result)
+            self.stops.check(state.run_id)
             pending, state.pending = state.pending, None
             await continue_pending(self._runner(self.tools), state, pending, out, save=self._save_midway)
         plan: tuple[tuple[str, str], ...] = ()  # the calls of the turn just made, when it made several

@@ -15,8 +15,10 @@ Every implementation keeps these promises:
 - Leases: a state saved with ``status == "running"`` carries a lease for ``owner`` that lasts ``lease_ttl``
   seconds unless renewed; any other status drops it. ``lease_owner`` tells who holds it (``None``: nobody is
   driving the run, e.g. its process died).
-- Stop requests (``request_stop``) are seen by ``stop_requested`` in every process until they lapse (an hour) or
-  the save that ends the run's working segment (any status but ``running``) drops them with the lease.
+- Stop requests (``request_stop``) are taken only while the run works (its lease is held, or it is still the
+  ``running`` state the caller read: an orphan); they are seen by ``stop_requested`` in every process until they
+  lapse (an hour) or the save that ends the run's working segment (any status but ``running``) drops them with
+  the lease. A run that asked or ended before the request is not stopped by it, nor is its next segment.
 - Outages raise ``StoreUnavailable`` (the outcome of a write is then unknown).
 """
 
@@ -55,8 +57,9 @@ class RunStore(Protocol):
         """The owner id holding the run's lease, or None."""
         ...
 
-    async def request_stop(self, run_id: str, *, by: str) -> None:
-        """Ask whoever drives the run to stop it (``by``: who asked)."""
+    async def request_stop(self, state: RunState, *, by: str) -> bool:
+        """Ask whoever drives run ``state.run_id`` (as just loaded) to stop it (``by``: who asked); False when it
+        does not work any more (see the module docstring)."""
         ...
 
     async def stop_requested(self, run_id: str) -> str | None:

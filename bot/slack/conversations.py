@@ -323,11 +323,11 @@ class Threads:
                 await self.answering.answer_typed(previous, prev_ctx, where, text)
             return True
         if previous.status == "running":
+            if says_stop(text):  # working, or orphaned: taken over and stopped; never a new run asked "stop"
+                await self.withdrawing.stop_working(previous, prev_ctx, where)
+                return True
             if not await self.answering.continue_orphan(previous, prev_ctx):
-                if says_stop(text):
-                    await self.withdrawing.stop(previous, prev_ctx, where)
-                else:
-                    await say(BUSY)
+                await say(BUSY)
                 return True
             after = await self.agent.get_run(previous.run_id)  # continued to its next stop
             if after.status == "suspended":  # it asked something: that question comes first
@@ -351,8 +351,7 @@ class Threads:
             return
         text = unescape(str((body.get("event") or {}).get("text") or "")).strip()
         if state is not None and ctx is not None and state.status == "running" and says_stop(text):
-            if not await self.agent.is_orphaned(state):
-                await self.withdrawing.stop(state, ctx, where)
+            await self.withdrawing.stop_working(state, ctx, where)
             return
         if state is None or ctx is None or state.pending is None:
             return

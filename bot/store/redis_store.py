@@ -37,6 +37,7 @@ from bot.store.keys import Keys
 
 DEFAULT_RETENTION = 7 * 24 * 3600
 DEFAULT_LEASE_TTL = 30.0
+STOP_TTL = 3600  # seconds a stop request waits for the process driving the run to see it
 
 # KEYS[1] run hash, KEYS[2] lease, KEYS[3] stop request (dropped with the lease). ARGV: [1] expected rev ("0" =
 # must not exist), [2] new rev, [3] state JSON, [4] ttl ms, [5] write id, [6] deadline in ms since the epoch ("0" =
@@ -67,6 +68,17 @@ else
   redis.call('DEL', KEYS[2], KEYS[3])
 end
 return 1
+"""
+
+# KEYS[1] run hash, KEYS[2] lease, KEYS[3] stop request. ARGV: [1] who asked, [2] the revision of the run as read
+# while it was running ("" = it was not), [3] ttl s. 1 asked (a live lease, or the run is still at that revision:
+# an orphan, taken over later), 0 nothing works (it asked, ended or moved on since it was read).
+_STOP = """
+if redis.call('EXISTS', KEYS[2]) == 1 or redis.call('HGET', KEYS[1], 'rev') == ARGV[2] then
+  redis.call('SET', KEYS[3], ARGV[1], 'EX', ARGV[3])
+  return 1
+end
+return 0
 """
 
 # KEYS[1] lease; ARGV: [1] owner, [2] ttl ms. 1 renewed, 0 held by someone else or gone.
@@ -116,6 +128,7 @@ class RedisRunStore:
         self.lease_ttl = lease_ttl
         self._cas = client.register_script(_CAS)
         self._renew = client.register_script(_RENEW)
+        self._stop = client.register_script(_STOP)
         self._riders: dict[str, list[Rider]] = {}  # run_id -> what rides with its next segment-ending save
 
     def ride(self, run_id: str, rider: Rider) -> None:
@@ -200,14 +213,21 @@ class RedisRunStore:
             return None
         return value.decode() if isinstance(value, bytes) else str(value)
 
-    async def request_stop(self, run_id: str, *, by: str) -> None:
-        """Ask whoever drives run ``run_id`` to stop it (``by``: who asked); the request lasts an hour, or until the
-        save that ends the run's working segment (suspended, completed, failed): a stop that segment never saw does
-        not stop a later one (the reply to an answer, a Retry). Raises ``StoreUnavailable``."""
+    async def request_stop(self, state: RunState, *, by: str) -> bool:
+        """Ask whoever drives run ``state.run_id`` (as just loaded) to stop it (``by``: who asked), if it works:
+        while a process holds its lease, or, for a ``running`` run nobody drives (an orphan, stopped by whoever
+        takes it over), while it is still at ``state.revision``. False when nothing works: it asked, ended or moved
+        on since ``state`` was read, so no later segment (the reply to an answer, a Retry) is stopped by it. The
+        request lasts an hour, or until the save that ends the run's working segment. One round trip. Raises
+        ``StoreUnavailable``."""
+        run_id = state.run_id
+        keys = [self.keys.run(run_id), self.keys.lease(run_id), self.keys.stop(run_id)]
+        revision = str(state.revision) if state.status == "running" else ""
         try:
-            await self.client.set(self.keys.stop(run_id), by, ex=3600)
+            asked = await self._stop(keys=keys, args=[by, revision, STOP_TTL])
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while asking a run to stop: {type(exc).__name__}") from None
+        return int(asked) == 1
 
     async def stop_requested(self, run_id: str) -> str | None:
         """Who asked run ``run_id`` to stop (``""`` when nobody said), or None. Raises ``StoreUnavailable``."""

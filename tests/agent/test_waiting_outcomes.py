@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from pydantic import BaseModel
 
 from bot.agent import Agent, ask_user_tool, tool
 from bot.agent.answers import Expired
 from bot.agent.stream import FinishChunk, ToolResultChunk
+from bot.agent.tools import Tool, ToolContext
 from bot.errors import QuestionExpired, RunAlreadyResumed, RunConflict, RunNotResumable
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
 
@@ -261,3 +263,111 @@ async def test_a_stop_the_segment_never_saw_does_not_stop_the_next_one(
     chunks = await later.collect()
     assert isinstance(chunks[-1], FinishChunk)
     assert chunks[-1].payload.status == "completed", chunks[-1].payload
+
+
+async def test_a_stop_asked_while_the_approval_check_weighs_a_call_asks_nobody(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """The call's approval check is awaited (a condition that looks something up) when the stop comes: the run
+    stops there; no approval request goes out (a person would be asked to decide on a run already stopped), and the
+    call gets the stopped result like any call the stop kept from running."""
+    weighing, go_on = asyncio.Event(), asyncio.Event()
+    ran: list[str] = []
+
+    async def during_deploys(ctx: Any, args: dict[str, Any]) -> bool:
+        weighing.set()
+        await go_on.wait()
+        return True
+
+    @tool(require_approval=during_deploys)
+    async def restart_service(name: str) -> str:
+        """Restart a service."""
+        ran.append(name)
+        return "restarted"
+
+    agent: Agent = make_agent(fake_redis, tools=[restart_service])
+    calls = [tool_call("restart_service", {"name": n}, id=f"r_{n}") for n in ("api", "web")]
+    openai_server.script(Reply(tool_calls=calls), Reply(text="never asked for"))
+    stream = await agent.stream("restart both")
+    await asyncio.wait_for(weighing.wait(), 10)
+    await agent.stop(run_id=stream.run_id, stopped_by="U1")
+    go_on.set()
+    chunks = await stream.collect()
+    assert not [c for c in chunks if c.type == "tool-call-approval"]
+    assert isinstance(chunks[-1], FinishChunk) and chunks[-1].payload.status == "stopped"
+    assert chunks[-1].payload.stopped_by == "U1"
+    done = [(c.payload.tool_call_id, c.payload.result) for c in chunks if isinstance(c, ToolResultChunk)]
+    assert done == [("r_api", {"status": "stopped"}), ("r_web", {"status": "stopped"})]
+    state = await agent.get_run(stream.run_id)
+    assert state.status == "completed" and state.pending is None and ran == []
+    assert [m["tool_call_id"] for m in state.messages if m["role"] == "tool"] == ["r_api", "r_web"]
+    assert len(openai_server.requests) == 1
+
+
+@pytest.mark.parametrize("decided", ["approved", "answered"])
+async def test_a_stop_of_an_orphaned_run_keeps_its_decided_call_from_running(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI, decided: str
+) -> None:
+    """The process that claimed a decision died before the call started (the run is ``running``, nobody drives it);
+    a person stops the run; whoever takes it over stops it before its first step: the approved tool never runs
+    (and a tool that asked mid-work is not run again with its answer)."""
+    ran: list[str] = []
+
+    class Service(BaseModel):
+        name: str
+
+    async def restart(args: Any, ctx: ToolContext | None) -> str:
+        if decided == "answered" and ctx is not None and ctx.resume_data is None:
+            ctx.suspend({"question": "Drain first?"})  # asks mid-work, goes on with the answer
+        ran.append(args.name)
+        return "restarted"
+
+    restart_service = Tool(
+        id="restart_service",
+        description="Restart a service.",
+        input_schema=Service,
+        execute_fn=restart,
+        require_approval=decided == "approved",
+    )
+    dying: Agent = make_agent(fake_redis, tools=[restart_service], store_kwargs={"lease_ttl": 0.2})
+    openai_server.script(
+        Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]), Reply(text="never asked for")
+    )
+    stream = await dying.stream("restart api")
+    await stream.collect()
+    if decided == "approved":
+        resumed = await dying.approve_tool_call(run_id=stream.run_id, approved_by="U1")
+    else:
+        resumed = await dying.resume_stream("yes", run_id=stream.run_id, answered_by="U1")
+    assert resumed._task is not None
+    resumed._task.cancel()  # the process dies right after its claim, before the call starts
+    await asyncio.sleep(0.3)  # its lease lapses
+    other: Agent = make_agent(fake_redis, tools=[restart_service])
+    assert await other.is_orphaned(await other.get_run(stream.run_id))
+    await other.stop(run_id=stream.run_id, stopped_by="U2")
+    chunks = await (await other.retry_stream(run_id=stream.run_id)).collect()
+    assert isinstance(chunks[-1], FinishChunk) and chunks[-1].payload.status == "stopped"
+    assert ran == [] and len(openai_server.requests) == 1
+    state = await other.get_run(stream.run_id)
+    assert state.status == "completed" and state.pending is None
+    tool_results = [m for m in state.messages if m["role"] == "tool"]
+    assert [(m["tool_call_id"], json.loads(m["content"])) for m in tool_results] == [("r1", {"status": "stopped"})]
+
+
+async def test_a_stop_asked_after_the_segment_ended_does_not_stop_the_next_one(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """A person stops a run just after it stopped working (it asked a question: its last save landed first, Slack
+    still showed it working). Nothing was working, so nothing is stopped: the reply to the answer goes on, instead
+    of stopping at its first look at the store, up to an hour later."""
+    agent: Agent = make_agent(fake_redis, lease_renew_every=0.2)  # reads stops at its renewals
+    openai_server.script(
+        Reply(tool_calls=[tool_call("ask_user", QUESTION, id="q1")]),
+        Reply(text="Working on it. " * 20, chunk_delay=0.05),  # long: lease renewals read stops
+    )
+    stream = await agent.stream("summarize")
+    await stream.collect()
+    await agent.stop(run_id=stream.run_id, stopped_by="U2")
+    chunks = await (await agent.resume_stream("api", run_id=stream.run_id, answered_by="U1")).collect()
+    assert isinstance(chunks[-1], FinishChunk) and chunks[-1].payload.status == "completed", chunks[-1].payload
+    assert await agent.store.stop_requested(stream.run_id) is None

@@ -25,6 +25,7 @@ from bot.errors import (
     QuestionExpired,
     RunAlreadyResumed,
     RunConflict,
+    RunNotFound,
     RunNotResumable,
     ToolCallNotPending,
 )
@@ -87,15 +88,23 @@ class Claims:
         )
         return await self.claim(state, pending, answer)
 
-    async def stop(self, *, run_id: str, stopped_by: str | None = None) -> None:
+    async def stop(self, *, run_id: str, stopped_by: str | None = None) -> bool:
         """Ask the process driving run ``run_id`` to stop it at its next step (before its next model turn or tool
         call, once that process learns it: at once here, else within ``lease_renew_every``; see
-        :mod:`bot.agent._loop.stopping`); the run's stream then finishes with status ``stopped``. A run that
-        waits for an answer is not working: withdraw its question with :meth:`cancel_question`. Raises
-        ``StoreUnavailable``."""
-        await self.store.request_stop(run_id, by=stopped_by or "")
+        :mod:`bot.agent._loop.stopping`); the run's stream then finishes with status ``stopped``. An orphaned run
+        (``running``, nobody drives it) is stopped by whoever takes it over, before its first step. True when the
+        request was taken; False when nothing works: the run waits for an answer (withdraw its question with
+        :meth:`cancel_question`), ended, or is unknown; such a request stops nothing later either. Raises
+        ``StoreUnavailable``, ``StoreCorrupt``."""
+        try:
+            state = await self.store.load(run_id)
+        except RunNotFound:
+            return False
+        if not await self.store.request_stop(state, by=stopped_by or ""):
+            return False
         if run_id in self.driving:  # driven here: known at once
             self.stops.asked(run_id, stopped_by or "")
+        return True
 
     async def time_out(self, *, run_id: str, tool_call_id: str | None = None) -> Claimed:
         """Go on without an answer once the question's deadline passed (by the store's clock): the tool is told

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from bot.agent._loop.tool_calls import add_result
 from bot.agent.hooks import NO_HOOKS
-from bot.agent.state import RunState
+from bot.agent.state import RunState, ToolCall
 from bot.agent.store import RunStore
 from bot.agent.stream import AgentStream
 from bot.errors import StoreUnavailable
@@ -100,8 +100,13 @@ class StopRequests:
 
     def check(self, run_id: str) -> None:
         """Raise :class:`Stopped` when a stop of ``run_id`` is known (once)."""
-        if run_id in self._asked:
-            raise Stopped(self._asked.pop(run_id))
+        if (by := self.take(run_id)) is not None:
+            raise Stopped(by)
+
+    def take(self, run_id: str) -> str | None:
+        """Who asked ``run_id`` to stop when a stop of it is known (then no longer), else None: a run about to
+        ask a person (a question, an approval) stops instead, since nobody should decide for a stopped run."""
+        return self._asked.pop(run_id, None)
 
     def forget(self, run_id: str) -> None:
         """Drop what is known of ``run_id`` (its segment ended)."""
@@ -110,13 +115,35 @@ class StopRequests:
 
 
 def wrap_up(state: RunState, out: AgentStream) -> str:
-    """End ``state`` as stopped (see the module docstring); returns the closing text."""
-    for call in state.queued:
-        add_result(
-            state, call, {"status": "stopped"}, out, hooks=NO_HOOKS, max_chars=None
-        )  # a constant, short result: never cut
+    """End ``state`` as stopped (see the module docstring): each call of the last turn without a result gets
+    ``{"status": "stopped"}`` (the queued ones, the one a question or approval waited on, the rest of its batch;
+    a call whose run was cut short mid-call, ``executing_since``, also ``"may_have_run": true``); returns the
+    closing text."""
+    pending = state.pending
+    cut_short = pending.tool_call_id if pending is not None and pending.executing_since is not None else None
+    for call in unanswered_calls(state):
+        result: dict[str, object] = {"status": "stopped"}
+        if call.id == cut_short:
+            result["may_have_run"] = True
+        add_result(state, call, result, out, hooks=NO_HOOKS, max_chars=None)  # a constant, short result: never cut
     state.queued = []
     state.pending = None
     state.messages.append({"role": "assistant", "content": STOPPED_TEXT})
     state.status = "completed"
     return STOPPED_TEXT
+
+
+def unanswered_calls(state: RunState) -> list[ToolCall]:
+    """The tool calls of ``state``'s last message, when it is the model's with ``tool_calls``, followed by the
+    ``tool`` messages of some of them: those that have no result yet, in the model's order."""
+    for index in range(len(state.messages) - 1, -1, -1):
+        message = state.messages[index]
+        if message.get("role") == "tool":
+            continue
+        if message.get("role") != "assistant" or not message.get("tool_calls"):
+            return []
+        done = {m.get("tool_call_id") for m in state.messages[index + 1 :]}
+        parts = [p for p in message["tool_calls"] if isinstance(p, dict) and p.get("id") not in done]
+        names = [str((p.get("function") or {}).get("name", "")) for p in parts]
+        return [ToolCall(id=str(p["id"]), name=name, arguments="") for p, name in zip(parts, names, strict=True)]
+    return []

@@ -83,24 +83,41 @@ class Withdrawing:
             withdrawn = f":no_entry_sign: Withdrawn by <@{where.user}>."
             await self.answering.settle(attempt, check.pending, claim=withdraw, outcome=withdrawn, summary="withdrawn")
 
-    async def stop(self, state: RunState, ctx: SlackContext, where: Origin, *, acknowledge: bool = True) -> bool:
-        """A stop asked in the thread of ``state``, which is working (``stop`` said there, or Slack's Stop): only
-        who :meth:`Permissions.stop_refusal` admits may stop it. True when the stop was asked. ``acknowledge``:
-        tell the person it is stopping (Slack's Stop shows that itself: only an approved call that runs on is
-        told)."""
+    async def stop_working(
+        self, state: RunState, ctx: SlackContext, where: Origin, *, acknowledge: bool = True
+    ) -> None:
+        """A stop asked in the thread of ``state``, which is ``running`` ("stop" said there as a mention or a reply,
+        or Slack's Stop): :meth:`stop`; a run whose process died (orphaned) is then taken over here, and stops
+        before its first step: a decided call it carried never starts (:meth:`Answering.continue_orphan`)."""
+        orphaned = await self._orphaned(state)
+        if await self.stop(state, ctx, where, acknowledge=acknowledge, orphaned=orphaned) and orphaned:
+            await self.answering.continue_orphan(state, ctx)
+
+    async def stop(
+        self, state: RunState, ctx: SlackContext, where: Origin, *, acknowledge: bool = True, orphaned: bool = False
+    ) -> bool:
+        """Ask the run of ``state`` to stop; only who :meth:`Permissions.stop_refusal` admits may. True when the
+        stop was taken (False: refused, the store is down, or nothing works any more: the person is told).
+        ``acknowledge``: tell the person it is stopping (Slack's Stop shows that itself: only an approved call that
+        runs on is told); ``orphaned``: nobody drives it (an approved call of it is not running, whatever it
+        says)."""
         say = self.answering.say_to(where)
         refused = self.answering.permissions.stop_refusal(ctx, where.user, where=where)
         if refused is not None:
             await say(refused)
             return False
         try:
-            await self.agent.stop(run_id=state.run_id, stopped_by=where.user)
+            taken = await self.agent.stop(run_id=state.run_id, stopped_by=where.user)
         except StoreUnavailable:
             await say(STORE_DOWN)
             return False
+        if not taken:  # it asked or ended since it was read: there is nothing to stop
+            await say(NOTHING_WORKS)
+            return False
         log.info("run %s: %s asked it to stop", state.run_id, where.user)
         pending = state.pending
-        if pending is not None and pending.executing_since is not None and pending.resume is not None:
+        running = pending is not None and pending.executing_since is not None and pending.resume is not None
+        if running and pending is not None and not orphaned:
             await say(
                 f"Stopping: `{pending.tool_name}` was approved and is running now; it will finish, and"
                 " nothing after it starts."
@@ -134,10 +151,7 @@ class Withdrawing:
                 log.info("Stop in %s %s: no run there", channel, thread_ts)
                 return
             if state.status == "running":
-                orphaned = await self._orphaned(state)
-                # its process died: taken over here, it stops before its first step (and its session with it)
-                if await self.stop(state, ctx, where, acknowledge=False) and orphaned:
-                    await self.answering.continue_orphan(state, ctx)
+                await self.stop_working(state, ctx, where, acknowledge=False)
                 return
             writer = self.answering.writer
             await writer.show_stored(state, ctx)  # not left processing: what the stored run is

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from bot.agent.state import utcnow
+from bot.agent.state import Answer, utcnow
 from bot.slack.questions.follow_up_plan import COALESCE_SECONDS
 from bot.store.schedule import Scheduler
 from bot.testing import approval_agent
@@ -216,6 +216,53 @@ async def test_stop_in_the_thread_stops_a_working_run_at_its_next_step(
             assert len(h.model.requests) == 1 and approval_agent.RESTARTS == ["api"]
     finally:
         approval_agent.GATE.clear()
+
+
+@pytest.mark.parametrize("said", ["mention", "reply"])
+async def test_stop_in_the_thread_of_a_run_whose_process_died_takes_it_over_and_stops_it(
+    fake_redis: aioredis.Redis, harness: Any, said: str
+) -> None:
+    """The restart was approved, and the process that took the approval died before it ran (the run is ``running``,
+    nobody drives it). "stop" said in the thread, as a mention or a plain reply, stops it as Slack's Stop does: it is
+    taken over and stops before its first step: the approved tool never runs, and no new run is started with
+    "stop" as its request (a mention carried the dead run on, then asked the model about "stop"; a reply did
+    nothing)."""
+    approval_agent.RESTARTS.clear()
+    async with harness(fake_redis, settings={"agent": "bot.testing.approval_agent:build"}) as h:
+        h.model.script(
+            Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]), Reply(text="never sent")
+        )
+        d = await h.ws.mention(ALICE, GENERAL, "restart api")
+        thread = d.message["ts"]
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+        await h.settle()
+        store = h.bot.agent.store
+        state = await h.bot.agent.get_run(await thread_run_id(h, thread))
+        assert state.pending is not None
+        # what the approval's claim leaves when its process is killed at once: running, decided, nobody driving
+        approved = Answer(tool_call_id="r1", resume_data="approved", answered_by=ALICE, answered_at=utcnow())
+        orphan = state.model_copy(
+            update={
+                "status": "running",
+                "pending": state.pending.model_copy(update={"resume": approved}),
+                "answers": [approved],
+            }
+        )
+        await store.client.hset(
+            store.keys.run(state.run_id), mapping={"rev": str(orphan.revision), "state": orphan.to_json()}
+        )
+        if said == "mention":
+            await h.ws.mention(ALICE, GENERAL, "stop", thread_ts=thread)
+        else:
+            await h.ws.reply_in_thread(ALICE, GENERAL, thread, "stop")
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: "Stopped" in m["text"], timeout=10
+        )
+        await h.settle()
+        assert approval_agent.RESTARTS == [] and len(h.model.requests) == 1
+        final = await h.bot.agent.get_run(state.run_id)
+        assert final.status == "completed" and await thread_run_id(h, thread) == state.run_id
+        assert json.loads(final.messages[-2]["content"]) == {"status": "stopped"}
 
 
 @pytest.mark.real_redis
