@@ -24,6 +24,7 @@ from bot.errors import ConfigError, describe_error, describe_os_error
 if TYPE_CHECKING:  # bot.slack imports Bolt, openai and redis: only what starts needs them
     import redis.asyncio as aioredis
 
+    from bot.agent.model import ChatModel
     from bot.slack.app import Bot, Role
 
 log = logging.getLogger(__name__)
@@ -107,17 +108,31 @@ def check_required(settings: Settings, *, role: Role, transport: Transport, expl
         required.append(("SLACK_APP_TOKEN", settings.slack_app_token, "xapp-, scope connections:write" + flag))
     else:
         required.append(("SLACK_SIGNING_SECRET", settings.slack_signing_secret, "verifies requests" + flag))
-    required += [
-        ("REDIS_URL", settings.redis_url, "runs must outlive the process, e.g. redis://127.0.0.1:6379/0"),
-        (
-            "OPENAI_API_KEY",
-            settings.openai_api_key,
-            "the model's key; OPENAI_BASE_URL picks another OpenAI-compatible server",
-        ),
-    ]
+    required.append(("REDIS_URL", settings.redis_url, "runs must outlive the process, e.g. redis://127.0.0.1:6379/0"))
+    if role != "web":  # a web process runs no agent (model_for)
+        why = "the model's key; OPENAI_BASE_URL picks another OpenAI-compatible server"
+        required.append(("OPENAI_API_KEY", settings.openai_api_key, why))
     missing = [f"not set: {name} ({why})" for name, value, why in required if value is None]
     if missing:  # all at once, so setting up takes one round: a line each (the last points at the README)
         raise ConfigError("\n".join(missing) + ". " + SEE_README)
+
+
+def model_for(settings: Settings, *, role: Role) -> ChatModel:
+    """The model of a process of ``role``, the one place that decides it: the OpenAI-compatible server's
+    (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_MODEL``), except for a ``web`` process, which only acks and
+    queues (the workers run the agent: it never holds the key nor loads the openai client), and for an MCP server
+    without ``OPENAI_API_KEY`` (its runs only ask): :class:`bot.agent.model.NoModel` then, whose refusal says why."""
+    from bot.agent.model import NoModel
+
+    if role == "web":
+        return NoModel("a web process only acks and queues Slack's requests; the workers run the agent")
+    if settings.openai_api_key is None:
+        return NoModel("this process only asks questions (python -m bot mcp); it runs no model")
+    from bot.agent.model.openai_chat import OpenAIChatModel
+
+    return OpenAIChatModel(
+        settings.openai_model, base_url=settings.openai_base_url, api_key=settings.openai_api_key.get_secret_value()
+    )
 
 
 def check_required_mcp(settings: Settings) -> None:
@@ -201,7 +216,6 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
     """Run against a real Slack workspace until SIGINT/SIGTERM; ``transport`` overrides the choice by
     ``SLACK_APP_TOKEN`` (ignored by the ``worker`` role). Raises ``ConfigError`` for missing settings, an
     unreachable Redis, a port in use or a refused Socket Mode connection (nothing keeps running then)."""
-    from bot.agent import OpenAIChatModel
     from bot.slack.app import build_bot, start_http
     from bot.slack.transport.socket_mode import connect_socket_mode
     from bot.store import connect_redis
@@ -214,7 +228,7 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
             "METRICS_PORT is PORT: give /metrics, /healthz and /readyz a port of their own, or unset METRICS_PORT"
             " (PORT serves them then)"
         )
-    assert settings.redis_url is not None and settings.openai_api_key is not None
+    assert settings.redis_url is not None
     redis_url = settings.redis_url.get_secret_value()
 
     stop = asyncio.Event()
@@ -227,12 +241,7 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
         redis_client = connect_redis(redis_url, cluster=settings.redis_cluster)
         stack.push_async_callback(redis_client.aclose)
         await check_redis(redis_client, redis_url)
-        model = OpenAIChatModel(
-            settings.openai_model,
-            base_url=settings.openai_base_url,
-            api_key=settings.openai_api_key.get_secret_value(),
-        )
-        bot = build_bot(settings, model=model, redis_client=redis_client, role=role)
+        bot = build_bot(settings, model=model_for(settings, role=role), redis_client=redis_client, role=role)
         stack.push_async_callback(bot.aclose)
         await bot.start()  # MCP servers' tools are there before the first request
         await serve_ops(bot, settings, stack)

@@ -40,9 +40,11 @@ import redis.asyncio as aioredis
 from aiohttp import web
 
 from bot.agent import Agent, OpenAIChatModel, ask_user_tool
+from bot.agent.model import ChatModel
 from bot.agent.tools import Tool
 from bot.config import Settings
 from bot.fakeslack import Workspace
+from bot.serving import model_for
 from bot.slack.app import Bot, build_bot, start_http
 from bot.store import RedisRunStore, connect_redis
 from bot.testing.openai_server import FakeOpenAI
@@ -284,7 +286,9 @@ class Harness:
 
     async def start_process(self, redis_client: aioredis.Redis, *, role: str = "all") -> BotProcess:
         """Start another bot process on the same Redis (it gets no traffic until routed to)."""
-        model = OpenAIChatModel(model="test", base_url=self.model.base_url, api_key="sk-test", max_retries=0)
+        model: ChatModel = OpenAIChatModel(model="test", base_url=self.model.base_url, api_key="sk-test", max_retries=0)
+        if role == "web":  # as deployed: it runs no agent, so it holds no model (a turn there fails the test's run)
+            model = model_for(self.settings, role="web")
         bot = build_bot(self.settings, model=model, redis_client=redis_client, role=role)  # type: ignore[arg-type]
         runner, port = await start_http(bot, host="127.0.0.1", port=0)
         process = BotProcess(bot=bot, runner=runner, url=f"http://127.0.0.1:{port}/slack/events")

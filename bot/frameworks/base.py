@@ -30,7 +30,7 @@ import contextlib
 import json
 import logging
 from abc import abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, ClassVar
@@ -43,7 +43,7 @@ from bot.agent.approvals import APPROVED, PARAMETERS, edit_note, edited_of, verd
 from bot.agent.ask_user import AskUserPayload, make_ask_user_tool
 from bot.agent.asking import ASK_ONLY
 from bot.agent.hooks import NO_HOOKS, RunHooks
-from bot.agent.model import ChatModel, TurnDone
+from bot.agent.model import ChatModel, NoModel
 from bot.agent.model.endings import Ending
 from bot.agent.run_limits import RunLimits
 from bot.agent.state import PendingCall, RunState, utcnow
@@ -122,16 +122,6 @@ class _AnyArgs(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-class _NoModel:
-    """The model port of a framework agent: never called (the framework makes its own model calls)."""
-
-    model = "framework"
-
-    async def stream_turn(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]]) -> AsyncIterator[Any]:
-        raise ModelCallFailed("a framework agent makes its own model calls")
-        yield TurnDone(content="", tool_calls=[])  # pragma: no cover - makes this an async generator
-
-
 class FrameworkAgent(Agent):
     """An :class:`~bot.agent.Agent` whose run is a framework's (see the module docstring); one subclass per framework
     implements :meth:`run_framework`.
@@ -161,7 +151,7 @@ class FrameworkAgent(Agent):
             id=id,
             name=name,
             instructions="",
-            model=model or _NoModel(),
+            model=model or NoModel("a framework agent makes its own model calls", model="framework"),
             tools=[make_ask_user_tool(tool_id=QUESTION_TOOL), *tools],
             store=store,
             limits=limits,

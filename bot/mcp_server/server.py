@@ -42,7 +42,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 from mcp.server.context import ServerRequestContext
@@ -71,8 +71,11 @@ from bot.mcp_server.permission_prompt import TOOL as PERMISSION_TOOL
 from bot.mcp_server.permission_prompt import TOOL_INPUT, approval_request, decision_result, decision_text, summary
 from bot.mcp_server.task_status import TaskListen
 from bot.mcp_server.tasks import TASKING, Tasks, structured_result
-from bot.serving import check_redis, listen_error, serve_ops
+from bot.serving import check_redis, listen_error, model_for, serve_ops
 from bot.store.redis_store import DEFAULT_RETENTION
+
+if TYPE_CHECKING:
+    from bot.slack.app import Role
 
 log = logging.getLogger(__name__)
 
@@ -376,9 +379,8 @@ async def asking(settings: Settings) -> AsyncIterator[Asker]:
     try:
         await check_redis(redis_client, redis_url)
         socket = settings.slack_app_token is not None
-        bot = build_bot(
-            settings, model=model_of(settings), redis_client=redis_client, role="all" if socket else "asker"
-        )
+        role: Role = "all" if socket else "asker"
+        bot = build_bot(settings, model=model_for(settings, role=role), redis_client=redis_client, role=role)
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(bot.aclose)
             stack.push_async_callback(bot.drain)
@@ -398,20 +400,6 @@ async def asking(settings: Settings) -> AsyncIterator[Asker]:
             yield Asker(bot.threads, team_id=team_id)
     finally:
         await redis_client.aclose()
-
-
-def model_of(settings: Settings) -> Any:
-    """The model of this process: the bot's when ``OPENAI_API_KEY`` is set (over Socket Mode it may take any of
-    the app's mentions), else :class:`bot.mcp_server.no_model.NoModel` (its own questions run no model turn)."""
-    if settings.openai_api_key is None:
-        from bot.mcp_server.no_model import NoModel
-
-        return NoModel()
-    from bot.agent import OpenAIChatModel
-
-    return OpenAIChatModel(
-        settings.openai_model, base_url=settings.openai_base_url, api_key=settings.openai_api_key.get_secret_value()
-    )
 
 
 async def bot_team(client: Any) -> str:

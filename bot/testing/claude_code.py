@@ -5,6 +5,7 @@ the Messages API (:mod:`bot.testing.anthropic_server`)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -17,13 +18,21 @@ INSTALL_SECONDS = 600
 
 def claude_binary() -> tuple[str | None, str]:
     """``(path of the claude binary, "")``, installing it into :data:`CACHE` first when missing; ``(None, why
-    not)`` when npm is missing, the install fails, or the binary does not run here."""
+    not)`` when npm is missing, the install fails, or the binary does not run here. One process at a time (a file
+    lock in the cache): parallel test workers share it, and one that ran the binary while another's install was
+    still writing it failed (``Text file busy``)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or its process ends
+        return _installed()
+
+
+def _installed() -> tuple[str | None, str]:
     binary = CACHE / "node_modules" / ".bin" / "claude"
     if not binary.exists():
         npm = shutil.which("npm")
         if npm is None:
             return None, "npm is not installed: the Claude Code CLI comes from npm (@anthropic-ai/claude-code)"
-        CACHE.mkdir(parents=True, exist_ok=True)
         try:
             done = subprocess.run(
                 [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", f"@anthropic-ai/claude-code@{VERSION}"],

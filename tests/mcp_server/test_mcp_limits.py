@@ -11,10 +11,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.agent import Agent
+from bot.agent.model import NoModel
 from bot.agent.state import RunState
 from bot.mcp_server.callers import Caller, Refused
 from bot.mcp_server.limits import CallerLimits
-from bot.mcp_server.no_model import NoModel
 from bot.store import Keys, RedisRunStore
 
 pytestmark = pytest.mark.real_redis
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.real_redis
 def limits_of(client: aioredis.Redis, prefix: str) -> CallerLimits:
     """A server process's limits: its own client, agent and run store on the same Redis."""
     store = RedisRunStore(client, prefix=prefix)
-    agent = Agent(id="mcp", name="MCP", instructions="Ask.", model=NoModel(), store=store)
+    agent = Agent(id="mcp", name="MCP", instructions="Ask.", model=NoModel("only asks"), store=store)
     return CallerLimits(client, keys=Keys(prefix), agent=agent)
 
 

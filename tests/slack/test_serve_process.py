@@ -437,3 +437,64 @@ async def test_serve_freezes_its_start_up_heap_once_it_listens(
             log = "\n".join(started) + "\n" + await stop(proc)
     frozen = [int(m.group(1)) for m in re.finditer(r"start-up heap frozen: (\d+) objects", "\n".join(started))]
     assert frozen and frozen[0] > 10_000, log
+
+
+def test_web_needs_no_model_key() -> None:
+    """``web`` only acks and queues (the workers run the agent): it does not ask for ``OPENAI_API_KEY``, so the
+    tier facing the internet never holds the model's key."""
+    env = clean_env(SLACK_BOT_TOKEN="xoxb-x", SLACK_SIGNING_SECRET="s")
+    [line] = error_lines(run_bot("web", env=env))
+    assert line.startswith("error: not set: REDIS_URL (")
+    lines = error_lines(run_bot("worker", env=env))  # the workers run the model
+    assert [line.split(" (")[0] for line in lines] == ["error: not set: REDIS_URL", "error: not set: OPENAI_API_KEY"]
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # process start-up and the split's hand-off; the store is tested elsewhere
+async def test_a_web_without_the_model_key_and_a_worker_answer_a_mention_end_to_end(
+    real_redis: Any, real_redis_env: dict[str, str], prefix: str, openai_server: FakeOpenAI
+) -> None:
+    """The split as deployed: ``web`` (no ``OPENAI_API_KEY``; it never loads the openai client, read from Python's
+    ``-X importtime`` log) acks and queues; ``worker`` asks the question and, after the click, replies."""
+    port = free_port()
+    secret = "serve-test-secret"
+    async with Workspace(f"http://127.0.0.1:{port}/slack/events", secret, bot_token=TOKEN) as ws:
+        common = dict(
+            SLACK_BOT_TOKEN=TOKEN,
+            SLACK_SIGNING_SECRET=secret,
+            SLACK_API_URL=ws.api_url,
+            REDIS_PREFIX=prefix,
+            **real_redis_env,
+            LOG_LEVEL="INFO",
+        )
+        web_env = clean_env(**common, PORT=str(port), PYTHONPROFILEIMPORTTIME="1")
+        worker_env = clean_env(**common, OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=openai_server.base_url)
+        web, worker = await start_bot("web", env=web_env), await start_bot("worker", env=worker_env)
+        web_started: list[str] = []
+        worker_started: list[str] = []
+        try:
+            web_started = await read_until(web, "HTTP mode (web)")
+            worker_started = await read_until(worker, "worker: handling queued Slack work")
+            openai_server.script(
+                Reply(tool_calls=[tool_call("ask_user", {"question": "Which?", "options": [{"label": "a"}]})]),
+                Reply(text="Split: a."),
+            )
+            d = await ws.mention("U_ALICE", "C_GENERAL", "hello")
+            q = await ws.wait_for_message(
+                channel="C_GENERAL",
+                thread_ts=d.message["ts"],
+                predicate=lambda m: any(b["type"] == "actions" for b in m.get("blocks", [])),
+                timeout=30,
+            )
+            await ws.click(q, "a", user="U_ALICE")
+            await ws.wait_for_message(
+                channel="C_GENERAL", thread_ts=d.message["ts"], predicate=lambda m: m["text"] == "Split: a.", timeout=30
+            )
+        finally:
+            web_log = "\n".join(web_started) + "\n" + await stop(web)
+            worker_log = "\n".join(worker_started) + "\n" + await stop(worker)
+        assert web.returncode == 0 and worker.returncode == 0, web_log + "\n" + worker_log
+    lines = web_log.splitlines()
+    imported = {line.rsplit("|", 1)[-1].strip() for line in lines if line.startswith("import time:")}
+    assert "bot.serving" in imported  # the log is there
+    assert not {name for name in imported if name == "openai" or name.startswith("openai.")}

@@ -6,7 +6,8 @@ assistant turn (text, tool calls, and the provider's extra message fields). Fail
 :class:`bot.errors.ModelCallFailed`.
 
 Adapters: :class:`bot.agent.model.openai_chat.OpenAIChatModel` (any OpenAI-compatible Chat Completions server),
-:class:`bot.playground.demo_model.DemoModel` (offline, scripted).
+:class:`bot.playground.demo_model.DemoModel` (offline, scripted), :class:`NoModel` (a process or agent that runs no
+model turn of its own).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Protocol
 
 from bot.agent.state import ToolCall
 from bot.agent.text import json_without_surrogates
+from bot.errors import ModelCallFailed
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,24 @@ class ChatModel(Protocol):
         (``{"type": "function", "function": {"name", "description", "parameters"}}``), possibly empty.
         """
         ...
+
+
+class NoModel:
+    """A :class:`ChatModel` that refuses every turn with ``ModelCallFailed(why)``: the model of a process that runs
+    none (``python -m bot web``, which only acks and queues; ``python -m bot mcp`` without ``OPENAI_API_KEY``, whose
+    runs only ask) or of an agent whose framework calls its own model. A turn that reached it anyway fails the run
+    with that reason (Retry stays possible) instead of a hidden call."""
+
+    def __init__(self, why: str, *, model: str = "none") -> None:
+        self.why = why
+        self.model = model  # the model's name, as the other adapters give it
+
+    async def stream_turn(
+        self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]]
+    ) -> AsyncIterator[ModelEvent]:
+        """Refuse. Raises ``ModelCallFailed``."""
+        raise ModelCallFailed(self.why)
+        yield TurnDone(content="", tool_calls=[])  # pragma: no cover - makes this an async generator, as the port wants
 
 
 def parse_arguments(raw: str) -> dict[str, Any]:
