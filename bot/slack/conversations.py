@@ -350,7 +350,10 @@ class Threads:
             log.error("run %s: stored record unreadable (%s); thread reply ignored", exc.run_id, exc)
             return
         text = unescape(str((body.get("event") or {}).get("text") or "")).strip()
-        if state is not None and ctx is not None and state.status == "running" and says_stop(text):
+        asking = state is not None and state.pending is not None and state.pending.live_owner is not None
+        if state is not None and ctx is not None and state.status == "running" and says_stop(text) and not asking:
+            # working: a stop; while a tool's question waits (asked live), "stop" answers it as any waiting
+            # question's reply does (its Cancel withdraws it)
             await self.withdrawing.stop_working(state, ctx, where)
             return
         if state is None or ctx is None or state.pending is None:

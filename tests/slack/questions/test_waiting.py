@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +35,7 @@ from bot.testing.slack_scenarios import (
 )
 
 RANDOM = "C_RANDOM"
+ASKING = str(Path(__file__).resolve().parents[2] / "agent" / "mcp" / "servers" / "asking.py")
 
 
 async def asked(h: Any, *, then: str = "ok") -> tuple[str, dict[str, Any]]:
@@ -263,6 +266,37 @@ async def test_stop_in_the_thread_of_a_run_whose_process_died_takes_it_over_and_
         final = await h.bot.agent.get_run(state.run_id)
         assert final.status == "completed" and await thread_run_id(h, thread) == state.run_id
         assert json.loads(final.messages[-2]["content"]) == {"status": "stopped"}
+
+
+@pytest.mark.parametrize("said", ["mention", "reply"])
+async def test_stop_typed_while_a_tools_live_question_waits_is_its_answer_as_for_any_waiting_question(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, said: str
+) -> None:
+    """An MCP server asks, live, during its tool call (the older protocol generation: the run stays ``running``).
+    To the person it is a question that waits like any other, so "stop" typed in the thread answers it, as it does
+    a suspended question's (and as a mention always did): it is not taken for a stop that would be seen only once
+    the call ends, which waits for the answer, leaving the question open and the person told "Stopping"."""
+    runs = tmp_path / "runs"
+    server = {"command": sys.executable, "args": [ASKING], "env": {"MCP_TEST_RUNS": str(runs)}, "protocol": "legacy"}
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"ask": server}}))
+    async with harness(fake_redis, settings={"mcp_config": str(config)}) as h:
+        await h.bot.start()
+        h.model.script(Reply(tool_calls=[tool_call("ask__rename", {}, id="n1")]), Reply(text="Renamed."))
+        d = await h.ws.mention(ALICE, GENERAL, "rename it")
+        thread = d.message["ts"]
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: "What should it be called?" in blocks_text(m)
+        )
+        state = await h.bot.agent.get_run(await thread_run_id(h, thread))
+        assert state.status == "running" and state.pending is not None and state.pending.live_owner
+        if said == "mention":
+            await h.ws.mention(ALICE, GENERAL, "stop", thread_ts=thread)
+        else:
+            await h.ws.reply_in_thread(ALICE, GENERAL, thread, "stop")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Renamed.")
+        assert runs.read_text().splitlines() == ['rename: accept {"name":"stop"}']
+        assert not [m for m in h.ws.ephemerals(user=ALICE) if "Stopping" in m["text"]]
 
 
 @pytest.mark.real_redis
