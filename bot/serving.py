@@ -84,9 +84,17 @@ async def until_sigterm(main: Coroutine[Any, Any, None]) -> None:
         if not stopped.is_set():
             raise
     finally:
-        loop.remove_signal_handler(signal.SIGTERM)
-        if stopped.is_set():  # stopping: a later SIGTERM, until the loop is closed and the process exits, is moot
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if not stopped.is_set():
+            loop.remove_signal_handler(signal.SIGTERM)
+        else:  # stopping: a later SIGTERM, until the loop is closed and the process exits, is moot
+            # swapped with SIGTERM blocked: removing the loop's handler restores the default action, and one
+            # arriving before SIG_IGN is set killed the process (status -15); blocked, it waits and is ignored
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            try:
+                loop.remove_signal_handler(signal.SIGTERM)
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def choose_transport(settings: Settings, requested: Transport | None) -> Transport:
