@@ -128,6 +128,17 @@ class RunConflict(RunError):
         super().__init__(f"run {run_id} was changed by another process")
 
 
+class RunStopAsked(RunError):
+    """A save that would make the run wait for a person (``suspended``) was refused: a stop of it was asked
+    (``by``: who, ``""`` when unknown) and the process driving it had not learnt it yet. Nothing was written; the
+    run is to end stopped instead, so nobody is asked to decide for a stopped run."""
+
+    def __init__(self, run_id: str, *, by: str) -> None:
+        self.run_id = run_id
+        self.by = by
+        super().__init__(f"run {run_id} was asked to stop")
+
+
 # --- the outside world -------------------------------------------------------------------------
 
 

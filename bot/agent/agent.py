@@ -31,7 +31,7 @@ from bot.agent._loop.budget import DEFAULT_HISTORY_BUDGET, HistoryBudget
 from bot.agent._loop.claims import Claimed, Claims
 from bot.agent._loop.history import check_tool_messages, history_of, last_text, unique_ids
 from bot.agent._loop.live_questions import LiveQuestions
-from bot.agent._loop.resuming import continue_pending
+from bot.agent._loop.resuming import continue_pending, records_an_answer
 from bot.agent._loop.saving import RunSaver
 from bot.agent._loop.stopping import Stopped, StopRequests, wrap_up
 from bot.agent._loop.tool_calls import Suspended, ToolRunner
@@ -94,6 +94,7 @@ from bot.errors import (
     QuestionExpired,
     RunConflict,
     RunNotResumable,
+    RunStopAsked,
 )
 
 log = logging.getLogger(__name__)
@@ -183,7 +184,8 @@ class Agent:
         self._driving: set[str] = set()  # run ids this agent drives now
         self.stops = StopRequests(store)  # stop requests of the runs it drives
         self.hooks = hooks = guarded(hooks)
-        self.live = LiveQuestions(store, owner=self.owner, tools=self.tools, hooks=hooks)  # asked by running tools
+        # asked by running tools (none once the run's stop is known)
+        self.live = LiveQuestions(store, owner=self.owner, tools=self.tools, hooks=hooks, stopped=self.stops.known)
         self.claims = Claims(store, owner=self.owner, stops=self.stops, driving=self._driving, hooks=hooks)
 
     # --- limits --------------------------------------------------------------------------------------
@@ -561,7 +563,10 @@ class Agent:
                 stopped_by = self.stops.take(run_id)  # known by now (e.g. while an approval check ran): nobody asked
                 if stopped_by is not None:
                     return await self._end_stopped(state, out, by=stopped_by)
-                state = await self.saver.save_final(state)
+                try:
+                    state = await self.saver.save_final(state)
+                except RunStopAsked as asked:  # asked in another process, not learnt here yet: the store refused
+                    return await self._end_stopped(state, out, by=asked.by)
                 assert state.pending is not None
                 self.hooks.on_asked(state, state.pending)
                 if state.pending.kind == "approval":
@@ -619,9 +624,14 @@ class Agent:
         incomplete when it is: :func:`bot.agent.model.endings.ending_of`), a tool suspends (raises ``Suspended`` with
         ``state`` updated in place) or the model fails (raises ``ModelCallFailed``)."""
         if state.pending is not None:
-            # a stop asked while nobody drove the run (its process died after a claim): the decided call never
-            # starts, nor runs again (wrap_up gives it its stopped result)
-            self.stops.check(state.run_id)
+            only_records = ASK_ONLY in state.metadata or records_an_answer(
+                state.pending, self.tools.get(state.pending.tool_name)
+            )
+            if not only_records:
+                # a stop asked while nobody drove the run (its process died after a claim): the decided call never
+                # starts, nor runs again (wrap_up gives it its stopped result); what a person said is kept (an
+                # answer; an outside agent's question or approval, whose run does nothing else)
+                self.stops.check(state.run_id)
             pending, state.pending = state.pending, None
             await continue_pending(self._runner(self.tools), state, pending, out, save=self._save_midway)
         plan: tuple[tuple[str, str], ...] = ()  # the calls of the turn just made, when it made several

@@ -18,7 +18,9 @@ Every implementation keeps these promises:
 - Stop requests (``request_stop``) are taken only while the run works (its lease is held, or it is still the
   ``running`` state the caller read: an orphan); they are seen by ``stop_requested`` in every process until they
   lapse (an hour) or the save that ends the run's working segment (any status but ``running``) drops them with
-  the lease. A run that asked or ended before the request is not stopped by it, nor is its next segment.
+  the lease. A run that asked or ended before the request is not stopped by it, nor is its next segment. A save
+  that makes a run wait for a person (``suspended``) while a stop of it is asked writes nothing and raises
+  ``RunStopAsked`` (with who asked): the run ends stopped instead.
 - Outages raise ``StoreUnavailable`` (the outcome of a write is then unknown).
 """
 

@@ -67,10 +67,14 @@ class ToolCallPayload:
 
 @dataclass(frozen=True)
 class ToolResultPayload:
+    """A tool call's outcome: ``result`` as the tool gave it (or the error's text, ``is_error``); ``stopped``: the
+    run was stopped before the call ran (``result`` is then ``{"status": "stopped"}``)."""
+
     tool_call_id: str
     tool_name: str
     result: Any
     is_error: bool = False
+    stopped: bool = False
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from bot.agent._loop.stopping import Stopped
 from bot.agent._loop.tool_calls import Suspended
 from bot.agent.agent import Agent
 from bot.agent.approvals import APPROVED, PARAMETERS, edit_note, edited_of, verdict_of
@@ -185,9 +186,9 @@ class FrameworkAgent(Agent):
             self.stops.check(state.run_id)
             prompt, history = split_prompt(state.messages)
             turn = Turn(state=state, record=record, prompt=prompt, history=history, out=out)
-            try:
-                outcome = await self.run_framework(turn)
-            except BotError:
+            try:  # a stop asked meanwhile cancels the framework's run: Stopped
+                outcome = await self.stops.unless_stopped(state.run_id, self.run_framework(turn))
+            except (BotError, Stopped):
                 raise
             except Exception as exc:
                 log.warning("run %s: %s failed: %s: %s", state.run_id, self.framework, type(exc).__name__, exc)

@@ -31,7 +31,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from bot.agent.state import RunState, utcnow
-from bot.errors import QuestionExpired, RunConflict, RunNotFound, StoreCorrupt, StoreUnavailable
+from bot.errors import QuestionExpired, RunConflict, RunNotFound, RunStopAsked, StoreCorrupt, StoreUnavailable
 from bot.store.batch import Batch
 from bot.store.keys import Keys
 
@@ -41,9 +41,10 @@ STOP_TTL = 3600  # seconds a stop request waits for the process driving the run 
 
 # KEYS[1] run hash, KEYS[2] lease, KEYS[3] stop request (dropped with the lease). ARGV: [1] expected rev ("0" =
 # must not exist), [2] new rev, [3] state JSON, [4] ttl ms, [5] write id, [6] deadline in ms since the epoch ("0" =
-# none), [7] lease owner ("" = drop the lease and the stop request), [8] lease ttl ms.
+# none), [7] lease owner ("" = drop the lease and the stop request), [8] lease ttl ms, [9] "1" = the run starts to
+# wait for a person (refused while a stop is asked).
 # Returns 1 written, 2 this write was applied before (lost reply), 0 revision mismatch, -1 missing (nothing
-# created), -2 deadline passed.
+# created), -2 deadline passed, -3 a stop is asked (nothing written).
 _CAS = """
 local cur = redis.call('HGET', KEYS[1], 'rev')
 if cur == ARGV[2] and redis.call('HGET', KEYS[1], 'wid') == ARGV[5] then
@@ -55,6 +56,7 @@ else
   if not cur then return -1 end
   if cur ~= ARGV[1] then return 0 end
 end
+if ARGV[9] == '1' and redis.call('EXISTS', KEYS[3]) == 1 then return -3 end
 if ARGV[6] ~= '0' then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -265,6 +267,7 @@ class RedisRunStore:
                 deadline,
                 owner if new.status == "running" else "",
                 int(self.lease_ttl * 1000),
+                "1" if new.status == "suspended" else "0",
             ],
         )
         result = batch.read(int)
@@ -280,6 +283,8 @@ class RedisRunStore:
             return new
         if code == -1:
             raise RunNotFound(state.run_id)
+        if code == -3:
+            raise RunStopAsked(state.run_id, by=await self.stop_requested(state.run_id) or "")
         if code == -2:
             pending = state.pending
             raise QuestionExpired(

@@ -236,33 +236,61 @@ async def test_the_lease_loop_ends_with_its_segment_even_when_a_cancel_is_lost(f
     await asyncio.wait_for(task, 2)
 
 
-@pytest.mark.parametrize("ends", ["asks", "fails"])
 async def test_a_stop_the_segment_never_saw_does_not_stop_the_next_one(
-    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI, ends: str
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
 ) -> None:
-    """Another process asks the run to stop while this one drives it; the segment ends before its next look at the
-    store (it asks a question, or the model fails). The stop ends with that segment: the reply to the answer, or
-    the Retry, goes on (it was stopped by the old request at its first step, up to an hour later)."""
+    """Another process asks the run to stop while this one drives it; the model fails before the driver's next look
+    at the store. The stop ends with that segment: the Retry goes on (it was stopped by the old request at its
+    first step, up to an hour later)."""
     driver: Agent = make_agent(fake_redis, lease_renew_every=60)  # reads stops only at its renewals
-    other: Agent = make_agent(fake_redis, lease_renew_every=0.2)  # where the answer (or Retry) lands
-    first = (
-        Reply(text="Let me ask. " * 5, tool_calls=[tool_call("ask_user", QUESTION, id="q1")], chunk_delay=0.05)
-        if ends == "asks"
-        else Reply(status=400, delay=0.3)  # refused: not retried by the client
-    )
-    openai_server.script(first, Reply(text="Working on it. " * 20, chunk_delay=0.05))  # long: lease renewals read stops
+    other: Agent = make_agent(fake_redis, lease_renew_every=0.2)  # where the Retry lands
+    refused = Reply(status=400, delay=0.3)  # refused: not retried by the client
+    openai_server.script(refused, Reply(text="Working on it. " * 20, chunk_delay=0.05))  # long: renewals read stops
     stream = await driver.stream("summarize")
     await asyncio.sleep(0.05)
-    await other.stop(run_id=stream.run_id, stopped_by="U2")  # only the store knows
+    assert await other.stop(run_id=stream.run_id, stopped_by="U2")  # only the store knows
     await stream.collect()
-    assert (await other.get_run(stream.run_id)).status == ("suspended" if ends == "asks" else "failed")
-    if ends == "asks":
-        later = await other.resume_stream("api", run_id=stream.run_id, answered_by="U1")
-    else:
-        later = await other.retry_stream(run_id=stream.run_id)
-    chunks = await later.collect()
+    assert (await other.get_run(stream.run_id)).status == "failed"
+    chunks = await (await other.retry_stream(run_id=stream.run_id)).collect()
     assert isinstance(chunks[-1], FinishChunk)
     assert chunks[-1].payload.status == "completed", chunks[-1].payload
+
+
+@pytest.mark.parametrize("asks", ["question", "approval"])
+async def test_a_stop_asked_in_another_process_before_the_run_asks_asks_nobody(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI, asks: str
+) -> None:
+    """Another process takes a stop (the person is told it is stopping) while this one drives the run, which then
+    asks (a question, or an approval after its check) before its next look at the store: the store refuses the save
+    that would make it wait, and the run ends stopped, asking nobody; the stop does not outlive it either."""
+
+    @tool(require_approval=True)
+    async def restart_service(name: str) -> str:
+        """Restart a service."""
+        return "restarted"
+
+    driver: Agent = make_agent(fake_redis, tools=[restart_service, ask_user_tool], lease_renew_every=60)
+    other: Agent = make_agent(fake_redis, tools=[restart_service, ask_user_tool])
+    call = (
+        tool_call("ask_user", QUESTION, id="c1")
+        if asks == "question"
+        else tool_call("restart_service", {"name": "api"}, id="c1")
+    )
+    openai_server.script(Reply(text="Let me see. " * 5, tool_calls=[call], chunk_delay=0.05), Reply(text="never"))
+    stream = await driver.stream("go")
+    await asyncio.sleep(0.05)
+    assert await other.stop(run_id=stream.run_id, stopped_by="U2")  # only the store knows
+    chunks = await stream.collect()
+    assert not [c for c in chunks if c.type in ("tool-call-approval", "tool-call-suspended")]
+    assert isinstance(chunks[-1], FinishChunk) and chunks[-1].payload.status == "stopped"
+    assert chunks[-1].payload.stopped_by == "U2"
+    done = [
+        (c.payload.tool_call_id, c.payload.result, c.payload.stopped) for c in chunks if isinstance(c, ToolResultChunk)
+    ]
+    assert done == [("c1", {"status": "stopped"}, True)]
+    state = await other.get_run(stream.run_id)
+    assert state.status == "completed" and state.pending is None and len(openai_server.requests) == 1
+    assert await other.store.stop_requested(stream.run_id) is None
 
 
 async def test_a_stop_asked_while_the_approval_check_weighs_a_call_asks_nobody(
@@ -371,3 +399,110 @@ async def test_a_stop_asked_after_the_segment_ended_does_not_stop_the_next_one(
     chunks = await (await agent.resume_stream("api", run_id=stream.run_id, answered_by="U1")).collect()
     assert isinstance(chunks[-1], FinishChunk) and chunks[-1].payload.status == "completed", chunks[-1].payload
     assert await agent.store.stop_requested(stream.run_id) is None
+
+
+class Named(BaseModel):
+    name: str
+
+
+@pytest.mark.parametrize("run", ["ask_user", "outside agent's question"])
+async def test_a_stop_of_an_orphan_whose_question_was_answered_keeps_the_answer(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI, run: str
+) -> None:
+    """A person answered; the process that claimed the answer died before the run went on; a stop is asked and the
+    run taken over. Recording an answer runs nothing, so the answer reaches the conversation (the model's next
+    turn, or the outside agent that asked) before the run stops; it was replaced by ``{"status": "stopped"}``."""
+    from bot.agent.asking import ask_outcome
+
+    dying: Agent = make_agent(fake_redis, store_kwargs={"lease_ttl": 0.2})
+    if run == "ask_user":
+        openai_server.script(Reply(tool_calls=[tool_call("ask_user", {"question": "Which repo?"}, id="q1")]))
+        stream = await dying.stream("summarize")
+    else:
+        stream = await dying.ask({"question": "Which repo?"}, reply="Thanks, passed on.")
+    await stream.collect()
+    resumed = await dying.resume_stream("api", run_id=stream.run_id, answered_by="U1")
+    assert resumed._task is not None
+    resumed._task.cancel()  # the process dies right after its claim
+    await asyncio.sleep(0.3)  # its lease lapses
+    other: Agent = make_agent(fake_redis)
+    assert await other.stop(run_id=stream.run_id, stopped_by="U2")
+    chunks = await (await other.retry_stream(run_id=stream.run_id)).collect()
+    state = await other.get_run(stream.run_id)
+    assert state.status == "completed"
+    if run == "ask_user":
+        assert isinstance(chunks[-1], FinishChunk) and chunks[-1].payload.status == "stopped"
+        [result] = [json.loads(m["content"]) for m in state.messages if m["role"] == "tool"]
+        assert result["answer"] == "api" and result["answered_by"] == "U1"
+    else:  # a run that only asks is done once it has the answer
+        outcome = ask_outcome(state)
+        assert outcome is not None and outcome["answer"] == "api"
+
+
+async def test_a_tool_whose_stop_is_known_before_it_asks_live_asks_nobody(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """The stop is known while the tool runs, before it asks a person (``ask_live``: e.g. an MCP server's question
+    during its call): nobody is asked for a stopped run; the tool is told nobody answered, and the run stops."""
+    running, go_on = asyncio.Event(), asyncio.Event()
+    answers: list[Any] = []
+
+    async def deploy(args: Any, ctx: ToolContext | None) -> str:
+        running.set()
+        await go_on.wait()
+        assert ctx is not None and ctx.ask_live is not None
+        answers.append(await ctx.ask_live({"question": "Drain first?"}))
+        return "deployed"
+
+    deploy_tool = Tool(id="deploy", description="Deploy.", input_schema=Named, execute_fn=deploy)
+    agent: Agent = make_agent(fake_redis, tools=[deploy_tool])
+    openai_server.script(Reply(tool_calls=[tool_call("deploy", {"name": "api"}, id="d1")]), Reply(text="never"))
+    stream = await agent.stream("deploy api")
+    await asyncio.wait_for(running.wait(), 10)
+    assert await agent.stop(run_id=stream.run_id, stopped_by="U1")
+    go_on.set()
+    chunks = await asyncio.wait_for(stream.collect(), 20)
+    assert not [c for c in chunks if c.type == "tool-call-suspended"] and answers == [None]
+    assert isinstance(chunks[-1], FinishChunk) and chunks[-1].payload.status == "stopped"
+
+
+async def test_a_stop_while_a_tools_live_question_waits_is_not_taken_and_a_stop_of_its_orphan_says_it_may_have_run(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """A tool's question asked live waits: the run waits for an answer as a suspended one does, so a stop is not
+    taken (it was, and stopped nothing until the question closed, up to its deadline), even once its process died.
+    Answered, and the answer's process dying too: a stop is taken, whoever takes the run over stops it, and the
+    call, cut short mid-run, is said to maybe have run."""
+    asking = asyncio.Event()
+
+    async def deploy(args: Any, ctx: ToolContext | None) -> str:
+        assert ctx is not None and ctx.ask_live is not None
+        asking.set()
+        await ctx.ask_live({"question": "Drain first?"})
+        return "deployed"
+
+    deploy_tool = Tool(id="deploy", description="Deploy.", input_schema=Named, execute_fn=deploy)
+    dying: Agent = make_agent(fake_redis, tools=[deploy_tool], store_kwargs={"lease_ttl": 0.2})
+    openai_server.script(Reply(tool_calls=[tool_call("deploy", {"name": "api"}, id="d1")]), Reply(text="never"))
+    stream = await dying.stream("deploy api")
+    await asyncio.wait_for(asking.wait(), 10)
+    await asyncio.sleep(0.1)
+    assert not await dying.stop(run_id=stream.run_id, stopped_by="U1")  # a question waits
+    assert await dying.store.stop_requested(stream.run_id) is None
+    assert stream._task is not None
+    stream._task.cancel()  # the process dies while the question waits
+    await asyncio.sleep(0.4)  # its lease lapses
+    other: Agent = make_agent(fake_redis, tools=[deploy_tool])
+    state = await other.get_run(stream.run_id)
+    assert await other.is_orphaned(state) and state.pending is not None and state.pending.live_owner
+    assert not await other.stop(run_id=stream.run_id, stopped_by="U2")  # its question still waits for an answer
+    claimer: Agent = make_agent(fake_redis, tools=[deploy_tool], store_kwargs={"lease_ttl": 0.2})
+    resumed = await claimer.resume_stream("no", run_id=stream.run_id, answered_by="U1")
+    assert resumed._task is not None
+    resumed._task.cancel()  # answered, and the process that took the answer dies at once too
+    await asyncio.sleep(0.3)
+    assert await other.stop(run_id=stream.run_id, stopped_by="U2")
+    chunks = await (await other.retry_stream(run_id=stream.run_id)).collect()
+    results = [(c.payload.result, c.payload.stopped) for c in chunks if isinstance(c, ToolResultChunk)]
+    assert results == [({"status": "stopped", "may_have_run": True}, True)]
+    assert isinstance(chunks[-1], FinishChunk) and chunks[-1].payload.status == "stopped"

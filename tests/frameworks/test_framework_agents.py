@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from bot.fakeslack.workspace import DEFAULT_SUBSCRIPTIONS
 from bot.playground import framework_demos
 from bot.testing.openai_server import Reply, tool_call
-from bot.testing.slack_scenarios import ALICE, GENERAL, blocks_text, current, has_controls
+from bot.testing.slack_scenarios import ALICE, GENERAL, blocks_text, current, has_controls, thread_run_id
 
 QUESTION = {
     "question": "Which environment?",
@@ -70,3 +71,25 @@ async def test_a_frameworks_approval_is_approved_in_slack_and_the_tool_runs(
         await h.settle()
         assert "Approved by <@U_ALICE>" in blocks_text(await current(h, q))
         assert h.model.requests[-1]["messages"][-1]["content"] == "restarted web (demo: nothing really restarted)"
+
+
+@pytest.mark.parametrize("name", ["pydantic_ai", "openai_agents"])  # the LangGraph demo's reply comes whole
+async def test_slacks_stop_cancels_the_frameworks_run_and_ends_its_reply_with_who_stopped_it(
+    name: str, fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """Slack's Stop while the framework's own model call streams: the framework's run is cancelled as the
+    runtime's model turn is (it went on to the end of its reply, and the run completed as if nobody had asked)."""
+    sessions = {"agent_view": True, "subscriptions": (*DEFAULT_SUBSCRIPTIONS, "agent_session_stopped")}
+    async with harness(fake_redis, settings=agent(name), **sessions) as h:
+        h.model.script(Reply(text="one two three four five six seven eight nine ten " * 20, chunk_delay=0.05))
+        d = await h.ws.mention(ALICE, GENERAL, "count slowly")
+        thread = d.message["ts"]
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: "three" in m["text"])
+        await h.ws.stop_session(ALICE, GENERAL, thread)
+        stopped = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: "Stopped by" in m["text"], timeout=10
+        )
+        await h.settle()
+        assert "ten " * 20 not in stopped["text"]  # cut short
+        state = await h.bot.agent.get_run(await thread_run_id(h, thread))
+        assert state.status == "completed" and "Stopped" in str(state.messages[-1]["content"])

@@ -93,12 +93,16 @@ class Claims:
         call, once that process learns it: at once here, else within ``lease_renew_every``; see
         :mod:`bot.agent._loop.stopping`); the run's stream then finishes with status ``stopped``. An orphaned run
         (``running``, nobody drives it) is stopped by whoever takes it over, before its first step. True when the
-        request was taken; False when nothing works: the run waits for an answer (withdraw its question with
-        :meth:`cancel_question`), ended, or is unknown; such a request stops nothing later either. Raises
+        request was taken; False when nothing works: the run waits for an answer (suspended, or a tool call's question
+        asked live waits; withdraw it with :meth:`cancel_question`), ended, or is unknown; such a request stops
+        nothing later either. Raises
         ``StoreUnavailable``, ``StoreCorrupt``."""
         try:
             state = await self.store.load(run_id)
         except RunNotFound:
+            return False
+        asking = state.pending is not None and state.pending.live_owner is not None and state.pending.resume is None
+        if asking:  # a tool call's question waits (asked live): the run waits for an answer, as a suspended one
             return False
         if not await self.store.request_stop(state, by=stopped_by or ""):
             return False

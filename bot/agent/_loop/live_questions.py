@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -46,7 +47,9 @@ DEFAULT_LIVE_TTL = 300.0  # seconds a live question waits when the agent has no 
 
 
 class LiveQuestions:
-    """Live questions of one agent: ``owner`` is its lease id, ``tools`` its tools (to show a payload)."""
+    """Live questions of one agent: ``owner`` is its lease id, ``tools`` its tools (to show a payload), ``stopped``
+    tells whether a stop of a run is known (a tool of a run asked to stop asks nobody: its ``ask_live`` returns
+    ``None``, as when nobody answers)."""
 
     def __init__(
         self,
@@ -56,8 +59,10 @@ class LiveQuestions:
         tools: dict[str, Tool],
         poll_every: float = POLL_EVERY,
         hooks: RunHooks = NO_HOOKS,
+        stopped: Callable[[str], bool] = lambda run_id: False,
     ):
         self.store = store
+        self.stopped = stopped  # whether a stop of the run is known: it asks nobody then
         self.hooks = hooks  # told of each question asked
         self.owner = owner
         self.tools = tools
@@ -84,6 +89,9 @@ class LiveQuestions:
         *,
         ttl: float,
     ) -> ResumeData | None:
+        if self.stopped(state.run_id):  # the run stops at its next step: nobody is asked for it, the tool goes on
+            log.info("run %s: %s asks no question: the run was asked to stop", state.run_id, call.name)
+            return None  # as if nobody answered (an MCP server gets cancel)
         now = utcnow()
         state.pending = PendingCall(
             tool_call_id=call.id,

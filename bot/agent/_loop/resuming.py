@@ -23,6 +23,7 @@ from bot.agent._loop.tool_calls import ToolRunner
 from bot.agent.approvals import Save, policy_notes, run_decided, suspend
 from bot.agent.state import Answer, PendingCall, RunState, ToolCall, utcnow
 from bot.agent.stream import AgentStream, ToolCallChunk, ToolCallPayload
+from bot.agent.tools import Tool
 
 
 async def continue_pending(
@@ -55,6 +56,13 @@ async def continue_pending(
         state.pending = None
         out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, dict(pending.args))))  # runs again
     await runner.run(state, call, pending.args, out, resume=pending.resume, suspended=pending.suspend_payload)
+
+
+def records_an_answer(pending: PendingCall, tool: Tool | None) -> bool:
+    """Whether continuing ``pending`` (a call of ``tool``) only records what a person said: a question tool's
+    (``Tool.asks_person``, e.g. ``ask_user``) question asked by its own suspension, whatever its outcome. It runs
+    nothing, so a stop does not keep it from the conversation (the answer a person gave is never dropped)."""
+    return pending.kind == "question" and tool is not None and tool.asks_person and pending.live_owner is None
 
 
 def unanswered(pending: PendingCall, resume: Answer) -> dict[str, Any]:

@@ -103,6 +103,10 @@ class StopRequests:
         if (by := self.take(run_id)) is not None:
             raise Stopped(by)
 
+    def known(self, run_id: str) -> bool:
+        """Whether a stop of ``run_id`` is known (it stays known: see :meth:`check`, :meth:`take`)."""
+        return run_id in self._asked
+
     def take(self, run_id: str) -> str | None:
         """Who asked ``run_id`` to stop when a stop of it is known (then no longer), else None: a run about to
         ask a person (a question, an approval) stops instead, since nobody should decide for a stopped run."""
@@ -117,15 +121,17 @@ class StopRequests:
 def wrap_up(state: RunState, out: AgentStream) -> str:
     """End ``state`` as stopped (see the module docstring): each call of the last turn without a result gets
     ``{"status": "stopped"}`` (the queued ones, the one a question or approval waited on, the rest of its batch;
-    a call whose run was cut short mid-call, ``executing_since``, also ``"may_have_run": true``); returns the
-    closing text."""
-    pending = state.pending
-    cut_short = pending.tool_call_id if pending is not None and pending.executing_since is not None else None
+    a call cut short mid-run by its process's end, ``executing_since`` or ``live_owner``, also
+    ``"may_have_run": true``), its chunk marked ``stopped``; returns the closing text."""
+    pending = state.pending  # cut short: it was running (approved, or asking live) when its process died
+    was_running = pending is not None and (pending.executing_since is not None or pending.live_owner is not None)
+    cut_short = pending.tool_call_id if pending is not None and was_running else None
     for call in unanswered_calls(state):
         result: dict[str, object] = {"status": "stopped"}
         if call.id == cut_short:
             result["may_have_run"] = True
-        add_result(state, call, result, out, hooks=NO_HOOKS, max_chars=None)  # a constant, short result: never cut
+        # a constant, short result: never cut
+        add_result(state, call, result, out, hooks=NO_HOOKS, max_chars=None, stopped=True)
     state.queued = []
     state.pending = None
     state.messages.append({"role": "assistant", "content": STOPPED_TEXT})

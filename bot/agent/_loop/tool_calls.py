@@ -109,14 +109,16 @@ def add_result(
     max_chars: int | None,
     hooks: RunHooks,
     is_error: bool = False,
+    stopped: bool = False,
 ) -> None:
     """Append ``result`` as ``call``'s ``tool`` message and emit a ``tool-result`` chunk. The one way a tool call's
     outcome reaches the model (a tool's return, an MCP server's content, an answer to a question, an error's text):
     its text is bounded to ``max_chars`` characters here (:func:`bot.agent.tools.bounded_result`; None: unbounded),
-    before it is stored or sent (``hooks`` told when it is cut). The chunk carries the tool's own ``result``."""
+    before it is stored or sent (``hooks`` told when it is cut). The chunk carries the tool's own ``result``;
+    ``stopped``: the call never ran (or may not have finished), the run was stopped first."""
     content, cut = bounded_result(tool_result_content(result), max_chars)
     if cut:
         hooks.on_tool_result_cut()
         log.warning("run %s: %d characters of %s's result cut (at most %s)", state.run_id, cut, call.name, max_chars)
     state.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
-    out.emit(ToolResultChunk(state.run_id, ToolResultPayload(call.id, call.name, result, is_error)))
+    out.emit(ToolResultChunk(state.run_id, ToolResultPayload(call.id, call.name, result, is_error, stopped=stopped)))

@@ -111,8 +111,11 @@ class Withdrawing:
         except StoreUnavailable:
             await say(STORE_DOWN)
             return False
-        if not taken:  # it asked or ended since it was read: there is nothing to stop
-            await say(NOTHING_WORKS)
+        except StoreCorrupt:
+            taken = False
+        if not taken:  # a question waits (a tool's, asked live), or it asked or ended since it was read
+            live = state.pending is not None and state.pending.live_owner is not None
+            await say(STILL_WAITS if live else NOTHING_WORKS)
             return False
         log.info("run %s: %s asked it to stop", state.run_id, where.user)
         pending = state.pending

@@ -280,12 +280,18 @@ class ThreadWriter:
         """A tool call ended: its task shows done or failed, the status goes back to thinking, and the approval
         this segment started with shows how its call went."""
         if not self.is_question_tool(result.tool_name):
-            done: TaskStatus = "error" if result.is_error else "complete"
+            done: TaskStatus = "error" if result.is_error or result.stopped else "complete"
             reply.task(result.tool_call_id, tool_name=result.tool_name, status=done)
             await status.show(THINKING)
         if decided and result.tool_call_id == decided.tool_call_id:
             took = time.monotonic() - decided.started
-            how = f"failed: {_result_error(result.result)}" if result.is_error else f"ran in {took:.1f} s"
+            if result.stopped:  # the run was stopped before it ran (or while it ran, in a process that died)
+                cut = isinstance(result.result, dict) and result.result.get("may_have_run")
+                how = "stopped; it may have run" if cut else "stopped before it ran"
+            elif result.is_error:
+                how = f"failed: {_result_error(result.result)}"
+            else:
+                how = f"ran in {took:.1f} s"
             outcome = f"{decided.outcome} · {how}"
             await self.messages.close_approval(
                 run_id, decided.payload, ctx=ctx, outcome=outcome, clicked=decided.clicked
