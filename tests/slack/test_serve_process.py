@@ -54,6 +54,30 @@ def complete_env(**extra: str) -> dict[str, str]:
     return clean_env(**{**settings, **extra})
 
 
+def live_env(
+    ws: Workspace,
+    secret: str,
+    *,
+    prefix: str,
+    redis_env: dict[str, str],
+    model: FakeOpenAI | None = None,
+    **extra: str,
+) -> dict[str, str]:
+    """The environment of a bot process that serves the fake Slack ``ws`` (signing ``secret``) on the real Redis
+    under ``prefix``, logging at INFO; ``model``: the loopback model it talks to (with a key), none for ``web``."""
+    env = {
+        "SLACK_BOT_TOKEN": TOKEN,
+        "SLACK_SIGNING_SECRET": secret,
+        "SLACK_API_URL": ws.api_url,
+        "REDIS_PREFIX": prefix,
+        **redis_env,
+        "LOG_LEVEL": "INFO",
+    }
+    if model is not None:
+        env |= {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": model.base_url}
+    return clean_env(**env, **extra)
+
+
 def run_bot(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "bot", *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT
@@ -313,17 +337,8 @@ async def test_serve_answers_a_mention_end_to_end(
     port = free_port()
     secret = "serve-test-secret"
     async with Workspace(f"http://127.0.0.1:{port}/slack/events", secret, bot_token=TOKEN) as ws:
-        env = clean_env(
-            SLACK_BOT_TOKEN=TOKEN,
-            SLACK_SIGNING_SECRET=secret,
-            SLACK_API_URL=ws.api_url,
-            OPENAI_API_KEY="sk-test",
-            OPENAI_BASE_URL=openai_server.base_url,
-            REDIS_PREFIX=prefix,
-            PORT=str(port),
-            **real_redis_env,
-            LOG_LEVEL="INFO",
-            **extra,
+        env = live_env(
+            ws, secret, prefix=prefix, redis_env=real_redis_env, model=openai_server, PORT=str(port), **extra
         )
         proc = await start_bot(*args, env=env)
         started: list[str] = []
@@ -418,17 +433,7 @@ async def test_serve_freezes_its_start_up_heap_once_it_listens(
     port = free_port()
     secret = "serve-test-secret"
     async with Workspace(f"http://127.0.0.1:{port}/slack/events", secret, bot_token=TOKEN) as ws:
-        env = clean_env(
-            SLACK_BOT_TOKEN=TOKEN,
-            SLACK_SIGNING_SECRET=secret,
-            SLACK_API_URL=ws.api_url,
-            OPENAI_API_KEY="sk-test",
-            OPENAI_BASE_URL=openai_server.base_url,
-            REDIS_PREFIX=prefix,
-            PORT=str(port),
-            **real_redis_env,
-            LOG_LEVEL="INFO",
-        )
+        env = live_env(ws, secret, prefix=prefix, redis_env=real_redis_env, model=openai_server, PORT=str(port))
         proc = await start_bot("serve", env=env)
         started: list[str] = []
         try:
@@ -459,16 +464,10 @@ async def test_a_web_without_the_model_key_and_a_worker_answer_a_mention_end_to_
     port = free_port()
     secret = "serve-test-secret"
     async with Workspace(f"http://127.0.0.1:{port}/slack/events", secret, bot_token=TOKEN) as ws:
-        common = dict(
-            SLACK_BOT_TOKEN=TOKEN,
-            SLACK_SIGNING_SECRET=secret,
-            SLACK_API_URL=ws.api_url,
-            REDIS_PREFIX=prefix,
-            **real_redis_env,
-            LOG_LEVEL="INFO",
+        web_env = live_env(
+            ws, secret, prefix=prefix, redis_env=real_redis_env, PORT=str(port), PYTHONPROFILEIMPORTTIME="1"
         )
-        web_env = clean_env(**common, PORT=str(port), PYTHONPROFILEIMPORTTIME="1")
-        worker_env = clean_env(**common, OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=openai_server.base_url)
+        worker_env = live_env(ws, secret, prefix=prefix, redis_env=real_redis_env, model=openai_server)
         web, worker = await start_bot("web", env=web_env), await start_bot("worker", env=worker_env)
         web_started: list[str] = []
         worker_started: list[str] = []

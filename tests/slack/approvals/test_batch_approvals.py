@@ -5,6 +5,7 @@ calls running in the model's order. Through the fake Slack over signed HTTP."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -142,3 +143,26 @@ async def test_each_call_of_a_batch_is_shown_as_its_own_rule_says(
         assert len(requests) == 2
         web = next(m for m in requests if "*name*: api" not in blocks_text(m))
         assert "*name*: web" not in blocks_text(web) and "shown only in Details" in blocks_text(web)
+
+
+async def test_a_call_of_an_approved_batch_that_a_stop_kept_from_running_says_so(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """Approve all, then "stop" while api runs: web never runs, and its approval request says it was stopped before
+    it ran (it said "ran in 0.0 s")."""
+    approval_agent.GATE["gate"] = asyncio.Event()
+    try:
+        async with harness(fake_redis, settings=AGENT) as h:
+            thread, header, _, web = await two_restarts(h)
+            await h.ws.click(header, "Approve all", user=ALICE)
+            await h.ws.fake.wait_until(lambda: approval_agent.RESTARTS, timeout=10, what="api to restart")
+            await h.ws.reply_in_thread(ALICE, GENERAL, thread, "stop")
+            await h.ws.wait_for_ephemeral(user=ALICE, predicate=lambda m: "Stopping" in m["text"])
+            approval_agent.GATE["gate"].set()
+            await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: "Stopped" in m["text"])
+            await h.settle()
+            assert approval_agent.RESTARTS == ["api"]
+            shown = blocks_text(await current(h, web))
+            assert "stopped before it ran" in shown and "ran in" not in shown, shown
+    finally:
+        approval_agent.GATE.clear()

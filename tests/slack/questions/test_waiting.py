@@ -221,42 +221,6 @@ async def test_stop_in_the_thread_stops_a_working_run_at_its_next_step(
         approval_agent.GATE.clear()
 
 
-async def test_a_call_of_an_approved_batch_that_a_stop_kept_from_running_says_so(
-    fake_redis: aioredis.Redis, harness: Any
-) -> None:
-    """Approve all on restarts of api and web, then "stop" while api runs: web never runs, and its approval request
-    says it was stopped before it ran (it said "ran in 0.0 s")."""
-    approval_agent.RESTARTS.clear()
-    approval_agent.GATE["gate"] = asyncio.Event()
-
-    def is_header(m: dict[str, Any]) -> bool:
-        return "Approve all" in blocks_text(m)
-
-    def asks_for(name: str) -> Any:
-        return lambda m: has_controls(m) and f"*name*: {name}" in blocks_text(m) and not is_header(m)
-
-    try:
-        async with harness(fake_redis, settings={"agent": "bot.testing.approval_agent:build"}) as h:
-            calls = [tool_call("restart_service", {"name": n}, id=f"r_{n}") for n in ("api", "web")]
-            h.model.script(Reply(tool_calls=calls), Reply(text="never sent"))
-            d = await h.ws.mention(ALICE, GENERAL, "restart api and web")
-            thread = d.message["ts"]
-            header = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=is_header)
-            web = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=asks_for("web"))
-            await h.ws.click(header, "Approve all", user=ALICE)
-            await h.ws.fake.wait_until(lambda: approval_agent.RESTARTS, timeout=10, what="api to restart")
-            await h.ws.reply_in_thread(ALICE, GENERAL, thread, "stop")
-            await h.ws.wait_for_ephemeral(user=ALICE, predicate=lambda m: "Stopping" in m["text"])
-            approval_agent.GATE["gate"].set()
-            await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: "Stopped" in m["text"])
-            await h.settle()
-            assert approval_agent.RESTARTS == ["api"]
-            shown = blocks_text(await current(h, web))
-            assert "stopped before it ran" in shown and "ran in" not in shown, shown
-    finally:
-        approval_agent.GATE.clear()
-
-
 @pytest.mark.parametrize("said", ["mention", "reply"])
 async def test_stop_in_the_thread_of_a_run_whose_process_died_takes_it_over_and_stops_it(
     fake_redis: aioredis.Redis, harness: Any, said: str
