@@ -73,11 +73,17 @@ return 1
 """
 
 # KEYS[1] run hash, KEYS[2] lease, KEYS[3] stop request. ARGV: [1] who asked, [2] the revision of the run as read
-# while it was running ("" = it was not), [3] ttl s. 1 asked (a live lease, or the run is still at that revision:
-# an orphan, taken over later), 0 nothing works (it asked, ended or moved on since it was read).
+# while it was running ("" = it was not), [3] ttl ms. 1 asked (a live lease, or the run is still at that revision:
+# an orphan, taken over later, however late: its request is kept as long as the run), 0 nothing works (it asked,
+# ended or moved on since it was read).
 _STOP = """
-if redis.call('EXISTS', KEYS[2]) == 1 or redis.call('HGET', KEYS[1], 'rev') == ARGV[2] then
-  redis.call('SET', KEYS[3], ARGV[1], 'EX', ARGV[3])
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[3])
+  return 1
+end
+if redis.call('HGET', KEYS[1], 'rev') == ARGV[2] then
+  local keep = math.max(redis.call('PTTL', KEYS[1]), tonumber(ARGV[3]))
+  redis.call('SET', KEYS[3], ARGV[1], 'PX', keep)
   return 1
 end
 return 0
@@ -220,13 +226,14 @@ class RedisRunStore:
         while a process holds its lease, or, for a ``running`` run nobody drives (an orphan, stopped by whoever
         takes it over), while it is still at ``state.revision``. False when nothing works: it asked, ended or moved
         on since ``state`` was read, so no later segment (the reply to an answer, a Retry) is stopped by it. The
-        request lasts an hour, or until the save that ends the run's working segment. One round trip. Raises
+        request lasts an hour (an orphan's: as long as the run, for whoever takes it over, however late), or until
+        the save that ends the run's working segment. One round trip. Raises
         ``StoreUnavailable``."""
         run_id = state.run_id
         keys = [self.keys.run(run_id), self.keys.lease(run_id), self.keys.stop(run_id)]
         revision = str(state.revision) if state.status == "running" else ""
         try:
-            asked = await self._stop(keys=keys, args=[by, revision, STOP_TTL])
+            asked = await self._stop(keys=keys, args=[by, revision, STOP_TTL * 1000])
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while asking a run to stop: {type(exc).__name__}") from None
         return int(asked) == 1
