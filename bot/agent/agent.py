@@ -13,7 +13,10 @@ run ``failed`` but resumable with :meth:`Agent.retry_stream`.
 Who drives a run: while a process works on a run it holds the run's lease in the store (set atomically with
 the save that makes it ``running``, renewed every ``lease_renew_every`` seconds, dropped by the save that ends
 the segment). A ``running`` run with no lease (its process died, or a claim's reply was lost before the run
-started) is *orphaned*: :meth:`Agent.retry_stream` takes it over from its last saved state, answer included.
+started) is *orphaned*: :meth:`Agent.retry_stream` takes it over from its last saved state, answer included. A
+driver whose lease lapsed while it was alive (held up longer than the lease TTL) and was taken over stops before
+its next model turn or tool call (a ``superseded`` error chunk), so no step is done twice; if nobody took the run,
+its next renewal takes the lease back.
 """
 
 from __future__ import annotations
@@ -493,10 +496,10 @@ class Agent:
     async def is_orphaned(self, state: RunState) -> bool:
         """True for a ``running`` run that no live process drives (no lease, or this agent's lease on a run it
         is not driving). Raises ``StoreUnavailable``."""
-        if state.status != "running":
-            return False
+        if state.status != "running" or state.run_id in self._driving:
+            return False  # this process drives it (its lease may have lapsed: the next renewal takes it back)
         holder = await self.store.lease_owner(state.run_id)
-        return holder is None or (holder == self.owner and state.run_id not in self._driving)
+        return holder is None or holder == self.owner
 
     async def ask(
         self,
@@ -544,7 +547,7 @@ class Agent:
         run_id = state.run_id
         self._driving.add(run_id)
         ended = asyncio.Event()
-        heartbeat = asyncio.ensure_future(self.saver.keep_lease(run_id, also=self.stops.poll, until=ended))
+        heartbeat = asyncio.ensure_future(self.saver.keep_lease(state, also=self.stops.poll, until=ended))
         try:
             async with self.hooks.run_segment(run_id):
                 return await self._drive(state, out)
@@ -632,12 +635,14 @@ class Agent:
                 # starts, nor runs again (wrap_up gives it its stopped result); what a person said is kept (an
                 # answer; an outside agent's question or approval, whose run does nothing else)
                 self.stops.check(state.run_id)
+            await self.saver.check_lease(state)  # taken over meanwhile: the call must not run twice
             pending, state.pending = state.pending, None
             await continue_pending(self._runner(self.tools), state, pending, out, save=self._save_midway)
         plan: tuple[tuple[str, str], ...] = ()  # the calls of the turn just made, when it made several
         while True:
             while state.queued:
                 self.stops.check(state.run_id)
+                await self.saver.check_lease(state)
                 call = state.queued.pop(0)
                 try:
                     args = parse_arguments(call.arguments)
@@ -697,6 +702,7 @@ class Agent:
                 return state, None
             check_tool_messages(state.messages)
             self.stops.check(state.run_id)
+            await self.saver.check_lease(state)
             turns = ModelTurns(
                 model=self.model,
                 instructions=self.instructions,

@@ -14,7 +14,9 @@ Every implementation keeps these promises:
   deadline is judged by one clock, whichever process writes.
 - Leases: a state saved with ``status == "running"`` carries a lease for ``owner`` that lasts ``lease_ttl``
   seconds unless renewed; any other status drops it. ``lease_owner`` tells who holds it (``None``: nobody is
-  driving the run, e.g. its process died).
+  driving the run, e.g. its process died). A lease that lapsed while its owner still drives the run (it could not
+  renew in time) is taken back by the owner's next renewal only while nobody else holds it and the run is still at
+  the revision the owner drives; otherwise the renewal answers False and the owner stops before its next step.
 - Stop requests (``request_stop``) are taken only while the run works (its lease is held, or it is still the
   ``running`` state the caller read: an orphan); they are seen by ``stop_requested`` in every process until they
   lapse (an hour) or the save that ends the run's working segment (any status but ``running``) drops them with
@@ -51,8 +53,9 @@ class RunStore(Protocol):
         same value for every retry of one logical write (fresh when omitted)."""
         ...
 
-    async def renew_lease(self, run_id: str, *, owner: str) -> bool:
-        """Extend ``owner``'s lease on a running run; False when it no longer holds it."""
+    async def renew_lease(self, run_id: str, *, owner: str, revision: int) -> bool:
+        """Extend ``owner``'s lease on a running run (taken back when it lapsed, nobody took it and the run is still
+        at ``revision``); False when another process holds it or the run moved on."""
         ...
 
     async def lease_owner(self, run_id: str) -> str | None:

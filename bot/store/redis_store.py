@@ -1,9 +1,12 @@
 """``RedisRunStore``: runs in Redis (``redis.asyncio``), idempotent compare-and-set saves, deadlines, leases.
 
 Layout: one hash per run at ``Keys.run(run_id)`` with fields ``rev`` (the revision, decimal), ``state`` (the
-:class:`RunState` JSON, whose own ``revision`` equals ``rev``) and ``wid`` (the id of the write that stored
-it); the lease at ``Keys.lease(run_id)`` (same hash slot). One Lua script changes them together, so a reader
-never sees them disagree.
+:class:`RunState` JSON, whose own ``revision`` equals ``rev``), ``wid`` (the id of the write that stored it) and
+``owner`` (who saved it ``running``, ``""`` for any other status; absent in records saved before it was kept:
+their lapsed leases are never taken back); the lease at ``Keys.lease(run_id)`` (same hash slot). One Lua script
+changes them together, so a reader never sees them disagree. A lease renewal (:meth:`RedisRunStore.renew_lease`)
+takes a lapsed lease back for its owner only while nobody else holds it and the run is still the ``running``
+state that owner saved.
 
 Lost replies: every save carries a write id. When Redis applied a save but the reply was lost and the save is
 sent again (by redis-py's own retry, or by a caller retrying with the same ``write_id``), the script sees its
@@ -62,7 +65,7 @@ if ARGV[6] ~= '0' then
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   if now >= tonumber(ARGV[6]) then return -2 end
 end
-redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'state', ARGV[3], 'wid', ARGV[5])
+redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'state', ARGV[3], 'wid', ARGV[5], 'owner', ARGV[7])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 if ARGV[7] ~= '' then
   redis.call('SET', KEYS[2], ARGV[7], 'PX', ARGV[8])
@@ -89,10 +92,18 @@ end
 return 0
 """
 
-# KEYS[1] lease; ARGV: [1] owner, [2] ttl ms. 1 renewed, 0 held by someone else or gone.
+# KEYS[1] lease, KEYS[2] run hash; ARGV: [1] owner, [2] ttl ms, [3] the revision the owner drives. 1 renewed (or
+# taken back: it lapsed, nobody took it, and the run is still the running state this owner saved), 0 held by
+# someone else, or the run moved on (another process took it over and saved, or it ended, or expired).
 _RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+local run = redis.call('HMGET', KEYS[2], 'rev', 'owner')
+if not holder and run[1] == ARGV[3] and run[2] == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   return 1
 end
 return 0
@@ -203,10 +214,14 @@ class RedisRunStore:
             raise ValueError("save() needs a loaded or created state (revision >= 1); use create()")
         return await self._write(state, owner=owner, not_after=not_after, write_id=write_id)
 
-    async def renew_lease(self, run_id: str, *, owner: str) -> bool:
-        """Extend ``owner``'s lease by ``lease_ttl``. Raises ``StoreUnavailable``."""
+    async def renew_lease(self, run_id: str, *, owner: str, revision: int) -> bool:
+        """Extend ``owner``'s lease by ``lease_ttl``; a lease that lapsed (the owner could not renew it in time)
+        and that nobody took is taken back while the run is still at ``revision`` (the one ``owner`` drives).
+        False: another process holds it, or the run moved on (taken over and saved, ended, expired). One round
+        trip. Raises ``StoreUnavailable``."""
+        keys = [self.keys.lease(run_id), self.keys.run(run_id)]
         try:
-            renewed = await self._renew(keys=[self.keys.lease(run_id)], args=[owner, int(self.lease_ttl * 1000)])
+            renewed = await self._renew(keys=keys, args=[owner, int(self.lease_ttl * 1000), str(revision)])
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while renewing a lease: {type(exc).__name__}") from None
         return int(renewed) == 1

@@ -15,7 +15,9 @@ from bot.agent import Agent, AskUserPayload, ask_user_tool
 from bot.agent.stream import Chunk, ErrorPayload, SuspendedPayload
 from bot.agent.tools import Tool, ToolContext
 from bot.errors import AnswerError, RunAlreadyResumed, RunNotFound, RunNotResumable, ToolCallNotPending
+from bot.store import Keys, connect_redis
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
+from bot.testing.tcp_proxy import TcpProxy
 
 SINGLE = {"question": "Which repo?", "options": [{"label": "api"}, {"label": "web", "description": "frontend"}]}
 
@@ -348,6 +350,111 @@ async def test_a_live_driver_keeps_its_lease_through_a_long_model_turn(
     with pytest.raises(RunNotResumable, match="running"):
         await other.retry_stream(run_id=stream.run_id)
     assert "".join([t async for t in stream.text_stream]) == "slow but alive"
+
+
+def two_steps(body: dict[str, Any]) -> Reply:
+    """The model of the lease tests: first a slow step then a step with an effect, in one turn; then done."""
+    if body["messages"][-1]["role"] == "tool":
+        return Reply(text="Done.")
+    return Reply(tool_calls=[tool_call("slow", {"text": "a"}, id="c1"), tool_call("effect", {"text": "b"}, id="c2")])
+
+
+def lease_tools(*, started: asyncio.Event, release: asyncio.Event, effects: list[str]) -> list[Tool]:
+    """``slow`` sets ``started`` and waits for ``release``; ``effect`` appends to ``effects`` (a side effect that
+    must happen once)."""
+
+    async def slow(args: Any, ctx: ToolContext | None) -> Any:
+        started.set()
+        await release.wait()
+        return "slow done"
+
+    async def effect(args: Any, ctx: ToolContext | None) -> Any:
+        effects.append(args.text)
+        return "effect done"
+
+    return [
+        Tool(id="slow", description="slow", input_schema=Echo, execute_fn=slow),
+        Tool(id="effect", description="effect", input_schema=Echo, execute_fn=effect),
+    ]
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
+async def test_a_live_driver_whose_lease_lapsed_and_was_taken_over_does_no_further_step(
+    real_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI, prefix: str
+) -> None:
+    """Redis is unreachable from the driving process long enough for its lease to lapse (1 s here, 30 s in
+    production) while a tool of the run works; another process takes the orphan over and does the run again.
+    When Redis is back, the first driver's next step would be the second call of the turn, which the new driver
+    makes too: it stops before it instead (superseded), so the side effect happens once."""
+    openai_server.responder = two_steps
+    started, release, effects = asyncio.Event(), asyncio.Event(), []
+    tools = lease_tools(started=started, release=release, effects=effects)
+    async with TcpProxy("127.0.0.1", 6379) as proxy:
+        client = connect_redis(f"redis://127.0.0.1:{proxy.port}/0", retries=0, socket_timeout=0.5)
+        driver: Agent = make_agent(client, tools=tools, store_kwargs={"lease_ttl": 1.0}, lease_renew_every=0.2)
+        other: Agent = make_agent(real_redis, tools=tools)
+        stream = await driver.stream("go")
+        await asyncio.wait_for(started.wait(), 10)
+        proxy.cut()  # the driver's renewals fail from now on
+        lease = Keys(prefix).lease(stream.run_id)
+        for _ in range(100):
+            if not await real_redis.exists(lease):
+                break
+            await asyncio.sleep(0.05)
+        retried = await other.retry_stream(run_id=stream.run_id)  # an orphan, as far as anyone can see
+        proxy.restore()
+        release.set()
+        chunks = await asyncio.wait_for(stream.collect(), 20)
+        assert chunks[-1].type == "error" and chunks[-1].payload.kind == "superseded", chunks[-1]
+        assert "c2" not in [c.payload.tool_call_id for c in chunks if c.type == "tool_call"]
+        assert (await asyncio.wait_for(retried.collect(), 20))[-1].type == "finish"
+        assert effects == ["b"]  # once, by the process that took the run over
+        state = await other.get_run(stream.run_id)
+        assert state.status == "completed" and state.messages[-1]["content"] == "Done."
+        await client.aclose()
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")
+async def test_a_live_driver_whose_lease_lapsed_and_nobody_took_it_takes_it_back_and_finishes(
+    real_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI, prefix: str
+) -> None:
+    """The same outage with nobody taking the run over: the driver's next renewal takes its lease back (the run is
+    still the state it saved), so nobody can take over a run that is driven, and the run finishes as computed. The
+    same process is never taken for an orphan's rescuer of a run it drives itself."""
+    openai_server.responder = two_steps
+    started, release, effects = asyncio.Event(), asyncio.Event(), []
+    tools = lease_tools(started=started, release=release, effects=effects)
+    async with TcpProxy("127.0.0.1", 6379) as proxy:
+        client = connect_redis(f"redis://127.0.0.1:{proxy.port}/0", retries=0, socket_timeout=0.5)
+        driver: Agent = make_agent(client, tools=tools, store_kwargs={"lease_ttl": 1.0}, lease_renew_every=0.2)
+        stream = await driver.stream("go")
+        await asyncio.wait_for(started.wait(), 10)
+        proxy.cut()
+        lease = Keys(prefix).lease(stream.run_id)
+        for _ in range(100):
+            if not await real_redis.exists(lease):
+                break
+            await asyncio.sleep(0.05)
+        assert not await real_redis.exists(lease)
+        proxy.restore()
+        with pytest.raises(RunNotResumable, match="running"):
+            await driver.retry_stream(run_id=stream.run_id)  # it drives it: not an orphan for itself
+        for _ in range(100):  # the next renewal takes it back
+            if await real_redis.get(lease) == driver.owner.encode():
+                break
+            await asyncio.sleep(0.05)
+        assert await real_redis.get(lease) == driver.owner.encode()
+        other: Agent = make_agent(real_redis, tools=tools)
+        with pytest.raises(RunNotResumable, match="running"):
+            await other.retry_stream(run_id=stream.run_id)
+        release.set()
+        chunks = await asyncio.wait_for(stream.collect(), 20)
+        assert chunks[-1].type == "finish", chunks[-1]
+        assert effects == ["b"]
+        assert (await other.get_run(stream.run_id)).messages[-1]["content"] == "Done."
+        await client.aclose()
 
 
 async def test_reasoning_content_goes_back_with_the_tool_call_message(

@@ -218,6 +218,7 @@ async def test_the_lease_loop_ends_with_its_segment_even_when_a_cancel_is_lost(f
     import contextlib
 
     from bot.agent._loop.saving import RunSaver
+    from bot.agent.state import RunState
     from bot.store import RedisRunStore
 
     saver = RunSaver(RedisRunStore(fake_redis), owner="me", persist_for=1.0, lease_renew_every=0.01)
@@ -229,7 +230,8 @@ async def test_the_lease_loop_ends_with_its_segment_even_when_a_cancel_is_lost(f
             await asyncio.sleep(0.05)
 
     ended = asyncio.Event()
-    task = asyncio.ensure_future(saver.keep_lease("run_x", also=loses_a_cancel, until=ended))
+    state = RunState(run_id="run_x", agent_id="a")
+    task = asyncio.ensure_future(saver.keep_lease(state, also=loses_a_cancel, until=ended))
     await asyncio.wait_for(inside.wait(), 5)
     ended.set()
     task.cancel()

@@ -169,7 +169,7 @@ async def test_a_run_whose_lease_lapsed_during_an_outage_is_not_driven_twice(
         monkeypatch.setattr(a.bot.agent.store, "lease_ttl", 1.0)
         monkeypatch.setattr(a.bot.agent.saver, "lease_renew_every", 0.3)
 
-        async def unreachable(run_id: str, *, owner: str) -> bool:
+        async def unreachable(run_id: str, *, owner: str, revision: int) -> bool:
             raise StoreUnavailable("Redis error while renewing a lease: ConnectionError")
 
         monkeypatch.setattr(a.bot.agent.store, "renew_lease", unreachable)

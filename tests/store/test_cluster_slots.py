@@ -124,7 +124,7 @@ async def exercise(client: SlotCheckingRedis, keys: Keys) -> None:
     )  # fmt: skip
     state = await store.create(RunState(run_id="run-1", agent_id="a", status="suspended", pending=pending), owner="p")
     state = await store.save(state.model_copy(update={"status": "running"}), owner="p", not_after=pending.expires_at)
-    assert await store.renew_lease("run-1", owner="p")
+    assert await store.renew_lease("run-1", owner="p", revision=state.revision)
     assert await store.request_stop(state, by="U1")
     assert await store.stop_requested("run-1") == "U1" and await store.lease_owner("run-1") == "p"
     await store.now()

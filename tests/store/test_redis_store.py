@@ -126,10 +126,42 @@ async def test_running_saves_hold_a_lease_that_others_see_and_other_saves_drop(
     state = await store.create(RunState(run_id="r", agent_id="a"), owner=ME)
     assert await store.lease_owner("r") == ME
     assert 4_000 < await fake_redis.pttl(Keys(prefix).lease("r")) <= 5_000
-    assert await store.renew_lease("r", owner=ME) and not await store.renew_lease("r", owner="other")
+    assert await store.renew_lease("r", owner=ME, revision=1) and not await store.renew_lease(
+        "r", owner="other", revision=1
+    )
     await store.save(state.model_copy(update={"status": "completed"}), owner=ME)
     assert await store.lease_owner("r") is None
-    assert not await store.renew_lease("r", owner=ME)
+    assert not await store.renew_lease("r", owner=ME, revision=2)
+
+
+async def test_a_lapsed_lease_is_taken_back_only_by_its_owner_while_the_run_is_as_it_saved_it(
+    fake_redis: aioredis.Redis, prefix: str
+) -> None:
+    """The owner could not renew in time (its lease lapsed): its next renewal takes the lease back, unless another
+    process holds it, or the run moved on (saved by another process, ended), or the renewal names an older
+    revision."""
+    store = RedisRunStore(fake_redis, prefix=prefix, lease_ttl=5)
+    lease = Keys(prefix).lease("r")
+    state = await store.create(RunState(run_id="r", agent_id="a"), owner=ME)
+    await fake_redis.pexpire(lease, 1)  # as if 5 s without a renewal passed
+    await asyncio.sleep(0.01)
+    assert not await store.renew_lease("r", owner="other", revision=1)  # not theirs to take
+    assert await store.lease_owner("r") is None
+    assert not await store.renew_lease("r", owner=ME, revision=0)  # not the state it drives
+    assert await store.renew_lease("r", owner=ME, revision=1)
+    assert await store.lease_owner("r") == ME and 4_000 < await fake_redis.pttl(lease) <= 5_000
+
+    await fake_redis.pexpire(lease, 1)
+    await asyncio.sleep(0.01)
+    taken = await store.save(state, owner="other")  # another process took the orphan over
+    assert not await store.renew_lease("r", owner=ME, revision=1)
+    assert await store.lease_owner("r") == "other"
+    await fake_redis.pexpire(lease, 1)
+    await asyncio.sleep(0.01)
+    assert not await store.renew_lease("r", owner=ME, revision=taken.revision)  # saved by "other", not by ME
+    ended = await store.save(taken.model_copy(update={"status": "completed"}), owner="other")
+    assert not await store.renew_lease("r", owner="other", revision=ended.revision)  # ended: nobody drives it
+    assert await store.lease_owner("r") is None
 
 
 async def test_redis_down_is_store_unavailable(prefix: str) -> None:

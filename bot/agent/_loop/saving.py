@@ -2,7 +2,8 @@
 
 :meth:`RunSaver.save_final` survives store blips (quick retries of the same write, then the save goes on in the
 background so the person still sees the reply or question); :meth:`RunSaver.keep_lease` renews the lease that
-tells other processes this run is being driven (see :mod:`bot.agent.store`).
+tells other processes this run is being driven (see :mod:`bot.agent.store`), and :meth:`RunSaver.check_lease` stops
+a driver whose lease another process took before it does a step twice.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Awaitable, Callable
 
 from bot.agent.state import RunState
 from bot.agent.store import RunStore
-from bot.errors import BotError, StoreUnavailable
+from bot.errors import BotError, RunConflict, StoreUnavailable
 from bot.store import outage
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,8 @@ class RunSaver:
         self.lease_renew_every = lease_renew_every
         self.background: set[asyncio.Task[None]] = set()  # saves going on after an outage
         self.unsaved: dict[str, tuple[RunState, str]] = {}  # run_id -> (state, write id) a background save owes
+        self._renewed_at: dict[str, float] = {}  # run_id -> loop time of its lease's last renewal that got through
+        self._lost: set[str] = set()  # runs whose lease another process holds now, or that moved on
 
     async def save_final(self, state: RunState) -> RunState:
         """Save the state a segment ends in. A store outage is retried quickly (a blip costs < 2 s), always as
@@ -98,24 +101,56 @@ class RunSaver:
 
     async def keep_lease(
         self,
-        run_id: str,
+        state: RunState,
         *,
         also: Callable[[str], Awaitable[None]] | None = None,
         until: asyncio.Event | None = None,
     ) -> None:
-        """Renew ``owner``'s lease on ``run_id`` every ``lease_renew_every`` seconds until cancelled or ``until`` is
-        set; ``also(run_id)`` runs with each renewal (e.g. reading a stop request). ``until`` makes the end certain: a
-        cancellation that reaches the loop inside a store call can be lost (seen on Python 3.11 with fakeredis, about
-        one run in eight of a test renewing every 50 ms: the task renewed forever after its cancel, and the test's
-        event loop never closed)."""
-        while until is None or not until.is_set():
-            await asyncio.sleep(self.lease_renew_every)
-            if until is not None and until.is_set():
-                return
-            if also is not None:
-                await also(run_id)
-            try:
-                if not await self.store.renew_lease(run_id, owner=self.owner):
-                    log.warning("run %s: lost its lease; another process may take it over", run_id)
-            except StoreUnavailable as exc:
-                log.warning("run %s: could not renew its lease: %s", run_id, exc)
+        """Renew ``owner``'s lease on ``state.run_id`` (at ``state.revision`` as it is at each renewal: the driver
+        moves it on in place) every ``lease_renew_every`` seconds until cancelled or ``until`` is set; ``also(run_id)``
+        runs with each renewal (e.g. reading a stop request). A renewal answering False marks the run lost
+        (:meth:`check_lease` then raises). ``until`` makes the end certain: a cancellation that reaches the loop
+        inside a store call can be lost (seen on Python 3.11 with fakeredis, about one run in eight of a test
+        renewing every 50 ms: the task renewed forever after its cancel, and the test's event loop never closed)."""
+        run_id = state.run_id
+        self._renewed_at[run_id] = asyncio.get_running_loop().time()  # the save that made it running leased it
+        try:
+            while until is None or not until.is_set():
+                await asyncio.sleep(self.lease_renew_every)
+                if until is not None and until.is_set():
+                    return
+                if also is not None:
+                    await also(run_id)
+                await self._renew(state)
+        finally:
+            self._renewed_at.pop(run_id, None)
+            self._lost.discard(run_id)
+
+    async def check_lease(self, state: RunState) -> None:
+        """Before a step (a model turn, a tool call) of ``state``: raise ``RunConflict`` when this process no longer
+        holds its lease (another process took the run over, so the step would be done twice). Free while the
+        renewals keep their time; when the last one that got through is older than two renewal periods (the event
+        loop was held up, or the store unreachable, long enough for the lease to lapse) it renews first: one round
+        trip, and a store outage lets the run go on (nobody else can take it over through that store either)."""
+        run_id = state.run_id
+        renewed_at = self._renewed_at.get(run_id)
+        overdue = renewed_at is not None and (
+            asyncio.get_running_loop().time() - renewed_at > 2 * self.lease_renew_every
+        )
+        if overdue and run_id not in self._lost:
+            await self._renew(state)
+        if run_id in self._lost:
+            raise RunConflict(run_id)
+
+    async def _renew(self, state: RunState) -> None:
+        run_id = state.run_id
+        try:
+            renewed = await self.store.renew_lease(run_id, owner=self.owner, revision=state.revision)
+        except StoreUnavailable as exc:
+            log.warning("run %s: could not renew its lease: %s", run_id, exc)
+            return
+        if renewed:
+            self._renewed_at[run_id] = asyncio.get_running_loop().time()
+        elif run_id not in self._lost:
+            self._lost.add(run_id)
+            log.warning("run %s: lost its lease (another process took it over, or it moved on); stopping", run_id)
