@@ -33,7 +33,6 @@ A snapshot written by a newer version (a higher ``schema_version``) stops start-
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from typing import Any
@@ -60,8 +59,11 @@ TTL_SECONDS = 30 * 24 * 3600
 COALESCE_SECONDS = 0.05
 """After a change, how long the writer waits for more (a streamed reply changes its message many times a second):
 one write then covers them all."""
-QUIET_EVENTS = frozenset({"api_call", "socket_connected", "socket_disconnected", "assistant_status", "view_errors"})
-"""Change events that change nothing this module keeps."""
+QUIET_EVENTS = frozenset(
+    {"api_call", "socket_connected", "socket_disconnected", "assistant_status", "view_errors", "saver_stopping"}
+)
+"""Change events that change nothing this module keeps (``saver_stopping``: :meth:`WorkspaceSaver.stop`'s own)."""
+_WAKE: JSON = {"type": "saver_stopping"}
 
 
 def dump(state: SlackState) -> JSON:
@@ -166,6 +168,7 @@ class WorkspaceSaver:
         self._queue: asyncio.Queue[JSON] | None = None
         self._task: asyncio.Task[None] | None = None
         self._dirty = False
+        self._stopping = False
 
     async def load(self) -> int:
         """Restore the saved workspace into ``state`` (call before anything changes it); returns how many
@@ -189,15 +192,19 @@ class WorkspaceSaver:
 
     def start(self) -> None:
         """Write the workspace after every change from now on."""
+        self._stopping = False
         self._queue = self.fake.subscribe()
         self._task = asyncio.create_task(self._follow(self._queue), name="playground-saver")
 
     async def stop(self) -> None:
-        """Stop following changes and write what changed since the last write."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        """Stop following changes and write what changed since the last write. A write on its way is waited
+        for, not cancelled (its changes would be taken as written, and a cancel lost inside a store call, as
+        Python 3.11's ``asyncio.wait_for`` can lose one, would leave this waiting for ever): the writer ends at its
+        next look, within the client's own timeouts."""
+        if self._task is not None and self._queue is not None:
+            self._stopping = True
+            self._queue.put_nowait(_WAKE)  # a writer waiting for the next change looks now
+            await self._task
             self._task = None
         if self._queue is not None:
             self.fake.unsubscribe(self._queue)
@@ -215,11 +222,17 @@ class WorkspaceSaver:
         except RedisError as exc:
             self._dirty = True
             log.warning("could not save the playground workspace (%s)", type(exc).__name__)
+        except BaseException:  # cancelled on the way: not written, as far as anyone knows
+            self._dirty = True
+            raise
 
     async def _follow(self, queue: asyncio.Queue[JSON]) -> None:
-        while True:
+        while not self._stopping:
             event = await queue.get()
             changed = event.get("type") not in QUIET_EVENTS
+            if self._stopping:  # stop() writes what is left
+                self._dirty = self._dirty or changed
+                return
             if not (changed or self._dirty):
                 continue
             self._dirty = True

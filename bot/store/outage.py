@@ -40,6 +40,7 @@ class Owed:
         self.give_up = give_up
         self.attempts: list[tuple[float, Attempt]] = []  # (when it was owed, loop time; the attempt)
         self._task: asyncio.Task[None] | None = None
+        self._closed = False
 
     def add(self, attempt: Attempt) -> None:
         """Owe ``attempt`` (its first try failed): try it again in the background."""
@@ -49,7 +50,7 @@ class Owed:
 
     async def _retry(self) -> None:
         waits = pauses()
-        while self.attempts:
+        while self.attempts and not self._closed:
             await asyncio.sleep(next(waits))
             now = asyncio.get_running_loop().time()
             for item in list(self.attempts):
@@ -75,7 +76,9 @@ class Owed:
             self.attempts.remove(item)
 
     async def aclose(self) -> None:
-        """Stop retrying (what is left is logged). Raises nothing."""
+        """Stop retrying (what is left is logged). Raises nothing. The retry loop also ends at its next look
+        should the cancel be lost inside a store call (Python 3.11's ``asyncio.wait_for`` can lose one)."""
+        self._closed = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -18,7 +18,9 @@ from bot.fakeslack import FakeSlack
 from bot.fakeslack.state import make_view
 from bot.playground import saved as saved_module
 from bot.playground.saved import SCHEMA_VERSION, WorkspaceSaver, dump
+from bot.store import connect_redis
 from bot.store.keys import Keys
+from bot.testing.tcp_proxy import TcpProxy
 
 TOKEN = "xoxb-saved-test"
 HOME = {"type": "home", "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": "*Waiting for you*"}}]}
@@ -142,3 +144,34 @@ async def test_an_unreadable_snapshot_is_set_aside_and_the_workspace_starts_empt
     assert await WorkspaceSaver(fake_redis, fake, keys=keys).load() == 0
     assert await fake_redis.get(keys.playground_workspace_unreadable()) == raw.encode()  # not lost
     assert all(not c.messages for c in fake.state.conversations.values())
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
+async def test_a_stop_while_a_write_is_on_its_way_waits_for_it(fake: FakeSlack, keys: Keys, key: str) -> None:
+    """The playground stops while the saver's write waits out a Redis blip (its client retries): the write lands
+    and the workspace is kept. It was cancelled, its changes taken as written, and nothing was saved; a cancel lost
+    inside the store call (Python 3.11's wait_for, in fakeredis) left the stop waiting for ever."""
+    root = await fill(fake)  # before the saver starts: only the change below makes it write
+    async with TcpProxy("127.0.0.1", 6379) as proxy:
+        client = connect_redis(f"redis://127.0.0.1:{proxy.port}/0")  # retries: 50 ms, 100 ms, 200 ms
+        try:
+            saver = WorkspaceSaver(client, fake, keys=keys)
+            proxy.cut_at(containing=key.encode(), when="request", lasting=0.2)
+            saver.start()
+            await AsyncWebClient(token=TOKEN, base_url=fake.api_url).chat_postMessage(
+                channel="C_GENERAL", text="Deployed.", thread_ts=root
+            )
+            for _ in range(200):
+                if proxy.cuts:
+                    break
+                await asyncio.sleep(0.01)
+            assert proxy.cuts == 1  # the write is on its way, retrying
+            await asyncio.wait_for(saver.stop(), 10)
+            raw = await client.get(key)
+            assert raw is not None
+            texts = [m["text"] for m in json.loads(raw)["conversations"]["C_GENERAL"]["messages"]]
+            assert texts == ["Which environment?", "Deploying to *production*", "Deployed."]
+        finally:
+            await client.delete(key)
+            await client.aclose()
