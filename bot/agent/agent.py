@@ -188,7 +188,7 @@ class Agent:
         self.stops = StopRequests(store)  # stop requests of the runs it drives
         self.hooks = hooks = guarded(hooks)
         # asked by running tools (none once the run's stop is known)
-        self.live = LiveQuestions(store, owner=self.owner, tools=self.tools, hooks=hooks, stopped=self.stops.known)
+        self.live = LiveQuestions(store, owner=self.owner, tools=self.tools, hooks=hooks, stops=self.stops)
         self.claims = Claims(store, owner=self.owner, stops=self.stops, driving=self._driving, hooks=hooks)
 
     # --- limits --------------------------------------------------------------------------------------

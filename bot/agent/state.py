@@ -198,6 +198,13 @@ class RunState(_Model):
                 f"the record does not fit schema version {SCHEMA_VERSION} ({exc.error_count()} problems)"
             ) from None
 
+    @property
+    def asks_live(self) -> bool:
+        """Whether a tool call's question asked live (:mod:`bot.agent._loop.live_questions`) waits for an answer:
+        the run is ``running`` but waits for a person, as a suspended one (answered, the call works on)."""
+        pending = self.pending
+        return pending is not None and pending.live_owner is not None and pending.resume is None
+
     def waiting_call(self, tool_call_id: str | None) -> PendingCall | None:
         """The pending call whose id is ``tool_call_id``: the run's pending call, or one of its ``batch`` (decided
         or not); None when neither is."""

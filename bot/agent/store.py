@@ -17,12 +17,13 @@ Every implementation keeps these promises:
   driving the run, e.g. its process died). A lease that lapsed while its owner still drives the run (it could not
   renew in time) is taken back by the owner's next renewal only while nobody else holds it and the run is still at
   the revision the owner drives; otherwise the renewal answers False and the owner stops before its next step.
-- Stop requests (``request_stop``) are taken only while the run works (its lease is held, or it is still the
-  ``running`` state the caller read: an orphan); they are seen by ``stop_requested`` in every process until they
-  lapse (an hour) or the save that ends the run's working segment (any status but ``running``) drops them with
-  the lease. A run that asked or ended before the request is not stopped by it, nor is its next segment. A save
-  that makes a run wait for a person (``suspended``) while a stop of it is asked writes nothing and raises
-  ``RunStopAsked`` (with who asked): the run ends stopped instead.
+- Stop requests (``request_stop``) are taken only while the working segment the caller read works (its lease is
+  held, or it is still the ``running`` state the caller read: an orphan); they are seen by ``stop_requested`` in
+  every process until they lapse (as long as the run is kept, at least an hour) or the save that ends the run's
+  working segment (any status but ``running``) drops them with the lease. A run that asked or ended before the
+  request is not stopped by it, nor is its next segment. A save that makes a run wait for a person
+  (``suspended``, or a tool call's question asked live: ``RunState.asks_live``) while a stop of it is asked writes
+  nothing and raises ``RunStopAsked`` (with who asked): the run ends stopped instead.
 - Outages raise ``StoreUnavailable`` (the outcome of a write is then unknown).
 """
 

@@ -27,10 +27,11 @@ that ran in the lost segment may run again.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, ClassVar
@@ -101,6 +102,12 @@ class Turn:
     history: list[dict[str, str]]
     out: AgentStream
     streamed: list[str] = field(default_factory=list)  # the pieces of text streamed so far
+    running: set[str] = field(default_factory=set)  # the tool calls reported started and not ended
+    tool_ended: Callable[[], None] = lambda: None  # told when the last of them ended (a stop waiting cancels now)
+
+    def in_tool(self) -> bool:
+        """Whether a tool call reported started has not ended yet."""
+        return bool(self.running)
 
     def text(self, piece: str) -> None:
         """Stream a piece of the reply."""
@@ -109,12 +116,17 @@ class Turn:
             self.out.emit(TextDeltaChunk(self.state.run_id, TextDeltaPayload(piece)))
 
     def tool_call(self, tool_call_id: str, tool_name: str, args: dict[str, Any]) -> None:
-        """Report that the framework calls a tool (Slack: "is running TOOL...")."""
+        """Report that the framework calls a tool (Slack: "is running TOOL..."); until its result is reported the
+        framework's run is not cancelled by a stop (a tool is never cut short)."""
+        self.running.add(tool_call_id)
         self.out.emit(ToolCallChunk(self.state.run_id, ToolCallPayload(tool_call_id, tool_name, args)))
 
     def tool_result(self, tool_call_id: str, tool_name: str, result: Any, *, is_error: bool = False) -> None:
         """Report a tool call's result."""
         self.out.emit(ToolResultChunk(self.state.run_id, ToolResultPayload(tool_call_id, tool_name, result, is_error)))
+        self.running.discard(tool_call_id)
+        if not self.running:
+            self.tool_ended()
 
 
 class _AnyArgs(BaseModel):
@@ -185,9 +197,17 @@ class FrameworkAgent(Agent):
                     self._suspend(state, waiting[0])
             self.stops.check(state.run_id)
             prompt, history = split_prompt(state.messages)
-            turn = Turn(state=state, record=record, prompt=prompt, history=history, out=out)
-            try:  # a stop asked meanwhile cancels the framework's run: Stopped
-                outcome = await self.stops.unless_stopped(state.run_id, self.run_framework(turn))
+            turn = Turn(
+                state=state,
+                record=record,
+                prompt=prompt,
+                history=history,
+                out=out,
+                tool_ended=functools.partial(self.stops.cancel_turn, state.run_id),
+            )
+            try:  # a stop asked meanwhile cancels the framework's run (never inside a tool call): Stopped
+                step = self.run_framework(turn)
+                outcome = await self.stops.unless_stopped(state.run_id, step, busy=turn.in_tool)
             except (BotError, Stopped):
                 raise
             except Exception as exc:

@@ -352,8 +352,9 @@ class Asker:
 
 
 def outcome_of(state: RunState) -> dict[str, Any]:
-    """What the asking agent gets of an ended question run (see :meth:`Asker.wait`); of an approval request's,
-    :func:`bot.agent.asking.approval_outcome`'s decision (no decision at all: ``no_answer``)."""
+    """What the asking agent gets of an ended question run (see :meth:`Asker.wait`; one stopped in Slack before
+    anyone answered: ``cancelled``); of an approval request's, :func:`bot.agent.asking.approval_outcome`'s decision
+    (no decision at all: ``no_answer``)."""
     if asked_tool(state) == APPROVAL_TOOL:
         return approval_outcome(state) or {"status": "no_answer"}
     result = ask_outcome(state)
@@ -361,6 +362,8 @@ def outcome_of(state: RunState) -> dict[str, Any]:
         return {"status": "no_answer"}
     if result.get("status") in ("no_answer", "cancelled"):
         return result
+    if result.get("status") == "stopped":  # a person stopped the run in Slack before anyone answered
+        return {"status": "cancelled", "cancelled_by": "stopped in Slack"}
     if "error" in result:
         return {"status": "error", "error": str(result["error"])}
     answer = result.get("answers", result.get("answer"))

@@ -350,7 +350,7 @@ class Threads:
             log.error("run %s: stored record unreadable (%s); thread reply ignored", exc.run_id, exc)
             return
         text = unescape(str((body.get("event") or {}).get("text") or "")).strip()
-        asking = state is not None and state.pending is not None and state.pending.live_owner is not None
+        asking = state is not None and state.asks_live
         if state is not None and ctx is not None and state.status == "running" and says_stop(text) and not asking:
             # working: a stop; while a tool's question waits (asked live), "stop" answers it as any waiting
             # question's reply does (its Cancel withdraws it)

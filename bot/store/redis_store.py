@@ -1,12 +1,13 @@
 """``RedisRunStore``: runs in Redis (``redis.asyncio``), idempotent compare-and-set saves, deadlines, leases.
 
 Layout: one hash per run at ``Keys.run(run_id)`` with fields ``rev`` (the revision, decimal), ``state`` (the
-:class:`RunState` JSON, whose own ``revision`` equals ``rev``), ``wid`` (the id of the write that stored it) and
-``owner`` (who saved it ``running``, ``""`` for any other status; absent in records saved before it was kept:
-their lapsed leases are never taken back); the lease at ``Keys.lease(run_id)`` (same hash slot). One Lua script
-changes them together, so a reader never sees them disagree. A lease renewal (:meth:`RedisRunStore.renew_lease`)
-takes a lapsed lease back for its owner only while nobody else holds it and the run is still the ``running``
-state that owner saved.
+:class:`RunState` JSON, whose own ``revision`` equals ``rev``), ``wid`` (the id of the write that stored it),
+``owner`` (who saved it ``running``, ``""`` for any other status; absent in records saved before it was kept: their
+lapsed leases are never taken back) and ``seg`` (the revision at which its working segment began: the first
+``running`` save of a new owner, so a stop read from one segment never stops the next); the lease at
+``Keys.lease(run_id)`` (same hash slot). One Lua script changes them together, so a reader never sees them disagree.
+A lease renewal (:meth:`RedisRunStore.renew_lease`) takes a lapsed lease back for its owner only while nobody else
+holds it and the run is still the ``running`` state that owner saved.
 
 Lost replies: every save carries a write id. When Redis applied a save but the reply was lost and the save is
 sent again (by redis-py's own retry, or by a caller retrying with the same ``write_id``), the script sees its
@@ -40,12 +41,12 @@ from bot.store.keys import Keys
 
 DEFAULT_RETENTION = 7 * 24 * 3600
 DEFAULT_LEASE_TTL = 30.0
-STOP_TTL = 3600  # seconds a stop request waits for the process driving the run to see it
+STOP_TTL = 3600  # seconds a stop request is kept at least (as long as its run, when that is longer)
 
 # KEYS[1] run hash, KEYS[2] lease, KEYS[3] stop request (dropped with the lease). ARGV: [1] expected rev ("0" =
 # must not exist), [2] new rev, [3] state JSON, [4] ttl ms, [5] write id, [6] deadline in ms since the epoch ("0" =
 # none), [7] lease owner ("" = drop the lease and the stop request), [8] lease ttl ms, [9] "1" = the run starts to
-# wait for a person (refused while a stop is asked).
+# wait for a person: suspended, or a tool call's question asked live (refused while a stop is asked).
 # Returns 1 written, 2 this write was applied before (lost reply), 0 revision mismatch, -1 missing (nothing
 # created), -2 deadline passed, -3 a stop is asked (nothing written).
 _CAS = """
@@ -65,7 +66,10 @@ if ARGV[6] ~= '0' then
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   if now >= tonumber(ARGV[6]) then return -2 end
 end
+local seg = ''
+if ARGV[7] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[7] then seg = ARGV[2] end
 redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'state', ARGV[3], 'wid', ARGV[5], 'owner', ARGV[7])
+if seg ~= '' then redis.call('HSET', KEYS[1], 'seg', seg) end
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 if ARGV[7] ~= '' then
   redis.call('SET', KEYS[2], ARGV[7], 'PX', ARGV[8])
@@ -76,15 +80,14 @@ return 1
 """
 
 # KEYS[1] run hash, KEYS[2] lease, KEYS[3] stop request. ARGV: [1] who asked, [2] the revision of the run as read
-# while it was running ("" = it was not), [3] ttl ms. 1 asked (a live lease, or the run is still at that revision:
-# an orphan, taken over later, however late: its request is kept as long as the run), 0 nothing works (it asked,
-# ended or moved on since it was read).
+# while it was running ("" = it was not), [3] ttl ms. 1 asked (a live lease on the working segment that was read,
+# or the run is still at that revision: an orphan, taken over later, however late), kept as long as the run (at
+# least ttl): its driver may die before its next step, and whoever takes it over later is stopped by it; 0 nothing
+# works (it asked, ended or moved on to another segment since it was read).
 _STOP = """
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[3])
-  return 1
-end
-if redis.call('HGET', KEYS[1], 'rev') == ARGV[2] then
+local run = redis.call('HMGET', KEYS[1], 'rev', 'seg')
+local this_segment = ARGV[2] ~= '' and (not run[2] or tonumber(run[2]) <= tonumber(ARGV[2]))
+if (this_segment and redis.call('EXISTS', KEYS[2]) == 1) or run[1] == ARGV[2] then
   local keep = math.max(redis.call('PTTL', KEYS[1]), tonumber(ARGV[3]))
   redis.call('SET', KEYS[3], ARGV[1], 'PX', keep)
   return 1
@@ -240,10 +243,10 @@ class RedisRunStore:
         """Ask whoever drives run ``state.run_id`` (as just loaded) to stop it (``by``: who asked), if it works:
         while a process holds its lease, or, for a ``running`` run nobody drives (an orphan, stopped by whoever
         takes it over), while it is still at ``state.revision``. False when nothing works: it asked, ended or moved
-        on since ``state`` was read, so no later segment (the reply to an answer, a Retry) is stopped by it. The
-        request lasts an hour (an orphan's: as long as the run, for whoever takes it over, however late), or until
-        the save that ends the run's working segment. One round trip. Raises
-        ``StoreUnavailable``."""
+        on to another working segment since ``state`` was read, so no later segment (the reply to an answer, a
+        Retry) is stopped by it. The request lasts as long as the run (at least an hour: a driver may die before its
+        next step, and whoever takes the run over, however late, is stopped by it), or until the save that ends the
+        run's working segment. One round trip. Raises ``StoreUnavailable``."""
         run_id = state.run_id
         keys = [self.keys.run(run_id), self.keys.lease(run_id), self.keys.stop(run_id)]
         revision = str(state.revision) if state.status == "running" else ""
@@ -289,7 +292,7 @@ class RedisRunStore:
                 deadline,
                 owner if new.status == "running" else "",
                 int(self.lease_ttl * 1000),
-                "1" if new.status == "suspended" else "0",
+                "1" if new.status == "suspended" or new.asks_live else "0",  # it starts to wait for a person
             ],
         )
         result = batch.read(int)

@@ -510,3 +510,88 @@ async def test_a_stop_while_a_tools_live_question_waits_is_not_taken_and_a_stop_
     results = [(c.payload.result, c.payload.stopped) for c in chunks if isinstance(c, ToolResultChunk)]
     assert results == [({"status": "stopped", "may_have_run": True}, True)]
     assert isinstance(chunks[-1], FinishChunk) and chunks[-1].payload.status == "stopped"
+
+
+async def test_a_stop_taken_in_another_process_before_a_tool_asks_live_asks_nobody(
+    real_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """A stop is taken in another process (the person is told it stops) while a tool of the run works; the tool
+    then asks a question live. The driver has not learnt the stop yet (it reads stops at its renewals), but the
+    store refuses the save that would make the run wait for a person, as for a suspended question: nobody is
+    asked, the tool gets no answer, and the run ends stopped. (A live question's save keeps the run ``running``
+    and was taken: the person was asked for a stopped run, and no later stop was taken while it waited.)"""
+    running, go_on = asyncio.Event(), asyncio.Event()
+    answers: list[Any] = []
+
+    async def deploy(args: Any, ctx: ToolContext | None) -> str:
+        running.set()
+        await go_on.wait()
+        assert ctx is not None and ctx.ask_live is not None
+        answers.append(await ctx.ask_live({"question": "Drain first?"}))
+        return "deployed"
+
+    deploy_tool = Tool(id="deploy", description="Deploy.", input_schema=Named, execute_fn=deploy)
+    driver: Agent = make_agent(real_redis, tools=[deploy_tool], lease_renew_every=60)  # learns stops at renewals
+    other: Agent = make_agent(real_redis, tools=[deploy_tool])
+    openai_server.script(Reply(tool_calls=[tool_call("deploy", {"name": "api"}, id="d1")]), Reply(text="never"))
+    stream = await driver.stream("deploy api")
+    await asyncio.wait_for(running.wait(), 10)
+    assert await other.stop(run_id=stream.run_id, stopped_by="U2")  # taken: the person is told it stops
+    go_on.set()
+    chunks = await asyncio.wait_for(stream.collect(), 10)
+    assert not [c for c in chunks if c.type == "tool-call-suspended"] and answers == [None]
+    assert isinstance(chunks[-1], FinishChunk) and chunks[-1].payload.status == "stopped"
+    assert chunks[-1].payload.stopped_by == "U2" and len(openai_server.requests) == 1
+
+
+async def test_a_stop_taken_while_the_run_was_driven_outlasts_its_process(
+    real_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """A stop taken while a process drives the run (a live lease) waits for the driver's next step; if that
+    process dies first (during a long tool call), the run is an orphan, and whoever takes it over, however late,
+    must still be stopped by it: the request is kept as long as the run (it lapsed after an hour)."""
+    running = asyncio.Event()
+
+    async def build(args: Any, ctx: ToolContext | None) -> str:
+        running.set()
+        await asyncio.sleep(3600)  # a long call; its process dies during it
+        return "built"
+
+    build_tool = Tool(id="build", description="Build.", input_schema=Named, execute_fn=build)
+    dying: Agent = make_agent(real_redis, tools=[build_tool], store_kwargs={"lease_ttl": 0.3})
+    other: Agent = make_agent(real_redis, tools=[build_tool])
+    openai_server.script(Reply(tool_calls=[tool_call("build", {"name": "api"}, id="b1")]), Reply(text="never"))
+    stream = await dying.stream("build api")
+    await asyncio.wait_for(running.wait(), 10)
+    assert await other.stop(run_id=stream.run_id, stopped_by="U2")  # taken: a live lease
+    assert stream._task is not None
+    stream._task.cancel()  # its process dies during the call (its task, and so its lease renewals, end)
+    for _ in range(50):
+        if await other.is_orphaned(await other.get_run(stream.run_id)):
+            break
+        await asyncio.sleep(0.1)
+    kept = await real_redis.pttl(other.store.keys.stop(stream.run_id))  # type: ignore[attr-defined]
+    run_kept = await real_redis.pttl(other.store.keys.run(stream.run_id))  # type: ignore[attr-defined]
+    assert kept >= run_kept - 5_000 and kept > 2 * 3600 * 1000, (kept, run_kept)
+    chunks = await (await other.retry_stream(run_id=stream.run_id)).collect()
+    assert isinstance(chunks[-1], FinishChunk) and chunks[-1].payload.status == "stopped"
+
+
+async def test_a_stop_read_from_the_segment_that_asked_does_not_stop_the_reply_to_its_answer(
+    real_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """A stop computed from the run as it worked (Claims.stop loads it, then asks: one round trip apart) lands
+    after the run asked, was answered, and started its reply under a lease of its own: the store tells the
+    segments apart and refuses it, so the reply is not stopped by a stop meant for the segment before."""
+    agent: Agent = make_agent(real_redis, lease_renew_every=0.1)  # reads stops at its renewals
+    asks = Reply(text="Let me ask. ", tool_calls=[tool_call("ask_user", {"question": "Which repo?"}, id="q1")])
+    openai_server.script(asks, Reply(text="Working on it. " * 30, chunk_delay=0.05))
+    stream = await agent.stream("summarize")
+    working = await agent.get_run(stream.run_id)  # what the stop was computed from: the first segment, working
+    assert working.status == "running"
+    await stream.collect()  # it asked
+    reply = await agent.resume_stream("api", run_id=stream.run_id, answered_by="U1")
+    await asyncio.sleep(0.1)  # the reply works under a lease of its own
+    assert not await agent.store.request_stop(working, by="U2")
+    chunks = await reply.collect()
+    assert isinstance(chunks[-1], FinishChunk) and chunks[-1].payload.status == "completed"

@@ -93,3 +93,48 @@ async def test_slacks_stop_cancels_the_frameworks_run_and_ends_its_reply_with_wh
         assert "ten " * 20 not in stopped["text"]  # cut short
         state = await h.bot.agent.get_run(await thread_run_id(h, thread))
         assert state.status == "completed" and "Stopped" in str(state.messages[-1]["content"])
+
+
+async def test_a_stop_waits_for_a_framework_agents_tool_call_to_end_and_stops_the_run_after_it(
+    real_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A framework agent runs its approved tool inside its own run (``run_framework``); a stop arriving while the
+    tool works does not cut it short ("an approved tool that is already running is not killed"): the framework's
+    run is cancelled once the tool's result is reported, and nothing after it runs."""
+    import asyncio
+
+    from bot.frameworks.base import Finished, FrameworkAgent, Turn, Waiting
+    from bot.frameworks.record import Request
+    from bot.store import RedisRunStore
+
+    started, gate = asyncio.Event(), asyncio.Event()
+    ran: list[str] = []
+
+    class Scripted(FrameworkAgent):
+        framework = "pydantic-ai"
+
+        async def run_framework(self, turn: Turn) -> Any:
+            if turn.record is None:
+                ask = Request(tool_call_id="r1", kind="approval", tool_name="restart", args={"name": "api"})
+                return Waiting(requests=[ask], state={"step": 1})
+            if turn.record.decisions[-1].approved:  # the framework runs its approved tool
+                turn.tool_call("r1", "restart", {"name": "api"})
+                started.set()
+                await gate.wait()
+                ran.append("api")
+                turn.tool_result("r1", "restart", "restarted")
+                await asyncio.sleep(5)  # its next model call: cancelled by the stop
+                ran.append("after")
+            return Finished(text="Restarted.", state={"step": 2})
+
+    agent = Scripted(id="fw", name="Framework", store=RedisRunStore(real_redis, prefix=prefix))
+    first = await agent.stream("restart api")
+    assert [c.type for c in await first.collect() if c.type == "tool-call-approval"]
+    resumed = await agent.approve_tool_call(run_id=first.run_id, approved_by="U1")
+    await asyncio.wait_for(started.wait(), 10)
+    assert await agent.stop(run_id=first.run_id, stopped_by="U2")
+    await asyncio.sleep(0.2)
+    gate.set()
+    chunks = await asyncio.wait_for(resumed.collect(), 10)
+    assert ran == ["api"]  # the tool finished; nothing after it ran
+    assert chunks[-1].type == "finish" and chunks[-1].payload.status == "stopped", chunks[-1]

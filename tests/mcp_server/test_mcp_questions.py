@@ -182,3 +182,36 @@ async def test_where_slack_refuses_the_status_a_live_question_takes_the_working_
         await h.settle()
         assert not (h.ws.state.message(GENERAL, thread) or {}).get("reactions")
         assert len(h.ws.calls("reactions.add")) == len(h.ws.calls("reactions.remove"))  # shown again once working
+
+
+async def test_an_outside_agents_question_stopped_before_anyone_answered_is_told_cancelled(
+    real_redis: aioredis.Redis, make_agent: Any, prefix: str
+) -> None:
+    """An outside agent's question run whose process died before its question was saved is an orphan; a stop
+    taken then makes whoever takes it over end it stopped (its one call gets ``{"status": "stopped"}``). The asking
+    agent is told it was cancelled (it was told ``{"status": "answered", "answer": None}``)."""
+    from bot.agent import Agent
+    from bot.agent.asking import ask_run
+    from bot.mcp_server.asker import outcome_of
+    from bot.store import RedisRunStore
+
+    agent: Agent = make_agent(real_redis)
+    run = ask_run(
+        {"question": "Which repo?"},
+        run_id="run_askonly_1",
+        agent_id=agent.id,
+        tool_name="ask_user",
+        reply="Thanks, passed on.",
+        metadata={},
+    )
+    dead = RedisRunStore(real_redis, prefix=prefix, lease_ttl=0.2)
+    await dead.create(run, owner="died-after-create")  # its process dies before its first step
+    for _ in range(50):
+        if await agent.is_orphaned(await agent.get_run(run.run_id)):
+            break
+        await asyncio.sleep(0.05)
+    assert await agent.stop(run_id=run.run_id, stopped_by="U2")
+    await (await agent.retry_stream(run_id=run.run_id)).collect()
+    state = await agent.get_run(run.run_id)
+    assert state.status == "completed"
+    assert outcome_of(state) == {"status": "cancelled", "cancelled_by": "stopped in Slack"}

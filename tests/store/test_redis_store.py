@@ -164,6 +164,24 @@ async def test_a_lapsed_lease_is_taken_back_only_by_its_owner_while_the_run_is_a
     assert await store.lease_owner("r") is None
 
 
+async def test_a_stop_is_taken_by_the_working_segment_it_was_read_from_not_by_a_later_one(
+    fake_redis: aioredis.Redis, prefix: str
+) -> None:
+    """request_stop(state as read): a save in the middle of the segment (same owner, still running) does not stop
+    it from being taken; a segment begun since (the run asked or failed, and works again: the reply to an answer, a
+    Retry) refuses it."""
+    store = RedisRunStore(fake_redis, prefix=prefix)
+    read = await store.create(RunState(run_id="r", agent_id="a", status="running"), owner=ME)
+    midway = await store.save(read, owner=ME)  # e.g. an approved call's executing_since
+    assert await store.request_stop(read, by="U1")
+    assert await store.stop_requested("r") == "U1"
+    ended = await store.save(midway.model_copy(update={"status": "failed"}), owner=ME)  # drops the stop
+    assert await store.stop_requested("r") is None
+    await store.save(ended.model_copy(update={"status": "running"}), owner=ME)  # its Retry: a segment of its own
+    assert not await store.request_stop(read, by="U2") and not await store.request_stop(midway, by="U2")
+    assert await store.stop_requested("r") is None
+
+
 async def test_redis_down_is_store_unavailable(prefix: str) -> None:
     client = aioredis.from_url("redis://127.0.0.1:9/0", socket_connect_timeout=0.5)
     store = RedisRunStore(client, prefix=prefix)

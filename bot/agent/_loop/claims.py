@@ -101,8 +101,7 @@ class Claims:
             state = await self.store.load(run_id)
         except RunNotFound:
             return False
-        asking = state.pending is not None and state.pending.live_owner is not None and state.pending.resume is None
-        if asking:  # a tool call's question waits (asked live): the run waits for an answer, as a suspended one
+        if state.asks_live:  # a tool call's question waits (asked live): it waits, as a suspended run does
             return False
         if not await self.store.request_stop(state, by=stopped_by or ""):
             return False

@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from bot.agent.hooks import NO_HOOKS, RunHooks
 from bot.agent.state import PendingCall, ResumeData, RunState, ToolCall, utcnow
@@ -38,7 +37,7 @@ from bot.agent.stream import (
     ToolCallPayload,
 )
 from bot.agent.tools import LiveAsk, Tool
-from bot.errors import RunConflict, StoreUnavailable
+from bot.errors import RunConflict, RunStopAsked, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +45,23 @@ POLL_EVERY = 0.2  # seconds between two reads of the run while a live question w
 DEFAULT_LIVE_TTL = 300.0  # seconds a live question waits when the agent has no ask_ttl
 
 
+class StopsKnown(Protocol):
+    """What the driver knows of stop requests (:class:`bot.agent._loop.stopping.StopRequests`)."""
+
+    def known(self, run_id: str) -> bool:
+        """Whether a stop of ``run_id`` is known."""
+        ...
+
+    def asked(self, run_id: str, by: str) -> None:
+        """A stop of ``run_id`` was asked by ``by`` (learnt from the store's refusal)."""
+        ...
+
+
 class LiveQuestions:
-    """Live questions of one agent: ``owner`` is its lease id, ``tools`` its tools (to show a payload), ``stopped``
-    tells whether a stop of a run is known (a tool of a run asked to stop asks nobody: its ``ask_live`` returns
-    ``None``, as when nobody answers)."""
+    """Live questions of one agent: ``owner`` is its lease id, ``tools`` its tools (to show a payload), ``stops``
+    what it knows of stop requests (a tool of a run asked to stop asks nobody: its ``ask_live`` returns ``None``, as
+    when nobody answers; a stop asked in another process and not learnt yet makes the store refuse the save that
+    would ask, ``RunStopAsked``, and then it is known)."""
 
     def __init__(
         self,
@@ -59,10 +71,10 @@ class LiveQuestions:
         tools: dict[str, Tool],
         poll_every: float = POLL_EVERY,
         hooks: RunHooks = NO_HOOKS,
-        stopped: Callable[[str], bool] = lambda run_id: False,
+        stops: StopsKnown | None = None,
     ):
         self.store = store
-        self.stopped = stopped  # whether a stop of the run is known: it asks nobody then
+        self.stops = stops
         self.hooks = hooks  # told of each question asked
         self.owner = owner
         self.tools = tools
@@ -89,7 +101,8 @@ class LiveQuestions:
         *,
         ttl: float,
     ) -> ResumeData | None:
-        if self.stopped(state.run_id):  # the run stops at its next step: nobody is asked for it, the tool goes on
+        if self.stops is not None and self.stops.known(state.run_id):
+            # the run stops at its next step: nobody is asked for it, the tool goes on
             log.info("run %s: %s asks no question: the run was asked to stop", state.run_id, call.name)
             return None  # as if nobody answered (an MCP server gets cancel)
         now = utcnow()
@@ -102,7 +115,14 @@ class LiveQuestions:
             expires_at=now + timedelta(seconds=ttl),
             live_owner=self.owner,
         )
-        await self._save(state)  # still running: the lease stays with this process
+        try:
+            await self._save(state)  # still running: the lease stays with this process
+        except RunStopAsked as asked:  # asked in another process, not learnt here yet: nobody is asked
+            state.pending = None
+            if self.stops is not None:
+                self.stops.asked(state.run_id, asked.by)
+            log.info("run %s: %s asks no question: the run was asked to stop", state.run_id, call.name)
+            return None
         self.hooks.on_asked(state, state.pending)
         tool = self.tools.get(call.name)
         shown = tool.load_suspend_payload(payload) if tool is not None else payload

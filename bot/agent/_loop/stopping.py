@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from bot.agent._loop.tool_calls import add_result
@@ -28,6 +28,10 @@ log = logging.getLogger(__name__)
 
 STOPPED_TEXT = "Stopped before finishing, as asked."
 T = TypeVar("T")
+
+
+def _idle() -> bool:
+    return False
 
 
 class Stopped(Exception):
@@ -47,16 +51,25 @@ class StopRequests:
         self.store = store
         self._asked: dict[str, str] = {}
         self._turns: dict[str, asyncio.Future[Any]] = {}  # runs whose model turn is under way: cancelled on a stop
+        self._busy: dict[str, Callable[[], bool]] = {}  # ... unless it says it is inside a tool call: later then
 
     def asked(self, run_id: str, by: str) -> None:
         """A stop of ``run_id`` was requested (by ``by``); a model turn of it under way is cancelled."""
         self._asked[run_id] = by
-        if (turn := self._turns.get(run_id)) is not None:
+        self.cancel_turn(run_id)
+
+    def cancel_turn(self, run_id: str) -> None:
+        """Cancel the step of ``run_id`` under :meth:`unless_stopped` when a stop of it is known and the step is not
+        inside a tool call (its ``busy()``); a step that was calls this again once its tool call ended."""
+        turn = self._turns.get(run_id)
+        if turn is not None and run_id in self._asked and not self._busy.get(run_id, _idle)():
             turn.cancel()  # nothing when it ended already: its result stands, the stop is seen at the next step
 
-    async def unless_stopped(self, run_id: str, step: Awaitable[T]) -> T:
-        """Await ``step`` (a model turn of ``run_id``), cancelled when a stop of the run becomes known first:
-        raises :class:`Stopped` then (once), ``step`` cancelled and awaited. A step that ended first gives its
+    async def unless_stopped(self, run_id: str, step: Awaitable[T], *, busy: Callable[[], bool] | None = None) -> T:
+        """Await ``step`` (a model turn of ``run_id``, or a framework's run), cancelled when a stop of the run
+        becomes known first: raises :class:`Stopped` then (once), ``step`` cancelled and awaited. ``busy()``: the
+        step is inside a tool call now (a framework's run calls its tools itself): a tool is never cut short, the
+        cancel waits until the step calls :meth:`cancel_turn` once the call ended. A step that ended first gives its
         result (or raises its error); the stop is then seen at the next step. A cancellation of the calling task
         while the step runs reaches the step, and the caller ends cancelled (``CancelledError``) even when the
         step swallowed it; it is never taken for a stop (the stop stays known)."""
@@ -70,6 +83,8 @@ class StopRequests:
 
         task = asyncio.ensure_future(step)
         self._turns[run_id] = task
+        if busy is not None:
+            self._busy[run_id] = busy
         try:
             # one task per turn: a stop cancels it (asked); a cancel of this caller reaches it too, and comes
             # back here once it ended
@@ -84,6 +99,7 @@ class StopRequests:
             raise
         finally:
             self._turns.pop(run_id, None)
+            self._busy.pop(run_id, None)
         if caller_cancelled():  # the step swallowed the caller's cancel and returned: the cancel stands
             raise asyncio.CancelledError()
         return result
@@ -116,6 +132,7 @@ class StopRequests:
         """Drop what is known of ``run_id`` (its segment ended)."""
         self._asked.pop(run_id, None)
         self._turns.pop(run_id, None)
+        self._busy.pop(run_id, None)
 
 
 def wrap_up(state: RunState, out: AgentStream) -> str:

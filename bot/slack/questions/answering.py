@@ -423,18 +423,20 @@ class Answering:
                 await self.writer.show_stored(state, SlackContext.of(state))
         return state
 
-    async def continue_orphan(self, state: RunState, ctx: SlackContext) -> bool:
+    async def continue_orphan(self, state: RunState, ctx: SlackContext, *, stopping: bool = False) -> bool:
         """Continue a run that took its answer but that no live process drives (its process died, or the claim's
-        reply was lost); True when this process took it over."""
+        reply was lost); True when this process took it over. ``stopping``: a stop of it was just taken, so it
+        stops before its first step and runs nothing: it needs no run slot (at a limit it would otherwise stay
+        ``running`` until a later touch)."""
         try:
             if not await self.agent.is_orphaned(state):
                 return False
-            slot = await self.gate.enter(team_id=ctx.team_id, user=ctx.requester)
+            slot = None if stopping else await self.gate.enter(team_id=ctx.team_id, user=ctx.requester)
         except RunLimitReached:
             return False  # at a limit: it is continued on a later touch
         except StoreUnavailable:
             return False
-        async with slot:
+        async with slot if slot is not None else contextlib.nullcontext():
             try:
                 stream = await self.agent.retry_stream(run_id=state.run_id)
             except (RunNotResumable, RunNotFound, StoreUnavailable, StoreCorrupt):

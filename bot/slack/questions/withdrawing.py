@@ -91,7 +91,7 @@ class Withdrawing:
         before its first step: a decided call it carried never starts (:meth:`Answering.continue_orphan`)."""
         orphaned = await self._orphaned(state)
         if await self.stop(state, ctx, where, acknowledge=acknowledge, orphaned=orphaned) and orphaned:
-            await self.answering.continue_orphan(state, ctx)
+            await self.answering.continue_orphan(state, ctx, stopping=True)
 
     async def stop(
         self, state: RunState, ctx: SlackContext, where: Origin, *, acknowledge: bool = True, orphaned: bool = False
@@ -114,8 +114,7 @@ class Withdrawing:
         except StoreCorrupt:
             taken = False
         if not taken:  # a question waits (a tool's, asked live), or it asked or ended since it was read
-            live = state.pending is not None and state.pending.live_owner is not None
-            await say(STILL_WAITS if live else NOTHING_WORKS)
+            await say(STILL_WAITS if state.asks_live else NOTHING_WORKS)
             return False
         log.info("run %s: %s asked it to stop", state.run_id, where.user)
         pending = state.pending

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from bot.agent._loop.stopping import STOPPED_TEXT
 from bot.agent.state import Answer, utcnow
 from bot.slack.questions.follow_up_plan import COALESCE_SECONDS
 from bot.store.schedule import Scheduler
@@ -268,6 +269,51 @@ async def test_stop_in_the_thread_of_a_run_whose_process_died_takes_it_over_and_
         assert json.loads(final.messages[-2]["content"]) == {"status": "stopped"}
 
 
+async def test_stop_of_an_orphan_while_its_requester_is_at_the_run_limit_still_stops_it(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """The approved restart's process died (the run is ``running``, nobody drives it), and its requester, whose one
+    run slot (``MAX_RUNS_PER_PERSON=1``) another request of theirs holds, says "stop" in its thread. Stopping an
+    orphan runs nothing (it stops before its first step), so it needs no slot: it is taken over and stopped at once
+    (it was refused like new work, and stayed ``running`` until someone touched the thread again)."""
+    approval_agent.RESTARTS.clear()
+    settings = {"agent": "bot.testing.approval_agent:build", "max_runs_per_person": 1}
+    async with harness(fake_redis, settings=settings) as h:
+        h.model.script(
+            Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]),
+            Reply(text="Counting slowly. " * 200, chunk_delay=0.05),  # the other request: works for ~10 s
+        )
+        d = await h.ws.mention(ALICE, GENERAL, "restart api")
+        thread = d.message["ts"]
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+        await h.settle()
+        store = h.bot.agent.store
+        state = await h.bot.agent.get_run(await thread_run_id(h, thread))
+        assert state.pending is not None
+        # what the approval's claim leaves when its process is killed at once: running, decided, nobody driving
+        approved = Answer(tool_call_id="r1", resume_data="approved", answered_by=ALICE, answered_at=utcnow())
+        orphan = state.model_copy(
+            update={
+                "status": "running",
+                "pending": state.pending.model_copy(update={"resume": approved}),
+                "answers": [approved],
+            }
+        )
+        await store.client.hset(
+            store.keys.run(state.run_id), mapping={"rev": str(orphan.revision), "state": orphan.to_json()}
+        )
+        other = await h.ws.mention(ALICE, GENERAL, "count slowly")  # Alice's one slot: working
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=other.message["ts"], predicate=lambda m: "Counting" in m["text"]
+        )
+        await h.ws.reply_in_thread(ALICE, GENERAL, thread, "stop")
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: "Stopped" in m["text"], timeout=10
+        )
+        final = await h.bot.agent.get_run(state.run_id)
+        assert final.status == "completed" and approval_agent.RESTARTS == []
+
+
 @pytest.mark.parametrize("said", ["mention", "reply"])
 async def test_stop_typed_while_a_tools_live_question_waits_is_its_answer_as_for_any_waiting_question(
     fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, said: str
@@ -297,6 +343,53 @@ async def test_stop_typed_while_a_tools_live_question_waits_is_its_answer_as_for
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Renamed.")
         assert runs.read_text().splitlines() == ['rename: accept {"name":"stop"}']
         assert not [m for m in h.ws.ephemerals(user=ALICE) if "Stopping" in m["text"]]
+
+
+@pytest.mark.parametrize("said", ["mention", "reply"])
+async def test_stop_typed_once_a_tools_live_question_is_answered_and_the_call_works_on_stops_the_run(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, said: str
+) -> None:
+    """The MCP server asked live, the person answered, and the call works on with the answer (the stored run still
+    carries the answered call until it ends). Nothing waits for the person now, so "stop" said in the thread is a
+    stop, a plain reply as a mention: the call finishes and nothing after it runs (a reply was taken for another
+    answer to the question already answered: the stop was lost and the model's next turn ran)."""
+    runs, go = tmp_path / "runs", tmp_path / "go"
+    env = {"MCP_TEST_RUNS": str(runs), "MCP_TEST_GO": str(go)}
+    server = {"command": sys.executable, "args": [ASKING], "env": env, "protocol": "legacy"}
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"ask": server}}))
+    async with harness(fake_redis, settings={"mcp_config": str(config)}) as h:
+        await h.bot.start()
+        h.model.script(Reply(tool_calls=[tool_call("ask__rename_slowly", {}, id="n1")]), Reply(text="Renamed."))
+        d = await h.ws.mention(ALICE, GENERAL, "rename it")
+        thread = d.message["ts"]
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: "What should it be called?" in blocks_text(m)
+        )
+        await h.ws.reply_in_thread(ALICE, GENERAL, thread, "newname")  # the answer
+        run_id = await thread_run_id(h, thread)
+        for _ in range(100):
+            state = await h.bot.agent.get_run(run_id)
+            if state.pending is not None and state.pending.resume is not None:
+                break
+            await asyncio.sleep(0.05)
+        assert state.status == "running" and state.pending is not None and state.pending.live_owner
+        assert state.pending.resume is not None  # answered; the call works on
+        if said == "mention":
+            await h.ws.mention(ALICE, GENERAL, "stop", thread_ts=thread)
+        else:
+            await h.ws.reply_in_thread(ALICE, GENERAL, thread, "stop")
+        await h.ws.wait_for_ephemeral(user=ALICE, predicate=lambda m: "Stopping" in m["text"])
+        go.touch()  # the call ends
+        for _ in range(200):
+            final = await h.bot.agent.get_run(run_id)
+            if final.status != "running":
+                break
+            await asyncio.sleep(0.05)
+        await h.settle()
+        assert runs.read_text().splitlines() == ["rename_slowly: accept"]
+        assert final.status == "completed" and final.messages[-1]["content"] == STOPPED_TEXT
+        assert len(h.model.requests) == 1  # the model's next turn never ran
 
 
 @pytest.mark.real_redis

@@ -19,6 +19,8 @@ to the file named by ``MCP_TEST_RUNS`` (if set), so a test can count how often a
 - ``die_while_asking()`` (older generation only): asks, and the server process exits half a second later.
 - ``open_link(url)`` (older generation only: ``ctx.elicit_url``): asks the person to open ``url``; the line written
   says the answer, or ``refused: <the client's error>``.
+- ``rename_slowly()`` (older generation only): asks for a name (``b`` text), then works on with the answer until
+  the file named by ``MCP_TEST_GO`` exists.
 """
 
 from __future__ import annotations
@@ -203,6 +205,16 @@ async def open_link(url: str, ctx: Context) -> str:
     except Exception as exc:  # the client refused the request (a JSON-RPC error)
         return ran(f"open_link: refused: {exc}")
     return ran(f"open_link: {answer.action}")
+
+
+@server.tool(structured_output=False)
+async def rename_slowly(ctx: Context) -> str:
+    """Ask for a name, then work on with the answer until the file named by MCP_TEST_GO exists."""
+    answer = await ctx.elicit("What should it be called?", B)
+    go = os.environ["MCP_TEST_GO"]
+    while not os.path.exists(go):  # noqa: ASYNC110, ASYNC240 - another process's signal: a file, polled
+        await asyncio.sleep(0.05)
+    return ran(f"rename_slowly: {answer.action}")
 
 
 if __name__ == "__main__":
