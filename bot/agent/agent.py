@@ -482,6 +482,7 @@ class Agent:
             )
         except RunConflict:
             raise RunNotResumable(run_id, "running", "another process took it first") from None
+        self._driving.add(run_id)  # before the next await: see _launch
         self.hooks.on_retried(claimed)
         await self.stops.poll(run_id)  # taken over: a stop asked while nobody drove it stops it before any step
         return self._launch(claimed)
@@ -539,13 +540,15 @@ class Agent:
 
     def _launch(self, state: RunState) -> AgentStream:
         stream = AgentStream(state.run_id)
+        # driven here from now, before its task starts: a request of this process meanwhile (a second Retry, a
+        # mention) never takes it for an orphan of its own (its lease is this process's) and drives it twice
+        self._driving.add(state.run_id)
         stream._start(self._drive_leased(state, stream))
         return stream
 
     async def _drive_leased(self, state: RunState, out: AgentStream) -> RunState | None:
         """Drive the run while renewing its lease; the final save drops the lease."""
         run_id = state.run_id
-        self._driving.add(run_id)
         ended = asyncio.Event()
         heartbeat = asyncio.ensure_future(self.saver.keep_lease(state, also=self.stops.poll, until=ended))
         try:

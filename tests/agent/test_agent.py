@@ -457,6 +457,31 @@ async def test_a_live_driver_whose_lease_lapsed_and_nobody_took_it_takes_it_back
         await client.aclose()
 
 
+async def test_two_retries_at_once_in_one_process_drive_the_run_once(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """Two Retry presses of a failed run reach one process together: one continues it, the other is told it is
+    running, whenever the second reads the run (the second read the first's running save before the first's task
+    started, and took the run, leased to this very process, for an orphan of its own: two drivers, the first
+    superseded). The second starts after 0..11 turns of the event loop, to land in each gap of the first."""
+    agent: Agent = make_agent(fake_redis)
+    for gap in range(12):
+        openai_server.script(Reply(status=500), Reply(text="Recovered."))
+        failed = await (await agent.stream("go")).collect()
+        assert failed[-1].type == "error"
+        run_id = failed[-1].run_id
+        first = asyncio.ensure_future(agent.retry_stream(run_id=run_id))
+        for _ in range(gap):
+            await asyncio.sleep(0)
+        second = asyncio.ensure_future(agent.retry_stream(run_id=run_id))
+        outcomes = await asyncio.gather(first, second, return_exceptions=True)
+        streams = [o for o in outcomes if not isinstance(o, BaseException)]
+        assert [type(o) for o in outcomes if isinstance(o, BaseException)] == [RunNotResumable], (gap, outcomes)
+        ends = [(await s.collect())[-1] for s in streams]
+        assert [e.type for e in ends] == ["finish"], (gap, ends)
+        assert (await agent.get_run(run_id)).status == "completed"
+
+
 async def test_reasoning_content_goes_back_with_the_tool_call_message(
     fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
 ) -> None:
