@@ -184,7 +184,7 @@ class Agent:
         self.approval_gate: ApprovalGate | None = None  # per-call say on approval (bot.agent.approvals)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"  # this agent's lease id
         self.saver = RunSaver(store, owner=self.owner, persist_for=persist_for, lease_renew_every=lease_renew_every)
-        self._driving: set[str] = set()  # run ids this agent drives now
+        self._driving: dict[str, object] = {}  # run ids this agent drives now -> the token of the segment
         self.stops = StopRequests(store)  # stop requests of the runs it drives
         self.hooks = hooks = guarded(hooks)
         # asked by running tools (none once the run's stop is known)
@@ -482,7 +482,7 @@ class Agent:
             )
         except RunConflict:
             raise RunNotResumable(run_id, "running", "another process took it first") from None
-        self._driving.add(run_id)  # before the next await: see _launch
+        self._driving[run_id] = claimed  # before the next await: see _launch
         self.hooks.on_retried(claimed)
         await self.stops.poll(run_id)  # taken over: a stop asked while nobody drove it stops it before any step
         return self._launch(claimed)
@@ -542,8 +542,16 @@ class Agent:
         stream = AgentStream(state.run_id)
         # driven here from now, before its task starts: a request of this process meanwhile (a second Retry, a
         # mention) never takes it for an orphan of its own (its lease is this process's) and drives it twice
-        self._driving.add(state.run_id)
+        run_id, token = state.run_id, object()
+        self._driving[run_id] = token
         stream._start(self._drive_leased(state, stream))
+
+        def ended(_task: object) -> None:  # also for a task cancelled before it started (its body never ran)
+            if self._driving.get(run_id) is token:  # not a later segment's, launched meanwhile
+                del self._driving[run_id]
+
+        assert stream._task is not None
+        stream._task.add_done_callback(ended)
         return stream
 
     async def _drive_leased(self, state: RunState, out: AgentStream) -> RunState | None:
@@ -557,7 +565,6 @@ class Agent:
         finally:
             ended.set()
             heartbeat.cancel()
-            self._driving.discard(run_id)
             self.stops.forget(run_id)
 
     async def _drive(self, state: RunState, out: AgentStream) -> RunState | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -60,7 +61,7 @@ class Claims:
         *,
         owner: str,
         stops: StopRequests,
-        driving: set[str],
+        driving: Collection[str],
         hooks: RunHooks = NO_HOOKS,
     ) -> None:
         self.store = store
