@@ -378,6 +378,16 @@ def lease_tools(*, started: asyncio.Event, release: asyncio.Event, effects: list
     ]
 
 
+async def cut_until_the_lease_lapses(proxy: TcpProxy, redis_client: aioredis.Redis, lease: str) -> str:
+    """Cut the driver off from Redis (its renewals fail) until its lease ``lease`` is gone; returns ``lease``."""
+    proxy.cut()
+    for _ in range(100):
+        if not await redis_client.exists(lease):
+            return lease
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the lease {lease} did not lapse")
+
+
 @pytest.mark.real_redis
 @pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
 async def test_a_live_driver_whose_lease_lapsed_and_was_taken_over_does_no_further_step(
@@ -396,12 +406,7 @@ async def test_a_live_driver_whose_lease_lapsed_and_was_taken_over_does_no_furth
         other: Agent = make_agent(real_redis, tools=tools)
         stream = await driver.stream("go")
         await asyncio.wait_for(started.wait(), 10)
-        proxy.cut()  # the driver's renewals fail from now on
-        lease = Keys(prefix).lease(stream.run_id)
-        for _ in range(100):
-            if not await real_redis.exists(lease):
-                break
-            await asyncio.sleep(0.05)
+        await cut_until_the_lease_lapses(proxy, real_redis, Keys(prefix).lease(stream.run_id))
         retried = await other.retry_stream(run_id=stream.run_id)  # an orphan, as far as anyone can see
         proxy.restore()
         release.set()
@@ -431,13 +436,7 @@ async def test_a_live_driver_whose_lease_lapsed_and_nobody_took_it_takes_it_back
         driver: Agent = make_agent(client, tools=tools, store_kwargs={"lease_ttl": 1.0}, lease_renew_every=0.2)
         stream = await driver.stream("go")
         await asyncio.wait_for(started.wait(), 10)
-        proxy.cut()
-        lease = Keys(prefix).lease(stream.run_id)
-        for _ in range(100):
-            if not await real_redis.exists(lease):
-                break
-            await asyncio.sleep(0.05)
-        assert not await real_redis.exists(lease)
+        lease = await cut_until_the_lease_lapses(proxy, real_redis, Keys(prefix).lease(stream.run_id))
         proxy.restore()
         with pytest.raises(RunNotResumable, match="running"):
             await driver.retry_stream(run_id=stream.run_id)  # it drives it: not an orphan for itself

@@ -443,13 +443,9 @@ async def test_a_stop_of_an_orphan_whose_question_was_answered_keeps_the_answer(
         assert outcome is not None and outcome["answer"] == "api"
 
 
-async def test_a_tool_whose_stop_is_known_before_it_asks_live_asks_nobody(
-    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
-) -> None:
-    """The stop is known while the tool runs, before it asks a person (``ask_live``: e.g. an MCP server's question
-    during its call): nobody is asked for a stopped run; the tool is told nobody answered, and the run stops."""
-    running, go_on = asyncio.Event(), asyncio.Event()
-    answers: list[Any] = []
+def asks_live_when_told(*, running: asyncio.Event, go_on: asyncio.Event, answers: list[Any]) -> Tool:
+    """``deploy``: sets ``running``, waits for ``go_on``, then asks a person live and appends the answer (None:
+    nobody was asked, or nobody answered) to ``answers``."""
 
     async def deploy(args: Any, ctx: ToolContext | None) -> str:
         running.set()
@@ -458,7 +454,17 @@ async def test_a_tool_whose_stop_is_known_before_it_asks_live_asks_nobody(
         answers.append(await ctx.ask_live({"question": "Drain first?"}))
         return "deployed"
 
-    deploy_tool = Tool(id="deploy", description="Deploy.", input_schema=Named, execute_fn=deploy)
+    return Tool(id="deploy", description="Deploy.", input_schema=Named, execute_fn=deploy)
+
+
+async def test_a_tool_whose_stop_is_known_before_it_asks_live_asks_nobody(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """The stop is known while the tool runs, before it asks a person (``ask_live``: e.g. an MCP server's question
+    during its call): nobody is asked for a stopped run; the tool is told nobody answered, and the run stops."""
+    running, go_on = asyncio.Event(), asyncio.Event()
+    answers: list[Any] = []
+    deploy_tool = asks_live_when_told(running=running, go_on=go_on, answers=answers)
     agent: Agent = make_agent(fake_redis, tools=[deploy_tool])
     openai_server.script(Reply(tool_calls=[tool_call("deploy", {"name": "api"}, id="d1")]), Reply(text="never"))
     stream = await agent.stream("deploy api")
@@ -522,15 +528,7 @@ async def test_a_stop_taken_in_another_process_before_a_tool_asks_live_asks_nobo
     and was taken: the person was asked for a stopped run, and no later stop was taken while it waited.)"""
     running, go_on = asyncio.Event(), asyncio.Event()
     answers: list[Any] = []
-
-    async def deploy(args: Any, ctx: ToolContext | None) -> str:
-        running.set()
-        await go_on.wait()
-        assert ctx is not None and ctx.ask_live is not None
-        answers.append(await ctx.ask_live({"question": "Drain first?"}))
-        return "deployed"
-
-    deploy_tool = Tool(id="deploy", description="Deploy.", input_schema=Named, execute_fn=deploy)
+    deploy_tool = asks_live_when_told(running=running, go_on=go_on, answers=answers)
     driver: Agent = make_agent(real_redis, tools=[deploy_tool], lease_renew_every=60)  # learns stops at renewals
     other: Agent = make_agent(real_redis, tools=[deploy_tool])
     openai_server.script(Reply(tool_calls=[tool_call("deploy", {"name": "api"}, id="d1")]), Reply(text="never"))

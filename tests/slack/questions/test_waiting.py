@@ -16,7 +16,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.agent._loop.stopping import STOPPED_TEXT
-from bot.agent.state import Answer, utcnow
+from bot.agent.state import Answer, RunState, utcnow
 from bot.slack.questions.follow_up_plan import COALESCE_SECONDS
 from bot.store.schedule import Scheduler
 from bot.testing import approval_agent
@@ -222,6 +222,26 @@ async def test_stop_in_the_thread_stops_a_working_run_at_its_next_step(
         approval_agent.GATE.clear()
 
 
+async def approved_and_orphaned(h: Any, thread: str) -> RunState:
+    """Make the run of ``thread``, whose approval of call ``r1`` waits, what the approval's claim leaves when its
+    process is killed at once: ``running``, approved by Alice, nobody driving it. Returns the run as it waited."""
+    store = h.bot.agent.store
+    state: RunState = await h.bot.agent.get_run(await thread_run_id(h, thread))
+    assert state.pending is not None
+    approved = Answer(tool_call_id="r1", resume_data="approved", answered_by=ALICE, answered_at=utcnow())
+    orphan = state.model_copy(
+        update={
+            "status": "running",
+            "pending": state.pending.model_copy(update={"resume": approved}),
+            "answers": [approved],
+        }
+    )
+    await store.client.hset(
+        store.keys.run(state.run_id), mapping={"rev": str(orphan.revision), "state": orphan.to_json()}
+    )
+    return state
+
+
 @pytest.mark.parametrize("said", ["mention", "reply"])
 async def test_stop_in_the_thread_of_a_run_whose_process_died_takes_it_over_and_stops_it(
     fake_redis: aioredis.Redis, harness: Any, said: str
@@ -240,21 +260,7 @@ async def test_stop_in_the_thread_of_a_run_whose_process_died_takes_it_over_and_
         thread = d.message["ts"]
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
         await h.settle()
-        store = h.bot.agent.store
-        state = await h.bot.agent.get_run(await thread_run_id(h, thread))
-        assert state.pending is not None
-        # what the approval's claim leaves when its process is killed at once: running, decided, nobody driving
-        approved = Answer(tool_call_id="r1", resume_data="approved", answered_by=ALICE, answered_at=utcnow())
-        orphan = state.model_copy(
-            update={
-                "status": "running",
-                "pending": state.pending.model_copy(update={"resume": approved}),
-                "answers": [approved],
-            }
-        )
-        await store.client.hset(
-            store.keys.run(state.run_id), mapping={"rev": str(orphan.revision), "state": orphan.to_json()}
-        )
+        state = await approved_and_orphaned(h, thread)
         if said == "mention":
             await h.ws.mention(ALICE, GENERAL, "stop", thread_ts=thread)
         else:
@@ -287,21 +293,7 @@ async def test_stop_of_an_orphan_while_its_requester_is_at_the_run_limit_still_s
         thread = d.message["ts"]
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
         await h.settle()
-        store = h.bot.agent.store
-        state = await h.bot.agent.get_run(await thread_run_id(h, thread))
-        assert state.pending is not None
-        # what the approval's claim leaves when its process is killed at once: running, decided, nobody driving
-        approved = Answer(tool_call_id="r1", resume_data="approved", answered_by=ALICE, answered_at=utcnow())
-        orphan = state.model_copy(
-            update={
-                "status": "running",
-                "pending": state.pending.model_copy(update={"resume": approved}),
-                "answers": [approved],
-            }
-        )
-        await store.client.hset(
-            store.keys.run(state.run_id), mapping={"rev": str(orphan.revision), "state": orphan.to_json()}
-        )
+        state = await approved_and_orphaned(h, thread)
         other = await h.ws.mention(ALICE, GENERAL, "count slowly")  # Alice's one slot: working
         await h.ws.wait_for_message(
             channel=GENERAL, thread_ts=other.message["ts"], predicate=lambda m: "Counting" in m["text"]
