@@ -483,8 +483,13 @@ class Agent:
         except RunConflict:
             raise RunNotResumable(run_id, "running", "another process took it first") from None
         self._driving[run_id] = claimed  # before the next await: see _launch
-        self.hooks.on_retried(claimed)
-        await self.stops.poll(run_id)  # taken over: a stop asked while nobody drove it stops it before any step
+        try:
+            self.hooks.on_retried(claimed)
+            await self.stops.poll(run_id)  # taken over: a stop asked while nobody drove it stops it before any step
+        except BaseException:  # cancelled before it was launched: not driven here after all
+            if self._driving.get(run_id) is claimed:
+                del self._driving[run_id]
+            raise
         return self._launch(claimed)
 
     async def get_run(self, run_id: str, *, beside: Any = None) -> RunState:

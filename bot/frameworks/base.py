@@ -102,7 +102,7 @@ class Turn:
     history: list[dict[str, str]]
     out: AgentStream
     streamed: list[str] = field(default_factory=list)  # the pieces of text streamed so far
-    running: set[str] = field(default_factory=set)  # the tool calls reported started and not ended
+    running: set[str] = field(default_factory=set)  # the tool calls reported started (or approved) and not ended
     tool_ended: Callable[[], None] = lambda: None  # told when the last of them ended (a stop waiting cancels now)
 
     def in_tool(self) -> bool:
@@ -183,6 +183,7 @@ class FrameworkAgent(Agent):
         if ASK_ONLY in state.metadata:  # a run that only asks (an outside agent's request): the runtime's own
             return await super()._advance(state, out)
         record = FrameworkRecord.of(state)
+        approved: set[str] = set()  # calls the framework's next run starts with: never cut short by a stop
         if state.pending is not None:
             pending, state.pending = state.pending, None
             if record is not None:
@@ -190,12 +191,15 @@ class FrameworkAgent(Agent):
                 record.decisions.append(decision)
                 record.put(state)
                 self._report(record, decision, out, state.run_id)
+                if decision.kind == "approval" and decision.approved:
+                    approved.add(decision.tool_call_id)
         while True:
             if record is not None:
                 waiting = record.undecided()
                 if waiting:
                     self._suspend(state, waiting[0])
             self.stops.check(state.run_id)
+            await self.saver.check_lease(state)  # taken over meanwhile: the framework must not run its tools twice
             prompt, history = split_prompt(state.messages)
             turn = Turn(
                 state=state,
@@ -203,6 +207,7 @@ class FrameworkAgent(Agent):
                 prompt=prompt,
                 history=history,
                 out=out,
+                running=approved,  # an approved call the framework runs without reporting its start (openai-agents)
                 tool_ended=functools.partial(self.stops.cancel_turn, state.run_id),
             )
             try:  # a stop asked meanwhile cancels the framework's run (never inside a tool call): Stopped
@@ -211,6 +216,7 @@ class FrameworkAgent(Agent):
             except (BotError, Stopped):
                 raise
             except Exception as exc:
+                self.stops.check(state.run_id)  # a stop waited for a tool call that then failed: stopped all the same
                 log.warning("run %s: %s failed: %s: %s", state.run_id, self.framework, type(exc).__name__, exc)
                 raise ModelCallFailed(f"{self.framework}: {type(exc).__name__}: {exc}") from exc
             state.turns += 1
@@ -222,10 +228,13 @@ class FrameworkAgent(Agent):
                 state.status = "completed"
                 return state, None
             record = FrameworkRecord(framework=self.framework, state=outcome.state, requests=outcome.requests)
+            approved = set()
             for request in outcome.requests:
                 ruled = await self._policy_decision(request, state)
                 if ruled is not None:
                     record.decisions.append(ruled)
+                    if ruled.approved:
+                        approved.add(ruled.tool_call_id)
             record.put(state)
 
     async def _policy_decision(self, request: Request, state: RunState) -> Decision | None:

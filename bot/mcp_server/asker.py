@@ -351,19 +351,25 @@ class Asker:
         )
 
 
+STOPPED = {"status": "cancelled", "cancelled_by": "stopped in Slack"}
+"""What the asking agent is told of a question or approval request a person stopped in Slack before anyone
+answered or decided."""
+
+
 def outcome_of(state: RunState) -> dict[str, Any]:
     """What the asking agent gets of an ended question run (see :meth:`Asker.wait`; one stopped in Slack before
-    anyone answered: ``cancelled``); of an approval request's, :func:`bot.agent.asking.approval_outcome`'s decision
-    (no decision at all: ``no_answer``)."""
-    if asked_tool(state) == APPROVAL_TOOL:
-        return approval_outcome(state) or {"status": "no_answer"}
+    anyone answered: :data:`STOPPED`); of an approval request's, :func:`bot.agent.asking.approval_outcome`'s decision
+    (no decision at all: ``no_answer``, or :data:`STOPPED`)."""
     result = ask_outcome(state)
+    stopped = result is not None and result.get("status") == "stopped"  # in Slack, before anyone answered
+    if asked_tool(state) == APPROVAL_TOOL:
+        return approval_outcome(state) or (dict(STOPPED) if stopped else {"status": "no_answer"})
     if state.status == "expired" or result is None:
         return {"status": "no_answer"}
     if result.get("status") in ("no_answer", "cancelled"):
         return result
-    if result.get("status") == "stopped":  # a person stopped the run in Slack before anyone answered
-        return {"status": "cancelled", "cancelled_by": "stopped in Slack"}
+    if stopped:
+        return dict(STOPPED)
     if "error" in result:
         return {"status": "error", "error": str(result["error"])}
     answer = result.get("answers", result.get("answer"))

@@ -3,8 +3,10 @@
 Layout: one hash per run at ``Keys.run(run_id)`` with fields ``rev`` (the revision, decimal), ``state`` (the
 :class:`RunState` JSON, whose own ``revision`` equals ``rev``), ``wid`` (the id of the write that stored it),
 ``owner`` (who saved it ``running``, ``""`` for any other status; absent in records saved before it was kept: their
-lapsed leases are never taken back) and ``seg`` (the revision at which its working segment began: the first
-``running`` save of a new owner, so a stop read from one segment never stops the next); the lease at
+lapsed leases are never taken back), ``waits`` (``"1"`` while it waits for a person: suspended, or a tool's
+question asked live) and ``seg`` (the revision at which its working segment began: the first ``running`` save after
+one that was not, so a stop read from one segment never stops the next, and one read from an orphan stops whoever
+took it over); the lease at
 ``Keys.lease(run_id)`` (same hash slot). One Lua script changes them together, so a reader never sees them disagree.
 A lease renewal (:meth:`RedisRunStore.renew_lease`) takes a lapsed lease back for its owner only while nobody else
 holds it and the run is still the ``running`` state that owner saved.
@@ -66,9 +68,9 @@ if ARGV[6] ~= '0' then
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   if now >= tonumber(ARGV[6]) then return -2 end
 end
-local seg = ''
-if ARGV[7] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[7] then seg = ARGV[2] end
-redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'state', ARGV[3], 'wid', ARGV[5], 'owner', ARGV[7])
+local seg, was = '', redis.call('HGET', KEYS[1], 'owner')
+if ARGV[7] ~= '' and (not was or was == '') then seg = ARGV[2] end
+redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'state', ARGV[3], 'wid', ARGV[5], 'owner', ARGV[7], 'waits', ARGV[9])
 if seg ~= '' then redis.call('HSET', KEYS[1], 'seg', seg) end
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 if ARGV[7] ~= '' then
@@ -83,9 +85,11 @@ return 1
 # while it was running ("" = it was not), [3] ttl ms. 1 asked (a live lease on the working segment that was read,
 # or the run is still at that revision: an orphan, taken over later, however late), kept as long as the run (at
 # least ttl): its driver may die before its next step, and whoever takes it over later is stopped by it; 0 nothing
-# works (it asked, ended or moved on to another segment since it was read).
+# works (it asked, ended or moved on to another segment since it was read, or it waits for a person now: a tool's
+# question asked live since it was read).
 _STOP = """
-local run = redis.call('HMGET', KEYS[1], 'rev', 'seg')
+local run = redis.call('HMGET', KEYS[1], 'rev', 'seg', 'waits')
+if run[3] == '1' then return 0 end
 local this_segment = ARGV[2] ~= '' and (not run[2] or tonumber(run[2]) <= tonumber(ARGV[2]))
 if (this_segment and redis.call('EXISTS', KEYS[2]) == 1) or run[1] == ARGV[2] then
   local keep = math.max(redis.call('PTTL', KEYS[1]), tonumber(ARGV[3]))

@@ -1,27 +1,28 @@
 """A loopback TCP proxy for fault injection: add latency to a service (e.g. Redis), cut it off, or lose a reply.
 
-``async with TcpProxy("127.0.0.1", 6379) as proxy``: connect to ``127.0.0.1:proxy.port`` instead.
-``proxy.delay`` (seconds) is added before each chunk sent towards the service; ``proxy.cut()`` closes
-every connection and refuses new ones until ``proxy.restore()``. ``proxy.lose_next_reply(containing=b"...")``
-forwards the next request whose bytes contain the pattern, so the service executes it, then closes that
-connection instead of passing the reply back (a reply lost in the network); ``replies_lost`` counts them.
-``round_trips`` counts requests: bytes towards the service after a reply on that connection (or its first bytes),
-so a pipeline is one however many commands it holds; ``proxy.trace = []`` keeps each one's first bytes.
-``proxy.cut_at(containing=b"...", when=...)`` starts an outage (as :meth:`TcpProxy.cut`, until ``restore()``) at the
-next request whose bytes contain the pattern: ``"request"`` before the service sees it, ``"applied"`` after the
-service executed it but before its reply is passed back, ``"replied"`` right after its reply was passed back;
-``lasting=`` seconds restores it that long after the cut. ``proxy.refuse_next(containing=b"...", error=b"OOM ...")``
-answers the next request containing the pattern itself, with that Redis error for each command in it (as Redis out
-of memory answers writes), without passing it on. ``proxy.hold_next(containing=b"...", seconds=...)`` holds the next
-request containing the pattern back that long before passing it on, even when its client gave up on it meanwhile (a
-request stalled in the network that still lands, after what the client sent later on other connections).
+``async with TcpProxy("127.0.0.1", 6379) as proxy``: connect to ``127.0.0.1:proxy.port`` instead. ``proxy.delay``
+(seconds) is added before each chunk sent towards the service; ``proxy.cut()`` closes every connection and refuses new
+ones until ``proxy.restore()``. ``proxy.lose_next_reply(containing=b"...")`` forwards the next request whose bytes
+contain the pattern, so the service executes it, then closes that connection instead of passing the reply back (a
+reply lost in the network); ``replies_lost`` counts them. ``round_trips`` counts requests: bytes towards the service
+after a reply on that connection (or its first bytes), so a pipeline is one however many commands it holds;
+``proxy.trace = []`` keeps each one's first bytes. ``proxy.cut_at(containing=b"...", when=...)`` starts an outage (as
+:meth:`TcpProxy.cut`, until ``restore()``) at the next request whose bytes contain the pattern: ``"request"`` before
+the service sees it, ``"applied"`` after the service executed it but before its reply is passed back, ``"replied"``
+right after its reply was passed back; ``lasting=`` seconds restores it that long after the cut; ``await
+proxy.cut_until_gone(other_client, key)`` cuts and waits until a key (a lease the cut-off client can no longer renew)
+is gone. ``proxy.refuse_next(containing=b"...", error=b"OOM ...")`` answers the next request containing the pattern
+itself, with that Redis error for each command in it (as Redis out of memory answers writes), without passing it on.
+``proxy.hold_next(containing=b"...", seconds=...)`` holds the next request containing the pattern back that long
+before passing it on, even when its client gave up on it meanwhile (a request stalled in the network that still lands,
+after what the client sent later on other connections).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Literal
+from typing import Any, Literal
 
 CutWhen = Literal["request", "applied", "replied"]
 
@@ -79,6 +80,17 @@ class TcpProxy:
     def restore(self) -> None:
         """Accept connections again."""
         self.down = False
+
+    async def cut_until_gone(self, redis_client: Any, key: str, *, within: float = 5.0) -> None:
+        """:meth:`cut`, then wait (reading through ``redis_client``, which does not use this proxy) until ``key``
+        is gone, e.g. the lease of a run whose driver is cut off expired. Raises ``AssertionError`` after
+        ``within`` seconds."""
+        self.cut()
+        deadline = asyncio.get_running_loop().time() + within
+        while await redis_client.exists(key):
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"{key} is still there {within:g} s after the cut")
+            await asyncio.sleep(0.05)
 
     def lose_next_reply(self, *, containing: bytes) -> None:
         """Let the next request containing ``containing`` through, then drop its connection before the reply."""

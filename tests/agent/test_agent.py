@@ -378,16 +378,6 @@ def lease_tools(*, started: asyncio.Event, release: asyncio.Event, effects: list
     ]
 
 
-async def cut_until_the_lease_lapses(proxy: TcpProxy, redis_client: aioredis.Redis, lease: str) -> str:
-    """Cut the driver off from Redis (its renewals fail) until its lease ``lease`` is gone; returns ``lease``."""
-    proxy.cut()
-    for _ in range(100):
-        if not await redis_client.exists(lease):
-            return lease
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"the lease {lease} did not lapse")
-
-
 @pytest.mark.real_redis
 @pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
 async def test_a_live_driver_whose_lease_lapsed_and_was_taken_over_does_no_further_step(
@@ -406,7 +396,7 @@ async def test_a_live_driver_whose_lease_lapsed_and_was_taken_over_does_no_furth
         other: Agent = make_agent(real_redis, tools=tools)
         stream = await driver.stream("go")
         await asyncio.wait_for(started.wait(), 10)
-        await cut_until_the_lease_lapses(proxy, real_redis, Keys(prefix).lease(stream.run_id))
+        await proxy.cut_until_gone(real_redis, Keys(prefix).lease(stream.run_id))
         retried = await other.retry_stream(run_id=stream.run_id)  # an orphan, as far as anyone can see
         proxy.restore()
         release.set()
@@ -436,7 +426,8 @@ async def test_a_live_driver_whose_lease_lapsed_and_nobody_took_it_takes_it_back
         driver: Agent = make_agent(client, tools=tools, store_kwargs={"lease_ttl": 1.0}, lease_renew_every=0.2)
         stream = await driver.stream("go")
         await asyncio.wait_for(started.wait(), 10)
-        lease = await cut_until_the_lease_lapses(proxy, real_redis, Keys(prefix).lease(stream.run_id))
+        lease = Keys(prefix).lease(stream.run_id)
+        await proxy.cut_until_gone(real_redis, lease)
         proxy.restore()
         with pytest.raises(RunNotResumable, match="running"):
             await driver.retry_stream(run_id=stream.run_id)  # it drives it: not an orphan for itself
@@ -529,3 +520,92 @@ async def test_half_an_emoji_from_the_model_is_replaced_and_the_run_goes_on(
     sent = openai_server.requests[-1]["messages"]
     call_message = next(m for m in sent if m.get("tool_calls"))
     assert call_message["reasoning_content"] == "why \ufffd" and call_message["content"] == "Thinking \ufffd"
+
+
+def asks_live(answers: list[Any]) -> Tool:
+    """``deploy``: asks a person live at once and appends the answer to ``answers``."""
+
+    async def deploy(args: Any, ctx: ToolContext | None) -> str:
+        assert ctx is not None and ctx.ask_live is not None
+        answers.append(await ctx.ask_live({"question": "Drain first?"}))
+        return "deployed"
+
+    return Tool(id="deploy", description="Deploy.", input_schema=Echo, execute_fn=deploy)
+
+
+async def until_asking(agent: Agent, run_id: str) -> None:
+    """Wait until run ``run_id`` of ``agent`` waits for a live question's answer."""
+    for _ in range(200):
+        if (await agent.store.load(run_id)).asks_live:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("no live question")
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")
+async def test_an_answer_to_a_live_question_taken_by_the_process_that_asks_it_goes_to_its_tool(
+    real_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI, prefix: str
+) -> None:
+    """A tool asks live; Redis is unreachable from its process a little longer than the lease TTL, and the answer
+    reaches that same process right after Redis is back, before its next renewal takes the lease back. The claim
+    sees no lease holder, so it does not hand the answer off (``Claims.claim``: ``lease_owner == live_owner``)
+    although this very process drives the run (``Agent._driving``, which ``is_orphaned`` consults since 47e22da):
+    it launches a second driver of the run in the same process, which takes the ``live_owner`` call for one cut
+    short by a dead process and asks an ``interrupted`` approval, and the live driver is superseded: the tool that
+    asked never gets the answer the person gave."""
+    answers: list[Any] = []
+    openai_server.script(Reply(tool_calls=[tool_call("deploy", {"text": "api"}, id="d1")]), Reply(text="Deployed."))
+    async with TcpProxy("127.0.0.1", 6379) as proxy:
+        client = connect_redis(f"redis://127.0.0.1:{proxy.port}/0", retries=0, socket_timeout=0.5)
+        agent: Agent = make_agent(
+            client, tools=[asks_live(answers)], store_kwargs={"lease_ttl": 1.0}, lease_renew_every=0.2
+        )
+        stream = await agent.stream("deploy api")
+        await until_asking(agent, stream.run_id)
+        await proxy.cut_until_gone(real_redis, Keys(prefix).lease(stream.run_id))
+        renew_sha = agent.store._renew.sha  # type: ignore[attr-defined]
+        # the first renewal after the outage is refused too (a reply lost on the way, say): the answer lands first
+        proxy.refuse_next(containing=renew_sha.encode(), error=b"ERR busy")
+        proxy.restore()
+        answered = await agent.resume_stream("yes", run_id=stream.run_id, answered_by="U1")
+        answered_chunks = await asyncio.wait_for(answered.collect(), 20)
+        chunks = await asyncio.wait_for(stream.collect(), 20)
+        await client.aclose()
+    assert answers == ["yes"], (answers, [c.type for c in chunks], [c.type for c in answered_chunks])
+    assert chunks[-1].type == "finish" and chunks[-1].payload.status == "completed", chunks[-1]
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")
+async def test_a_retry_cancelled_after_its_save_leaves_no_driven_mark(
+    real_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI, prefix: str
+) -> None:
+    """``retry_stream`` marks the run driven (``_driving[run_id] = claimed``) right after its running save, then
+    awaits ``stops.poll`` before ``_launch`` replaces the mark with its segment's token. A Retry cancelled in that
+    await (its request's task cancelled: a handler timeout, a shutdown of the handler) leaves the mark for ever: no
+    task's done-callback ever drops it, so this process never again takes the run, whose lease lapses, for an
+    orphan (``is_orphaned`` answers False: "it is running") and, alone, leaves it ``running`` for good."""
+    openai_server.script(Reply(status=500), Reply(text="Recovered."))
+    async with TcpProxy("127.0.0.1", 6379) as proxy:
+        client = connect_redis(f"redis://127.0.0.1:{proxy.port}/0", retries=0, socket_timeout=5)
+        agent: Agent = make_agent(client, store_kwargs={"lease_ttl": 0.5})
+        failed = await (await agent.stream("go")).collect()
+        run_id = failed[-1].run_id
+        stop_key = Keys(prefix).stop(run_id).encode()
+        poll = b"$3\r\nGET\r\n$" + str(len(stop_key)).encode() + b"\r\n" + stop_key  # stops.poll's GET
+        proxy.hold_next(containing=poll, seconds=1.0)
+        retry = asyncio.ensure_future(agent.retry_stream(run_id=run_id))
+        for _ in range(100):
+            if (await agent.store.load(run_id)).status == "running":
+                break
+            await asyncio.sleep(0.01)
+        retry.cancel()  # inside stops.poll
+        with pytest.raises(asyncio.CancelledError):
+            await retry
+        await asyncio.sleep(1.5)  # nobody drives it: its lease lapses
+        state = await agent.get_run(run_id)
+        assert state.status == "running" and await agent.store.lease_owner(run_id) is None
+        orphaned = await agent.is_orphaned(state)
+        await client.aclose()
+    assert orphaned, "the cancelled Retry's driven mark stays: this process never takes the run over"

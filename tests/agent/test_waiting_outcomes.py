@@ -593,3 +593,31 @@ async def test_a_stop_read_from_the_segment_that_asked_does_not_stop_the_reply_t
     assert not await agent.store.request_stop(working, by="U2")
     chunks = await reply.collect()
     assert isinstance(chunks[-1], FinishChunk) and chunks[-1].payload.status == "completed"
+
+
+async def test_a_stop_read_before_a_tool_asked_live_is_not_taken_once_the_question_waits(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """``Claims.stop`` loads the run, refuses while a live question waits (``asks_live``), then asks the store: one
+    round trip apart. A tool's live question saved in between (the run still ``running`` under the same lease, in
+    the same segment) must make the store refuse: it was taken (the person told the run stops) while the question
+    waited, and it
+    stops nothing until the question is answered or its deadline passes. The store keeps whether the run waits for
+    a person (field ``waits``) and refuses it."""
+    running, go_on = asyncio.Event(), asyncio.Event()
+    answers: list[Any] = []
+    deploy_tool = asks_live_when_told(running=running, go_on=go_on, answers=answers)
+    agent: Agent = make_agent(fake_redis, tools=[deploy_tool], ask_ttl=2.0, lease_renew_every=0.1)
+    openai_server.script(Reply(tool_calls=[tool_call("deploy", {"name": "api"}, id="d1")]), Reply(text="Deployed."))
+    stream = await agent.stream("deploy api")
+    await asyncio.wait_for(running.wait(), 10)
+    working = await agent.get_run(stream.run_id)  # what Claims.stop loads: working, no question yet
+    assert working.status == "running" and not working.asks_live
+    go_on.set()
+    for _ in range(200):  # the tool's question waits now (same segment, same lease)
+        if (await agent.get_run(stream.run_id)).asks_live:
+            break
+        await asyncio.sleep(0.05)
+    taken = await agent.store.request_stop(working, by="U2")  # Claims.stop's second round trip
+    chunks = await asyncio.wait_for(stream.collect(), 20)
+    assert not taken, f"stop taken while a live question waits; the run went on: {[c.type for c in chunks]}"

@@ -4,6 +4,7 @@ loopback model, its question or approval shown in Slack and answered with a clic
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -11,7 +12,8 @@ import redis.asyncio as aioredis
 
 from bot.fakeslack.workspace import DEFAULT_SUBSCRIPTIONS
 from bot.playground import framework_demos
-from bot.testing.openai_server import Reply, tool_call
+from bot.store import RedisRunStore
+from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
 from bot.testing.slack_scenarios import ALICE, GENERAL, blocks_text, current, has_controls, thread_run_id
 
 QUESTION = {
@@ -138,3 +140,153 @@ async def test_a_stop_waits_for_a_framework_agents_tool_call_to_end_and_stops_th
     chunks = await asyncio.wait_for(resumed.collect(), 10)
     assert ran == ["api"]  # the tool finished; nothing after it ran
     assert chunks[-1].type == "finish" and chunks[-1].payload.status == "stopped", chunks[-1]
+
+
+async def test_a_stop_never_cuts_short_an_openai_agents_approved_tool(
+    fake_redis: aioredis.Redis, openai_server: FakeOpenAI, prefix: str
+) -> None:
+    """The OpenAI Agents SDK runs an approved call when the run goes on from its stored RunState, and reports no
+    ToolCallItem for it then (only its ToolCallOutputItem): the adapter never calls ``turn.tool_call``, so
+    ``Turn.running`` stays empty while the approved tool works and a stop cancels the framework's run inside the
+    tool. The approved call is taken for running from the start of the run that carries it out, until its result is
+    reported: the stop waits for it, then stops the run."""
+    from agents import Agent as SdkAgent
+    from agents import OpenAIChatCompletionsModel, function_tool
+    from openai import AsyncOpenAI
+
+    from bot.frameworks.openai_agents import OpenAIAgentsAgent
+
+    started, gate = asyncio.Event(), asyncio.Event()
+    ran: list[str] = []
+
+    @function_tool(needs_approval=True)
+    async def restart_service(name: str) -> str:
+        """Restart a service.
+
+        Args:
+            name: The service to restart.
+        """
+        started.set()
+        await gate.wait()
+        ran.append(name)
+        return f"restarted {name}"
+
+    client = AsyncOpenAI(base_url=openai_server.base_url, api_key="sk-test")
+    sdk = SdkAgent(
+        name="sdk",
+        instructions="Restart what you are asked to.",
+        model=OpenAIChatCompletionsModel(model="test-model", openai_client=client),
+        tools=[restart_service],
+    )
+    agent = OpenAIAgentsAgent(sdk, store=RedisRunStore(fake_redis, prefix=prefix), id="sdk", name="SDK")
+    openai_server.script(
+        Reply(tool_calls=[tool_call("restart_service", {"name": "web"}, id="r1")]), Reply(text="Restarted web.")
+    )
+    first = await agent.stream("restart web")
+    assert [c for c in await first.collect() if c.type == "tool-call-approval"]
+    resumed = await agent.approve_tool_call(run_id=first.run_id, approved_by="U1")
+    await asyncio.wait_for(started.wait(), 10)
+    assert await agent.stop(run_id=first.run_id, stopped_by="U2")
+    await asyncio.sleep(0.2)
+    gate.set()
+    chunks = await asyncio.wait_for(resumed.collect(), 10)
+    await client.close()
+    assert ran == ["web"], "the approved tool was cancelled in the middle of its run by the stop"
+    assert chunks[-1].type == "finish" and chunks[-1].payload.status == "stopped", chunks[-1]
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")
+async def test_a_framework_driver_whose_lease_lapsed_and_was_taken_over_runs_no_further_framework_step(
+    real_redis: aioredis.Redis, prefix: str
+) -> None:
+    """47e22da fences the runtime's own loop (``check_lease`` before each model turn and tool call), but
+    ``FrameworkAgent._advance`` overrides that loop and never calls it: a framework driver cut off from Redis past
+    its lease while its approval gate decides, whose run another process took over and finished, runs the
+    framework again (its approved tool a second time) once Redis is back, and only its final save finds out. It
+    looks before each run of the framework now: superseded, nothing run."""
+    from bot.agent.approvals import GateVerdict
+    from bot.frameworks.base import Finished, FrameworkAgent, Turn, Waiting
+    from bot.frameworks.record import Request
+    from bot.store import Keys, connect_redis
+    from bot.testing.tcp_proxy import TcpProxy
+
+    ran: list[str] = []
+
+    class Scripted(FrameworkAgent):
+        framework = "pydantic-ai"
+
+        async def run_framework(self, turn: Turn) -> Any:
+            if turn.record is None:
+                ask = Request(tool_call_id="r1", kind="approval", tool_name="restart", args={"name": "api"})
+                return Waiting(requests=[ask], state={"step": 1})
+            if turn.record.decisions[-1].approved:
+                turn.tool_call("r1", "restart", {"name": "api"})
+                ran.append(self.id)  # the framework's approved tool: a side effect that must happen once
+                turn.tool_result("r1", "restart", "restarted")
+            return Finished(text="Restarted.", state={"step": 2})
+
+    deciding, decide = asyncio.Event(), asyncio.Event()
+
+    async def slow_gate(tool: Any, args: Any, state: Any, needs: bool) -> GateVerdict:
+        deciding.set()
+        await decide.wait()
+        return GateVerdict(False)  # no approval needed (a policy rule)
+
+    async with TcpProxy("127.0.0.1", 6379) as proxy:
+        client = connect_redis(f"redis://127.0.0.1:{proxy.port}/0", retries=0, socket_timeout=0.5)
+        driver = Scripted(id="driver", name="F", store=RedisRunStore(client, prefix=prefix, lease_ttl=1.0))
+        driver.saver.lease_renew_every = 0.2  # FrameworkAgent takes no lease_renew_every
+        driver.approval_gate = slow_gate
+        other = Scripted(id="other", name="F", store=RedisRunStore(real_redis, prefix=prefix))
+        other.approval_gate = lambda tool, args, state, needs: GateVerdict(False)
+        stream = await driver.stream("restart api")
+        await asyncio.wait_for(deciding.wait(), 10)
+        await proxy.cut_until_gone(real_redis, Keys(prefix).lease(stream.run_id))
+        retried = await other.retry_stream(run_id=stream.run_id)  # an orphan, as far as anyone can see
+        assert (await asyncio.wait_for(retried.collect(), 20))[-1].type == "finish"
+        proxy.restore()
+        await asyncio.sleep(0.5)  # the driver's renewals get through again (and are refused: the run moved on)
+        decide.set()
+        chunks = await asyncio.wait_for(stream.collect(), 20)
+        await client.aclose()
+        assert chunks[-1].type == "error" and chunks[-1].payload.kind == "superseded", chunks[-1]
+        assert ran == ["other"], ran  # the driver ran the approved tool again after the takeover
+
+
+async def test_a_stop_waiting_for_a_framework_tool_that_then_fails_still_stops_the_run(
+    fake_redis: aioredis.Redis, prefix: str
+) -> None:
+    """d666ddc defers a stop's cancel while the framework is inside a tool call it reported. A framework whose tool
+    then raises (the framework lets the error through: Pydantic AI with an unexpected exception, an SDK tool with
+    ``failure_error_function=None``) ends the run ``failed`` (retryable, an error chunk) although the stop was taken
+    and the person told it stops: the failed save dropped the stop request, and a Retry ran the framework again.
+    The stop known then stops the run."""
+    from bot.frameworks.base import FrameworkAgent, Turn, Waiting
+    from bot.frameworks.record import Request
+
+    started, gate = asyncio.Event(), asyncio.Event()
+
+    class Scripted(FrameworkAgent):
+        framework = "pydantic-ai"
+
+        async def run_framework(self, turn: Turn) -> Any:
+            if turn.record is None:
+                ask = Request(tool_call_id="r1", kind="approval", tool_name="restart", args={"name": "api"})
+                return Waiting(requests=[ask], state={"step": 1})
+            turn.tool_call("r1", "restart", {"name": "api"})
+            started.set()
+            await gate.wait()
+            raise RuntimeError("the service did not come back")  # the tool's error, let through by the framework
+
+    agent = Scripted(id="fw", name="Framework", store=RedisRunStore(fake_redis, prefix=prefix))
+    first = await agent.stream("restart api")
+    assert [c for c in await first.collect() if c.type == "tool-call-approval"]
+    resumed = await agent.approve_tool_call(run_id=first.run_id, approved_by="U1")
+    await asyncio.wait_for(started.wait(), 10)
+    assert await agent.stop(run_id=first.run_id, stopped_by="U2")  # taken: the person is told it stops
+    await asyncio.sleep(0.1)
+    gate.set()
+    chunks = await asyncio.wait_for(resumed.collect(), 10)
+    assert chunks[-1].type == "finish" and chunks[-1].payload.status == "stopped", chunks[-1]
+    assert (await agent.get_run(first.run_id)).status == "completed"

@@ -215,3 +215,25 @@ async def test_an_outside_agents_question_stopped_before_anyone_answered_is_told
     state = await agent.get_run(run.run_id)
     assert state.status == "completed"
     assert outcome_of(state) == {"status": "cancelled", "cancelled_by": "stopped in Slack"}
+
+
+def test_an_outside_agents_approval_request_stopped_before_anyone_decided_is_told_cancelled() -> None:
+    from bot.agent._loop.stopping import wrap_up
+    from bot.agent.asking import APPROVAL_TOOL, ask_run
+    from bot.agent.stream import AgentStream
+    from bot.mcp_server.asker import outcome_of
+
+    """An outside agent's approval request stopped in Slack before anyone decided (``wrap_up`` gives its call
+    ``{"status": "stopped"}``) is told ``cancelled``, as its question would be (it was told ``no_answer``: "nobody
+    decided in time", although a person stopped it)."""
+    state = ask_run(
+        {"action": "deploy", "details": {"service": "api"}},
+        run_id="run_stopped_approval",
+        agent_id="assistant",
+        tool_name=APPROVAL_TOOL,
+        reply="Done.",
+        metadata={},
+    )
+    state.status = "running"
+    wrap_up(state, AgentStream(state.run_id))  # stopped in Slack before anyone decided
+    assert outcome_of(state) == {"status": "cancelled", "cancelled_by": "stopped in Slack"}

@@ -287,3 +287,25 @@ async def test_a_claim_whose_reply_is_lost_is_applied_once_and_recognised(
         state = await agent.get_run(stream.run_id)
         assert state.status == "completed" and [a.answered_by for a in state.answers] == ["U1"]
         await client.aclose()
+
+
+@pytest.mark.parametrize("rescuer", ["the same process", "another process"])
+async def test_a_stop_read_from_an_orphan_stops_whoever_took_it_over_as_a_stop_asked_before_the_takeover(
+    fake_redis: aioredis.Redis, prefix: str, rescuer: str
+) -> None:
+    """A run works under process A's lease; A's driver is gone (an internal error, a claim whose reply was lost)
+    and the lease lapses: an orphan. A stop is read from it (rev r), then a takeover (rev r+1) works under a fresh
+    lease. A takeover carries the same work on (its segment is the orphan's), and a stop asked just before it would
+    have stopped it at its first step: the stop is taken, whoever took it over (it was refused when another
+    process did, taken when A did: a new segment began at each new owner)."""
+    store = RedisRunStore(fake_redis, prefix=prefix, lease_ttl=0.2)
+    created = await store.create(RunState(run_id="run_seg", agent_id="a", status="running", messages=[]), owner="A")
+    worked = await store.save(created, owner="A")  # a midway save of the first segment
+    await asyncio.sleep(0.4)  # A's driver is gone: its lease lapses
+    assert await store.lease_owner("run_seg") is None
+    read = await store.load("run_seg")  # what the stop is computed from: the orphan
+    owner = "A" if rescuer == "the same process" else "B"
+    taken = await store.save(read.model_copy(update={"status": "running", "turns": 0}), owner=owner)  # Retry
+    assert taken.revision == worked.revision + 1 and await store.lease_owner("run_seg") == owner
+    assert await store.request_stop(read, by="U2")
+    assert await store.stop_requested("run_seg") == "U2"

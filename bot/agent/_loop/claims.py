@@ -166,7 +166,9 @@ class Claims:
             }
         )
         live = pending.live_owner  # asked from inside a tool call: hand the answer to its process, if it lives
-        hand_off = live is not None and await self.store.lease_owner(state.run_id) == live
+        # (this very process, while it drives the run, lives: its lease may have lapsed meanwhile, and be taken back)
+        here = live == self.owner and state.run_id in self.driving
+        hand_off = live is not None and (here or await self.store.lease_owner(state.run_id) == live)
         try:
             owner = live if hand_off and live is not None else self.owner
             not_after = pending.expires_at if deadline else None  # going on without an answer needs none
