@@ -185,6 +185,14 @@ async def thread_run(client: aioredis.Redis, prefix: str, thread: str) -> RunSta
     return RunState.from_json(raw)
 
 
+async def leave_orphaned(client: aioredis.Redis, key: str, orphan: RunState) -> None:
+    """Write ``orphan`` (status ``running``) at the run hash ``key`` (``Keys.run(run_id)``) as a process killed mid-run
+    leaves it: the fields the store's compare-and-set writes for a running save (bot/store/redis_store.py), saved by
+    a process that is gone, with no lease."""
+    fields = {"rev": str(orphan.revision), "state": orphan.to_json(), "owner": "a-process-that-died", "waits": "0"}
+    await client.hset(key, mapping=fields)
+
+
 async def still_open(h: Any, q: dict[str, Any]) -> bool:
     """Whether question message ``q`` still shows its controls, once the bot's work settled."""
     await h.settle()

@@ -25,6 +25,7 @@ from bot.testing.slack_scenarios import (
     SINGLE,
     current,
     has_controls,
+    leave_orphaned,
     past_deadline,
     thread_run_id,
 )
@@ -299,9 +300,7 @@ async def test_stop_of_a_run_whose_process_died_takes_it_over_and_stops_it_befor
         state = await h.bot.agent.get_run(await thread_run_id(h, thread))
         # what a process killed mid-run leaves behind: status running, last saved an hour ago, Slack still spinning
         orphan = state.model_copy(update={"status": "running", "updated_at": utcnow() - timedelta(hours=1)})
-        await store.client.hset(
-            store.keys.run(state.run_id), mapping={"rev": str(orphan.revision), "state": orphan.to_json()}
-        )
+        await leave_orphaned(store.client, store.keys.run(state.run_id), orphan)
         h.ws.state.sessions[(GENERAL, thread)]["status"] = "processing"
         requests = len(h.model.requests)
         await h.ws.stop_session(ALICE, GENERAL, thread)

@@ -21,6 +21,7 @@ from bot.testing.slack_scenarios import (
     SINGLE,
     ask,
     index_of,
+    leave_orphaned,
     resumed_requests,
     still_open,
     text_is,
@@ -77,7 +78,7 @@ async def test_run_orphaned_by_a_crash_does_not_block_the_thread(
         state = RunState.from_json(raw)
         # what a process killed mid-run leaves behind: status running, last saved an hour ago
         orphan = state.model_copy(update={"status": "running", "updated_at": utcnow() - timedelta(hours=1)})
-        await fake_redis.hset(run_key, mapping={"rev": str(orphan.revision), "state": orphan.to_json()})
+        await leave_orphaned(fake_redis, run_key.decode(), orphan)
         assert run_key.decode() == Keys(prefix).run(state.run_id)
         h.model.script(Reply(text="Second."))
         await h.ws.mention(ALICE, GENERAL, "still there?", thread_ts=thread)

@@ -30,6 +30,7 @@ from bot.testing.slack_scenarios import (
     blocks_text,
     current,
     has_controls,
+    leave_orphaned,
     past_deadline,
     thread_run_id,
     tool_results,
@@ -236,9 +237,7 @@ async def approved_and_orphaned(h: Any, thread: str) -> RunState:
             "answers": [approved],
         }
     )
-    await store.client.hset(
-        store.keys.run(state.run_id), mapping={"rev": str(orphan.revision), "state": orphan.to_json()}
-    )
+    await leave_orphaned(store.client, store.keys.run(state.run_id), orphan)
     return state
 
 
