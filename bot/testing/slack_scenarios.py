@@ -189,8 +189,10 @@ async def leave_orphaned(client: aioredis.Redis, key: str, orphan: RunState) -> 
     """Write ``orphan`` (status ``running``) at the run hash ``key`` (``Keys.run(run_id)``) as a process killed mid-run
     leaves it: the fields the store's compare-and-set writes for a running save (bot/store/redis_store.py), saved by
     a process that is gone, with no lease."""
-    fields = {"rev": str(orphan.revision), "state": orphan.to_json(), "owner": "a-process-that-died", "waits": "0"}
-    await client.hset(key, mapping=fields)
+    await client.hset(
+        key,
+        mapping={"rev": str(orphan.revision), "state": orphan.to_json(), "owner": "a-process-that-died", "waits": "0"},
+    )
 
 
 async def still_open(h: Any, q: dict[str, Any]) -> bool:
