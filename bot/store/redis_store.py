@@ -1,15 +1,14 @@
 """``RedisRunStore``: runs in Redis (``redis.asyncio``), idempotent compare-and-set saves, deadlines, leases.
 
 Layout: one hash per run at ``Keys.run(run_id)`` with fields ``rev`` (the revision, decimal), ``state`` (the
-:class:`RunState` JSON, whose own ``revision`` equals ``rev``), ``wid`` (the id of the write that stored it),
-``owner`` (who saved it ``running``, ``""`` for any other status; absent in records saved before it was kept: their
-lapsed leases are never taken back), ``waits`` (``"1"`` while it waits for a person: suspended, or a tool's
-question asked live) and ``seg`` (the revision at which its working segment began: the first ``running`` save after
-one that was not, so a stop read from one segment never stops the next, and one read from an orphan stops whoever
-took it over); the lease at
-``Keys.lease(run_id)`` (same hash slot). One Lua script changes them together, so a reader never sees them disagree.
-A lease renewal (:meth:`RedisRunStore.renew_lease`) takes a lapsed lease back for its owner only while nobody else
-holds it and the run is still the ``running`` state that owner saved.
+:class:`RunState` JSON, whose own ``revision`` equals ``rev``), ``wid`` (the id of the write that stored it) and, only
+while it is ``running`` (a waiting question costs no more), ``owner`` (who saved it; absent in records saved before it
+was kept: their lapsed leases are never taken back), ``waits`` (``"1"`` while a tool's question asked live waits for a
+person) and ``seg`` (the revision at which its working segment began: the first ``running`` save after one that was
+not, so a stop read from one segment never stops the next, and one read from an orphan stops whoever took it over);
+the lease at ``Keys.lease(run_id)`` (same hash slot). One Lua script changes them together, so a reader never sees
+them disagree. A lease renewal (:meth:`RedisRunStore.renew_lease`) takes a lapsed lease back for its owner only while
+nobody else holds it and the run is still the ``running`` state that owner saved.
 
 Lost replies: every save carries a write id. When Redis applied a save but the reply was lost and the save is
 sent again (by redis-py's own retry, or by a caller retrying with the same ``write_id``), the script sees its
@@ -68,10 +67,14 @@ if ARGV[6] ~= '0' then
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   if now >= tonumber(ARGV[6]) then return -2 end
 end
-local seg, was = '', redis.call('HGET', KEYS[1], 'owner')
-if ARGV[7] ~= '' and (not was or was == '') then seg = ARGV[2] end
-redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'state', ARGV[3], 'wid', ARGV[5], 'owner', ARGV[7], 'waits', ARGV[9])
-if seg ~= '' then redis.call('HSET', KEYS[1], 'seg', seg) end
+if ARGV[7] ~= '' then
+  if not redis.call('HGET', KEYS[1], 'owner') then redis.call('HSET', KEYS[1], 'seg', ARGV[2]) end
+  redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'state', ARGV[3], 'wid', ARGV[5], 'owner', ARGV[7])
+  if ARGV[9] == '1' then redis.call('HSET', KEYS[1], 'waits', '1') else redis.call('HDEL', KEYS[1], 'waits') end
+else
+  redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'state', ARGV[3], 'wid', ARGV[5])
+  redis.call('HDEL', KEYS[1], 'owner', 'seg', 'waits')
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 if ARGV[7] ~= '' then
   redis.call('SET', KEYS[2], ARGV[7], 'PX', ARGV[8])

@@ -191,7 +191,7 @@ async def leave_orphaned(client: aioredis.Redis, key: str, orphan: RunState) -> 
     a process that is gone, with no lease."""
     await client.hset(
         key,
-        mapping={"rev": str(orphan.revision), "state": orphan.to_json(), "owner": "a-process-that-died", "waits": "0"},
+        mapping={"rev": str(orphan.revision), "state": orphan.to_json(), "owner": "a-process-that-died"},
     )
 
 

@@ -182,6 +182,17 @@ async def test_a_stop_is_taken_by_the_working_segment_it_was_read_from_not_by_a_
     assert await store.stop_requested("r") is None
 
 
+async def test_a_waiting_run_keeps_only_its_state_in_its_hash(fake_redis: aioredis.Redis, prefix: str) -> None:
+    """The driving fields (owner, working segment, a live question waiting) are kept only while a run works: a
+    question waiting costs no more Redis than its state (issue 26: at most 3 KB per waiting question)."""
+    store = RedisRunStore(fake_redis, prefix=prefix)
+    running = await store.create(RunState(run_id="r", agent_id="a", status="running"), owner=ME)
+    key = Keys(prefix).run("r")
+    assert set(await fake_redis.hkeys(key)) == {b"rev", b"state", b"wid", b"owner", b"seg"}
+    await store.save(running.model_copy(update={"status": "suspended"}), owner=ME)
+    assert set(await fake_redis.hkeys(key)) == {b"rev", b"state", b"wid"}
+
+
 async def test_redis_down_is_store_unavailable(prefix: str) -> None:
     client = aioredis.from_url("redis://127.0.0.1:9/0", socket_connect_timeout=0.5)
     store = RedisRunStore(client, prefix=prefix)
