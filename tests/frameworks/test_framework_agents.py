@@ -5,6 +5,7 @@ loopback model, its question or approval shown in Slack and answered with a clic
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -97,39 +98,58 @@ async def test_slacks_stop_cancels_the_frameworks_run_and_ends_its_reply_with_wh
         assert state.status == "completed" and "Stopped" in str(state.messages[-1]["content"])
 
 
-async def test_a_stop_waits_for_a_framework_agents_tool_call_to_end_and_stops_the_run_after_it(
-    real_redis: aioredis.Redis, prefix: str
-) -> None:
-    """A framework agent runs its approved tool inside its own run (``run_framework``); a stop arriving while the
-    tool works does not cut it short ("an approved tool that is already running is not killed"): the framework's
-    run is cancelled once the tool's result is reported, and nothing after it runs."""
-    import asyncio
-
+def restart_agent(
+    store: Any,
+    *,
+    restart: Callable[[Any], Awaitable[None]],
+    after: Callable[[], Awaitable[None]] | None = None,
+    **kw: Any,
+) -> Any:
+    """A framework agent whose first run asks to approve ``restart`` (call ``r1``) and whose run once it is approved
+    reports the call, awaits ``restart(agent)`` (the framework's tool: it may raise), reports its result, then awaits
+    ``after()`` (e.g. its next model call) and finishes."""
     from bot.frameworks.base import Finished, FrameworkAgent, Turn, Waiting
     from bot.frameworks.record import Request
-    from bot.store import RedisRunStore
 
-    started, gate = asyncio.Event(), asyncio.Event()
-    ran: list[str] = []
-
-    class Scripted(FrameworkAgent):
+    class Restarts(FrameworkAgent):
         framework = "pydantic-ai"
 
         async def run_framework(self, turn: Turn) -> Any:
             if turn.record is None:
                 ask = Request(tool_call_id="r1", kind="approval", tool_name="restart", args={"name": "api"})
                 return Waiting(requests=[ask], state={"step": 1})
-            if turn.record.decisions[-1].approved:  # the framework runs its approved tool
+            if turn.record.decisions[-1].approved:
                 turn.tool_call("r1", "restart", {"name": "api"})
-                started.set()
-                await gate.wait()
-                ran.append("api")
+                await restart(self)
                 turn.tool_result("r1", "restart", "restarted")
-                await asyncio.sleep(5)  # its next model call: cancelled by the stop
-                ran.append("after")
+                if after is not None:
+                    await after()
             return Finished(text="Restarted.", state={"step": 2})
 
-    agent = Scripted(id="fw", name="Framework", store=RedisRunStore(real_redis, prefix=prefix))
+    kw.setdefault("id", "fw")
+    kw.setdefault("name", "Framework")
+    return Restarts(store=store, **kw)
+
+
+async def test_a_stop_waits_for_a_framework_agents_tool_call_to_end_and_stops_the_run_after_it(
+    real_redis: aioredis.Redis, prefix: str
+) -> None:
+    """A framework agent runs its approved tool inside its own run (``run_framework``); a stop arriving while the
+    tool works does not cut it short ("an approved tool that is already running is not killed"): the framework's
+    run is cancelled once the tool's result is reported, and nothing after it runs."""
+    started, gate = asyncio.Event(), asyncio.Event()
+    ran: list[str] = []
+
+    async def restart(_agent: Any) -> None:
+        started.set()
+        await gate.wait()
+        ran.append("api")
+
+    async def next_model_call() -> None:  # cancelled by the stop
+        await asyncio.sleep(5)
+        ran.append("after")
+
+    agent = restart_agent(RedisRunStore(real_redis, prefix=prefix), restart=restart, after=next_model_call)
     first = await agent.stream("restart api")
     assert [c.type for c in await first.collect() if c.type == "tool-call-approval"]
     resumed = await agent.approve_tool_call(run_id=first.run_id, approved_by="U1")
@@ -206,25 +226,13 @@ async def test_a_framework_driver_whose_lease_lapsed_and_was_taken_over_runs_no_
     framework again (its approved tool a second time) once Redis is back, and only its final save finds out. It
     looks before each run of the framework now: superseded, nothing run."""
     from bot.agent.approvals import GateVerdict
-    from bot.frameworks.base import Finished, FrameworkAgent, Turn, Waiting
-    from bot.frameworks.record import Request
     from bot.store import Keys, connect_redis
     from bot.testing.tcp_proxy import TcpProxy
 
     ran: list[str] = []
 
-    class Scripted(FrameworkAgent):
-        framework = "pydantic-ai"
-
-        async def run_framework(self, turn: Turn) -> Any:
-            if turn.record is None:
-                ask = Request(tool_call_id="r1", kind="approval", tool_name="restart", args={"name": "api"})
-                return Waiting(requests=[ask], state={"step": 1})
-            if turn.record.decisions[-1].approved:
-                turn.tool_call("r1", "restart", {"name": "api"})
-                ran.append(self.id)  # the framework's approved tool: a side effect that must happen once
-                turn.tool_result("r1", "restart", "restarted")
-            return Finished(text="Restarted.", state={"step": 2})
+    async def restart(agent: Any) -> None:  # the framework's approved tool: a side effect that must happen once
+        ran.append(agent.id)
 
     deciding, decide = asyncio.Event(), asyncio.Event()
 
@@ -235,10 +243,10 @@ async def test_a_framework_driver_whose_lease_lapsed_and_was_taken_over_runs_no_
 
     async with TcpProxy("127.0.0.1", 6379) as proxy:
         client = connect_redis(f"redis://127.0.0.1:{proxy.port}/0", retries=0, socket_timeout=0.5)
-        driver = Scripted(id="driver", name="F", store=RedisRunStore(client, prefix=prefix, lease_ttl=1.0))
+        driver = restart_agent(RedisRunStore(client, prefix=prefix, lease_ttl=1.0), restart=restart, id="driver")
         driver.saver.lease_renew_every = 0.2  # FrameworkAgent takes no lease_renew_every
         driver.approval_gate = slow_gate
-        other = Scripted(id="other", name="F", store=RedisRunStore(real_redis, prefix=prefix))
+        other = restart_agent(RedisRunStore(real_redis, prefix=prefix), restart=restart, id="other")
         other.approval_gate = lambda tool, args, state, needs: GateVerdict(False)
         stream = await driver.stream("restart api")
         await asyncio.wait_for(deciding.wait(), 10)
@@ -262,24 +270,14 @@ async def test_a_stop_waiting_for_a_framework_tool_that_then_fails_still_stops_t
     ``failure_error_function=None``) ends the run ``failed`` (retryable, an error chunk) although the stop was taken
     and the person told it stops: the failed save dropped the stop request, and a Retry ran the framework again.
     The stop known then stops the run."""
-    from bot.frameworks.base import FrameworkAgent, Turn, Waiting
-    from bot.frameworks.record import Request
-
     started, gate = asyncio.Event(), asyncio.Event()
 
-    class Scripted(FrameworkAgent):
-        framework = "pydantic-ai"
+    async def restart(_agent: Any) -> None:
+        started.set()
+        await gate.wait()
+        raise RuntimeError("the service did not come back")  # the tool's error, let through by the framework
 
-        async def run_framework(self, turn: Turn) -> Any:
-            if turn.record is None:
-                ask = Request(tool_call_id="r1", kind="approval", tool_name="restart", args={"name": "api"})
-                return Waiting(requests=[ask], state={"step": 1})
-            turn.tool_call("r1", "restart", {"name": "api"})
-            started.set()
-            await gate.wait()
-            raise RuntimeError("the service did not come back")  # the tool's error, let through by the framework
-
-    agent = Scripted(id="fw", name="Framework", store=RedisRunStore(fake_redis, prefix=prefix))
+    agent = restart_agent(RedisRunStore(fake_redis, prefix=prefix), restart=restart)
     first = await agent.stream("restart api")
     assert [c for c in await first.collect() if c.type == "tool-call-approval"]
     resumed = await agent.approve_tool_call(run_id=first.run_id, approved_by="U1")

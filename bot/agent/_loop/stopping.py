@@ -30,10 +30,6 @@ STOPPED_TEXT = "Stopped before finishing, as asked."
 T = TypeVar("T")
 
 
-def _idle() -> bool:
-    return False
-
-
 class Stopped(Exception):
     """A person asked the run to stop (``by``: who, ``""`` when unknown)."""
 
@@ -61,8 +57,8 @@ class StopRequests:
     def cancel_turn(self, run_id: str) -> None:
         """Cancel the step of ``run_id`` under :meth:`unless_stopped` when a stop of it is known and the step is not
         inside a tool call (its ``busy()``); a step that was calls this again once its tool call ended."""
-        turn = self._turns.get(run_id)
-        if turn is not None and run_id in self._asked and not self._busy.get(run_id, _idle)():
+        turn, busy = self._turns.get(run_id), self._busy.get(run_id)
+        if turn is not None and run_id in self._asked and not (busy is not None and busy()):
             turn.cancel()  # nothing when it ended already: its result stands, the stop is seen at the next step
 
     async def unless_stopped(self, run_id: str, step: Awaitable[T], *, busy: Callable[[], bool] | None = None) -> T:
