@@ -645,19 +645,16 @@ class Agent:
             only_records = ASK_ONLY in state.metadata or records_an_answer(
                 state.pending, self.tools.get(state.pending.tool_name)
             )
-            if not only_records:
-                # a stop asked while nobody drove the run (its process died after a claim): the decided call never
-                # starts, nor runs again (wrap_up gives it its stopped result); what a person said is kept (an
-                # answer; an outside agent's question or approval, whose run does nothing else)
-                self.stops.check(state.run_id)
-            await self.saver.check_lease(state)  # taken over meanwhile: the call must not run twice
+            # a stop asked while nobody drove the run (its process died after a claim): the decided call never
+            # starts, nor runs again (wrap_up gives it its stopped result); what a person said is kept (an answer; an
+            # outside agent's question or approval, whose run does nothing else). Taken over: it must not run twice.
+            await self._before_step(state, stop=not only_records)
             pending, state.pending = state.pending, None
             await continue_pending(self._runner(self.tools), state, pending, out, save=self._save_midway)
         plan: tuple[tuple[str, str], ...] = ()  # the calls of the turn just made, when it made several
         while True:
             while state.queued:
-                self.stops.check(state.run_id)
-                await self.saver.check_lease(state)
+                await self._before_step(state)
                 call = state.queued.pop(0)
                 try:
                     args = parse_arguments(call.arguments)
@@ -716,8 +713,7 @@ class Agent:
                 )
                 return state, None
             check_tool_messages(state.messages)
-            self.stops.check(state.run_id)
-            await self.saver.check_lease(state)
+            await self._before_step(state)
             turns = ModelTurns(
                 model=self.model,
                 instructions=self.instructions,
@@ -742,6 +738,14 @@ class Agent:
                 return state, ending_of(turn)
             state.queued = calls
             plan = tuple((c.id, c.name) for c in calls) if len(calls) > 1 else ()
+
+    async def _before_step(self, state: RunState, *, stop: bool = True) -> None:
+        """Before each step of ``state`` (a model turn, a tool call): a stop known ends the run here (``Stopped``,
+        unless ``stop`` is False), and so does its lease taken by another process meanwhile (``RunConflict``: the
+        step would be done twice, :meth:`RunSaver.check_lease`)."""
+        if stop:
+            self.stops.check(state.run_id)
+        await self.saver.check_lease(state)
 
     def _runner(self, tools: dict[str, Tool]) -> ToolRunner:
         """How a call of one of ``tools`` runs now (the limits and hooks as they are at this call: a deployment may

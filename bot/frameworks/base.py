@@ -198,8 +198,7 @@ class FrameworkAgent(Agent):
                 waiting = record.undecided()
                 if waiting:
                     self._suspend(state, waiting[0])
-            self.stops.check(state.run_id)
-            await self.saver.check_lease(state)  # taken over meanwhile: the framework must not run its tools twice
+            await self._before_step(state)  # the framework must not run its tools twice, nor for a stopped run
             prompt, history = split_prompt(state.messages)
             turn = Turn(
                 state=state,
