@@ -22,6 +22,14 @@ the caller's module when the caller calls on), the module sequence with repeats 
   back up through an object it was handed.
 
 ``--show`` prints the module sequence and every climb.
+
+``--paths`` reads the walk a second way: the request's *path*, the chain of calls that leads from the bot's first
+frame (its HTTP handler) to each of the request's effects, across the tasks it starts (a task's chain is the chain
+that created it, then its own frames). The effects: for a mention, the ``chat.postMessage`` of its question; for a
+click, the run's resume (``Agent.resume_stream``) and the ``chat.update`` that closes the question's message. The
+chains are merged into one tree (a shared start is walked once) and counted as above. Where the first reading
+counts every module the request's data touches (its helpers: keys, batches, text rules, logs), this one counts the
+modules the request passes *through* to get its work done, which is what the issue 21 targets speak of.
 """
 
 from __future__ import annotations
@@ -202,6 +210,79 @@ class Walk:
             self.carry(arg)
 
 
+def bot_frames(frame: types.FrameType | None) -> list[types.FrameType]:
+    """The frames of ``bot/`` code on the stack that ends at ``frame``, outermost first."""
+    out: list[types.FrameType] = []
+    while frame is not None:
+        if module_of(frame.f_code.co_filename) is not None:
+            out.append(frame)
+        frame = frame.f_back
+    return out[::-1]
+
+
+class Paths:
+    """A ``sys.setprofile`` hook and an event-loop task factory that record, at each of a request's effects, the
+    chain of ``bot/`` frames that led there: the chain that created the current task (recorded at its creation,
+    recursively), then the current stack."""
+
+    def __init__(self, effect: Callable[[types.FrameType], str | None]) -> None:
+        self.effect = effect  # a call's frame -> the effect's name, or None
+        self.origins: dict[int, tuple[asyncio.Task[Any], list[types.FrameType]]] = {}
+        self.chains: list[tuple[str, list[types.FrameType]]] = []
+        self.seen: dict[int, types.FrameType] = {}  # the effects' frames (kept alive here)
+
+    def origin(self) -> list[types.FrameType]:
+        task = asyncio.current_task()
+        entry = self.origins.get(id(task)) if task is not None else None
+        return list(entry[1]) if entry is not None and entry[0] is task else []
+
+    def task_factory(self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        chain = self.origin() + bot_frames(sys._getframe(1))
+        task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
+        self.origins[id(task)] = (task, chain)
+        return task
+
+    def __call__(self, frame: types.FrameType, event: str, arg: Any) -> None:
+        if event != "call":
+            return
+        name = self.effect(frame)
+        seen = self.seen.get(id(frame))
+        if name is not None and seen is not frame:  # a coroutine's later 'call' events are its resumes
+            self.seen[id(frame)] = frame
+            self.chains.append((name, self.origin() + bot_frames(frame)))
+
+    def tree(self) -> list[Call]:
+        """The chains merged into one call tree: frames shared by two chains are one node."""
+        roots: list[Call] = []
+        nodes: dict[int, tuple[types.FrameType, Call]] = {}
+        for _, chain in self.chains:
+            siblings = roots
+            for frame in chain:
+                entry = nodes.get(id(frame))
+                if entry is None or entry[0] is not frame:
+                    module = module_of(frame.f_code.co_filename)
+                    assert module is not None
+                    call = Call(module, frame.f_code.co_qualname)
+                    siblings.append(call)
+                    nodes[id(frame)] = entry = (frame, call)
+                siblings = entry[1].children
+        return roots
+
+
+def effect_of(frame: types.FrameType, wanted: dict[str, Callable[[dict[str, Any]], bool]]) -> str | None:
+    """The effect a call is: a Web API call (slack_sdk's ``api_call``) whose method and arguments ``wanted``
+    accepts, or the run's resume (``Agent.resume_stream``) when ``wanted`` names it."""
+    code = frame.f_code
+    if code.co_name == "api_call" and "slack_sdk" in code.co_filename:
+        method = frame.f_locals.get("api_method")
+        accept = wanted.get(method) if isinstance(method, str) else None
+        args = {k: frame.f_locals.get(k) for k in ("json", "params", "data")}
+        return method if accept is not None and accept(args) else None
+    if code.co_qualname == "Agent.resume_stream" and "resume" in wanted and module_of(code.co_filename):
+        return "resume"
+    return None
+
+
 @dataclass
 class Figures:
     sequence: list[str]
@@ -234,7 +315,7 @@ def figures(roots: list[Call], above: dict[str, set[str]]) -> Figures:
     return Figures(sequence, len(set(sequence)), len(sequence) - 1, returns, climbs)
 
 
-async def walk_requests(show: bool) -> None:
+async def walk_requests(show: bool, *, paths: bool = False) -> None:
     import fakeredis
 
     from bot.agent import OpenAIChatModel
@@ -275,8 +356,13 @@ async def walk_requests(show: bool) -> None:
             await click(asked, thread)
             for title in ("mention", "click"):
                 marker: dict[str, str] = {}
-                walk = Walk(lambda body, marker=marker: _is_marked(body, marker))
-                sys.setprofile(walk)
+                hook: Walk | Paths
+                if paths:
+                    hook = Paths(lambda frame, title=title: effect_of(frame, EFFECTS[title]))
+                    asyncio.get_running_loop().set_task_factory(hook.task_factory)
+                else:
+                    hook = Walk(lambda body, marker=marker: _is_marked(body, marker))
+                sys.setprofile(hook)
                 try:
                     if title == "mention":
                         thread, asked = await mention()
@@ -284,11 +370,28 @@ async def walk_requests(show: bool) -> None:
                         await click(asked, thread)
                 finally:
                     sys.setprofile(None)
-                report(title, figures(walk.roots, above), show=show)
+                    asyncio.get_running_loop().set_task_factory(None)
+                if isinstance(hook, Paths):
+                    effects = ", ".join(name for name, _ in hook.chains)
+                    if show:
+                        for name, chain in hook.chains:
+                            print(f"  {name}: " + " > ".join(
+                                f"{module_of(f.f_code.co_filename)}.{f.f_code.co_qualname}" for f in chain))
+                    report(f"{title} (path to: {effects})", figures(hook.tree(), above), show=show)
+                else:
+                    report(title, figures(hook.roots, above), show=show)
         finally:
             await bot.drain()
             await runner.cleanup()
             await bot.aclose()
+
+
+EFFECTS: dict[str, dict[str, Callable[[dict[str, Any]], bool]]] = {
+    # a mention: the question's post (the thread's reply, status and reactions are not the question)
+    "mention": {"chat.postMessage": lambda args: "Which repo?" in str(args)},
+    # a click: the run's resume and the update that closes the question's message
+    "click": {"chat.update": lambda args: "Which repo?" in str(args), "resume": lambda args: True},
+}
 
 
 def _is_marked(body: dict[str, Any], marker: dict[str, str]) -> bool:
@@ -311,8 +414,11 @@ def report(title: str, f: Figures, *, show: bool) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--show", action="store_true", help="print the module sequence and every climb")
+    parser.add_argument(
+        "--paths", action="store_true", help="count the path from the HTTP handler to the request's effects instead"
+    )
     args = parser.parse_args()
-    asyncio.run(walk_requests(args.show))
+    asyncio.run(walk_requests(args.show, paths=args.paths))
     return 0
 
 

@@ -8,7 +8,7 @@ metrics (:mod:`bot.ops.metrics`) move in the same call, at the one place the dec
 - refused (who may answer: ``not_allowed``; a late answer: ``expired``; a run no longer waiting: ``closed``) and
   duplicate (answered already): where the Slack layer tells the person (at least once: a redelivered job may
   repeat a refusal, never a decision; one that finds its own person's answer, made by its first delivery, logs
-  no duplicate: :data:`bot.slack.transport.runner.REDELIVERED`).
+  no duplicate: :data:`bot.slack.context.REDELIVERED`).
 
 Line shape: the message is ``"<kind> <outcome>"`` followed by the fields as ``key=value``; with
 ``LOG_FORMAT=json`` the fields are top-level keys of the line's object (:class:`bot.logs.JsonFormatter`)::

@@ -32,7 +32,7 @@ Metrics (names carry the ``askbot_`` prefix, base units; counters end in ``_tota
   (none given, no text), ``other``;
 - ``askbot_tool_results_cut_total``: tool results cut to ``TOOL_RESULT_MAX_CHARS`` before the model saw them;
 - ``askbot_slack_api_calls_total{method}``: Web API calls (one per call, whatever slack_sdk retried) of the bot's
-  client (:class:`bot.slack.transport.runner.SharedWebClient`): all but Bolt's own cached ``auth.test`` of its first
+  client (:class:`bot.slack.transport.web_api.SharedWebClient`): all but Bolt's own cached ``auth.test`` of its first
   request;
 - ``askbot_slack_api_errors_total{method,error}``: failed ones, by Slack's ``error`` string (or the exception's
   type name for a connection failure); at most :data:`ERROR_LABELS_MAX` distinct error values a process, later

@@ -60,8 +60,8 @@ from bot.slack.replies.sessions import AgentSessions
 from bot.slack.replies.thread_writer import ThreadWriter, quiet_tool
 from bot.slack.run_slots import RunSlots, WaitingLimit
 from bot.slack.transport.http import events_web_app, server_log
-from bot.slack.transport.runner import InProcessRunner, LazyJobs, QueueRunner, SharedWebClient, use_client
-from bot.slack.transport.web_api import SlackWeb
+from bot.slack.transport.runner import InProcessRunner, LazyJobs, QueueRunner
+from bot.slack.transport.web_api import SharedWebClient, SlackWeb, use_client
 from bot.store import Keys, RedisRunStore
 from bot.store.conversations import ConversationIndex
 from bot.store.grants import GrantStore

@@ -15,6 +15,7 @@ modal, a thread reply).
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -150,3 +151,9 @@ def _dict(value: Any) -> dict[str, Any]:
 
 def _str(value: Any) -> str | None:
     return str(value) if isinstance(value, (str, int, float)) and str(value) else None
+
+
+REDELIVERED: ContextVar[bool] = ContextVar("redelivered", default=False)
+"""True while a worker runs a job that a dead (or stalled) worker took before (``"redelivered"`` in the job): what
+that earlier delivery already did may be this job's own doing (see
+:meth:`bot.slack.questions.answering.Answering.not_open`)."""

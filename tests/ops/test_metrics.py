@@ -175,7 +175,7 @@ async def test_slack_error_strings_from_outside_make_a_bounded_set_of_label_valu
     set (the rest counted as ``other``), so a scrape never grows without end."""
     from bot.fakeslack import Workspace
     from bot.ops.metrics import ERROR_LABELS_MAX, exposition
-    from bot.slack.transport.runner import SharedWebClient
+    from bot.slack.transport.web_api import SharedWebClient
 
     TOKEN = "xoxb-metrics-test-0123456789"
     async with Workspace(bot_token=TOKEN) as ws:

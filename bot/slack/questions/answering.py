@@ -43,7 +43,7 @@ from bot.errors import (
 )
 from bot.logs import log_context
 from bot.ops import audit
-from bot.slack.context import Origin, SlackContext
+from bot.slack.context import REDELIVERED, Origin, SlackContext
 from bot.slack.questions.attempt import Attempt
 from bot.slack.questions.lookup import Found, QuestionLookup, Say
 from bot.slack.questions.messages import QuestionMessages
@@ -56,7 +56,6 @@ from bot.slack.render import blocks as bk
 from bot.slack.render.approvals import decision_outcome
 from bot.slack.replies.thread_writer import ThreadWriter
 from bot.slack.run_slots import RunSlots, Slot, Taking
-from bot.slack.transport.runner import REDELIVERED
 from bot.slack.transport.web_api import SlackWeb
 from bot.store.batch import Batch
 from bot.store.conversations import ConversationIndex, MessageRef
@@ -331,7 +330,7 @@ class Answering:
     @staticmethod
     def own_earlier_claim(check: AnswerCheck, user: str) -> bool:
         """Whether an answer or decision job finds its own earlier claim: it is redelivered (its first delivery's
-        worker died, :data:`bot.slack.transport.runner.REDELIVERED`) and the call holds ``user``'s answer. (A second
+        worker died, :data:`bot.slack.context.REDELIVERED`) and the call holds ``user``'s answer. (A second
         click by the same person is its own job, not a redelivery: still a duplicate.)"""
         return REDELIVERED.get() and isinstance(check, Answered) and check.answer.answered_by == user
 

@@ -26,7 +26,6 @@ import asyncio
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextvars import ContextVar
 from typing import Any
 
 from slack_bolt.kwargs_injection.async_utils import build_async_required_kwargs
@@ -36,7 +35,7 @@ from slack_bolt.util.utils import get_arg_names_of_callable, get_name_for_callab
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import StoreUnavailable
-from bot.ops.observe import slack_call
+from bot.slack.context import REDELIVERED
 from bot.store.work_queue import JOB_VERSION, WorkQueue
 
 log = logging.getLogger(__name__)
@@ -108,34 +107,6 @@ class _FreshCopy(HttpBoltRequest):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> _FreshCopy:
         return self
-
-
-class SharedWebClient(AsyncWebClient):
-    """The bot's one Web API client (one aiohttp session), shared by every request: Bolt deep-copies a request's
-    context for its lazy functions, and a live HTTP session can't be copied, so a copy is this same client."""
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> SharedWebClient:
-        return self
-
-    async def api_call(self, api_method: str, **kwargs: Any) -> Any:
-        """Every Web API method goes through here: counted and traced by method (:func:`bot.ops.observe.slack_call`:
-        Slack's ``error`` string on failure, never the token or the payload)."""
-        with slack_call(api_method):
-            return await super().api_call(api_method, **kwargs)
-
-
-def use_client(client: SharedWebClient) -> Callable[..., Awaitable[Any]]:
-    """Global middleware (register it first): every listener gets ``client``. Bolt makes a client per request
-    around the same session, and helpers bound to it (``say``...), which its lazy-listener copy can't copy."""
-
-    async def middleware(context: dict[str, Any], next: Callable[[], Awaitable[Any]]) -> Any:
-        context["client"] = client
-        for key, value in list(context.items()):  # say/complete/fail... made around the per-request client
-            if key != "client" and getattr(value, "client", client) is not client:
-                del context[key]  # made again on demand around this client
-        return await next()
-
-    return middleware
 
 
 _ARG_NAMES: weakref.WeakKeyDictionary[LazyFunction, list[str]] = weakref.WeakKeyDictionary()
@@ -214,12 +185,6 @@ class QueueRunner(InProcessRunner):
             await self.queue.enqueue(job)
         except StoreUnavailable:
             await self.on_store_down(request.body)
-
-
-REDELIVERED: ContextVar[bool] = ContextVar("redelivered", default=False)
-"""True while a worker runs a job that a dead (or stalled) worker took before (``"redelivered"`` in the job): what
-that earlier delivery already did may be this job's own doing (see
-:meth:`bot.slack.questions.answering.Answering.not_open`)."""
 
 
 class LazyJobs:

@@ -20,6 +20,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import SlackRefused
+from bot.ops.observe import slack_call
 
 log = logging.getLogger(__name__)
 
@@ -254,3 +255,31 @@ class SlackWeb:
     async def update_view(self, view_id: str, view: dict[str, Any]) -> bool:
         """``views.update`` of an open view; False when Slack refused (e.g. the person closed it)."""
         return await self._done(self.client.views_update(view_id=view_id, view=view), what="views.update failed")
+
+
+class SharedWebClient(AsyncWebClient):
+    """The bot's one Web API client (one aiohttp session), shared by every request: Bolt deep-copies a request's
+    context for its lazy functions, and a live HTTP session can't be copied, so a copy is this same client."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SharedWebClient:
+        return self
+
+    async def api_call(self, api_method: str, **kwargs: Any) -> Any:
+        """Every Web API method goes through here: counted and traced by method (:func:`bot.ops.observe.slack_call`:
+        Slack's ``error`` string on failure, never the token or the payload)."""
+        with slack_call(api_method):
+            return await super().api_call(api_method, **kwargs)
+
+
+def use_client(client: SharedWebClient) -> Callable[..., Awaitable[Any]]:
+    """Global middleware (register it first): every listener gets ``client``. Bolt makes a client per request
+    around the same session, and helpers bound to it (``say``...), which its lazy-listener copy can't copy."""
+
+    async def middleware(context: dict[str, Any], next: Callable[[], Awaitable[Any]]) -> Any:
+        context["client"] = client
+        for key, value in list(context.items()):  # say/complete/fail... made around the per-request client
+            if key != "client" and getattr(value, "client", client) is not client:
+                del context[key]  # made again on demand around this client
+        return await next()
+
+    return middleware
