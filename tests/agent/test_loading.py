@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from bot.testing.ports import free_port
 
 SETTING_PREFIXES = ("SLACK_", "OPENAI_", "REDIS_", "ASK_", "RUN_", "LOG_", "PORT", "AGENT", "MCP_", "PYTHONSAFEPATH")
 MY_AGENT = '''
@@ -30,12 +31,6 @@ def build(*, model, store) -> Agent:
     return Agent(id="coffee", name="Coffee", instructions="Count coffee.", model=model, store=store,
                  tools=[coffee_count, make_ask_user_tool()])
 '''
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def env(**extra: str) -> dict[str, str]:

@@ -26,6 +26,7 @@ from bot.slack.questions.follow_up_plan import COALESCE_SECONDS
 from bot.slack.refs import QuestionRef
 from bot.store import Keys
 from bot.testing.mcp_process import McpProcess, mcp_http_process
+from bot.testing.ports import free_port
 from bot.testing.slack_scenarios import ALICE, BOB, CAROL, GENERAL, has_controls
 from bot.testing.tcp_proxy import TcpProxy
 from tests.mcp_server.mcp_support import STARTUP_SECONDS, bearer_client
@@ -607,9 +608,7 @@ async def test_slack_unreachable_at_start_is_one_error_line_and_exit_2(
     """No such host (DNS) or nothing listening: ``python -m bot mcp`` says so on one ``error:`` line naming the host
     and SLACK_API_URL, and exits 2 (as for a refused token), not with a traceback."""
     if api_url == "closed-port":
-        with socket.socket() as probe:  # a loopback port nothing listens on once closed
-            probe.bind(("127.0.0.1", 0))
-            api_url = f"http://127.0.0.1:{probe.getsockname()[1]}/api/"
+        api_url = f"http://127.0.0.1:{free_port()}/api/"  # a loopback port nothing listens on
     env = {
         "PATH": os.environ.get("PATH", ""),
         "SLACK_BOT_TOKEN": "xoxb-test-token-0123456789",

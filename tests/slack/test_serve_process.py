@@ -22,18 +22,13 @@ import pytest
 from bot.__main__ import main
 from bot.fakeslack import Workspace
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
+from bot.testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SETTING_PREFIXES = ("SLACK_", "OPENAI_", "REDIS_", "ASK_", "RUN_", "LOG_", "PORT", "AGENT_")
 TOKEN = "xoxb-serve-test-0123456789"
 APP_TOKEN = "xapp-1-A0PLAYGRND-serve-test"
 REAL_REDIS = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/0")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def clean_env(**extra: str) -> dict[str, str]:

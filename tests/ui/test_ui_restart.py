@@ -10,7 +10,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -21,17 +20,12 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.store.keys import Keys
+from bot.testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTING_PREFIXES = ("SLACK_", "OPENAI_", "REDIS_", "ASK_", "RUN_", "LOG_", "PORT", "AGENT", "MCP_")
 REAL_REDIS = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/0")
 BOT = "<@U_BOT>"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def playground_env(prefix: str) -> dict[str, str]:

@@ -37,6 +37,7 @@ from bot.agent.tools import ToolInputError
 from bot.config import Settings, SettingsError, load_settings
 from bot.slack.app import build_bot
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
+from bot.testing.ports import free_port
 
 SERVERS = Path(__file__).resolve().parent / "servers"
 BASIC = str(SERVERS / "basic.py")
@@ -271,12 +272,6 @@ async def test_a_server_that_dies_fails_its_calls_is_reported_once_and_reconnect
 
 
 # --- streamable HTTP -----------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def http_server() -> MCPServer:
