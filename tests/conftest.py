@@ -19,14 +19,23 @@ ids ``[single]`` / ``[cluster]``. ``real_redis_env`` gives a bot subprocess the 
 The suite runs in parallel (pytest-xdist, ``-n auto`` in pyproject.toml): ``auto`` is twice the cores here
 (:func:`pytest_xdist_auto_num_workers`), since the suite mostly waits (serially it keeps one core ~40 % busy: bot
 subprocesses starting, sockets, timers). Nothing a test uses is shared between workers: key prefixes are unique
-per test, ports are picked free by the OS, files go in ``tmp_path``.
+per test, a port a test must name before its server starts comes from its worker's own block
+(:func:`bot.testing.ports.free_port`), files go in ``tmp_path``.
+
+Bytecode is cached (``__pycache__``) even where ``PYTHONDONTWRITEBYTECODE`` is set, as it is on the CI machines: the
+suite starts about a hundred Python processes (the bot's subprocesses, MCP servers, workers), each of which would
+otherwise compile every module of ``bot/`` it imports, and every xdist worker would rewrite every test module's
+asserts again (about a tenth of the suite's CPU). The controller compiles ``bot/`` once at the start
+(:func:`pytest_configure`), so every process finds it compiled.
 """
 
 from __future__ import annotations
 
+import compileall
 import importlib.util
 import os
 import re
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -93,6 +102,14 @@ def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> 
     if module_path.name.startswith("test_") and _missing(module_path):
         return _FrameworkMissing.from_parent(parent, path=module_path)
     return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Bytecode caches on (see the module docstring), and ``bot/`` compiled once, by the controller (or a run without
+    workers), before any worker or test process starts."""
+    sys.dont_write_bytecode = False
+    if not hasattr(config, "workerinput"):
+        compileall.compile_dir(Path(__file__).resolve().parent.parent / "bot", quiet=1)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

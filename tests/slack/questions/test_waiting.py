@@ -286,7 +286,7 @@ async def test_stop_of_an_orphan_while_its_requester_is_at_the_run_limit_still_s
     async with harness(fake_redis, settings=settings) as h:
         h.model.script(
             Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]),
-            Reply(text="Counting slowly. " * 200, chunk_delay=0.05),  # the other request: works for ~10 s
+            Reply(text="Counting slowly. ", chunk_delay=0.05, endless=True),  # the other request: works until stopped
         )
         d = await h.ws.mention(ALICE, GENERAL, "restart api")
         thread = d.message["ts"]
@@ -303,6 +303,10 @@ async def test_stop_of_an_orphan_while_its_requester_is_at_the_run_limit_still_s
         )
         final = await h.bot.agent.get_run(state.run_id)
         assert final.status == "completed" and approval_agent.RESTARTS == []
+        await h.ws.reply_in_thread(ALICE, GENERAL, other.message["ts"], "stop")  # the other request ends too
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=other.message["ts"], predicate=lambda m: "Stopped" in m["text"], timeout=10
+        )
 
 
 @pytest.mark.parametrize("said", ["mention", "reply"])
