@@ -1,5 +1,5 @@
 """``python -m bot [serve|web|worker|playground|mcp] [--http|--socket]``: run the bot (``python -m bot policy
-check|explain``: the approval policy, :mod:`bot.approval_policy_cli`).
+check|explain``: the approval policy, :mod:`bot.approval_policy.cli`).
 
 - no ``SLACK_BOT_TOKEN``: the local playground (fake Slack + browser UI), see ``bot.playground.launcher``;
 - ``SLACK_BOT_TOKEN`` + ``SLACK_SIGNING_SECRET``: HTTP mode, ``POST /slack/events`` on ``$PORT``;
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     with one ``error: ...`` line per problem on stderr)."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["policy"]:  # check / explain an approval policy: no settings needed but the file
-        from bot.approval_policy_cli import main as policy_main
+        from bot.approval_policy.cli import main as policy_main
 
         return policy_main(argv[1:])
     parser = argparse.ArgumentParser(

@@ -18,7 +18,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from bot.approval_policy import CHANNEL_ID, USER_ID, Decision, Policy, PolicyError, Rule, load_policy, rule_name
+from bot.approval_policy.decisions import Decision, Policy, rule_name
+from bot.approval_policy.loading import PolicyError, load_policy
+from bot.approval_policy.rules import CHANNEL_ID, USER_ID, Rule
 from bot.errors import ConfigError
 
 
