@@ -375,8 +375,10 @@ async def walk_requests(show: bool, *, paths: bool = False) -> None:
                     effects = ", ".join(name for name, _ in hook.chains)
                     if show:
                         for name, chain in hook.chains:
-                            print(f"  {name}: " + " > ".join(
-                                f"{module_of(f.f_code.co_filename)}.{f.f_code.co_qualname}" for f in chain))
+                            print(
+                                f"  {name}: "
+                                + " > ".join(f"{module_of(f.f_code.co_filename)}.{f.f_code.co_qualname}" for f in chain)
+                            )
                     report(f"{title} (path to: {effects})", figures(hook.tree(), above), show=show)
                 else:
                     report(title, figures(hook.roots, above), show=show)

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bot.agent.state import RunState, ToolCall
-from bot.agent.text_bounds import Action, Details
+from bot.agent.text import Action, Details
 from bot.agent.tools import Tool, ToolContext
 
 ASK_ONLY = "ask_only"  # metadata key: the run only asks; its value is the reply shown once it is answered
@@ -30,7 +30,7 @@ ENDED = {  # the run's last text when nobody answered: the reply is for an answe
 
 class ApprovalRequest(BaseModel):
     """What an outside agent asks a person to approve: ``action`` (one line) and its ``details`` (Markdown, or
-    key/values shown one per line); their bounds are :mod:`bot.agent.text_bounds`'s. ``policy_rule``: the approval
+    key/values shown one per line); their bounds are :mod:`bot.agent.text`'s. ``policy_rule``: the approval
     policy rule that decides it, its MCP caller's (:mod:`bot.mcp_server.callers`), else the rules match."""
 
     action: Action

@@ -34,7 +34,7 @@ from typing import Any
 from mcp_types import CallToolResult, TextContent
 
 from bot.agent.state import RunState
-from bot.agent.text_bounds import MAX_ACTION, MAX_CONTEXT, MAX_DETAILS
+from bot.agent.text import MAX_ACTION, MAX_CONTEXT, MAX_DETAILS
 from bot.mcp_server.asker import AskError, outcome_of
 
 TOOL = "approve_tool_use"  # the MCP tool's name: --permission-prompt-tool mcp__<server>__approve_tool_use
@@ -127,7 +127,7 @@ def clip_text(text: str, room: int) -> str:
 
 def summary(tool_name: str, tool_input: dict[str, Any]) -> str:
     """One readable line of what would run, for the thread's first message: ``Bash: git push`` (the command),
-    ``Write: src/app.py`` (the file), else the tool's name; at most :data:`bot.agent.text_bounds.MAX_CONTEXT`."""
+    ``Write: src/app.py`` (the file), else the tool's name; at most :data:`bot.agent.text.MAX_CONTEXT`."""
     for key in SUMMARY_KEYS:
         value = tool_input.get(key)
         if isinstance(value, str) and value.strip():
@@ -147,7 +147,7 @@ def tool_use_digest(tool_name: str, tool_input: dict[str, Any], *, caller: str) 
 def approval_request(tool_name: str, tool_input: dict[str, Any], *, caller: str) -> dict[str, Any]:
     """The approval's arguments for ``caller``'s (its name) Claude Code request to use ``tool_name`` with
     ``tool_input``: ``{"action": tool_name, "details": key/values, "tool_use": digest}`` (:func:`tool_use_digest`).
-    Raises :class:`~bot.mcp_server.asker.AskError` (a name over :data:`~bot.agent.text_bounds.MAX_ACTION` or on several
+    Raises :class:`~bot.mcp_server.asker.AskError` (a name over :data:`~bot.agent.text.MAX_ACTION` or on several
     lines, an input over :data:`MAX_INPUT`)."""
     if not tool_name.strip() or "\n" in tool_name or len(tool_name) > MAX_ACTION:
         raise AskError(f"tool_name must be one line of 1-{MAX_ACTION} characters")

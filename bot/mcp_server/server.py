@@ -28,7 +28,7 @@ Every call is a caller's (:mod:`bot.mcp_server.callers`): over HTTP the one its 
 process's (``MCP_CALLER``), or without ``MCP_CALLERS`` the one implicit caller, confined to ``MCP_ASK_CHANNEL``. A
 call outside what its caller may do is refused with a ``ToolError`` naming the rule.
 
-Every text field is bounded (:mod:`bot.agent.text_bounds`, shared by both tools); a call over a bound is refused before
+Every text field is bounded (:mod:`bot.agent.text`, shared by both tools); a call over a bound is refused before
 anything is posted or stored, naming the field.
 
 Answers are taken by ``python -m bot serve`` processes on the same Redis (the clicks reach them), or, with
@@ -52,7 +52,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus
 from pydantic import BaseModel
 
 from bot.agent.asking import APPROVAL_TOOL
-from bot.agent.text_bounds import (
+from bot.agent.text import (
     Action,
     AskContext,
     Details,
@@ -96,7 +96,7 @@ approval request (:data:`bot.agent.asking.APPROVAL_TOOL`)."""
 
 class Option(BaseModel):
     """One choice: ``label`` (what the person picks and the answer says), ``description`` (shown under it); bounded
-    as :mod:`bot.agent.text_bounds` says."""
+    as :mod:`bot.agent.text` says."""
 
     label: OptionLabel
     description: OptionDescription | None = None

@@ -191,9 +191,9 @@ def test_newer_generation_a_round_asking_to_open_a_link_not_allowed_is_refused_b
 
 def test_an_elicitation_message_longer_than_a_question_may_be_is_refused() -> None:
     """An MCP server's message is an outside party's text like an MCP client's question: the same bound
-    (bot.agent.text_bounds.MAX_QUESTION), so neither is kept in Redis nor shown beyond it."""
+    (bot.agent.text.MAX_QUESTION), so neither is kept in Redis nor shown beyond it."""
     from bot.agent.forms import FormUnsupported
-    from bot.agent.text_bounds import MAX_QUESTION
+    from bot.agent.text import MAX_QUESTION
 
     schema = {"type": "object", "properties": {"name": {"type": "string"}}}
     assert question_for(types.ElicitRequestFormParams(message="m" * (MAX_QUESTION - 100), requested_schema=schema))

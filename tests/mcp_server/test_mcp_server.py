@@ -547,8 +547,8 @@ async def test_every_text_an_outside_agent_sends_is_bounded_before_anything_is_p
     real_redis: aioredis.Redis, harness: Any, prefix: str
 ) -> None:
     """A 100,000-character question was asked (and kept in Redis for the run's retention); every free-text field of
-    both tools is bounded by one table (bot.agent.text_bounds), advertised in the input schemas and refused over it."""
-    from bot.agent import text_bounds as limits
+    both tools is bounded by one table (bot.agent.text), advertised in the input schemas and refused over it."""
+    from bot.agent import text as limits
 
     over = {
         ("ask_user", "question"): {"question": "q" * 100_000},

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ValidationError
 from bot.agent.ask_user import AskUserOption, AskUserPayload
 from bot.agent.forms import MAX_CHOICES, URL_SCHEMES, Form, FormReply, FormUnsupported, url_to_show
 from bot.agent.mcp.tool import McpStateRefused, McpToolError
-from bot.agent.text_bounds import MAX_QUESTION
+from bot.agent.text import MAX_QUESTION
 from bot.agent.tools import ToolContext
 from bot.errors import AnswerError
 
@@ -224,7 +224,7 @@ def _elicit_params(raw: dict[str, Any]) -> types.ElicitRequestParams:
 
 
 def _payload(question: str, labels: list[str] | None, mode: str | None, form: Form) -> dict[str, Any]:
-    if len(question) > MAX_QUESTION:  # an outside party's text, kept with the run: bot.agent.text_bounds
+    if len(question) > MAX_QUESTION:  # an outside party's text, kept with the run: bot.agent.text
         raise FormUnsupported(f"its message has {len(question)} characters; at most {MAX_QUESTION} can be asked")
     if labels is not None and len(labels) > MAX_CHOICES:
         raise FormUnsupported(f"it offers {len(labels)} choices; at most {MAX_CHOICES} can be shown")
