@@ -51,8 +51,8 @@ LEFT_OUT = ("bot.fakeslack", "bot.playground", "bot.testing")
 RETURNS = {dis.opmap[name] for name in ("RETURN_VALUE", "RETURN_CONST") if name in dis.opmap}
 
 
-def module_of(path: str) -> str | None:
-    """``bot.slack.app`` for ``.../bot/slack/app.py``; None outside ``bot/`` or in a left-out package."""
+def module_of(path: str, *, left_out: tuple[str, ...] = LEFT_OUT) -> str | None:
+    """``bot.slack.app`` for ``.../bot/slack/app.py``; None outside ``bot/`` or in a ``left_out`` package."""
     try:
         rel = Path(path).resolve().relative_to(ROOT)
     except ValueError:
@@ -60,15 +60,16 @@ def module_of(path: str) -> str | None:
     if rel.parts[0] != "bot" or rel.suffix != ".py":
         return None
     name = ".".join(rel.with_suffix("").parts).removesuffix(".__init__")
-    return None if name.startswith(LEFT_OUT) else name
+    return None if left_out and name.startswith(left_out) else name
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> the ``bot`` modules it imports (anywhere in it, function-level imports included)."""
+def import_graph(*, left_out: tuple[str, ...] = LEFT_OUT) -> dict[str, set[str]]:
+    """Module -> the ``bot`` modules it imports (anywhere in it, function-level and type-checking imports included),
+    for every module of ``bot/`` but the ``left_out`` packages (``()``: all of them)."""
     graph: dict[str, set[str]] = {}
-    known = {m for p in BOT.rglob("*.py") if (m := module_of(str(p))) is not None}
+    known = {m for p in BOT.rglob("*.py") if (m := module_of(str(p), left_out=left_out)) is not None}
     for path in BOT.rglob("*.py"):
-        name = module_of(str(path))
+        name = module_of(str(path), left_out=left_out)
         if name is None:
             continue
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]

@@ -1,0 +1,113 @@
+"""The house's rules, read from the code (every import of ``bot/``, function-level and type-checking ones included;
+the reader is ``benchmarks.request_walk.import_graph``, which also draws the request walks): no import cycle, the
+runtime and the store know nothing of Slack or of operations, the fake Slack nothing of the bot, the approval policy
+nothing but its own files, and no folder grows past about 15 modules."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from benchmarks.request_walk import BOT, import_graph
+
+GRAPH = import_graph(left_out=())
+
+OUTSIDE_THE_RUNTIME = (
+    "bot.slack",
+    "bot.ops",
+    "bot.mcp_server",
+    "bot.playground",
+    "bot.fakeslack",
+    "bot.frameworks",
+    "bot.config",
+    "bot.serving",
+    "bot.__main__",
+)
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def imports_of(prefix: str, banned: tuple[str, ...]) -> list[tuple[str, str]]:
+    return sorted(
+        (m, t) for m, targets in GRAPH.items() if m.startswith(prefix) for t in targets if t.startswith(banned)
+    )
+
+
+def test_the_reader_sees_the_whole_package() -> None:
+    assert len(GRAPH) == len(list(BOT.rglob("*.py")))
+    assert "bot.slack.transport.web_api" in GRAPH["bot.slack.app"]
+    assert "bot.agent.state" in GRAPH["bot.store.redis_store"]
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_anywhere_under_bot() -> None:
+    assert cycles(GRAPH) == []
+
+
+def test_the_runtime_knows_nothing_of_slack_operations_or_the_deployment() -> None:
+    """``bot.agent`` is Slack-agnostic and offers hooks instead of importing metrics and audit (``bot.ops``). Of
+    ``bot.store`` it uses only the retry rule for work owed since an outage (``bot.store.outage``, which imports
+    nothing of the bot), for a save that failed while Redis was down."""
+    assert imports_of("bot.agent", OUTSIDE_THE_RUNTIME) == []
+    assert imports_of("bot.agent", ("bot.store",)) == [("bot.agent._loop.saving", "bot.store.outage")]
+    assert GRAPH["bot.store.outage"] == set()
+    assert imports_of("bot.store", OUTSIDE_THE_RUNTIME) == []
+
+
+def test_the_fake_slack_and_the_approval_policy_stand_alone() -> None:
+    """The fake Slack is Slack's side of the wire: it imports nothing of the bot it talks to, nor of the demo app
+    built on it. The approval policy is data read the same way by the runtime, the Slack layer, the MCP server and
+    the CLI: it imports none of them (its CLI reads the deployment's settings, ``APPROVAL_POLICY`` and
+    ``APPROVERS``, and nothing else)."""
+    bot_side = ("bot.slack", "bot.agent", "bot.store", "bot.ops", "bot.mcp_server", "bot.frameworks", "bot.playground")
+    assert imports_of("bot.fakeslack", bot_side) == []
+    assert imports_of("bot.approval_policy", (*bot_side, "bot.config")) == [("bot.approval_policy.cli", "bot.config")]
+
+
+def test_no_folder_holds_more_than_about_fifteen_modules() -> None:
+    per_folder = Counter(path.parent.relative_to(BOT.parent).as_posix() for path in BOT.rglob("*.py"))
+    assert max(per_folder.values()) <= 17, per_folder.most_common(3)  # __init__.py included
