@@ -25,7 +25,7 @@ import contextlib
 import sys
 from typing import TYPE_CHECKING
 
-from bot.config import load_settings
+from bot.config import deployed_policy, load_settings
 from bot.errors import ConfigError
 from bot.logs import configure_logging, redact
 from bot.ops.tracing import configure_tracing, shutdown_tracing
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["policy"]:  # check / explain an approval policy: no settings needed but the file
         from bot.approval_policy.cli import main as policy_main
 
-        return policy_main(argv[1:])
+        return policy_main(argv[1:], deployed=lambda: deployed_policy(load_settings()))
     parser = argparse.ArgumentParser(
         prog="python -m bot",
         description="Run the Slack bot, its local playground, or its MCP server for outside agents.",

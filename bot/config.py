@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
@@ -90,6 +90,9 @@ from bot.settings_values import (
 )
 from bot.settings_values import parse_duration as parse_duration
 from bot.settings_values import redis_address as redis_address
+
+if TYPE_CHECKING:
+    from bot.approval_policy import Policy
 
 DEFAULT_INSTRUCTIONS = (
     "You are a helpful assistant in a Slack workspace. When a request is ambiguous or needs a human "
@@ -520,6 +523,17 @@ def load_settings(**values: Any) -> Settings:
     except ValidationError as exc:
         problems = describe_errors(exc, order=list(Settings.model_fields), is_secret=_is_secret)
         raise SettingsError(_policy_problems(exc, problems)) from None
+
+
+def deployed_policy(settings: Settings) -> Policy:
+    """The approval policy ``settings`` deploy: ``APPROVAL_POLICY``'s file (read again: raises
+    :class:`~bot.approval_policy.PolicyError` if it changed for the worse since the settings were checked), else the
+    one rule ``APPROVERS`` stands for (:meth:`~bot.approval_policy.Policy.from_approvers`)."""
+    from bot.approval_policy import Policy, load_policy
+
+    if settings.approval_policy:
+        return load_policy(settings.approval_policy)
+    return Policy.from_approvers(settings.approvers)
 
 
 def _policy_problems(exc: ValidationError, problems: list[str]) -> list[str]:

@@ -15,7 +15,7 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bot.approval_policy.decisions import Decision, Policy, rule_name
@@ -119,8 +119,10 @@ def _then(decision: Decision) -> str:
     return "decline" if then == "decline" else "escalate to " + ", ".join(then.escalate)
 
 
-def main(argv: Sequence[str]) -> int:
-    """``python -m bot policy ...``; returns the exit status (2: a bad file or arguments, ``error:`` lines)."""
+def main(argv: Sequence[str], *, deployed: Callable[[], Policy]) -> int:
+    """``python -m bot policy ...``; returns the exit status (2: a bad file or arguments, ``error:`` lines).
+    ``deployed``: the deployment's policy (``APPROVAL_POLICY``'s file, else the one rule ``APPROVERS`` stands for),
+    read only when ``explain`` is given no ``--file``; it raises ``ConfigError`` for a bad setting."""
     parser = argparse.ArgumentParser(prog="python -m bot policy", description="Check and explain an approval policy.")
     sub = parser.add_subparsers(dest="action", required=True)
     check = sub.add_parser("check", help="validate a policy file and print its rules")
@@ -137,7 +139,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         if ns.action == "check":
             return _check(ns.file)
-        return _explain(ns)
+        return _explain(ns, deployed)
     except ConfigError as exc:
         lines = exc.problems if isinstance(exc, PolicyError) else str(exc).splitlines()
         for line in lines:
@@ -157,7 +159,7 @@ def _check(file: str) -> int:
     return 0
 
 
-def _explain(ns: argparse.Namespace) -> int:
+def _explain(ns: argparse.Namespace, deployed: Callable[[], Policy]) -> int:
     try:
         args: Any = json.loads(ns.args)
     except json.JSONDecodeError as exc:
@@ -171,7 +173,7 @@ def _explain(ns: argparse.Namespace) -> int:
         problems.append(f"--channel: {ns.channel!r} is not a Slack channel id (C…, G… or D…)")
     if problems:
         raise ConfigError("\n".join(problems))
-    policy = _policy(ns.file)
+    policy = load_policy(ns.file) if ns.file else deployed()
     tool_requires = None if ns.tool_requires is None else ns.tool_requires == "yes"
     decision = policy.decide(
         ns.tool,
@@ -184,14 +186,3 @@ def _explain(ns: argparse.Namespace) -> int:
     print(f"policy: {policy.source}")
     print(explain(decision, tool_requires=tool_requires))
     return 0
-
-
-def _policy(file: str | None) -> Policy:
-    if file:
-        return load_policy(file)
-    from bot.config import load_settings
-
-    settings = load_settings()
-    if settings.approval_policy:
-        return load_policy(settings.approval_policy)
-    return Policy.from_approvers(settings.approvers)

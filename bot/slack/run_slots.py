@@ -10,7 +10,7 @@ person can make the bot send to others.
 Giving a slot back is bookkeeping whose undo can fail in a Redis outage. Such a release is owed, not left to the
 slot's lapse time (``ActiveRuns.ttl``, 2 minutes: the person would be told "still working on N of your requests"
 while nothing runs): :class:`RunSlots` retries the owed releases in the background until Redis answers (backoff:
-:mod:`bot.store.outage`), and the person's next request in this process removes them in the same script that
+:mod:`bot.outage`), and the person's next request in this process removes them in the same script that
 takes its slot, so it goes through at once. A slot whose taking failed is owed too (Redis may have applied it and
 lost the reply, or the request was given up while it was in flight): the owed release marks it released in Redis,
 so its taking, landing late from another connection, takes nothing (:mod:`bot.store.limits`); so does the release
@@ -31,11 +31,11 @@ import contextlib
 import logging
 import secrets
 
+from bot import outage
 from bot.agent import Agent
 from bot.agent.answers import Open
 from bot.errors import RunLimitReached, RunNotFound, StoreCorrupt, StoreUnavailable
 from bot.slack.context import SlackContext
-from bot.store import outage
 from bot.store.batch import Batch, Later
 from bot.store.inbox import Inbox
 from bot.store.limits import ActiveRuns
@@ -185,7 +185,7 @@ class RunSlots:
             self.owed.pop(person, None)
 
     async def _pay_attempt(self) -> bool:
-        """One try at giving every owed slot back (:class:`bot.store.outage.Owed`): True once none is owed."""
+        """One try at giving every owed slot back (:class:`bot.outage.Owed`): True once none is owed."""
         with contextlib.suppress(StoreUnavailable):
             await self.pay_owed()
         self._paying = bool(self.owed)

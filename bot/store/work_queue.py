@@ -4,7 +4,7 @@ Jobs are JSON objects carrying ``"v"`` (the job shape's version, :data:`JOB_VERS
 Enqueueing is idempotent: a marker key per job id is set with the XADD in one script, so an XADD resent after its
 reply was lost (by redis-py's retry) queues nothing twice. Delivery is at least once: a worker acknowledges
 (``XACK`` + ``XDEL``) a job after handling it, whatever the handler did (a job that always fails must not loop);
-an acknowledgement an outage refused is retried until Redis answers (:class:`bot.store.outage.Owed`), else the job
+an acknowledgement an outage refused is retried until Redis answers (:class:`bot.outage.Owed`), else the job
 would stay pending under a live worker and be run again, much later, when another reclaims it.
 
 Who died is told by a liveness lease, not by how long a job has been pending: each consumer keeps the key
@@ -49,8 +49,8 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
+from bot import outage
 from bot.errors import StoreUnavailable
-from bot.store import outage
 from bot.store.keys import Keys
 
 log = logging.getLogger(__name__)

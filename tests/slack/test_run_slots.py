@@ -12,12 +12,12 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.errors import RunLimitReached, StoreUnavailable
+from bot.outage import RETRY_MAX
 from bot.slack.run_slots import TOO_BUSY, TOO_MANY_FOR_YOU, RunSlots, Slot, Taking
 from bot.store import Keys
 from bot.store.batch import Batch
 from bot.store.connect import connect_redis
 from bot.store.limits import ActiveRuns
-from bot.store.outage import RETRY_MAX
 from bot.testing.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]  # a TcpProxy in front of one server

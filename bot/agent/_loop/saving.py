@@ -13,10 +13,10 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable
 
+from bot import outage
 from bot.agent.state import RunState
 from bot.agent.store import RunStore
 from bot.errors import BotError, RunConflict, StoreUnavailable
-from bot.store import outage
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class RunSaver:
         raise AssertionError("unreachable")
 
     async def _persist_later(self, state: RunState, write_id: str) -> None:
-        """Retry the save with :mod:`bot.store.outage`'s backoff, so it lands soon after the store is back: until
+        """Retry the save with :mod:`bot.outage`'s backoff, so it lands soon after the store is back: until
         then the stored run reads ``running`` under this process's lease, and another process would tell the thread
         "still working"."""
         pauses, deadline = outage.pauses(), asyncio.get_running_loop().time() + self.persist_for

@@ -8,7 +8,7 @@ named channel), each copy with a link back to the thread. Every message that sho
 and the message a person acted on when it was never recorded (a store blip when it was posted), once Slack's copy of
 it (``conversations.replies``) shows that question. :meth:`QuestionMessages.close_pending` updates them to the
 question's outcome (answered, expired, decided), rendered from the stored question; a close Redis could not say the
-messages of is owed and done again once it answers (:class:`bot.store.outage.Owed`).
+messages of is owed and done again once it answers (:class:`bot.outage.Owed`).
 
 The run's thread itself (status, streamed reply, failures) is :class:`bot.slack.replies.thread_writer.ThreadWriter`'s,
 which asks here when its run suspends.
@@ -22,6 +22,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from bot import outage
 from bot.agent.answers import undecided
 from bot.agent.approvals import approval_payload
 from bot.agent.ask_user import AskUserPayload, fallback_text
@@ -49,7 +50,6 @@ from bot.slack.render.approvals import (
 )
 from bot.slack.render.mrkdwn import clip, escape
 from bot.slack.transport.web_api import SlackWeb
-from bot.store import outage
 from bot.store.batch import Batch
 from bot.store.conversations import ConversationIndex, MessageRef, asked_id
 
@@ -282,7 +282,7 @@ class QuestionMessages:
         """Close question ``ref``'s (tool call ``call``) records and update the messages showing it (and
         ``clicked``) to ``text`` / ``blocks`` (``ongoing``, ``ctx``: see :meth:`close_approval`). When Redis can't
         say which messages show it (an outage), ``clicked`` is updated now and the whole close is owed: done again as
-        soon as Redis answers (:class:`bot.store.outage.Owed`)."""
+        soon as Redis answers (:class:`bot.outage.Owed`)."""
 
         async def close(*, first: bool) -> bool:
             refs = await self.records.closed(ref.run_id, call, summary=summary, asked=asked, ongoing=ongoing)

@@ -9,7 +9,7 @@ inboxes and refreshes (:mod:`bot.slack.home`), in as few round trips as the stor
   messages to update are returned.
 
 A store outage (Redis cut, or out of memory) between the post and its records loses nothing: what was not written
-is owed, retried in the background until Redis answers (backoff: :mod:`bot.store.outage`; for as long as the
+is owed, retried in the background until Redis answers (backoff: :mod:`bot.outage`; for as long as the
 question can be answered), so its deadline, reminders and Home entries are there once Redis is back and its
 message closes when it is answered. A question closed while its records are still owed closes the message it was
 posted as (and nothing owed is written after: no reminder for a question answered). Owed records live in this
@@ -24,12 +24,12 @@ import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from bot import outage
 from bot.agent.stream import ApprovalPayload
 from bot.errors import StoreUnavailable
 from bot.slack.context import SlackContext
 from bot.slack.home import Home
 from bot.slack.questions.follow_up_plan import FollowUpPlan
-from bot.store import outage
 from bot.store.batch import Batch
 from bot.store.conversations import ConversationIndex, MessageRef, asked_id
 from bot.store.schedule import Due, Schedule
@@ -130,7 +130,7 @@ class QuestionRecords:
         return True
 
     async def _write_owed(self, key: tuple[str, str]) -> bool:
-        """One try at the records question ``key`` (run id, call) still owes (:class:`bot.store.outage.Owed`): True
+        """One try at the records question ``key`` (run id, call) still owes (:class:`bot.outage.Owed`): True
         once nothing is left to try (written, closed meanwhile, or past its deadline: given up)."""
         async with self._writing:
             owed = self.owed.get(key)

@@ -1,11 +1,11 @@
-"""Owed store work (:class:`bot.store.outage.Owed`): one attempt tried by the background retry and by ``flush`` (at
+"""Owed store work (:class:`bot.outage.Owed`): one attempt tried by the background retry and by ``flush`` (at
 shutdown) at once is done once, and neither fails for the other having forgotten it."""
 
 from __future__ import annotations
 
 import asyncio
 
-from bot.store.outage import RETRY_FIRST, Owed
+from bot.outage import RETRY_FIRST, Owed
 
 
 async def test_an_attempt_done_by_the_retry_and_a_flush_at_once_is_forgotten_once() -> None:
