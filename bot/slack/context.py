@@ -10,6 +10,8 @@ Shape (version 1)::
 :class:`Origin` is read from a payload's own structure (``container`` for interactions, ``event`` for events):
 the surface a person used decides where the bot answers them (a channel message, an ephemeral, App Home, a
 modal, a thread reply).
+
+:data:`REDELIVERED` says how the request being handled came: again, after the worker that took it first died.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ Nothing here raises on a Slack error: posting returns ``None``, updating returns
 decides what the person is told. Tokens never reach a log line (only Slack's error codes do). Retries of
 429s, 5xx answers and connection errors happen inside the client (see :func:`bot.slack.app.web_client`).
 
+Every call goes through the bot's one client, :class:`SharedWebClient` (one aiohttp session, counted and traced
+per method); :func:`use_client` hands it to every listener.
+
 Telling a person something privately (:meth:`SlackWeb.tell`) goes to the surface they used: an ephemeral in the
 channel (and thread) of a message surface; a DM (``chat.postMessage`` to their user id, which Slack posts in the
 app's Messages tab) from App Home or a modal, which have no channel, and when the ephemeral is refused.
