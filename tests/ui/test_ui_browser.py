@@ -367,3 +367,37 @@ async def test_ui_stop_button_of_a_working_thread_stops_its_reply(page: Any, pla
     await expect(session.locator(".session-status")).to_have_text("ready")
     await expect(session.get_by_role("button", name="Stop")).to_have_count(0)
     await shoot(page, "ui-stop-session")
+
+
+async def test_ui_a_link_to_a_thread_opens_the_thread_in_place(page: Any, playground: Playground) -> None:
+    """A big refund is asked of Carol by DM, with a link back to its thread (a ``chat.getPermalink`` link). Clicked
+    in the playground it opens that thread in place, as Slack's clients do: it opened a browser tab on a slack.com
+    page that does not exist. The Home's "Open the thread" link does the same."""
+    from playwright.async_api import expect
+
+    thread = await mention(page, "refund 250")
+    await expect(thread.get_by_text("refund", exact=False).first).to_be_visible()
+    await page.select_option("#user-select", "U_CAROL")
+    await page.locator("#dm-list").get_by_role("button").first.click()
+    link = page.locator("#messages").get_by_role("link", name="the thread").first
+    await expect(link).to_be_visible(timeout=10_000)
+    await expect(page.locator("#thread-pane")).to_be_hidden()  # the DM is open, no thread
+    await link.click()
+    pane = page.locator("#thread-pane")
+    await expect(pane).to_be_visible()
+    await expect(pane.get_by_role("log", name="Thread messages").get_by_text("@askbot refund 250")).to_be_visible()
+    await expect(page.locator("#channel-title")).to_contain_text("general")
+    assert len(page.context.pages) == 1  # no browser tab opened
+
+    await page.select_option("#user-select", "U_ALICE")
+    await page.locator("#thread-close").click()
+    thread = await mention(page, "deploy please")
+    await expect(thread.get_by_role("button", name="production")).to_be_visible()
+    await page.locator("#app-list").get_by_role("button", name="Home").click()
+    await expect(page.locator("#thread-pane")).to_be_hidden()
+    await page.locator("#messages .home").get_by_role("link", name="Open the thread").first.click()
+    pane = page.locator("#thread-pane")
+    await expect(pane.get_by_role("log", name="Thread messages").get_by_text("@askbot").first).to_be_visible()
+    await expect(page.locator("#channel-title")).to_contain_text("general")  # out of the Home, into the channel
+    assert len(page.context.pages) == 1
+    await shoot(page, "ui-linked-thread")

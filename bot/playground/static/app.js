@@ -11,6 +11,7 @@ import { renderMessageList, statusLine } from "./messages.js";
 import { MESSAGES, hideTabPrompts, openMessagesTab, renderMessagesTab, tabChannel } from "./messagestab.js";
 import { renderModal } from "./modal.js";
 import { S, STATUS_TTL_MS, api, applyEvent, applySnapshot, dmOf, textCtx, threadKey, userName, valuesKey } from "./store.js";
+import { onWorkspaceLink } from "./text.js";
 
 const HOME = "HOME"; // the sidebar's App Home entry (not a channel); MESSAGES: its Messages tab (messagestab.js)
 const inApp = (where) => where === HOME || where === MESSAGES; // one of the app's tabs, not a channel
@@ -161,6 +162,17 @@ function openChannel(channel) {
   requestAnimationFrame(() => channelComposer && channelComposer.focus());
 }
 
+// A link to a message of this workspace (a permalink: an approval request's DM "the thread", the Home's "Open the
+// thread") opens that thread here, as Slack's clients do, not a browser tab on a slack.com that isn't there. A
+// channel this person can't see (another person's DM) is left to the browser.
+function openLinkedThread({ channel, thread }) {
+  const known = S.channels.find((c) => c.id === channel);
+  if (!known || (known.is_im && known.user !== S.me)) return false;
+  openChannel(channel);
+  openThread(channel, thread);
+  return true;
+}
+
 function openThread(channel, ts) {
   S.thread = { channel, ts };
   S.pane = null; // the thread takes the side column
@@ -271,6 +283,7 @@ function connect() {
 
 function init() {
   S.me = localStorage.getItem("playground.me") || S.me;
+  onWorkspaceLink(openLinkedThread);
   channelComposer = makeComposer($("composer"), {
     target: () => ({ channel: S.current === MESSAGES ? tabChannel() : S.current, thread_ts: null }),
     placeholder: () => {

@@ -12,7 +12,7 @@
 // markdown, rich_text, input; unknown ones show a placeholder. Elements: button (styles, url, confirm),
 // static_select, multi_static_select, checkboxes, radio_buttons, overflow, image, plain_text_input.
 
-import { markdown, plainText, richText, safeUrl, textObject } from "./text.js";
+import { followLink, markdown, plainText, richText, safeUrl, textObject } from "./text.js";
 
 let uid = 0;
 const nextId = (prefix) => `${prefix}-${++uid}`;
@@ -81,7 +81,7 @@ function button(element, ctx, block) {
   b.addEventListener("click", () => {
     if (!confirmed(element)) return;
     const url = safeUrl(String(element.url || ""));
-    if (url) window.open(url, "_blank", "noopener,noreferrer");
+    if (url) followLink(url);
     ctx.act("click", { label: textOf(element.text), block_id: (block && block.block_id) || "" });
   });
   return b;

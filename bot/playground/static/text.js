@@ -95,6 +95,32 @@ export function safeUrl(url) {
   return /^(https?:|mailto:)/i.test(url) ? url : null;
 }
 
+// A message's link in this workspace (what chat.getPermalink gives: https://<team>.slack.com/archives/<channel>/
+// p<ts without its dot>, and ?thread_ts=<ts>&cid=<channel> for a reply) -> { channel, ts, thread }, else null.
+const PERMALINK = /^https:\/\/[a-z0-9-]+\.slack\.com\/archives\/([A-Z0-9_]+)\/p([0-9]{7,})(?:\?(.*))?$/i;
+
+export function permalinkTarget(url) {
+  const m = PERMALINK.exec(String(url || ""));
+  if (!m) return null;
+  const ts = `${m[2].slice(0, -6)}.${m[2].slice(-6)}`;
+  const thread = new URLSearchParams(m[3] || "").get("thread_ts");
+  return { channel: m[1], ts, thread: thread || ts };
+}
+
+// Where a link to this workspace's own messages goes: the app sets it (openLinkedThread); Slack's clients open the
+// linked thread in place instead of a browser tab, and so does the playground. Other links open in a new tab.
+let linkedThread = null;
+
+export function onWorkspaceLink(open) {
+  linkedThread = open;
+}
+
+export function followLink(url) {
+  const target = permalinkTarget(url);
+  if (target && linkedThread && linkedThread(target)) return;
+  window.open(url, "_blank", "noopener,noreferrer");
+}
+
 function el(tag, className, children) {
   const node = document.createElement(tag);
   if (className) node.className = className;
@@ -128,6 +154,10 @@ function link(href, label) {
   a.href = url;
   a.target = "_blank";
   a.rel = "noopener noreferrer";
+  a.addEventListener("click", (event) => {
+    const target = permalinkTarget(url);
+    if (target && linkedThread && linkedThread(target)) event.preventDefault(); // opened in place
+  });
   return a;
 }
 
