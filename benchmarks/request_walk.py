@@ -48,6 +48,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 BOT = ROOT / "bot"
 LEFT_OUT = ("bot.fakeslack", "bot.playground", "bot.testing")
+QUESTION = "Which repo?"  # what the traced mention asks, and how its effects are recognised
 RETURNS = {dis.opmap[name] for name in ("RETURN_VALUE", "RETURN_CONST") if name in dis.opmap}
 
 
@@ -316,7 +317,9 @@ def figures(roots: list[Call], above: dict[str, set[str]]) -> Figures:
     return Figures(sequence, len(set(sequence)), len(sequence) - 1, returns, climbs)
 
 
-async def walk_requests(show: bool, *, paths: bool = False) -> None:
+async def walk_requests(show: bool, *, paths: bool = False) -> dict[str, Figures]:
+    """Trace one mention and one click (see the module docstring), print each one's figures and return them by
+    request (``mention``, ``click``). Raises ``SystemExit`` when ``paths`` and an effect was not seen."""
     import fakeredis
 
     from bot.agent import OpenAIChatModel
@@ -326,7 +329,7 @@ async def walk_requests(show: bool, *, paths: bool = False) -> None:
     from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
 
     token, secret = "xoxb-walk-0123456789", "walk-signing-secret"
-    question = {"question": "Which repo?", "options": [{"label": "api"}, {"label": "web"}]}
+    question = {"question": QUESTION, "options": [{"label": "api"}, {"label": "web"}]}
     above = reaches(import_graph())
     async with FakeOpenAI() as model_server, Workspace("http://127.0.0.1:9/unset", secret, bot_token=token) as ws:
         settings = Settings(slack_bot_token=token, slack_signing_secret=secret, slack_api_url=ws.api_url)
@@ -341,7 +344,7 @@ async def walk_requests(show: bool, *, paths: bool = False) -> None:
                 sent = await ws.mention("U_ALICE", "C_GENERAL", "summarize the repo")
                 thread = sent.message["ts"]
                 asked = await ws.wait_for_message(
-                    channel="C_GENERAL", thread_ts=thread, predicate=lambda m: "Which repo?" in str(m.get("blocks"))
+                    channel="C_GENERAL", thread_ts=thread, predicate=lambda m: QUESTION in str(m.get("blocks"))
                 )
                 await bot.drain()
                 return thread, asked
@@ -355,6 +358,7 @@ async def walk_requests(show: bool, *, paths: bool = False) -> None:
 
             thread, asked = await mention()  # warm-up: auth.test, connections, scripts
             await click(asked, thread)
+            walked: dict[str, Figures] = {}
             for title in ("mention", "click"):
                 marker: dict[str, str] = {}
                 hook: Walk | Paths
@@ -373,6 +377,9 @@ async def walk_requests(show: bool, *, paths: bool = False) -> None:
                     sys.setprofile(None)
                     asyncio.get_running_loop().set_task_factory(None)
                 if isinstance(hook, Paths):
+                    missed = sorted(set(EFFECTS[title]) - {name for name, _ in hook.chains})
+                    if missed:  # a walk to nothing is no figure: say what was not seen
+                        raise SystemExit(f"request_walk: the {title}'s {', '.join(missed)} was not seen")
                     effects = ", ".join(name for name, _ in hook.chains)
                     if show:
                         for name, chain in hook.chains:
@@ -380,20 +387,23 @@ async def walk_requests(show: bool, *, paths: bool = False) -> None:
                                 f"  {name}: "
                                 + " > ".join(f"{module_of(f.f_code.co_filename)}.{f.f_code.co_qualname}" for f in chain)
                             )
-                    report(f"{title} (path to: {effects})", figures(hook.tree(), above), show=show)
+                    walked[title] = figures(hook.tree(), above)
+                    report(f"{title} (path to: {effects})", walked[title], show=show)
                 else:
-                    report(title, figures(hook.roots, above), show=show)
+                    walked[title] = figures(hook.roots, above)
+                    report(title, walked[title], show=show)
         finally:
             await bot.drain()
             await runner.cleanup()
             await bot.aclose()
+    return walked
 
 
 EFFECTS: dict[str, dict[str, Callable[[dict[str, Any]], bool]]] = {
     # a mention: the question's post (the thread's reply, status and reactions are not the question)
-    "mention": {"chat.postMessage": lambda args: "Which repo?" in str(args)},
+    "mention": {"chat.postMessage": lambda args: QUESTION in str(args)},
     # a click: the run's resume and the update that closes the question's message
-    "click": {"chat.update": lambda args: "Which repo?" in str(args), "resume": lambda args: True},
+    "click": {"chat.update": lambda args: QUESTION in str(args), "resume": lambda args: True},
 }
 
 

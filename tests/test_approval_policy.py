@@ -376,6 +376,29 @@ def test_reading_the_file(tmp_path: Path) -> None:
     assert parse_text("rules = [{tool = '*'}]", kind="toml").rules[0].tool == ("*",)
 
 
+def test_a_file_that_cant_be_read_for_another_reason_is_a_problem_line_too(tmp_path: Path) -> None:
+    """Any error of the file system is one line naming the file and why (it was a traceback for those not listed
+    one by one: a symlink loop, a path through a plain file, a name too long)."""
+    loop = tmp_path / "loop.yaml"
+    loop.symlink_to(loop)
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    cases = {
+        loop: "can't be read (Too many levels of symbolic links)",
+        plain / "policy.yaml": "can't be read (Not a directory)",
+        tmp_path / ("a" * 300 + ".yaml"): "can't be read (File name too long)",
+    }
+    for path, problem in cases.items():
+        with pytest.raises(PolicyError) as info:
+            load_policy(path)
+        assert info.value.problems == [f"{path}: {problem}"]
+    out = run_bot("policy", "explain", "send", "{}", "--user", ALICE, env={"APPROVAL_POLICY": str(loop)})
+    assert (out.returncode, out.stderr.splitlines()) == (
+        2,
+        [f"error: APPROVAL_POLICY: {loop}: can't be read (Too many levels of symbolic links)"],
+    )
+
+
 # --- the CLI and the setting --------------------------------------------------------------------------------
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from benchmarks.request_walk import BOT, import_graph
+import pytest
+
+from benchmarks.request_walk import BOT, EFFECTS, import_graph, walk_requests
 
 GRAPH = import_graph(left_out=())
 
@@ -112,3 +114,21 @@ def test_the_fake_slack_and_the_approval_policy_stand_alone() -> None:
 def test_no_folder_holds_more_than_about_fifteen_modules() -> None:
     per_folder = Counter(path.parent.relative_to(BOT.parent).as_posix() for path in BOT.rglob("*.py"))
     assert max(per_folder.values()) <= 17, per_folder.most_common(3)  # __init__.py included
+
+
+async def test_a_mention_and_a_click_stay_within_issue_21s_path_targets() -> None:
+    """The path of a request from its HTTP handler to its effects (``benchmarks.request_walk --paths``: a mention's
+    question posted; a click's resume and the update of the question's message): at most 8 modules and 4 returns to
+    a module already left, and no call up into a module that imports the caller's."""
+    walked = await walk_requests(False, paths=True)
+    for title in ("mention", "click"):
+        path = walked[title]
+        assert path.sequence[0] == "bot.slack.transport.http" and path.sequence[-1] == "bot.slack.transport.web_api"
+        assert path.modules <= 8 and path.returns <= 4 and path.climbs == [], (title, path)
+    assert "bot.agent.agent" in walked["click"].sequence  # the resume is on the click's path
+
+
+async def test_an_effect_the_walk_never_saw_is_an_error_not_an_empty_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(EFFECTS, "mention", {"chat.postMessage": lambda args: "Which repository?" in str(args)})
+    with pytest.raises(SystemExit, match=r"the mention's chat\.postMessage was not seen"):
+        await walk_requests(False, paths=True)

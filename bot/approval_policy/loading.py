@@ -85,6 +85,8 @@ def load_policy(path: str | Path) -> Policy:
         raise PolicyError([f"{source}: can't be read (permission denied)"]) from None
     except UnicodeDecodeError:
         raise PolicyError([f"{source}: is not UTF-8 text"]) from None
+    except OSError as exc:  # a symlink loop, a path through a file, a name too long, an I/O error...
+        raise PolicyError([f"{source}: can't be read ({exc.strerror or type(exc).__name__})"]) from None
     return parse_text(text, kind="toml" if suffix == ".toml" else "yaml", source=source)
 
 

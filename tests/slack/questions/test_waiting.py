@@ -294,19 +294,21 @@ async def test_stop_of_an_orphan_while_its_requester_is_at_the_run_limit_still_s
         await h.settle()
         state = await approved_and_orphaned(h, thread)
         other = await h.ws.mention(ALICE, GENERAL, "count slowly")  # Alice's one slot: working
-        await h.ws.wait_for_message(
-            channel=GENERAL, thread_ts=other.message["ts"], predicate=lambda m: "Counting" in m["text"]
-        )
-        await h.ws.reply_in_thread(ALICE, GENERAL, thread, "stop")
-        await h.ws.wait_for_message(
-            channel=GENERAL, thread_ts=thread, predicate=lambda m: "Stopped" in m["text"], timeout=10
-        )
-        final = await h.bot.agent.get_run(state.run_id)
-        assert final.status == "completed" and approval_agent.RESTARTS == []
-        await h.ws.reply_in_thread(ALICE, GENERAL, other.message["ts"], "stop")  # the other request ends too
-        await h.ws.wait_for_message(
-            channel=GENERAL, thread_ts=other.message["ts"], predicate=lambda m: "Stopped" in m["text"], timeout=10
-        )
+        try:
+            await h.ws.wait_for_message(
+                channel=GENERAL, thread_ts=other.message["ts"], predicate=lambda m: "Counting" in m["text"]
+            )
+            await h.ws.reply_in_thread(ALICE, GENERAL, thread, "stop")
+            await h.ws.wait_for_message(
+                channel=GENERAL, thread_ts=thread, predicate=lambda m: "Stopped" in m["text"], timeout=10
+            )
+            final = await h.bot.agent.get_run(state.run_id)
+            assert final.status == "completed" and approval_agent.RESTARTS == []
+        finally:  # the other request ends too (its model writes until stopped), however the test went
+            await h.ws.reply_in_thread(ALICE, GENERAL, other.message["ts"], "stop")
+            await h.ws.wait_for_message(
+                channel=GENERAL, thread_ts=other.message["ts"], predicate=lambda m: "Stopped" in m["text"], timeout=10
+            )
 
 
 @pytest.mark.parametrize("said", ["mention", "reply"])
