@@ -350,7 +350,7 @@ def test_the_file_level_problems() -> None:
         assert info.value.problems == [line]
     with pytest.raises(PolicyError) as info:
         from_data([DEFAULT], source="p.yaml")
-    assert info.value.problems == ["p.yaml: must be a mapping with rules: [...] (got list)"]
+    assert info.value.problems == ["p.yaml: must be a mapping with rules: [...] (got a list)"]
     assert from_data({"version": 1, "rules": [DEFAULT]}).rules[0].name == "default"
 
 
@@ -373,6 +373,10 @@ def test_reading_the_file(tmp_path: Path) -> None:
     assert toml.startswith("not valid TOML (")
     (tmp_path / "dir.yaml").mkdir()
     assert problems("dir.yaml", None) == ["is a directory, not a file"]
+    # what the file holds instead of a mapping, in words (an empty file was "(got NoneType)")
+    assert problems("empty.yaml", "") == ["must be a mapping with rules: [...] (got an empty file)"]
+    assert problems("list.yaml", "- tool: '*'\n") == ["must be a mapping with rules: [...] (got a list)"]
+    assert problems("word.yaml", "rules\n") == ["must be a mapping with rules: [...] (got a string)"]
     assert parse_text("rules = [{tool = '*'}]", kind="toml").rules[0].tool == ("*",)
 
 

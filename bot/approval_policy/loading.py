@@ -18,6 +18,7 @@ from bot.approval_policy.rules import PolicyFile, Rule
 from bot.errors import ConfigError
 
 MAX_FILE_BYTES = 1_000_000
+_KINDS = {list: "list", str: "string", int: "number", float: "number", bool: "true/false"}  # what YAML gave, in words
 
 
 class PolicyError(ConfigError, ValueError):
@@ -94,7 +95,8 @@ def from_data(data: object, *, source: str = "policy") -> Policy:
     """A policy from parsed data (a mapping with ``rules``). Raises :class:`PolicyError`: one line per problem,
     ``source: rule N ('name'): field.path: reason``."""
     if not isinstance(data, dict):
-        raise PolicyError([f"{source}: must be a mapping with rules: [...] (got {type(data).__name__})"])
+        got = "an empty file" if data is None else f"a {_KINDS.get(type(data), type(data).__name__)}"
+        raise PolicyError([f"{source}: must be a mapping with rules: [...] (got {got})"])
     try:
         parsed = PolicyFile.model_validate(data)
     except ValidationError as exc:

@@ -182,7 +182,7 @@ FLOWS: tuple[tuple[str, tuple[str, ...], tuple[_Question, ...]], ...] = (
 )
 """``(flow, keywords, questions)``; a flow without questions is the help text."""
 
-HELP_TEXT = (
+WITH_DEMO_TOOLS_HELP = (
     LABEL + "I'm the offline demo model (no OPENAI_API_KEY is set), so I follow a script. "
     "Mention me (or DM me) with one of these words to try a flow:\n"
     "• `deploy` (or `pick`, `choose`, `single`): a single-select question with three buttons\n"
@@ -201,10 +201,14 @@ HELP_TEXT = (
     "• `ticket` (e.g. `ticket SUP-123`): a tool call that looks up a (made-up) support ticket\n"
     '• `call TOOL {json}` (e.g. `call lookup_ticket {"ticket_id": "SUP-7"}`): a call of any tool the agent '
     "has (your own too, with `--agent`), with that JSON object as its arguments\n"
-    "• `help`: this message\n"
-    f"(`restart`, `refund`, `deploy prod` and `ticket` need the demo agent's tools: `AGENT={DEMO_AGENT_SPEC}`)"
+    "• `help`: this message"
 )
-"""The reply to ``help`` and to anything the script does not know; it names every keyword."""
+NEEDS_DEMO_TOOLS = (
+    f"\n(`restart`, `refund`, `deploy prod` and `ticket` need the demo agent's tools: `AGENT={DEMO_AGENT_SPEC}`)"
+)
+HELP_TEXT = WITH_DEMO_TOOLS_HELP + NEEDS_DEMO_TOOLS
+"""The reply to ``help`` and to anything the script does not know; it names every keyword, and how to get the demo
+tools (:data:`WITH_DEMO_TOOLS_HELP` alone where the turn has them: the playground's own agent)."""
 
 _SLACK_TOKEN = re.compile(r"<[^<>]*>")
 
@@ -267,7 +271,8 @@ class DemoModel:
                     f"{LABEL}This is where I'd call the `{tool_flow[0]}` tool, but this run has no such tool. The "
                     f"playground's demo agent has it: start it with `AGENT={DEMO_AGENT_SPEC}`. {HELP_HINT}"
                 )
-            return _text_turn(HELP_TEXT)
+            demo_tools = all(_has_tool(tools, name) for name in (RESTART_TOOL, REFUND_TOOL, DEPLOY_TOOL, TICKET_TOOL))
+            return _text_turn(WITH_DEMO_TOOLS_HELP if demo_tools else HELP_TEXT)
         if not _has_tool(tools, self.tool_name):
             return _text_turn(
                 f"{LABEL}This is where I'd ask you a question (the {flow.replace('_', '-')} flow), but this run "

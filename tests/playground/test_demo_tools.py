@@ -23,7 +23,15 @@ from bot.errors import RunAlreadyResumed
 from bot.fakeslack import FakeSlack
 from bot.fakeslack.state import FINANCE_GROUP_ID, ONCALL_GROUP_ID, Directory
 from bot.playground import demo_agent
-from bot.playground.demo_model import DEPLOY_TOOL, REFUND_TOOL, RESTART_TOOL, TICKET_TOOL, DemoModel
+from bot.playground.demo_model import (
+    DEPLOY_TOOL,
+    HELP_TEXT,
+    REFUND_TOOL,
+    RESTART_TOOL,
+    TICKET_TOOL,
+    WITH_DEMO_TOOLS_HELP,
+    DemoModel,
+)
 from bot.slack.context import SlackContext
 from bot.slack.questions.approvers import ApproverPolicy
 from bot.store import RedisRunStore
@@ -144,6 +152,15 @@ async def test_the_conversation_goes_on_after_a_restart(agent: Agent, restarts: 
 
 
 # --- ticket: a plain tool call -------------------------------------------------------------------------------
+
+
+async def test_the_help_of_the_demo_agent_does_not_send_you_to_get_its_tools(agent: Agent) -> None:
+    """The playground's own agent has the demo tools: its help names them without telling to start it with AGENT=
+    (it did, found trying the playground as a new user); an agent without them is still told how."""
+    text = final_text(await (await agent.stream("help")).collect())
+    assert text == WITH_DEMO_TOOLS_HELP and "AGENT=" not in text
+    assert "`restart`" in text and "`refund`" in text and "`ticket`" in text
+    assert HELP_TEXT.startswith(WITH_DEMO_TOOLS_HELP) and "AGENT=bot.playground.demo_agent:build" in HELP_TEXT
 
 
 async def test_ticket_lookup_replies_with_a_summary(agent: Agent) -> None:
