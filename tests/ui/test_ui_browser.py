@@ -377,6 +377,8 @@ async def test_ui_a_link_to_a_thread_opens_the_thread_in_place(page: Any, playgr
 
     thread = await mention(page, "refund 250")
     await expect(thread.get_by_text("refund", exact=False).first).to_be_visible()
+    # Alice asked, @finance decides: her thread waits for a person, not for her (it said "waiting for you")
+    await expect(thread.locator(".session-status").get_by_text("waiting for a person")).to_be_visible()
     await page.select_option("#user-select", "U_CAROL")
     await page.locator("#dm-list").get_by_role("button").first.click()
     link = page.locator("#messages").get_by_role("link", name="the thread").first

@@ -127,7 +127,8 @@ export function statusLine(channel, ts) {
   return parts.length === 1 ? parts[0] : el("div", { class: "status-lines" }, parts);
 }
 
-const SESSION_WORDS = { processing: "working", suspended: "waiting for you", active: "ready", closed: "closed" };
+// Slack's session statuses in words; "suspended" waits for whoever must answer or decide, who may not be the one looking.
+const SESSION_WORDS = { processing: "working", suspended: "waiting for a person", active: "ready", closed: "closed" };
 
 // One agent session: "<title> · <status>", and a Stop button while it is processing (agent_session_stopped).
 function sessionLine(channel, ts, session) {
