@@ -25,11 +25,11 @@ import contextlib
 import sys
 from typing import TYPE_CHECKING
 
-from bot.config import deployed_policy, load_settings
+from bot.config import SettingsError, deployed_policy, load_settings, settings_beside
 from bot.errors import ConfigError
 from bot.logs import configure_logging, redact
 from bot.ops.tracing import configure_tracing, shutdown_tracing
-from bot.serving import check_required_mcp, run_loop, serve, until_sigterm
+from bot.serving import check_required_mcp, missing_for, run_loop, serve, until_sigterm
 
 if TYPE_CHECKING:
     from bot.slack.app import Role
@@ -79,7 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     tracing = None
     try:
-        settings = load_settings(**({"agent": args.agent} if args.agent else {}))
+        given = {"agent": args.agent} if args.agent else {}
+        try:
+            settings = load_settings(**given)
+        except SettingsError as refused:  # and what else the command lacks, in the same round
+            beside = settings_beside(refused, **given)
+            also = missing_for(beside, command=args.command, transport=args.transport) if beside else []
+            told = tuple(f"not set: {field.upper()} " for field in refused.fields)  # refused above, not unset
+            raise SettingsError([*refused.problems, *(line for line in also if not line.startswith(told))]) from None
         configure_logging(settings.log_level, settings.log_format, secrets=settings.secret_values())
         tracing = configure_tracing()  # OTEL_* variables, when the OpenTelemetry SDK is installed
         default = "serve" if args.transport or settings.mode != "playground" else "playground"

@@ -125,8 +125,9 @@ class SettingsError(ConfigError):
     ``str(error)`` is those lines joined by newlines. No line contains a secret's value.
     """
 
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], *, fields: tuple[str, ...] = ()) -> None:
         self.problems = problems
+        self.fields = fields  # the settings' field names that were refused (``port``, ``redis_url``...)
         super().__init__("\n".join(problems))
 
 
@@ -522,7 +523,21 @@ def load_settings(**values: Any) -> Settings:
         return Settings(**values)
     except ValidationError as exc:
         problems = describe_errors(exc, order=list(Settings.model_fields), is_secret=_is_secret)
-        raise SettingsError(_policy_problems(exc, problems)) from None
+        fields = tuple(
+            dict.fromkeys(str(e["loc"][0]) for e in exc.errors() if e["loc"] and e["loc"][0] in Settings.model_fields)
+        )
+        raise SettingsError(_policy_problems(exc, problems), fields=fields) from None
+
+
+def settings_beside(error: SettingsError, **values: Any) -> Settings | None:
+    """The settings as they would be with the values ``error`` refused left at their defaults (``values`` as for
+    :func:`load_settings`), so that what else is wrong with them (a required setting not set) is told in the same
+    round; None when even they can't be loaded (a check across settings, with no field to leave out)."""
+    defaults = {name: Settings.model_fields[name].get_default() for name in error.fields}
+    try:
+        return Settings(**{**values, **defaults})
+    except ValidationError:
+        return None
 
 
 def deployed_policy(settings: Settings) -> Policy:

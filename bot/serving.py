@@ -125,6 +125,22 @@ def check_required(settings: Settings, *, role: Role, transport: Transport, expl
         raise ConfigError("\n".join(missing) + ". " + SEE_README)
 
 
+def missing_for(settings: Settings, *, command: str | None, transport: Transport | None) -> list[str]:
+    """The lines of what ``python -m bot [command] [--transport]`` would refuse to start without, with ``settings``
+    (:func:`check_required`, :func:`check_required_mcp`); [] for the playground, or when nothing is missing."""
+    roles: dict[str, Role] = {"serve": "all", "web": "web", "worker": "worker"}
+    command = command or ("serve" if transport or settings.mode != "playground" else "playground")
+    try:
+        if command == "mcp":
+            check_required_mcp(settings)
+        elif command in roles and settings.mode != "playground":
+            chosen = choose_transport(settings, transport)
+            check_required(settings, role=roles[command], transport=chosen, explicit=transport is not None)
+    except ConfigError as exc:
+        return str(exc).splitlines()
+    return []
+
+
 def model_for(settings: Settings, *, role: Role) -> ChatModel:
     """The model of a process of ``role``, the one place that decides it: the OpenAI-compatible server's
     (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_MODEL``), except for a ``web`` process, which only acks and

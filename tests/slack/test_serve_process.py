@@ -138,7 +138,29 @@ def test_bad_secret_settings_are_not_echoed() -> None:
             {"SLACK_BOT_TOKEN": "xoxb-x", "SLACK_SIGNING_SECRET": "s", "REDIS_URL": "redis://127.0.0.1:6379/0"},
             ["not set: OPENAI_API_KEY ("],
         ),
-        ({"SLACK_BOT_TOKEN": "xoxb-x", "ASK_ANSWERERS": "everyone"}, ["ASK_ANSWERERS: must be requester or channel"]),
+        (  # a bad value and what is not set, told in one round (what is not set was told once the value was fixed)
+            {"SLACK_BOT_TOKEN": "xoxb-x", "ASK_ANSWERERS": "everyone"},
+            [
+                "ASK_ANSWERERS: must be requester or channel",
+                "not set: SLACK_SIGNING_SECRET (",
+                "not set: REDIS_URL (",
+                "not set: OPENAI_API_KEY (",
+            ],
+        ),
+        (
+            {
+                "SLACK_BOT_TOKEN": "xoxb-x",
+                "SLACK_SIGNING_SECRET": "s",
+                "REDIS_URL": "redis://127.0.0.1:6379/0",
+                "PORT": "x",
+            },
+            ["PORT: must be a whole number", "not set: OPENAI_API_KEY ("],
+        ),
+        ({"SLACK_BOT_TOKEN": "bad token", "PORT": "x"}, ["SLACK_BOT_TOKEN: ", "PORT: must be a whole number"]),
+        (  # a refused value is told as refused, not as not set too
+            {"SLACK_BOT_TOKEN": "xoxb-x", "SLACK_SIGNING_SECRET": "s", "REDIS_URL": "notaurl"},
+            ["REDIS_URL: must be a redis://", "not set: OPENAI_API_KEY ("],
+        ),
     ],
 )
 def test_serve_refuses_incomplete_settings_with_a_line_per_setting(extra: dict[str, str], messages: list[str]) -> None:
