@@ -138,7 +138,10 @@ def test_the_server_does_not_start_on_a_bad_file_and_exits_2(tmp_path: Path) -> 
     )
     assert done.returncode == 2, done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    [error] = errors  # one line, naming the setting and the problem (the path shown clipped when long)
+    # one line for the file, naming the setting and the problem (the path shown clipped when long); and, in the same
+    # round, what else the server lacks (this environment has no REDIS_URL)
+    [error, missing] = errors
+    assert missing == "error: not set: REDIS_URL (python -m bot mcp asks through Slack and Redis)", done.stderr
     assert error.startswith(
         "error: MCP_CALLERS: callers[0] (a).channels: must be channel ids (C..., G..., D...), not 'general' (got '/"
     ), done.stderr
