@@ -38,6 +38,8 @@ import argparse
 import ast
 import asyncio
 import dis
+import functools
+import gc
 import sys
 import types
 from collections.abc import Callable
@@ -64,6 +66,21 @@ def module_of(path: str, *, left_out: tuple[str, ...] = LEFT_OUT) -> str | None:
     return None if left_out and name.startswith(left_out) else name
 
 
+@functools.cache
+def parse(path: Path) -> ast.Module:
+    """``ast.parse`` of ``path``, once per process, with the garbage collector held off meanwhile: Python 3.11's AST
+    constructor checks its own recursion count, and in a test worker, after other tests, it raised ``SystemError: AST
+    constructor recursion depth mismatch`` (CPython gh-106905; a finalizer run by a collection in the middle is the
+    likely cause)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return ast.parse(path.read_text())
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def import_graph(*, left_out: tuple[str, ...] = LEFT_OUT) -> dict[str, set[str]]:
     """Module -> the ``bot`` modules it imports (anywhere in it, function-level and type-checking imports included),
     for every module of ``bot/`` but the ``left_out`` packages (``()``: all of them)."""
@@ -75,7 +92,7 @@ def import_graph(*, left_out: tuple[str, ...] = LEFT_OUT) -> dict[str, set[str]]
             continue
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse(path)):
             if isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:
