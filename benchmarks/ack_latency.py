@@ -38,7 +38,6 @@ import math
 import os
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -60,6 +59,7 @@ from bot.fakeslack.sender import Ack
 from bot.fakeslack.state import BOT_USER_ID, JSON
 from bot.fakeslack.workspace import Workspace
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
+from bot.testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 CHANNEL = "C_GENERAL"
@@ -113,12 +113,6 @@ class Model:
 
 
 # --- processes ------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def cpu_seconds(pid: int) -> float:

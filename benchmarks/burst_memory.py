@@ -42,12 +42,13 @@ import aiohttp
 from aiohttp import web
 
 from benchmarks._util import percentile, table
-from benchmarks.ack_latency import Child, cpu_seconds, free_port, paced, run_cleanly, settle, spawn
+from benchmarks.ack_latency import Child, cpu_seconds, paced, run_cleanly, settle, spawn
 from bot.config import Settings
 from bot.fakeslack.sender import Ack
 from bot.fakeslack.workspace import Workspace
 from bot.slack.run_slots import TOO_BUSY, TOO_MANY_FOR_YOU
 from bot.testing.openai_server import FakeOpenAI, Reply
+from bot.testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 CHANNEL = "C_GENERAL"

@@ -68,7 +68,6 @@ from benchmarks.ack_latency import (
     Load,
     Model,
     Outcome,
-    free_port,
     open_questions,
     paced,
     question_messages,
@@ -78,6 +77,7 @@ from benchmarks.ack_latency import (
 )
 from bot.fakeslack.workspace import Workspace
 from bot.testing.openai_server import FakeOpenAI
+from bot.testing.ports import free_port
 
 KINDS = ("mention", "click")
 # name -> the processes: (process name, module, command)

@@ -31,13 +31,13 @@ from benchmarks.ack_latency import (
     Child,
     Load,
     Model,
-    free_port,
     question_messages,
     settle,
     spawn,
 )
 from bot.fakeslack.workspace import Workspace
 from bot.testing.openai_server import FakeOpenAI
+from bot.testing.ports import free_port
 
 
 async def monitor(url: str, into: list[tuple[float, str, str]], ready: asyncio.Event) -> None:

@@ -54,6 +54,7 @@ QUESTION = "Which repo?"  # what the traced mention asks, and how its effects ar
 RETURNS = {dis.opmap[name] for name in ("RETURN_VALUE", "RETURN_CONST") if name in dis.opmap}
 
 
+@functools.cache  # asked for every frame the profiler sees: resolve each file once
 def module_of(path: str, *, left_out: tuple[str, ...] = LEFT_OUT) -> str | None:
     """``bot.slack.app`` for ``.../bot/slack/app.py``; None outside ``bot/`` or in a ``left_out`` package."""
     try:

@@ -23,17 +23,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from typing import TYPE_CHECKING
 
-from bot.config import SettingsError, deployed_policy, load_settings, settings_beside
+from bot.config import SettingsError, deployed_policy, load_settings
 from bot.errors import ConfigError
 from bot.logs import configure_logging, redact
 from bot.ops.tracing import configure_tracing, shutdown_tracing
-from bot.serving import check_required_mcp, missing_for, run_loop, serve, until_sigterm
-
-if TYPE_CHECKING:
-    from bot.slack.app import Role
-
+from bot.serving import ROLES, check_required_mcp, default_command, run_loop, serve, until_sigterm, with_missing
 
 COMMANDS = """commands:
   serve       everything in one process (HTTP: POST /slack/events on $PORT; Socket Mode with SLACK_APP_TOKEN)
@@ -83,14 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             settings = load_settings(**given)
         except SettingsError as refused:  # and what else the command lacks, in the same round
-            beside = settings_beside(refused, **given)
-            also = missing_for(beside, command=args.command, transport=args.transport) if beside else []
-            told = tuple(f"not set: {field.upper()} " for field in refused.fields)  # refused above, not unset
-            raise SettingsError([*refused.problems, *(line for line in also if not line.startswith(told))]) from None
+            raise with_missing(refused, command=args.command, transport=args.transport, **given) from None
         configure_logging(settings.log_level, settings.log_format, secrets=settings.secret_values())
         tracing = configure_tracing()  # OTEL_* variables, when the OpenTelemetry SDK is installed
-        default = "serve" if args.transport or settings.mode != "playground" else "playground"
-        command = args.command or default
+        command = args.command or default_command(settings, args.transport)
         if args.transport and command not in ("serve", "web", "mcp"):
             raise ConfigError(f"--{args.transport} applies to serve, web and mcp only, not {command}")
         if args.transport == "socket" and command == "mcp":
@@ -103,8 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         elif command in ("serve", "web", "worker"):
             if settings.mode == "playground":
                 raise ConfigError("SLACK_BOT_TOKEN is not set (run `python -m bot playground` to try it locally)")
-            roles: dict[str, Role] = {"serve": "all", "web": "web", "worker": "worker"}
-            run_loop(serve(settings, role=roles[command], transport=args.transport))
+            run_loop(serve(settings, role=ROLES[command], transport=args.transport))
         else:
             from bot.playground.launcher import run_playground
 

@@ -15,10 +15,10 @@ import gc
 import logging
 import signal
 import socket
-from collections.abc import Coroutine
+from collections.abc import Collection, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from bot.config import Settings, Transport, redis_address
+from bot.config import Settings, SettingsError, Transport, redis_address, settings_beside
 from bot.errors import ConfigError, describe_error, describe_os_error
 
 if TYPE_CHECKING:  # bot.slack imports Bolt, openai and redis: only what starts needs them
@@ -104,8 +104,21 @@ def choose_transport(settings: Settings, requested: Transport | None) -> Transpo
     return "socket" if settings.slack_app_token is not None else "http"
 
 
-def check_required(settings: Settings, *, role: Role, transport: Transport, explicit: bool = False) -> None:
-    """Raise ``ConfigError`` naming every setting ``role`` over ``transport`` needs but lacks, all in one line."""
+ROLES: dict[str, Role] = {"serve": "all", "web": "web", "worker": "worker"}
+"""The commands that run the bot against Slack, and the role each runs it in."""
+
+
+def default_command(settings: Settings, transport: Transport | None) -> str:
+    """``python -m bot`` with no command: ``serve`` with a transport flag or a ``SLACK_BOT_TOKEN``, else the
+    ``playground``."""
+    return "serve" if transport or settings.mode != "playground" else "playground"
+
+
+def check_required(
+    settings: Settings, *, role: Role, transport: Transport, explicit: bool = False, refused: Collection[str] = ()
+) -> None:
+    """Raise ``ConfigError`` naming every setting ``role`` over ``transport`` needs but lacks, a line each;
+    ``refused``: settings (``REDIS_URL``) whose value was refused already, so not told as not set too."""
     flag = f"; --{transport} needs it" if explicit else ""
     required: list[tuple[str, object, str]] = []
     if role == "worker":  # no requests arrive, but the bot is built as for either transport
@@ -120,25 +133,31 @@ def check_required(settings: Settings, *, role: Role, transport: Transport, expl
     if role != "web":  # a web process runs no agent (model_for)
         why = "the model's key; OPENAI_BASE_URL picks another OpenAI-compatible server"
         required.append(("OPENAI_API_KEY", settings.openai_api_key, why))
-    missing = [f"not set: {name} ({why})" for name, value, why in required if value is None]
+    missing = [f"not set: {name} ({why})" for name, value, why in required if value is None and name not in refused]
     if missing:  # all at once, so setting up takes one round: a line each (the last points at the README)
         raise ConfigError("\n".join(missing) + ". " + SEE_README)
 
 
-def missing_for(settings: Settings, *, command: str | None, transport: Transport | None) -> list[str]:
-    """The lines of what ``python -m bot [command] [--transport]`` would refuse to start without, with ``settings``
-    (:func:`check_required`, :func:`check_required_mcp`); [] for the playground, or when nothing is missing."""
-    roles: dict[str, Role] = {"serve": "all", "web": "web", "worker": "worker"}
-    command = command or ("serve" if transport or settings.mode != "playground" else "playground")
+def with_missing(
+    refused: SettingsError, *, command: str | None, transport: Transport | None, **values: Any
+) -> SettingsError:
+    """``refused`` (the settings' bad values; ``values`` as given to :func:`bot.config.load_settings`) with, in the
+    same round, a line per setting ``python -m bot [command] [--transport]`` needs that is not set: what
+    :func:`check_required` / :func:`check_required_mcp` say of :func:`bot.config.settings_beside`."""
+    beside = settings_beside(refused, **values)
+    if beside is None:
+        return refused
+    names = tuple(field.upper() for field in refused.fields)
+    command = command or default_command(beside, transport)
     try:
         if command == "mcp":
-            check_required_mcp(settings)
-        elif command in roles and settings.mode != "playground":
-            chosen = choose_transport(settings, transport)
-            check_required(settings, role=roles[command], transport=chosen, explicit=transport is not None)
+            check_required_mcp(beside, refused=names)
+        elif command in ROLES and beside.mode != "playground":
+            chosen = choose_transport(beside, transport)
+            check_required(beside, role=ROLES[command], transport=chosen, explicit=transport is not None, refused=names)
     except ConfigError as exc:
-        return str(exc).splitlines()
-    return []
+        return SettingsError([*refused.problems, *str(exc).splitlines()], fields=refused.fields)
+    return refused
 
 
 def model_for(settings: Settings, *, role: Role) -> ChatModel:
@@ -159,12 +178,11 @@ def model_for(settings: Settings, *, role: Role) -> ChatModel:
     )
 
 
-def check_required_mcp(settings: Settings) -> None:
+def check_required_mcp(settings: Settings, *, refused: Collection[str] = ()) -> None:
     """Raise ``ConfigError`` naming every setting ``python -m bot mcp`` needs but lacks (``SLACK_BOT_TOKEN``,
-    ``REDIS_URL``: it asks through Slack and Redis), a line each."""
-    missing = [
-        n for n, v in (("SLACK_BOT_TOKEN", settings.slack_bot_token), ("REDIS_URL", settings.redis_url)) if v is None
-    ]
+    ``REDIS_URL``: it asks through Slack and Redis), a line each; ``refused`` as for :func:`check_required`."""
+    needed = (("SLACK_BOT_TOKEN", settings.slack_bot_token), ("REDIS_URL", settings.redis_url))
+    missing = [n for n, v in needed if v is None and n not in refused]
     if missing:  # a line each
         raise ConfigError("\n".join(f"not set: {n} (python -m bot mcp asks through Slack and Redis)" for n in missing))
 

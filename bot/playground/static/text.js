@@ -115,10 +115,14 @@ export function onWorkspaceLink(open) {
   linkedThread = open;
 }
 
-export function followLink(url) {
+// Whether ``url`` was a link to this workspace's thread, now opened in place.
+function openedInPlace(url) {
   const target = permalinkTarget(url);
-  if (target && linkedThread && linkedThread(target)) return;
-  window.open(url, "_blank", "noopener,noreferrer");
+  return Boolean(target && linkedThread && linkedThread(target));
+}
+
+export function followLink(url) {
+  if (!openedInPlace(url)) window.open(url, "_blank", "noopener,noreferrer");
 }
 
 function el(tag, className, children) {
@@ -155,8 +159,7 @@ function link(href, label) {
   a.target = "_blank";
   a.rel = "noopener noreferrer";
   a.addEventListener("click", (event) => {
-    const target = permalinkTarget(url);
-    if (target && linkedThread && linkedThread(target)) event.preventDefault(); // opened in place
+    if (openedInPlace(url)) event.preventDefault();
   });
   return a;
 }
