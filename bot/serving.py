@@ -15,7 +15,7 @@ import gc
 import logging
 import signal
 import socket
-from collections.abc import Collection, Coroutine
+from collections.abc import Callable, Collection, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any
 
 from bot.config import Settings, SettingsError, Transport, redis_address, settings_beside
@@ -61,12 +61,37 @@ def run_loop(main: Coroutine[Any, Any, None]) -> None:
         runner.run(main)
 
 
+@contextlib.contextmanager
+def on_signals(callback: Callable[[], None], *signals: signal.Signals) -> Iterator[None]:
+    """Within: each of ``signals`` runs ``callback`` on the running loop (from the main thread). Once one has
+    arrived the process is stopping, and leaving sets them ignored until it exits; else leaving restores the
+    handlers from before. ``signal.signal`` handlers, not ``loop.add_signal_handler``: removing one of the loop's
+    handlers (as closing the loop does) restores the default action first, and a SIGTERM arriving in that moment,
+    at any of the process's threads (uvloop's libuv workers too), ended the process (status -15: a supervisor
+    that signals until the process is gone). The loop still runs them at once: uvloop wakes on every signal (its
+    wakeup fd), asyncio's own loop by the interrupted wait. Raises ``ValueError`` off the main thread."""
+    loop = asyncio.get_running_loop()
+    arrived = False
+
+    def handler(signum: int, frame: object) -> None:
+        nonlocal arrived
+        arrived = True
+        loop.call_soon_threadsafe(callback)  # it runs between any two bytecodes, the loop's own too
+
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, before in previous.items():  # handler to SIG_IGN in one step: never the default action between
+            signal.signal(sig, signal.SIG_IGN if arrived else (before if before is not None else signal.SIG_DFL))
+
+
 async def until_sigterm(main: Coroutine[Any, Any, None]) -> None:
-    """Await ``main``; SIGTERM cancels it as Ctrl-C does, and then this returns (exit status 0). The loop's own
-    handler, so it works also where the process started with SIGINT ignored (``nohup cmd &`` in a script, some
-    supervisors), which leaves asyncio.Runner without its SIGINT handler; a KeyboardInterrupt raised from a
-    ``signal.signal`` handler would land in whatever task runs, a traceback. A second SIGTERM changes nothing (a
-    Ctrl-C while it stops still cancels the clean-up, as asyncio.Runner's second Ctrl-C does)."""
+    """Await ``main``; SIGTERM cancels it as Ctrl-C does, and then this returns (exit status 0). Its own handler
+    (:func:`on_signals`), so it works also where the process started with SIGINT ignored (``nohup cmd &`` in a
+    script, some supervisors), which leaves asyncio.Runner without its SIGINT handler; a KeyboardInterrupt raised
+    from a signal handler would land in whatever task runs, a traceback. A later SIGTERM changes nothing, to the
+    process's end (a Ctrl-C while it stops still cancels the clean-up, as asyncio.Runner's second Ctrl-C does)."""
     task = asyncio.current_task()
     assert task is not None
     stopped = asyncio.Event()
@@ -76,25 +101,12 @@ async def until_sigterm(main: Coroutine[Any, Any, None]) -> None:
             stopped.set()
             task.cancel()
 
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGTERM, stop)
-    try:
-        await main
-    except asyncio.CancelledError:
-        if not stopped.is_set():
-            raise
-    finally:
-        if not stopped.is_set():
-            loop.remove_signal_handler(signal.SIGTERM)
-        else:  # stopping: a later SIGTERM, until the loop is closed and the process exits, is moot
-            # swapped with SIGTERM blocked: removing the loop's handler restores the default action, and one
-            # arriving before SIG_IGN is set killed the process (status -15); blocked, it waits and is ignored
-            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-            try:
-                loop.remove_signal_handler(signal.SIGTERM)
-                signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    with on_signals(stop, signal.SIGTERM):
+        try:
+            await main
+        except asyncio.CancelledError:
+            if not stopped.is_set():
+                raise
 
 
 def choose_transport(settings: Settings, requested: Transport | None) -> Transport:
@@ -274,12 +286,8 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
     redis_url = settings.redis_url.get_secret_value()
 
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-
     async with contextlib.AsyncExitStack() as stack:  # unwinds in reverse: stop listening, drain, close
+        stack.enter_context(on_signals(stop.set, signal.SIGINT, signal.SIGTERM))  # ignored from then to the end
         redis_client = connect_redis(redis_url, cluster=settings.redis_cluster)
         stack.push_async_callback(redis_client.aclose)
         await check_redis(redis_client, redis_url)

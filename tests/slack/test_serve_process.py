@@ -14,6 +14,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -410,31 +412,60 @@ async def test_the_playground_stops_on_sigterm_as_on_ctrl_c_without_a_traceback(
     assert "Traceback" not in log and "ERROR" not in log, log
 
 
-async def test_sigterms_repeated_until_the_playground_has_exited_never_kill_it() -> None:
-    """A supervisor that keeps signalling (every few ms) until the process is gone (``docker stop`` after a first
-    SIGTERM): each SIGTERM after the first changes nothing, to the very end. The second cancelled the clean-up
-    midway (uvicorn logged an ERROR traceback), and one after the loop's handler was removed killed the process
-    (status -15). (A Ctrl-C while it stops still cancels the clean-up, as asyncio.Runner's second Ctrl-C does.)"""
-    proc = await start_bot("playground", env=clean_env(PORT="0", MCP_PORT="0"))
+@contextlib.contextmanager
+def signalling(proc: asyncio.subprocess.Process, sig: signal.Signals) -> Iterator[None]:
+    """Within: ``sig`` to ``proc`` over and over, as fast as a thread can send it (a supervisor that signals until
+    the process is gone, at its worst), through a pidfd: never to another process that took the pid since."""
+    pidfd = os.pidfd_open(proc.pid)
+    done = threading.Event()
+
+    def send() -> None:
+        while not done.is_set():
+            try:
+                signal.pidfd_send_signal(pidfd, sig)
+            except ProcessLookupError:  # reaped
+                return
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
     try:
-        started = await read_until(proc, "MCP server:")
-        proc.send_signal(signal.SIGTERM)
-
-        async def keep_signalling() -> None:
-            # os.kill, not proc.send_signal: Popen.send_signal polls first, and that poll can reap the child
-            # before asyncio's watcher does (which then reports status 255)
-            while proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGTERM)
-                await asyncio.sleep(0.002)
-
-        signaller = asyncio.create_task(keep_signalling())
-        output, _ = await asyncio.wait_for(proc.communicate(), 20)
-        signaller.cancel()
+        yield
     finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+        done.set()
+        sender.join()
+        os.close(pidfd)
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # signal handling, no store behaviour
+@pytest.mark.parametrize("command", ["playground", "serve"])
+async def test_sigterms_repeated_until_the_process_has_exited_never_kill_it(
+    command: str, real_redis_env: dict[str, str], prefix: str, openai_server: FakeOpenAI
+) -> None:
+    """A supervisor that keeps signalling until the process is gone (``docker stop`` after a first SIGTERM): each
+    SIGTERM after the first changes nothing, to the very end. The second cancelled the playground's clean-up
+    midway (uvicorn logged an ERROR traceback); one in the moment the event loop's handler was removed (by the
+    playground as it stopped, by ``serve`` as the loop closed) hit the default action, and killed the process
+    (status -15) in most runs. (A Ctrl-C while the playground stops still cancels the clean-up, as
+    asyncio.Runner's second Ctrl-C does.)"""
+    port = free_port()
+    secret = "serve-test-secret"
+    async with Workspace(f"http://127.0.0.1:{port}/slack/events", secret, bot_token=TOKEN) as ws:
+        if command == "serve":
+            env = live_env(ws, secret, prefix=prefix, redis_env=real_redis_env, model=openai_server, PORT=str(port))
+            marker = "HTTP mode"
+        else:
+            env, marker = clean_env(PORT="0", MCP_PORT="0"), "MCP server:"
+        proc = await start_bot(command, env=env)
+        try:
+            started = await read_until(proc, marker)
+            proc.send_signal(signal.SIGTERM)
+            with signalling(proc, signal.SIGTERM):
+                output, _ = await asyncio.wait_for(proc.communicate(), 30)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
     log = "\n".join(started) + "\n" + output.decode()
     assert proc.returncode == 0, log
     assert "Traceback" not in log and "ERROR" not in log, log
