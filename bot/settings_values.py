@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from urllib.parse import parse_qs, urlsplit
 
 from pydantic import BeforeValidator, SecretStr, ValidationError
+from pydantic_core import ErrorDetails
 from pydantic_settings import NoDecode
 
 MAX_DURATION = 10 * 365 * 86400  # ten years: beyond that a TTL is a typo, and Redis expiry times overflow
@@ -216,6 +217,42 @@ def _shown(field: str, value: object, is_secret: Callable[[str], bool]) -> str:
     return f"got {text!r}"
 
 
+PLAIN_REASONS = {
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "int_type": "must be a whole number",
+    "float_parsing": "must be a number",
+    "float_type": "must be a number",
+    "bool_parsing": "must be true or false (also yes/no, on/off, 1/0)",
+    "bool_type": "must be true or false (also yes/no, on/off, 1/0)",
+    "missing": "is required",
+    "extra_forbidden": "unknown field",
+}
+"""pydantic's error types in the words a person editing a setting or a file reads (pydantic says "Input should be
+a valid integer, unable to parse string as an integer")."""
+BOUNDS = {
+    "greater_than_equal": ("ge", "at least"),
+    "less_than_equal": ("le", "at most"),
+    "greater_than": ("gt", "more than"),
+    "less_than": ("lt", "less than"),
+}
+
+
+def reason_of(item: ErrorDetails) -> str:
+    """Why one value was refused, as ``describe_errors`` and the files' loaders (approval policy, MCP callers) say it
+    after its name: a validator's own message as it wrote it, :data:`PLAIN_REASONS`, a bound as ``must be at least
+    1000``, else pydantic's message with "Input should be" as "must be"."""
+    ctx = item.get("ctx") or {}
+    if item["type"] == "value_error":
+        return str(ctx.get("error", item["msg"]))
+    if item["type"] in PLAIN_REASONS:
+        return PLAIN_REASONS[item["type"]]
+    if item["type"] in BOUNDS and BOUNDS[item["type"]][0] in ctx:
+        key, words = BOUNDS[item["type"]]
+        return f"must be {words} {ctx[key]}"
+    return item["msg"].replace("Input should be", "must be")
+
+
 def describe_errors(error: ValidationError, *, order: list[str], is_secret: Callable[[str], bool]) -> list[str]:
     """One ``NAME: reason (got 'value')`` line per setting that failed (the first reason of each), in the fields'
     ``order``; ``is_secret(field)``: its value is never shown (``value hidden``)."""
@@ -227,9 +264,5 @@ def describe_errors(error: ValidationError, *, order: list[str], is_secret: Call
         if not item["loc"]:  # a rule across settings: its message names the setting ("NAME: reason")
             problems[field] = str(item.get("ctx", {}).get("error", item["msg"]))
             continue
-        if item["type"] == "value_error":
-            reason = str(item.get("ctx", {}).get("error", item["msg"]))
-        else:
-            reason = item["msg"].replace("Input should be", "must be")
-        problems[field] = f"{field.upper()}: {reason} ({_shown(field, item.get('input'), is_secret)})"
+        problems[field] = f"{field.upper()}: {reason_of(item)} ({_shown(field, item.get('input'), is_secret)})"
     return [problems[f] for f in sorted(problems, key=lambda f: order.index(f) if f in order else len(order))]

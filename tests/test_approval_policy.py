@@ -286,10 +286,10 @@ BAD_RULES: list[tuple[dict[str, Any], str]] = [
     ({"approvers": []}, "approvers: must be a non-empty list"),
     ({"approvers": ["bob"]}, "approvers: 'bob' is not an approver"),
     ({"approvers": ["channel:general"]}, "approvers: 'channel:general' is not an approver"),
-    ({"required": 0}, "required: must be greater than or equal to 1"),
-    ({"required": 21, "approvers": ["S0BIG"]}, "required: must be less than or equal to 20"),
-    ({"required": "2"}, "required: must be a valid integer"),
-    ({"requester_counts": "no"}, "requester_counts: must be a valid boolean"),
+    ({"required": 0}, "required: must be at least 1"),
+    ({"required": 21, "approvers": ["S0BIG"]}, "required: must be at most 20"),
+    ({"required": "2"}, "required: must be a whole number"),
+    ({"requester_counts": "no"}, "requester_counts: must be true or false"),
     ({"where": "email"}, "where: must be thread, dm or channel:C..."),
     ({"where": "channel:general"}, "where: must be thread, dm or channel:C..."),
     ({"deadline": "soon"}, "deadline: must be whole seconds or a duration"),
@@ -320,7 +320,7 @@ def test_every_problem_is_reported_at_once_with_its_rules_number() -> None:
         {"tool": "y", "approvers": ["bob"]},
     )
     assert lines == [
-        "p.yaml: rule 1 ('a'): required: must be greater than or equal to 1",
+        "p.yaml: rule 1 ('a'): required: must be at least 1",
         "p.yaml: rule 1 ('a'): where: must be thread, dm or channel:C... (a channel id)",
         "p.yaml: rule 2: approvers: 'bob' is not an approver: use requester, channel, channel:C..., a user id (U...),"
         " a user-group id (S...) or @handle",
@@ -449,7 +449,7 @@ def test_policy_check_refuses_a_bad_file_with_one_error_line_per_problem(tmp_pat
     out = run_bot("policy", "check", str(bad))
     assert out.returncode == 2
     assert out.stderr.splitlines() == [
-        f"error: {bad}: rule 1 ('a'): required: must be greater than or equal to 1",
+        f"error: {bad}: rule 1 ('a'): required: must be at least 1",
         f"error: {bad}: rule 1 ('a'): where: must be thread, dm or channel:C... (a channel id)",
     ]
     assert out.stdout == ""
@@ -540,7 +540,7 @@ def test_a_bad_approval_policy_refuses_the_start_with_one_line_per_problem(tmp_p
     assert out.returncode == 2
     assert out.stderr.splitlines() == [
         "error: PORT: must be a whole number from 0 to 65535 (got 'x')",
-        f"error: APPROVAL_POLICY: {bad}: rule 1 ('a'): required: must be greater than or equal to 1",
+        f"error: APPROVAL_POLICY: {bad}: rule 1 ('a'): required: must be at least 1",
         f"error: APPROVAL_POLICY: {bad}: rule 2: approvers: 'bob' is not an approver: use requester, channel,"
         " channel:C..., a user id (U...), a user-group id (S...) or @handle",
     ]

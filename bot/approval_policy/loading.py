@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from bot.approval_policy.decisions import Policy, rule_name
 from bot.approval_policy.rules import PolicyFile, Rule
 from bot.errors import ConfigError
+from bot.settings_values import reason_of
 
 MAX_FILE_BYTES = 1_000_000
 _KINDS = {list: "list", str: "string", int: "number", float: "number", bool: "true/false"}  # what YAML gave, in words
@@ -141,14 +142,7 @@ def _problems(exc: ValidationError, data: Mapping[str, Any], source: str) -> lis
             prefix += f"rule {number}" + (f" ({name!r})" if name else "") + ": "
             loc = loc[2:]
         field = ".".join(str(p) for p in loc if not _is_union_tag(p))
-        if item["type"] == "value_error":
-            reason = str(item.get("ctx", {}).get("error", item["msg"]))
-        elif item["type"] == "extra_forbidden":
-            reason = "unknown field"
-        elif item["type"] == "missing":
-            reason = "is required"
-        else:
-            reason = item["msg"].replace("Input should be", "must be")
+        reason = reason_of(item)
         if reason.startswith(tuple(f"{f}: " for f in Rule.model_fields)):  # a rule-wide check naming its field
             field, _, reason = reason.partition(": ")
         line = prefix + (f"{field}: " if field else "") + reason

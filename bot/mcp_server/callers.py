@@ -38,6 +38,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bot.errors import BotError, ConfigError
+from bot.settings_values import reason_of
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 CHANNEL = re.compile(r"[CGD][A-Z0-9_]{1,63}")
@@ -159,8 +160,7 @@ def parse_callers(data: object) -> Callers:
         except ValidationError as exc:
             for item in exc.errors(include_url=False):
                 field = ".".join(str(p) for p in item["loc"][:1]) or "entry"
-                reason = str(item.get("ctx", {}).get("error", item["msg"]))
-                problems.append(f"{where}.{field}: {reason.replace('Input should be', 'must be')}")
+                problems.append(f"{where}.{field}: {reason_of(item)}")
             continue
         if not caller.channels:
             problems.append(f"{where}.channels: give at least one channel id it may ask in")

@@ -78,8 +78,8 @@ callers:
         "callers[0] (build-42).token_sha256: must be the SHA-256 of the token",
         "callers[0] (build-42).channels: must be channel ids",
         "callers[0] (build-42).people: must be user ids",
-        "callers[0] (build-42).per_minute: must be greater than or equal to 1",
-        "callers[1] (build-42).tokn: Extra inputs are not permitted",
+        "callers[0] (build-42).per_minute: must be at least 1",
+        "callers[1] (build-42).tokn: unknown field",
         "callers[2]: must be a mapping",
     ):
         assert part in line, (part, line)
