@@ -41,6 +41,7 @@ from bot.ops.metrics import QueueGauges
 from bot.ops.server import Health, OpsEndpoints
 from bot.slack.approvals.cards import OpenCards
 from bot.slack.approvals.deciding import Approving
+from bot.slack.approvals.editing import Editing
 from bot.slack.approvals.grants import StandingGrants
 from bot.slack.assistant_pane import AssistantPane
 from bot.slack.context import Origin
@@ -329,7 +330,17 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         messages_tab=settings.slack_view == "agent",
     )
     threads.dm_note = pane.viewing_note  # agent_view: the channel the person looks at (app_context_changed)
-    jobs = register(app, threads=threads, answering=answering, modal=modal, approving=approving, home=home, pane=pane)
+    editing = Editing(approving)
+    jobs = register(
+        app,
+        threads=threads,
+        answering=answering,
+        modal=modal,
+        approving=approving,
+        editing=editing,
+        home=home,
+        pane=pane,
+    )
     waiting = FollowUps(answering, plan=plan, approvers=policy)
     bot = Bot(
         app=app,

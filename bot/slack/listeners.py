@@ -39,6 +39,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.response import BoltResponse
 
 from bot.slack.approvals.deciding import Approving
+from bot.slack.approvals.editing import Editing
 from bot.slack.assistant_pane import AssistantPane, assistant_middleware
 from bot.slack.context import slack_id
 from bot.slack.conversations import Threads, is_person_speaking
@@ -95,6 +96,7 @@ def register(
     answering: Answering,
     modal: AnswerModal,
     approving: Approving,
+    editing: Editing,
     home: Home,
     pane: AssistantPane,
 ) -> LazyJobs:
@@ -134,6 +136,6 @@ def register(
     app.action(ACT_DETAILS)(ack=approving.open_modal, lazy=[on_open_details])
     app.view(modals.DECLINE_CALLBACK)(ack=approving.ack_decline, lazy=[on_decline])
     app.action(ACT_TAKE_BACK)(ack=_ack, lazy=[jobs.add(approving.on_take_back)])
-    app.action(ACT_EDIT)(ack=approving.open_modal, lazy=[jobs.add(approving.on_open_edit)])
-    app.view(EDIT_CALLBACK)(ack=approving.ack_edit, lazy=[jobs.add(approving.on_edit)])
+    app.action(ACT_EDIT)(ack=approving.open_modal, lazy=[jobs.add(editing.on_open_edit)])
+    app.view(EDIT_CALLBACK)(ack=editing.ack_edit, lazy=[jobs.add(editing.on_edit)])
     return jobs

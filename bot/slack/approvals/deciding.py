@@ -2,13 +2,14 @@
 full arguments, in a modal). The same path as answers: the bot's own reference in the payload, the run loaded, the
 request checked against the run's channel and messages, who may decide (:mod:`bot.slack.questions.permissions`), then
 the runtime's check and its exactly-once claim (``Agent.approve_tool_call`` / ``decline_tool_call``). The request
-message then says who decided, and once the call ends how it went (ran in N s, or failed).
+message then says who decided, and once the call ends how it went (ran in N s, or failed). Edit before approving is
+:mod:`bot.slack.approvals.editing`'s, on this path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, cast
 
 from bot.agent.answers import Answered, Open, undecided
@@ -16,17 +17,14 @@ from bot.agent.approvals import approval_payload
 from bot.agent.decisions import Approve
 from bot.agent.state import PendingCall, RunState
 from bot.agent.stream import AgentStream
-from bot.agent.tools import ToolInputError
 from bot.errors import (
     NotAwaitingThisKind,
-    RunConflict,
     RunNotFound,
     StoreUnavailable,
 )
 from bot.logs import log_context
 from bot.slack.approvals.batch import ApprovingAll, approved_earlier
 from bot.slack.approvals.grants import SCOPE_WORDS, when
-from bot.slack.approvals.rules import editable_call, with_edited
 from bot.slack.context import Origin, SlackContext
 from bot.slack.questions.answer_modal import LOADING_VIEW, AnswerModal
 from bot.slack.questions.answering import LOST_CLAIM, Answering
@@ -47,7 +45,6 @@ from bot.slack.render.approvals import (
     quorum_outcome,
     scope_of_action,
 )
-from bot.slack.render.edit_modal import edit_modal, editable_fields, edited_arguments
 from bot.slack.replies.thread_writer import Decided
 from bot.store.conversations import MessageRef, asked_id
 from bot.store.grants import Scope
@@ -72,13 +69,13 @@ class Approving:
         """Lazy listener of Approve, and of the Approve buttons that also give a standing grant ("for this thread",
         ...: the scope is the button's, :func:`~bot.slack.render.approvals.scope_of_action`)."""
         where = Origin.of_action(body)
-        found = await self._found(body, where, self.answering.say_to(where))
+        found = await self.found_for(body, where, self.answering.say_to(where))
         if found is not None:
             state, ctx, call = found
             scope = scope_of_action(str((body.get("actions") or [{}])[0].get("action_id", "")))
             await self.decide(state, ctx, call, where=where, approved=True, reason=None, scope=scope)
 
-    async def _found(self, body: dict[str, Any], where: Origin, say: Say) -> Found | None:
+    async def found_for(self, body: dict[str, Any], where: Origin, say: Say) -> Found | None:
         """The run, context and call a click is about, checked (its message, who may decide:
         :class:`~bot.slack.questions.permissions.Permissions`); or None after telling the person why not."""
         ref = await button_ref(body, say)
@@ -194,7 +191,7 @@ class Approving:
         (refused once the quorum is complete: the call runs)."""
         where = Origin.of_action(body)
         say = self.answering.say_to(where)
-        found = await self._found(body, where, say)
+        found = await self.found_for(body, where, say)
         if found is None:
             return
         state, ctx, call = found
@@ -294,7 +291,7 @@ class Approving:
         clicked = where = Origin.of_action(body)
         if not decline:  # reading needs no decision right, but a details-only request's (below)
             where = Origin(user=where.user, surface="home", team_id=where.team_id)
-        found = await self._found(body, where, notice) if decline else await self._found_to_read(body, notice)
+        found = await self.found_for(body, where, notice) if decline else await self._found_to_read(body, notice)
         if found is None:
             return
         state, ctx, call = found
@@ -361,10 +358,10 @@ class Approving:
         await self.decide(state, ctx, call, where=where, approved=False, reason=reason or None)
 
     async def _decline_form(self, body: dict[str, Any]) -> Found | str:
-        opened = await self._open_form(body)
+        opened = await self.open_form(body)
         return opened if isinstance(opened, str) else opened[0]
 
-    async def _open_form(self, body: dict[str, Any]) -> tuple[Found, PendingCall] | str:
+    async def open_form(self, body: dict[str, Any]) -> tuple[Found, PendingCall] | str:
         """The approval a submitted form (Decline's reason, Edit's arguments) is about and its pending call, if
         the person may still decide it; or what to tell them."""
         user = str((body.get("user") or {}).get("id") or "")
@@ -381,143 +378,5 @@ class Approving:
             return NOT_OPEN
         return found, check.pending
 
-    # --- Edit before approving (issue 23 part 3) ------------------------------------------------------
-
-    async def on_open_edit(self, body: dict[str, Any], context: Any) -> None:
-        """Edit (lazy): the loading modal becomes the form of the arguments the call's rule lets approvers change
-        (:func:`bot.slack.render.edit_modal.edit_modal`), or a notice (not allowed, no longer open, nothing to
-        edit)."""
-        view_id = context.get(LOADING_VIEW) if context else None
-        if not view_id:
-            return
-        web = self.answering.web
-
-        async def notice(text: str) -> None:
-            await web.update_view(view_id, modals.notice_modal(text))
-
-        where = Origin.of_action(body)
-        found = await self._found(body, where, notice)
-        if found is None:
-            return
-        state, ctx, call = found
-        check = await self.answering.agent.check(state, call)
-        if not isinstance(check, Open) or check.pending.kind != "approval":
-            await notice(NOT_OPEN)
-            return
-        pending = check.pending
-        approvers = self.answering.permissions.approvers.for_approval(ctx, approval_payload(pending))
-        schema, args = self._editing(pending)
-        if not approvers.editable or schema is None or not editable_fields(schema, approvers.editable):
-            await notice("Nothing of this call can be edited.")
-            return
-        ref = QuestionRef.of(state.run_id, call)
-        meta = self.modal.metadata(
-            run_id=state.run_id, call=ref.call, user=where.user, view_id=view_id, asked=pending.suspended_at
-        )
-        view = edit_modal(
-            tool_name=pending.tool_name,
-            schema=schema,
-            args=args,
-            editable=approvers.editable,
-            quorum=approvers.quorum,
-            private_metadata=meta,
-        )
-        await web.update_view(view_id, view)
-
-    def _editing(self, pending: PendingCall) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-        """What the Edit modal edits of ``pending``: the JSON schema of its arguments (``Agent.argument_schema``:
-        the tool's, or the one a framework's request carried; None for a call that takes no edits) and the
-        arguments; of Claude Code's permission prompt, its input's key/values
-        (:func:`~bot.slack.approvals.rules.editable_call`)."""
-        prompt = editable_call(pending.tool_name, pending.args)
-        if prompt is not None:
-            return prompt
-        return self.answering.agent.argument_schema(pending), pending.args
-
-    async def ack_edit(self, ack: Ack, body: dict[str, Any], context: Any) -> None:
-        """A submitted Edit form (ack side): errors under each field that doesn't fit the tool's schema, or a form
-        not opened for this person / a call no longer waiting (an error in the form); otherwise it closes and
-        :meth:`on_edit` saves the edit and approves."""
-        found = await self._edit_form(body)
-        if isinstance(found, str):
-            await ack(response_action="errors", errors={self._first_block(body): found})
-            return
-        if found.errors:
-            await ack(response_action="errors", errors=found.errors)
-            return
-        context[ACCEPTED_EDIT] = True
-        await ack()
-
-    @staticmethod
-    def _first_block(body: dict[str, Any]) -> str:
-        blocks = (body.get("view") or {}).get("blocks") or []
-        return next((str(b.get("block_id")) for b in blocks if b.get("type") == "input"), "")
-
-    async def on_edit(self, body: dict[str, Any], context: Any) -> None:
-        """A submitted Edit form (lazy): save the edited arguments on the pending call (``Agent.edit_tool_call``),
-        then approve it with them as the editor: under a quorum the approvals gathered for the old arguments no
-        longer count (:func:`bot.store.quorum.asking_of`), the editor's is the first for the new ones."""
-        if not (context and context.get(ACCEPTED_EDIT)):
-            return
-        user = str((body.get("user") or {}).get("id") or "")
-        found = await self._edit_form(body)
-        if isinstance(found, str) or found.errors:
-            await self.answering.web.tell(user, found if isinstance(found, str) else NOT_OPEN)
-            return
-        state, ctx, call = found.found
-        where = Origin(user=user, surface="modal", team_id=ctx.team_id)
-        say = self.answering.say_to(where, ctx)
-        agent = self.answering.agent
-        try:
-            saved = await agent.edit_tool_call(
-                run_id=state.run_id, tool_call_id=call, arguments=found.arguments, edited_by=user
-            )
-        except ToolInputError as exc:
-            await say(f"Those arguments don't fit the tool, so nothing changed: {exc}")
-            return
-        except (*LOST_CLAIM, NotAwaitingThisKind, RunConflict):
-            await say("This changed while you were editing it, so your edit wasn't saved; look at it again.")
-            return
-        except RunNotFound:
-            await say(GONE)
-            return
-        except StoreUnavailable:
-            await say(STORE_DOWN)
-            return
-        assert saved.pending is not None
-        payload = approval_payload(saved.pending)
-        approvers = self.answering.permissions.approvers.for_approval(ctx, payload)
-        progress = QuorumProgress(approvers.required) if approvers.quorum else None
-        await self.answering.messages.show_quorum(saved.run_id, payload, ctx, progress=progress)
-        await self.decide(saved, ctx, call, where=where, approved=True, reason=None)
-
-    async def _edit_form(self, body: dict[str, Any]) -> EditForm | str:
-        """The call a submitted Edit form is about and the arguments it gives (with errors by block), if this
-        person may still edit it; or what to tell them."""
-        opened = await self._open_form(body)
-        if isinstance(opened, str):
-            return opened
-        found, pending = opened
-        ctx = found[1]
-        approvers = self.answering.permissions.approvers.for_approval(ctx, approval_payload(pending))
-        schema, args = self._editing(pending)
-        if not approvers.editable or schema is None:
-            return "Nothing of this call can be edited."
-        view = body.get("view") or {}
-        arguments, errors = edited_arguments(view, schema=schema, args=args, editable=approvers.editable)
-        arguments = with_edited(pending.tool_name, pending.args, arguments)
-        return EditForm(found=found, arguments=arguments, errors=errors)
-
-
-@dataclass(frozen=True)
-class EditForm:
-    """A submitted Edit form read back: the call it is about (``found``), the ``arguments`` it gives, and the
-    ``errors`` by input block id (empty: they fit the tool's schema)."""
-
-    found: Found
-    arguments: dict[str, Any]
-    errors: dict[str, str]
-
 
 ACCEPTED_DECLINE = "decline_accepted"
-ACCEPTED_EDIT = "edit_accepted"
