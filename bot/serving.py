@@ -15,6 +15,7 @@ import gc
 import logging
 import signal
 import socket
+import sys
 from collections.abc import Callable, Collection, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -63,15 +64,16 @@ def run_loop(main: Coroutine[Any, Any, None]) -> None:
 
 @contextlib.contextmanager
 def on_signals(callback: Callable[[], None], *signals: signal.Signals) -> Iterator[None]:
-    """Within: each of ``signals`` runs ``callback`` on the running loop (from the main thread). Once one has
-    arrived the process is stopping, and leaving sets them ignored until it exits; else leaving restores the
-    handlers from before. ``signal.signal`` handlers, not ``loop.add_signal_handler``: removing one of the loop's
-    handlers (as closing the loop does) restores the default action first, and a SIGTERM arriving in that moment,
-    at any of the process's threads (uvloop's libuv workers too), ended the process (status -15: a supervisor
-    that signals until the process is gone). The loop still runs them at once: uvloop wakes on every signal (its
-    wakeup fd), asyncio's own loop by the interrupted wait. Raises ``ValueError`` off the main thread."""
+    """Within: each of ``signals`` runs ``callback`` on the running loop (from the main thread). Leaving once one has
+    arrived, or by a cancellation or a Ctrl-C (the process stops all the same), sets them ignored until the process
+    exits; leaving otherwise restores the handlers from before. ``signal.signal`` handlers, not
+    ``loop.add_signal_handler``: removing one of the loop's handlers (as closing the loop does) restores the default
+    action first, and a SIGTERM arriving in that moment, at any of the process's threads (uvloop's libuv workers
+    too), ended the process (status -15: a supervisor that signals until the process is gone). The loop still runs
+    them at once: uvloop wakes on every signal (its wakeup fd), asyncio's own loop by the interrupted wait. Raises
+    ``ValueError`` off the main thread."""
     loop = asyncio.get_running_loop()
-    arrived = False
+    arrived = stopping = False
 
     def handler(signum: int, frame: object) -> None:
         nonlocal arrived
@@ -81,23 +83,53 @@ def on_signals(callback: Callable[[], None], *signals: signal.Signals) -> Iterat
     previous = {sig: signal.signal(sig, handler) for sig in signals}
     try:
         yield
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        stopping = True
+        raise
     finally:
+        if arrived or stopping:
+            drop_ignored_signal_reports()
         for sig, before in previous.items():  # handler to SIG_IGN in one step: never the default action between
-            signal.signal(sig, signal.SIG_IGN if arrived else (before if before is not None else signal.SIG_DFL))
+            kept = before if before is not None else signal.SIG_DFL
+            signal.signal(sig, signal.SIG_IGN if arrived or stopping else kept)
+
+
+def drop_ignored_signal_reports() -> None:
+    """From now on, leave out CPython's report of a signal that arrived just as its handler became ``SIG_IGN``: the
+    interpreter, processing the signal its C handler had caught, finds it ignored and reports "OSError: Signal 15
+    ignored due to race condition" through ``sys.unraisablehook`` (a traceback on stderr; CPython's
+    ``_PyErr_CheckSignalsTstate``). For a signal ignored on purpose, while the process stops, that is noise (a
+    supervisor signalling until the process is gone printed it in about 1 run in 3). Every other report goes to the
+    hook that was there. Idempotent."""
+    before = sys.unraisablehook
+    if getattr(before, "drops_ignored_signals", False):
+        return
+
+    def hook(unraisable: Any) -> None:
+        error = unraisable.exc_value
+        if isinstance(error, OSError) and str(error).endswith(" ignored due to race condition"):
+            return
+        before(unraisable)
+
+    hook.drops_ignored_signals = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
 
 
 async def until_sigterm(main: Coroutine[Any, Any, None]) -> None:
     """Await ``main``; SIGTERM cancels it as Ctrl-C does, and then this returns (exit status 0). Its own handler
     (:func:`on_signals`), so it works also where the process started with SIGINT ignored (``nohup cmd &`` in a
     script, some supervisors), which leaves asyncio.Runner without its SIGINT handler; a KeyboardInterrupt raised
-    from a signal handler would land in whatever task runs, a traceback. A later SIGTERM changes nothing, to the
-    process's end (a Ctrl-C while it stops still cancels the clean-up, as asyncio.Runner's second Ctrl-C does)."""
+    from a signal handler would land in whatever task runs, a traceback. A later SIGTERM (after the first, or after a
+    Ctrl-C) changes nothing, to the process's end (a Ctrl-C while it stops still cancels the clean-up, as
+    asyncio.Runner's second Ctrl-C does)."""
     task = asyncio.current_task()
     assert task is not None
     stopped = asyncio.Event()
 
     def stop() -> None:
-        if not stopped.is_set():  # a second SIGTERM while it stops: let the clean-up finish
+        # a second SIGTERM, or one after a Ctrl-C (asyncio.Runner cancelled the task), while it stops: let the
+        # clean-up finish
+        if not stopped.is_set() and not task.cancelling():
             stopped.set()
             task.cancel()
 

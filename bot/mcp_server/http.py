@@ -23,6 +23,7 @@ import contextlib
 import hmac
 import json
 import logging
+import signal
 import socket
 import threading
 from typing import Any
@@ -30,6 +31,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 
 from bot.mcp_server.callers import CALLER_STATE, Caller, Callers
+from bot.serving import on_signals
 
 log = logging.getLogger(__name__)
 
@@ -149,12 +151,13 @@ def http_server(
     port: int,
     token: str | None,
     callers: Callers | None = None,
-    embedded: bool = False,
 ) -> Any:
     """A uvicorn server of ``server`` at ``/mcp`` on ``host:port`` behind the bearer ``token`` (with ``callers``:
-    their tokens); ``await
-    it.serve()`` runs it, ``it.should_exit = True`` stops it. ``embedded``: inside another program (the
-    playground), which keeps its own signal handling."""
+    their tokens); ``await it.serve()`` runs it, ``it.handle_exit(signal.SIGTERM, None)`` stops it. It handles no
+    signal itself: the process does (:func:`serve_http`, or the playground). uvicorn's own handling restored the
+    default action as it stopped and sent the signal again, which ended the process (status -15) before the clean-up
+    after it ran (drain, Redis closed), and its handler, called again by each SIGTERM of a supervisor that signals
+    until the process is gone, nested until ``RecursionError``."""
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -162,8 +165,8 @@ def http_server(
             SHUTTING_DOWN.set()  # the calls cut short now are not the clients' cancellations
             super().handle_exit(sig, frame)
 
-        def capture_signals(self) -> Any:
-            return contextlib.nullcontext() if embedded else super().capture_signals()
+        def capture_signals(self) -> Any:  # the process's own (serve_http's, or the playground's)
+            return contextlib.nullcontext()
 
     app = BearerAuth(  # the token first: a body is read only for a caller
         BodyLimit(server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)), token=token, callers=callers
@@ -204,13 +207,15 @@ def bound_port(running: Any) -> int:
 async def serve_http(
     server: MCPServer[Any], *, host: str = HOST, port: int, token: str | None, callers: Callers | None = None
 ) -> None:
-    """Serve ``server`` at ``/mcp`` on ``host:port`` until stopped (SIGINT/SIGTERM), to ``token`` (with
-    ``callers``: their tokens). Raises ``OSError`` when the address can't be bound."""
+    """Serve ``server`` at ``/mcp`` on ``host:port`` until stopped (SIGINT or SIGTERM: :func:`bot.serving.on_signals`;
+    a later one changes nothing, and the caller's clean-up runs), to ``token`` (with ``callers``: their tokens). Raises
+    ``OSError`` when the address can't be bound."""
     running = http_server(server, host=host, port=port, token=token, callers=callers)
     sock = listen_socket(host, port)
     try:
-        shown = f"[{host}]" if ":" in host else host
-        log.info("MCP server: streamable HTTP at http://%s:%d%s", shown, sock.getsockname()[1], MCP_PATH)
-        await running.serve(sockets=[sock])
+        with on_signals(lambda: running.handle_exit(signal.SIGTERM, None), signal.SIGINT, signal.SIGTERM):
+            shown = f"[{host}]" if ":" in host else host
+            log.info("MCP server: streamable HTTP at http://%s:%d%s", shown, sock.getsockname()[1], MCP_PATH)
+            await running.serve(sockets=[sock])
     finally:
         sock.close()

@@ -78,7 +78,7 @@ async def start_mcp(settings: Settings, bot: Bot, *, ui_port: int = 0) -> Playgr
     server = build_mcp_server(mcp_settings, Asker(bot.threads, team_id=TEAM_ID))
     sock = mcp_socket(settings, ui_port=ui_port)
     port = int(sock.getsockname()[1])
-    running = http_server(server, host=HOST, port=port, token=token, embedded=True)
+    running = http_server(server, host=HOST, port=port, token=token)
     task = asyncio.ensure_future(running.serve(sockets=[sock]))
     task.add_done_callback(lambda _: sock.close())
     while not running.started:
