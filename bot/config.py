@@ -138,7 +138,9 @@ class Settings(BaseSettings):
     ``ValidationError`` (keyword values override the environment).
     """
 
-    model_config = SettingsConfigDict(env_file=None, extra="ignore", case_sensitive=False, env_ignore_empty=True)
+    model_config = SettingsConfigDict(
+        env_file=None, extra="ignore", case_sensitive=False, env_ignore_empty=True, allow_inf_nan=False
+    )
 
     slack_bot_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None

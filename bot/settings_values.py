@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -219,38 +219,74 @@ def _shown(field: str, value: object, is_secret: Callable[[str], bool]) -> str:
 
 PLAIN_REASONS = {
     "int_parsing": "must be a whole number",
+    "int_parsing_size": "must be a whole number",
     "int_from_float": "must be a whole number",
     "int_type": "must be a whole number",
     "float_parsing": "must be a number",
     "float_type": "must be a number",
+    "finite_number": "must be a number",
     "bool_parsing": "must be true or false (also yes/no, on/off, 1/0)",
-    "bool_type": "must be true or false (also yes/no, on/off, 1/0)",
+    "bool_type": "must be true or false",  # strict: the words above are refused too
+    "string_type": "must be text",
+    "list_type": "must be a list",
+    "tuple_type": "must be a list",
+    "set_type": "must be a list",
+    "dict_type": "must be a mapping (name: value)",
+    "model_type": "must be a mapping (name: value)",
     "missing": "is required",
     "extra_forbidden": "unknown field",
 }
 """pydantic's error types in the words a person editing a setting or a file reads (pydantic says "Input should be
-a valid integer, unable to parse string as an integer")."""
+a valid integer, unable to parse string as an integer", or names a class: "a valid dictionary or instance of
+RequesterMatch")."""
 BOUNDS = {
-    "greater_than_equal": ("ge", "at least"),
-    "less_than_equal": ("le", "at most"),
-    "greater_than": ("gt", "more than"),
-    "less_than": ("lt", "less than"),
+    "greater_than_equal": ("ge", "must be at least {}"),
+    "less_than_equal": ("le", "must be at most {}"),
+    "greater_than": ("gt", "must be more than {}"),
+    "less_than": ("lt", "must be less than {}"),
+    "string_too_long": ("max_length", "must be at most {} characters"),
+    "string_too_short": ("min_length", "must be at least {} characters"),
+    "too_long": ("max_length", "must have at most {} items"),
+    "too_short": ("min_length", "must have at least {} items"),
 }
 
 
 def reason_of(item: ErrorDetails) -> str:
     """Why one value was refused, as ``describe_errors`` and the files' loaders (approval policy, MCP callers) say it
     after its name: a validator's own message as it wrote it, :data:`PLAIN_REASONS`, a bound as ``must be at least
-    1000``, else pydantic's message with "Input should be" as "must be"."""
+    1000`` (``10``, not ``10.0``; a text of at least 1 character: ``must not be empty``), else pydantic's message
+    with "Input should be" as "must be"."""
     ctx = item.get("ctx") or {}
-    if item["type"] == "value_error":
+    kind = item["type"]
+    if kind == "value_error":
         return str(ctx.get("error", item["msg"]))
-    if item["type"] in PLAIN_REASONS:
-        return PLAIN_REASONS[item["type"]]
-    if item["type"] in BOUNDS and BOUNDS[item["type"]][0] in ctx:
-        key, words = BOUNDS[item["type"]]
-        return f"must be {words} {ctx[key]}"
+    if kind in PLAIN_REASONS:
+        return PLAIN_REASONS[kind]
+    if kind in BOUNDS and BOUNDS[kind][0] in ctx:
+        key, words = BOUNDS[kind]
+        bound = ctx[key]
+        if kind in ("string_too_short", "too_short") and bound == 1:
+            return "must not be empty"
+        if isinstance(bound, float) and bound.is_integer():
+            bound = int(bound)
+        return words.format(bound)
     return item["msg"].replace("Input should be", "must be")
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_*.-]{1,60}")
+
+
+def key_path(parts: Sequence[object]) -> str:
+    """Where in a file a refused value is, from pydantic's ``loc``: ``rules.0.when`` (a key that is not plain, a
+    long one, or one with a newline that would start a line of its own, forged, is shown quoted and clipped:
+    :func:`clipped`)."""
+    return ".".join(str(p) if _PLAIN_KEY.fullmatch(str(p)) else clipped(str(p)) for p in parts)
+
+
+def clipped(text: str, *, limit: int = 40) -> str:
+    """``text`` quoted (``repr``: a newline shows as ``\\n``), its first ``limit`` characters and ``...`` when it is
+    longer: a name from a file, in an error line."""
+    return repr(text[:limit] + "..." if len(text) > limit else text)
 
 
 def describe_errors(error: ValidationError, *, order: list[str], is_secret: Callable[[str], bool]) -> list[str]:

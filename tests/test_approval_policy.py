@@ -290,6 +290,7 @@ BAD_RULES: list[tuple[dict[str, Any], str]] = [
     ({"required": 21, "approvers": ["S0BIG"]}, "required: must be at most 20"),
     ({"required": "2"}, "required: must be a whole number"),
     ({"requester_counts": "no"}, "requester_counts: must be true or false"),
+    ({"requester": "U1"}, "requester: must be a mapping (name: value)"),
     ({"where": "email"}, "where: must be thread, dm or channel:C..."),
     ({"where": "channel:general"}, "where: must be thread, dm or channel:C..."),
     ({"deadline": "soon"}, "deadline: must be whole seconds or a duration"),
@@ -302,7 +303,8 @@ BAD_RULES: list[tuple[dict[str, Any], str]] = [
     ({"edit": "name"}, "edit: must be a list of argument names"),
     ({"grants": ["forever"]}, "grants: 'forever' is not a grant: use once, thread, channel"),
     ({"approver": ["U1"]}, "approver: unknown field"),
-    ({"name": ""}, "name: String should have at least 1 character"),
+    ({"name": ""}, "name: must not be empty"),
+    ({"bad\nerror: PORT: forged": 1}, "'bad\\nerror: PORT: forged': unknown field"),  # one line, quoted
 ]
 
 
@@ -310,8 +312,20 @@ BAD_RULES: list[tuple[dict[str, Any], str]] = [
 def test_each_problem_is_one_line_naming_the_rule_and_field(rule: dict[str, Any], reason: str) -> None:
     named = {"name": "big refunds", "tool": "refund", **rule}
     [line] = problems_of(named)
+    assert "\n" not in line and "Input should" not in line and "valid dictionary" not in line, line
     where = "rule 1 ('big refunds')" if named["name"] else "rule 1"
     assert line.startswith(f"p.yaml: {where}: {reason}"), line
+
+
+def test_pydantics_words_never_reach_a_problem_line() -> None:
+    """A strict field offers only what it takes ("yes/no" would be refused there too); a name that is not text is
+    said so, and the rule is then told by its number."""
+    [strict] = problems_of({"name": "a", "tool": "x", "requester_counts": "no"})
+    assert strict == "p.yaml: rule 1 ('a'): requester_counts: must be true or false"
+    [name] = problems_of({"name": 5, "tool": "x"})
+    assert name == "p.yaml: rule 1: name: must be text"
+    [long] = problems_of({"name": "n" * 200, "tool": "x", "required": 0})
+    assert long == f"p.yaml: rule 1 ('{'n' * 40}...'): required: must be at least 1"
 
 
 def test_every_problem_is_reported_at_once_with_its_rules_number() -> None:
@@ -343,7 +357,7 @@ def test_the_file_level_problems() -> None:
         ({}, "p.yaml: rules: is required"),
         ({"rules": [DEFAULT], "version": 2}, "p.yaml: version: must be 1 (the only version so far)"),
         ({"rules": [DEFAULT], "defaults": {}}, "p.yaml: defaults: unknown field"),
-        ({"rules": ["deploy"]}, "p.yaml: rule 1: must be a valid dictionary or instance of Rule"),
+        ({"rules": ["deploy"]}, "p.yaml: rule 1: must be a mapping (name: value)"),
     ]:
         with pytest.raises(PolicyError) as info:
             from_data(data, source="p.yaml")

@@ -73,6 +73,9 @@ BAD_VALUES = [
     ("OPENAI_BASE_URL", "localhost:8080", "must be an http:// or https:// URL"),
     ("STREAM_INTERVAL", "0.05", "must be at least 0.2"),
     ("STREAM_INTERVAL", "fast", "must be a number"),
+    ("STREAM_INTERVAL", "nan", "must be a number (got 'nan')"),  # was: must be at most 10.0
+    ("STREAM_INTERVAL", "50", "must be at most 10 (got"),
+    ("MCP_PROGRESS_SECONDS", "inf", "must be a number"),
     ("REPLY_STREAMING", "maybe", "must be true or false (also yes/no, on/off, 1/0)"),
     ("ASK_ESCALATE_ANSWERS", "maybe", "must be true or false (also yes/no, on/off, 1/0)"),
     ("MAX_WAITING_PER_PERSON", "0", "must be at least 1"),
@@ -111,6 +114,16 @@ def test_each_bad_value_is_one_line(monkeypatch: pytest.MonkeyPatch, name: str, 
     [line] = problems(monkeypatch, **{name: value})
     assert line.startswith(f"{name}: {reason}")
     assert line.endswith(f"(got {value!r})")
+
+
+def test_a_long_bad_value_is_told_in_plain_words_and_shown_clipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pydantic's own words were shown for these ("Unable to parse input string as an integer, exceeded maximum
+    size", "String should have at most 3000 characters")."""
+    [number] = problems(monkeypatch, MAX_RUNS_PER_PERSON="9" * 5000)
+    assert number == f"MAX_RUNS_PER_PERSON: must be a whole number (got '{'9' * 77}...')"
+    monkeypatch.delenv("MAX_RUNS_PER_PERSON")
+    [text] = problems(monkeypatch, ASSISTANT_GREETING="x" * 3001)
+    assert text == f"ASSISTANT_GREETING: must be at most 3000 characters (got '{'x' * 77}...')"
 
 
 def test_every_bad_value_is_reported_at_once(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from bot.approval_policy.decisions import Policy, rule_name
 from bot.approval_policy.rules import PolicyFile, Rule
 from bot.errors import ConfigError
-from bot.settings_values import reason_of
+from bot.settings_values import clipped, key_path, reason_of
 
 MAX_FILE_BYTES = 1_000_000
 _KINDS = {list: "list", str: "string", int: "number", float: "number", bool: "true/false"}  # what YAML gave, in words
@@ -139,9 +139,9 @@ def _problems(exc: ValidationError, data: Mapping[str, Any], source: str) -> lis
             number = loc[1] + 1
             raw = raw_rules[loc[1]] if isinstance(raw_rules, (list, tuple)) and loc[1] < len(raw_rules) else None
             name = raw.get("name") if isinstance(raw, dict) and isinstance(raw.get("name"), str) else None
-            prefix += f"rule {number}" + (f" ({name!r})" if name else "") + ": "
+            prefix += f"rule {number}" + (f" ({clipped(name)})" if name else "") + ": "
             loc = loc[2:]
-        field = ".".join(str(p) for p in loc if not _is_union_tag(p))
+        field = key_path([p for p in loc if not _is_union_tag(p)])
         reason = reason_of(item)
         if reason.startswith(tuple(f"{f}: " for f in Rule.model_fields)):  # a rule-wide check naming its field
             field, _, reason = reason.partition(": ")

@@ -38,7 +38,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bot.errors import BotError, ConfigError
-from bot.settings_values import reason_of
+from bot.settings_values import key_path, reason_of
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 CHANNEL = re.compile(r"[CGD][A-Z0-9_]{1,63}")
@@ -151,7 +151,8 @@ def parse_callers(data: object) -> Callers:
     problems: list[str] = [f"unknown key {k!r} (only `callers`)" for k in data if k != "callers"]
     entries: list[Caller] = []
     for i, entry in enumerate(data["callers"]):
-        where = f"callers[{i}]" + (f" ({entry['name']})" if isinstance(entry, dict) and "name" in entry else "")
+        name = entry.get("name") if isinstance(entry, dict) else None
+        where = f"callers[{i}]" + (f" ({key_path([name])})" if isinstance(name, str) and name else "")
         if not isinstance(entry, dict):
             problems.append(f"{where}: must be a mapping (name: ..., token_sha256: ...)")
             continue
@@ -159,7 +160,7 @@ def parse_callers(data: object) -> Callers:
             caller = Caller.model_validate({**entry, "people": entry.get("people") or ()})
         except ValidationError as exc:
             for item in exc.errors(include_url=False):
-                field = ".".join(str(p) for p in item["loc"][:1]) or "entry"
+                field = key_path(item["loc"][:1]) or "entry"
                 problems.append(f"{where}.{field}: {reason_of(item)}")
             continue
         if not caller.channels:

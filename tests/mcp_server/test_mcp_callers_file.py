@@ -92,7 +92,14 @@ callers:
         ("servers: []", "must hold a non-empty list `callers:`"),
         ("callers:\n  - name: a\n    channels: [C1]\n  - name: a\n    channels: [C2]\n", "'a' is given twice"),
         ("callers:\n  - name: a\n", "callers[0] (a).channels: give at least one channel id"),
-        ("callers:\n  - name: 'a b'\n    channels: [C1]\n", "callers[0] (a b).name: must be 1-64 letters"),
+        ("callers:\n  - name: 'a b'\n    channels: [C1]\n", "callers[0] ('a b').name: must be 1-64 letters"),
+        ("callers:\n  - name: a\n    channels: C1\n", "callers[0] (a).channels: must be a list"),
+        ("callers:\n  - name: null\n    channels: [C1]\n", "callers[0].name: must be text"),  # not (None)
+        (
+            "callers:\n  - name: a\n    channels: [C1]\n    per_minute: 0\n",
+            "callers[0] (a).per_minute: must be at least 1",
+        ),
+        ('callers:\n  - name: "a\\nerror: PORT: forged"\n', "callers[0] ('a\\nerror: PORT: forged').name"),
     ],
 )
 def test_a_malformed_file_is_refused_naming_why(
