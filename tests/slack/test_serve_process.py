@@ -414,13 +414,15 @@ async def test_the_playground_stops_on_sigterm_as_on_ctrl_c_without_a_traceback(
 
 @contextlib.contextmanager
 def signalling(proc: asyncio.subprocess.Process, sig: signal.Signals) -> Iterator[None]:
-    """Within: ``sig`` to ``proc`` over and over, as fast as a thread can send it (a supervisor that signals until
-    the process is gone, at its worst), through a pidfd: never to another process that took the pid since."""
+    """Within: ``sig`` to ``proc`` over and over, every 0.1 ms (a supervisor that signals until the process is gone,
+    at its worst; the old code was killed in half the runs at this rate, and a thread sending as fast as it can
+    would take a core from the rest of the suite), through a pidfd: never to another process that took the pid
+    since."""
     pidfd = os.pidfd_open(proc.pid)
     done = threading.Event()
 
     def send() -> None:
-        while not done.is_set():
+        while not done.wait(0.0001):
             try:
                 signal.pidfd_send_signal(pidfd, sig)
             except ProcessLookupError:  # reaped
