@@ -26,7 +26,7 @@ from bot.logs import log_context
 from bot.slack.approvals.batch import ApprovingAll, approved_earlier
 from bot.slack.approvals.grants import SCOPE_WORDS, when
 from bot.slack.context import Origin, SlackContext
-from bot.slack.questions.answer_modal import LOADING_VIEW, AnswerModal
+from bot.slack.questions.answer_modal import AnswerModal
 from bot.slack.questions.answering import LOST_CLAIM, Answering
 from bot.slack.questions.approvers import RULE_NOTE
 from bot.slack.questions.attempt import Attempt
@@ -280,13 +280,11 @@ class Approving:
         await self._fill_modal(body, context, decline=False)
 
     async def _fill_modal(self, body: dict[str, Any], context: Any, *, decline: bool) -> None:
-        view_id = context.get(LOADING_VIEW) if context else None
-        if not view_id:
+        opened = self.modal.loading_view(context)
+        if opened is None:
             return
+        view_id, notice = opened
         web = self.answering.web
-
-        async def notice(text: str) -> None:
-            await web.update_view(view_id, modals.notice_modal(text))
 
         clicked = where = Origin.of_action(body)
         if not decline:  # reading needs no decision right, but a details-only request's (below)

@@ -20,12 +20,10 @@ from bot.errors import NotAwaitingThisKind, RunConflict, RunNotFound, StoreUnava
 from bot.slack.approvals.deciding import Ack, Approving
 from bot.slack.approvals.rules import editable_call, with_edited
 from bot.slack.context import Origin
-from bot.slack.questions.answer_modal import LOADING_VIEW
 from bot.slack.questions.answering import LOST_CLAIM
 from bot.slack.questions.lookup import Found
 from bot.slack.questions.notices import GONE, NOT_OPEN, STORE_DOWN
 from bot.slack.refs import QuestionRef
-from bot.slack.render import modals
 from bot.slack.render.approvals import QuorumProgress
 from bot.slack.render.edit_modal import edit_modal, editable_fields, edited_arguments
 
@@ -43,13 +41,11 @@ class Editing:
         """Edit (lazy): the loading modal becomes the form of the arguments the call's rule lets approvers change
         (:func:`bot.slack.render.edit_modal.edit_modal`), or a notice (not allowed, no longer open, nothing to
         edit)."""
-        view_id = context.get(LOADING_VIEW) if context else None
-        if not view_id:
+        opened = self.modal.loading_view(context)
+        if opened is None:
             return
+        view_id, notice = opened
         web = self.answering.web
-
-        async def notice(text: str) -> None:
-            await web.update_view(view_id, modals.notice_modal(text))
 
         where = Origin.of_action(body)
         found = await self.approving.found_for(body, where, notice)

@@ -96,16 +96,26 @@ class AnswerModal:
             return
         context[LOADING_VIEW] = view_id
 
-    async def on_open_modal(self, body: dict[str, Any], context: Any) -> None:
-        """The free-form "Answer" button (lazy): turn the loading modal into the form, or into a notice decided
-        from the stored run (not allowed, already answered, expired)."""
+    def loading_view(self, context: Any) -> tuple[str, Callable[[str], Awaitable[None]]] | None:
+        """The loading modal a click's ack opened (:meth:`open_modal`): its ``view_id`` and how to turn it into a
+        notice; None when none was opened (the lazy function then has nothing to fill)."""
         view_id = context.get(LOADING_VIEW) if context else None
         if not view_id:
-            return
-        where = Origin.of_action(body)
+            return None
 
         async def notice(text: str) -> None:
             await self.answering.web.update_view(view_id, modals.notice_modal(text))
+
+        return str(view_id), notice
+
+    async def on_open_modal(self, body: dict[str, Any], context: Any) -> None:
+        """The free-form "Answer" button (lazy): turn the loading modal into the form, or into a notice decided
+        from the stored run (not allowed, already answered, expired)."""
+        opened = self.loading_view(context)
+        if opened is None:
+            return
+        view_id, notice = opened
+        where = Origin.of_action(body)
 
         ref = await button_ref(body, notice)
         if ref is None:
