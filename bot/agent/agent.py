@@ -1,4 +1,5 @@
-"""The tool-calling loop: :class:`Agent` with ``stream``, ``resume_stream`` and ``retry_stream``.
+"""The agent's public face: :class:`Agent` (instructions, a model, tools, a run store) with ``stream``,
+``resume_stream``, ``resume`` and ``retry_stream``; the loop that drives its runs is :mod:`bot.agent._loop.driving`.
 
 A run alternates model turns and tool calls. The tool calls of one assistant message run in order; the
 first that suspends stops the batch (finished results are kept, the rest stay queued and run after the
@@ -21,8 +22,6 @@ its next renewal takes the lease back.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import os
 import secrets
 import socket
@@ -30,40 +29,30 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from bot.agent._loop import driving
 from bot.agent._loop.budget import DEFAULT_HISTORY_BUDGET, HistoryBudget
 from bot.agent._loop.claims import Claimed, Claims
-from bot.agent._loop.history import check_tool_messages, history_of, last_text, unique_ids
+from bot.agent._loop.history import history_of
 from bot.agent._loop.live_questions import LiveQuestions
-from bot.agent._loop.resuming import continue_pending, records_an_answer
 from bot.agent._loop.saving import RunSaver
-from bot.agent._loop.stopping import Stopped, StopRequests, wrap_up
-from bot.agent._loop.tool_calls import Suspended, ToolRunner
+from bot.agent._loop.stopping import StopRequests
 from bot.agent._loop.toolbox import Toolbox
-from bot.agent._loop.turns import ModelTurns, budgeted_turn
 from bot.agent.answers import AnswerCheck
 from bot.agent.approvals import (
     POLICY_NOTES,
     ApprovalGate,
-    GateVerdict,
-    approval_payload,
-    ask_approval,
-    batch_of,
-    decided_in_batch,
-    decline_at_once,
     edit_pending,
     kept_schema,
     policy_notes,
-    run_decided,
     schema_tool,
     takes_edits,
-    verdict_of,
 )
-from bot.agent.asking import ASK_ONLY, ask_run, finish_ask_only
+from bot.agent.asking import ask_run
 from bot.agent.decisions import Approve, CallDecision, Decline, Reply, still_waiting
 from bot.agent.decisions import record as record_decisions
 from bot.agent.hooks import NO_HOOKS, RunHooks, guarded
-from bot.agent.model import ChatModel, parse_arguments
-from bot.agent.model.endings import Ending, ending_of
+from bot.agent.model import ChatModel
+from bot.agent.model.endings import Ending
 from bot.agent.run_limits import (
     DEFAULT_ASK_TTL,
     DEFAULT_MAX_REPLY_CHARS,
@@ -71,37 +60,17 @@ from bot.agent.run_limits import (
     DEFAULT_TURN_TIMEOUT,
     RunLimits,
 )
-from bot.agent.state import Answer, PendingCall, ResumeData, RunFailure, RunState, utcnow
+from bot.agent.state import Answer, PendingCall, ResumeData, RunState, utcnow
 from bot.agent.store import RunStore
-from bot.agent.stream import (
-    AgentStream,
-    ApprovalChunk,
-    ErrorChunk,
-    ErrorKind,
-    ErrorPayload,
-    FinishChunk,
-    FinishPayload,
-    SuspendedChunk,
-    SuspendedPayload,
-    ToolCallChunk,
-    ToolCallPayload,
-)
+from bot.agent.stream import AgentStream
 from bot.agent.tools import DEFAULT_TOOL_RESULT_MAX_CHARS, Tool, ToolInputError
 from bot.errors import (
     AnswerError,
-    BotError,
-    ContextTooLong,
-    ModelCallFailed,
-    NoReply,
     NotAwaitingThisKind,
     QuestionExpired,
     RunConflict,
     RunNotResumable,
-    RunStopAsked,
 )
-
-log = logging.getLogger(__name__)
-
 
 RESUME_ATTEMPTS = 5  # compare-and-sets one resume tries while other decisions on the same batch keep landing first
 
@@ -184,12 +153,12 @@ class Agent:
         self.approval_gate: ApprovalGate | None = None  # per-call say on approval (bot.agent.approvals)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"  # this agent's lease id
         self.saver = RunSaver(store, owner=self.owner, persist_for=persist_for, lease_renew_every=lease_renew_every)
-        self._driving: dict[str, object] = {}  # run ids this agent drives now -> the token of the segment
+        self.driving: dict[str, object] = {}  # run ids this agent drives now -> the token of the segment
         self.stops = StopRequests(store)  # stop requests of the runs it drives
         self.hooks = hooks = guarded(hooks)
         # asked by running tools (none once the run's stop is known)
         self.live = LiveQuestions(store, owner=self.owner, tools=self.tools, hooks=hooks, stops=self.stops)
-        self.claims = Claims(store, owner=self.owner, stops=self.stops, driving=self._driving, hooks=hooks)
+        self.claims = Claims(store, owner=self.owner, stops=self.stops, driving=self.driving, hooks=hooks)
 
     # --- limits --------------------------------------------------------------------------------------
 
@@ -482,13 +451,13 @@ class Agent:
             )
         except RunConflict:
             raise RunNotResumable(run_id, "running", "another process took it first") from None
-        self._driving[run_id] = claimed  # before the next await: see _launch
+        self.driving[run_id] = claimed  # before the next await: see _launch
         try:
             self.hooks.on_retried(claimed)
             await self.stops.poll(run_id)  # taken over: a stop asked while nobody drove it stops it before any step
         except BaseException:  # cancelled before it was launched: not driven here after all
-            if self._driving.get(run_id) is claimed:
-                del self._driving[run_id]
+            if self.driving.get(run_id) is claimed:
+                del self.driving[run_id]
             raise
         return self._launch(claimed)
 
@@ -502,7 +471,7 @@ class Agent:
     async def is_orphaned(self, state: RunState) -> bool:
         """True for a ``running`` run that no live process drives (no lease, or this agent's lease on a run it
         is not driving). Raises ``StoreUnavailable``."""
-        if state.status != "running" or state.run_id in self._driving:
+        if state.status != "running" or state.run_id in self.driving:
             return False  # this process drives it (its lease may have lapsed: the next renewal takes it back)
         holder = await self.store.lease_owner(state.run_id)
         return holder is None or holder == self.owner
@@ -544,229 +513,17 @@ class Agent:
         return claimed.handed_off_stream() if claimed.handed_off else self._launch(claimed.state)
 
     def _launch(self, state: RunState) -> AgentStream:
-        stream = AgentStream(state.run_id)
-        # driven here from now, before its task starts: a request of this process meanwhile (a second Retry, a
-        # mention) never takes it for an orphan of its own (its lease is this process's) and drives it twice
-        run_id, token = state.run_id, object()
-        self._driving[run_id] = token
-        stream._start(self._drive_leased(state, stream))
-
-        def ended(_task: object) -> None:  # also for a task cancelled before it started (its body never ran)
-            if self._driving.get(run_id) is token:  # not a later segment's, launched meanwhile
-                del self._driving[run_id]
-
-        assert stream._task is not None
-        stream._task.add_done_callback(ended)
-        return stream
-
-    async def _drive_leased(self, state: RunState, out: AgentStream) -> RunState | None:
-        """Drive the run while renewing its lease; the final save drops the lease."""
-        run_id = state.run_id
-        ended = asyncio.Event()
-        heartbeat = asyncio.ensure_future(self.saver.keep_lease(state, also=self.stops.poll, until=ended))
-        try:
-            async with self.hooks.run_segment(run_id):
-                return await self._drive(state, out)
-        finally:
-            ended.set()
-            heartbeat.cancel()
-            self.stops.forget(run_id)
-
-    async def _drive(self, state: RunState, out: AgentStream) -> RunState | None:
-        run_id = state.run_id
-        try:
-            try:
-                state, ending = await self._advance(state, out)
-            except Suspended:
-                stopped_by = self.stops.take(run_id)  # known by now (e.g. while an approval check ran): nobody asked
-                if stopped_by is not None:
-                    return await self._end_stopped(state, out, by=stopped_by)
-                try:
-                    state = await self.saver.save_final(state)
-                except RunStopAsked as asked:  # asked in another process, not learnt here yet: the store refused
-                    return await self._end_stopped(state, out, by=asked.by)
-                assert state.pending is not None
-                self.hooks.on_asked(state, state.pending)
-                if state.pending.kind == "approval":
-                    out.emit(ApprovalChunk(run_id, approval_payload(state.pending)))
-                else:
-                    out.emit(SuspendedChunk(run_id, self._suspended_payload(state.pending)))
-                out.emit(FinishChunk(run_id, FinishPayload(status="suspended", text=last_text(state))))
-                return state
-            except Stopped as stop:
-                return await self._end_stopped(state, out, by=stop.by)
-            except ModelCallFailed as exc:
-                state.status, state.error = "failed", RunFailure(kind="model", message=str(exc))
-                state = await self.saver.save_final(state)
-                kind: ErrorKind = (
-                    "context_length"
-                    if isinstance(exc, ContextTooLong)
-                    else "no_reply"
-                    if isinstance(exc, NoReply)
-                    else "model"
-                )
-                out.emit(ErrorChunk(run_id, ErrorPayload(kind=kind, message=str(exc))))
-                return state
-            if state.error is not None:  # turn limit
-                failure = state.error
-                state = await self.saver.save_final(state)
-                out.emit(ErrorChunk(run_id, ErrorPayload(kind="max_turns", message=failure.message)))
-                return state
-            state = await self.saver.save_final(state)
-            out.emit(FinishChunk(run_id, FinishPayload(status="completed", text=last_text(state), ending=ending)))
-            return state
-        except RunConflict:  # another process took the run over (this one's lease lapsed): its result wins
-            log.warning("run %s: taken over by another process; this segment's result is dropped", run_id)
-            out.emit(ErrorChunk(run_id, ErrorPayload(kind="superseded", message="continued by another process")))
-        except BotError as exc:  # the store is down for good, or the run expired meanwhile
-            log.warning("run %s: could not save: %s", run_id, exc)
-            out.emit(ErrorChunk(run_id, ErrorPayload(kind="store", message=str(exc))))
-        except Exception:
-            log.exception("run %s: internal error", run_id)
-            message = "internal error in the agent runtime"
-            out.emit(ErrorChunk(run_id, ErrorPayload(kind="internal", message=message)))
-        return None
-
-    async def _end_stopped(self, state: RunState, out: AgentStream, *, by: str) -> RunState:
-        """End the segment stopped at a person's request (:func:`bot.agent._loop.stopping.wrap_up`) and save it."""
-        text = wrap_up(state, out)
-        state = await self.saver.save_final(state)
-        out.emit(FinishChunk(state.run_id, FinishPayload(status="stopped", text=text, stopped_by=by)))
-        return state
+        """Drive ``state`` in this process from now (:func:`bot.agent._loop.driving.launch`); its stream."""
+        return driving.launch(self, state)
 
     history_of = staticmethod(history_of)
     """The run's messages up to its last consistent point (see :func:`bot.agent._loop.history.history_of`)."""
 
     async def _advance(self, state: RunState, out: AgentStream) -> tuple[RunState, Ending | None]:
-        """Run until the model answers without tool calls (returns the state, and why its last turn's text is
-        incomplete when it is: :func:`bot.agent.model.endings.ending_of`), a tool suspends (raises ``Suspended`` with
-        ``state`` updated in place) or the model fails (raises ``ModelCallFailed``)."""
-        if state.pending is not None:
-            only_records = ASK_ONLY in state.metadata or records_an_answer(
-                state.pending, self.tools.get(state.pending.tool_name)
-            )
-            # a stop asked while nobody drove the run (its process died after a claim): the decided call never
-            # starts, nor runs again (wrap_up gives it its stopped result); what a person said is kept (an answer; an
-            # outside agent's question or approval, whose run does nothing else). Taken over: it must not run twice.
-            await self._before_step(state, stop=not only_records)
-            pending, state.pending = state.pending, None
-            await continue_pending(self._runner(self.tools), state, pending, out, save=self._save_midway)
-        plan: tuple[tuple[str, str], ...] = ()  # the calls of the turn just made, when it made several
-        while True:
-            while state.queued:
-                await self._before_step(state)
-                call = state.queued.pop(0)
-                try:
-                    args = parse_arguments(call.arguments)
-                except ValueError as exc:
-                    out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, {})))
-                    error = {"error": f"{call.name}: {exc}"}
-                    self._runner(self.tools).add_result(state, call, error, out, is_error=True)
-                    continue
-                out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, args, plan=plan)))
-                plan = ()
-                # the model calls no hidden tool
-                runner = self._runner(self.tools if ASK_ONLY in state.metadata else self.toolbox.offered)
-                tool = runner.tools.get(call.name)
-                decided = decided_in_batch(state, call, tool)  # asked with an earlier call of the turn, decided
-                if decided is not None:
-                    await run_decided(runner, state, decided, out, save=self._save_midway)
-                    continue
-                gate, agent_wide = self.approval_gate, self.require_tool_approval
-                verdict = (
-                    await verdict_of(gate, tool, args, state, agent_wide=agent_wide, tool_call_id=call.id)
-                    if tool is not None
-                    else None
-                )
-                covered = verdict is not None and not verdict.needs_approval and verdict.use is not None
-                if covered and verdict is not None and verdict.use is not None and not await verdict.use():
-                    # its cover (a grant) went away meanwhile: asked after all, as the rule says
-                    verdict = GateVerdict(True, deadline=verdict.deadline, notes=verdict.notes, rule=verdict.rule)
-                if tool is not None and verdict is not None and verdict.needs_approval:
-                    if verdict.decline is not None:  # nobody could approve it: declined, nobody asked
-                        decline_at_once(runner, tool, state, call, args, out, reason=verdict.decline)
-                        continue
-                    verdicts: dict[str, GateVerdict] = {call.id: verdict}
-                    batch = await batch_of(
-                        state.queued, runner.tools, state, gate=gate, agent_wide=agent_wide, verdicts=verdicts
-                    )
-                    ask_approval(
-                        runner,
-                        tool,
-                        state,
-                        call,
-                        args,
-                        out,
-                        ask_ttl=verdict.deadline,
-                        notes=verdict.notes,
-                        batch=batch,
-                        verdicts=verdicts,
-                    )
-                    continue  # it suspended, unless its arguments were invalid
-                await runner.run(state, call, args, out)
-            if finish_ask_only(state):  # a run that only asked: the answer was all it was for
-                return state, None
-            if state.turns >= self.max_turns:
-                state.status = "failed"
-                state.error = RunFailure(
-                    kind="max_turns", message=f"stopped after {self.max_turns} model turns without finishing"
-                )
-                return state, None
-            check_tool_messages(state.messages)
-            await self._before_step(state)
-            turns = ModelTurns(
-                model=self.model,
-                instructions=self.instructions,
-                budget=self.budget,
-                tools=self.toolbox.specs,
-                tools_tokens=self.toolbox.tokens,
-                turn_timeout=self.turn_timeout,
-                max_reply_chars=self.max_reply_chars,
-                hooks=self.hooks,
-            )
-            # a stop asked meanwhile cancels the turn: Stopped
-            turn = await self.stops.unless_stopped(state.run_id, budgeted_turn(turns, state, out=out))
-            calls = unique_ids(turn.tool_calls, state.messages)
-            state.turns += 1
-            # Provider fields that must go back with this message (e.g. reasoning_content) are kept in history.
-            message: dict[str, Any] = {**turn.extra, "role": "assistant", "content": turn.content or None}
-            if calls:
-                message["tool_calls"] = [c.to_message_part() for c in calls]
-            state.messages.append(message)
-            if not calls:
-                state.status = "completed"
-                return state, ending_of(turn)
-            state.queued = calls
-            plan = tuple((c.id, c.name) for c in calls) if len(calls) > 1 else ()
+        """One segment's steps: the tool-calling loop (:func:`bot.agent._loop.driving.advance`). An agent whose run
+        is another framework's overrides it (:class:`bot.frameworks.base.FrameworkAgent`)."""
+        return await driving.advance(self, state, out)
 
     async def _before_step(self, state: RunState, *, stop: bool = True) -> None:
-        """Before each step of ``state`` (a model turn, a tool call): a stop known ends the run here (``Stopped``,
-        unless ``stop`` is False), and so does its lease taken by another process meanwhile (``RunConflict``: the
-        step would be done twice, :meth:`RunSaver.check_lease`)."""
-        if stop:
-            self.stops.check(state.run_id)
-        await self.saver.check_lease(state)
-
-    def _runner(self, tools: dict[str, Tool]) -> ToolRunner:
-        """How a call of one of ``tools`` runs now (the limits and hooks as they are at this call: a deployment may
-        change them between two calls, :meth:`with_limits`)."""
-        return ToolRunner(
-            tools=tools,
-            ask_ttl=self.ask_ttl,
-            max_result_chars=self.tool_result_max_chars,
-            hooks=self.hooks,
-            live=self.live,
-        )
-
-    async def _save_midway(self, state: RunState) -> None:
-        """Save ``state`` in the middle of a segment (keeps the same object: its revision moves on). Raises
-        ``RunConflict`` when another process took the run over, ``StoreUnavailable``."""
-        saved = await self.store.save(state, owner=self.owner)
-        state.revision, state.updated_at = saved.revision, saved.updated_at
-
-    def _suspended_payload(self, pending: PendingCall) -> SuspendedPayload:
-        tool = self.tools.get(pending.tool_name)
-        payload = tool.load_suspend_payload(pending.suspend_payload) if tool else pending.suspend_payload
-        return SuspendedPayload(
-            pending.tool_call_id, pending.tool_name, pending.args, payload, pending.expires_at, pending.suspended_at
-        )
+        """A stop known, or the run taken over, ends it here: :func:`bot.agent._loop.driving.before_step`."""
+        await driving.before_step(self, state, stop=stop)
