@@ -27,11 +27,11 @@ from __future__ import annotations
 import copy
 from typing import Protocol
 
-from bot.fakeslack.assistant import PANE_SUBTYPE
 from bot.fakeslack.fake_slack import FakeSlack
 from bot.fakeslack.sender import Ack, Sender
 from bot.fakeslack.socket_mode import SocketSender
 from bot.fakeslack.state import JSON, TEAM_ID, PlaygroundError, SlackState, dm_channel_id
+from bot.fakeslack.webapi.assistant import PANE_SUBTYPE
 
 STARTED = "assistant_thread_started"
 CONTEXT_CHANGED = "assistant_thread_context_changed"

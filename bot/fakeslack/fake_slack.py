@@ -52,9 +52,6 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-from bot.fakeslack.agent_sessions import AgentSessions
-from bot.fakeslack.api_args import ApiError
-from bot.fakeslack.assistant import Assistant
 from bot.fakeslack.elements import fill_ids
 from bot.fakeslack.socket_mode import SOCKET_PATH, SocketModeHub
 from bot.fakeslack.state import (
@@ -68,8 +65,16 @@ from bot.fakeslack.state import (
     ResponseUrl,
     SlackState,
 )
-from bot.fakeslack.streams import Streams
-from bot.fakeslack.webapi import APP_TOKEN_METHODS, WebApi
+from bot.fakeslack.webapi.agent_sessions import AgentSessions
+from bot.fakeslack.webapi.args import ApiError
+from bot.fakeslack.webapi.assistant import Assistant
+from bot.fakeslack.webapi.chat import Chat
+from bot.fakeslack.webapi.conversations import Conversations
+from bot.fakeslack.webapi.core import APP_TOKEN_METHODS, WebApi
+from bot.fakeslack.webapi.people import People
+from bot.fakeslack.webapi.reactions import Reactions
+from bot.fakeslack.webapi.streams import Streams
+from bot.fakeslack.webapi.views import Views
 
 T = TypeVar("T")
 REDACTED = "[redacted]"
@@ -112,9 +117,9 @@ class FakeSlack:
         self.clock = clock
         self.state = SlackState(clock=clock, directory=directory, on_change=self._on_change)
         self.api = WebApi(self.state)
-        Streams(self.api).register()
-        Assistant(self.api).register()
-        AgentSessions(self.api).register()
+        families = (Chat, Streams, Views, Reactions, Conversations, People, Assistant, AgentSessions)
+        for family in families:
+            family(self.api).register()
         self.app_token = app_token
         self.socket_mode = SocketModeHub(app_token, on_change=self.state.changed)
         self.api.methods["apps.connections.open"] = self._apps_connections_open

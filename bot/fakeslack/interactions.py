@@ -17,6 +17,7 @@ from bot.fakeslack.inputs import check_submittable, element_of, entry_for, label
 from bot.fakeslack.sender import Ack, Sender, block_actions_payload, view_submission_payload
 from bot.fakeslack.socket_mode import SocketSender
 from bot.fakeslack.state import APP_ID, BOT_USER_ID, JSON, TEAM_ID, Clock, PlaygroundError, SlackState, make_view
+from bot.fakeslack.webapi.views import replace_view
 
 
 class Interactions:
@@ -234,7 +235,7 @@ class Interactions:
         self.view_errors.pop(view_id, None)
         if action == "update" and isinstance(body.get("view"), dict):
             if not blockkit.validate_view(body["view"]):
-                self.fake.api.replace_view(view_id, body["view"])
+                replace_view(self.state, view_id, body["view"])
         elif action == "push" and isinstance(body.get("view"), dict):
             if not blockkit.validate_view(body["view"]):
                 stack = self.state.user_stack(user)

@@ -63,13 +63,14 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal
 
-from bot.fakeslack import agent_sessions, assistant_pane
+from bot.fakeslack import assistant_pane
 from bot.fakeslack.elements import text_blocks
 from bot.fakeslack.fake_slack import ApiCall, FakeSlack
 from bot.fakeslack.interactions import Interactions
 from bot.fakeslack.sender import Ack, Sender
 from bot.fakeslack.socket_mode import SocketSender
 from bot.fakeslack.state import BOT_USER_ID, JSON, TEAM_ID, Clock, Directory, PlaygroundError, dm_channel_id
+from bot.fakeslack.webapi import agent_sessions
 
 DEFAULT_SUBSCRIPTIONS = (
     "app_mention",

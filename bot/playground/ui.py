@@ -27,7 +27,7 @@ Routes (JSON in and out; POST bodies must be ``application/json`` from this orig
                                 views ``channel`` with the pane open (assistant_thread_context_changed)
     POST /api/stop_session      {"user", "channel", "thread_ts"} -> {"ok", "ack": LogEntry | null}: the person clicks
                                 Slack's Stop on the thread's processing agent session (agent_session_stopped; see
-                                bot.fakeslack.agent_sessions); 400 when the thread has no processing session
+                                bot.fakeslack.webapi.agent_sessions); 400 when the thread has no processing session
     POST /api/messages_tab      {"user"} -> {"ok", "ack"}: the person opens the app's Messages tab (app_home_opened,
                                 tab "messages")
     POST /api/app_context       {"user", "channel"?} -> {"ok", "ack": LogEntry | null}: the person looks at

@@ -550,7 +550,7 @@ async def test_an_answer_to_a_live_question_taken_by_the_process_that_asks_it_go
     """A tool asks live; Redis is unreachable from its process a little longer than the lease TTL, and the answer
     reaches that same process right after Redis is back, before its next renewal takes the lease back. The claim
     sees no lease holder, so it does not hand the answer off (``Claims.claim``: ``lease_owner == live_owner``)
-    although this very process drives the run (``Agent._driving``, which ``is_orphaned`` consults since 47e22da):
+    although this very process drives the run (``Agent.driving``, which ``is_orphaned`` consults since 47e22da):
     it launches a second driver of the run in the same process, which takes the ``live_owner`` call for one cut
     short by a dead process and asks an ``interrupted`` approval, and the live driver is superseded: the tool that
     asked never gets the answer the person gave."""
@@ -581,7 +581,7 @@ async def test_an_answer_to_a_live_question_taken_by_the_process_that_asks_it_go
 async def test_a_retry_cancelled_after_its_save_leaves_no_driven_mark(
     real_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI, prefix: str
 ) -> None:
-    """``retry_stream`` marks the run driven (``_driving[run_id] = claimed``) right after its running save, then
+    """``retry_stream`` marks the run driven (``driving[run_id] = claimed``) right after its running save, then
     awaits ``stops.poll`` before ``_launch`` replaces the mark with its segment's token. A Retry cancelled in that
     await (its request's task cancelled: a handler timeout, a shutdown of the handler) leaves the mark for ever: no
     task's done-callback ever drops it, so this process never again takes the run, whose lease lapses, for an

@@ -13,7 +13,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.fakeslack import Workspace
-from bot.fakeslack.agent_sessions import MISSING_STOP_SUBSCRIPTION
+from bot.fakeslack.webapi.agent_sessions import MISSING_STOP_SUBSCRIPTION
 
 TOKEN = "xoxb-test"
 SUBSCRIBED = ("app_mention", "message.im", "agent_session_stopped", "app_context_changed", "app_home_opened")

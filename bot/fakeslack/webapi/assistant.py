@@ -26,33 +26,26 @@ name no dedicated codes for these).
 from __future__ import annotations
 
 import copy
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
-from bot.fakeslack.api_args import ApiError, invalid, json_arg, require
 from bot.fakeslack.state import JSON
-from bot.fakeslack.webapi import WebApi
+from bot.fakeslack.webapi.args import ApiError, invalid, json_arg, require
+from bot.fakeslack.webapi.core import Family
 
 LOADING_MESSAGES = 10  # setStatus: "Maximum of 10 messages"
 PROMPTS = 4  # setSuggestedPrompts: "up to four suggested prompts"
 PANE_SUBTYPE = "assistant_app_thread"
 
 
-class Assistant:
+class Assistant(Family):
     """The ``assistant.threads.*`` methods of ``api`` (registered on it by :meth:`register`)."""
 
-    def __init__(self, api: WebApi) -> None:
-        self.api = api
-        self.state = api.state
-
-    def register(self) -> None:
-        """Add ``assistant.threads.setStatus``, ``setSuggestedPrompts`` and ``setTitle`` to the fake Web API."""
-        self.api.methods.update(
-            {
-                "assistant.threads.setStatus": self.set_status,
-                "assistant.threads.setSuggestedPrompts": self.set_suggested_prompts,
-                "assistant.threads.setTitle": self.set_title,
-            }
-        )
+    METHODS: ClassVar[Mapping[str, str]] = {
+        "assistant.threads.setStatus": "set_status",
+        "assistant.threads.setSuggestedPrompts": "set_suggested_prompts",
+        "assistant.threads.setTitle": "set_title",
+    }
 
     async def set_status(self, params: JSON) -> JSON:
         require(params, "channel_id", "thread_ts")
@@ -66,7 +59,7 @@ class Assistant:
     async def set_suggested_prompts(self, params: JSON) -> JSON:
         require(params, "channel_id", "prompts")
         prompts = _prompts(params)
-        channel = self.api._channel(params, "channel_id")
+        channel = self.api.channel(params, "channel_id")
         if params.get("thread_ts"):
             channel, thread_ts = self._thread(params)
         else:
@@ -97,7 +90,7 @@ class Assistant:
 
     def _thread(self, params: JSON) -> tuple[str, str]:
         """``(channel, thread root ts)`` of ``channel_id`` / ``thread_ts`` (a reply's ts names its thread)."""
-        channel = self.api._channel(params, "channel_id")
+        channel = self.api.channel(params, "channel_id")
         message = self.state.message(channel, str(params["thread_ts"]))
         if message is None:
             raise ApiError("invalid_thread_ts")

@@ -22,37 +22,30 @@ the thread's assistant status, as posting a reply does.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from bot.fakeslack import blockkit
-from bot.fakeslack.api_args import ApiError, invalid, json_arg, require
 from bot.fakeslack.state import BOT_USER_ID, JSON
-from bot.fakeslack.webapi import WebApi
+from bot.fakeslack.webapi.args import ApiError, invalid, json_arg, require
+from bot.fakeslack.webapi.core import Family
 
 MARKDOWN_TEXT = 12_000
 STOP_BLOCKS = 50
 DISPLAY_MODES = ("timeline", "plan")  # chat.startStream task_display_mode: tasks one by one, or together as a plan
 
 
-class Streams:
+class Streams(Family):
     """The stream methods of ``api`` (registered on it by :meth:`register`)."""
 
-    def __init__(self, api: WebApi) -> None:
-        self.api = api
-        self.state = api.state
-
-    def register(self) -> None:
-        """Add ``chat.startStream``, ``chat.appendStream`` and ``chat.stopStream`` to the fake Web API."""
-        self.api.methods.update(
-            {
-                "chat.startStream": self.start,
-                "chat.appendStream": self.append,
-                "chat.stopStream": self.stop,
-            }
-        )
+    METHODS: ClassVar[Mapping[str, str]] = {
+        "chat.startStream": "start",
+        "chat.appendStream": "append",
+        "chat.stopStream": "stop",
+    }
 
     async def start(self, params: JSON) -> JSON:
-        channel = self.api._channel(params)
+        channel = self.api.channel(params)
         require(params, "thread_ts")
         is_dm = self.state.directory.channel_type(channel) == "im"
         if not is_dm and not (params.get("recipient_user_id") and params.get("recipient_team_id")):
@@ -101,9 +94,9 @@ class Streams:
         return {"ok": True, "channel": channel, "ts": message["ts"], "message": copy.deepcopy(message)}
 
     def _streaming(self, params: JSON) -> tuple[str, JSON]:
-        channel = self.api._channel(params)
+        channel = self.api.channel(params)
         require(params, "ts")
-        message = self.api._message(channel, params["ts"])
+        message = self.api.message(channel, params["ts"])
         if message.get("user") != BOT_USER_ID:
             raise ApiError("cant_update_message")
         if not message.get("streaming"):

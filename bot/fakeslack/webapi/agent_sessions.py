@@ -29,11 +29,12 @@ does not change by itself (Slack: "Your app is responsible for transitioning the
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from bot.fakeslack.api_args import ApiError, invalid, require
 from bot.fakeslack.state import JSON, TEAM_ID, PlaygroundError, SlackState, dm_channel_id
-from bot.fakeslack.webapi import WebApi
+from bot.fakeslack.webapi.args import ApiError, invalid, require
+from bot.fakeslack.webapi.core import Family
 
 if TYPE_CHECKING:
     from bot.fakeslack.sender import Ack, Sender
@@ -60,16 +61,13 @@ STOPPED = "agent_session_stopped"
 CONTEXT_CHANGED = "app_context_changed"
 
 
-class AgentSessions:
+class AgentSessions(Family):
     """The ``agents.sessions.*`` methods of ``api`` (registered on it by :meth:`register`)."""
 
-    def __init__(self, api: WebApi) -> None:
-        self.api = api
-        self.state = api.state
-
-    def register(self) -> None:
-        """Add ``agents.sessions.setStatus`` and ``agents.sessions.rename`` to the fake Web API."""
-        self.api.methods.update({"agents.sessions.setStatus": self.set_status, "agents.sessions.rename": self.rename})
+    METHODS: ClassVar[Mapping[str, str]] = {
+        "agents.sessions.setStatus": "set_status",
+        "agents.sessions.rename": "rename",
+    }
 
     async def set_status(self, params: JSON) -> JSON:
         require(params, "status")
@@ -116,7 +114,7 @@ class AgentSessions:
 
     def _thread(self, params: JSON) -> tuple[str, str]:
         """``(channel, thread root ts)`` of ``channel_id`` / ``thread_ts`` (a reply's ts names its thread)."""
-        channel = self.api._channel(params, "channel_id")
+        channel = self.api.channel(params, "channel_id")
         if params.get("thread_ts") in (None, ""):
             problem = "missing required field: thread_ts (thread-based sessions need it)"
             raise invalid("invalid_arguments", [problem], with_errors=False)
