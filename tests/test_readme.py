@@ -143,7 +143,7 @@ asyncio.run(main())
 @pytest.mark.parametrize("page", ["README.md", "docs/playground.md"])
 def test_every_demo_word_is_listed(page: str) -> None:
     """The one list of demo words names every keyword the offline demo model reacts to."""
-    from bot.playground.demo_model import DEPLOY_TOOL, FLOWS, REFUND_TOOL, RESTART_TOOL, TICKET_TOOL
+    from bot.playground.demo_script import DEPLOY_TOOL, FLOWS, REFUND_TOOL, RESTART_TOOL, TICKET_TOOL
 
     text = (ROOT / page).read_text()
     words = [keyword for _flow, keywords, _questions in FLOWS for keyword in keywords]

@@ -12,7 +12,8 @@ from bot.agent import Agent, AskUserPayload, ask_user_tool, make_ask_user_tool
 from bot.agent.model import ChatModel, TextDelta, TurnDone
 from bot.agent.stream import Chunk, FinishPayload, SuspendedPayload
 from bot.agent.tools import Tool
-from bot.playground.demo_model import HELP_TEXT, DemoModel, choose_flow, choose_tool_flow, split_pieces
+from bot.playground.demo_model import DemoModel, split_pieces
+from bot.playground.demo_script import HELP_TEXT, choose_flow, choose_tool_flow
 from bot.store import RedisRunStore
 
 KEYWORDS = ["two questions", "both", "deploy", "pick", "choose", "single", "plan", "features", "several", "multi"]

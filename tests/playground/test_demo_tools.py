@@ -23,14 +23,14 @@ from bot.errors import RunAlreadyResumed
 from bot.fakeslack import FakeSlack
 from bot.fakeslack.state import FINANCE_GROUP_ID, ONCALL_GROUP_ID, Directory
 from bot.playground import demo_agent
-from bot.playground.demo_model import (
+from bot.playground.demo_model import DemoModel
+from bot.playground.demo_script import (
     DEPLOY_TOOL,
     HELP_TEXT,
     REFUND_TOOL,
     RESTART_TOOL,
     TICKET_TOOL,
     WITH_DEMO_TOOLS_HELP,
-    DemoModel,
 )
 from bot.slack.context import SlackContext
 from bot.slack.questions.approvers import ApproverPolicy
