@@ -15,7 +15,7 @@ import pytest
 
 from bot.approval_policy import Policy, PolicyError, from_data, load_policy, parse_text
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ISSUE_YAML = ROOT / "tests" / "fixtures" / "policies" / "issue23.yaml"
 ISSUE_TOML = ROOT / "tests" / "fixtures" / "policies" / "issue23.toml"
 ALICE, BOB, CAROL = "U0ALICE01", "U0BOB0001", "U0CAROL01"
