@@ -10,7 +10,7 @@ chat.stopStream):
   Block Kit), rendered below the text.
 - ``markdown_text`` at most 12,000 characters per call (``msg_too_long``); or ``chunks`` (what slack_sdk's chat
   stream helper sends): ``markdown_text`` chunks add text, ``task_update`` / ``plan_update`` chunks show a task's
-  progress (one line per task id, latest status), ``blocks`` chunks add blocks; any other type is
+  progress (one line per task id: its latest status, and its ``details`` / ``output`` when sent), ``blocks`` chunks add blocks; any other type is
   ``invalid_arguments``. ``task_display_mode`` of ``chat.startStream``: ``timeline`` (default) or ``plan`` (the
   tasks shown together under the plan's title, set by ``plan_update`` chunks: a header block above them).
 
@@ -120,10 +120,11 @@ def _take(message: JSON, params: JSON, *, required: bool) -> None:
                 message["plan_title"] = str(chunk.get("title") or "")
             elif kind == "task_update":
                 key = str(chunk.get("id") or chunk.get("title") or i)
-                message["tasks"][key] = {
-                    "title": str(chunk.get("title") or ""),
-                    "status": str(chunk.get("status") or ""),
-                }
+                task = {"title": str(chunk.get("title") or ""), "status": str(chunk.get("status") or "")}
+                for field in ("details", "output"):  # shown with the task; the latest update's, as its status
+                    if chunk.get(field):
+                        task[field] = str(chunk[field])
+                message["tasks"][key] = task
             elif kind == "blocks" and isinstance(chunk.get("blocks"), list):
                 message["extra_blocks"] += chunk["blocks"]
             else:
@@ -152,11 +153,16 @@ def _markdown(params: JSON, *, required: bool) -> str | None:
     return text
 
 
+def _task_notes(task: JSON) -> str:
+    """A task's ``details`` and ``output`` after its title (`` - waits for approval``), when it has them."""
+    return "".join(f" - {task[field]}" for field in ("details", "output") if task.get(field))
+
+
 def _blocks(message: JSON) -> list[JSON]:
     """What a streamed message shows: its tasks (one line each, latest status), its text, blocks sent in chunks."""
     marks = {"pending": "○", "in_progress": "◐", "complete": "●", "error": "✕"}
     tasks = [
-        {"type": "mrkdwn", "text": f"{marks.get(t['status'], '·')} {t['title']}"[:3000]}
+        {"type": "mrkdwn", "text": f"{marks.get(t['status'], '·')} {t['title']}{_task_notes(t)}"[:3000]}
         for t in message.get("tasks", {}).values()
     ]
     blocks: list[JSON] = [{"type": "context", "block_id": "tasks", "elements": tasks[:10]}] if tasks else []

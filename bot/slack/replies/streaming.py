@@ -104,20 +104,30 @@ _MARKS = {
 
 @dataclass
 class Task:
-    """A tool call shown with the reply: ``title`` (a tool name, see :func:`task_title`) and its ``status``."""
+    """A tool call shown with the reply: ``title`` (a tool name, see :func:`task_title`), its ``status``, and
+    ``details`` (plain text, e.g. what a ``pending`` call waits for: :data:`WAITS_FOR_APPROVAL`; Slack shows a
+    task_update's ``details`` with the task)."""
 
     id: str
     title: str
     status: TaskStatus
+    details: str | None = None
 
     def chunk(self) -> TaskUpdateChunk:
         """As a ``task_update`` chunk of a streamed message."""
-        return TaskUpdateChunk(id=self.id, title=self.title, status=self.status)
+        return TaskUpdateChunk(id=self.id, title=self.title, status=self.status, details=self.details)
 
     def line(self) -> str:
         """As one mrkdwn line of a posted reply's context block."""
-        note = {"error": " failed", "pending": " waits"}.get(self.status, "")
+        note = f" {self.details}" if self.details else {"error": " failed", "pending": " waits"}.get(self.status, "")
         return f"{_MARKS[self.status]} `{self.title}`{note}"
+
+
+WAITS_FOR_APPROVAL = "waits for approval"
+"""The details of a tool call shown ``pending`` while its approval request waits (the message it shows in ends
+then: the call's run, once approved, shows in the reply after the request)."""
+WAITS_FOR_A_PERSON = "waits for a person"
+"""The details of a running tool call shown ``pending`` while the run waits for a person (:meth:`ReplyStream.pause`)."""
 
 
 def task_title(tool_name: str) -> str:
@@ -201,10 +211,10 @@ class ReplyStream:
         self._text.add(delta)
         self._kick()
 
-    def task(self, task_id: str, *, tool_name: str, status: TaskStatus) -> None:
-        """Queue a tool call's progress (``status``). The text before it is complete (the model turn that called
-        the tool ended)."""
-        task = Task(id=task_id, title=task_title(tool_name), status=status)
+    def task(self, task_id: str, *, tool_name: str, status: TaskStatus, details: str | None = None) -> None:
+        """Queue a tool call's progress (``status``, with ``details`` to show beside it). The text before it is
+        complete (the model turn that called the tool ended)."""
+        task = Task(id=task_id, title=task_title(tool_name), status=status, details=details)
         self._tasks[task_id] = task
         self._turn_ended = True
         if self.mode == "stream":
@@ -238,10 +248,11 @@ class ReplyStream:
             self.text(marker if self._turn_ended else " " + marker)
 
     async def pause(self) -> None:
-        """The run waits for a person: tool calls still running show as waiting (``pending``), then :meth:`close`."""
+        """The run waits for a person: tool calls still running show as waiting (``pending``, with
+        :data:`WAITS_FOR_A_PERSON`), then :meth:`close`."""
         for task in list(self._tasks.values()):
             if task.status == "in_progress":
-                self.task(task.id, tool_name=task.title, status="pending")
+                self.task(task.id, tool_name=task.title, status="pending", details=WAITS_FOR_A_PERSON)
         await self.close()
 
     async def close(self) -> None:

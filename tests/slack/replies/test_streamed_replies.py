@@ -187,11 +187,32 @@ async def test_an_approval_shows_its_task_waiting_then_done(fake_redis: aioredis
         await h.settle()
         waiting = bot_replies(h, thread)[0]
         assert waiting["tasks"]["r1"]["status"] == "pending" and not waiting["streaming"]
+        # what it waits for, so the hollow mark left in this message reads as history once it ran (in the next one)
+        assert waiting["tasks"]["r1"]["details"] == "waits for approval"
+        assert "restart_service - waits for approval" in str(waiting["blocks"])
         await h.ws.click(request, "Approve", user=ALICE)
         done = await h.ws.wait_for_message(
             channel=GENERAL, thread_ts=thread, predicate=lambda m: not m.get("streaming") and m["text"] == "Restarted."
         )
-        assert done["tasks"]["r1"]["status"] == "complete" and approval_agent.RESTARTS == ["api"]
+        assert done["tasks"]["r1"] == {"title": "restart_service", "status": "complete"}
+        assert approval_agent.RESTARTS == ["api"]
+
+
+async def test_posted_and_updated_an_approval_says_what_its_task_waits_for(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """Streaming off: the tool's line above the reply says what it waits for, as a streamed task's details do."""
+    approval_agent.RESTARTS.clear()
+    settings = {**FAST, "reply_streaming": False, "agent": "bot.testing.approval_agent:build"}
+    async with harness(fake_redis, settings=settings) as h:
+        restart = tool_call("restart_service", {"name": "api"}, id="r1")
+        h.model.script(Reply(text="Restarting it.", tool_calls=[restart]))
+        d = await h.ws.mention(ALICE, GENERAL, "restart api")
+        thread = d.message["ts"]
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+        await h.settle()
+        (reply,) = [m for m in bot_replies(h, thread) if "Restarting it." in str(m.get("blocks"))]
+        assert ":double_vertical_bar: `restart_service` waits for approval" in str(reply["blocks"])
 
 
 async def test_where_slack_refuses_the_status_the_reaction_shows_instead(
