@@ -4,7 +4,8 @@ Run: ``.venv/bin/python -m benchmarks.call_costs [--calls 3000] [--redis redis:/
 
 Each call is made ``--calls`` times in a row from this process (uvloop, as ``serve`` runs) after a warm-up, and the
 process's CPU time (user + system, ``time.process_time``) is divided by the count. The fake Slack answers in a
-process of its own, so its work is not counted. Rows, each beside its baseline measured in the same run:
+process of its own, so its work is not counted. Logging is configured as ``benchmarks.cost``'s processes have it
+(``WARNING``, :func:`bot.logs.configure_logging`). Rows, each beside its baseline measured in the same run:
 
 - a Web API call (``chat.postMessage`` with four blocks; ``assistant.threads.setStatus``) through the bot's client
   (``bot.slack.app.web_client``: slack_sdk's ``AsyncWebClient`` on one shared aiohttp session, its retry handlers,
@@ -58,8 +59,11 @@ async def cpu_per_call(call: Callable[[], Awaitable[Any]], calls: int) -> float:
 
 async def measure(args: argparse.Namespace, api_url: str) -> list[tuple[str, str, float, float]]:
     from bot.config import load_settings
+    from bot.logs import configure_logging
     from bot.slack.app import web_client
     from bot.store.connect import connect_redis
+
+    configure_logging("WARNING")  # as the processes benchmarks.cost starts log (it pins slack_sdk's logger too)
 
     rows: list[tuple[str, str, float, float]] = []
     session = aiohttp.ClientSession()
