@@ -10,9 +10,10 @@ chat.stopStream):
   Block Kit), rendered below the text.
 - ``markdown_text`` at most 12,000 characters per call (``msg_too_long``); or ``chunks`` (what slack_sdk's chat
   stream helper sends): ``markdown_text`` chunks add text, ``task_update`` / ``plan_update`` chunks show a task's
-  progress (one line per task id: its latest status, and its ``details`` / ``output`` when sent), ``blocks`` chunks add blocks; any other type is
-  ``invalid_arguments``. ``task_display_mode`` of ``chat.startStream``: ``timeline`` (default) or ``plan`` (the
-  tasks shown together under the plan's title, set by ``plan_update`` chunks: a header block above them).
+  progress (one line per task id: its latest status, and its ``details`` / ``output`` when sent), ``blocks``
+  chunks add blocks; any other type is ``invalid_arguments``. ``task_display_mode`` of ``chat.startStream``:
+  ``timeline`` (default) or ``plan`` (the tasks shown together under the plan's title, set by ``plan_update``
+  chunks: a header block above them).
 
 A streamed message shows its text so far as one ``markdown`` block (``streaming: true`` until it is stopped), so the
 playground renders it growing; every change is a ``message_changed`` event. Starting a stream in a thread clears
