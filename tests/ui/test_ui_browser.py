@@ -369,6 +369,30 @@ async def test_ui_stop_button_of_a_working_thread_stops_its_reply(page: Any, pla
     await shoot(page, "ui-stop-session")
 
 
+async def test_ui_a_dm_approval_asked_while_someone_else_acts_shows_unread_to_its_approver(
+    page: Any, playground: Playground
+) -> None:
+    """Alice asks for a big refund; @finance's Carol is asked by DM while Alice acts. Acting as Carol then, her DM
+    with the app shows the unread request (it was counted only for whoever acted when it came: nothing showed)."""
+    from playwright.async_api import expect
+
+    thread = await mention(page, "refund 250")
+    await expect(thread.locator(".session-status").get_by_text("waiting for a person")).to_be_visible()
+    assert playground.workspace is not None
+    for _ in range(100):  # the DM reached the page while Alice acted
+        if playground.workspace.messages("D_CAROL"):
+            break
+        await asyncio.sleep(0.05)
+    await expect(page.locator("#dm-list .count")).to_have_count(0)  # Alice's own DM: nothing new
+    await page.select_option("#user-select", "U_CAROL")
+    dm = page.locator("#dm-list").get_by_role("button").first
+    await expect(dm.locator(".count")).to_have_text("1")
+    await dm.click()
+    await expect(page.locator("#dm-list .count")).to_have_count(0)  # read once opened
+    await page.select_option("#user-select", "U_ALICE")
+    await expect(page.locator("#dm-list .count")).to_have_count(0)
+
+
 async def test_ui_a_link_to_a_thread_opens_the_thread_in_place(page: Any, playground: Playground) -> None:
     """A big refund is asked of Carol by DM, with a link back to its thread (a ``chat.getPermalink`` link). Clicked
     in the playground it opens that thread in place, as Slack's clients do: it opened a browser tab on a slack.com

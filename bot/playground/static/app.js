@@ -247,8 +247,10 @@ function trackUnread(ev) {
   if (S.current === MESSAGES && ev.channel === tabChannel()) return; // read in the Messages tab
   const pane = S.panes.get(threadKey(ev.channel, ev.message.thread_ts || ev.message.ts));
   if (pane && pane.user_id === S.me) return; // the person's own assistant pane thread: read there
+  // A DM is counted for its person whoever acts now (their badge shows once they act: a DM approval asked while
+  // someone else acted), except what that person wrote in it themselves.
   const dm = S.channels.find((c) => c.id === ev.channel);
-  if (dm && dm.is_im && dm.user !== S.me) return;
+  if (dm && dm.is_im && ev.message.user === dm.user) return;
   S.unread.set(ev.channel, (S.unread.get(ev.channel) || 0) + 1);
 }
 
