@@ -54,6 +54,12 @@ class StopRequests:
         self._asked[run_id] = by
         self.cancel_turn(run_id)
 
+    def ends_at_once(self, run_id: str) -> bool:
+        """True while a model turn of ``run_id`` is under way in this process and not inside a tool call: a stop
+        known now cancels it, and the run ends without another step (its stream finishes ``stopped`` at once)."""
+        busy = self._busy.get(run_id)
+        return run_id in self._turns and not (busy is not None and busy())
+
     def cancel_turn(self, run_id: str) -> None:
         """Cancel the step of ``run_id`` under :meth:`unless_stopped` when a stop of it is known and the step is not
         inside a tool call (its ``busy()``); a step that was calls this again once its tool call ended."""

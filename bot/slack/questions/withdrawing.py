@@ -99,13 +99,17 @@ class Withdrawing:
         """Ask the run of ``state`` to stop; only who :meth:`Permissions.stop_refusal` admits may. True when the
         stop was taken (False: refused, the store is down, or nothing works any more: the person is told).
         ``acknowledge``: tell the person it is stopping (Slack's Stop shows that itself: only an approved call that
-        runs on is told); ``orphaned``: nobody drives it (an approved call of it is not running, whatever it
+        runs on is told; nor is a run whose model turn the stop ends at once, whose thread says so itself);
+        ``orphaned``: nobody drives it (an approved call of it is not running, whatever it
         says)."""
         say = self.answering.say_to(where)
         refused = self.answering.permissions.stop_refusal(ctx, where.user, where=where)
         if refused is not None:
             await say(refused)
             return False
+        # a model turn under way here ends at once: the thread says "Stopped by" itself, and "stopping after the
+        # current step" would come after it
+        at_once = self.agent.stops.ends_at_once(state.run_id)
         try:
             taken = await self.agent.stop(run_id=state.run_id, stopped_by=where.user)
         except StoreUnavailable:
@@ -125,7 +129,7 @@ class Withdrawing:
                 " nothing after it starts."
             )
             return True
-        if acknowledge:
+        if acknowledge and not at_once:
             await say(STOPPING)
         return True
 

@@ -223,6 +223,29 @@ async def test_stop_in_the_thread_stops_a_working_run_at_its_next_step(
         approval_agent.GATE.clear()
 
 
+@pytest.mark.parametrize("said", ["mention", "reply"])
+async def test_stop_in_the_thread_during_a_model_turn_ends_it_at_once_without_a_stopping_later_note(
+    fake_redis: aioredis.Redis, harness: Any, said: str
+) -> None:
+    """ "stop" while the model writes, in the process driving the run: the turn is cancelled and the thread says
+    "Stopped by" at once. The person was also told "Stopping after the current step.", after it (out of order, and
+    no step was left to finish)."""
+    async with harness(fake_redis, settings={"stream_interval": 0.2}) as h:
+        h.model.script(Reply(text="one two three four five six seven eight nine ten " * 20, chunk_delay=0.05))
+        d = await h.ws.mention(ALICE, GENERAL, "count slowly")
+        thread = d.message["ts"]
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: "three" in m["text"])
+        if said == "mention":
+            await h.ws.mention(ALICE, GENERAL, "stop", thread_ts=thread)
+        else:
+            await h.ws.reply_in_thread(ALICE, GENERAL, thread, "stop")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: "Stopped by" in m["text"])
+        await h.settle()
+        told = [m["text"] for m in h.ws.ephemerals(user=ALICE)]
+        assert not [t for t in told if "Stopping" in t], told
+        assert len(h.model.requests) == 1
+
+
 async def approved_and_orphaned(h: Any, thread: str) -> RunState:
     """Make the run of ``thread``, whose approval of call ``r1`` waits, what the approval's claim leaves when its
     process is killed at once: ``running``, approved by Alice, nobody driving it. Returns the run as it waited."""
