@@ -79,8 +79,9 @@ class Caller(BaseModel):
     approvals: bool = False
     approvals_anyone_in_channel: bool = False
     policy_rule: str | None = Field(default=None, min_length=1, max_length=200)
-    max_waiting: int = Field(default=MAX_WAITING_DEFAULT, ge=1, le=10_000)
-    per_minute: int = Field(default=PER_MINUTE_DEFAULT, ge=1, le=100_000)
+    # strict: a count is a number in the file; ``true`` is not 1, nor ``"10"`` 10 (pydantic's lax mode took both)
+    max_waiting: int = Field(default=MAX_WAITING_DEFAULT, ge=1, le=10_000, strict=True)
+    per_minute: int = Field(default=PER_MINUTE_DEFAULT, ge=1, le=100_000, strict=True)
 
     @field_validator("name")
     @classmethod

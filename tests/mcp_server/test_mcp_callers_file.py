@@ -100,6 +100,19 @@ callers:
             "callers[0] (a).per_minute: must be at least 1",
         ),
         ('callers:\n  - name: "a\\nerror: PORT: forged"\n', "callers[0] ('a\\nerror: PORT: forged').name"),
+        # a count is a number: YAML's true is not 1, nor a quoted "10" 10
+        (
+            "callers:\n  - name: a\n    channels: [C1]\n    per_minute: true\n",
+            "callers[0] (a).per_minute: must be a whole number",
+        ),
+        (
+            'callers:\n  - name: a\n    channels: [C1]\n    max_waiting: "10"\n',
+            "callers[0] (a).max_waiting: must be a whole number",
+        ),
+        (
+            "callers:\n  - name: a\n    channels: [C1]\n    max_waiting: 2.5\n",
+            "callers[0] (a).max_waiting: must be a whole number",
+        ),
     ],
 )
 def test_a_malformed_file_is_refused_naming_why(
