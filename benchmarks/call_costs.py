@@ -112,22 +112,23 @@ async def measure(args: argparse.Namespace, api_url: str) -> list[tuple[str, str
     async def bot_script() -> None:
         await bot_redis.evalsha(sha, 1, prefix + "x")
 
+    # (kind, what, the call): each kind's first row is the baseline the rows after it are divided by
+    calls: list[tuple[str, str, Callable[[], Awaitable[Any]]]] = [
+        ("Web API", "chat.postMessage, bare aiohttp POST (baseline)", bare_post),
+        ("Web API", "chat.postMessage, the bot's client", bot_post),
+        ("Web API", "assistant.threads.setStatus, the bot's client", bot_status),
+        ("Redis", "GET, redis-py defaults (baseline)", plain_get),
+        ("Redis", "GET, the bot's client", bot_get),
+        ("Redis", "EVALSHA, the bot's client", bot_script),
+        ("Redis", "pipeline of 8 commands, the bot's client", bot_pipeline),
+    ]
     try:
         for _ in range(args.rounds):
-            bare = await cpu_per_call(bare_post, args.calls)
-            rows.append(("Web API", "chat.postMessage, bare aiohttp POST (baseline)", bare, 1.0))
-            post = await cpu_per_call(bot_post, args.calls)
-            rows.append(("Web API", "chat.postMessage, the bot's client", post, post / bare))
-            status = await cpu_per_call(bot_status, args.calls)
-            rows.append(("Web API", "assistant.threads.setStatus, the bot's client", status, status / bare))
-            base = await cpu_per_call(plain_get, args.calls)
-            rows.append(("Redis", "GET, redis-py defaults (baseline)", base, 1.0))
-            get = await cpu_per_call(bot_get, args.calls)
-            rows.append(("Redis", "GET, the bot's client", get, get / base))
-            script = await cpu_per_call(bot_script, args.calls)
-            rows.append(("Redis", "EVALSHA, the bot's client", script, script / base))
-            pipeline = await cpu_per_call(bot_pipeline, args.calls)
-            rows.append(("Redis", "pipeline of 8 commands, the bot's client", pipeline, pipeline / base))
+            baselines: dict[str, float] = {}
+            for kind, what, call in calls:
+                cpu = await cpu_per_call(call, args.calls)
+                baseline = baselines.setdefault(kind, cpu)
+                rows.append((kind, what, cpu, cpu / baseline))
     finally:
         await bot_redis.delete(prefix + "l")
         await asyncio.gather(session.close(), client.session.close() if client.session else asyncio.sleep(0))

@@ -63,9 +63,8 @@ class StopRequests:
     def cancel_turn(self, run_id: str) -> None:
         """Cancel the step of ``run_id`` under :meth:`unless_stopped` when a stop of it is known and the step is not
         inside a tool call (its ``busy()``); a step that was calls this again once its tool call ended."""
-        turn, busy = self._turns.get(run_id), self._busy.get(run_id)
-        if turn is not None and run_id in self._asked and not (busy is not None and busy()):
-            turn.cancel()  # nothing when it ended already: its result stands, the stop is seen at the next step
+        if run_id in self._asked and self.ends_at_once(run_id):
+            self._turns[run_id].cancel()  # nothing when it ended already: its result stands, seen at the next step
 
     async def unless_stopped(self, run_id: str, step: Awaitable[T], *, busy: Callable[[], bool] | None = None) -> T:
         """Await ``step`` (a model turn of ``run_id``, or a framework's run), cancelled when a stop of the run
