@@ -12,7 +12,10 @@ process of its own, so its work is not counted. Logging is configured as ``bench
   counted and traced per method), against the same request as a bare aiohttp POST;
 - a Redis round trip through the bot's client (``bot.store.connect.connect_redis``: a blocking pool, socket
   timeouts, retries, health checks): one ``GET``, a pipeline of 8 commands, a script (``EVALSHA``), against a
-  ``GET`` through redis-py's defaults.
+  ``GET`` through redis-py's defaults;
+- a click's body (``payload=``, percent-encoded JSON, ~5 KB: a question of four buttons) read as the endpoint and
+  Bolt read it: Bolt's ``parse_body`` (``urllib`` percent-decoding, in Python) and the lazy listener's copy
+  (``HttpBoltRequest.to_copyable``), against ``json.loads`` of the payload.
 
 Multiply by a request's calls (``benchmarks.request_trace``, ``tests/slack/test_cost_counts.py``) for the CPU its
 outside calls cost: the floor under ``benchmarks.cost``'s CPU per request, before any of the bot's own work.
@@ -22,21 +25,48 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 import redis.asyncio as aioredis
 import uvloop
+from slack_bolt.request.internals import parse_body
 
 from benchmarks._util import table
 from bot.testing.ports import free_port
 
 TOKEN = "xoxb-call-costs"
 BLOCKS = [{"type": "section", "text": {"type": "mrkdwn", "text": "Which environment should I deploy to? " * 4}}] * 4
+BUTTONS = [
+    {
+        "type": "button",
+        "action_id": f"ask_option_{i}",
+        "text": {"type": "plain_text", "text": f"Option {i}: staging, then production"},
+        "value": json.dumps({"run_id": "run_odcgN2X7uBVZ9hfNiEgC5g", "tool_call_id": "call_2de31705830a", "i": i}),
+    }
+    for i in range(4)
+]
+CLICK = {  # a block_actions payload as Slack sends it for a click on one of a question's buttons
+    "type": "block_actions",
+    "user": {"id": "U_ALICE", "username": "alice", "team_id": "T_PLAYGROUND"},
+    "team": {"id": "T_PLAYGROUND", "domain": "playground"},
+    "channel": {"id": "C_GENERAL", "name": "general"},
+    "container": {"type": "message", "message_ts": "1796416842.129130", "channel_id": "C_GENERAL"},
+    "trigger_id": "1796416843.1.0123456789abcdef",
+    "message": {
+        "type": "message",
+        "ts": "1796416842.129130",
+        "blocks": [*BLOCKS, {"type": "actions", "elements": BUTTONS}],
+    },
+    "state": {"values": {}},
+    "actions": [{**BUTTONS[0], "block_id": "ask", "action_ts": "1796416843.100000"}],
+}
 
 
 async def serve_fake_slack(port: int) -> None:
@@ -61,6 +91,7 @@ async def measure(args: argparse.Namespace, api_url: str) -> list[tuple[str, str
     from bot.config import load_settings
     from bot.logs import configure_logging
     from bot.slack.app import web_client
+    from bot.slack.transport.runner import HttpBoltRequest
     from bot.store.connect import connect_redis
 
     configure_logging("WARNING")  # as the processes benchmarks.cost starts log (it pins slack_sdk's logger too)
@@ -112,6 +143,20 @@ async def measure(args: argparse.Namespace, api_url: str) -> list[tuple[str, str
     async def bot_script() -> None:
         await bot_redis.evalsha(sha, 1, prefix + "x")
 
+    payload = json.dumps(CLICK)
+    form = urlencode({"payload": payload})
+    form_type = "application/x-www-form-urlencoded"
+    request = HttpBoltRequest.parsed(form, parse_body(form, form_type), query="", headers={"content-type": [form_type]})
+
+    async def loads() -> None:
+        json.loads(payload)
+
+    async def bolt_parse() -> None:
+        parse_body(form, form_type)
+
+    async def lazy_copy() -> None:
+        request.to_copyable()
+
     # (kind, what, the call): each kind's first row is the baseline the rows after it are divided by
     calls: list[tuple[str, str, Callable[[], Awaitable[Any]]]] = [
         ("Web API", "chat.postMessage, bare aiohttp POST (baseline)", bare_post),
@@ -121,6 +166,9 @@ async def measure(args: argparse.Namespace, api_url: str) -> list[tuple[str, str
         ("Redis", "GET, the bot's client", bot_get),
         ("Redis", "EVALSHA, the bot's client", bot_script),
         ("Redis", "pipeline of 8 commands, the bot's client", bot_pipeline),
+        ("Parse", f"a click's payload, json.loads ({len(payload):,} B) (baseline)", loads),
+        ("Parse", f"a click's form body, Bolt's parse_body ({len(form):,} B)", bolt_parse),
+        ("Parse", "a click's lazy copy, HttpBoltRequest.to_copyable", lazy_copy),
     ]
     try:
         for _ in range(args.rounds):
