@@ -70,7 +70,7 @@ import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from bot.errors import ConfigError
@@ -260,6 +260,18 @@ class Settings(BaseSettings):
             raise ValueError("must be an existing directory (prometheus-client's multiprocess mode writes there)")
         if not os.access(value, os.W_OK | os.X_OK):
             raise ValueError("must be a directory this process can write")
+        return value
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _yes_no_text(cls, value: object, info: ValidationInfo) -> object:
+        """A yes/no setting given as text (``REPLY_STREAMING="true "``) is read without its surrounding whitespace, as
+        every other setting is: pydantic's bool parsing keeps it, so ``"true "`` was refused while
+        ``MAX_RUNS_PER_PERSON=" 3 "`` was read as 3."""
+        if isinstance(value, str) and info.field_name is not None:
+            annotation = cls.model_fields[info.field_name].annotation
+            if annotation is bool or bool in get_args(annotation):
+                return value.strip()
         return value
 
     @field_validator("port", mode="before")

@@ -441,3 +441,24 @@ def test_listen_hosts_and_link_schemes_have_safe_defaults_and_are_checked(monkey
     lines = problems(monkeypatch, MCP_ELICIT_URL_SCHEMES="ht tp", METRICS_HOST="256.0.0.1")
     assert lines[0].startswith("MCP_ELICIT_URL_SCHEMES: must be comma-separated URL schemes"), lines
     assert lines[1].startswith("METRICS_HOST: must be an IP address to listen on"), lines
+
+
+def test_a_yes_no_setting_is_read_without_its_surrounding_whitespace_as_every_other_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``REPLY_STREAMING="true "`` was refused while ``MAX_RUNS_PER_PERSON=" 3 "`` was read as 3 (a stray space in an
+    env file): every yes/no setting now reads as the numbers and words do. Nonsense is still one line."""
+    for name, text, field, expected in (
+        ("REPLY_STREAMING", "false ", "reply_streaming", False),
+        ("REPLY_STREAMING", " True", "reply_streaming", True),
+        ("ALLOW_USER_MENTIONS", "\tyes\n", "allow_user_mentions", True),
+        ("REDIS_CLUSTER", " off ", "redis_cluster", False),
+        ("METRICS_ON_PORT", " 0 ", "metrics_on_port", False),
+    ):
+        monkeypatch.setenv(name, text)
+        assert getattr(load_settings(), field) is expected, name
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("MAX_RUNS_PER_PERSON", " 3 ")
+    assert load_settings().max_runs_per_person == 3
+    [line] = problems(monkeypatch, REPLY_STREAMING=" sometimes ")
+    assert line.startswith("REPLY_STREAMING: must be true or false"), line
