@@ -131,6 +131,10 @@ class SettingsError(ConfigError):
         super().__init__("\n".join(problems))
 
 
+# The text pydantic reads as a bool, in any case (pydantic docs, "Standard Library Types": bool)
+_BOOL_WORDS = frozenset({"0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y", "yes"})
+
+
 class Settings(BaseSettings):
     """The bot's settings; see the module docstring for the variables.
 
@@ -265,13 +269,15 @@ class Settings(BaseSettings):
     @field_validator("*", mode="before")
     @classmethod
     def _yes_no_text(cls, value: object, info: ValidationInfo) -> object:
-        """A yes/no setting given as text (``REPLY_STREAMING="true "``) is read without its surrounding whitespace, as
-        every other setting is: pydantic's bool parsing keeps it, so ``"true "`` was refused while
-        ``MAX_RUNS_PER_PERSON=" 3 "`` was read as 3."""
+        """A yes/no setting given as text (``REPLY_STREAMING="true "``) is read without its surrounding ASCII
+        whitespace, as a number is: pydantic's bool parsing keeps it, so ``"true "`` was refused while
+        ``MAX_RUNS_PER_PERSON=" 3 "`` was read as 3. Only a word pydantic reads as a bool is trimmed, so a refused
+        value is still shown as it was given."""
         if isinstance(value, str) and info.field_name is not None:
             annotation = cls.model_fields[info.field_name].annotation
-            if annotation is bool or bool in get_args(annotation):
-                return value.strip()
+            trimmed = value.strip(" \t\n\r\v\f")
+            if (annotation is bool or bool in get_args(annotation)) and trimmed.lower() in _BOOL_WORDS:
+                return trimmed
         return value
 
     @field_validator("port", mode="before")

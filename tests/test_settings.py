@@ -460,5 +460,6 @@ def test_a_yes_no_setting_is_read_without_its_surrounding_whitespace_as_every_ot
         monkeypatch.delenv(name)
     monkeypatch.setenv("MAX_RUNS_PER_PERSON", " 3 ")
     assert load_settings().max_runs_per_person == 3
-    [line] = problems(monkeypatch, REPLY_STREAMING=" sometimes ")
-    assert line.startswith("REPLY_STREAMING: must be true or false"), line
+    for text in (" sometimes ", "   ", "true\x1f"):  # refused, and shown as given
+        [line] = problems(monkeypatch, REPLY_STREAMING=text)
+        assert line.startswith("REPLY_STREAMING: must be true or false") and line.endswith(f"(got {text!r})"), line

@@ -79,9 +79,10 @@ class HttpBoltRequest(AsyncBoltRequest):
 
     A request made by :meth:`parsed` keeps its body as JSON text, and the copy is read from that text rather than
     parsed from the raw body again: a form body (a click, a submission: ``payload=`` and percent-encoded JSON) is
-    percent-decoded by ``urllib`` in Python, ~0.25-0.65 ms for a 5 KB click on a 2-core machine, against ~0.05 ms for
-    ``json.loads`` of the same payload (``benchmarks.call_costs``). The copy is the same either way: JSON text of
-    the endpoint's own parse, taken before any listener ran."""
+    percent-decoded by ``urllib`` in Python, 0.3-0.5 ms for a 3.8 KB click on a slow 2-core machine, against ~0.05 ms
+    for ``json.loads`` of the same payload and ~0.05 ms for the ``json.dumps`` that keeps it (``benchmarks.call_costs``,
+    "Parse" rows). The copy is the same either way: JSON text of the endpoint's own parse, taken before any listener
+    ran."""
 
     _snapshot: str | None = None  # the body as JSON text, as first parsed (set by :meth:`parsed`)
 
