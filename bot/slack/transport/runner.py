@@ -106,11 +106,12 @@ class HttpBoltRequest(AsyncBoltRequest):
         if self.mode != "http":
             return super().to_copyable()
         headers: dict[str, str | Sequence[str]] = {name: list(values) for name, values in self.headers.items()}
+        query: dict[str, Sequence[str]] = {name: list(values) for name, values in self.query.items()}
         context = self.context.to_copyable()
         if self._snapshot is None:
-            return _FreshCopy(body=self.raw_body, query=self.query, headers=headers, context=context, mode=self.mode)
+            return _FreshCopy(body=self.raw_body, query=query, headers=headers, context=context, mode=self.mode)
         fresh = _FreshCopy(
-            body=json.loads(self._snapshot), query=self.query, headers=headers, context=context, mode="socket_mode"
+            body=json.loads(self._snapshot), query=query, headers=headers, context=context, mode="socket_mode"
         )
         fresh.raw_body, fresh.mode, fresh._snapshot = self.raw_body, "http", self._snapshot
         return fresh

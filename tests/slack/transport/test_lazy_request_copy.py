@@ -65,6 +65,7 @@ def test_a_request_built_from_the_endpoints_parsed_body_is_the_one_bolt_builds_f
         copied = create_copy(ours.to_copyable())
         assert copied.mode == "http" and copied.raw_body == text and copied.body == bolt.body
         assert copied.body is not ours.body
+        assert copied.query == ours.query == {"a": ["1"]} and copied.query["a"] is not ours.query["a"]
 
 
 def test_the_lazy_copy_is_read_from_the_endpoints_parse_not_percent_decoded_again() -> None:
