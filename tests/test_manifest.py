@@ -271,12 +271,13 @@ ASSISTANT_EVENTS = {"assistant_thread_started", "assistant_thread_context_change
 
 def listened_events() -> set[str]:
     """The events the bot's listeners take: ``app.event("...")`` (``message`` as any ``message.*``), and those
-    Bolt's ``AsyncAssistant`` routes (assistant thread started / context changed, messages in the DM)."""
+    Bolt's ``AsyncAssistant`` (or a subclass of it) routes (assistant thread started / context changed, messages in
+    the DM)."""
     events: set[str] = set()
     for path in source_files():
         text = path.read_text(encoding="utf-8")
         events |= set(_LISTENED.findall(text))
-        if "AsyncAssistant(" in text:
+        if "AsyncAssistant(" in text or "(AsyncAssistant)" in text:  # Bolt's, made or subclassed (PaneAssistant)
             events |= ASSISTANT_EVENTS
     return events
 
