@@ -594,9 +594,11 @@ async def test_a_retry_cancelled_after_its_save_leaves_no_driven_mark(
         run_id = failed[-1].run_id
         stop_key = Keys(prefix).stop(run_id).encode()
         poll = b"$3\r\nGET\r\n$" + str(len(stop_key)).encode() + b"\r\n" + stop_key  # stops.poll's GET
-        proxy.hold_next(containing=poll, seconds=1.0)
+        # held long enough for a loaded CI machine to see the running save first (1 s was not, once: the Retry
+        # went past its poll into the model call, and returned before the cancel)
+        proxy.hold_next(containing=poll, seconds=4.0)
         retry = asyncio.ensure_future(agent.retry_stream(run_id=run_id))
-        for _ in range(100):
+        for _ in range(300):
             if (await agent.store.load(run_id)).status == "running":
                 break
             await asyncio.sleep(0.01)
