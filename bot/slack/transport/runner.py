@@ -94,10 +94,25 @@ class HttpBoltRequest(AsyncBoltRequest):
         the endpoint's checks do): Bolt would parse it again, as it takes only text in HTTP mode; a dict body it
         takes as is in Socket Mode, so the request is built that way and then made an HTTP one (its raw body kept
         for Bolt's signature check and for the lazy listener's copy)."""
-        request = cls(body=body, query=query, headers=headers, mode="socket_mode")
-        request.raw_body, request.mode = raw_body, "http"
         # a JSON body is its own snapshot (parsed again by json.loads, as Bolt does); a form's is its parse, as JSON
-        request._snapshot = raw_body if raw_body.startswith("{") else json.dumps(body)
+        snapshot = raw_body if raw_body.startswith("{") else json.dumps(body)
+        return cls._built(raw_body, body, snapshot, query=query, headers=headers, context=None)
+
+    @classmethod
+    def _built(
+        cls,
+        raw_body: str,
+        body: dict[str, Any],
+        snapshot: str,
+        *,
+        query: str | dict[str, Sequence[str]],
+        headers: dict[str, str | Sequence[str]],
+        context: dict[str, Any] | None,
+    ) -> HttpBoltRequest:
+        """The HTTP-mode request of ``raw_body`` parsed as ``body`` (``snapshot``: that parse as JSON text), built as
+        a Socket Mode one (which takes a dict body as is) and then made an HTTP one."""
+        request = cls(body=body, query=query, headers=headers, context=context, mode="socket_mode")
+        request.raw_body, request.mode, request._snapshot = raw_body, "http", snapshot
         return request
 
     def to_copyable(self) -> AsyncBoltRequest:
@@ -110,11 +125,8 @@ class HttpBoltRequest(AsyncBoltRequest):
         context = self.context.to_copyable()
         if self._snapshot is None:
             return _FreshCopy(body=self.raw_body, query=query, headers=headers, context=context, mode=self.mode)
-        fresh = _FreshCopy(
-            body=json.loads(self._snapshot), query=query, headers=headers, context=context, mode="socket_mode"
-        )
-        fresh.raw_body, fresh.mode, fresh._snapshot = self.raw_body, "http", self._snapshot
-        return fresh
+        body = json.loads(self._snapshot)
+        return _FreshCopy._built(self.raw_body, body, self._snapshot, query=query, headers=headers, context=context)
 
 
 class _FreshCopy(HttpBoltRequest):
