@@ -1,6 +1,7 @@
 """Cost per request of the product against the bot a team would otherwise write (issue 26), measured in one sitting.
 
-Run: ``.venv/bin/python -m benchmarks.cost [--rate 50] [--seconds 10] [--rounds 3] [--model-delay 1.0] [--split]``
+Run: ``.venv/bin/python -m benchmarks.cost [--rate 50] [--seconds 10] [--rounds 3] [--model-delay 1.0] [--split]
+[--floor]``
 and ``.venv/bin/python -m benchmarks.cost --waiting 1000 [--burst-first] [--targets tuned,serve]``
 
 Targets, each a subprocess (or two) served over HTTP like ``benchmarks.ack_latency``'s bot:
@@ -8,7 +9,10 @@ Targets, each a subprocess (or two) served over HTTP like ``benchmarks.ack_laten
 - ``naive``: ``python -m benchmarks.handwritten_bot`` (the hand-written bot, library defaults);
 - ``tuned``: ``python -m benchmarks.handwritten_bot --tuned`` (uvloop, the openai client's aiohttp transport);
 - ``serve``: ``python -m bot serve``, the product as deployed in one process;
-- with ``--split``, ``split``: ``python -m bot web`` + ``python -m bot worker``.
+- with ``--split``, ``split``: ``python -m bot web`` + ``python -m bot worker``;
+- with ``--floor``, ``floor``: ``python -m benchmarks.handwritten_bot --floor``, the tuned bot making the Web API
+  call and the Redis round trips and commands ``serve`` makes beyond it, with none of its logic: the cost of those
+  calls alone. ``floor / tuned`` is what they add; ``serve / floor`` what the rest of the product adds.
 
 ``--rounds`` rounds, each running every target once (the order rotated by one each round, so no target always goes
 first or last); each target gets a fresh fake Slack (``Workspace``, subscribed to ``app_mention``), a fresh loopback
@@ -84,10 +88,11 @@ KINDS = ("mention", "click")
 TARGETS: dict[str, tuple[tuple[str, str, str], ...]] = {
     "naive": (("bot", "benchmarks.handwritten_bot", ""),),
     "tuned": (("bot", "benchmarks.handwritten_bot", "--tuned"),),
+    "floor": (("bot", "benchmarks.handwritten_bot", "--floor"),),
     "serve": (("bot", "bot", "serve"),),
     "split": (("web", "bot", "web"), ("worker", "bot", "worker")),
 }
-PAIRS = (("serve", "naive"), ("serve", "tuned"), ("split", "tuned"))
+PAIRS = (("serve", "naive"), ("serve", "tuned"), ("split", "tuned"), ("floor", "tuned"), ("serve", "floor"))
 GATES = {("serve", "naive"): 1.0, ("serve", "tuned"): 1.15, ("split", "tuned"): 1.25}  # issue 26, CPU per request
 
 
@@ -336,7 +341,7 @@ def print_summary(rounds: list[dict[str, Result]]) -> None:
             ("Redis round trips", lambda r: r.round_trips),
         ):
             ratios = [get(r[a]) / get(r[b]) if get(r[b]) else float("inf") for r in rounds]
-            gate = GATES[(a, b)] if label == "CPU" else None
+            gate = GATES.get((a, b)) if label == "CPU" else None
             ratio_rows.append(
                 [
                     f"{a} / {b}",
@@ -358,7 +363,7 @@ def print_summary(rounds: list[dict[str, Result]]) -> None:
 
 
 async def sitting(args: argparse.Namespace) -> int:
-    targets = ["naive", "tuned", "serve"] + (["split"] if args.split else [])
+    targets = ["naive", "tuned"] + (["floor"] if args.floor else []) + ["serve"] + (["split"] if args.split else [])
     n = args.rate * args.seconds
     budget = 180 + 4 * args.seconds + n / WARMUP_RATE + 10 * args.model_delay
     rounds: list[dict[str, Result]] = []
@@ -569,6 +574,11 @@ async def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of every target; medians of the rounds")
     parser.add_argument("--model-delay", type=float, default=1.0, help="seconds per loopback model turn")
     parser.add_argument("--split", action="store_true", help="also the product as `bot web` + `bot worker`")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also the tuned bot making the calls `serve` makes (handwritten_bot --floor)",
+    )
     parser.add_argument(
         "--waiting", type=int, default=0, help="instead: RSS and Redis bytes with N questions left waiting"
     )
