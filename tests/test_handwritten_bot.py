@@ -49,8 +49,8 @@ async def served(
     openai_server: FakeOpenAI,
     prefix: str,
 ) -> AsyncIterator[tuple[Workspace, TcpProxy, str]]:
-    """The hand-written bot (library defaults, ``--tuned``'s aiohttp transport, ``--floor``'s calls) served on loopback against the
-    fake Slack, the loopback model and the real Redis through the counting proxy."""
+    """The hand-written bot (library defaults, ``--tuned``'s aiohttp transport, ``--floor``'s calls) served on
+    loopback against the fake Slack, the loopback model and the real Redis through the counting proxy."""
     mode = request.param
     if mode != "naive" and not hasattr(openai, "DefaultAioHttpClient"):
         pytest.skip("this openai release has no aiohttp transport (DefaultAioHttpClient): no tuned variant")
