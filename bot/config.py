@@ -491,6 +491,11 @@ class Settings(BaseSettings):
     def _log_format(cls, value: object) -> str:
         return one_of(value, get_args(LogFormat))
 
+    @field_validator("slack_view", mode="before")
+    @classmethod
+    def _slack_view(cls, value: object) -> str:
+        return one_of(value, get_args(SlackView))
+
     @property
     def ops_on_port(self) -> bool:
         """Whether the HTTP server serves ``/metrics``, ``/healthz`` and ``/readyz`` on ``PORT`` beside

@@ -69,6 +69,7 @@ BAD_VALUES = [
     ("REDIS_URL", "redis://127.0.0.1:6379?db=abc", "has a database (?db=) that is not a number"),
     ("LOG_LEVEL", "LOUD", "must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
     ("LOG_FORMAT", "xml", "must be text or json"),
+    ("SLACK_VIEW", "sidebar", "must be agent or assistant"),
     ("SLACK_API_URL", "ftp://slack.example", "must be an http:// or https:// URL"),
     ("OPENAI_BASE_URL", "localhost:8080", "must be an http:// or https:// URL"),
     ("STREAM_INTERVAL", "0.05", "must be at least 0.2"),
@@ -463,3 +464,13 @@ def test_a_yes_no_setting_is_read_without_its_surrounding_whitespace_as_every_ot
     for text in (" sometimes ", "   ", "true\x1f"):  # refused, and shown as given
         [line] = problems(monkeypatch, REPLY_STREAMING=text)
         assert line.startswith("REPLY_STREAMING: must be true or false") and line.endswith(f"(got {text!r})"), line
+
+
+def test_slack_view_is_read_as_the_other_word_settings_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SLACK_VIEW=" agent "`` (a stray space in an env file) and ``Assistant`` were refused while ``LOG_FORMAT``,
+    ``ASK_ANSWERERS`` and ``ASK_ON_TIMEOUT`` read the same text trimmed and in any case: one rule for every word."""
+    for text, expected in ((" agent ", "agent"), ("Assistant", "assistant"), ("\tASSISTANT\n", "assistant")):
+        monkeypatch.setenv("SLACK_VIEW", text)
+        assert load_settings().slack_view == expected, text
+    monkeypatch.setenv("LOG_FORMAT", " JSON ")
+    assert load_settings().log_format == "json"
