@@ -27,8 +27,8 @@ thread, SET the run), a click 2 (GETDEL the run, SET the thread). Web API calls:
 ``--floor`` (implies ``--tuned``): the tuned bot plus the Web API call and the Redis round trips and commands that
 ``bot serve`` makes beyond it for the same request (:class:`FeatureCalls`, after ``benchmarks.request_trace``), made
 as cheaply as they can be made (the call on a kept-alive session, as the product's are) and with none of the
-product's logic: what those calls alone cost, so
-``benchmarks.cost --floor`` can say how much of ``serve``'s cost over the tuned bot is the calls and how much the rest.
+product's logic: what those calls alone cost, so ``benchmarks.cost --floor`` can say how much of ``serve``'s cost
+over the tuned bot is the calls and how much the rest.
 """
 
 from __future__ import annotations
