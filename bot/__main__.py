@@ -20,6 +20,33 @@ settings, an unreachable Redis, a port in use, Slack refusing the Socket Mode co
 
 from __future__ import annotations
 
+# ruff: noqa: E402 (SIGTERM's handler goes in before the imports, which take most of the start)
+import signal
+
+
+def _noted(signum: int, frame: object) -> None:
+    """SIGTERM while ``python -m bot`` starts (its imports take about a second, its settings and checks more):
+    noted, not fatal. The command's own handler (:func:`bot.serving.on_signals`) takes it over and stops at once,
+    exit status 0; a command without one has SIGTERM's default action back before it runs (:func:`main`). Before,
+    the default action killed a process stopped in its first second (status -15: a supervisor's rolling restart
+    reported a crash)."""
+    _noted.arrived = True  # type: ignore[attr-defined]
+
+
+_noted.arrived = False  # type: ignore[attr-defined]
+if __name__ == "__main__":  # before the imports below; not when a test imports main()
+    signal.signal(signal.SIGTERM, _noted)
+
+
+def _sigterm_as_default() -> None:
+    """For a command that handles no signal (``policy``, ``mcp`` over stdio): SIGTERM's default action back, and a
+    SIGTERM noted while starting acted on now (the process ends, status -15, as it would have)."""
+    if signal.getsignal(signal.SIGTERM) is _noted:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if _noted.arrived:  # type: ignore[attr-defined]
+            signal.raise_signal(signal.SIGTERM)
+
+
 import argparse
 import contextlib
 import sys
@@ -48,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["policy"]:  # check / explain an approval policy: no settings needed but the file
         from bot.approval_policy.cli import main as policy_main
 
+        _sigterm_as_default()
         return policy_main(argv[1:], deployed=lambda: deployed_policy(load_settings()))
     parser = argparse.ArgumentParser(
         prog="python -m bot",
@@ -90,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             from bot.mcp_server.server import run_mcp
 
             check_required_mcp(settings)
+            if args.transport != "http":  # the stdio server handles no signal
+                _sigterm_as_default()
             run_loop(run_mcp(settings, http=args.transport == "http"))
         elif command in ("serve", "web", "worker"):
             if settings.mode == "playground":

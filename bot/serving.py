@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # bot.slack imports Bolt, openai and redis: only what starts 
 log = logging.getLogger(__name__)
 
 REDIS_CHECK_SECONDS = 10.0
+STEP_CANCELS, STEP_CANCEL_SECONDS = 4, 0.5  # a start-up step stopped by SIGTERM: cancelled up to 4 times, 0.5 s apart
 DRAIN_SECONDS = 10.0
 SEE_README = "See docs/slack-setup.md (the README's 'Put it in Slack')."
 
@@ -70,8 +71,9 @@ def on_signals(callback: Callable[[], None], *signals: signal.Signals) -> Iterat
     ``loop.add_signal_handler``: removing one of the loop's handlers (as closing the loop does) restores the default
     action first, and a SIGTERM arriving in that moment, at any of the process's threads (uvloop's libuv workers
     too), ended the process (status -15: a supervisor that signals until the process is gone). The loop still runs
-    them at once: uvloop wakes on every signal (its wakeup fd), asyncio's own loop by the interrupted wait. Raises
-    ``ValueError`` off the main thread."""
+    them at once: uvloop wakes on every signal (its wakeup fd), asyncio's own loop by the interrupted wait. A signal
+    that came while the process started, to a handler that only noted it (``bot/__main__.py``'s, an ``arrived``
+    attribute set), runs ``callback`` at once too. Raises ``ValueError`` off the main thread."""
     loop = asyncio.get_running_loop()
     arrived = stopping = False
 
@@ -81,6 +83,9 @@ def on_signals(callback: Callable[[], None], *signals: signal.Signals) -> Iterat
         loop.call_soon_threadsafe(callback)  # it runs between any two bytecodes, the loop's own too
 
     previous = {sig: signal.signal(sig, handler) for sig in signals}
+    if any(getattr(before, "arrived", False) for before in previous.values()):  # it came while starting
+        arrived = True
+        loop.call_soon(callback)
     try:
         yield
     except (asyncio.CancelledError, KeyboardInterrupt):
@@ -298,6 +303,35 @@ def http_address(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
+async def unless_stopped(stop: asyncio.Event, step: Coroutine[Any, Any, object]) -> bool:
+    """Run start-up ``step`` to its end unless ``stop`` is set first (SIGTERM or Ctrl-C while the process starts):
+    then ``step`` is cancelled, logged, and False returned, so the process stops without finishing its start. Before,
+    it finished starting first: a Redis that did not answer held a stopped process up to ``REDIS_CHECK_SECONDS``,
+    then it exited 2 with an error. True once ``step`` is done and no stop came; its errors are raised."""
+    task = asyncio.ensure_future(step)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        for _ in range(STEP_CANCELS):
+            if task.done():
+                break
+            # again if need be: redis-py (8.2) can swallow a cancellation that lands in its connection's handshake
+            # and wait on for a reply that never comes
+            task.cancel()
+            await asyncio.wait({task}, timeout=STEP_CANCEL_SECONDS)
+    if not task.done():  # the stack's clean-up (closing the Redis client) ends it
+        log.warning("stopped while starting; a start-up step did not stop when cancelled")
+        return False
+    if not task.cancelled():
+        task.result()  # its error, raised
+        if not stop.is_set():
+            return True
+    log.info("stopped while starting")
+    return False
+
+
 async def serve(settings: Settings, *, role: Role = "all", transport: Transport | None = None) -> None:
     """Run against a real Slack workspace until SIGINT/SIGTERM; ``transport`` overrides the choice by
     ``SLACK_APP_TOKEN`` (ignored by the ``worker`` role). Raises ``ConfigError`` for missing settings, an
@@ -322,10 +356,12 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
         stack.enter_context(on_signals(stop.set, signal.SIGINT, signal.SIGTERM))  # ignored from then to the end
         redis_client = connect_redis(redis_url, cluster=settings.redis_cluster)
         stack.push_async_callback(redis_client.aclose)
-        await check_redis(redis_client, redis_url)
+        if not await unless_stopped(stop, check_redis(redis_client, redis_url)):
+            return
         bot = build_bot(settings, model=model_for(settings, role=role), redis_client=redis_client, role=role)
         stack.push_async_callback(bot.aclose)
-        await bot.start()  # MCP servers' tools are there before the first request
+        if not await unless_stopped(stop, bot.start()):  # MCP servers' tools are there before the first request
+            return
         await serve_ops(bot, settings, stack)
 
         async def drain() -> None:

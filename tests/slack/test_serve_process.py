@@ -505,6 +505,54 @@ async def test_sigterms_repeated_until_the_process_has_exited_never_kill_it(
     assert "Traceback" not in log and "ERROR" not in log and "RecursionError" not in log, log
 
 
+async def test_a_sigterm_while_serve_waits_for_its_redis_stops_it_at_once() -> None:
+    """A supervisor stopping ``serve`` while it starts (here its Redis takes the connection and never answers, so
+    the start-up check would wait ``REDIS_CHECK_SECONDS``, 10 s): it stops at once, exit status 0, no error line.
+    Before, it finished starting first: 10 s later it exited 2, "did not answer within 10 s"."""
+    connected = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connected.set()
+        await reader.read()  # reads the PING, answers nothing, until the process is gone
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    proc = await start_bot("serve", env=complete_env(REDIS_URL=f"redis://127.0.0.1:{port}/0", LOG_LEVEL="INFO"))
+    try:
+        await asyncio.wait_for(connected.wait(), 60)  # in its start-up check
+        proc.send_signal(signal.SIGTERM)
+        output, _ = await asyncio.wait_for(proc.communicate(), 5)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        server.close()
+    log = output.decode()
+    assert proc.returncode == 0, log
+    assert "stopped while starting" in log, log
+    assert "error:" not in log and "Traceback" not in log and "HTTP mode" not in log, log
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # signal handling, no store behaviour
+async def test_a_sigterm_while_python_m_bot_imports_stops_it_cleanly() -> None:
+    """A SIGTERM in the process's first second, while ``python -m bot`` imports its modules (``bot.config``'s
+    pydantic here, told by ``PYTHONPROFILEIMPORTTIME``'s line as each import ends): the process stops without
+    starting, exit status 0 and no traceback. Before, SIGTERM's default action killed it (status -15)."""
+    proc = await start_bot("serve", env=complete_env(LOG_LEVEL="INFO", PYTHONPROFILEIMPORTTIME="1"))
+    try:
+        await read_until(proc, "pydantic")  # an import after the bot's first lines, before anything starts
+        proc.send_signal(signal.SIGTERM)
+        output, _ = await asyncio.wait_for(proc.communicate(), 30)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    log = "\n".join(line for line in output.decode().splitlines() if not line.startswith("import time:"))
+    assert proc.returncode == 0, log
+    assert "Traceback" not in log and "HTTP mode" not in log and "error:" not in log, log
+
+
 @pytest.mark.real_redis
 async def test_serve_freezes_its_start_up_heap_once_it_listens(
     real_redis_env: dict[str, str], prefix: str, openai_server: FakeOpenAI
