@@ -505,6 +505,18 @@ async def test_sigterms_repeated_until_the_process_has_exited_never_kill_it(
     assert "Traceback" not in log and "ERROR" not in log and "RecursionError" not in log, log
 
 
+async def stopped(proc: asyncio.subprocess.Process, *, within: float) -> str:
+    """SIGTERM to ``proc``, then its output to the end (killed if it has not ended within ``within`` s)."""
+    try:
+        proc.send_signal(signal.SIGTERM)
+        output, _ = await asyncio.wait_for(proc.communicate(), within)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    return str(output.decode())
+
+
 async def test_a_sigterm_while_serve_waits_for_its_redis_stops_it_at_once() -> None:
     """A supervisor stopping ``serve`` while it starts (here its Redis takes the connection and never answers, so
     the start-up check would wait ``REDIS_CHECK_SECONDS``, 10 s): it stops at once, exit status 0, no error line.
@@ -520,14 +532,12 @@ async def test_a_sigterm_while_serve_waits_for_its_redis_stops_it_at_once() -> N
     proc = await start_bot("serve", env=complete_env(REDIS_URL=f"redis://127.0.0.1:{port}/0", LOG_LEVEL="INFO"))
     try:
         await asyncio.wait_for(connected.wait(), 60)  # in its start-up check
-        proc.send_signal(signal.SIGTERM)
-        output, _ = await asyncio.wait_for(proc.communicate(), 5)
+        log = await stopped(proc, within=5)
     finally:
-        if proc.returncode is None:
+        server.close()
+        if proc.returncode is None:  # it never connected
             proc.kill()
             await proc.wait()
-        server.close()
-    log = output.decode()
     assert proc.returncode == 0, log
     assert "stopped while starting" in log, log
     assert "error:" not in log and "Traceback" not in log and "HTTP mode" not in log, log
@@ -542,13 +552,14 @@ async def test_a_sigterm_while_python_m_bot_imports_stops_it_cleanly() -> None:
     proc = await start_bot("serve", env=complete_env(LOG_LEVEL="INFO", PYTHONPROFILEIMPORTTIME="1"))
     try:
         await read_until(proc, "pydantic")  # an import after the bot's first lines, before anything starts
-        proc.send_signal(signal.SIGTERM)
-        output, _ = await asyncio.wait_for(proc.communicate(), 30)
-    finally:
+    except BaseException:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-    log = "\n".join(line for line in output.decode().splitlines() if not line.startswith("import time:"))
+        raise
+    log = "\n".join(
+        line for line in (await stopped(proc, within=30)).splitlines() if not line.startswith("import time:")
+    )
     assert proc.returncode == 0, log
     assert "Traceback" not in log and "HTTP mode" not in log and "error:" not in log, log
 
