@@ -26,8 +26,9 @@ import signal
 
 def _noted(signum: int, frame: object) -> None:
     """SIGTERM while ``python -m bot`` starts (its imports take about a second, its settings and checks more):
-    noted, not fatal. The command's own handler (:func:`bot.serving.on_signals`) takes it over and stops at once,
-    exit status 0; a command without one has SIGTERM's default action back before it runs (:func:`main`). Before,
+    noted, not fatal. ``serve``, ``web``, ``worker`` and ``playground`` take it over (:func:`bot.serving.on_signals`)
+    and stop at once, exit status 0; ``policy`` and ``mcp`` have SIGTERM's default action back before they run
+    (:func:`main`), as before. Before,
     the default action killed a process stopped in its first second (status -15: a supervisor's rolling restart
     reported a crash)."""
     _noted.arrived = True  # type: ignore[attr-defined]
@@ -39,8 +40,9 @@ if __name__ == "__main__":  # before the imports below; not when a test imports 
 
 
 def _sigterm_as_default() -> None:
-    """For a command that handles no signal (``policy``, ``mcp`` over stdio): SIGTERM's default action back, and a
-    SIGTERM noted while starting acted on now (the process ends, status -15, as it would have)."""
+    """For a command that handles no signal while it starts (``policy``; ``mcp``: over stdio none, over HTTP only
+    once it serves): SIGTERM's default action back, and a SIGTERM noted while starting acted on now (the process
+    ends, status -15, as it would have)."""
     if signal.getsignal(signal.SIGTERM) is _noted:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if _noted.arrived:  # type: ignore[attr-defined]
@@ -118,8 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             from bot.mcp_server.server import run_mcp
 
             check_required_mcp(settings)
-            if args.transport != "http":  # the stdio server handles no signal
-                _sigterm_as_default()
+            _sigterm_as_default()  # stdio handles no signal; --http from serving only (bot.mcp_server.http)
             run_loop(run_mcp(settings, http=args.transport == "http"))
         elif command in ("serve", "web", "worker"):
             if settings.mode == "playground":

@@ -64,7 +64,7 @@ def run_loop(main: Coroutine[Any, Any, None]) -> None:
 
 
 @contextlib.contextmanager
-def on_signals(callback: Callable[[], None], *signals: signal.Signals) -> Iterator[None]:
+def on_signals(callback: Callable[[], None], *signals: signal.Signals) -> Iterator[bool]:
     """Within: each of ``signals`` runs ``callback`` on the running loop (from the main thread). Leaving once one has
     arrived, or by a cancellation or a Ctrl-C (the process stops all the same), sets them ignored until the process
     exits; leaving otherwise restores the handlers from before. ``signal.signal`` handlers, not
@@ -73,7 +73,8 @@ def on_signals(callback: Callable[[], None], *signals: signal.Signals) -> Iterat
     too), ended the process (status -15: a supervisor that signals until the process is gone). The loop still runs
     them at once: uvloop wakes on every signal (its wakeup fd), asyncio's own loop by the interrupted wait. A signal
     that came while the process started, to a handler that only noted it (``bot/__main__.py``'s, an ``arrived``
-    attribute set), runs ``callback`` at once too. Raises ``ValueError`` off the main thread."""
+    attribute set), runs ``callback`` at once too, and the context's value is True (else False). Raises
+    ``ValueError`` off the main thread."""
     loop = asyncio.get_running_loop()
     arrived = stopping = False
 
@@ -83,11 +84,12 @@ def on_signals(callback: Callable[[], None], *signals: signal.Signals) -> Iterat
         loop.call_soon_threadsafe(callback)  # it runs between any two bytecodes, the loop's own too
 
     previous = {sig: signal.signal(sig, handler) for sig in signals}
-    if any(getattr(before, "arrived", False) for before in previous.values()):  # it came while starting
+    early = any(getattr(before, "arrived", False) for before in previous.values())  # it came while starting
+    if early:
         arrived = True
         loop.call_soon(callback)
     try:
-        yield
+        yield early
     except (asyncio.CancelledError, KeyboardInterrupt):
         stopping = True
         raise
@@ -126,7 +128,8 @@ async def until_sigterm(main: Coroutine[Any, Any, None]) -> None:
     script, some supervisors), which leaves asyncio.Runner without its SIGINT handler; a KeyboardInterrupt raised
     from a signal handler would land in whatever task runs, a traceback. A later SIGTERM (after the first, or after a
     Ctrl-C) changes nothing, to the process's end (a Ctrl-C while it stops still cancels the clean-up, as
-    asyncio.Runner's second Ctrl-C does)."""
+    asyncio.Runner's second Ctrl-C does). A SIGTERM that came while the process started (see :func:`on_signals`):
+    ``main`` is closed unstarted (its start-up could absorb the one cancellation, e.g. fakeredis's ``ping``)."""
     task = asyncio.current_task()
     assert task is not None
     stopped = asyncio.Event()
@@ -138,7 +141,10 @@ async def until_sigterm(main: Coroutine[Any, Any, None]) -> None:
             stopped.set()
             task.cancel()
 
-    with on_signals(stop, signal.SIGTERM):
+    with on_signals(stop, signal.SIGTERM) as early:
+        if early:  # a SIGTERM while the process started: ``main`` is not started at all
+            main.close()
+            return
         try:
             await main
         except asyncio.CancelledError:
@@ -323,6 +329,7 @@ async def unless_stopped(stop: asyncio.Event, step: Coroutine[Any, Any, object])
             await asyncio.wait({task}, timeout=STEP_CANCEL_SECONDS)
     if not task.done():  # the stack's clean-up (closing the Redis client) ends it
         log.warning("stopped while starting; a start-up step did not stop when cancelled")
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # its end, an error too, is not news
         return False
     if not task.cancelled():
         task.result()  # its error, raised
