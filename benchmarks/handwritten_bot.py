@@ -126,19 +126,20 @@ class FeatureCalls:
     def key(self, *parts: str) -> str:
         return self.prefix + "floor:" + ":".join(parts)
 
-    async def mention_start(self, *, event_id: str, team: str, user: str, thread_key: str) -> bytes | None:
-        """Round trip 1 (first sight, the thread's record, the inbox's size, a run slot), with the bot's ``GET``
-        of the thread's messages: returns what that ``GET`` read."""
+    async def mention_start(self, run_id: str, *, event_id: str, team: str, user: str, thread_key: str) -> bytes | None:
+        """Round trip 1 (first sight, the thread's record, the inbox's size, a run slot for ``run_id``), with the
+        bot's ``GET`` of the thread's messages: returns what that ``GET`` read."""
         pipe = self.redis.pipeline(transaction=False)
         await self._evalsha(pipe, FIRST_SIGHT, [self.key("event", event_id)], [uuid.uuid4().hex[:16], 7200])
         pipe.get(thread_key)
         pipe.zcard(self.key("inbox", team, user))
-        await self._slot(pipe, team, user)
+        await self._slot(pipe, team, user, run_id)
         return (await pipe.execute())[1]  # type: ignore[no-any-return]
 
-    async def _slot(self, pipe: Any, team: str, user: str) -> None:
+    async def _slot(self, pipe: Any, team: str, user: str, run_id: str) -> None:
+        """Queue taking the person's run slot for ``run_id`` (given back by :meth:`save` at the segment's end)."""
         now = int(time.time() * 1000)
-        await self._evalsha(pipe, RUN_SLOT, [self.key("active", team, user)], [now, now + 120_000, uuid.uuid4().hex])
+        await self._evalsha(pipe, RUN_SLOT, [self.key("active", team, user)], [now, now + 120_000, run_id])
 
     async def claim_thread(self, thread_key: str, run_id: str) -> None:
         """Round trip 2 of a mention: the thread's record names its run."""
@@ -146,14 +147,16 @@ class FeatureCalls:
         await self._evalsha(pipe, CLAIM_THREAD, [self.key("thread", thread_key)], [run_id, 604800])
         await pipe.execute()
 
-    async def save(self, run_id: str, state: str, *, also: tuple[str, str] | None = None, end: bool = False) -> None:
-        """A run save with its lease (a segment's start), or at its end with the slot given back (``end``); ``also``:
-        the bot's own ``SET`` (key, JSON) in the same round trip."""
+    async def save(
+        self, run_id: str, state: str, *, also: tuple[str, str] | None = None, end: tuple[str, str] | None = None
+    ) -> None:
+        """A run save with its lease (a segment's start), or at its end with the slot of ``end`` (team, user) given
+        back; ``also``: the bot's own ``SET`` (key, JSON) in the same round trip."""
         pipe = self.redis.pipeline(transaction=False)
         run_key = self.key("run", run_id)
         await self._evalsha(pipe, SAVE_RUN, [run_key, run_key + ":lease"], [state, RUN_TTL_SECONDS, "owner"])
-        if end:
-            pipe.zrem(self.key("active", "T", "U"), uuid.uuid4().hex)
+        if end is not None:
+            pipe.zrem(self.key("active", *end), run_id)
         if also is not None:
             pipe.set(also[0], also[1], ex=THREAD_TTL_SECONDS)
         await pipe.execute()
@@ -179,7 +182,7 @@ class FeatureCalls:
         await self._evalsha(pipe, FIRST_SIGHT, [self.key("event", signature)], [uuid.uuid4().hex[:16], 7200])
         await pipe.execute()
         pipe = self.redis.pipeline(transaction=False)
-        await self._slot(pipe, team, user)
+        await self._slot(pipe, team, user, run_id)
         pipe.hgetall(self.key("msgs", run_id))
         pipe.getdel(f"{self.prefix}run:{run_id}")
         return (await pipe.execute())[2]  # type: ignore[no-any-return]
@@ -271,7 +274,7 @@ def build(*, tuned: bool, floor: bool = False, env: Mapping[str, str] = os.envir
             await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=message["content"] or "(no reply)")
             key = f"{prefix}thread:{channel}:{thread_ts}"
             if calls is not None:
-                await calls.save(run_id or "", json.dumps(messages), also=(key, json.dumps(messages)), end=True)
+                await calls.save(run_id or "", json.dumps(messages), also=(key, json.dumps(messages)), end=(team, user))
             else:
                 await redis.set(key, json.dumps(messages), ex=THREAD_TTL_SECONDS)
             return
@@ -280,7 +283,9 @@ def build(*, tuned: bool, floor: bool = False, env: Mapping[str, str] = os.envir
         run_id = run_id or uuid.uuid4().hex
         run = {"messages": messages, "channel": channel, "thread_ts": thread_ts, "tool_call_id": call["id"]}
         if calls is not None:
-            await calls.save(run_id, json.dumps(messages), also=(f"{prefix}run:{run_id}", json.dumps(run)), end=True)
+            await calls.save(
+                run_id, json.dumps(messages), also=(f"{prefix}run:{run_id}", json.dumps(run)), end=(team, user)
+            )
         else:
             await redis.set(f"{prefix}run:{run_id}", json.dumps(run), ex=RUN_TTL_SECONDS)
         question = str(args.get("question", ""))
@@ -315,15 +320,15 @@ def build(*, tuned: bool, floor: bool = False, env: Mapping[str, str] = os.envir
         run_id = None
         saved: bytes | str | None
         if calls is not None:
+            run_id = uuid.uuid4().hex
             saved = await calls.mention_start(
-                event_id=str(body.get("event_id", "")), team=where[0], user=where[1], thread_key=key
+                run_id, event_id=str(body.get("event_id", "")), team=where[0], user=where[1], thread_key=key
             )
         else:
             saved = await redis.get(key)
         messages = json.loads(saved) if saved else [{"role": "system", "content": SYSTEM}]
         messages.append({"role": "user", "content": MENTION.sub("", event.get("text", "")).strip()})
-        if calls is not None:
-            run_id = uuid.uuid4().hex
+        if calls is not None and run_id is not None:
             await calls.claim_thread(key, run_id)
             await calls.save(run_id, json.dumps(messages))
             await calls.status(channel, thread_ts)

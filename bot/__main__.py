@@ -28,9 +28,8 @@ def _noted(signum: int, frame: object) -> None:
     """SIGTERM while ``python -m bot`` starts (its imports take about a second, its settings and checks more):
     noted, not fatal. ``serve``, ``web``, ``worker`` and ``playground`` take it over (:func:`bot.serving.on_signals`)
     and stop at once, exit status 0; ``policy`` and ``mcp`` have SIGTERM's default action back before they run
-    (:func:`main`), as before. Before,
-    the default action killed a process stopped in its first second (status -15: a supervisor's rolling restart
-    reported a crash)."""
+    (:func:`main`), as before. Before, the default action killed a process stopped in its first second (status -15:
+    a supervisor's rolling restart reported a crash)."""
     _noted.arrived = True  # type: ignore[attr-defined]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import errno
 import gc
 import logging
@@ -17,7 +18,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Collection, Coroutine, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bot.config import Settings, SettingsError, Transport, redis_address, settings_beside
 from bot.errors import ConfigError, describe_error, describe_os_error
@@ -29,6 +30,7 @@ if TYPE_CHECKING:  # bot.slack imports Bolt, openai and redis: only what starts 
     from bot.slack.app import Bot, Role
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 REDIS_CHECK_SECONDS = 10.0
 STEP_CANCELS, STEP_CANCEL_SECONDS = 4, 0.5  # a start-up step stopped by SIGTERM: cancelled up to 4 times, 0.5 s apart
@@ -309,11 +311,21 @@ def http_address(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-async def unless_stopped(stop: asyncio.Event, step: Coroutine[Any, Any, object]) -> bool:
-    """Run start-up ``step`` to its end unless ``stop`` is set first (SIGTERM or Ctrl-C while the process starts):
-    then ``step`` is cancelled, logged, and False returned, so the process stops without finishing its start. Before,
-    it finished starting first: a Redis that did not answer held a stopped process up to ``REDIS_CHECK_SECONDS``,
-    then it exited 2 with an error. True once ``step`` is done and no stop came; its errors are raised."""
+class Stopped(enum.Enum):
+    """:func:`unless_stopped`'s answer when the stop came first."""
+
+    STOPPED = "stopped"
+
+
+STOPPED = Stopped.STOPPED
+
+
+async def unless_stopped(stop: asyncio.Event, step: Coroutine[Any, Any, T]) -> T | Stopped:
+    """``step``'s result, unless ``stop`` is set first (SIGTERM or Ctrl-C while the process starts): then ``step`` is
+    cancelled, logged, and :data:`STOPPED` returned, so the process stops without finishing its start. Before, it
+    finished starting first: a Redis that did not answer held a stopped process up to ``REDIS_CHECK_SECONDS``, then
+    it exited 2 with an error. A step that finished is kept (the stop is acted on at the next step); its errors are
+    raised."""
     task = asyncio.ensure_future(step)
     stopping = asyncio.ensure_future(stop.wait())
     try:
@@ -330,13 +342,11 @@ async def unless_stopped(stop: asyncio.Event, step: Coroutine[Any, Any, object])
     if not task.done():  # the stack's clean-up (closing the Redis client) ends it
         log.warning("stopped while starting; a start-up step did not stop when cancelled")
         task.add_done_callback(lambda t: t.cancelled() or t.exception())  # its end, an error too, is not news
-        return False
-    if not task.cancelled():
-        task.result()  # its error, raised
-        if not stop.is_set():
-            return True
-    log.info("stopped while starting")
-    return False
+        return STOPPED
+    if task.cancelled():
+        log.info("stopped while starting")
+        return STOPPED
+    return task.result()  # or its error, raised
 
 
 async def serve(settings: Settings, *, role: Role = "all", transport: Transport | None = None) -> None:
@@ -363,11 +373,11 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
         stack.enter_context(on_signals(stop.set, signal.SIGINT, signal.SIGTERM))  # ignored from then to the end
         redis_client = connect_redis(redis_url, cluster=settings.redis_cluster)
         stack.push_async_callback(redis_client.aclose)
-        if not await unless_stopped(stop, check_redis(redis_client, redis_url)):
+        if await unless_stopped(stop, check_redis(redis_client, redis_url)) is STOPPED:
             return
         bot = build_bot(settings, model=model_for(settings, role=role), redis_client=redis_client, role=role)
         stack.push_async_callback(bot.aclose)
-        if not await unless_stopped(stop, bot.start()):  # MCP servers' tools are there before the first request
+        if await unless_stopped(stop, bot.start()) is STOPPED:  # MCP servers' tools are there before the first request
             return
         await serve_ops(bot, settings, stack)
 
@@ -384,20 +394,14 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
             return
         if chosen == "socket":
             assert settings.slack_app_token is not None
-            connecting = asyncio.ensure_future(
+            handler = await unless_stopped(
+                stop,
                 connect_socket_mode(
                     bot, app_token=settings.slack_app_token.get_secret_value(), api_url=settings.slack_api_url
-                )
+                ),
             )
-            stopping = asyncio.ensure_future(stop.wait())
-            await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            stopping.cancel()
-            if not connecting.done():  # stopped while connecting: connect_socket_mode closes what it opened
-                connecting.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await connecting
+            if handler is STOPPED:  # stopped while connecting: connect_socket_mode closes what it opened
                 return
-            handler = connecting.result()
 
             async def disconnect_then_drain() -> None:
                 await handler.close_async()
