@@ -149,17 +149,34 @@ def validate_answer(resume_data: Any, suspend_payload: dict[str, Any]) -> Resume
     return resume_data.strip()
 
 
+def too_many_options(payload: Any, max_options: int | None) -> str | None:
+    """Why a question can't be shown as asked, when it offers more than ``max_options`` options (``payload``: an
+    :class:`AskUserInput` or a suspend payload dict with ``options``; None: no bound), as the model is told:
+    ``"too many options (101); offer at most 100, or ask a free-form question"``; None when it can be. The one
+    rule for every way a question is asked (the ``ask_user`` tool, any tool suspending with a question, a
+    framework's question); the bound is the frontend's (Slack: 100, a select menu's limit), a deployment's
+    :class:`~bot.agent.run_limits.RunLimits` ``max_options``."""
+    options = (
+        payload.options
+        if isinstance(payload, AskUserInput)
+        else (payload.get("options") if isinstance(payload, dict) else None)
+    )
+    count = len(options) if isinstance(options, list) else 0
+    if max_options is None or count <= max_options:
+        return None
+    return f"too many options ({count}); offer at most {max_options}, or ask a free-form question"
+
+
 def make_ask_user_tool(*, max_options: int | None = None, tool_id: str = "ask_user") -> Tool:
     """Build an ``ask_user`` tool; ``max_options`` caps the options a frontend can show (e.g. Slack: 100,
-    the static_select limit), beyond which the model gets a tool error asking for fewer."""
+    the static_select limit), beyond which the model gets a tool error asking for fewer (:func:`too_many_options`;
+    a deployment's ``RunLimits.max_options`` bounds every question the same way, whatever tool asks it)."""
 
     async def execute(args: Any, ctx: ToolContext | None) -> Any:
         question: AskUserInput = args
-        if max_options is not None and len(question.options or []) > max_options:
-            raise ToolInputError(
-                f"too many options ({len(question.options or [])}); offer at most {max_options}, "
-                "or ask a free-form question"
-            )
+        too_many = too_many_options(question, max_options)
+        if too_many is not None:
+            raise ToolInputError(too_many)
         if ctx is None:
             return fallback_text(question)
         if ctx.resume_data is None:

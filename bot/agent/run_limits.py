@@ -30,6 +30,9 @@ class RunLimits:
     - ``history_budget`` (tokens): what one model request may carry (:mod:`bot.agent._loop.budget`).
     - ``tool_result_max_chars`` (characters): the most of one tool result's text the model gets
       (:func:`bot.agent.tools.bounded_result`).
+    - ``max_options``: the most options one question may offer, its frontend's (Slack shows at most 100, a select
+      menu's limit): a tool call suspending with more gets a tool error the model reads
+      (:func:`bot.agent.ask_user.too_many_options`); a framework's question with more is asked as free text.
     """
 
     ask_ttl: float | None = DEFAULT_ASK_TTL
@@ -37,3 +40,4 @@ class RunLimits:
     max_reply_chars: int | None = DEFAULT_MAX_REPLY_CHARS
     history_budget: int | None = DEFAULT_HISTORY_BUDGET
     tool_result_max_chars: int | None = DEFAULT_TOOL_RESULT_MAX_CHARS
+    max_options: int | None = None

@@ -42,7 +42,7 @@ from bot.agent._loop.stopping import Stopped
 from bot.agent._loop.tool_calls import Suspended
 from bot.agent.agent import Agent
 from bot.agent.approvals import APPROVED, PARAMETERS, edit_note, edited_of, verdict_of
-from bot.agent.ask_user import AskUserPayload, make_ask_user_tool
+from bot.agent.ask_user import AskUserPayload, fallback_text, make_ask_user_tool, too_many_options
 from bot.agent.asking import ASK_ONLY
 from bot.agent.hooks import NO_HOOKS, RunHooks
 from bot.agent.model import ChatModel, NoModel
@@ -278,7 +278,7 @@ class FrameworkAgent(Agent):
                 expires_at=expires,
             )
         else:
-            question = question_payload(request)
+            question = question_payload(request, max_options=self.limits.max_options)
             state.pending = PendingCall(
                 kind="question",
                 tool_call_id=request.tool_call_id,
@@ -339,13 +339,19 @@ def decision_of(pending: PendingCall) -> Decision:
     )
 
 
-def question_payload(request: Request) -> dict[str, Any]:
+def question_payload(request: Request, *, max_options: int | None = None) -> dict[str, Any]:
     """The ``ask_user`` payload a question request is shown with: its ``question`` when it has the ``ask_user``
-    shape (``question``, ``options``, ``selection_mode``), else a free-text question showing the request's name and
-    arguments as JSON."""
+    shape (``question``, ``options``, ``selection_mode``); as free text listing its options when it offers more
+    than ``max_options`` (the frontend's bound, ``RunLimits.max_options``: Slack shows at most 100; the framework
+    gets the text typed); else a free-text question showing the request's name and arguments as JSON."""
     if request.question is not None:
         with contextlib.suppress(ValidationError):
-            return AskUserPayload.model_validate(request.question).model_dump(mode="json", exclude_none=True)
+            question = AskUserPayload.model_validate(request.question)
+            if too_many_options(question, max_options) is None:
+                return question.model_dump(mode="json", exclude_none=True)
+            return {
+                "question": f"{fallback_text(question)}\n(Reply with your choice: too many options to show as a list.)"
+            }
 
     shown = json.dumps(request.args, indent=2, default=str)
     text = f"`{request.tool_name}` needs an answer:\n```\n{shown}\n```"

@@ -367,13 +367,15 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
 
 def run_limits(settings: Settings) -> RunLimits:
     """The deployment's run limits: ``ASK_TTL_SECONDS``, ``MODEL_TURN_TIMEOUT``, ``MAX_REPLY_CHARS``,
-    ``HISTORY_TOKEN_BUDGET``, ``TOOL_RESULT_MAX_CHARS``."""
+    ``HISTORY_TOKEN_BUDGET``, ``TOOL_RESULT_MAX_CHARS``; and the most options a question may offer, Slack's
+    (:data:`~bot.slack.render.blocks.MAX_SELECT_OPTIONS`)."""
     return RunLimits(
         ask_ttl=float(settings.ask_ttl_seconds),
         turn_timeout=float(settings.model_turn_timeout),
         max_reply_chars=settings.max_reply_chars,
         history_budget=settings.history_token_budget,
         tool_result_max_chars=settings.tool_result_max_chars,
+        max_options=MAX_SELECT_OPTIONS,
     )
 
 

@@ -11,7 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 from pydantic import BaseModel
 
-from bot.agent import Agent, AskUserPayload, ask_user_tool
+from bot.agent import Agent, AskUserPayload, RunLimits, ask_user_tool
 from bot.agent.stream import Chunk, ErrorPayload, SuspendedPayload
 from bot.agent.tools import Tool, ToolContext
 from bot.errors import AnswerError, RunAlreadyResumed, RunNotFound, RunNotResumable, ToolCallNotPending
@@ -130,6 +130,42 @@ async def test_invalid_tool_input_goes_back_to_the_model(
     assert "unknown tool 'no_such_tool'" in errors["nst"]
     assert [c.payload.is_error for c in chunks if c.type == "tool-result"] == [True] * 4  # type: ignore[union-attr]
     assert_tool_messages_complete(openai_server)
+
+
+class QuestionTool(BaseModel):
+    question: str
+    options: list[dict[str, str]]
+
+
+async def _ask_anything(args: QuestionTool, ctx: ToolContext | None) -> Any:
+    """A tool of a team's own that suspends with an ``ask_user`` payload as given (no cap of its own)."""
+    assert ctx is not None
+    if ctx.resume_data is None:
+        ctx.suspend(args.model_dump())
+    return {"answer": ctx.resume_data}
+
+
+@pytest.mark.parametrize("tool", ["ask_user", "pick_one"])
+async def test_a_question_with_more_options_than_the_limits_allow_goes_back_to_the_model(
+    tool: str, fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    # the deployment's limit (Slack: 100) bounds every question, whichever tool asks it: uncapped ask_user_tool, a
+    # tool of one's own; at the limit it is asked, one over it the model is told and asks again
+    own = Tool(id="pick_one", description="Pick.", input_schema=QuestionTool, execute_fn=_ask_anything)
+    agent: Agent = make_agent(fake_redis, tools=[ask_user_tool, own], limits=RunLimits(max_options=3))
+    over = {"question": "Which?", "options": [{"label": str(i)} for i in range(4)]}
+    at = {"question": "Which?", "options": [{"label": str(i)} for i in range(3)]}
+    openai_server.script(
+        Reply(tool_calls=[tool_call(tool, over, id="over")]), Reply(tool_calls=[tool_call(tool, at, id="at")])
+    )
+    stream = await agent.stream("hi")
+    chunks = await stream.collect()
+    assert tool_messages(openai_server)["over"] == {
+        "error": "too many options (4); offer at most 3, or ask a free-form question"
+    }
+    assert chunks[-1].type == "finish" and chunks[-1].payload.status == "suspended"  # type: ignore[union-attr]
+    pending = (await agent.get_run(stream.run_id)).pending
+    assert pending is not None and pending.tool_call_id == "at"
 
 
 async def test_bad_resume_changes_nothing(

@@ -55,6 +55,27 @@ async def test_a_frameworks_question_is_asked_with_buttons_and_the_click_continu
         assert "production" in tool_results[-1]["content"]
 
 
+@pytest.mark.parametrize("name", ["pydantic_ai", "langgraph"])
+async def test_a_frameworks_question_with_more_options_than_slack_shows_is_asked_as_free_text(
+    name: str, fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    # Slack shows at most 100 options (a select menu's limit); before, 101 failed the listener and nothing showed
+    many = {"question": "Which region?", "options": [{"label": f"region-{i}"} for i in range(101)]}
+    async with harness(fake_redis, settings=agent(name)) as h:
+        h.model.script(Reply(tool_calls=[tool_call("ask_user", many, id="q1")]), Reply(text="Deploying there."))
+        d = await h.ws.mention(ALICE, GENERAL, "deploy")
+        thread = d.message["ts"]
+        q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+        shown = blocks_text(q)
+        assert "Which region?" in shown and "1. region-0" in shown and "101. region-100" in shown
+        await h.ws.reply_in_thread(ALICE, GENERAL, thread, "region-100")
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Deploying there."
+        )
+        tool_results = [m for m in h.model.requests[-1]["messages"] if m["role"] == "tool"]
+        assert "region-100" in tool_results[-1]["content"]
+
+
 @pytest.mark.parametrize("name", ["pydantic_ai", "openai_agents"])
 async def test_a_frameworks_approval_is_approved_in_slack_and_the_tool_runs(
     name: str, fake_redis: aioredis.Redis, harness: Any

@@ -315,6 +315,7 @@ def _runner(agent: DrivenAgent, tools: dict[str, Tool]) -> ToolRunner:
         max_result_chars=agent.limits.tool_result_max_chars,
         hooks=agent.hooks,
         live=agent.live,
+        max_options=agent.limits.max_options,
     )
 
 

@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from bot.agent._loop.live_questions import LiveQuestions
+from bot.agent.ask_user import too_many_options
 from bot.agent.hooks import RunHooks
 from bot.agent.state import Answer, PendingCall, RunState, ToolCall, utcnow
 from bot.agent.stream import AgentStream, ToolResultChunk, ToolResultPayload
@@ -26,14 +27,17 @@ class Suspended(Exception):
 class ToolRunner:
     """How a run's tool calls are run, what travels with every call: ``tools`` by name (what the model may call),
     ``ask_ttl`` (seconds, None: none) the deadline of a question a call suspends on, ``max_result_chars`` the bound
-    of a result's text (:func:`add_result`; None: unbounded), ``hooks`` told of each call (:mod:`bot.agent.hooks`),
-    ``live`` lets a tool ask while it runs (:mod:`bot.agent._loop.live_questions`; None: it can't)."""
+    of a result's text (:func:`add_result`; None: unbounded), ``max_options`` the most options a question a call
+    suspends on may offer (more: an error result, :func:`~bot.agent.ask_user.too_many_options`; None: any),
+    ``hooks`` told of each call (:mod:`bot.agent.hooks`), ``live`` lets a tool ask while it runs
+    (:mod:`bot.agent._loop.live_questions`; None: it can't)."""
 
     tools: dict[str, Tool]
     ask_ttl: float | None
     max_result_chars: int | None
     hooks: RunHooks
     live: LiveQuestions | None = None
+    max_options: int | None = None
 
     async def run(
         self,
@@ -70,6 +74,10 @@ class ToolRunner:
             with self.hooks.tool_call(state.run_id, tool=call.name, tool_call_id=call.id):
                 result = await tool.execute(args, ctx)
         except ToolSuspended as signal:
+            too_many = too_many_options(signal.payload, self.max_options)
+            if too_many is not None:  # the frontend could not show it: the model asks again, differently
+                self.add_result(state, call, {"error": too_many}, out, is_error=True)
+                return
             now = utcnow()
             state.pending = PendingCall(
                 tool_call_id=call.id,
