@@ -135,7 +135,10 @@ class LangGraphAgent(FrameworkAgent):
 
 def request_of(interrupt_id: str, value: Any) -> Request:
     """The question of one interrupt: its payload as the question when it has the ``ask_user`` shape, else shown as
-    text (a string) or JSON."""
+    text (a string) or JSON. The payload is any value the graph gave ``interrupt``; what is kept of it in the run's
+    record is its JSON (keys as strings, a value JSON has no type for as its ``str``; one JSON can't hold, e.g. a
+    tuple key, as its ``repr``): the graph keeps the payload itself in its checkpoint."""
+    value = _as_json(value)
     question: dict[str, Any] | None = None
     if isinstance(value, dict) and isinstance(value.get("question"), str):
         question = value
@@ -143,6 +146,14 @@ def request_of(interrupt_id: str, value: Any) -> Request:
         question = {"question": value}
     args = value if isinstance(value, dict) else {"value": value}
     return Request(tool_call_id=interrupt_id, kind="question", tool_name="interrupt", args=args, question=question)
+
+
+def _as_json(value: Any) -> Any:
+    """``value`` as JSON reads it back (see :func:`request_of`)."""
+    try:
+        return json.loads(json.dumps(value, default=str))
+    except (TypeError, ValueError):  # a key JSON has no form for (a tuple...), a circular value
+        return repr(value)
 
 
 def resume_value(decision: Decision) -> Any:

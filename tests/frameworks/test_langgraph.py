@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 import pytest
@@ -123,6 +124,28 @@ async def test_any_other_payload_is_shown_as_json_with_a_free_text_answer(
     openai_server.script(Reply(text="ok"))
     await (await build(fake_redis).resume_stream("only eu", run_id=run.run_id, answered_by="U1")).collect()
     assert last_answer(openai_server) == 'answer: "only eu"'
+
+
+@pytest.mark.parametrize(
+    ("payload", "shown"),
+    [
+        ({1: "one", "two": {2.5: True}}, {"1": "one", "two": {"2.5": True}}),  # keys JSON writes as strings
+        ({"when": datetime(2026, 1, 2, tzinfo=UTC)}, {"when": "2026-01-02 00:00:00+00:00"}),  # no JSON type
+        ({(1, 2): "pair"}, "{(1, 2): 'pair'}"),  # a key JSON can't hold: the payload's repr
+    ],
+)
+async def test_a_payload_json_does_not_hold_as_it_is_is_asked_as_json_reads_it(
+    payload: Any, shown: Any, fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    # before: any payload with a non-string key failed the run (the record's args are a JSON object)
+    agent = build(fake_redis, ask=lambda s: interrupt(payload))
+    run = await agent.stream("deploy")
+    asked = next(c for c in await run.collect() if isinstance(c, SuspendedChunk))
+    question = asked.payload.suspend_payload.question
+    assert (question if isinstance(shown, str) else json.loads(question.split("```")[1])) == shown  # text as text
+    openai_server.script(Reply(text="ok"))
+    await (await build(fake_redis).resume_stream("fine", run_id=run.run_id, answered_by="U1")).collect()
+    assert last_answer(openai_server) == 'answer: "fine"'
 
 
 async def test_a_double_click_resumes_the_graph_once(
