@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 import pytest
@@ -130,7 +129,6 @@ async def test_any_other_payload_is_shown_as_json_with_a_free_text_answer(
     ("payload", "shown"),
     [
         ({1: "one", "two": {2.5: True}}, {"1": "one", "two": {"2.5": True}}),  # keys JSON writes as strings
-        ({"when": datetime(2026, 1, 2, tzinfo=UTC)}, {"when": "2026-01-02 00:00:00+00:00"}),  # no JSON type
         ({(1, 2): "pair"}, "{(1, 2): 'pair'}"),  # a key JSON can't hold: the payload's repr
     ],
 )
