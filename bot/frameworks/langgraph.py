@@ -30,6 +30,7 @@ comes.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +39,7 @@ from langgraph.pregel import Pregel
 from langgraph.types import Command, interrupt
 
 from bot.agent.ask_user import AskUserOption
+from bot.agent.run_limits import RunLimits
 from bot.frameworks.base import Finished, FrameworkAgent, Outcome, Turn, Waiting
 from bot.frameworks.langgraph_checkpoint import RedisCheckpointSaver
 from bot.frameworks.record import Decision, FrameworkRecord, Request
@@ -92,8 +94,9 @@ def default_reply(values: dict[str, Any]) -> str:
 class LangGraphAgent(FrameworkAgent):
     """A compiled LangGraph graph as the bot's agent. ``graph``: the compiled graph (``StateGraph(...).compile()``);
     ``checkpointer``: where its checkpoints go (default: :class:`RedisCheckpointSaver` on the run store's Redis, under
-    its prefix, with its retention); ``input_of`` / ``reply_of``: see the module docstring; ``name``: default the
-    graph's. The rest as :class:`~bot.frameworks.base.FrameworkAgent`."""
+    its prefix, kept as long as a run record waiting on them: the store's retention plus the question's deadline,
+    ``limits.ask_ttl``, following :meth:`with_limits`); ``input_of`` / ``reply_of``: see the module docstring;
+    ``name``: default the graph's. The rest as :class:`~bot.frameworks.base.FrameworkAgent`."""
 
     framework = "langgraph"
 
@@ -109,13 +112,33 @@ class LangGraphAgent(FrameworkAgent):
         kwargs.setdefault("id", graph.name or "langgraph")
         kwargs.setdefault("name", graph.name or "LangGraph graph")
         super().__init__(**kwargs)
+        self.own_checkpoints: RedisCheckpointSaver | None = None
         if checkpointer is None:
             store: Any = self.store
-            checkpointer = RedisCheckpointSaver(store.client, keys=store.keys, ttl=getattr(store, "retention", None))
+            checkpointer = self.own_checkpoints = RedisCheckpointSaver(store.client, keys=store.keys)
+            self._keep_checkpoints()
         self.checkpointer = checkpointer
         self.graph = graph.copy(update={"checkpointer": checkpointer})
         self.input_of = input_of
         self.reply_of = reply_of
+
+    def with_limits(self, limits: RunLimits) -> LangGraphAgent:
+        """:meth:`Agent.with_limits <bot.agent.Agent.with_limits>`; the default checkpointer's keys then live as
+        long as a run record waiting on them does (a longer ``ask_ttl``: longer)."""
+        super().with_limits(limits)
+        self._keep_checkpoints()
+        return self
+
+    def _keep_checkpoints(self) -> None:
+        """The default checkpointer's TTL (seconds after each write): the run store's retention plus the deadline
+        of a question (``limits.ask_ttl``): the store keeps a waiting run until its deadline plus its retention
+        (:meth:`~bot.store.RedisRunStore.ttl_for`), and an answer in that time must find the graph where it
+        stopped. None (forever) for a store without a retention."""
+        if self.own_checkpoints is None:
+            return
+        retention = getattr(self.store, "retention", None)
+        ask_ttl = self.limits.ask_ttl
+        self.own_checkpoints.ttl = None if retention is None else retention + math.ceil(ask_ttl or 0)
 
     async def run_framework(self, turn: Turn) -> Outcome:
         record = turn.record

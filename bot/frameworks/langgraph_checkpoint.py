@@ -3,8 +3,8 @@
 Why not the official ``langgraph-checkpoint-redis``: it needs the RediSearch and RedisJSON modules (Redis Stack);
 on a plain Redis, a Redis Cluster without them, or the playground's in-process fakeredis it fails. This one uses
 plain hashes only, works on all three, keeps every key under the bot's prefix (:class:`bot.store.keys.Keys`, one
-slot per thread: ``{thread_id}`` is the hash tag) and gives every key the run store's retention, renewed on each
-write.
+slot per thread: ``{thread_id}`` is the hash tag) and gives every key a TTL, renewed on each write (the bot's
+adapter: the run store's retention plus a question's deadline, :class:`~bot.frameworks.langgraph.LangGraphAgent`).
 
 Layout (:class:`~bot.store.keys.Keys`): ``graph_checkpoints(thread, ns)`` - hash ``{checkpoint_id: JSON [checkpoint,
 metadata, parent_checkpoint_id]}``; ``graph_blobs(thread, ns)`` - hash ``{channel NUL version: value}``;
@@ -46,7 +46,8 @@ from bot.store.keys import Keys
 class RedisCheckpointSaver(BaseCheckpointSaver[str]):
     """LangGraph checkpoints in Redis (see the module docstring). ``client``: a ``redis.asyncio`` client (or cluster
     client); ``keys``: the bot's key builder (its prefix); ``ttl``: seconds every key lives after its last write
-    (None: forever; the bot passes the run store's retention). Raises what the client raises (``RedisError``)."""
+    (None: forever; the bot's adapter sets the run store's retention plus a question's deadline). Raises what the
+    client raises (``RedisError``)."""
 
     def __init__(self, client: aioredis.Redis, *, keys: Keys | None = None, ttl: int | None = None) -> None:
         super().__init__()

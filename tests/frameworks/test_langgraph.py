@@ -40,7 +40,9 @@ async def build(openai_server: FakeOpenAI, prefix: str) -> AsyncIterator[Build]:
     ``ask(state)`` (default: ``ask_user`` with three environments), then one model call writes the reply."""
     clients: list[AsyncOpenAI] = []
 
-    def make(client: aioredis.Redis, ask: Callable[[Deploy], Any] | None = None, **kwargs: Any) -> LangGraphAgent:
+    def make(
+        client: aioredis.Redis, ask: Callable[[Deploy], Any] | None = None, *, retention: int = 3600, **kwargs: Any
+    ) -> LangGraphAgent:
         openai_client = AsyncOpenAI(base_url=openai_server.base_url, api_key="sk-test", max_retries=0)
         clients.append(openai_client)
 
@@ -61,7 +63,7 @@ async def build(openai_server: FakeOpenAI, prefix: str) -> AsyncIterator[Build]:
         graph.add_edge(START, "choose")
         graph.add_edge("choose", "reply")
         graph.add_edge("reply", END)
-        store = RedisRunStore(client, prefix=prefix, retention=3600)
+        store = RedisRunStore(client, prefix=prefix, retention=retention)
         return LangGraphAgent(graph.compile(name="deployer"), store=store, **kwargs)
 
     yield make
@@ -97,6 +99,26 @@ async def test_an_ask_user_interrupt_is_a_choice_answered_after_a_restart(
     assert state.status == "completed" and state.messages[-1]["content"] == "Deploying to production."
     record = FrameworkRecord.of(state)
     assert record is not None and record.state == run.run_id  # the LangGraph thread is the run
+
+
+@pytest.mark.real_redis
+async def test_the_graphs_checkpoints_live_as_long_as_the_run_waiting_on_them(
+    real_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI, prefix: str
+) -> None:
+    # the store keeps a waiting run until its question's deadline plus its retention; before, the checkpoints lived
+    # the retention only, so an answer after it (ASK_TTL_SECONDS over RUN_RETENTION_SECONDS) found no checkpoint: the
+    # graph started over and asked again, the answer lost
+    first = build(real_redis, retention=1).with_limits(RunLimits(ask_ttl=30))  # as the bot applies its limits
+    run = await first.stream("deploy please")
+    await run.collect()
+    ttls = [await real_redis.ttl(k) async for k in real_redis.scan_iter(match=f"{prefix}lg:*")]
+    assert ttls and all(29 <= ttl <= 31 for ttl in ttls), ttls
+    await asyncio.sleep(1.5)  # past the retention, long before the deadline
+    openai_server.script(Reply(text="Deploying to production."))
+    later = build(real_redis, retention=1, limits=RunLimits(ask_ttl=30))
+    await (await later.resume_stream("production", run_id=run.run_id, answered_by="U1")).collect()
+    assert last_answer(openai_server) == 'answer: "production"'
+    assert (await later.get_run(run.run_id)).status == "completed"
 
 
 async def test_several_options_resume_with_the_list_of_labels(
