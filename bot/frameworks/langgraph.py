@@ -144,6 +144,12 @@ class LangGraphAgent(FrameworkAgent):
         record = turn.record
         thread_id = str(record.state) if record is not None and record.state else turn.state.run_id
         config: Any = {"configurable": {"thread_id": thread_id}}
+        if record is not None and record.requests and (await self.graph.aget_state(config)).created_at is None:
+            # resumed with nothing to resume: LangGraph would run the graph again from its start and ask again
+            raise CheckpointGone(
+                f"the graph's checkpoint of thread {thread_id} is gone (expired or deleted): the answer can't continue"
+                " it where it stopped"
+            )
         start = self.input_of(turn.prompt, turn.history) if record is None else resume_command(record)
         async for mode, chunk in self.graph.astream(start, config, stream_mode=["updates", "custom"]):
             if mode == "custom":
@@ -154,6 +160,11 @@ class LangGraphAgent(FrameworkAgent):
         if snapshot.interrupts:
             return Waiting(requests=[request_of(i.id, i.value) for i in snapshot.interrupts], state=thread_id)
         return Finished(text=self.reply_of(snapshot.values), state=thread_id)
+
+
+class CheckpointGone(RuntimeError):
+    """A run waiting on a graph's interrupts was answered, and the graph's checkpoint is no longer there (see
+    :meth:`LangGraphAgent.run_framework`): the run fails rather than run the graph again from its start."""
 
 
 def request_of(interrupt_id: str, value: Any) -> Request:

@@ -17,7 +17,7 @@ from langgraph.types import interrupt
 from openai import AsyncOpenAI
 
 from bot.agent.run_limits import RunLimits
-from bot.agent.stream import FinishChunk, SuspendedChunk, TextDeltaChunk
+from bot.agent.stream import ErrorChunk, FinishChunk, SuspendedChunk, TextDeltaChunk
 from bot.errors import QuestionExpired, RunAlreadyResumed
 from bot.frameworks.langgraph import LangGraphAgent, ask_user
 from bot.frameworks.record import FrameworkRecord
@@ -119,6 +119,23 @@ async def test_the_graphs_checkpoints_live_as_long_as_the_run_waiting_on_them(
     await (await later.resume_stream("production", run_id=run.run_id, answered_by="U1")).collect()
     assert last_answer(openai_server) == 'answer: "production"'
     assert (await later.get_run(run.run_id)).status == "completed"
+
+
+async def test_an_answer_finding_the_graphs_checkpoint_gone_fails_the_run_instead_of_starting_the_graph_over(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI, prefix: str
+) -> None:
+    # whatever took the checkpoint (an eviction, a hand's DEL): LangGraph would run the graph from its start and
+    # ask again, the answer lost without a word
+    agent = build(fake_redis)
+    run = await agent.stream("deploy please")
+    await run.collect()
+    await fake_redis.delete(*[k async for k in fake_redis.scan_iter(match=f"{prefix}lg:*")])
+    chunks = await (await agent.resume_stream("production", run_id=run.run_id, answered_by="U1")).collect()
+    errors = [c.payload.message for c in chunks if isinstance(c, ErrorChunk)]
+    assert errors and "checkpoint of thread" in errors[0] and "is gone" in errors[0]
+    assert not [c for c in chunks if isinstance(c, SuspendedChunk)]  # not asked again
+    assert openai_server.requests == []  # nor went on as if answered
+    assert (await agent.get_run(run.run_id)).status == "failed"
 
 
 async def test_several_options_resume_with_the_list_of_labels(
