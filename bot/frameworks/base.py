@@ -103,6 +103,7 @@ class Turn:
     out: AgentStream
     streamed: list[str] = field(default_factory=list)  # the pieces of text streamed so far
     running: set[str] = field(default_factory=set)  # the tool calls reported started (or approved) and not ended
+    names: dict[str, str] = field(default_factory=dict)  # tool_call_id -> the tool's name, as reported started
     tool_ended: Callable[[], None] = lambda: None  # told when the last of them ended (a stop waiting cancels now)
 
     def in_tool(self) -> bool:
@@ -119,10 +120,18 @@ class Turn:
         """Report that the framework calls a tool (Slack: "is running TOOL..."); until its result is reported the
         framework's run is not cancelled by a stop (a tool is never cut short)."""
         self.running.add(tool_call_id)
+        self.names[tool_call_id] = tool_name
         self.out.emit(ToolCallChunk(self.state.run_id, ToolCallPayload(tool_call_id, tool_name, args)))
 
     def tool_result(self, tool_call_id: str, tool_name: str, result: Any, *, is_error: bool = False) -> None:
-        """Report a tool call's result."""
+        """Report a tool call's result. ``tool_name`` ``""`` where the framework does not say it with the result
+        (openai-agents): the name reported with the call's start, else the one of the request a person decided
+        (an approved call runs in the next segment, unreported), so Slack names the step."""
+        if not tool_name:
+            requested = self.record.requests if self.record is not None else []
+            tool_name = self.names.get(tool_call_id) or next(
+                (r.tool_name for r in requested if r.tool_call_id == tool_call_id), ""
+            )
         self.out.emit(ToolResultChunk(self.state.run_id, ToolResultPayload(tool_call_id, tool_name, result, is_error)))
         self.running.discard(tool_call_id)
         if not self.running:

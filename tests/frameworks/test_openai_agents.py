@@ -17,7 +17,7 @@ from openai import AsyncOpenAI
 
 from bot.agent.decisions import Approve
 from bot.agent.run_limits import RunLimits
-from bot.agent.stream import ApprovalChunk, FinishChunk, TextDeltaChunk
+from bot.agent.stream import ApprovalChunk, FinishChunk, TextDeltaChunk, ToolResultChunk
 from bot.agent.tools import ToolInputError
 from bot.errors import AnswerError, QuestionExpired, RunAlreadyResumed
 from bot.frameworks.openai_agents import OpenAIAgentsAgent
@@ -49,11 +49,16 @@ async def build(openai_server: FakeOpenAI, prefix: str) -> AsyncIterator[Build]:
             world.restarted.append(name)
             return f"{name} restarted"
 
+        @function_tool
+        def service_status(name: str) -> str:
+            """A service's status."""
+            return f"{name} is up"
+
         agent = SdkAgent(
             name="ops",
             instructions="Help with ops.",
             model=OpenAIChatCompletionsModel(model="test-model", openai_client=openai_client),
-            tools=[restart_service],
+            tools=[restart_service, service_status],
         )
         return OpenAIAgentsAgent(agent, store=RedisRunStore(client, prefix=prefix), **kwargs)
 
@@ -92,6 +97,23 @@ async def test_an_approval_is_stored_as_the_sdks_run_state_and_approved_after_a_
     assert tool_messages(openai_server) == {"c1": "api restarted"}
     assert "".join(c.payload.text for c in rest if isinstance(c, TextDeltaChunk)) == "Restarted api."
     assert (await after_restart.get_run(run.run_id)).status == "completed"
+
+
+async def test_each_tool_result_is_reported_with_its_tools_name(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    # the SDK's tool output item has no name; before, every result was reported as "" (Slack's step: "tool")
+    world = World()
+    openai_server.script(Reply(tool_calls=[tool_call("service_status", {"name": "api"}, id="s1")]), restart())
+    run = await build(fake_redis, world).stream("restart api if it is up")
+    first = [
+        (c.payload.tool_call_id, c.payload.tool_name) for c in await run.collect() if isinstance(c, ToolResultChunk)
+    ]
+    assert first == [("s1", "service_status")]
+    openai_server.script(Reply(text="Restarted api."))
+    rest = await (await build(fake_redis, world).approve_tool_call(run_id=run.run_id, approved_by="U1")).collect()
+    approved = [(c.payload.tool_call_id, c.payload.tool_name) for c in rest if isinstance(c, ToolResultChunk)]
+    assert approved == [("c1", "restart_service")]  # run in the next segment, its start never reported there
 
 
 async def test_a_decline_in_another_process_rejects_with_the_reason(
