@@ -263,7 +263,9 @@ export function textObject(obj, ctx) {
 // --- standard Markdown (markdown block) ------------------------------------------------------------
 
 const MD_INLINE =
-  /`([^`\n]+)`|\[([^\]\n]+)\]\(([^)\s]+)\)|<([^<>\n]+)>|\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__|~~(?=\S)(.+?)(?<=\S)~~|(?<![\p{L}\p{N}*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\p{L}\p{N}*])|(?<![\p{L}\p{N}_])_(?=\S)([^_\n]+?)(?<=\S)_(?![\p{L}\p{N}_])/gu;
+  /`([^`\n]+)`|\[([^\]\n]+)\]\(([^)\s]+)\)|<([^<>\n]+)>|\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__|~~(?=\S)(.+?)(?<=\S)~~|(?<![\p{L}\p{N}*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\p{L}\p{N}*])|(?<![\p{L}\p{N}_])_(?=\S)([^_\n]+?)(?<=\S)_(?![\p{L}\p{N}_])|\\([!-/:-@[-`{-~])/gu;
+// the last: a backslash escape (CommonMark: before any ASCII punctuation it shows the character itself, and the
+// character opens no markup; not inside code), as Slack's markdown block reads the bot's \[ and \]
 
 function mdInline(text, ctx) {
   const out = [];
@@ -278,6 +280,7 @@ function mdInline(text, ctx) {
     else if (m[5] !== undefined || m[6] !== undefined) node = el("strong", "", mdInline(m[5] ?? m[6], ctx));
     else if (m[7] !== undefined) node = el("s", "", mdInline(m[7], ctx));
     else if (m[8] !== undefined || m[9] !== undefined) node = el("em", "", mdInline(m[8] ?? m[9], ctx));
+    else if (m[10] !== undefined) node = document.createTextNode(m[10]);
     if (!node) continue;
     if (m.index > last) out.push(...textWithEmoji(unescapeSlack(text.slice(last, m.index))));
     out.push(node);
