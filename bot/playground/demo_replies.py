@@ -170,6 +170,8 @@ def _phrase(known: Question | None, question: str | None, result: dict[str, Any]
     by = f"<@{who}>" if isinstance(who, str) and who else "you"
     kind = result.get("answer_type")
     answers = result.get("answers")
+    if answers is None and isinstance(result.get("answer"), list):  # a framework's answer: the labels themselves
+        answers = result["answer"]
     if isinstance(answers, list):
         listed = ", ".join(_esc(str(a)) for a in answers) or "nothing"
         if known is FEATURES:

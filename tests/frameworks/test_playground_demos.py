@@ -59,6 +59,18 @@ async def test_a_demo_agent_asks_its_question_in_slacks_shape_and_replies_with_t
     assert "production" in text_of(rest)
 
 
+async def test_the_langgraph_demo_replies_to_several_options_with_their_labels(
+    served: DemoModel, fake_redis: aioredis.Redis, prefix: str
+) -> None:
+    # the graph's answer reaches the demo model as the list itself (no ``answers``); before: "['Search', ...]"
+    agent = load("langgraph", served, fake_redis, prefix)
+    run = await agent.stream("plan the next release")
+    asked = next(c for c in await run.collect() if isinstance(c, SuspendedChunk))
+    assert asked.payload.suspend_payload.selection_mode == "multi_select"
+    rest = await (await agent.resume_stream(["Search", "Dark mode"], run_id=run.run_id, answered_by="U1")).collect()
+    assert "Search, Dark mode" in text_of(rest) and "['" not in text_of(rest)
+
+
 @pytest.mark.parametrize("name", ["pydantic_ai", "openai_agents"])
 async def test_a_demo_agents_restart_waits_for_an_approval_and_runs_once_approved(
     name: str, served: DemoModel, fake_redis: aioredis.Redis, prefix: str
