@@ -66,7 +66,8 @@ COMMANDS = """commands:
   mcp         the MCP server for outside agents: stdio, or --http (streamable HTTP, MCP_TOKEN or MCP_CALLERS)
   policy      policy check FILE | policy explain TOOL 'ARGS_JSON' --user U... (APPROVAL_POLICY files)
 
-Settings come from the environment (docs/operations.md); a bad value exits 2 with one error: line each."""
+Settings come from the environment (docs/slack-setup.md, "Set the environment"); a bad or missing one exits 2
+with one error: line each."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "command",
         nargs="?",
-        choices=["serve", "web", "worker", "playground", "mcp"],
+        choices=["serve", "web", "worker", "playground", "mcp", "policy"],  # policy: handled above, its own arguments
         help="default: from the environment",
     )
     transport = parser.add_mutually_exclusive_group()
@@ -118,12 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         if command == "mcp":
             from bot.mcp_server.server import run_mcp
 
-            check_required_mcp(settings)
+            check_required_mcp(settings, http=args.transport == "http")
             _sigterm_as_default()  # stdio handles no signal; --http from serving only (bot.mcp_server.http)
             run_loop(run_mcp(settings, http=args.transport == "http"))
-        elif command in ("serve", "web", "worker"):
-            if settings.mode == "playground":
-                raise ConfigError("SLACK_BOT_TOKEN is not set (run `python -m bot playground` to try it locally)")
+        elif command in ("serve", "web", "worker"):  # without SLACK_BOT_TOKEN: told with the rest (check_required)
             run_loop(serve(settings, role=ROLES[command], transport=args.transport))
         else:
             from bot.playground.launcher import run_playground

@@ -177,7 +177,9 @@ def check_required(
     """Raise ``ConfigError`` naming every setting ``role`` over ``transport`` needs but lacks, a line each;
     ``refused``: settings (``REDIS_URL``) whose value was refused already, so not told as not set too."""
     flag = f"; --{transport} needs it" if explicit else ""
-    required: list[tuple[str, object, str]] = []
+    required: list[tuple[str, object, str]] = [
+        ("SLACK_BOT_TOKEN", settings.slack_bot_token, "xoxb-; `python -m bot playground` tries it without Slack")
+    ]
     if role == "worker":  # no requests arrive, but the bot is built as for either transport
         required.append(
             ("SLACK_SIGNING_SECRET", settings.slack_signing_secret or settings.slack_app_token, "verifies requests")
@@ -208,8 +210,8 @@ def with_missing(
     command = command or default_command(beside, transport)
     try:
         if command == "mcp":
-            check_required_mcp(beside, refused=names)
-        elif command in ROLES and beside.mode != "playground":
+            check_required_mcp(beside, http=transport == "http", refused=names)
+        elif command in ROLES:
             chosen = choose_transport(beside, transport)
             check_required(beside, role=ROLES[command], transport=chosen, explicit=transport is not None, refused=names)
     except ConfigError as exc:
@@ -235,13 +237,21 @@ def model_for(settings: Settings, *, role: Role) -> ChatModel:
     )
 
 
-def check_required_mcp(settings: Settings, *, refused: Collection[str] = ()) -> None:
+def check_required_mcp(settings: Settings, *, http: bool = False, refused: Collection[str] = ()) -> None:
     """Raise ``ConfigError`` naming every setting ``python -m bot mcp`` needs but lacks (``SLACK_BOT_TOKEN``,
-    ``REDIS_URL``: it asks through Slack and Redis), a line each; ``refused`` as for :func:`check_required`."""
-    needed = (("SLACK_BOT_TOKEN", settings.slack_bot_token), ("REDIS_URL", settings.redis_url))
-    missing = [n for n, v in needed if v is None and n not in refused]
+    ``REDIS_URL``: it asks through Slack and Redis; over ``http`` ``MCP_TOKEN`` or ``MCP_CALLERS`` too: it refuses
+    requests without a token), a line each; ``refused`` as for :func:`check_required`."""
+    why = "python -m bot mcp asks through Slack and Redis"
+    needed: list[tuple[str, object, str]] = [
+        ("SLACK_BOT_TOKEN", settings.slack_bot_token, why),
+        ("REDIS_URL", settings.redis_url, why),
+    ]
+    if http and "MCP_CALLERS" not in refused:
+        lacks = "or MCP_CALLERS: python -m bot mcp --http refuses requests without a token"
+        needed.append(("MCP_TOKEN", settings.mcp_token or settings.mcp_callers, lacks))
+    missing = [f"not set: {n} ({why})" for n, v, why in needed if v is None and n not in refused]
     if missing:  # a line each
-        raise ConfigError("\n".join(f"not set: {n} (python -m bot mcp asks through Slack and Redis)" for n in missing))
+        raise ConfigError("\n".join(missing))
 
 
 async def check_redis(client: aioredis.Redis, url: str, *, within: float = REDIS_CHECK_SECONDS) -> None:

@@ -271,6 +271,8 @@ async def run_playground(
             shown = "$MCP_TOKEN" if settings.mcp_token is not None else playground.mcp.token  # made here: local only
             print(f"MCP server: {playground.mcp.url}  (Authorization: Bearer {shown})", flush=True)
         print(f"Bot: {playground.bot_url}{EVENTS_PATH}", flush=True)
+        if playground.workspace is not None:  # AsyncWebClient(base_url=...) and the bot's token talk to it
+            print(f"Fake Slack Web API: {playground.workspace.api_url}", flush=True)
         if playground.metrics_url is not None:
             where = playground.metrics_url
             print(f"Health and metrics: {where}/healthz  {where}/readyz  {where}/metrics", flush=True)

@@ -127,7 +127,25 @@ def test_bad_secret_settings_are_not_echoed() -> None:
 @pytest.mark.parametrize(
     ("extra", "messages"),
     [
-        ({}, ["SLACK_BOT_TOKEN is not set"]),
+        (  # nothing set: every setting serve needs, the token first, with the way to try it without Slack
+            {},
+            [
+                "not set: SLACK_BOT_TOKEN (xoxb-; `python -m bot playground` tries it without Slack)",
+                "not set: SLACK_SIGNING_SECRET (",
+                "not set: REDIS_URL (",
+                "not set: OPENAI_API_KEY (",
+            ],
+        ),
+        (  # a bad value and no token, told in one round
+            {"PORT": "x"},
+            [
+                "PORT: must be a whole number",
+                "not set: SLACK_BOT_TOKEN (",
+                "not set: SLACK_SIGNING_SECRET (",
+                "not set: REDIS_URL (",
+                "not set: OPENAI_API_KEY (",
+            ],
+        ),
         (
             {"SLACK_BOT_TOKEN": "xoxb-x"},
             ["not set: SLACK_SIGNING_SECRET (verifies requests)", "not set: REDIS_URL (", "not set: OPENAI_API_KEY ("],
@@ -158,7 +176,16 @@ def test_bad_secret_settings_are_not_echoed() -> None:
             },
             ["PORT: must be a whole number", "not set: OPENAI_API_KEY ("],
         ),
-        ({"SLACK_BOT_TOKEN": "bad token", "PORT": "x"}, ["SLACK_BOT_TOKEN: ", "PORT: must be a whole number"]),
+        (  # a refused token is told as refused, and the rest serve needs as not set, in the same round
+            {"SLACK_BOT_TOKEN": "bad token", "PORT": "x"},
+            [
+                "SLACK_BOT_TOKEN: ",
+                "PORT: must be a whole number",
+                "not set: SLACK_SIGNING_SECRET (",
+                "not set: REDIS_URL (",
+                "not set: OPENAI_API_KEY (",
+            ],
+        ),
         (  # a refused value is told as refused, not as not set too
             {"SLACK_BOT_TOKEN": "xoxb-x", "SLACK_SIGNING_SECRET": "s", "REDIS_URL": "notaurl"},
             ["REDIS_URL: must be a redis://", "not set: OPENAI_API_KEY ("],
@@ -203,7 +230,13 @@ def test_mcp_names_what_it_lacks() -> None:
     [line] = error_lines(run_bot("mcp", env=env))
     assert line.startswith("error: not set: REDIS_URL")
     [line] = error_lines(run_bot("mcp", "--http", env=complete_env()))  # no MCP_TOKEN
-    assert line.startswith("error: MCP_TOKEN (or MCP_CALLERS) is not set")  # either names the callers over HTTP
+    assert line.startswith("error: not set: MCP_TOKEN (or MCP_CALLERS: ")  # either names the callers over HTTP
+    lines = error_lines(run_bot("mcp", "--http", env=clean_env()))  # nothing set: all of it in one round
+    assert [line.split(" (")[0] for line in lines] == [
+        "error: not set: SLACK_BOT_TOKEN",
+        "error: not set: REDIS_URL",
+        "error: not set: MCP_TOKEN",
+    ]
 
 
 def test_procfile_process_types_fit_their_transport(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
@@ -221,7 +254,7 @@ def test_procfile_process_types_fit_their_transport(monkeypatch: pytest.MonkeyPa
     for argv in commands.values():
         assert argv[:3] == ["python", "-m", "bot"]
         assert main(argv[3:]) == 2  # parsed, then refused for want of SLACK_BOT_TOKEN (argparse would exit)
-        assert "error: SLACK_BOT_TOKEN is not set" in capsys.readouterr().err
+        assert "error: not set: SLACK_BOT_TOKEN (" in capsys.readouterr().err
 
 
 # --- what the process finds at start -------------------------------------------------------------

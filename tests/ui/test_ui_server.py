@@ -348,6 +348,10 @@ async def test_run_playground_prints_the_url_and_stops_on_cancel(capsys: pytest.
     assert match, out
     async with aiohttp.ClientSession() as http, http.get(match.group(1) + "api/state") as response:
         assert response.status == 200
+    api = re.search(r"Fake Slack Web API: (http://127\.0\.0\.1:\d+/\S*)", out)  # as docs/playground.md lists it
+    assert api, out
+    async with aiohttp.ClientSession() as http, http.post(api.group(1) + "auth.test") as response:
+        assert await response.json() == {"ok": False, "error": "not_authed"}  # Slack's answer without a token
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 10)
