@@ -262,10 +262,11 @@ class Home:
             return None
         pending = check.pending
         ref = QuestionRef.of(run_id, call)
-        if pending.kind == "approval":  # as in its thread: its quorum's progress, Edit, the grants it allows
-            approval = approval_payload(pending)
+        if pending.kind == "approval":  # as in its thread (its quorum's progress, Edit, the grants it allows) to
+            approval = approval_payload(pending)  # whoever may decide; to the others, what waits and on whom
             progress = await self.cards.progress(run_id, approval, ctx)
-            blocks = self.cards.blocks(approval, ctx, ref=ref, progress=progress)
+            decides = await self.cards.approvers_of(approval, ctx).may_approve(ctx, user)
+            blocks = self.cards.blocks(approval, ctx, ref=ref, progress=progress, decides=decides)
         else:
             payload = AskUserPayload.model_validate(pending.suspend_payload)
             blocks = bk.question_blocks(

@@ -4,6 +4,7 @@ the person who opens it, answered right there through the same exactly-once path
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -141,9 +142,12 @@ async def test_an_approval_waits_in_the_named_approvers_home_and_they_decide_the
         for person in (ALICE, BOB):
             view = home_view(h.ws, person)
             assert view is not None and "restart_service" in blocks_text(view)
-        await click_home(h.ws, ALICE, "Approve")  # the requester may not approve here either
-        refused = await h.ws.wait_for_message(channel="D_ALICE", predicate=lambda m: "approvers" in m["text"])
-        assert "Only the configured approvers" in refused["text"]  # told by DM: Home has no channel
+        # the requester may not approve: her Home shows what waits and on whom, with no control she can't use
+        alice = json.dumps(home_view(h.ws, ALICE))
+        assert '"Details"' in alice and '"Approve"' not in alice and '"Decline"' not in alice
+        assert "<@U_BOB>" in alice
+        bob_controls = json.dumps(home_view(h.ws, BOB))
+        assert '"Approve"' in bob_controls and '"Decline"' in bob_controls
         await click_home(h.ws, BOB, "Approve")
         await h.ws.wait_for_message(
             channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: m["text"] == "Restarted."

@@ -57,10 +57,12 @@ class OpenCards:
         ref: QuestionRef,
         progress: QuorumProgress | None,
         elsewhere: bool = False,
+        decides: bool = True,
     ) -> list[dict[str, Any]]:
         """The open request's Block Kit (:func:`~bot.slack.render.approvals.approval_blocks`) with ``progress`` (a
         quorum's; None: not a quorum) and every control its rule allows; ``elsewhere``: for a copy outside the run's
-        channel (an escalation's), whose approvers line names that channel."""
+        channel (an escalation's), whose approvers line names that channel; ``decides`` False: for one viewer who
+        may not decide (no controls but *Details*)."""
         approvers = self.approvers_of(approval, ctx)
         rule = approval.policy.get(RULE_NOTE)
         scopes = tuple(self.grants.scopes(ctx, approval.tool_name, approval.args, rule=rule)) if self.grants else ()
@@ -71,4 +73,5 @@ class OpenCards:
             quorum=progress,
             editable=bool(approvers.editable) and approval.editable,
             grants=scopes,
+            decides=decides,
         )

@@ -180,13 +180,22 @@ def approval_blocks(
     quorum: QuorumProgress | None = None,
     editable: bool = False,
     grants: tuple[str, ...] = (),
+    decides: bool = True,
 ) -> list[dict[str, Any]]:
     """The approval request; ``approvers`` (mrkdwn, the bot's own text) says who may decide; ``quorum``: the
     approvals a request needing several has gathered (:func:`quorum_blocks`: its progress line, and "Take back"
     once someone approved); ``editable``: an "Edit" button (the rule lets approvers change some arguments);
     ``grants``: the standing grants its rule lets an approver give (``thread``, ``channel``, ``always``), each a
-    button beside Approve (once) that approves and gives it. Slack: at most 25 elements in an actions block."""
+    button beside Approve (once) that approves and gives it; ``decides`` False: for one viewer who may not decide
+    (their App Home): only *Details*, the approvers line saying who decides. Slack: at most 25 elements in an
+    actions block."""
     blocks = _request_sections(payload, ref, "")
+    if not decides:
+        details = ButtonElement(text="Details", action_id=ACT_DETAILS, value=ref.value(0))
+        blocks.append(ActionsBlock(block_id=ref.block_id("decide"), elements=[details]))
+        blocks.append(ContextBlock(block_id=ref.block_id("who"), elements=[MarkdownTextObject(text=approvers)]))
+        blocks.extend(quorum_blocks(quorum, ref=ref) if quorum is not None else [])
+        return [b.to_dict() for b in blocks]
     buttons = [ButtonElement(text="Approve", action_id=ACT_APPROVE, value=ref.value(0), style="primary")]
     buttons += [
         ButtonElement(text=GRANT_BUTTONS[g], action_id=grant_action(g), value=ref.value(0))
