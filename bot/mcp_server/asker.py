@@ -181,7 +181,7 @@ class Asker:
         whom = f"<@{person}>" if person else "anyone here"
         what = " to approve" if tool_id == APPROVAL_TOOL else ""
         context = await self._channel_context(question, context, tool_id=tool_id, channel_id=channel_id, person=person)
-        quoted = f":\n>{clip(safe_mrkdwn(context), 2000)}" if context else ":"
+        quoted = f":\n>{clip(safe_mrkdwn(context), 2000)}" if context else " (in the thread)"
         who = asked_by(caller, client)
         root = await web.post(channel_id, thread_ts=None, text=f":robot_face: {who} asks {whom}{what}{quoted}")
         if root is None:

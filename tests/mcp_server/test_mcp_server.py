@@ -27,7 +27,7 @@ from bot.slack.refs import QuestionRef
 from bot.store import Keys
 from bot.testing.mcp_process import McpProcess, mcp_http_process
 from bot.testing.ports import free_port
-from bot.testing.slack_scenarios import ALICE, BOB, CAROL, GENERAL, has_controls
+from bot.testing.slack_scenarios import ALICE, BOB, CAROL, GENERAL, blocks_text, current, has_controls
 from bot.testing.tcp_proxy import TcpProxy
 from tests.mcp_server.mcp_support import STARTUP_SECONDS, bearer_client
 
@@ -491,6 +491,10 @@ async def test_an_approval_requests_thread_holds_the_request_and_no_progress_lin
         assert [m["ts"] for m in thread] == [request["ts"], thread[-1]["ts"]], [m["text"] for m in thread]
         # the request, then the reply: no progress line of the hidden tool
         assert "recorded for the agent" in thread[-1]["text"]
+        closed = blocks_text(await current(h, request))  # nothing ran here: no "ran in 0.0 s"
+        assert f"Approved by <@{ALICE}> \\u00b7 the agent that asked was told" in closed and "ran in" not in closed
+        root = next(m for m in h.ws.messages(GENERAL) if m["ts"] == request["thread_ts"])
+        assert root["text"].endswith(f"asks <@{ALICE}> to approve (in the thread)"), root["text"]  # no dangling ":"
 
 
 async def test_several_choices_come_back_as_the_labels_ticked(

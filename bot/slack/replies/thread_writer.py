@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from bot.agent import Agent
 from bot.agent.ask_user import AskUserPayload
+from bot.agent.asking import APPROVAL_TOOL
 from bot.agent.model.endings import Ending
 from bot.agent.state import RunState
 from bot.agent.stream import (
@@ -295,6 +296,8 @@ class ThreadWriter:
                 how = "stopped; it may have run" if cut else "stopped before it ran"
             elif result.is_error:
                 how = f"failed: {_result_error(result.result)}"
+            elif result.tool_name == APPROVAL_TOOL:  # an outside agent's request: it runs there, not here
+                how = "the agent that asked was told"
             else:
                 how = f"ran in {took:.1f} s"
             outcome = f"{decided.outcome} · {how}"
