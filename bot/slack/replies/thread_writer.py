@@ -286,7 +286,8 @@ class ThreadWriter:
         """A tool call ended: its task shows done or failed, the status goes back to thinking, and the approval
         this segment started with shows how its call went."""
         if not self.is_question_tool(result.tool_name):
-            done: TaskStatus = "error" if result.is_error or result.stopped else "complete"
+            declined = isinstance(result.result, dict) and result.result.get("status") == "declined"  # never ran
+            done: TaskStatus = "error" if result.is_error or result.stopped or declined else "complete"
             reply.task(result.tool_call_id, tool_name=result.tool_name, status=done)
             await status.show(THINKING)
         if decided and result.tool_call_id == decided.tool_call_id:

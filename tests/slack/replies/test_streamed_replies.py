@@ -198,6 +198,30 @@ async def test_an_approval_shows_its_task_waiting_then_done(fake_redis: aioredis
         assert approval_agent.RESTARTS == ["api"]
 
 
+async def test_a_declined_calls_task_shows_it_did_not_run(fake_redis: aioredis.Redis, harness: Any) -> None:
+    # before: the same filled mark as a call that ran
+    approval_agent.RESTARTS.clear()
+    async with harness(fake_redis, settings={**FAST, "agent": "bot.testing.approval_agent:build"}) as h:
+        h.model.script(
+            Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]), Reply(text="Not restarted.")
+        )
+        d = await h.ws.mention(ALICE, GENERAL, "restart api")
+        thread = d.message["ts"]
+        request = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+        await h.ws.click(request, "Decline", user=ALICE)
+        form = await h.ws.wait_for_view(
+            user=ALICE, predicate=lambda v: v.get("callback_id") == "approval_decline_modal"
+        )
+        await h.ws.submit_view(form, {"decline_reason": {"reason_text": "not now"}}, user=ALICE)
+        done = await h.ws.wait_for_message(
+            channel=GENERAL,
+            thread_ts=thread,
+            predicate=lambda m: not m.get("streaming") and m["text"] == "Not restarted.",
+        )
+        assert done["tasks"]["r1"] == {"title": "restart_service", "status": "error"}
+        assert approval_agent.RESTARTS == []
+
+
 async def test_posted_and_updated_an_approval_says_what_its_task_waits_for(
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:
