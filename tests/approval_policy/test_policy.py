@@ -550,7 +550,13 @@ def test_policy_explain_reads_approval_policy_else_approvers(tmp_path: Path) -> 
 def test_a_bad_approval_policy_refuses_the_start_with_one_line_per_problem(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('[[rules]]\nname = "a"\nrequired = 0\n[[rules]]\napprovers = ["bob"]\n')
-    out = run_bot("serve", env={"APPROVAL_POLICY": str(bad), "PORT": "x"})
+    complete = {
+        "SLACK_BOT_TOKEN": "xoxb-x",
+        "SLACK_SIGNING_SECRET": "s",
+        "REDIS_URL": "redis://127.0.0.1:6379/0",
+        "OPENAI_API_KEY": "sk-x",
+    }  # so the lines are the policy's and the port's only (what is not set is told beside them)
+    out = run_bot("serve", env={**complete, "APPROVAL_POLICY": str(bad), "PORT": "x"})
     assert out.returncode == 2
     assert out.stderr.splitlines() == [
         "error: PORT: must be a whole number from 0 to 65535 (got 'x')",

@@ -64,7 +64,10 @@ async def post(http: aiohttp.ClientSession, pg: Playground, name: str, body: Any
 async def bot_message(pg: Playground, thread_ts: str, needle: str) -> dict[str, Any]:
     assert pg.workspace is not None
     return await pg.workspace.wait_for_message(
-        channel="C_GENERAL", thread_ts=thread_ts, predicate=lambda m: needle in json.dumps(m), timeout=10
+        channel="C_GENERAL",
+        thread_ts=thread_ts,
+        predicate=lambda m: needle in json.dumps(m) and not m.get("streaming"),  # its whole text: the stream ended
+        timeout=10,
     )
 
 
