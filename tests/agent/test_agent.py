@@ -168,6 +168,27 @@ async def test_a_question_with_more_options_than_the_limits_allow_goes_back_to_t
     assert pending is not None and pending.tool_call_id == "at"
 
 
+async def test_a_live_question_with_more_options_than_the_limits_allow_goes_back_to_the_model(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    # a tool asking while it runs (ctx.ask_live) is bounded as every other way of asking; before, the question was
+    # recorded with 4 options, and Slack's listener failed on it
+    async def pick_live(args: QuestionTool, ctx: ToolContext | None) -> Any:
+        assert ctx is not None and ctx.ask_live is not None
+        return {"answer": await ctx.ask_live(args.model_dump())}
+
+    own = Tool(id="pick_live", description="Pick.", input_schema=QuestionTool, execute_fn=pick_live)
+    agent: Agent = make_agent(fake_redis, tools=[own], limits=RunLimits(max_options=3))
+    over = {"question": "Which?", "options": [{"label": str(i)} for i in range(4)]}
+    openai_server.script(Reply(tool_calls=[tool_call("pick_live", over, id="over")]), Reply(text="Asking less."))
+    stream = await agent.stream("hi")
+    chunks = await asyncio.wait_for(stream.collect(), 10)
+    assert tool_messages(openai_server)["over"] == {
+        "error": "too many options (4); offer at most 3, or ask a free-form question"
+    }
+    assert chunks[-1].type == "finish" and chunks[-1].payload.status == "completed"  # type: ignore[union-attr]
+
+
 async def test_bad_resume_changes_nothing(
     fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
 ) -> None:

@@ -24,6 +24,7 @@ import logging
 from datetime import timedelta
 from typing import Any, Literal, Protocol
 
+from bot.agent.ask_user import too_many_options
 from bot.agent.hooks import NO_HOOKS, RunHooks
 from bot.agent.state import PendingCall, ResumeData, RunState, ToolCall, utcnow
 from bot.agent.store import RunStore
@@ -36,7 +37,7 @@ from bot.agent.stream import (
     ToolCallChunk,
     ToolCallPayload,
 )
-from bot.agent.tools import LiveAsk, Tool
+from bot.agent.tools import LiveAsk, Tool, ToolInputError
 from bot.errors import RunConflict, RunStopAsked, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -81,12 +82,24 @@ class LiveQuestions:
         self.poll_every = poll_every
 
     def asker(
-        self, state: RunState, call: ToolCall, args: dict[str, Any], out: AgentStream, *, ttl: float | None
+        self,
+        state: RunState,
+        call: ToolCall,
+        args: dict[str, Any],
+        out: AgentStream,
+        *,
+        ttl: float | None,
+        max_options: int | None = None,
     ) -> LiveAsk:
         """The ``ask_live`` of the tool call ``call`` (with validated ``args``) of ``state``, which this process
-        drives; ``ttl`` (seconds) is how long each question waits."""
+        drives; ``ttl`` (seconds) is how long each question waits; a question offering more than ``max_options``
+        is not asked: ``ask_live`` raises ``ToolInputError`` (:func:`~bot.agent.ask_user.too_many_options`), the
+        model's to read unless the tool handles it."""
 
         async def ask(payload: dict[str, Any]) -> ResumeData | None:
+            too_many = too_many_options(payload, max_options)
+            if too_many is not None:
+                raise ToolInputError(too_many)
             return await self._ask(state, call, args, payload, out, ttl=ttl or DEFAULT_LIVE_TTL)
 
         return ask

@@ -68,7 +68,9 @@ class ToolRunner:
             answered_by=resume.answered_by if resume else None,
             metadata=state.metadata,
             suspend_payload=suspended,
-            ask_live=live.asker(state, call, args, out, ttl=ask_ttl) if live is not None else None,
+            ask_live=live.asker(state, call, args, out, ttl=ask_ttl, max_options=self.max_options)
+            if live is not None
+            else None,
         )
         try:
             with self.hooks.tool_call(state.run_id, tool=call.name, tool_call_id=call.id):
