@@ -126,12 +126,17 @@ class Turn:
     def tool_result(self, tool_call_id: str, tool_name: str, result: Any, *, is_error: bool = False) -> None:
         """Report a tool call's result. ``tool_name`` ``""`` where the framework does not say it with the result
         (openai-agents): the name reported with the call's start, else the one of the request a person decided
-        (an approved call runs in the next segment, unreported), so Slack names the step."""
+        (an approved call runs in the next segment, unreported), so Slack names the step. The result of a call a
+        person declined (the framework's rejection) is reported as the runtime's own decline is,
+        ``{"status": "declined", "result": ...}``: a call that did not run."""
         if not tool_name:
             requested = self.record.requests if self.record is not None else []
             tool_name = self.names.get(tool_call_id) or next(
                 (r.tool_name for r in requested if r.tool_call_id == tool_call_id), ""
             )
+        decided = self.record.decisions if self.record is not None else []
+        if any(d.tool_call_id == tool_call_id and d.kind == "approval" and not d.approved for d in decided):
+            result = {"status": "declined", "result": result}  # the framework's own words; shown as not run
         self.out.emit(ToolResultChunk(self.state.run_id, ToolResultPayload(tool_call_id, tool_name, result, is_error)))
         self.running.discard(tool_call_id)
         if not self.running:
