@@ -111,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
             raise with_missing(refused, command=args.command, transport=args.transport, **given) from None
         configure_logging(settings.log_level, settings.log_format, secrets=settings.secret_values())
         tracing = configure_tracing()  # OTEL_* variables, when the OpenTelemetry SDK is installed
+        if args.command == "policy":  # listed in the usage; its own arguments follow it, first (see above)
+            raise ConfigError("policy comes first: python -m bot policy check FILE | policy explain TOOL 'ARGS_JSON'")
         command = args.command or default_command(settings, args.transport)
         if args.transport and command not in ("serve", "web", "mcp"):
             raise ConfigError(f"--{args.transport} applies to serve, web and mcp only, not {command}")

@@ -222,6 +222,9 @@ def test_transport_flags_are_for_serve_web_and_mcp_only() -> None:
     assert line == "error: --socket applies to serve, web and mcp only, not worker"
     [line] = error_lines(run_bot("mcp", "--socket", env=complete_env()))
     assert line == "error: python -m bot mcp serves stdio, or streamable HTTP with --http; not --socket"
+    # policy takes its own arguments, first; after an option it is refused (before: the playground started)
+    [line] = error_lines(run_bot("--agent", "my_agent:build", "policy", env=clean_env()))
+    assert line.startswith("error: policy comes first: python -m bot policy check FILE")
 
 
 def test_mcp_names_what_it_lacks() -> None:
