@@ -185,6 +185,19 @@ class FollowUps:
             if posted is not None:
                 ref_of = MessageRef(channel_id=posted[0], ts=posted[1], asked=asked)
                 await self.answering.index.add_message(state.run_id, key=pending.tool_call_id, ref=ref_of)
+        home = self.messages.home
+        if home is not None:  # they may decide it now: in their Home inboxes too, as its rule's approvers are
+            try:
+                await home.asked(
+                    ctx,
+                    state.run_id,
+                    pending.tool_call_id,
+                    asked_at=pending.suspended_at,
+                    approval=payload,
+                    also=people,
+                )
+            except StoreUnavailable:  # escalated all the same: its DMs are out, only their Home inboxes miss it
+                log.warning("run %s: the escalated approval could not be put in App Home inboxes", state.run_id)
         named = ", ".join(f"<@{p}>" for p in dict.fromkeys(people)) or "nobody (the groups named have no members)"
         left = how_long(waited.total_seconds())
         text = f":rotating_light: No decision in time: escalated to {named}, who may decide for {left} more."

@@ -16,6 +16,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.agent.state import utcnow
+from bot.fakeslack.home_tab import home_view
 from bot.fakeslack.state import Directory
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
@@ -27,6 +28,7 @@ from bot.testing.slack_scenarios import (
     blocks_text,
     current,
     has_controls,
+    open_homes,
     past_deadline,
     text_is,
     thread_run,
@@ -128,12 +130,18 @@ async def test_on_deadline_escalate_asks_the_people_named_who_may_then_decide(
     directory = Directory.default()
     directory.add_user(dana, "dana")
     async with harness(fake_redis, settings=settings, directory=directory) as h:
+        await open_homes(h, dana)
         thread, request = await requested(h)
         await h.ws.click(request, "Approve", user=dana)  # not an approver before the deadline
         await h.ws.wait_for_ephemeral(user=dana, predicate=lambda m: "configured approvers" in m["text"])
         await past_deadline(h, thread)
         assert await h.bot.scheduler.tick(now=utcnow() + timedelta(minutes=11)) >= 1
         copy = await h.ws.wait_for_message(channel="D_DANA", predicate=has_controls)
+        await h.settle()
+        await h.bot.scheduler.tick(now=utcnow() + timedelta(minutes=11, seconds=5))  # the Home refresh, debounced
+        await h.settle()
+        home = home_view(h.ws, dana)  # in her Home too, with the controls she may now use (before: not listed)
+        assert home is not None and "db-7" in blocks_text(home) and '"Approve"' in json.dumps(home)
         assert "No decision in time: escalated to you" in blocks_text(copy) and "*name*: db-7" in blocks_text(copy)
         said = await h.ws.wait_for_message(
             channel=GENERAL, thread_ts=thread, predicate=lambda m: "escalated to" in m["text"]
