@@ -119,9 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.transport == "socket" and command == "mcp":
             raise ConfigError("python -m bot mcp serves stdio, or streamable HTTP with --http; not --socket")
         if command == "mcp":
+            check_required_mcp(settings, http=args.transport == "http")  # before the MCP SDK's imports (seconds)
             from bot.mcp_server.server import run_mcp
 
-            check_required_mcp(settings, http=args.transport == "http")
             _sigterm_as_default()  # stdio handles no signal; --http from serving only (bot.mcp_server.http)
             run_loop(run_mcp(settings, http=args.transport == "http"))
         elif command in ("serve", "web", "worker"):  # without SLACK_BOT_TOKEN: told with the rest (check_required)
