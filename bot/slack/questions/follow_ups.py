@@ -153,6 +153,18 @@ class FollowUps:
         seconds = notes.get(DEADLINE_NOTE) or self.agent.ask_ttl or 3600
         waited = timedelta(seconds=float(seconds))
         until = utcnow() + waited
+        request = approval_payload(pending)
+        approvers = self.approvers.for_call(
+            ctx, request.tool_name, request.args, escalated_to=targets, rule=request.policy.get(RULE_NOTE)
+        )
+        people: list[str] = []
+        for target in (str(t) for t in targets):
+            people += sorted(await approvers.group_members(target)) if target.startswith(("S", "@")) else [target]
+        home = self.messages.home
+        if home is not None:  # in their Home inboxes too, as its rule's approvers' (first: a StoreUnavailable here is
+            # tried again by the scheduler before anything changed; the card there checks who may decide when drawn)
+            when = pending.suspended_at
+            await home.asked(ctx, state.run_id, pending.tool_call_id, asked_at=when, approval=request, also=people)
         try:
             saved = await self.agent.extend_approval(
                 run_id=state.run_id, tool_call_id=pending.tool_call_id, expires_at=until, notes={ESCALATED_TO: targets}
@@ -162,12 +174,6 @@ class FollowUps:
         assert saved.pending is not None
         await self.plan.schedule.add(DueItem(DEADLINE, state.run_id, pending.tool_call_id), at=until)
         payload = approval_payload(saved.pending)
-        approvers = self.approvers.for_call(
-            ctx, payload.tool_name, payload.args, escalated_to=targets, rule=payload.policy.get(RULE_NOTE)
-        )
-        people: list[str] = []
-        for target in (str(t) for t in targets):
-            people += sorted(await approvers.group_members(target)) if target.startswith(("S", "@")) else [target]
         link = await self.answering.web.permalink(ctx.channel_id, ctx.thread_ts)
         back = (
             f"<{link}|its thread> in <#{ctx.channel_id}>" if link else f"its thread in <#{ctx.channel_id}>"
@@ -185,19 +191,6 @@ class FollowUps:
             if posted is not None:
                 ref_of = MessageRef(channel_id=posted[0], ts=posted[1], asked=asked)
                 await self.answering.index.add_message(state.run_id, key=pending.tool_call_id, ref=ref_of)
-        home = self.messages.home
-        if home is not None:  # they may decide it now: in their Home inboxes too, as its rule's approvers are
-            try:
-                await home.asked(
-                    ctx,
-                    state.run_id,
-                    pending.tool_call_id,
-                    asked_at=pending.suspended_at,
-                    approval=payload,
-                    also=people,
-                )
-            except StoreUnavailable:  # escalated all the same: its DMs are out, only their Home inboxes miss it
-                log.warning("run %s: the escalated approval could not be put in App Home inboxes", state.run_id)
         named = ", ".join(f"<@{p}>" for p in dict.fromkeys(people)) or "nobody (the groups named have no members)"
         left = how_long(waited.total_seconds())
         text = f":rotating_light: No decision in time: escalated to {named}, who may decide for {left} more."
