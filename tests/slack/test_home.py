@@ -391,6 +391,10 @@ async def test_a_quorum_approval_given_in_the_home_shows_there(
         for person in (BOB, CAROL):
             shown = blocks_text(home_view(h.ws, person) or {})
             assert f"1 of 2: approved by <@{BOB}>" in shown, f"{person}'s Home still says 0 of 2"
+        # only who approved may take it back (before: offered to Carol too, refused when clicked)
+        assert "Take back my approval" in json.dumps(home_view(h.ws, BOB))
+        carol = json.dumps(home_view(h.ws, CAROL))
+        assert "Take back my approval" not in carol and '"Approve"' in carol
 
 
 # 4. an escalation whose inbox write failed is never listed in the target's Home (logged, not retried)

@@ -58,11 +58,12 @@ class OpenCards:
         progress: QuorumProgress | None,
         elsewhere: bool = False,
         decides: bool = True,
+        viewer: str | None = None,
     ) -> list[dict[str, Any]]:
         """The open request's Block Kit (:func:`~bot.slack.render.approvals.approval_blocks`) with ``progress`` (a
         quorum's; None: not a quorum) and every control its rule allows; ``elsewhere``: for a copy outside the run's
         channel (an escalation's), whose approvers line names that channel; ``decides`` False: for one viewer who
-        may not decide (no controls but *Details*)."""
+        may not decide (no controls but *Details*); ``viewer``: the one person it is drawn for (App Home)."""
         approvers = self.approvers_of(approval, ctx)
         rule = approval.policy.get(RULE_NOTE)
         scopes = tuple(self.grants.scopes(ctx, approval.tool_name, approval.args, rule=rule)) if self.grants else ()
@@ -74,4 +75,5 @@ class OpenCards:
             editable=bool(approvers.editable) and approval.editable,
             grants=scopes,
             decides=decides,
+            viewer=viewer,
         )

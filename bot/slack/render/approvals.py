@@ -181,14 +181,16 @@ def approval_blocks(
     editable: bool = False,
     grants: tuple[str, ...] = (),
     decides: bool = True,
+    viewer: str | None = None,
 ) -> list[dict[str, Any]]:
     """The approval request; ``approvers`` (mrkdwn, the bot's own text) says who may decide; ``quorum``: the
     approvals a request needing several has gathered (:func:`quorum_blocks`: its progress line, and "Take back"
     once someone approved); ``editable``: an "Edit" button (the rule lets approvers change some arguments);
     ``grants``: the standing grants its rule lets an approver give (``thread``, ``channel``, ``always``), each a
     button beside Approve (once) that approves and gives it; ``decides`` False: for one viewer who may not decide
-    (their App Home): only *Details*, the approvers line saying who decides. Slack: at most 25 elements in an
-    actions block."""
+    (their App Home): only *Details*, the approvers line saying who decides; ``viewer``: the one person it is drawn
+    for (their App Home; None: a message everyone sees), offered "Take back" only once they approved. Slack: at
+    most 25 elements in an actions block."""
     blocks = _request_sections(payload, ref, "")
     if not decides:
         details = ButtonElement(text="Details", action_id=ACT_DETAILS, value=ref.value(0))
@@ -208,7 +210,7 @@ def approval_blocks(
     ]
     if editable:
         buttons.append(ButtonElement(text="Edit", action_id=ACT_EDIT, value=ref.value(0)))
-    if quorum is not None and quorum.approvers:
+    if quorum is not None and quorum.approvers and (viewer is None or viewer in quorum.approvers):
         buttons.append(ButtonElement(text="Take back my approval", action_id=ACT_TAKE_BACK, value=ref.value(0)))
     blocks.append(ActionsBlock(block_id=ref.block_id("decide"), elements=buttons))
     blocks.append(ContextBlock(block_id=ref.block_id("who"), elements=[MarkdownTextObject(text=approvers)]))
