@@ -16,6 +16,7 @@ from bot.playground import framework_demos
 from bot.store import RedisRunStore
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
 from bot.testing.slack_scenarios import ALICE, GENERAL, blocks_text, current, has_controls, thread_run_id
+from tests.slack.replies.test_streamed_replies import declined_task_shows_not_run
 
 QUESTION = {
     "question": "Which environment?",
@@ -74,6 +75,14 @@ async def test_a_frameworks_question_with_more_options_than_slack_shows_is_asked
         )
         tool_results = [m for m in h.model.requests[-1]["messages"] if m["role"] == "tool"]
         assert "region-100" in tool_results[-1]["content"]
+
+
+@pytest.mark.parametrize("name", ["pydantic_ai", "openai_agents"])
+async def test_a_frameworks_declined_calls_task_shows_it_did_not_run(
+    name: str, fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    # the framework reports its own rejection as the call's result; before, its task showed as complete
+    await declined_task_shows_not_run(fake_redis, harness, f"bot.testing.approval_agent:{name}")
 
 
 @pytest.mark.parametrize("name", ["pydantic_ai", "openai_agents"])
