@@ -146,8 +146,18 @@ def decline_at_once(
     except ToolInputError as exc:
         runner.add_result(state, call, {"error": str(exc)}, out, is_error=True)
         return
-    result = {"status": DECLINED, "reason": reason, "outcome": "unsatisfiable"}
-    runner.add_result(state, call, result, out)
+    runner.add_result(state, call, declined_result(reason=reason, outcome="unsatisfiable"), out)
+
+
+def declined_result(**fields: Any) -> dict[str, Any]:
+    """The result of a call that was declined, never run: ``{"status": "declined", **fields}`` (``reason``,
+    ``declined_by``, ``outcome``; a framework's own rejection as ``result``). :func:`was_declined` tells it."""
+    return {"status": DECLINED, **fields}
+
+
+def was_declined(result: Any) -> bool:
+    """Whether a tool call's ``result`` is a declined call's (:func:`declined_result`): it did not run."""
+    return isinstance(result, dict) and result.get("status") == DECLINED
 
 
 def ask_approval(
@@ -265,7 +275,7 @@ async def run_decided(
     decision = pending.resume
     tool = runner.tools.get(pending.tool_name)
     if decision is None or decision.resume_data != APPROVED:
-        result: dict[str, Any] = {"status": "declined", "reason": decision.reason if decision else None}
+        result = declined_result(reason=decision.reason if decision else None)
         if decision is not None and decision.answered_by:
             result["declined_by"] = decision.answered_by
         if decision is not None and decision.outcome != "answer":

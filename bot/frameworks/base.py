@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from bot.agent._loop.stopping import Stopped
 from bot.agent._loop.tool_calls import Suspended
 from bot.agent.agent import Agent
-from bot.agent.approvals import APPROVED, PARAMETERS, edit_note, edited_of, verdict_of
+from bot.agent.approvals import APPROVED, PARAMETERS, declined_result, edit_note, edited_of, verdict_of
 from bot.agent.ask_user import AskUserPayload, fallback_text, make_ask_user_tool, too_many_options
 from bot.agent.asking import ASK_ONLY
 from bot.agent.hooks import NO_HOOKS, RunHooks
@@ -136,7 +136,7 @@ class Turn:
             )
         decided = self.record.decisions if self.record is not None else []
         if any(d.tool_call_id == tool_call_id and d.kind == "approval" and not d.approved for d in decided):
-            result = {"status": "declined", "result": result}  # the framework's own words; shown as not run
+            result = declined_result(result=result)  # the framework's own words; shown as not run
         self.out.emit(ToolResultChunk(self.state.run_id, ToolResultPayload(tool_call_id, tool_name, result, is_error)))
         self.running.discard(tool_call_id)
         if not self.running:

@@ -144,7 +144,7 @@ class LangGraphAgent(FrameworkAgent):
         record = turn.record
         thread_id = str(record.state) if record is not None and record.state else turn.state.run_id
         config: Any = {"configurable": {"thread_id": thread_id}}
-        if record is not None and record.requests and (await self.graph.aget_state(config)).created_at is None:
+        if record is not None and record.requests and await self.checkpointer.aget_tuple(config) is None:
             # resumed with nothing to resume: LangGraph would run the graph again from its start and ask again
             raise CheckpointGone(
                 f"the graph's checkpoint of thread {thread_id} is gone (expired or deleted): the answer can't continue"

@@ -210,7 +210,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
             name="Assistant",
             instructions=settings.agent_instructions,
             model=model,
-            tools=[make_ask_user_tool(max_options=MAX_SELECT_OPTIONS)],
+            tools=[make_ask_user_tool()],  # its options bounded by the limits' max_options, as every question is
             store=store,
             limits=limits,
         )

@@ -192,26 +192,20 @@ def approval_blocks(
     for (their App Home; None: a message everyone sees), offered "Take back" only once they approved. Slack: at
     most 25 elements in an actions block."""
     blocks = _request_sections(payload, ref, "")
-    if not decides:
-        details = ButtonElement(text="Details", action_id=ACT_DETAILS, value=ref.value(0))
-        blocks.append(ActionsBlock(block_id=ref.block_id("decide"), elements=[details]))
-        blocks.append(ContextBlock(block_id=ref.block_id("who"), elements=[MarkdownTextObject(text=approvers)]))
-        blocks.extend(quorum_blocks(quorum, ref=ref) if quorum is not None else [])
-        return [b.to_dict() for b in blocks]
-    buttons = [ButtonElement(text="Approve", action_id=ACT_APPROVE, value=ref.value(0), style="primary")]
-    buttons += [
-        ButtonElement(text=GRANT_BUTTONS[g], action_id=grant_action(g), value=ref.value(0))
-        for g in grants
-        if g in GRANT_BUTTONS
-    ]
-    buttons += [
-        ButtonElement(text="Decline", action_id=ACT_DECLINE, value=ref.value(0), style="danger"),
-        ButtonElement(text="Details", action_id=ACT_DETAILS, value=ref.value(0)),
-    ]
-    if editable:
-        buttons.append(ButtonElement(text="Edit", action_id=ACT_EDIT, value=ref.value(0)))
-    if quorum is not None and quorum.approvers and (viewer is None or viewer in quorum.approvers):
-        buttons.append(ButtonElement(text="Take back my approval", action_id=ACT_TAKE_BACK, value=ref.value(0)))
+    details = ButtonElement(text="Details", action_id=ACT_DETAILS, value=ref.value(0))
+    buttons = [details]
+    if decides:
+        buttons = [ButtonElement(text="Approve", action_id=ACT_APPROVE, value=ref.value(0), style="primary")]
+        buttons += [
+            ButtonElement(text=GRANT_BUTTONS[g], action_id=grant_action(g), value=ref.value(0))
+            for g in grants
+            if g in GRANT_BUTTONS
+        ]
+        buttons += [ButtonElement(text="Decline", action_id=ACT_DECLINE, value=ref.value(0), style="danger"), details]
+        if editable:
+            buttons.append(ButtonElement(text="Edit", action_id=ACT_EDIT, value=ref.value(0)))
+        if quorum is not None and quorum.approvers and (viewer is None or viewer in quorum.approvers):
+            buttons.append(ButtonElement(text="Take back my approval", action_id=ACT_TAKE_BACK, value=ref.value(0)))
     blocks.append(ActionsBlock(block_id=ref.block_id("decide"), elements=buttons))
     blocks.append(ContextBlock(block_id=ref.block_id("who"), elements=[MarkdownTextObject(text=approvers)]))
     if quorum is not None:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from bot.agent import Agent
+from bot.agent.approvals import was_declined
 from bot.agent.ask_user import AskUserPayload
 from bot.agent.asking import APPROVAL_TOOL
 from bot.agent.model.endings import Ending
@@ -286,8 +287,8 @@ class ThreadWriter:
         """A tool call ended: its task shows done or failed, the status goes back to thinking, and the approval
         this segment started with shows how its call went."""
         if not self.is_question_tool(result.tool_name):
-            declined = isinstance(result.result, dict) and result.result.get("status") == "declined"  # never ran
-            done: TaskStatus = "error" if result.is_error or result.stopped or declined else "complete"
+            not_run = result.is_error or result.stopped or was_declined(result.result)
+            done: TaskStatus = "error" if not_run else "complete"
             reply.task(result.tool_call_id, tool_name=result.tool_name, status=done)
             await status.show(THINKING)
         if decided and result.tool_call_id == decided.tool_call_id:
