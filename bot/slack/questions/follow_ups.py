@@ -53,13 +53,16 @@ from bot.slack.questions.follow_up_plan import DEADLINE, ESCALATE, ESCALATE_TO, 
 from bot.slack.questions.notices import EXPIRED_OUTCOME
 from bot.slack.refs import QuestionRef
 from bot.slack.render import blocks as bk
-from bot.slack.render.approvals import QuorumProgress, approval_title, link_back_block
+from bot.slack.render.approvals import QuorumProgress, approval_title
 from bot.slack.render.mrkdwn import clip, escape, how_long
 from bot.store.conversations import MessageRef, NoticeKind, Queued, asked_id
 from bot.store.schedule import DueItem, Handler
 
 log = logging.getLogger(__name__)
 
+AT_DEADLINE = 1
+"""The ``n`` of an escalation notice queued when an approval request's rule escalated it at its deadline (0: an
+``ASK_ESCALATE_AFTER`` escalation)."""
 NO_ANSWER_OUTCOME = ":hourglass: No answer in time; I went on without one."
 NO_DECISION_OUTCOME = ":hourglass: No decision in time: declined (no answer)."
 
@@ -145,7 +148,14 @@ class FollowUps:
         notes, :data:`bot.slack.approvals.rules.ESCALATE`), not escalated yet: give it the rule's deadline again
         (``Agent.extend_approval``), let the people named decide it too (:data:`ESCALATED_TO`), send each of them
         (user groups expanded) a DM copy linking the thread, and say so in the thread. True when it did (or another
-        write came first: a decision, or the same escalation by another process); False: not this rule's."""
+        write came first: a decision, or the same escalation by another process); False: not this rule's.
+
+        Their Home entries and DMs are queued before the request changes, so a Redis refusal anywhere up to the
+        extension is tried again by the scheduler as a whole; the DMs go out as escalation messages
+        (:meth:`on_escalation_message`: at least once, each person once, tried again while Slack refuses). After the
+        extension (which a retry sees, and so does not escalate twice) come the thread's notice, then the new
+        deadline's schedule entry (a refusal there: the scheduler's retry finds the deadline early and reschedules
+        it). Raises ``StoreUnavailable``."""
         notes = policy_notes(pending)
         targets = notes.get(ESCALATE_NOTE)
         if not isinstance(targets, list) or not targets or notes.get(ESCALATED_TO):
@@ -160,41 +170,29 @@ class FollowUps:
         people: list[str] = []
         for target in (str(t) for t in targets):
             people += sorted(await approvers.group_members(target)) if target.startswith(("S", "@")) else [target]
+        people = list(dict.fromkeys(people))
         home = self.messages.home
-        if home is not None:  # in their Home inboxes too, as its rule's approvers' (first: a StoreUnavailable here is
-            # tried again by the scheduler before anything changed; the card there checks who may decide when drawn)
+        if home is not None:  # in their Home inboxes too, as its rule's approvers' (the card there checks who may
+            # decide when drawn)
             when = pending.suspended_at
             await home.asked(ctx, state.run_id, pending.tool_call_id, asked_at=when, approval=request, also=people)
+        for person in people:  # sent once the extension below lets them decide (a message queued while it
+            # still waits for it finds it closed, and the retry queues it again)
+            await self.answering.index.queue_notice(
+                "escalation", ctx.team_id, target=person, run_id=state.run_id, key=pending.tool_call_id, n=AT_DEADLINE
+            )
+            await self.plan.notice_message(ESCALATE_TO, ctx.team_id, person)
         try:
-            saved = await self.agent.extend_approval(
+            await self.agent.extend_approval(
                 run_id=state.run_id, tool_call_id=pending.tool_call_id, expires_at=until, notes={ESCALATED_TO: targets}
             )
         except (RunConflict, RunNotResumable):
             return True
-        assert saved.pending is not None
-        await self.plan.schedule.add(DueItem(DEADLINE, state.run_id, pending.tool_call_id), at=until)
-        payload = approval_payload(saved.pending)
-        link = await self.answering.web.permalink(ctx.channel_id, ctx.thread_ts)
-        back = (
-            f"<{link}|its thread> in <#{ctx.channel_id}>" if link else f"its thread in <#{ctx.channel_id}>"
-        )  # label: plain
-        by = f" by <@{ctx.requester}>" if ctx.requester else ""
-        note = link_back_block(f":rotating_light: No decision in time: escalated to you. Asked{by} in {back}.")
-        ref = QuestionRef.of(state.run_id, pending.tool_call_id)
-        card = await self._open_card(state.run_id, payload, ctx, ref=ref)
-        blocks = [*card, note]
-        asked = asked_id(pending.suspended_at)
-        for person in dict.fromkeys(people):
-            posted = await self.answering.web.post_to(
-                person, text=f"{approval_title(payload)} (escalated)", blocks=blocks
-            )
-            if posted is not None:
-                ref_of = MessageRef(channel_id=posted[0], ts=posted[1], asked=asked)
-                await self.answering.index.add_message(state.run_id, key=pending.tool_call_id, ref=ref_of)
-        named = ", ".join(f"<@{p}>" for p in dict.fromkeys(people)) or "nobody (the groups named have no members)"
+        named = ", ".join(f"<@{p}>" for p in people) or "nobody (the groups named have no members)"
         left = how_long(waited.total_seconds())
         text = f":rotating_light: No decision in time: escalated to {named}, who may decide for {left} more."
         await self.answering.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text)
+        await self.plan.schedule.add(DueItem(DEADLINE, state.run_id, pending.tool_call_id), at=until)
         log.info("run %s: approval request escalated at its deadline to %s", state.run_id, ", ".join(map(str, targets)))
         return True
 
@@ -276,8 +274,8 @@ class FollowUps:
         team_id, target = item.run_id, item.key
         queued, due = await self._due("escalation", team_id, target=target)
         if len(due) == 1:
-            _q, state, ctx, pending = due[0]
-            await self._escalate_one(target, state, ctx, pending)
+            q, state, ctx, pending = due[0]
+            await self._escalate_one(target, state, ctx, pending, at_deadline=q.n == AT_DEADLINE)
         elif due:
             await self._post_list(target, f":arrow_up: {len(due)} questions and requests are still waiting:", due)
         await self._sent("escalation", team_id, target=target, queued=queued, due=due)
@@ -285,10 +283,14 @@ class FollowUps:
             if await self._open(DueItem(ESCALATE, state.run_id, pending.tool_call_id)) is None:
                 await self._close_settled(state.run_id, pending)  # answered while it was being escalated
 
-    async def _escalate_one(self, target: str, state: RunState, ctx: SlackContext, pending: PendingCall) -> None:
-        """Post one escalated question to ``target`` and record the message as one of the question's."""
+    async def _escalate_one(
+        self, target: str, state: RunState, ctx: SlackContext, pending: PendingCall, *, at_deadline: bool
+    ) -> None:
+        """Post one escalated question to ``target`` and record the message as one of the question's. Raises
+        ``SlackRefused`` (tried again by the scheduler) and ``StoreUnavailable``."""
         index = self.answering.index
-        text, blocks = await self._escalation_message(state.run_id, pending.tool_call_id, ctx, pending)
+        call = pending.tool_call_id
+        text, blocks = await self._escalation_message(state.run_id, call, ctx, pending, at_deadline=at_deadline)
         posted = await self.answering.web.post_to(target, text=text, blocks=blocks)
         if posted is None:
             raise SlackRefused(f"Slack refused the escalation of run {state.run_id} to {target}")
@@ -348,15 +350,19 @@ class FollowUps:
             raise SlackRefused(f"Slack refused a message listing waiting questions to {target}")
 
     async def _escalation_message(
-        self, run_id: str, call: str, ctx: SlackContext, pending: PendingCall
+        self, run_id: str, call: str, ctx: SlackContext, pending: PendingCall, *, at_deadline: bool = False
     ) -> tuple[str, list[dict[str, Any]]]:
-        """The escalated question: where it comes from (linked to its thread), then the question or request."""
+        """The escalated question: where it comes from (linked to its thread), then the question or request;
+        ``at_deadline``: an approval request its rule escalated when nobody decided it in time."""
         ref = QuestionRef.of(run_id, call)
         home = self.messages.home
         link = await home.thread_link(run_id, call, ctx) if home is not None else None
         ago = _ago(pending.suspended_at)
         by = f"asked by <@{ctx.requester}>" if ctx.requester else "asked of anyone there"
-        note = f":arrow_up: Escalated from <#{ctx.channel_id}>: {by} {ago} ago"
+        head = ":arrow_up: Escalated from"
+        if at_deadline:
+            head = ":rotating_light: No decision in time: escalated to you from"
+        note = f"{head} <#{ctx.channel_id}>: {by} {ago} ago"
         note += f" · <{link}|Open the thread>" if link else "."
         if pending.kind == "approval":  # decided by its approvers only: those among the targets can decide here
             payload = approval_payload(pending)
@@ -421,7 +427,9 @@ Waiter = tuple[Queued, RunState, SlackContext, PendingCall]
 
 def _topic(kind: NoticeKind, target: str, n: int) -> str:
     """The ``tell_once`` topic marking that ``target`` got ``kind`` (reminder ``n``) of a question."""
-    return f"escalated:{target}" if kind == "escalation" else f"remind{n}:{target}"
+    if kind == "escalation":  # an approval escalated at its deadline (n: AT_DEADLINE) is news to one told before
+        return f"escalated{n or ''}:{target}"
+    return f"remind{n}:{target}"
 
 
 def _timed_out(pending: PendingCall) -> str:

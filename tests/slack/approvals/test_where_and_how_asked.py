@@ -6,8 +6,9 @@ request too; ``arguments: details-only`` keeps the arguments out of the channel 
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import redis.asyncio as aioredis
 from bot.agent.state import utcnow
 from bot.fakeslack.home_tab import home_view
 from bot.fakeslack.state import Directory
+from bot.slack.questions.follow_up_plan import COALESCE_SECONDS
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import (
@@ -33,6 +35,7 @@ from bot.testing.slack_scenarios import (
     text_is,
     thread_run,
 )
+from bot.testing.tcp_proxy import TcpProxy
 
 AGENT = {"agent": "bot.testing.approval_agent:build"}
 
@@ -136,9 +139,13 @@ async def test_on_deadline_escalate_asks_the_people_named_who_may_then_decide(
         await h.ws.wait_for_ephemeral(user=dana, predicate=lambda m: "configured approvers" in m["text"])
         await past_deadline(h, thread)
         assert await h.bot.scheduler.tick(now=utcnow() + timedelta(minutes=11)) >= 1
+        await h.settle()
+        await h.bot.scheduler.tick(now=utcnow() + timedelta(minutes=11, seconds=COALESCE_SECONDS + 1))  # the DM
         copy = await h.ws.wait_for_message(channel="D_DANA", predicate=has_controls)
         await h.settle()
-        await h.bot.scheduler.tick(now=utcnow() + timedelta(minutes=11, seconds=5))  # the Home refresh, debounced
+        await h.bot.scheduler.tick(
+            now=utcnow() + timedelta(minutes=11, seconds=COALESCE_SECONDS + 5)
+        )  # Home, debounced
         await h.settle()
         home = home_view(h.ws, dana)  # in her Home too, with the controls she may now use (before: not listed)
         assert home is not None and "db-7" in blocks_text(home) and '"Approve"' in json.dumps(home)
@@ -180,3 +187,60 @@ async def test_details_of_a_request_shown_in_the_channel_are_anyones(
         _thread, request = await requested(h)
         await h.ws.click(request, "Details", user=CAROL)
         await h.ws.wait_for_view(user=CAROL, predicate=lambda v: "db-7" in json.dumps(v["blocks"]))
+
+
+async def escalated_at_deadline(h: Any, dana: str, *, fault: Callable[[float], object]) -> tuple[str, dict[str, Any]]:
+    """The request asked, its deadline passed, and the scheduler ticked over the next few minutes (the escalation,
+    its DM a few seconds later, and each retry a lease later), ``fault(seconds)`` called before each tick."""
+    await open_homes(h, dana)
+    thread, request = await requested(h)
+    await past_deadline(h, thread)
+    for extra in (0, COALESCE_SECONDS + 1, 70, 140, 210):
+        fault(extra)
+        await h.bot.scheduler.tick(now=utcnow() + timedelta(minutes=11, seconds=extra))
+        await h.settle()
+    return thread, request
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")
+async def test_an_escalation_whose_new_deadline_redis_refused_still_reaches_the_people_named(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], harness: Any, tmp_path: Path
+) -> None:
+    """The request is extended and escalated, then Redis refuses scheduling its new deadline: the DM and the thread's
+    notice still go out (before: the retry found it escalated already and sent neither)."""
+    client, proxy = proxied_redis
+    dana = "U_DANA"
+    settings = policy(tmp_path, f"    approvers: [{BOB}]\n    deadline: 10m\n    on_deadline: {{escalate: [{dana}]}}\n")
+    directory = Directory.default()
+    directory.add_user(dana, "dana")
+    async with harness(client, settings=settings, directory=directory) as h:
+        oom = b"OOM command not allowed when used memory > 'maxmemory'."
+        refuse = functools.partial(proxy.refuse_next, containing=b'["deadline",', error=oom)
+        thread, _request = await escalated_at_deadline(h, dana, fault=lambda at: at == 0 and refuse())
+        copies = [m for m in h.ws.messages("D_DANA") if has_controls(m)]
+        assert len(copies) == 1, "escalated to Dana, who was never told"
+        said = [m for m in h.ws.messages(GENERAL, thread_ts=thread) if "escalated to" in m["text"]]
+        assert len(said) == 1 and f"<@{dana}>" in said[0]["text"]
+        await h.ws.click(copies[0], "Approve", user=dana)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        assert approval_agent.RESTARTS == ["db-7"]
+
+
+async def test_an_escalation_dm_slack_refused_is_sent_on_a_later_try(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    """Slack unavailable (through the client's own retries) at the escalation and at the next try: the DM still
+    reaches Dana, once (before: a refused DM was dropped)."""
+    dana = "U_DANA"
+    settings = policy(tmp_path, f"    approvers: [{BOB}]\n    deadline: 10m\n    on_deadline: {{escalate: [{dana}]}}\n")
+    directory = Directory.default()
+    directory.add_user(dana, "dana")
+    async with harness(fake_redis, settings=settings, directory=directory) as h:
+
+        def fault(at: float) -> None:
+            for _ in range(3 if at < 60 else 0):
+                h.ws.fake.fail_next("chat.postMessage", "service_unavailable")
+
+        await escalated_at_deadline(h, dana, fault=fault)
+        assert len([m for m in h.ws.messages("D_DANA") if has_controls(m)]) == 1
