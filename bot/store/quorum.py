@@ -4,8 +4,9 @@ recorded atomically in Redis so that any number of bot processes count them the 
 One hash per asking of a request and the arguments it asks about (:meth:`bot.store.keys.Keys.quorum`): each field a
 user id whose approval counts (value: its order), ``#seq`` the order counter, ``#done`` the user whose approval
 completed the quorum. Every change is one Lua script, so of two people giving the last approval at the same moment,
-in two processes, exactly one is told :data:`REACHED` (only that one claims the decision on the run); a click
-delivered twice never counts twice (:data:`AGAIN`); once complete, nothing is added or taken back (:data:`DONE`).
+in two processes, exactly one is told :data:`REACHED` (that one claims the decision on the run; a later approval
+told :data:`DONE` while the run still waits claims it instead, the claim being exactly-once); a click delivered
+twice never counts twice (:data:`AGAIN`); once complete, nothing is added or taken back (:data:`DONE`).
 
 An edit of the arguments starts a new hash (the key names the arguments' digest): the approvals gathered for the
 old arguments no longer count, so everyone approves the same arguments.

@@ -160,9 +160,9 @@ class Approving:
         clicked: MessageRef | None,
     ) -> Tally | None:
         """Count ``where.user``'s approval of ``pending`` toward its rule's quorum: the tally when the decision is
-        to be claimed now (one approval needed; or this one completed the quorum, which exactly one approval does,
-        across processes: :class:`~bot.store.quorum.Quorums`), else None after showing the progress (or telling
-        the person why it doesn't count)."""
+        to be claimed now (one approval needed; or the quorum is complete: this approval completed it, which exactly
+        one approval does across processes (:class:`~bot.store.quorum.Quorums`), or an earlier one did whose claim
+        was never made), else None after showing the progress (or telling the person why it doesn't count)."""
         approvers = self.answering.permissions.approvers.for_approval(ctx, approval_payload(pending))
         if not approvers.quorum:
             return Tally(status=REACHED, approvers=(where.user,), completed_by=where.user)
@@ -174,11 +174,10 @@ class Approving:
         except StoreUnavailable:
             await say(STORE_DOWN)
             return None
-        if tally.status == REACHED or (tally.status == DONE and tally.completed_by == where.user):
-            return tally  # this approval completed it (again: a redelivered job whose claim may not have been made)
-        if tally.status == DONE:  # completed by someone else's approval: their claim runs it
-            await say("This already has all the approvals it needs.")
-            return None
+        if tally.complete:  # this approval completed it, or one before did and the run still waits (checked by the
+            # caller): that click's claim was never made (its person's run slot was full, Redis failed, its process
+            # died, or it is on its way: the claim is exactly-once), so this click carries the decision through
+            return tally
         progress = QuorumProgress(approvers.required, tally.approvers)
         if tally.status == AGAIN:
             await say(f"Your approval is already counted ({quorum_line(progress)}).")

@@ -235,13 +235,69 @@ async def test_the_completing_approval_whose_claim_was_lost_is_claimed_when_its_
         quorums = Quorums(fake_redis, keys=Keys(prefix))
         await quorums.approve(state.run_id, "r1", asking, user=BOB, required=2)
         assert (await quorums.approve(state.run_id, "r1", asking, user=CAROL, required=2)).status == "reached"
-        await h.ws.click(request, "Approve", user=BOB)  # not the one who completed it: told, nothing claimed
-        await h.ws.wait_for_ephemeral(user=BOB, predicate=lambda m: "already has all the approvals" in m["text"])
-        await h.settle()
-        assert approval_agent.RESTARTS == []
         await h.ws.click(request, "Approve", user=CAROL)
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
         await h.ws.click(request, "Approve", user=CAROL, as_seen=True)
+        await h.settle()
+        assert approval_agent.RESTARTS == ["api"]
+        assert f"Approved by <@{BOB}>, <@{CAROL}>" in blocks_text(await current(h, request))
+
+
+async def test_a_completed_quorum_whose_claim_was_never_made_is_carried_through_by_the_next_approvers_click(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, prefix: str
+) -> None:
+    """Carol's approval completed the quorum, but her click's claim was never made (her run slot was full, Redis
+    failed, her process died): Dave's click (an approver whose approval is no longer needed) or Bob's carries the
+    decision through, once. Before: each was told it had all its approvals, and the call waited to its deadline."""
+    from bot.store import Keys
+    from bot.store.conversations import asked_id
+    from bot.store.quorum import Quorums, asking_of
+    from bot.testing.slack_scenarios import thread_run
+
+    directory = Directory.default()
+    directory.add_user(DAVE, "dave")
+    async with harness(fake_redis, settings=policy(tmp_path, f"[{BOB}, {CAROL}, {DAVE}]"), directory=directory) as h:
+        thread, request = await requested(h)
+        state = await thread_run(fake_redis, prefix, thread)
+        assert state.pending is not None
+        asking = asking_of(asked_id(state.pending.suspended_at), state.pending.args)
+        quorums = Quorums(fake_redis, keys=Keys(prefix))
+        await quorums.approve(state.run_id, "r1", asking, user=BOB, required=2)
+        assert (await quorums.approve(state.run_id, "r1", asking, user=CAROL, required=2)).status == "reached"
+        await h.ws.click(request, "Approve", user=DAVE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        await h.ws.click(request, "Approve", user=BOB, as_seen=True)  # after it ran: nothing more
+        await h.settle()
+        assert approval_agent.RESTARTS == ["api"]
+        done = blocks_text(await current(h, request))
+        assert f"Approved by <@{BOB}>, <@{CAROL}>" in done and f"<@{DAVE}>" not in done  # whose approvals counted
+
+
+async def test_a_quorum_completed_by_someone_at_their_run_limit_is_carried_through_by_the_next_approval(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    """Found by a break-it review: Carol's approval completes the quorum while her one run slot
+    (``MAX_RUNS_PER_PERSON=1``) is held by a slow run of hers, so her click is turned away; Dave's approval then
+    carries it through (before: "already has all the approvals it needs", and nothing ran)."""
+    directory = Directory.default()
+    directory.add_user(DAVE, "dave")
+    settings = {**policy(tmp_path, f"[{BOB}, {CAROL}, {DAVE}]"), "max_runs_per_person": 1}
+    async with harness(fake_redis, settings=settings, directory=directory) as h:
+        h.model.script(Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]))
+        d = await h.ws.mention(ALICE, GENERAL, "restart api")
+        thread = d.message["ts"]
+        request = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+        await h.ws.click(request, "Approve", user=BOB)
+        await h.settle()
+        h.model.responder = lambda body: Reply(text="Done." if "restarted" in str(body) else "busy", delay=1.0)
+        await h.ws.mention(CAROL, GENERAL, "something slow")  # holds Carol's one run slot for a second
+        await asyncio.sleep(0.2)
+        await h.ws.click(request, "Approve", user=CAROL)
+        await h.ws.wait_for_ephemeral(user=CAROL, predicate=lambda m: "still working" in m["text"])
+        await h.settle()
+        assert approval_agent.RESTARTS == []
+        await h.ws.click(request, "Approve", user=DAVE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
         await h.settle()
         assert approval_agent.RESTARTS == ["api"]
 
