@@ -8,6 +8,7 @@ agent with :meth:`bot.agent.agent.Agent.with_limits` before any run starts.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from bot.agent._loop.budget import DEFAULT_HISTORY_BUDGET
@@ -33,6 +34,10 @@ class RunLimits:
     - ``max_options``: the most options one question may offer, its frontend's (Slack shows at most 100, a select
       menu's limit): a tool call suspending with more gets a tool error the model reads
       (:func:`bot.agent.ask_user.too_many_options`); a framework's question with more is asked as free text.
+    - ``longest_wait`` (seconds): the longest any question or approval request of the deployment may wait, when
+      some wait longer than ``ask_ttl`` (an approval policy's deadlines; None: ``ask_ttl``). What a waiting run
+      needs beside its run record (LangGraph's checkpoints; in Slack, where its questions show, their quorums and
+      inboxes) is kept this long past the store's retention: :meth:`kept_waiting`.
     """
 
     ask_ttl: float | None = DEFAULT_ASK_TTL
@@ -41,3 +46,12 @@ class RunLimits:
     history_budget: int | None = DEFAULT_HISTORY_BUDGET
     tool_result_max_chars: int | None = DEFAULT_TOOL_RESULT_MAX_CHARS
     max_options: int | None = None
+    longest_wait: float | None = None
+
+    def kept_waiting(self, retention: int) -> int:
+        """Seconds to keep, after each write, a record a waiting run still needs: ``retention`` (seconds: how long
+        a finished run's records are kept) plus the longest wait (``longest_wait``, else ``ask_ttl``, else none),
+        as the run store keeps a waiting run until its deadline plus its retention
+        (:meth:`bot.store.RedisRunStore.ttl_for`)."""
+        longest = self.longest_wait if self.longest_wait is not None else self.ask_ttl
+        return retention + math.ceil(longest or 0)

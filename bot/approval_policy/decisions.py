@@ -129,6 +129,13 @@ class Policy:
         approvers = (spec,) if spec in (REQUESTER, RUN_CHANNEL) else tuple(spec.split(","))
         return cls([Rule(name="APPROVERS", approvers=approvers)], source="APPROVERS")
 
+    def longest_wait(self, ask_ttl: float) -> float:
+        """Seconds the longest request under these rules may wait for its decision: a rule's ``deadline`` (else
+        ``ask_ttl``), twice that when ``on_deadline`` escalates (the escalation waits the deadline again); at least
+        ``ask_ttl`` (seconds: what a question waits)."""
+        waits = [(r.deadline or ask_ttl) * (2 if r.on_deadline is not None else 1) for r in self.rules]
+        return max([ask_ttl, *waits])
+
     def decide(
         self,
         tool_name: str,

@@ -30,7 +30,6 @@ comes.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -130,15 +129,15 @@ class LangGraphAgent(FrameworkAgent):
         return self
 
     def _keep_checkpoints(self) -> None:
-        """The default checkpointer's TTL (seconds after each write): the run store's retention plus the deadline
-        of a question (``limits.ask_ttl``): the store keeps a waiting run until its deadline plus its retention
-        (:meth:`~bot.store.RedisRunStore.ttl_for`), and an answer in that time must find the graph where it
-        stopped. None (forever) for a store without a retention."""
+        """The default checkpointer's TTL (seconds after each write): the run store's retention plus the longest
+        wait of a question (:meth:`RunLimits.kept_waiting <bot.agent.run_limits.RunLimits.kept_waiting>`): the
+        store keeps a waiting run until its deadline plus its retention (:meth:`~bot.store.RedisRunStore.ttl_for`),
+        and an answer in that time must find the graph where it stopped. None (forever) for a store without a
+        retention."""
         if self.own_checkpoints is None:
             return
         retention = getattr(self.store, "retention", None)
-        ask_ttl = self.limits.ask_ttl
-        self.own_checkpoints.ttl = None if retention is None else retention + math.ceil(ask_ttl or 0)
+        self.own_checkpoints.ttl = None if retention is None else self.limits.kept_waiting(retention)
 
     async def run_framework(self, turn: Turn) -> Outcome:
         record = turn.record

@@ -33,6 +33,7 @@ from bot.agent import Agent, ChatModel, make_ask_user_tool
 from bot.agent.asking import APPROVAL_TOOL, approval_tool
 from bot.agent.loading import load_agent
 from bot.agent.run_limits import RunLimits
+from bot.approval_policy import Policy, load_policy
 from bot.config import Settings
 from bot.errors import ConfigError, describe_error
 from bot.frameworks import adopt
@@ -199,7 +200,9 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     keys = Keys(settings.redis_prefix)
     retention = int(settings.run_retention_seconds)
     store = RedisRunStore(redis_client, prefix=settings.redis_prefix, retention=retention)
-    limits = run_limits(settings)  # the deployment's limits apply to every agent, its own or the built-in one
+    rules = load_policy(settings.approval_policy) if settings.approval_policy else None  # checked by bot.config
+    limits = run_limits(settings, rules=rules)  # the deployment's limits apply to every agent, its own or built-in
+    kept = limits.kept_waiting(retention)  # what a waiting run's questions need outlives its longest wait
     if settings.agent:
         agent = load_agent(
             settings.agent, model=model, store=store, limits=limits, adopt=lambda obj: adopt(obj, store=store)
@@ -226,9 +229,9 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         # nothing starts yet: Bot.start() (below, or the caller's)
         mcp = McpTools.from_file(settings.mcp_config, url_schemes=settings.mcp_elicit_url_schemes)
     client = web_client(settings)  # after the agent: a factory that fails leaves no HTTP session open
-    index = ConversationIndex(redis_client, keys=keys, retention=retention)
+    index = ConversationIndex(redis_client, keys=keys, retention=kept)
     web_api = SlackWeb(client)
-    policy = approver_policy(settings, client=client)
+    policy = approver_policy(settings, client=client, rules=rules)
     grants = None
     if policy.policy is not None:  # APPROVAL_POLICY: its rules' say on each call (require, declined at once, grants)
         grants = StandingGrants(
@@ -236,8 +239,8 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         )
         agent.approval_gate = grants.gate()
     plan = FollowUpPlan(Schedule(redis_client, prefix=settings.redis_prefix), wait_settings(settings))
-    inbox = Inbox(redis_client, keys=keys, retention=retention)
-    quorums = Quorums(redis_client, keys=keys, retention=retention)
+    inbox = Inbox(redis_client, keys=keys, retention=kept)
+    quorums = Quorums(redis_client, keys=keys, retention=kept)
     cards = OpenCards(approvers=policy, grants=grants, quorums=quorums)  # an open request's card, wherever it shows
     home = Home(
         agent=agent,
@@ -365,12 +368,15 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     return bot
 
 
-def run_limits(settings: Settings) -> RunLimits:
+def run_limits(settings: Settings, *, rules: Policy | None = None) -> RunLimits:
     """The deployment's run limits: ``ASK_TTL_SECONDS``, ``MODEL_TURN_TIMEOUT``, ``MAX_REPLY_CHARS``,
-    ``HISTORY_TOKEN_BUDGET``, ``TOOL_RESULT_MAX_CHARS``; and the most options a question may offer, Slack's
-    (:data:`~bot.slack.render.blocks.MAX_SELECT_OPTIONS`)."""
+    ``HISTORY_TOKEN_BUDGET``, ``TOOL_RESULT_MAX_CHARS``; the most options a question may offer, Slack's
+    (:data:`~bot.slack.render.blocks.MAX_SELECT_OPTIONS`); the longest wait ``APPROVAL_POLICY``'s ``rules`` allow
+    (:meth:`~bot.approval_policy.Policy.longest_wait`)."""
+    ask_ttl = float(settings.ask_ttl_seconds)
     return RunLimits(
-        ask_ttl=float(settings.ask_ttl_seconds),
+        ask_ttl=ask_ttl,
+        longest_wait=rules.longest_wait(ask_ttl) if rules is not None else None,
         turn_timeout=float(settings.model_turn_timeout),
         max_reply_chars=settings.max_reply_chars,
         history_budget=settings.history_token_budget,

@@ -174,6 +174,23 @@ def assert_tool_messages_complete(model: FakeOpenAI) -> None:
         assert sorted(wanted) == sorted(got), (wanted, got)
 
 
+NOT_KEPT_WAITING = frozenset({"event", "active", "home_watched", "home_render"})
+"""Key kinds (:class:`~bot.store.keys.Keys`, the first part of a name) no waiting question needs: the dedupe of
+events and request signatures, run slots, whose Home a refresh reaches and its last render."""
+
+
+async def kept_shorter(client: aioredis.Redis, prefix: str, *, than: int) -> dict[str, int]:
+    """Every key under ``prefix`` (named without it) that expires in less than ``than`` seconds (less a minute's
+    slack), with its TTL, but those of :data:`NOT_KEPT_WAITING` kinds."""
+    short: dict[str, int] = {}
+    async for key in client.scan_iter(match=f"{prefix}*"):
+        name = key.decode() if isinstance(key, bytes) else str(key)
+        ttl = int(await client.ttl(name))
+        if ttl != -1 and ttl < than - 60 and name.removeprefix(prefix).split(":")[0] not in NOT_KEPT_WAITING:
+            short[name.removeprefix(prefix)] = ttl
+    return short
+
+
 async def thread_run(client: aioredis.Redis, prefix: str, thread: str) -> RunState:
     """The stored run a thread points at (read straight from Redis)."""
     keys = [k async for k in client.scan_iter(match=f"{prefix}thread:*{thread}")]

@@ -625,3 +625,17 @@ def test_policy_explain_refuses_a_requester_or_channel_that_is_not_a_slack_id() 
         "error: --user: 'bob' is not a Slack user id (U… or W…)",
         "error: --channel: 'nope' is not a Slack channel id (C…, G… or D…)",
     ]
+
+
+def test_the_longest_wait_is_the_longest_deadline_an_escalation_doubling_it() -> None:
+    def policy(*rules: str) -> Policy:
+        text = "rules:\n" + "".join("  - " + rule.replace("\n", "\n    ").rstrip() + "\n" for rule in rules)
+        return parse_text(text + "  - tool: '*'\n", kind="yaml")
+
+    plain = "tool: a\napprovers: [U1]\n"
+    assert policy(plain).longest_wait(3600) == 3600  # no deadline: ASK_TTL_SECONDS'
+    assert policy(plain + "deadline: 30m\n").longest_wait(3600) == 3600  # shorter: still what a question waits
+    assert policy(plain + "deadline: 30d\n", "tool: b\ndeadline: 2h\n").longest_wait(3600) == 30 * 86400
+    escalates = plain + "on_deadline: {escalate: [U2]}\n"
+    assert policy(escalates + "deadline: 10d\n").longest_wait(3600) == 20 * 86400
+    assert policy(escalates).longest_wait(3600) == 7200  # escalated for ASK_TTL_SECONDS again

@@ -227,14 +227,15 @@ async def test_the_rules_see_the_arguments_as_approvers_do_with_defaults_filled_
 def test_the_start_logs_no_field_of_the_issues_policy_as_not_carried_out(caplog: pytest.LogCaptureFixture) -> None:
     from slack_sdk.web.async_client import AsyncWebClient
 
+    from bot.approval_policy import load_policy
     from bot.config import load_settings
     from bot.slack.questions.approvers import approver_policy
 
     issue = Path(__file__).resolve().parent.parent / "fixtures" / "policies" / "issue23.yaml"
     client = AsyncWebClient(token="xoxb-unused", base_url="http://127.0.0.1:9/")
     with caplog.at_level("WARNING", logger="bot.slack.questions.approvers"):
-        approvers = approver_policy(load_settings(approval_policy=str(issue)), client=client)
+        approvers = approver_policy(load_settings(approval_policy=str(issue)), client=client, rules=load_policy(issue))
     assert approvers.policy is not None and [r.name for r in approvers.policy.rules][-1] == "default"
     assert [r.getMessage() for r in caplog.records] == []  # quorum, edit, groups, where, grants: all carried out
-    plain = approver_policy(load_settings(), client=client)
+    plain = approver_policy(load_settings(), client=client, rules=None)
     assert plain.policy is None and plain.entries == ("requester",)

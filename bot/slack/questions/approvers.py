@@ -18,7 +18,7 @@ import logging
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent.stream import ApprovalPayload
-from bot.approval_policy import CHANNEL_PREFIX, GROUP_HANDLE, GROUP_ID, USER_ID, Policy, load_policy
+from bot.approval_policy import CHANNEL_PREFIX, GROUP_HANDLE, GROUP_ID, USER_ID, Policy
 from bot.config import Settings
 from bot.slack.approvals.people import CACHE_SECONDS, People
 from bot.slack.approvals.rules import blocked_reason, call_decision, named_rule, policy_call, tool_use
@@ -292,10 +292,7 @@ class ApproverPolicy:
         return await self.people.group_members(group)
 
 
-def approver_policy(settings: Settings, *, client: AsyncWebClient) -> ApproverPolicy:
-    """``APPROVERS``', or with ``APPROVAL_POLICY`` its rules' (the file read again: :mod:`bot.config` checked it at
-    start; raises :class:`~bot.approval_policy.PolicyError` if it changed for the worse since)."""
-    if settings.approval_policy is None:
-        return ApproverPolicy(settings.approvers, client=client)
-    policy = load_policy(settings.approval_policy)
-    return ApproverPolicy(settings.approvers, client=client, policy=policy)
+def approver_policy(settings: Settings, *, client: AsyncWebClient, rules: Policy | None) -> ApproverPolicy:
+    """``APPROVERS``', or with ``APPROVAL_POLICY`` its ``rules`` (its file as loaded once the settings were
+    checked: :func:`~bot.approval_policy.load_policy`)."""
+    return ApproverPolicy(settings.approvers, client=client, policy=rules)

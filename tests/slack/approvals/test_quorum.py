@@ -386,3 +386,24 @@ async def click_to(ws: Workspace, url: str, message: dict[str, Any], *, user: st
         assert ack.status == 200
     finally:
         await sender.close()
+
+
+async def test_an_approval_given_a_retention_ago_still_counts_while_the_request_waits(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    """``RUN_RETENTION_SECONDS`` of 2 stands for the 7 days' default, the rule's hour for a deadline of weeks: Bob's
+    approval, given more than a retention ago, still counts when Carol's comes (before: its tally had expired, and
+    Carol's was "1 of 2"). Found by a break-it review."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(f"rules:\n  - tool: restart_service\n    approvers: [{BOB}, {CAROL}]\n    required: 2\n")
+    path.write_text(path.read_text() + "    deadline: 1h\n  - tool: '*'\n")
+    settings = {**AGENT, "approval_policy": str(path), "run_retention_seconds": 2}
+    async with harness(fake_redis, settings=settings) as h:
+        thread, request = await requested(h)
+        await h.ws.click(request, "Approve", user=BOB)
+        await h.settle()
+        assert f"1 of 2: approved by <@{BOB}>" in blocks_text(await current(h, request))
+        await asyncio.sleep(2.5)  # a retention later; the request waits on (its deadline is an hour)
+        await h.ws.click(await current(h, request), "Approve", user=CAROL)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        assert approval_agent.RESTARTS == ["api"]

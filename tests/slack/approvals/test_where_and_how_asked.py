@@ -30,6 +30,7 @@ from bot.testing.slack_scenarios import (
     blocks_text,
     current,
     has_controls,
+    kept_shorter,
     open_homes,
     past_deadline,
     text_is,
@@ -244,3 +245,27 @@ async def test_an_escalation_dm_slack_refused_is_sent_on_a_later_try(
 
         await escalated_at_deadline(h, dana, fault=fault)
         assert len([m for m in h.ws.messages("D_DANA") if has_controls(m)]) == 1
+
+
+async def test_what_a_request_waiting_past_the_run_retention_needs_is_kept_until_its_longest_wait_ends(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, prefix: str
+) -> None:
+    """A rule's deadline (30 days, twice that with its escalation) past ``RUN_RETENTION_SECONDS`` (7 days): every
+    record the waiting request needs (the thread's, where it shows, its quorum, the inboxes) is kept past its
+    longest wait plus the retention, as its run is. Before: 7 days after its last write, so an approval given then
+    was lost, a click on a DM copy refused, and the copies left open (found by a break-it review)."""
+    dana = "U_DANA"
+    rule = f"    approvers: [{BOB}, {CAROL}]\n    required: 2\n    where: dm\n    deadline: 30d\n"
+    settings = policy(tmp_path, rule + f"    on_deadline: {{escalate: [{dana}]}}\n")
+    directory = Directory.default()
+    directory.add_user(dana, "dana")
+    async with harness(fake_redis, settings=settings, directory=directory) as h:
+        await open_homes(h, BOB)
+        _thread, request = await requested(h)
+        await h.ws.click(request, "Approve", user=BOB)
+        await h.settle()
+        assert "1 of 2" in blocks_text(await current(h, request))
+        short = await kept_shorter(fake_redis, prefix, than=60 * 86400 + 7 * 86400)  # the escalation's end + 7d
+        run = [ttl for name, ttl in short.items() if name.startswith("run:")]  # to its present deadline (extended by
+        assert run and run[0] > 37 * 86400 - 60  # the escalation, as its own record)
+        assert [name for name in short if not name.startswith("run:")] == [], sorted(short.items())

@@ -30,6 +30,7 @@ from bot.testing.slack_scenarios import (
     blocks_text,
     current,
     has_controls,
+    kept_shorter,
     leave_orphaned,
     past_deadline,
     thread_run_id,
@@ -470,3 +471,16 @@ async def test_an_escalation_refused_once_by_slack_is_posted_on_its_retry(
         h.ws.fake.fail_next("chat.postMessage", "internal_error")
         await escalate(h, after=1801)
         assert len([m for m in h.ws.messages(RANDOM) if has_controls(m)]) == 1
+
+
+async def test_what_a_question_waiting_past_the_run_retention_needs_is_kept_until_its_deadline_ends(
+    fake_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """``ASK_TTL_SECONDS`` (30 days) past ``RUN_RETENTION_SECONDS`` (7 days): the thread's record (a reply in the
+    thread answers), where the question shows, the requester's inbox are kept to its deadline plus the retention,
+    as its run is (before: 7 days after their last write)."""
+    async with harness(fake_redis, ttl=30 * 86400) as h:
+        await asked(h)
+        await h.settle()
+        short = await kept_shorter(fake_redis, prefix, than=37 * 86400)
+        assert short == {}, sorted(short.items())
