@@ -22,9 +22,11 @@ its next renewal takes the lease back.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import socket
+import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -468,13 +470,21 @@ class Agent:
         await self.saver.settle(run_id)
         return await self.store.load(run_id, beside=beside)
 
-    async def is_orphaned(self, state: RunState) -> bool:
+    async def is_orphaned(self, state: RunState, *, wait: bool = False) -> bool:
         """True for a ``running`` run that no live process drives (no lease, or this agent's lease on a run it
-        is not driving). Raises ``StoreUnavailable``."""
+        is not driving). ``wait``: another process's live lease may be a dead one's (a job redelivered once its
+        worker died, before that worker's lease lapsed): look again each second until it lapses, for at most the
+        store's ``lease_ttl`` (seconds; then False: its holder lives). Raises ``StoreUnavailable``."""
         if state.status != "running" or state.run_id in self.driving:
             return False  # this process drives it (its lease may have lapsed: the next renewal takes it back)
-        holder = await self.store.lease_owner(state.run_id)
-        return holder is None or holder == self.owner
+        until = time.monotonic() + (self.store.lease_ttl + 1 if wait else 0)
+        while True:
+            holder = await self.store.lease_owner(state.run_id)
+            if holder is None or holder == self.owner:
+                return True
+            if time.monotonic() >= until:
+                return False
+            await asyncio.sleep(1.0)
 
     async def ask(
         self,

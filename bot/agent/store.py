@@ -36,7 +36,10 @@ from bot.agent.state import RunState
 
 
 class RunStore(Protocol):
-    """Persistence of :class:`RunState` by ``run_id``; see the module docstring for the contract."""
+    """Persistence of :class:`RunState` by ``run_id``; see the module docstring for the contract. ``lease_ttl``:
+    seconds a lease lasts unless renewed."""
+
+    lease_ttl: float
 
     async def create(self, state: RunState, *, owner: str, write_id: str | None = None) -> RunState:
         """Store a new run; returns it with ``revision`` 1."""

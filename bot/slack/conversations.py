@@ -29,7 +29,7 @@ from bot.agent.text import is_blank
 from bot.errors import RunNotFound, RunNotResumable, StoreCorrupt, StoreUnavailable
 from bot.logs import log_context
 from bot.ops import audit
-from bot.slack.context import Origin, SlackContext
+from bot.slack.context import REDELIVERED, Origin, SlackContext
 from bot.slack.questions.answering import Answering
 from bot.slack.questions.notices import EXPIRED, STORE_DOWN, UNREADABLE
 from bot.slack.questions.withdrawing import Withdrawing, says_stop
@@ -326,9 +326,14 @@ class Threads:
             if says_stop(text):  # working, or orphaned: taken over and stopped; never a new run asked "stop"
                 await self.withdrawing.stop_working(previous, prev_ctx, where)
                 return True
-            if not await self.answering.continue_orphan(previous, prev_ctx):
-                await say(BUSY)
+            # this very message's run, started by the first delivery of this (redelivered) job: its worker died
+            own = REDELIVERED.get() and prev_ctx.message_ts == where.message_ts
+            if not await self.answering.continue_orphan(previous, prev_ctx, wait=own):
+                if not own:  # else its first worker lives after all, and answers it
+                    await say(BUSY)
                 return True
+            if own:
+                return True  # answered by its run, continued
             after = await self.agent.get_run(previous.run_id)  # continued to its next stop
             if after.status == "suspended":  # it asked something: that question comes first
                 await say("I picked up where I left off; please answer the question above, then mention me again.")

@@ -168,3 +168,71 @@ async def test_mention_job_redelivered_after_its_worker_died_is_still_answered(
             stop.set()
             await asyncio.wait_for(working, 10)
         assert "Hello after a crash." in texts_in(h, d.message["ts"]), texts_in(h, d.message["ts"])
+
+
+async def test_a_click_redelivered_to_another_worker_while_the_dead_ones_lease_stands_goes_on_with_the_run(
+    fake_server: fakeredis.FakeServer, harness: Any, prefix: str
+) -> None:
+    """Worker A claimed Alice's answer and died; the queue hands the click's job to worker B once A's queue lease is
+    gone (10-14 s), while A's run lease (30 s) still stands for a while: B waits it out and goes on with the run.
+    Before: B found the run driven (A's lease), closed the question and acknowledged the job; the run stayed
+    ``running`` with no reply. Found by a break-it review."""
+    client = fakeredis.FakeAsyncRedis(server=fake_server)
+    async with harness(client) as h:
+        worker_a, key, thread, q = await asked_through_a_split(h, client, fake_server, prefix, then="After crash.")
+        worker_b = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="worker")
+        await h.ws.click(q, "api", user=ALICE)
+        taken = await client.xreadgroup(GROUP, "dead", {key: ">"}, count=10)
+        [(_id, fields)] = taken[0][1]
+        job = json.loads(fields[b"job"])
+        state = await thread_run(client, prefix, thread)
+        stream = await worker_a.bot.agent.resume_stream("api", run_id=state.run_id, answered_by=ALICE)
+        stream._task.cancel()  # A claimed the answer, then died mid-run: its lease stands 2 s more
+        await asyncio.sleep(0.1)
+        await client.pexpire(Keys(prefix).lease(state.run_id), 2000)
+        await worker_b.bot.run_job({**job, "redelivered": True})
+        await h.settle()
+        assert "After crash." in texts_in(h, thread)
+        assert (await thread_run(client, prefix, thread)).status == "completed"
+        assert not has_controls(await current(h, q))
+        assert not [e for e in h.ws.ephemerals(user=ALICE)]  # nobody is told anything
+
+
+async def test_a_mention_redelivered_while_its_dead_workers_run_lease_stands_is_answered_once(
+    fake_server: fakeredis.FakeServer, harness: Any, prefix: str
+) -> None:
+    """Worker A started the mention's run and died in its model turn; the job reaches worker B while A's run lease
+    still stands: B waits it out, goes on with that run (the mention's own) and starts no second one. Before: Alice
+    was told "still working" and the run stayed ``running`` with no reply. Found by a break-it review."""
+    client = fakeredis.FakeAsyncRedis(server=fake_server)
+    async with harness(client) as h:
+        web, worker_a = await start_split(h, fake_server)
+        worker_b = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="worker")
+        h.route_to(web)
+        key = Keys(prefix).work()
+        await client.xgroup_create(key, GROUP, id="0", mkstream=True)
+        h.model.script(Reply(text="never seen", delay=3.0), Reply(text="Hello after a crash."))
+        d = await h.ws.mention(ALICE, GENERAL, "hi")
+        thread = d.message["ts"]
+        await h.settle()
+        taken = await client.xreadgroup(GROUP, "dead", {key: ">"}, count=10)
+        jobs = [json.loads(fields[b"job"]) for _id, fields in taken[0][1]]
+        mention = next(j for j in jobs if j["fn"] == "on_mention")
+        first = asyncio.ensure_future(worker_a.bot.run_job(mention))
+        for _ in range(100):  # the run exists, its model turn under way
+            await asyncio.sleep(0.05)
+            if len(h.model.requests) == 1:
+                break
+        state = await thread_run(client, prefix, thread)
+        assert state.status == "running"
+        first.cancel()  # worker A dies: its job and the run it drives (the only run going) end where they are
+        for task in asyncio.all_tasks():
+            if task.get_coro().__qualname__ == "AgentStream._start.<locals>.runner":  # type: ignore[union-attr]
+                task.cancel()
+        await asyncio.sleep(0.1)
+        await client.pexpire(Keys(prefix).lease(state.run_id), 2000)
+        await worker_b.bot.run_job({**mention, "redelivered": True})
+        await h.settle()
+        assert texts_in(h, thread).count("Hello after a crash.") == 1, texts_in(h, thread)
+        assert not [e["text"] for e in h.ws.ephemerals(user=ALICE)]
+        assert len(h.model.requests) == 2  # the dead turn, then the one going on: no second run

@@ -351,7 +351,7 @@ class Answering:
             await self.messages.close_pending(
                 state.run_id, pending, outcome=outcome, summary="answered", clicked=clicked, ctx=ctx
             )
-        await self.continue_orphan(state, ctx)
+        await self.continue_orphan(state, ctx, wait=True)  # the dead worker's lease may still stand
 
     def answered_outcome(self, payload: AskUserPayload, data: ResumeData, *, user: str) -> str:
         """The mrkdwn line a question's messages show once ``user`` answered it with ``data``
@@ -422,13 +422,16 @@ class Answering:
                 await self.writer.show_stored(state, SlackContext.of(state))
         return state
 
-    async def continue_orphan(self, state: RunState, ctx: SlackContext, *, stopping: bool = False) -> bool:
+    async def continue_orphan(
+        self, state: RunState, ctx: SlackContext, *, stopping: bool = False, wait: bool = False
+    ) -> bool:
         """Continue a run that took its answer but that no live process drives (its process died, or the claim's
         reply was lost); True when this process took it over. ``stopping``: a stop of it was just taken, so it
         stops before its first step and runs nothing: it needs no run slot (at a limit it would otherwise stay
-        ``running`` until a later touch)."""
+        ``running`` until a later touch). ``wait``: a redelivered job's (its worker died, whose lease may still
+        stand): waits for that lease to lapse (:meth:`Agent.is_orphaned <bot.agent.Agent.is_orphaned>`)."""
         try:
-            if not await self.agent.is_orphaned(state):
+            if not await self.agent.is_orphaned(state, wait=wait):
                 return False
             slot = None if stopping else await self.gate.enter(team_id=ctx.team_id, user=ctx.requester)
         except RunLimitReached:
