@@ -42,7 +42,7 @@ MAX_BODY = 4 * 1024 * 1024  # bytes of one request body: the largest call (a per
 GRACE = 3  # seconds a stopping server gives requests in flight; waiting calls are cut short (their questions stay)
 ASGIApp = Any  # an ASGI application: await app(scope, receive, send)
 # this process is stopping (set by the server's signal handling): its calls are cut short, not cancelled by their
-# clients (bot.mcp_server.server.cancelled_by_client reads it)
+# clients (bot.mcp_server.cancellations.cancelled_by_client reads it)
 SHUTTING_DOWN = threading.Event()
 
 

@@ -66,7 +66,8 @@ from bot.config import Settings
 from bot.errors import BotError, describe_error
 from bot.mcp_server.asker import MCP_TOOL, Asker, AskError, outcome_of
 from bot.mcp_server.callers import CALLER_STATE, Caller, Callers, Refused, implicit_caller, load_callers
-from bot.mcp_server.http import SHUTTING_DOWN, serve_http
+from bot.mcp_server.cancellations import CancelReasons, cancelled_by_client, withdrawn_by_client
+from bot.mcp_server.http import serve_http
 from bot.mcp_server.permission_prompt import TOOL as PERMISSION_TOOL
 from bot.mcp_server.permission_prompt import TOOL_INPUT, approval_request, decision_result, decision_text, summary
 from bot.mcp_server.task_status import TaskListen
@@ -168,13 +169,14 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
         retention=float(getattr(asker.agent.store, "retention", DEFAULT_RETENTION)),
     )
     bus = InMemorySubscriptionBus()  # the SDK's change events; task status is read from Redis (TaskListen)
+    reasons = CancelReasons()  # why a client cancelled a call: withdrawn, or only no longer waited for
     server: MCPServer[Any] = MCPServer(
         "askbot",
         instructions=INSTRUCTIONS,
         log_level=settings.log_level,
         extensions=[tasks],
         subscriptions=bus,
-        middleware=[TaskListen(tasks, bus)],
+        middleware=[TaskListen(tasks, bus), reasons],
     )
 
     async def ask(
@@ -205,6 +207,7 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
             mcp_tool=mcp_tool,
             metadata=metadata,
             fingerprinted=fingerprinted,
+            reasons=reasons,
         )
 
     @server.tool(name="ask_user")
@@ -292,11 +295,15 @@ async def ask_and_wait(
     mcp_tool: str,
     metadata: dict[str, Any] | None = None,
     fingerprinted: Any = None,
+    reasons: CancelReasons | None = None,
 ) -> dict[str, Any]:
     """Ask ``args`` (through ``tool_id``: the question tool by default) for MCP tool ``mcp_tool`` as ``caller``
     (default: the implicit one) and wait for the outcome, telling the client how long it waited; a client's
-    cancellation withdraws it. For a call that becomes a task (:data:`bot.mcp_server.tasks.TASKING` set) the
-    question is posted and left there, and ``{}`` returned at once (the task is the answer). The defaults:
+    cancellation withdraws it, unless it says the client's own request timeout fired (``reasons``: the server's
+    :class:`~bot.mcp_server.cancellations.CancelReasons`; without them every cancellation withdraws): the question
+    then stays, for the same call with the same ``request_key``. For a call that becomes a task
+    (:data:`bot.mcp_server.tasks.TASKING` set) the question is posted and left there, and ``{}`` returned at once
+    (the task is the answer). The defaults:
     ``MCP_ASK_CHANNEL`` (a named caller's first channel when that is not one of its), ``MCP_ASK_USER`` (when the
     caller may ask them). ``metadata`` / ``fingerprinted``: as :meth:`Asker.ask` takes them. Raises ``ToolError``
     (what went wrong, or the caller's rule refused)."""
@@ -339,29 +346,21 @@ async def ask_and_wait(
             asked, progress=progress, every=settings.mcp_progress_seconds, cancelled=lambda: cancelled_by_client(ctx)
         )
         if outcome is None:  # the client cancelled (the SDK lets the call run on, told so)
+            if reasons is not None and not await withdrawn_by_client(ctx, reasons):
+                return {"status": "waiting", "note": "the client stopped waiting; the same request_key waits on"}
             await asker.withdraw(asked)
             return {"status": "cancelled", "cancelled_by": "the agent that asked"}
         return outcome
     except BaseException as exc:
         if isinstance(exc, asyncio.CancelledError) and cancelled_by_client(ctx):  # withdrawn, then gone
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                await asker.withdraw(asked)
+                if reasons is None or await withdrawn_by_client(ctx, reasons):
+                    await asker.withdraw(asked)
+                else:
+                    log.info("an MCP client's request timeout fired: its question stays for the same request_key")
         if isinstance(exc, BotError):
             raise ToolError(f"stopped waiting: {describe_error(exc)}") from None
         raise  # the transport closed or the server stops: the question stays, a retry with its key waits on
-
-
-def cancelled_by_client(ctx: Context) -> bool:
-    """Whether the client cancelled this call (``notifications/cancelled``, or on the newer HTTP wire the request's
-    stream closed by the client), as opposed to this process stopping or a closed stdio transport. The SDK signals
-    it on the request's dispatch context, which its public ``Context`` does not expose yet: read from the
-    session's request channel, and False when it can't be read (a question is then kept, not withdrawn)."""
-    try:
-        session = ctx.request_context.session
-    except ValueError:  # outside a request
-        return False
-    event = getattr(getattr(session, "_request_outbound", None), "cancel_requested", None)
-    return bool(event is not None and event.is_set()) and not SHUTTING_DOWN.is_set()
 
 
 @contextlib.asynccontextmanager

@@ -122,6 +122,32 @@ async def test_a_client_that_cancels_its_call_withdraws_the_question(
         assert again.structured_content is not None and again.structured_content["status"] == "cancelled"
 
 
+async def test_a_client_whose_own_request_timeout_fires_keeps_the_question_for_its_request_key(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """The SDKs send ``notifications/cancelled`` when their request timeout fires too (reason "timed out after
+    ...", or MCP's -32001): that is not a withdrawal. The question keeps its buttons, and the same call with the same
+    ``request_key`` gets the answer (docs/mcp-server.md). Before: withdrawn, and the call again said "cancelled".
+    Found by a break-it review."""
+    args = {"question": "Ship it?", "options": [{"label": "yes"}, {"label": "no"}], "request_key": "k-timeout"}
+    async with harness(real_redis) as h, mcp_session(h, prefix) as session:
+        await session.list_tools()  # the server is up: the timeout below is the call's alone
+        first = asyncio.ensure_future(session.call_tool("ask_user", args, read_timeout_seconds=3))
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
+        with contextlib.suppress(Exception):
+            await first  # the client's own timeout: an MCPError for the caller
+        assert first.done() and first.exception() is not None
+        await asyncio.sleep(2)  # as long as a withdrawal would take to show
+        await h.settle()
+        shown = h.ws.fake.state.message(GENERAL, question["ts"])
+        assert has_controls(shown) and "Withdrawn" not in str(shown["blocks"]), shown["blocks"]
+        again = asyncio.ensure_future(session.call_tool("ask_user", args))
+        await asyncio.sleep(1)
+        await h.ws.click(question, "yes", user=ALICE)
+        result = await asyncio.wait_for(again, STARTUP_SECONDS)
+        assert result.structured_content == {"status": "answered", "answer": "yes", "answered_by": ALICE}
+
+
 async def test_a_call_without_anyone_to_ask_is_a_clear_tool_error(
     real_redis: aioredis.Redis, harness: Any, prefix: str
 ) -> None:
@@ -656,3 +682,13 @@ async def test_the_mcp_server_never_loads_the_model_client(
     imported = {line.rsplit("|", 1)[-1].strip() for line in server.lines if line.startswith("import time:")}
     assert "bot.mcp_server.server" in imported  # the log is there
     assert not {name for name in imported if name == "openai" or name.startswith("openai.")}
+
+
+def test_a_cancellation_is_a_timeout_when_either_sdk_says_so() -> None:
+    from bot.mcp_server.cancellations import timed_out
+
+    assert timed_out("timed out after 60.0s")  # the Python SDK's read_timeout_seconds
+    assert timed_out("McpError: MCP error -32001: Request timed out")  # the TypeScript SDK's (Inspector, Claude Code)
+    assert not timed_out("caller cancelled")  # the Python SDK's cancel
+    assert not timed_out("AbortError: This operation was aborted")  # the TypeScript SDK's AbortSignal
+    assert not timed_out("")

@@ -1,0 +1,102 @@
+"""A client's cancellation of a call that waits for a person: a withdrawal, unless the client only stopped waiting.
+
+Both MCP SDKs send ``notifications/cancelled`` for a call the client gave up on, whether its user cancelled it or
+its own request timeout fired (the Python SDK's ``read_timeout_seconds``: reason ``"timed out after 60.0s"``; the
+TypeScript SDK's, used by the MCP Inspector, Claude Code, Cursor and VS Code: ``"McpError: MCP error -32001:
+Request timed out"``). The first withdraws the question (Slack says so); the second must not: docs/mcp-server.md
+promises that the answer is kept and that the same call with the same ``request_key`` picks it up later.
+
+:class:`CancelReasons` (server middleware) notes each cancellation's ``reason`` by request id, as it arrives;
+:func:`withdrawn_by_client` tells the two apart for the call being handled.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import Context
+
+from bot.mcp_server.http import SHUTTING_DOWN
+
+CANCELLED = "notifications/cancelled"
+REASON_WAIT = 1.0
+"""Seconds a call that saw its cancellation waits for the notification's reason (the SDK sets the call's
+cancellation before it hands the notification on): none by then counts as a withdrawal."""
+FRESH = 10.0  # seconds a noted reason may wait for its call to read it
+KEPT = 100  # reasons kept at most (the oldest dropped): reasons of calls that ended before reading them
+
+
+class CancelReasons:
+    """Server middleware (``MCPServer(middleware=[...])``): the ``reason`` of each ``notifications/cancelled`` by
+    the request id it names, for the call with that id to read (:meth:`reason`) within :data:`FRESH` seconds.
+
+    By request id alone: the SDK gives every message its own session and connection objects (on the 2026 wire
+    nothing ties a notification to the connection of the call it names), and over stdio a server has one client.
+    Over HTTP two clients' calls may share an id: at worst one of them reads the other's fresh reason."""
+
+    def __init__(self) -> None:
+        self._reasons: dict[str, tuple[str, float]] = {}  # request id -> (reason, when: monotonic seconds)
+        self._arrived: anyio.Event | None = None  # set when a reason arrives (made by the first call waiting)
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """Note a cancellation's reason, then let the SDK go on with the notification (or request) as it would."""
+        if ctx.method == CANCELLED and ctx.request_id is None and isinstance(ctx.params, Mapping):
+            request_id = ctx.params.get("requestId")
+            if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
+                self._reasons[str(request_id)] = (str(ctx.params.get("reason") or ""), time.monotonic())
+                while len(self._reasons) > KEPT:
+                    self._reasons.pop(next(iter(self._reasons)))
+                if self._arrived is not None:
+                    self._arrived.set()
+                    self._arrived = None
+        return await call_next(ctx)
+
+    async def reason(self, ctx: Context, *, within: float = REASON_WAIT) -> str | None:
+        """The reason the client gave for cancelling ``ctx``'s call (``""``: none given), waiting up to ``within``
+        seconds for it to arrive; None when no notification named it (another way of cancelling, e.g. the HTTP
+        stream of the call closed by the client)."""
+        try:
+            request_id = str(ctx.request_context.request_id)
+        except ValueError:  # outside a request
+            return None
+        with anyio.move_on_after(within):
+            while (found := self._reasons.pop(request_id, None)) is None or time.monotonic() - found[1] > FRESH:
+                if self._arrived is None:
+                    self._arrived = anyio.Event()
+                await self._arrived.wait()
+            return found[0]
+        return None
+
+
+def cancelled_by_client(ctx: Context) -> bool:
+    """Whether the client cancelled this call (``notifications/cancelled``, or on the newer HTTP wire the request's
+    stream closed by the client), as opposed to this process stopping or a closed stdio transport. The SDK signals
+    it on the request's dispatch context, which its public ``Context`` does not expose yet: read from the
+    session's request channel, and False when it can't be read (a question is then kept, not withdrawn)."""
+    try:
+        session = ctx.request_context.session
+    except ValueError:  # outside a request
+        return False
+    event = getattr(getattr(session, "_request_outbound", None), "cancel_requested", None)
+    return bool(event is not None and event.is_set()) and not SHUTTING_DOWN.is_set()
+
+
+def timed_out(reason: str) -> bool:
+    """Whether a cancellation's ``reason`` says the client's own request timeout fired (the SDKs' wording, or
+    MCP's request-timeout error code -32001)."""
+    said = reason.lower()
+    return "timed out" in said or "timeout" in said or "-32001" in said
+
+
+async def withdrawn_by_client(ctx: Context, reasons: CancelReasons) -> bool:
+    """Whether the client withdrew this call (cancelled it, and not because its own request timeout fired: then it
+    stopped waiting, and the question stays for the same ``request_key``). Waits up to :data:`REASON_WAIT`
+    seconds for the reason; call it shielded when the call's scope is cancelled."""
+    if not cancelled_by_client(ctx):
+        return False
+    reason = await reasons.reason(ctx)
+    return reason is None or not timed_out(reason)
