@@ -293,14 +293,21 @@ def reply_text(text: str, *, allow_user_mentions: bool = False) -> str:
     return safe_mrkdwn(text, allow_user_mentions=allow_user_mentions)
 
 
-def reply_messages(text: str, *, allow_user_mentions: bool = False) -> list[tuple[str, list[dict[str, Any]] | None]]:
+def reply_messages(
+    text: str, *, allow_user_mentions: bool = False, room: int = 0
+) -> list[tuple[str, list[dict[str, Any]] | None]]:
     """The model's final reply as the messages to post in order, each ``(text, blocks)`` for ``chat.postMessage``
     (``text`` from :func:`reply_text`, ``blocks`` from :func:`reply_blocks`): cut at paragraph, line or word breaks
     (:func:`bot.slack.render.mrkdwn.split_reply`) so that each part, once made safe (links get their host), fits one
-    markdown block of 12,000 chars. Only parts with nothing visible (e.g. only bidi controls) are left out; a reply
-    with nothing visible at all is posted as "(no reply)"."""
-    messages = _reply_parts(text, MARKDOWN_BLOCK, allow_user_mentions=allow_user_mentions)
+    markdown block of 12,000 chars, less ``room`` (characters other blocks of the first message carry: Slack refuses
+    a message whose blocks carry more than ~12,000 in all, ``msg_blocks_too_long``). Only parts with nothing visible
+    (e.g. only bidi controls) are left out; a reply with nothing visible at all is posted as "(no reply)"."""
+    limit = MARKDOWN_BLOCK - room if room <= 0 else MARKDOWN_BLOCK - room - ROOM_SLACK
+    messages = _reply_parts(text, limit, allow_user_mentions=allow_user_mentions)
     return messages or _reply_parts("(no reply)", MARKDOWN_BLOCK, allow_user_mentions=False)
+
+
+ROOM_SLACK = 100  # characters of ``room`` to spare: Slack's cumulative limit is observed, not documented
 
 
 def _reply_parts(text: str, limit: int, *, allow_user_mentions: bool) -> list[tuple[str, list[dict[str, Any]] | None]]:

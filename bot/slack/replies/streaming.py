@@ -47,7 +47,7 @@ from slack_sdk.web.async_chat_stream import AsyncChatStream
 
 from bot.slack.context import SlackContext
 from bot.slack.render import blocks as bk
-from bot.slack.render.mrkdwn import split_reply
+from bot.slack.render.mrkdwn import split_reply, text_length
 from bot.slack.render.stream_text import StreamText
 from bot.slack.replies.unsupported import FeatureRefusals
 from bot.slack.transport.web_api import TRANSIENT, SlackWeb, error_code, slack_error
@@ -414,12 +414,16 @@ class ReplyStream:
             await self._after_posted()
 
     def _rendered(self) -> list[tuple[str, list[dict[str, Any]] | None]]:
-        """Post mode: the reply so far as messages, tool progress as a context line above the first."""
+        """Post mode: the reply so far as messages, tool progress as a context line above the first (its text
+        taken from what the first message's text may carry: Slack's ~12,000 characters a message's blocks carry,
+        :func:`~bot.slack.render.blocks.reply_messages`)."""
         raw = self._text.raw[self._message_from :]
-        messages = bk.reply_messages(raw, allow_user_mentions=self.allow_user_mentions) if raw.strip() else []
-        if not self._tasks:
+        tasks = bk.task_lines([t.line() for t in self._tasks.values()]) if self._tasks else []
+        room = text_length(tasks)
+        mentions = self.allow_user_mentions
+        messages = bk.reply_messages(raw, allow_user_mentions=mentions, room=room) if raw.strip() else []
+        if not tasks:
             return messages
-        tasks = bk.task_lines([t.line() for t in self._tasks.values()])
         if not messages:
             return [("Working on it", tasks)]
         text, blocks = messages[0]

@@ -373,3 +373,25 @@ async def test_a_person_the_reply_may_not_ping_is_named_not_shown_by_id(
         assert "as @\u2060alice chose" in shown and "U_ALICE" not in shown, shown
         assert "not @\u2060U_NOBODY" in shown and "<@" not in shown
         assert not h.ws.calls("chat.postEphemeral")  # nobody was pinged or told anything
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_a_long_reply_below_a_tools_line_is_posted_whole_within_slacks_limit(
+    fake_redis: aioredis.Redis, harness: Any, streaming: bool
+) -> None:
+    """A tool's line above the reply and 12,000 characters of text below it: each message stays within Slack's
+    ~12,000 characters a message's blocks carry, and nothing is lost. Before, posted (streaming off, a stream Slack
+    refused or one broken), the first message was refused (msg_blocks_too_long) and the reply never appeared.
+    Found by a break-it review."""
+    text = " ".join(f"w{i:05d}" for i in range(1900))  # 13,299 characters, past one message with the tool's line
+    settings = {**FAST, "reply_streaming": streaming, "agent": "bot.testing.approval_agent:build"}
+    async with harness(fake_redis, settings=settings) as h:
+        h.model.script(Reply(tool_calls=[tool_call("lookup_ticket", {"ticket_id": "T-1"}, id="t1")]), Reply(text=text))
+        d = await h.ws.mention(ALICE, GENERAL, "ticket T-1?")
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: "w01899" in str(m.get("blocks"))
+        )
+        await h.settle()
+        assert not [(c.method, c.error) for c in h.ws.calls() if c.error]  # nothing refused
+        shown = "".join(str(m.get("blocks")) for m in bot_replies(h, d.message["ts"]))
+        assert all(f"w{i:05d}" in shown for i in range(0, 1900, 7)) and "lookup_ticket" in shown
