@@ -94,7 +94,13 @@ class Condition(BaseModel):
     @field_validator("gt", "gte", "lt", "lte", mode="before")
     @classmethod
     def _bound(cls, value: object) -> object:
-        if not _number(value) or not math.isfinite(float(value)):  # type: ignore[arg-type]
+        if not _number(value):
+            raise ValueError("must be a number")
+        try:
+            finite = math.isfinite(float(value))  # type: ignore[arg-type]
+        except OverflowError:  # an integer past a float's range: compared as a float, it can't be
+            raise ValueError("must be a number within +-1.8e308") from None
+        if not finite:
             raise ValueError("must be a number")
         return value
 

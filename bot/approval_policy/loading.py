@@ -105,11 +105,17 @@ def from_data(data: object, *, source: str = "policy") -> Policy:
     problems = []
     rules = parsed.rules
     names: dict[str, int] = {}
+    unnamed = {rule_name(rule, n): n for n, rule in enumerate(rules, start=1) if rule.name is None}
     for number, rule in enumerate(rules, start=1):
         if rule.name is not None:
             if rule.name in names:
                 problems.append(
                     f"{source}: rule {number} ({rule.name!r}): name: also the name of rule {names[rule.name]}"
+                )
+            elif rule.name in unnamed:  # a request records its rule's name: the two would be taken for each other
+                problems.append(
+                    f"{source}: rule {number} ({rule.name!r}): name: what rule {unnamed[rule.name]} is called, having"
+                    " no name of its own (pick another)"
                 )
             names.setdefault(rule.name, number)
         if rule.is_default() and number < len(rules):
