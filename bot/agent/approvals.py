@@ -380,7 +380,14 @@ def edited_of(pending: PendingCall) -> Edited | None:
     raw = pending.suspend_payload.get(EDITED)
     if not isinstance(raw, dict) or not isinstance(raw.get("before"), dict):
         return None
-    return Edited(by=str(raw.get("by") or ""), before=dict(raw["before"]))
+    n = raw.get("n")
+    return Edited(by=str(raw.get("by") or ""), before=dict(raw["before"]), n=n if isinstance(n, int) and n > 0 else 1)
+
+
+def edit_count(pending: PendingCall) -> int:
+    """How many times a person changed ``pending``'s arguments (0: never)."""
+    edited = edited_of(pending)
+    return edited.n if edited is not None else 0
 
 
 PARAMETERS = "parameters"
@@ -455,12 +462,14 @@ def schema_tool(pending: PendingCall) -> Tool | None:
 
 def edit_pending(tool: Tool, pending: PendingCall, args: dict[str, Any], *, edited_by: str) -> PendingCall:
     """``pending`` (an approval) with its arguments replaced by ``args``, validated and defaults filled in as when
-    it was asked, and the edit recorded in its ``suspend_payload`` (:data:`EDITED`: who, and the arguments before
-    the first edit, so the model and the audit see both). Raises :class:`ToolInputError` for invalid ``args``."""
+    it was asked, and the edit recorded in its ``suspend_payload`` (:data:`EDITED`: who, the arguments before the
+    first edit, so the model and the audit see both, and how many edits so far: ``n``, records before it have 1).
+    Raises :class:`ToolInputError` for invalid ``args``."""
     valid = tool.parse_args(args).model_dump(mode="json")
     before = edited_of(pending)
     original = before.before if before is not None else dict(pending.args)
-    payload = {**pending.suspend_payload, "args": valid, EDITED: {"by": edited_by, "before": original}}
+    n = before.n + 1 if before is not None else 1
+    payload = {**pending.suspend_payload, "args": valid, EDITED: {"by": edited_by, "before": original, "n": n}}
     return pending.model_copy(update={"args": valid, "suspend_payload": payload})
 
 

@@ -111,10 +111,11 @@ class ApprovalPayload:
 @dataclass(frozen=True)
 class Edited:
     """A pending approval's arguments changed by a person: ``by`` (their id), ``before`` (the arguments the model
-    sent, validated: the first ones when edited more than once)."""
+    sent, validated: the first ones when edited more than once), ``n`` (how many edits so far, from 1)."""
 
     by: str
     before: dict[str, Any]
+    n: int = 1
 
 
 @dataclass(frozen=True)

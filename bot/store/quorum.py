@@ -8,8 +8,8 @@ in two processes, exactly one is told :data:`REACHED` (that one claims the decis
 told :data:`DONE` while the run still waits claims it instead, the claim being exactly-once); a click delivered
 twice never counts twice (:data:`AGAIN`); once complete, nothing is added or taken back (:data:`DONE`).
 
-An edit of the arguments starts a new hash (the key names the arguments' digest): the approvals gathered for the
-old arguments no longer count, so everyone approves the same arguments.
+An edit of the arguments starts a new hash (the key names the arguments' digest and the edit's number): the
+approvals gathered before no longer count, so everyone approves the same arguments, once edited.
 """
 
 from __future__ import annotations
@@ -95,11 +95,13 @@ return reply('counted', '')
 )
 
 
-def asking_of(asked: str, args: dict[str, Any]) -> str:
-    """The id of one asking of a request about ``args``: ``asked`` (:func:`bot.store.conversations.asked_id`) and
-    16 hex characters of the SHA-256 of the arguments' canonical JSON (an edit gives another id)."""
+def asking_of(asked: str, args: dict[str, Any], *, edits: int = 0) -> str:
+    """The id of one asking of a request about ``args`` after ``edits`` edits: ``asked``
+    (:func:`bot.store.conversations.asked_id`), 16 hex characters of the SHA-256 of the arguments' canonical JSON,
+    and the edit's number: every edit gives another id, also one back to arguments approved before (an edit resets
+    the approvals gathered; edited back, they must not come back to life)."""
     digest = hashlib.sha256(json.dumps(args, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
-    return f"{asked or '0'}:{digest}"
+    return f"{asked or '0'}:{digest}" + (f":e{edits}" if edits else "")
 
 
 @dataclass(frozen=True)

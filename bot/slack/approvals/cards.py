@@ -45,7 +45,8 @@ class OpenCards:
             return None
         if self.quorums is None:
             return QuorumProgress(approvers.required)
-        asking = asking_of(asked_id(approval.asked_at), approval.args)
+        edits = approval.edited.n if approval.edited is not None else 0
+        asking = asking_of(asked_id(approval.asked_at), approval.args, edits=edits)
         tally = await self.quorums.tally(run_id, approval.tool_call_id, asking)
         return QuorumProgress(approvers.required, tally.approvers)
 

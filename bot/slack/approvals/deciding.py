@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any, cast
 
 from bot.agent.answers import Answered, Open, undecided
-from bot.agent.approvals import approval_payload
+from bot.agent.approvals import approval_payload, edit_count
 from bot.agent.decisions import Approve
 from bot.agent.state import PendingCall, RunState
 from bot.agent.stream import AgentStream
@@ -166,7 +166,7 @@ class Approving:
         approvers = self.answering.permissions.approvers.for_approval(ctx, approval_payload(pending))
         if not approvers.quorum:
             return Tally(status=REACHED, approvers=(where.user,), completed_by=where.user)
-        asking = asking_of(asked_id(pending.suspended_at), pending.args)
+        asking = asking_of(asked_id(pending.suspended_at), pending.args, edits=edit_count(pending))
         try:
             tally = await self.quorums.approve(
                 state.run_id, pending.tool_call_id, asking, user=where.user, required=approvers.required
@@ -201,7 +201,7 @@ class Approving:
             return
         pending = check.pending
         approvers = self.answering.permissions.approvers.for_approval(ctx, approval_payload(pending))
-        asking = asking_of(asked_id(pending.suspended_at), pending.args)
+        asking = asking_of(asked_id(pending.suspended_at), pending.args, edits=edit_count(pending))
         try:
             tally = await self.quorums.withdraw(state.run_id, pending.tool_call_id, asking, user=where.user)
         except StoreUnavailable:

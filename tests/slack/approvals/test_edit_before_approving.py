@@ -164,3 +164,33 @@ async def test_under_a_quorum_an_edit_resets_the_approvals_gathered_so_far(
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
         assert approval_agent.RESTARTS == ["web"]
         assert f"Approved by <@{CAROL}>, <@{BOB}> (2 of 2)" in blocks_text(await current(h, request))
+
+
+async def test_an_edit_back_to_arguments_approved_before_does_not_bring_those_approvals_back(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    """Bob approves "api" (1 of 2); Carol edits it to "web" (the approvals so far are reset: hers is the first);
+    Dave edits it back to "api": Bob's reset approval must not count again (before: the tally of "api" came back,
+    and Dave's approval ran the call on it). Found by a break-it review."""
+    from bot.fakeslack.state import Directory
+
+    dave = "U_DAVE"
+    directory = Directory.default()
+    directory.add_user(dave, "dave")
+    rule = f"  - tool: restart_service\n    approvers: [{BOB}, {CAROL}, {dave}]\n    required: 2\n    edit: [name]\n"
+    async with harness(fake_redis, settings=policy(tmp_path, rule), directory=directory) as h:
+        thread, request = await requested(h, "restart_service", {"name": "api"})
+        await h.ws.click(request, "Approve", user=BOB)
+        await h.settle()
+        form = await edit_form(h, await current(h, request), user=CAROL)
+        await h.ws.submit_view(form, {"edit:name": {"edit_value": "web"}}, user=CAROL)
+        await h.settle()
+        assert f"1 of 2: approved by <@{CAROL}>" in blocks_text(await current(h, request))
+        form = await edit_form(h, await current(h, request), user=dave)
+        await h.ws.submit_view(form, {"edit:name": {"edit_value": "api"}}, user=dave)
+        await h.settle()
+        shown = blocks_text(await current(h, request))
+        assert approval_agent.RESTARTS == [] and f"1 of 2: approved by <@{dave}>" in shown, shown
+        await h.ws.click(await current(h, request), "Approve", user=BOB)  # now Bob's counts, for these arguments
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        assert approval_agent.RESTARTS == ["api"]
