@@ -46,6 +46,10 @@ from bot.slack.render.safe_text import safe_mrkdwn
 
 log = logging.getLogger(__name__)
 
+AGENT_THAT_ASKED = "the agent that asked"
+"""Who withdrew a question its asking agent gave up on (a client's cancellation, ``tasks/cancel``): its run's
+withdrawal answer's ``answered_by`` and the outcome's ``cancelled_by``."""
+
 REPLY = "Your answer is recorded for the agent that asked: it gets it now, or when it asks again if it stopped waiting."
 """Posted in the thread once a person answers. Not "went back": the client may have given up waiting (a request
 timeout, e.g. the MCP Inspector CLI's 60 s); the answer stays in Redis for its ``request_key``."""
@@ -326,7 +330,7 @@ class Asker:
                 await progress(waited, await self.waiting_for(asked))
             await asyncio.sleep(min(self.poll, every))
 
-    async def withdraw(self, asked: Asked, *, by: str = "the agent that asked") -> None:
+    async def withdraw(self, asked: Asked, *, by: str = AGENT_THAT_ASKED) -> None:
         """The asking agent gave up (MCP cancellation): the question is withdrawn, its messages say so and can't be
         answered; the run ends with ``cancelled``. A question already answered is left as it is."""
         state = await self.agent.get_run(asked.run_id)

@@ -64,7 +64,7 @@ from bot.agent.text import (
 )
 from bot.config import Settings
 from bot.errors import BotError, describe_error
-from bot.mcp_server.asker import MCP_TOOL, Asker, AskError, outcome_of
+from bot.mcp_server.asker import AGENT_THAT_ASKED, MCP_TOOL, Asker, AskError, outcome_of
 from bot.mcp_server.callers import CALLER_STATE, Caller, Callers, Refused, implicit_caller, load_callers
 from bot.mcp_server.cancellations import CancelReasons, cancelled_by_client, withdrawn_by_client
 from bot.mcp_server.http import serve_http
@@ -349,7 +349,7 @@ async def ask_and_wait(
             if reasons is not None and not await withdrawn_by_client(ctx, reasons):
                 return {"status": "waiting", "note": "the client stopped waiting; the same request_key waits on"}
             await asker.withdraw(asked)
-            return {"status": "cancelled", "cancelled_by": "the agent that asked"}
+            return {"status": "cancelled", "cancelled_by": AGENT_THAT_ASKED}
         return outcome
     except BaseException as exc:
         if isinstance(exc, asyncio.CancelledError) and cancelled_by_client(ctx):  # withdrawn, then gone

@@ -69,7 +69,7 @@ from pydantic import ConfigDict
 
 from bot.agent.state import RunState
 from bot.errors import RunNotFound, StoreCorrupt
-from bot.mcp_server.asker import CALLER, ENDED, MCP_TOOL, Asked, Asker, outcome_of
+from bot.mcp_server.asker import AGENT_THAT_ASKED, CALLER, ENDED, MCP_TOOL, Asked, Asker, outcome_of
 from bot.mcp_server.callers import Caller
 
 log = logging.getLogger(__name__)
@@ -171,10 +171,15 @@ def declares_tasks(ctx: ServerRequestContext[Any, Any]) -> bool:
 
 
 def withdrawn(state: RunState) -> bool:
-    """Whether the question of run ``state`` was withdrawn (``tasks/cancel``, a client's cancellation): its answer
-    is the withdrawal's (``outcome: "cancelled"``, :meth:`bot.agent.Agent.cancel_question`). An approval's
-    withdrawal reads as a decline in the blocking call's result; its task is ``cancelled`` as a question's is."""
-    return any(a.tool_call_id == f"ask_{state.run_id}" and a.outcome == "cancelled" for a in state.answers)
+    """Whether the question of run ``state`` was withdrawn by the agent that asked (``tasks/cancel``, a client's
+    cancellation): its answer is that withdrawal (``outcome: "cancelled"`` by :data:`AGENT_THAT_ASKED`,
+    :meth:`bot.agent.Agent.cancel_question`). An approval's withdrawal reads as a decline in the blocking call's
+    result; its task is ``cancelled`` as a question's is. A person's Cancel in Slack is not one: it is the call's
+    result, as the blocking call gets it."""
+    return any(
+        a.tool_call_id == f"ask_{state.run_id}" and a.outcome == "cancelled" and a.answered_by == AGENT_THAT_ASKED
+        for a in state.answers
+    )
 
 
 def _iso(value: Any) -> str:
@@ -242,11 +247,9 @@ class Tasks(Extension):
         }
         asked = self.asker.asked_of(state)
         if state.status in ENDED:
-            outcome = outcome_of(state)
-            if outcome.get("status") == "cancelled" or withdrawn(state):
-                by = outcome.get("cancelled_by") or outcome.get("declined_by")
+            if withdrawn(state):  # a person's Cancel, or a stop in Slack: the result, as the blocking call's
                 return TaskResult.model_validate(
-                    {**base, "status": "cancelled", "statusMessage": f"withdrawn by {by}" if by else "withdrawn"}
+                    {**base, "status": "cancelled", "statusMessage": f"withdrawn by {AGENT_THAT_ASKED}"}
                 )
             result = self._render(state)
             return TaskResult.model_validate(

@@ -259,3 +259,29 @@ async def test_listening_for_tasks_needs_the_extension_and_is_told_only_of_the_c
             ended = await asyncio.wait_for(listen_tasks(client.session, ["run_mcpc_" + "0" * 32, "nope"]), 20)
     assert ended.meta is not None and "io.modelcontextprotocol/subscriptionId" in ended.meta
     assert [a.model_dump(by_alias=True, exclude_none=True) for a in acks] == [{"taskIds": []}]
+
+
+async def test_a_question_its_person_cancelled_in_slack_is_a_completed_task_with_the_blocking_calls_result(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """The person presses the question's Cancel: the blocking call returns ``{"status": "cancelled",
+    "cancelled_by": "U..."}``, and the task is ``completed`` with that result, not a ``cancelled`` task (which is
+    for ``tasks/cancel`` or the client's cancellation): code written for the blocking call keeps working. Found by
+    a break-it review."""
+    from bot.fakeslack.state import TEAM_ID
+    from bot.mcp_server.asker import Asker, outcome_of
+    from bot.mcp_server.tasks import Tasks, structured_result
+
+    async with harness(fake_redis) as h:
+        asker = Asker(h.bot.threads, team_id=TEAM_ID, poll=0.05)
+        question = {"question": "Ship it?", "options": [{"label": "yes"}, {"label": "no"}]}
+        asked = await asker.ask(question, channel=GENERAL, user=ALICE, metadata={"mcp_tool": "ask_user"})
+        q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=asked.thread_ts, predicate=has_controls)
+        await h.ws.click(q, "Cancel", user=ALICE)
+        blocking = await asyncio.wait_for(asker.wait(asked), 10)
+        assert blocking == {"status": "cancelled", "cancelled_by": ALICE}
+        render = {"ask_user": lambda s: structured_result(outcome_of(s))}
+        tasks = Tasks(asker, tools=render, caller_of=lambda c: None, retention=60)
+        task = await tasks.task_of(await h.bot.agent.get_run(asked.run_id))
+        assert task.status == "completed" and task.result is not None
+        assert task.result["structuredContent"] == blocking
