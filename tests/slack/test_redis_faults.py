@@ -4,12 +4,15 @@ the first clicks after an outage ends. Nothing is dropped, nothing applied twice
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
+from bot.agent.state import utcnow
 from bot.fakeslack.home_tab import click_home, home_view, open_home
 from bot.fakeslack.state import TEAM_ID
 from bot.slack.questions.follow_up_plan import DEADLINE, REMIND
@@ -30,6 +33,7 @@ from bot.testing.slack_scenarios import (
     current,
     has_controls,
     is_answer_form,
+    past_deadline,
     resumed_requests,
     text_is,
     thread_run_id,
@@ -418,3 +422,27 @@ async def test_redis_down_during_click_says_try_again(real_redis: aioredis.Redis
                 channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Back again."
             )
         await client.aclose()
+
+
+async def test_a_deadline_whose_no_answer_was_recorded_as_redis_went_down_goes_on_when_it_is_tried_again(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], harness: Any
+) -> None:
+    """At the deadline the run's "no answer" is saved, its reply lost, Redis down for 3 s: the scheduler tries the
+    deadline again after its lease, finds its own claim made and nobody driving the run, and goes on with it (the
+    question closed as expired, the reply posted). Before: it took the recorded claim for "went on already", and the
+    run stayed ``running`` with the question's buttons live. Found by a break-it review."""
+    client, proxy = proxied_redis
+    async with harness(client) as h:
+        thread, q = await ask(h, then="Went on without you.")
+        await h.settle()
+        await past_deadline(h, thread)
+        proxy.cut_at(containing=b"no_answer", when="applied", lasting=3.0)
+        later = utcnow() + timedelta(hours=2)
+        with contextlib.suppress(Exception):
+            await h.bot.scheduler.tick(now=later)  # the claim made, its reply lost: the handler fails
+        await h.settle()
+        await asyncio.sleep(3.5)  # Redis is back
+        await h.bot.scheduler.tick(now=later + timedelta(minutes=5))  # past the item's lease: tried again
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Went on without you."))
+        await h.settle()
+        assert not has_controls(await current(h, q)) and resumed_requests(h.model) == 1

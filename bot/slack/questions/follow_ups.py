@@ -119,8 +119,14 @@ class FollowUps:
             return
         if pending.live_owner is not None:
             return  # the tool call that asked it closes it at its deadline
-        if state.pending.resume is not None:
-            return  # went on already
+        if state.pending.resume is not None:  # went on already; or this deadline's claim was made (its reply lost
+            # in an outage, or its process died before going on) and nobody drives the run: go on with it here
+            answer = state.answer_for(item.key)
+            if answer is not None and answer.outcome == "no_answer" and await self.agent.is_orphaned(state):
+                closed = _timed_out(pending)
+                await self.messages.close_pending(state.run_id, pending, outcome=closed, summary="expired", state=state)
+                await self.answering.continue_orphan(state, ctx)
+            return
         if pending.kind == "approval" and await self._escalate_at_deadline(state, ctx, pending):
             return
         thread = await self.answering.index.thread(ctx.team_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts)
