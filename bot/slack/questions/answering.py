@@ -15,8 +15,10 @@ others.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
@@ -47,7 +49,16 @@ from bot.slack.context import REDELIVERED, Origin, SlackContext
 from bot.slack.questions.attempt import Attempt
 from bot.slack.questions.lookup import Found, QuestionLookup, Say
 from bot.slack.questions.messages import QuestionMessages
-from bot.slack.questions.notices import EXPIRED_OUTCOME, GONE, MULTI_HINT, NOT_OPEN, STORE_DOWN, UNKNOWN_BUTTON, explain
+from bot.slack.questions.notices import (
+    EXPIRED_OUTCOME,
+    GONE,
+    MULTI_HINT,
+    NOT_OPEN,
+    STORE_DOWN,
+    STORE_UNKNOWN,
+    UNKNOWN_BUTTON,
+    explain,
+)
 from bot.slack.questions.permissions import Kind, Permissions
 from bot.slack.questions.picks import Pick, asked_question, label, resume_data, said, ticked
 from bot.slack.questions.typed_answers import labels_in_text
@@ -62,6 +73,8 @@ from bot.store.conversations import ConversationIndex, MessageRef
 
 log = logging.getLogger(__name__)
 
+UNKNOWN_CLAIM_WAIT = 15.0
+"""Seconds a claim that met a Redis failure waits for Redis to say whether it was made (:meth:`Answering.settle`)."""
 LOST_CLAIM = (RunAlreadyResumed, QuestionExpired, RunNotResumable, RunConflict, ToolCallNotPending)
 """What a claim raises when it lost to another write; :meth:`Answering.lost_claim` says what the run shows now."""
 
@@ -274,12 +287,49 @@ class Answering:
         except RunNotFound:
             await say(GONE)
             return
-        except StoreUnavailable:
-            await say(STORE_DOWN)
+        except StoreUnavailable:  # the claim may have been applied all the same (its reply lost): look again
+            await self._after_unknown_claim(attempt, pending, outcome=outcome, summary=summary)
             return
         await self.messages.close_pending(
             attempt.state.run_id, pending, outcome=outcome, summary=summary, clicked=attempt.clicked, ctx=attempt.ctx
         )
+        await self.writer.follow(stream, attempt.ctx)
+
+    async def _after_unknown_claim(self, attempt: Attempt, pending: PendingCall, *, outcome: str, summary: str) -> None:
+        """Redis failed while ``attempt``'s claim was sent: it may or may not have been applied. Read the run again
+        as Redis comes back (each second, for at most :data:`UNKNOWN_CLAIM_WAIT` seconds): the claim made (the call
+        holds an answer by ``attempt.user``, and nobody drives the run: this process holds its lease) -> its
+        messages closed with ``outcome`` and the run continued on the caller's run slot, as after a claim whose reply
+        came; not made -> told nothing was recorded; Redis still down -> told that whether it was is not known yet.
+        Meanwhile the caller's run slot stays taken (the person's other requests may be told to wait)."""
+        run_id, call, say = attempt.state.run_id, attempt.call, attempt.say
+        until = time.monotonic() + UNKNOWN_CLAIM_WAIT
+        while True:
+            try:
+                state = await self.agent.get_run(run_id)
+                break
+            except (RunNotFound, StoreCorrupt):
+                await say(GONE)
+                return
+            except StoreUnavailable:
+                if time.monotonic() >= until:
+                    await say(STORE_UNKNOWN)
+                    return
+                await asyncio.sleep(1.0)
+        answer = state.answer_for(call)
+        if answer is None or answer.answered_by != attempt.user:
+            await say(STORE_DOWN)
+            return
+        log.info("run %s: a claim whose reply was lost in an outage was made; going on with it", run_id)
+        await self.messages.close_pending(
+            run_id, pending, outcome=outcome, summary=summary, clicked=attempt.clicked, ctx=attempt.ctx
+        )
+        try:  # on the run slot the claim was made with (the caller's), as its stream would have gone on
+            if not await self.agent.is_orphaned(state):
+                return  # another process went on with it meanwhile
+            stream = await self.agent.retry_stream(run_id=run_id)
+        except (RunNotResumable, RunNotFound, StoreUnavailable, StoreCorrupt):
+            return  # went on meanwhile, or Redis failed again: the run's next touch goes on with it
         await self.writer.follow(stream, attempt.ctx)
 
     async def slot(

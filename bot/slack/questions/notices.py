@@ -6,6 +6,10 @@ from __future__ import annotations
 from bot.agent.answers import AnswerCheck, Answered, Closed, Expired, Open
 
 STORE_DOWN = "I couldn't reach my storage, so nothing was recorded. Please try again in a moment."
+STORE_UNKNOWN = (
+    "I couldn't reach my storage, so I can't tell yet whether that was recorded. Look at the question again in a"
+    " minute: it shows your answer once it is; if it still waits, answer it again."
+)
 UNREADABLE = (
     "I can't read the saved state of this conversation, so I can't take answers for it. Mention me to start again."
 )
