@@ -25,13 +25,14 @@ from typing import Any
 from bot.agent import Agent, new_run_id
 from bot.agent.answers import Expired, Open
 from bot.agent.state import RunState
+from bot.agent.stream import AgentStream
 from bot.agent.text import is_blank
 from bot.errors import RunNotFound, RunNotResumable, StoreCorrupt, StoreUnavailable
 from bot.logs import log_context
 from bot.ops import audit
 from bot.slack.context import REDELIVERED, Origin, SlackContext
 from bot.slack.questions.answering import Answering
-from bot.slack.questions.notices import EXPIRED, STORE_DOWN, UNREADABLE
+from bot.slack.questions.notices import EXPIRED, STARTED_UNKNOWN, STORE_DOWN, UNREADABLE
 from bot.slack.questions.withdrawing import Withdrawing, says_stop
 from bot.slack.render import blocks as bk
 from bot.slack.render.mrkdwn import unescape
@@ -276,10 +277,32 @@ class Threads:
             stream = await self.agent.stream(
                 text or "(empty message)", run_id=run_id, history=history, metadata=ctx.to_metadata()
             )
-        except StoreUnavailable:
-            await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=f":warning: {STORE_DOWN}")
-            return
+        except StoreUnavailable:  # the run may have been created all the same (its reply lost): look again
+            created = await self._created_after_all(ctx, run_id)
+            if created is None:
+                return
+            stream = created
         await self.writer.follow(stream, ctx, request=request)
+
+    async def _created_after_all(self, ctx: SlackContext, run_id: str) -> AgentStream | None:
+        """Run ``run_id``'s start met a Redis failure: read it again as Redis comes back
+        (:meth:`Answering.read_again <bot.slack.questions.answering.Answering.read_again>`). Created (nobody drives
+        it: this process holds its lease) -> its stream, going on from its start; not created -> None, the thread
+        told nothing was recorded; Redis still down -> None, told it can't tell yet."""
+        said = STORE_DOWN
+        try:
+            state = await self.answering.read_again(run_id)
+            if state is not None and await self.agent.is_orphaned(state):
+                log.info("run %s: its start met a Redis failure but was made; going on with it", run_id)
+                return await self.agent.retry_stream(run_id=run_id)
+            if state is not None:
+                return None  # another process went on with it meanwhile
+        except StoreUnavailable:
+            said = STARTED_UNKNOWN
+        except (RunNotResumable, RunNotFound, StoreCorrupt):
+            return None
+        await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=f":warning: {said}")
+        return None
 
     async def _previous(self, ctx: SlackContext, *, read: NewEventReads | None) -> tuple[str | None, RunState | None]:
         """``(the run id the thread points at, that run)``: the run is None when there is none yet, it is past

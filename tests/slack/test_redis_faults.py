@@ -36,6 +36,7 @@ from bot.testing.slack_scenarios import (
     past_deadline,
     resumed_requests,
     text_is,
+    texts_in,
     thread_run_id,
 )
 from bot.testing.tcp_proxy import TcpProxy
@@ -470,3 +471,22 @@ async def test_a_click_whose_claim_was_made_as_redis_went_down_is_not_told_nothi
         await h.settle()
         assert h.ws.ephemerals(user=ALICE) == []
         assert not has_controls(await current(h, q)) and resumed_requests(h.model) == 1
+
+
+async def test_a_mention_whose_run_was_created_as_redis_went_down_is_answered_not_told_nothing_was_recorded(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], harness: Any
+) -> None:
+    """The new run is saved, its reply lost, Redis down for 3 s: once Redis answers, the mention's handler finds
+    the run created and goes on with it (its question asked). Before: "nothing was recorded" in the thread, and the
+    person's next message continued the hidden run instead ("I picked up where I left off"). Found by a break-it
+    review."""
+    client, proxy = proxied_redis
+    async with harness(client) as h:
+        h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="c1")]), Reply(text="Took it."))
+        proxy.cut_at(containing=b'"status":"running"', when="applied", lasting=3.0)
+        d = await h.ws.mention(ALICE, GENERAL, "deploy")
+        q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls, timeout=20)
+        await h.settle()
+        assert not [t for t in texts_in(h, d.message["ts"]) if "storage" in t]
+        await h.ws.click(q, "api", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=text_is("Took it."))

@@ -303,19 +303,16 @@ class Answering:
         came; not made -> told nothing was recorded; Redis still down -> told that whether it was is not known yet.
         Meanwhile the caller's run slot stays taken (the person's other requests may be told to wait)."""
         run_id, call, say = attempt.state.run_id, attempt.call, attempt.say
-        until = time.monotonic() + UNKNOWN_CLAIM_WAIT
-        while True:
-            try:
-                state = await self.agent.get_run(run_id)
-                break
-            except (RunNotFound, StoreCorrupt):
-                await say(GONE)
-                return
-            except StoreUnavailable:
-                if time.monotonic() >= until:
-                    await say(STORE_UNKNOWN)
-                    return
-                await asyncio.sleep(1.0)
+        try:
+            state = await self.read_again(run_id)
+        except StoreUnavailable:
+            await say(STORE_UNKNOWN)
+            return
+        except StoreCorrupt:
+            state = None
+        if state is None:
+            await say(GONE)
+            return
         answer = state.answer_for(call)
         if answer is None or answer.answered_by != attempt.user:
             await say(STORE_DOWN)
@@ -331,6 +328,21 @@ class Answering:
         except (RunNotResumable, RunNotFound, StoreUnavailable, StoreCorrupt):
             return  # went on meanwhile, or Redis failed again: the run's next touch goes on with it
         await self.writer.follow(stream, attempt.ctx)
+
+    async def read_again(self, run_id: str) -> RunState | None:
+        """Run ``run_id`` as stored, read again after a write met a Redis failure (it may have been applied): each
+        second while Redis fails, for at most :data:`UNKNOWN_CLAIM_WAIT` seconds; None when there is no such run.
+        Raises ``StoreUnavailable`` (Redis still down) and ``StoreCorrupt``."""
+        until = time.monotonic() + UNKNOWN_CLAIM_WAIT
+        while True:
+            try:
+                return await self.agent.get_run(run_id)
+            except RunNotFound:
+                return None
+            except StoreUnavailable:
+                if time.monotonic() >= until:
+                    raise
+                await asyncio.sleep(1.0)
 
     async def slot(
         self,

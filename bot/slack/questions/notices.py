@@ -6,6 +6,10 @@ from __future__ import annotations
 from bot.agent.answers import AnswerCheck, Answered, Closed, Expired, Open
 
 STORE_DOWN = "I couldn't reach my storage, so nothing was recorded. Please try again in a moment."
+STARTED_UNKNOWN = (
+    "I couldn't reach my storage, so I can't tell yet whether I took your message. If nothing comes in a minute,"
+    " mention me again."
+)
 STORE_UNKNOWN = (
     "I couldn't reach my storage, so I can't tell yet whether that was recorded. Look at the question again in a"
     " minute: it shows your answer once it is; if it still waits, answer it again."
