@@ -9,6 +9,7 @@ count). Who may edit, and whether the call still waits, are decided as for Appro
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,14 +19,17 @@ from bot.agent.state import PendingCall
 from bot.agent.tools import ToolInputError
 from bot.errors import NotAwaitingThisKind, RunConflict, RunNotFound, StoreUnavailable
 from bot.slack.approvals.deciding import Ack, Approving
-from bot.slack.approvals.rules import editable_call, with_edited
-from bot.slack.context import Origin
+from bot.slack.approvals.rules import call_decision, editable_call, with_edited
+from bot.slack.context import Origin, SlackContext
 from bot.slack.questions.answering import LOST_CLAIM
+from bot.slack.questions.approvers import RULE_NOTE
 from bot.slack.questions.lookup import Found
 from bot.slack.questions.notices import GONE, NOT_OPEN, STORE_DOWN
 from bot.slack.refs import QuestionRef
 from bot.slack.render.approvals import QuorumProgress
 from bot.slack.render.edit_modal import edit_modal, editable_fields, edited_arguments
+
+log = logging.getLogger(__name__)
 
 
 class Editing:
@@ -158,7 +162,38 @@ class Editing:
         view = body.get("view") or {}
         arguments, errors = edited_arguments(view, schema=schema, args=args, editable=approvers.editable)
         arguments = with_edited(pending.tool_name, pending.args, arguments)
+        if not errors and (moved := await self._moved_rule(ctx, pending, arguments)) is not None:
+            errors = {self._first_block(body): moved}
         return EditForm(found=found, arguments=arguments, errors=errors)
+
+    async def _moved_rule(self, ctx: SlackContext, pending: PendingCall, arguments: dict[str, Any]) -> str | None:
+        """Why ``arguments`` can't be saved on ``pending``: with them the call would fall under another rule of the
+        approval policy than the one deciding its request (another rule's ``when`` matches first, or its own no
+        longer does: an approver of one rule must not edit a call into another's, e.g. past an amount's limit);
+        None when the same rule decides it (or there is no policy)."""
+        approvers = self.answering.permissions.approvers
+        asked_under = approval_payload(pending).policy.get(RULE_NOTE)
+        if approvers.policy is None or not isinstance(asked_under, str) or not asked_under:
+            return None
+        try:
+            decision = await call_decision(
+                approvers.policy,
+                pending.tool_name,
+                arguments,
+                requester=ctx.requester,
+                channel=ctx.channel_id,
+                tool_requires=True,
+                people=approvers.people,
+            )
+        except Exception:  # a user-group look-up Slack refused: don't guess
+            log.exception("an edit's rule could not be checked")
+            return "I couldn't check these arguments against the approval policy; try again in a moment."
+        if decision.name == asked_under:
+            return None
+        return (
+            f"With these arguments the call falls under the approval policy's rule {decision.name!r}, not"
+            f" {asked_under!r}, which decides this request: an edit can't move it to another rule."
+        )
 
 
 @dataclass(frozen=True)

@@ -194,3 +194,30 @@ async def test_an_edit_back_to_arguments_approved_before_does_not_bring_those_ap
         await h.ws.click(await current(h, request), "Approve", user=BOB)  # now Bob's counts, for these arguments
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
         assert approval_agent.RESTARTS == ["api"]
+
+
+@pytest.mark.parametrize("replicas", ["50", "6"])
+async def test_an_edit_that_would_move_the_call_under_another_rule_is_refused_in_the_form(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, replicas: str
+) -> None:
+    """Rule "small scales" (``replicas <= 5``) lets the requester approve and edit ``replicas``; "big scales" is
+    Bob's. Alice edits 3 to 50 (or to 6, just past it): the form says the call would fall under "big scales" and
+    nothing is saved or run; an edit within the rule (4) goes through. Before: it ran with 50, approved by Alice.
+    Found by a break-it review."""
+    rules = (
+        "  - name: small scales\n    tool: scale_service\n    when: {replicas: {lte: 5}}\n"
+        "    approvers: [requester]\n    edit: [replicas]\n"
+        f"  - name: big scales\n    tool: scale_service\n    approvers: [{BOB}]\n"
+    )
+    async with harness(fake_redis, settings=policy(tmp_path, rules)) as h:
+        thread, request = await requested(h, "scale_service", {"name": "api", "replicas": 3})
+        form = await edit_form(h, request, user=ALICE)
+        ack = await h.ws.submit_view(form, {"edit:replicas": {"edit_value": replicas}}, user=ALICE)
+        assert ack.json["response_action"] == "errors"
+        assert "falls under the approval policy's rule 'big scales'" in next(iter(ack.json["errors"].values()))
+        await h.settle()
+        assert approval_agent.SCALES == [] and has_controls(await current(h, request))
+        ack = await h.ws.submit_view(form, {"edit:replicas": {"edit_value": "4"}}, user=ALICE)
+        assert ack.status == 200 and not ack.json
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        assert [s["replicas"] for s in approval_agent.SCALES] == [4]
