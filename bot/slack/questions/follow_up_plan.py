@@ -9,14 +9,22 @@ outage leaves it unplanned (logged): its deadline then still holds for any answe
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from bot.store.schedule import Due, DueItem, Schedule
 
+log = logging.getLogger(__name__)
+
 DEADLINE, REMIND, ESCALATE = "deadline", "remind", "escalate"
 # One message to a target (a user or channel id) for what is queued for it: DueItem(kind, run_id=team_id, key=target)
 ESCALATE_TO, REMIND_TO = "escalate_to", "remind_to"
+ASK_AGAIN = "ask_again"  # a question Slack refused to post, posted again: DueItem(ASK_AGAIN, run_id, call, try)
+ASK_AGAIN_FIRST = 30.0
+"""Seconds after a refused post that a question is posted again (doubled each try, at most an hour apart)."""
+ASK_AGAIN_TRIES = 10
+"""Tries at most after the first post (about 8.5 hours of them); then it waits unseen until its deadline (logged)."""
 COALESCE_SECONDS = 10.0
 """How long the escalations (reminders) due to one target wait for each other: those that fall due within it are sent
 as one message (:meth:`FollowUpPlan.notice_message`)."""
@@ -41,11 +49,22 @@ class FollowUpPlan:
         self.schedule = schedule
         self.settings = settings
 
-    def entries(self, run_id: str, call: str, *, expires_at: datetime | None) -> list[Due]:
+    def entries(self, run_id: str, call: str, *, expires_at: datetime | None, refused: int | None = None) -> list[Due]:
         """What to schedule for question ``call`` of ``run_id``, asked now, due by ``expires_at``: its deadline,
-        first reminder and escalation, as the settings say."""
+        first reminder and escalation, as the settings say; ``refused``: Slack refused to post it, on this try
+        (0: the first post): it is posted again later (:data:`ASK_AGAIN`, up to :data:`ASK_AGAIN_TRIES` times)."""
         s = self.settings
         due: list[Due] = []
+        if refused is not None and refused < ASK_AGAIN_TRIES:
+            later = min(ASK_AGAIN_FIRST * 2**refused, 3600.0)
+            due.append(Due(DueItem(ASK_AGAIN, run_id, call, refused + 1), after=later))
+        elif refused is not None:
+            log.error(
+                "run %s: Slack refused question %s %d times; it waits unseen until its deadline",
+                run_id,
+                call,
+                refused + 1,
+            )
         if expires_at is not None:
             due.append(Due(DueItem(DEADLINE, run_id, call), at=expires_at))
         if s.remind_after is not None:

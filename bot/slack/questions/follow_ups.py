@@ -49,7 +49,15 @@ from bot.slack.context import SlackContext
 from bot.slack.home import HOME
 from bot.slack.questions.answering import Answering
 from bot.slack.questions.approvers import ESCALATED_TO, RULE_NOTE, ApproverPolicy
-from bot.slack.questions.follow_up_plan import DEADLINE, ESCALATE, ESCALATE_TO, REMIND, REMIND_TO, FollowUpPlan
+from bot.slack.questions.follow_up_plan import (
+    ASK_AGAIN,
+    DEADLINE,
+    ESCALATE,
+    ESCALATE_TO,
+    REMIND,
+    REMIND_TO,
+    FollowUpPlan,
+)
 from bot.slack.questions.notices import EXPIRED_OUTCOME
 from bot.slack.refs import QuestionRef
 from bot.slack.render import blocks as bk
@@ -86,6 +94,7 @@ class FollowUps:
             REMIND_TO: self.on_reminder_message,
             ESCALATE: self.on_escalate,
             ESCALATE_TO: self.on_escalation_message,
+            ASK_AGAIN: self.on_ask_again,
         }
         if self.messages.home is not None:
             handlers[HOME] = self.messages.home.on_refresh
@@ -100,6 +109,21 @@ class FollowUps:
             return None
         check = await self.agent.check(state, item.key)
         return (state, ctx, check.pending) if isinstance(check, Open) else None
+
+    # --- a question Slack refused to post ----------------------------------------------------------------------
+
+    async def on_ask_again(self, item: DueItem) -> None:
+        """Question ``item.key`` of run ``item.run_id`` was refused by Slack when it was posted (try ``item.n``
+        comes): post it again, while it waits and shows in no message (a refusal again plans the next try:
+        :meth:`~bot.slack.questions.follow_up_plan.FollowUpPlan.entries`)."""
+        found = await self._open(item)
+        if found is None:
+            return
+        state, ctx, pending = found
+        if await self.answering.index.messages(state.run_id, item.key, asked=asked_id(pending.suspended_at)):
+            return  # shown by now (a copy, or another process's try)
+        log.info("run %s: posting question %s again (try %d)", state.run_id, item.key, item.n)
+        await self.messages.ask_again(state.run_id, pending, ctx, tried=item.n)
 
     # --- the deadline ----------------------------------------------------------------------------------------
 

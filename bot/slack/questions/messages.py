@@ -87,10 +87,11 @@ class QuestionMessages:
         self.allow_user_mentions = allow_user_mentions  # may text from the model or people ping a person
         self._links: OrderedDict[tuple[str, str], str] = OrderedDict()  # the last LINKS_KEPT thread permalinks
 
-    async def ask(self, run_id: str, suspended: SuspendedPayload, ctx: SlackContext) -> str | None:
+    async def ask(self, run_id: str, suspended: SuspendedPayload, ctx: SlackContext, *, tried: int = 0) -> str | None:
         """Post question ``suspended`` of run ``run_id`` in ``ctx``'s thread (its Block Kit; plain text where Slack
         refuses the blocks: a reply in the thread still answers it) and record the message; returns its ``ts`` (None:
-        nothing posted, e.g. a suspension Slack cannot show)."""
+        nothing posted, e.g. a suspension Slack cannot show; Slack refusing it, on try ``tried``: posted again later,
+        :meth:`ask_again`)."""
         payload = suspended.suspend_payload
         if not isinstance(payload, AskUserPayload):
             log.warning("run %s: suspended on %s, which Slack cannot show", run_id, suspended.tool_name)
@@ -109,8 +110,19 @@ class QuestionMessages:
             plain = escape(clip(fallback_text(payload), 39000))
             ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=plain)
         call, asked, expires = suspended.tool_call_id, suspended.asked_at, suspended.expires_at
-        await self.records.shown(ctx, run_id, call, ts=ts, approval=None, asked=asked, expires_at=expires)
+        await self.records.shown(ctx, run_id, call, ts=ts, approval=None, asked=asked, expires_at=expires, tried=tried)
         return ts
+
+    async def ask_again(self, run_id: str, pending: PendingCall, ctx: SlackContext, *, tried: int) -> str | None:
+        """Post again, on try ``tried`` (from 1), the question or approval request ``pending`` of run ``run_id``
+        that Slack refused to post (:data:`~bot.slack.questions.follow_up_plan.ASK_AGAIN`); its ``ts``, or None."""
+        if pending.kind == "approval":
+            return await self._ask_one_approval(run_id, approval_payload(pending), ctx, tried=tried)
+        question = AskUserPayload.model_validate(pending.suspend_payload)
+        asked = SuspendedPayload(
+            pending.tool_call_id, pending.tool_name, pending.args, question, pending.expires_at, pending.suspended_at
+        )
+        return await self.ask(run_id, asked, ctx, tried=tried)
 
     async def ask_approval(self, run_id: str, approval: ApprovalPayload, ctx: SlackContext) -> list[str | None]:
         """Post approval request ``approval`` of run ``run_id`` in ``ctx``'s thread (a batch: a header with Approve
@@ -125,7 +137,9 @@ class QuestionMessages:
             ]
         return [await self._ask_one_approval(run_id, approval, ctx)]
 
-    async def _ask_one_approval(self, run_id: str, approval: ApprovalPayload, ctx: SlackContext) -> str | None:
+    async def _ask_one_approval(
+        self, run_id: str, approval: ApprovalPayload, ctx: SlackContext, *, tried: int = 0
+    ) -> str | None:
         ref = QuestionRef.of(run_id, approval.tool_call_id)
         approvers = self.cards.approvers_of(approval, ctx)
         quorum = QuorumProgress(approvers.required) if approvers.quorum else None
@@ -133,7 +147,9 @@ class QuestionMessages:
         text = approval_title(approval)
         ts = await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text, blocks=blocks)
         call, asked, expires = approval.tool_call_id, approval.asked_at, approval.expires_at
-        await self.records.shown(ctx, run_id, call, ts=ts, approval=approval, asked=asked, expires_at=expires)
+        await self.records.shown(
+            ctx, run_id, call, ts=ts, approval=approval, asked=asked, expires_at=expires, tried=tried
+        )
         where = str(approval.policy.get("where") or "thread")
         if where != "thread" and ts is not None:
             await self._ask_elsewhere(run_id, approval, ctx, where=where, blocks=blocks, thread_message=ts)

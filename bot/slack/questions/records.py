@@ -81,16 +81,19 @@ class QuestionRecords:
         approval: ApprovalPayload | None,
         asked: datetime | None,
         expires_at: datetime | None,
+        tried: int = 0,
     ) -> None:
-        """Question ``call`` of ``run_id`` was just posted as ``ts`` in ``ctx``'s thread (None: not posted): record
-        its message, put it in its people's inboxes (``approval``: the request, when it is one, whose approvers'
+        """Question ``call`` of ``run_id`` was just posted as ``ts`` in ``ctx``'s thread (None: Slack refused it, on
+        try ``tried``: it is posted again later, :data:`~bot.slack.questions.follow_up_plan.ASK_AGAIN`): record its
+        message, put it in its people's inboxes (``approval``: the request, when it is one, whose approvers'
         inboxes it goes in too: :meth:`Home.people`), schedule its deadline (``expires_at``), reminders, escalation
         and their Home refreshes. Never raises."""
         what = "approval request" if approval is not None else "question"
         people = await self.home.people(ctx, approval=approval, also=[]) if self.home is not None else []
         ref = MessageRef(channel_id=ctx.channel_id, ts=ts, asked=asked_id(asked)) if ts else None
         when = int((asked or datetime.now(UTC)).timestamp() * 1000)
-        due = self.plan.entries(run_id, call, expires_at=expires_at) if self.plan is not None else []
+        refused = tried if ts is None else None
+        due = self.plan.entries(run_id, call, expires_at=expires_at, refused=refused) if self.plan is not None else []
         until = expires_at or (asked or datetime.now(UTC)) + OWED_AT_MOST
         owed = _Owed(ctx=ctx, ref=ref, people=people, asked_ms=when, due=due, until=until, what=what)
         if not await self._write(run_id, call, owed):

@@ -484,3 +484,34 @@ async def test_what_a_question_waiting_past_the_run_retention_needs_is_kept_unti
         await h.settle()
         short = await kept_shorter(fake_redis, prefix, than=37 * 86400)
         assert short == {}, sorted(short.items())
+
+
+@pytest.mark.parametrize("kind", ["question", "approval"])
+async def test_a_question_slack_refused_to_post_is_posted_again_once_slack_takes_it(
+    fake_redis: aioredis.Redis, harness: Any, kind: str
+) -> None:
+    """Slack refuses every post for a while (past the client's own retries) as the run asks: the question (or
+    approval request) is posted again 30 s later, then a minute later, ..., until Slack takes it, and then answered
+    as ever. Before: the run waited on a question nobody could see until its deadline. Found by a break-it review."""
+    settings = {"agent": "bot.testing.approval_agent:build"} if kind == "approval" else {}
+    async with harness(fake_redis, settings=settings) as h:
+        if kind == "approval":
+            approval_agent.RESTARTS.clear()
+            asking = tool_call("restart_service", {"name": "db-7"}, id="q1")
+        else:
+            asking = tool_call("ask_user", SINGLE, id="q1")
+        h.model.script(Reply(tool_calls=[asking]), Reply(text="Carried on."))
+        h.ws.fake.refuse("chat.postMessage", "service_unavailable")
+        d = await h.ws.mention(ALICE, GENERAL, "go")
+        thread = d.message["ts"]
+        await h.settle()
+        await tick(h, after=31)  # refused again: the next try a minute later
+        assert not [m for m in h.ws.messages(GENERAL, thread_ts=thread) if has_controls(m)]
+        h.ws.fake.allow("chat.postMessage")
+        await tick(h, after=31 + 61)
+        shown = [m for m in h.ws.messages(GENERAL, thread_ts=thread) if has_controls(m)]
+        assert len(shown) == 1
+        await tick(h, after=31 + 61 + 121)  # nothing more once shown
+        assert len([m for m in h.ws.messages(GENERAL, thread_ts=thread) if has_controls(m)]) == 1
+        await h.ws.click(shown[0], "Approve" if kind == "approval" else "api", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Carried on.")
