@@ -217,24 +217,30 @@ async def click_via(h: Any, process: Any, message: dict[str, Any], *, user: str)
         await sender.close()
 
 
-async def test_the_completing_approval_whose_claim_was_lost_is_claimed_when_its_click_comes_again(
-    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, prefix: str
-) -> None:
-    """The process that recorded the last approval died before claiming the decision (the tally says complete, the
-    run still waits): the click delivered again (the job redelivered to another worker) claims it, once."""
+async def completed_unclaimed(client: aioredis.Redis, prefix: str, thread: str) -> None:
+    """Bob's approval, then Carol's completing the quorum, recorded (as their clicks would) with no claim made on
+    the run: as a completing click's process that died (or was turned away) before claiming leaves it."""
     from bot.store import Keys
     from bot.store.conversations import asked_id
     from bot.store.quorum import Quorums, asking_of
     from bot.testing.slack_scenarios import thread_run
 
+    state = await thread_run(client, prefix, thread)
+    assert state.pending is not None
+    asking = asking_of(asked_id(state.pending.suspended_at), state.pending.args)
+    quorums = Quorums(client, keys=Keys(prefix))
+    await quorums.approve(state.run_id, "r1", asking, user=BOB, required=2)
+    assert (await quorums.approve(state.run_id, "r1", asking, user=CAROL, required=2)).status == "reached"
+
+
+async def test_the_completing_approval_whose_claim_was_lost_is_claimed_when_its_click_comes_again(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, prefix: str
+) -> None:
+    """The process that recorded the last approval died before claiming the decision (the tally says complete, the
+    run still waits): the click delivered again (the job redelivered to another worker) claims it, once."""
     async with harness(fake_redis, settings=policy(tmp_path)) as h:
         thread, request = await requested(h)
-        state = await thread_run(fake_redis, prefix, thread)
-        assert state.pending is not None
-        asking = asking_of(asked_id(state.pending.suspended_at), state.pending.args)
-        quorums = Quorums(fake_redis, keys=Keys(prefix))
-        await quorums.approve(state.run_id, "r1", asking, user=BOB, required=2)
-        assert (await quorums.approve(state.run_id, "r1", asking, user=CAROL, required=2)).status == "reached"
+        await completed_unclaimed(fake_redis, prefix, thread)
         await h.ws.click(request, "Approve", user=CAROL)
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
         await h.ws.click(request, "Approve", user=CAROL, as_seen=True)
@@ -249,21 +255,11 @@ async def test_a_completed_quorum_whose_claim_was_never_made_is_carried_through_
     """Carol's approval completed the quorum, but her click's claim was never made (her run slot was full, Redis
     failed, her process died): Dave's click (an approver whose approval is no longer needed) or Bob's carries the
     decision through, once. Before: each was told it had all its approvals, and the call waited to its deadline."""
-    from bot.store import Keys
-    from bot.store.conversations import asked_id
-    from bot.store.quorum import Quorums, asking_of
-    from bot.testing.slack_scenarios import thread_run
-
     directory = Directory.default()
     directory.add_user(DAVE, "dave")
     async with harness(fake_redis, settings=policy(tmp_path, f"[{BOB}, {CAROL}, {DAVE}]"), directory=directory) as h:
         thread, request = await requested(h)
-        state = await thread_run(fake_redis, prefix, thread)
-        assert state.pending is not None
-        asking = asking_of(asked_id(state.pending.suspended_at), state.pending.args)
-        quorums = Quorums(fake_redis, keys=Keys(prefix))
-        await quorums.approve(state.run_id, "r1", asking, user=BOB, required=2)
-        assert (await quorums.approve(state.run_id, "r1", asking, user=CAROL, required=2)).status == "reached"
+        await completed_unclaimed(fake_redis, prefix, thread)
         await h.ws.click(request, "Approve", user=DAVE)
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
         await h.ws.click(request, "Approve", user=BOB, as_seen=True)  # after it ran: nothing more
