@@ -71,7 +71,9 @@ from bot.errors import (
     NotAwaitingThisKind,
     QuestionExpired,
     RunConflict,
+    RunNotFound,
     RunNotResumable,
+    StoreCorrupt,
 )
 
 RESUME_ATTEMPTS = 5  # compare-and-sets one resume tries while other decisions on the same batch keep landing first
@@ -472,16 +474,22 @@ class Agent:
 
     async def is_orphaned(self, state: RunState, *, wait: bool = False) -> bool:
         """True for a ``running`` run that no live process drives (no lease, or this agent's lease on a run it
-        is not driving). ``wait``: another process's live lease may be a dead one's (a job redelivered once its
-        worker died, before that worker's lease lapsed): look again each second until it lapses, for at most the
-        store's ``lease_ttl`` (seconds; then False: its holder lives). Raises ``StoreUnavailable``."""
+        is not driving), and still ``running`` as stored (a lease also goes with the save that ends a segment: a
+        run its process failed, completed or suspended meanwhile is no orphan). ``wait``: another process's live
+        lease may be a dead one's (a job redelivered once its worker died, before that worker's lease lapsed):
+        look again each second until it lapses, for at most the store's ``lease_ttl`` (seconds; then False: its
+        holder lives). Raises ``StoreUnavailable``."""
         if state.status != "running" or state.run_id in self.driving:
             return False  # this process drives it (its lease may have lapsed: the next renewal takes it back)
         until = time.monotonic() + (self.store.lease_ttl + 1 if wait else 0)
         while True:
             holder = await self.store.lease_owner(state.run_id)
             if holder is None or holder == self.owner:
-                return True
+                try:
+                    stored = await self.store.load(state.run_id)
+                except (RunNotFound, StoreCorrupt):
+                    return False
+                return stored.status == "running" and stored.run_id not in self.driving
             if time.monotonic() >= until:
                 return False
             await asyncio.sleep(1.0)

@@ -236,3 +236,35 @@ async def test_a_mention_redelivered_while_its_dead_workers_run_lease_stands_is_
         assert texts_in(h, thread).count("Hello after a crash.") == 1, texts_in(h, thread)
         assert not [e["text"] for e in h.ws.ephemerals(user=ALICE)]
         assert len(h.model.requests) == 2  # the dead turn, then the one going on: no second run
+
+
+async def test_a_mention_redelivered_while_its_first_worker_lives_leaves_the_run_that_worker_ended_alone(
+    fake_server: fakeredis.FakeServer, harness: Any, prefix: str
+) -> None:
+    """The first worker is alive, only slow: its model turn fails (HTTP 400) while the redelivered job waits for
+    its lease. The lease goes with the run's failure: the waiting job must not take a failed run for an orphan and
+    retry it unasked (the thread's "press Retry" would then be untrue, and the model called twice). Found by a
+    break-it review of the lease wait."""
+    client = fakeredis.FakeAsyncRedis(server=fake_server)
+    async with harness(client) as h:
+        web, worker_a = await start_split(h, fake_server)
+        worker_b = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="worker")
+        h.route_to(web)
+        key = Keys(prefix).work()
+        await client.xgroup_create(key, GROUP, id="0", mkstream=True)
+        refused = {"error": {"message": "bad request", "type": "invalid_request_error"}}
+        h.model.script(Reply(status=400, delay=2.0, json_body=refused), Reply(text="A reply nobody asked for."))
+        d = await h.ws.mention(ALICE, GENERAL, "hi")
+        await h.settle()
+        taken = await client.xreadgroup(GROUP, "dead", {key: ">"}, count=10)
+        mention = next(j for j in (json.loads(f[b"job"]) for _i, f in taken[0][1]) if j["fn"] == "on_mention")
+        first = asyncio.ensure_future(worker_a.bot.run_job(mention))
+        for _ in range(100):  # its model turn under way
+            await asyncio.sleep(0.05)
+            if len(h.model.requests) == 1:
+                break
+        await asyncio.wait_for(worker_b.bot.run_job({**mention, "redelivered": True}), 40)
+        await asyncio.wait_for(first, 40)
+        await h.settle()
+        assert len(h.model.requests) == 1, texts_in(h, d.message["ts"])
+        assert (await thread_run(client, prefix, d.message["ts"])).status == "failed"
