@@ -490,3 +490,26 @@ async def test_a_mention_whose_run_was_created_as_redis_went_down_is_answered_no
         assert not [t for t in texts_in(h, d.message["ts"]) if "storage" in t]
         await h.ws.click(q, "api", user=ALICE)
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=text_is("Took it."))
+
+
+async def test_an_approval_whose_claim_was_made_as_redis_went_down_goes_on_without_telling_nothing_was_recorded(
+    proxied_redis: tuple[aioredis.Redis, TcpProxy], harness: Any
+) -> None:
+    """As for an answer: Alice approves, the decision is saved, its reply lost, Redis down for 3 s: once Redis
+    answers the call runs, its request closes and nobody is told "nothing was recorded". Found by a break-it review
+    (the approvals' claim had no look again)."""
+    from bot.testing import approval_agent
+
+    approval_agent.RESTARTS.clear()
+    client, proxy = proxied_redis
+    async with harness(client, settings={"agent": "bot.testing.approval_agent:build"}) as h:
+        h.model.script(Reply(tool_calls=[tool_call("restart_service", {"name": "api"}, id="r1")]), Reply(text="Done."))
+        d = await h.ws.mention(ALICE, GENERAL, "restart api")
+        request = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+        await h.settle()
+        proxy.cut_at(containing=b'"status":"running"', when="applied", lasting=3.0)
+        await h.ws.click(request, "Approve", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=text_is("Done."), timeout=20)
+        await h.settle()
+        assert approval_agent.RESTARTS == ["api"] and h.ws.ephemerals(user=ALICE) == []
+        assert not has_controls(await current(h, request))

@@ -109,18 +109,20 @@ class Approving:
             await say(NOT_OPEN)
             return
         outcome = decision_outcome(approved=approved, user=where.user, reason=reason)
+        by = where.user
         if approved:
             tally = await self._count(state, ctx, check.pending, where=where, say=say, clicked=clicked)
             if tally is None:  # a quorum still gathering (its progress shown), or told why not
                 return
             if len(tally.approvers) > 1:
                 outcome = quorum_outcome(tally.approvers, required=len(tally.approvers))
+            by = tally.completed_by or by  # carried through for the quorum: its decision is the completer's
         slot = await self.answering.slot(ctx, say, user=where.user)
         if slot is None:
             return
         async with slot:
             with log_context(run_id=state.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id, user_id=where.user):
-                stream = await self._claim(attempt, approved=approved, reason=reason, scope=scope)
+                stream = await self._claim(attempt, approved=approved, reason=reason, scope=scope, by=by)
                 if stream is None:
                     return
                 payload = approval_payload(check.pending)
@@ -220,10 +222,14 @@ class Approving:
         await self.answering.messages.show_quorum(state.run_id, payload, ctx, progress=progress, clicked=clicked)
 
     async def _claim(
-        self, attempt: Attempt, *, approved: bool, reason: str | None, scope: str = "once"
+        self, attempt: Attempt, *, approved: bool, reason: str | None, scope: str = "once", by: str | None = None
     ) -> AgentStream | None:
+        """Claim the decision ``attempt`` makes (by ``attempt.user``, or ``by``: whose the decision is, the
+        quorum's completer when another approver's click carries it through); its stream, or None after telling
+        the person why not. A claim Redis failed under is read again as Redis comes back
+        (:meth:`Answering.claimed_after_all <bot.slack.questions.answering.Answering.claimed_after_all>`)."""
         agent, say = self.answering.agent, attempt.say
-        run_id, call, user = attempt.state.run_id, attempt.call, attempt.user
+        run_id, call, user = attempt.state.run_id, attempt.call, by or attempt.user
         try:
             if approved:
                 return await agent.resume(run_id, {call: Approve(by=user, scope=scope)}, loaded=attempt.state)
@@ -234,8 +240,9 @@ class Approving:
             await self.answering.lost_claim(replace(attempt, clicked=None, tried=tried))
         except RunNotFound:
             await say(GONE)
-        except StoreUnavailable:
-            await say(STORE_DOWN)
+        except StoreUnavailable:  # it may have been made all the same (its reply lost): look again
+            _made, stream = await self.answering.claimed_after_all(replace(attempt, user=user))
+            return stream
         return None
 
     async def _give(

@@ -288,46 +288,54 @@ class Answering:
             await say(GONE)
             return
         except StoreUnavailable:  # the claim may have been applied all the same (its reply lost): look again
-            await self._after_unknown_claim(attempt, pending, outcome=outcome, summary=summary)
+            made, later = await self.claimed_after_all(attempt)
+            if not made:
+                return
+            await self.messages.close_pending(
+                attempt.state.run_id,
+                pending,
+                outcome=outcome,
+                summary=summary,
+                clicked=attempt.clicked,
+                ctx=attempt.ctx,
+            )
+            if later is not None:
+                await self.writer.follow(later, attempt.ctx)
             return
         await self.messages.close_pending(
             attempt.state.run_id, pending, outcome=outcome, summary=summary, clicked=attempt.clicked, ctx=attempt.ctx
         )
         await self.writer.follow(stream, attempt.ctx)
 
-    async def _after_unknown_claim(self, attempt: Attempt, pending: PendingCall, *, outcome: str, summary: str) -> None:
-        """Redis failed while ``attempt``'s claim was sent: it may or may not have been applied. Read the run again
-        as Redis comes back (each second, for at most :data:`UNKNOWN_CLAIM_WAIT` seconds): the claim made (the call
-        holds an answer by ``attempt.user``, and nobody drives the run: this process holds its lease) -> its
-        messages closed with ``outcome`` and the run continued on the caller's run slot, as after a claim whose reply
-        came; not made -> told nothing was recorded; Redis still down -> told that whether it was is not known yet.
-        Meanwhile the caller's run slot stays taken (the person's other requests may be told to wait)."""
+    async def claimed_after_all(self, attempt: Attempt) -> tuple[bool, AgentStream | None]:
+        """Redis failed while ``attempt``'s claim (an answer, a decision, a withdrawal) was sent: it may or may not
+        have been applied. Read the run again as Redis comes back (:meth:`read_again`): ``(True, its stream)`` when
+        the claim was made (the call holds an answer by ``attempt.user``) and nobody drives the run (this process
+        holds its lease: the stream goes on from where the claim left it, on the caller's run slot), ``(True,
+        None)`` when made and another process went on with it; ``(False, None)`` after telling the person: not made
+        ("nothing was recorded"), Redis still down (not known yet), the run gone."""
         run_id, call, say = attempt.state.run_id, attempt.call, attempt.say
         try:
             state = await self.read_again(run_id)
         except StoreUnavailable:
             await say(STORE_UNKNOWN)
-            return
+            return False, None
         except StoreCorrupt:
             state = None
         if state is None:
             await say(GONE)
-            return
+            return False, None
         answer = state.answer_for(call)
         if answer is None or answer.answered_by != attempt.user:
             await say(STORE_DOWN)
-            return
+            return False, None
         log.info("run %s: a claim whose reply was lost in an outage was made; going on with it", run_id)
-        await self.messages.close_pending(
-            run_id, pending, outcome=outcome, summary=summary, clicked=attempt.clicked, ctx=attempt.ctx
-        )
-        try:  # on the run slot the claim was made with (the caller's), as its stream would have gone on
-            if not await self.agent.is_orphaned(state):
-                return  # another process went on with it meanwhile
-            stream = await self.agent.retry_stream(run_id=run_id)
+        try:
+            if await self.agent.is_orphaned(state):
+                return True, await self.agent.retry_stream(run_id=run_id)
         except (RunNotResumable, RunNotFound, StoreUnavailable, StoreCorrupt):
-            return  # went on meanwhile, or Redis failed again: the run's next touch goes on with it
-        await self.writer.follow(stream, attempt.ctx)
+            pass  # went on meanwhile, or Redis failed again: the run's next touch goes on with it
+        return True, None
 
     async def read_again(self, run_id: str) -> RunState | None:
         """Run ``run_id`` as stored, read again after a write met a Redis failure (it may have been applied): each

@@ -33,6 +33,7 @@ from bot.testing.slack_scenarios import (
     current,
     has_controls,
     text_is,
+    thread_run,
 )
 from tests.conftest import SECRET
 
@@ -270,7 +271,7 @@ async def test_a_completed_quorum_whose_claim_was_never_made_is_carried_through_
 
 
 async def test_a_quorum_completed_by_someone_at_their_run_limit_is_carried_through_by_the_next_approval(
-    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, prefix: str
 ) -> None:
     """Found by a break-it review: Carol's approval completes the quorum while her one run slot
     (``MAX_RUNS_PER_PERSON=1``) is held by a slow run of hers, so her click is turned away; Dave's approval then
@@ -296,6 +297,13 @@ async def test_a_quorum_completed_by_someone_at_their_run_limit_is_carried_throu
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
         await h.settle()
         assert approval_agent.RESTARTS == ["api"]
+        # the decision is the quorum's, recorded as its completer's (not Dave's, whose approval was not needed),
+        # and Carol, clicking again, is told her approval went through (found by a break-it review)
+        state = await thread_run(fake_redis, prefix, thread)
+        assert [a.answered_by for a in state.answers] == [CAROL]
+        await h.ws.click(request, "Approve", user=CAROL, as_seen=True)
+        told = await h.ws.wait_for_ephemeral(user=CAROL, predicate=lambda m: "still working" not in m["text"])
+        assert f"<@{DAVE}>" not in told["text"] and "not recorded" not in told["text"], told["text"]
 
 
 @pytest.mark.real_redis
