@@ -6,8 +6,8 @@ TypeScript SDK's, used by the MCP Inspector, Claude Code, Cursor and VS Code: ``
 Request timed out"``). The first withdraws the question (Slack says so); the second must not: docs/mcp-server.md
 promises that the answer is kept and that the same call with the same ``request_key`` picks it up later.
 
-:class:`CancelReasons` (server middleware) notes each cancellation's ``reason`` by request id, as it arrives;
-:func:`withdrawn_by_client` tells the two apart for the call being handled.
+:class:`CancelReasons` (server middleware) notes each cancellation's ``reason`` by client and request id, as it
+arrives; :func:`withdrawn_by_client` tells the two apart for the call being handled.
 """
 
 from __future__ import annotations
@@ -20,26 +20,29 @@ import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
 
+from bot.mcp_server.callers import CALLER_STATE
 from bot.mcp_server.http import SHUTTING_DOWN
 
 CANCELLED = "notifications/cancelled"
 REASON_WAIT = 1.0
 """Seconds a call that saw its cancellation waits for the notification's reason (the SDK sets the call's
 cancellation before it hands the notification on): none by then counts as a withdrawal."""
-FRESH = 10.0  # seconds a noted reason may wait for its call to read it
+FRESH = 3.0  # seconds a noted reason may wait for its call to read it (it comes with the cancellation)
 KEPT = 100  # reasons kept at most (the oldest dropped): reasons of calls that ended before reading them
 
 
 class CancelReasons:
-    """Server middleware (``MCPServer(middleware=[...])``): the ``reason`` of each ``notifications/cancelled`` by
-    the request id it names, for the call with that id to read (:meth:`reason`) within :data:`FRESH` seconds.
+    """Server middleware (``MCPServer(middleware=[...])``): the ``reason`` of each ``notifications/cancelled``, by
+    the client it came from (:func:`client_of`) and the request id it names, for the call with that id to read
+    (:meth:`reason`) within :data:`FRESH` seconds.
 
-    By request id alone: the SDK gives every message its own session and connection objects (on the 2026 wire
-    nothing ties a notification to the connection of the call it names), and over stdio a server has one client.
-    Over HTTP two clients' calls may share an id: at worst one of them reads the other's fresh reason."""
+    The SDK gives every message its own session and connection objects (on the 2026 wire nothing else ties a
+    notification to the call it names): a client is told by its HTTP session id and bearer token's caller; over
+    stdio a server has one client. Two HTTP clients with neither, or the same caller and no session, whose calls
+    share an id and are cancelled within :data:`FRESH` seconds of each other may read each other's reason."""
 
     def __init__(self) -> None:
-        self._reasons: dict[str, tuple[str, float]] = {}  # request id -> (reason, when: monotonic seconds)
+        self._reasons: dict[tuple[str, str], list[tuple[str, float]]] = {}  # -> [(reason, when: monotonic s)]
         self._arrived: anyio.Event | None = None  # set when a reason arrives (made by the first call waiting)
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -47,7 +50,10 @@ class CancelReasons:
         if ctx.method == CANCELLED and ctx.request_id is None and isinstance(ctx.params, Mapping):
             request_id = ctx.params.get("requestId")
             if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
-                self._reasons[str(request_id)] = (str(ctx.params.get("reason") or ""), time.monotonic())
+                now = time.monotonic()
+                key = (client_of(ctx.request), str(request_id))
+                fresh = [r for r in self._reasons.pop(key, []) if now - r[1] <= FRESH]
+                self._reasons[key] = [*fresh, (str(ctx.params.get("reason") or ""), now)]
                 while len(self._reasons) > KEPT:
                     self._reasons.pop(next(iter(self._reasons)))
                 if self._arrived is not None:
@@ -60,16 +66,34 @@ class CancelReasons:
         seconds for it to arrive; None when no notification named it (another way of cancelling, e.g. the HTTP
         stream of the call closed by the client)."""
         try:
-            request_id = str(ctx.request_context.request_id)
+            key = (client_of(ctx.request_context.request), str(ctx.request_context.request_id))
         except ValueError:  # outside a request
             return None
         with anyio.move_on_after(within):
-            while (found := self._reasons.pop(request_id, None)) is None or time.monotonic() - found[1] > FRESH:
+            while True:
+                now = time.monotonic()
+                waiting = [r for r in self._reasons.get(key, []) if now - r[1] <= FRESH]
+                if waiting:
+                    self._reasons[key] = waiting[1:]
+                    if not self._reasons[key]:
+                        del self._reasons[key]
+                    return waiting[0][0]
                 if self._arrived is None:
                     self._arrived = anyio.Event()
                 await self._arrived.wait()
-            return found[0]
         return None
+
+
+def client_of(request: Any) -> str:
+    """Which client an MCP message came from, as far as the server can tell: ``""`` over stdio (one client), else
+    its HTTP session id (``Mcp-Session-Id``) and the caller its bearer token names."""
+    scope = getattr(request, "scope", None)
+    if not isinstance(scope, dict):
+        return ""
+    headers = {bytes(k).lower(): bytes(v) for k, v in scope.get("headers") or []}
+    session = headers.get(b"mcp-session-id", b"").decode("latin-1")
+    caller = (scope.get("state") or {}).get(CALLER_STATE)
+    return f"{session}|{getattr(caller, 'name', '') or ''}"
 
 
 def cancelled_by_client(ctx: Context) -> bool:

@@ -692,3 +692,37 @@ def test_a_cancellation_is_a_timeout_when_either_sdk_says_so() -> None:
     assert not timed_out("caller cancelled")  # the Python SDK's cancel
     assert not timed_out("AbortError: This operation was aborted")  # the TypeScript SDK's AbortSignal
     assert not timed_out("")
+
+
+async def test_a_cancellations_reason_is_read_only_by_the_call_of_the_same_client_and_id() -> None:
+    """Over HTTP clients number their requests alike: client B's "timed out" for its request 1 must not keep client
+    A's question when A cancels its own request 1 (by closing its stream: no reason of its own). Found by a break-it
+    review of the reasons' first version (keyed by request id alone)."""
+    from types import SimpleNamespace
+
+    from bot.mcp_server.cancellations import CANCELLED, CancelReasons
+
+    def http(session: str) -> Any:
+        return SimpleNamespace(scope={"type": "http", "headers": [(b"mcp-session-id", session.encode())], "state": {}})
+
+    async def nothing(_ctx: Any) -> None:
+        return None
+
+    async def note(reasons: CancelReasons, request: Any, request_id: int, reason: str) -> None:
+        params = {"requestId": request_id, "reason": reason}
+        await reasons(SimpleNamespace(method=CANCELLED, request_id=None, params=params, request=request), nothing)
+
+    def call(request: Any, request_id: int) -> Any:
+        return SimpleNamespace(request_context=SimpleNamespace(request=request, request_id=request_id))
+
+    reasons = CancelReasons()
+    await note(reasons, http("b"), 1, "McpError: MCP error -32001: Request timed out")
+    assert await reasons.reason(call(http("a"), 1), within=0.2) is None  # another client's: not A's
+    await note(reasons, http("a"), 1, "caller cancelled")
+    await note(reasons, http("a"), 1, "timed out after 5s")  # two for one id before either is read: both kept
+    assert [await reasons.reason(call(http("a"), 1), within=0.2) for _ in range(2)] == [
+        "caller cancelled",
+        "timed out after 5s",
+    ]
+    assert await reasons.reason(call(http("b"), 1), within=0.2) == "McpError: MCP error -32001: Request timed out"
+    assert await reasons.reason(call(None, 1), within=0.2) is None  # stdio's own client: none noted
