@@ -183,6 +183,7 @@ class ReplyStream:
         self._queued = 0  # safe characters queued for the current streamed message
         self._message_from = 0  # where in the raw text the current message starts
         self._shown: list[tuple[str, str]] = []  # post mode: (ts, what it shows) of each message, in order
+        self._room = 0  # post mode: the most characters the tool progress line took from the first message
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._pump: asyncio.Task[None] | None = None
@@ -416,12 +417,13 @@ class ReplyStream:
     def _rendered(self) -> list[tuple[str, list[dict[str, Any]] | None]]:
         """Post mode: the reply so far as messages, tool progress as a context line above the first (its text
         taken from what the first message's text may carry: Slack's ~12,000 characters a message's blocks carry,
-        :func:`~bot.slack.render.blocks.reply_messages`)."""
+        :func:`~bot.slack.render.blocks.reply_messages`; the most it ever took, so that a line growing shorter, a
+        tool done, never leaves a message posted for a part that is no longer rendered)."""
         raw = self._text.raw[self._message_from :]
         tasks = bk.task_lines([t.line() for t in self._tasks.values()]) if self._tasks else []
-        room = text_length(tasks)
+        self._room = max(self._room, text_length(tasks))  # never less: the parts posted must not shrink in number
         mentions = self.allow_user_mentions
-        messages = bk.reply_messages(raw, allow_user_mentions=mentions, room=room) if raw.strip() else []
+        messages = bk.reply_messages(raw, allow_user_mentions=mentions, room=self._room) if raw.strip() else []
         if not tasks:
             return messages
         if not messages:

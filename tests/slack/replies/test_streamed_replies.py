@@ -4,6 +4,7 @@ where Slack refuses streaming, the reply is posted and updated instead, and the 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -395,3 +396,33 @@ async def test_a_long_reply_below_a_tools_line_is_posted_whole_within_slacks_lim
         assert not [(c.method, c.error) for c in h.ws.calls() if c.error]  # nothing refused
         shown = "".join(str(m.get("blocks")) for m in bot_replies(h, d.message["ts"]))
         assert all(f"w{i:05d}" in shown for i in range(0, 1900, 7)) and "lookup_ticket" in shown
+
+
+@pytest.mark.parametrize("words", [1694, 1695, 1696])
+async def test_a_posted_reply_whose_tool_line_grows_shorter_is_shown_once(words: int) -> None:
+    """Post mode, straight on the fake Slack over HTTP: about 11,850 characters (around where the text needs a
+    second message beside a tool's line) posted while the tool's line says it runs, then the line grows shorter as
+    the tool ends. Every part of the text shows once: no message left behind showing the tail a second time. Found
+    by a break-it review of the room kept for the line."""
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.fakeslack import Workspace
+    from bot.slack.context import SlackContext
+    from bot.slack.replies.streaming import ReplyStream
+    from bot.slack.replies.unsupported import FeatureRefusals
+    from bot.slack.transport.web_api import SlackWeb
+
+    text = " ".join(f"w{i:05d}" for i in range(words))
+    async with Workspace(bot_token="xoxb-test") as ws:
+        web = SlackWeb(AsyncWebClient(token="xoxb-test", base_url=ws.api_url))
+        thread = await web.post(GENERAL, thread_ts=None, text="ticket T-1?")
+        assert thread is not None
+        ctx = SlackContext(team_id="T_PLAYGROUND", channel_id=GENERAL, thread_ts=thread, requester=ALICE)
+        reply = ReplyStream(web, ctx, refusals=FeatureRefusals(), streaming=False, interval=0.05)
+        reply.task("t1", tool_name="lookup_ticket", status="in_progress")
+        reply.text(text)
+        await asyncio.sleep(0.6)  # posted while the tool runs
+        reply.task("t1", tool_name="lookup_ticket", status="complete")
+        await reply.close()
+        shown = " ".join(m["text"] for m in ws.messages(GENERAL, thread_ts=thread) if m["ts"] != thread)
+        assert shown.count(f"w{words - 1:05d}") == 1 and shown.count("w00000") == 1
