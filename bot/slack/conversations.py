@@ -329,6 +329,12 @@ class Threads:
         Closes an expired question and continues an orphaned run on the way. Raises ``StoreUnavailable``."""
         prev_ctx = SlackContext.of(previous)
         say = self.answering.say_to(where)
+        if REDELIVERED.get() and prev_ctx.message_ts == where.message_ts:  # this very message's run, started by
+            # this job's first delivery before its worker died: gone on with when nobody drives it; never a second
+            # run, nor the message taken for the answer to its own question
+            if previous.status == "running":
+                await self.answering.continue_orphan(previous, prev_ctx, wait=True)
+            return True
         check = await self.agent.check(previous)
         if isinstance(check, Expired) and previous.pending is not None:
             await self.answering.expire(previous, previous.pending.tool_call_id)
@@ -349,14 +355,9 @@ class Threads:
             if says_stop(text):  # working, or orphaned: taken over and stopped; never a new run asked "stop"
                 await self.withdrawing.stop_working(previous, prev_ctx, where)
                 return True
-            # this very message's run, started by the first delivery of this (redelivered) job: its worker died
-            own = REDELIVERED.get() and prev_ctx.message_ts == where.message_ts
-            if not await self.answering.continue_orphan(previous, prev_ctx, wait=own):
-                if not own:  # else its first worker lives after all, and answers it
-                    await say(BUSY)
+            if not await self.answering.continue_orphan(previous, prev_ctx):
+                await say(BUSY)
                 return True
-            if own:
-                return True  # answered by its run, continued
             after = await self.agent.get_run(previous.run_id)  # continued to its next stop
             if after.status == "suspended":  # it asked something: that question comes first
                 await say("I picked up where I left off; please answer the question above, then mention me again.")

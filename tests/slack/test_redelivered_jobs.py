@@ -268,3 +268,30 @@ async def test_a_mention_redelivered_while_its_first_worker_lives_leaves_the_run
         await h.settle()
         assert len(h.model.requests) == 1, texts_in(h, d.message["ts"])
         assert (await thread_run(client, prefix, d.message["ts"])).status == "failed"
+
+
+async def test_a_mention_redelivered_after_its_run_asked_does_not_answer_its_own_question(
+    fake_server: fakeredis.FakeServer, harness: Any, prefix: str
+) -> None:
+    """The first worker ran the mention to its question and died before acknowledging the job; the job comes again:
+    the person's message is not taken for the answer to the question it asked (nor a second run started). Found by
+    a break-it review."""
+    client = fakeredis.FakeAsyncRedis(server=fake_server)
+    async with harness(client) as h:
+        web, worker_a = await start_split(h, fake_server)
+        worker_b = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="worker")
+        h.route_to(web)
+        key = Keys(prefix).work()
+        await client.xgroup_create(key, GROUP, id="0", mkstream=True)
+        own_words = Reply(text="Answered by my own words.")
+        h.model.script(Reply(tool_calls=[tool_call("ask_user", FREE, id="q1")]), own_words)
+        d = await h.ws.mention(ALICE, GENERAL, "deploy it")
+        await h.settle()
+        taken = await client.xreadgroup(GROUP, "dead", {key: ">"}, count=10)
+        mention = next(j for j in (json.loads(f[b"job"]) for _i, f in taken[0][1]) if j["fn"] == "on_mention")
+        await worker_a.bot.run_job(mention)  # asked; then the worker died before acknowledging
+        q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+        await worker_b.bot.run_job({**mention, "redelivered": True})
+        await h.settle()
+        assert has_controls(await current(h, q)) and len(h.model.requests) == 1
+        assert "Answered by my own words." not in texts_in(h, d.message["ts"])
