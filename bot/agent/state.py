@@ -212,6 +212,13 @@ class RunState(_Model):
             return None
         return next((c for c in self.pending.calls() if c.tool_call_id == tool_call_id), None)
 
+    def last_text(self) -> str:
+        """The text of the run's last assistant message that has any (its reply, once it completed); ``""``."""
+        for message in reversed(self.messages):
+            if message.get("role") == "assistant" and message.get("content"):
+                return str(message["content"])
+        return ""
+
     def answer_for(self, tool_call_id: str | None) -> Answer | None:
         """The latest claimed answer for ``tool_call_id`` (or the latest of all when ``None``)."""
         for answer in reversed(self.answers):

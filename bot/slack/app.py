@@ -273,6 +273,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         stream_interval=settings.stream_interval,
         is_question_tool=functools.partial(quiet_tool, agent),  # decided in replies/thread_writer.py, called there
         sessions=AgentSessions(web_api, enabled=settings.slack_view == "agent"),
+        plan=plan,
     )
     gate = RunSlots(
         ActiveRuns(redis_client, keys=keys),

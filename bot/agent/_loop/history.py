@@ -51,7 +51,5 @@ def check_tool_messages(messages: list[dict[str, Any]]) -> None:
 
 
 def last_text(state: RunState) -> str:
-    for message in reversed(state.messages):
-        if message.get("role") == "assistant" and message.get("content"):
-            return str(message["content"])
-    return ""
+    """:meth:`RunState.last_text <bot.agent.state.RunState.last_text>`."""
+    return state.last_text()

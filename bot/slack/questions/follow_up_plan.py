@@ -25,6 +25,10 @@ ASK_AGAIN_FIRST = 30.0
 """Seconds after a refused post that a question is posted again (doubled each try, at most an hour apart)."""
 ASK_AGAIN_TRIES = 10
 """Tries at most after the first post (about 8.5 hours of them); then it waits unseen until its deadline (logged)."""
+REPLY_AGAIN = "reply_again"  # a run's reply Slack refused to show, posted again: DueItem(REPLY_AGAIN, run_id)
+REPLY_AGAIN_AFTER = 30.0
+"""Seconds after Slack refused (part of) a run's reply that it is posted again (then as the scheduler retries a
+failed item: a lease later, up to its tries)."""
 COALESCE_SECONDS = 10.0
 """How long the escalations (reminders) due to one target wait for each other: those that fall due within it are sent
 as one message (:meth:`FollowUpPlan.notice_message`)."""
@@ -79,6 +83,11 @@ class FollowUpPlan:
         s = self.settings
         if s.remind_after is not None and n <= s.remind_max:
             await self.schedule.add(DueItem(REMIND, run_id, call, n), after=s.remind_after)
+
+    async def reply_again(self, run_id: str) -> None:
+        """Plan posting run ``run_id``'s reply again (:data:`REPLY_AGAIN`), Slack having refused some of it. Raises
+        ``StoreUnavailable``."""
+        await self.schedule.add(DueItem(REPLY_AGAIN, run_id), after=REPLY_AGAIN_AFTER)
 
     async def notice_message(self, kind: str, team_id: str, target: str) -> None:
         """Plan the one ``kind`` message (:data:`ESCALATE_TO`, :data:`REMIND_TO`) that sends what is queued for

@@ -56,6 +56,7 @@ from bot.slack.questions.follow_up_plan import (
     ESCALATE_TO,
     REMIND,
     REMIND_TO,
+    REPLY_AGAIN,
     FollowUpPlan,
 )
 from bot.slack.questions.notices import EXPIRED_OUTCOME
@@ -68,6 +69,7 @@ from bot.store.schedule import DueItem, Handler
 
 log = logging.getLogger(__name__)
 
+AGAIN_LINE = ":repeat: Posted again: Slack refused this reply when it was written."
 AT_DEADLINE = 1
 """The ``n`` of an escalation notice queued when an approval request's rule escalated it at its deadline (0: an
 ``ASK_ESCALATE_AFTER`` escalation)."""
@@ -95,6 +97,7 @@ class FollowUps:
             ESCALATE: self.on_escalate,
             ESCALATE_TO: self.on_escalation_message,
             ASK_AGAIN: self.on_ask_again,
+            REPLY_AGAIN: self.on_reply_again,
         }
         if self.messages.home is not None:
             handlers[HOME] = self.messages.home.on_refresh
@@ -124,6 +127,27 @@ class FollowUps:
             return  # shown by now (a copy, or another process's try)
         log.info("run %s: posting question %s again (try %d)", state.run_id, item.key, item.n)
         await self.messages.ask_again(state.run_id, pending, ctx, tried=item.n)
+
+    async def on_reply_again(self, item: DueItem) -> None:
+        """Slack refused some of run ``item.run_id``'s reply when it was written (past the client's retries): post
+        it again, whole (its last text, :meth:`RunState.last_text <bot.agent.state.RunState.last_text>`), under a
+        line saying why, while the run is still as it ended (completed, its thread's last run). Raises
+        ``SlackRefused`` while Slack still refuses it (the scheduler tries again, a lease later, up to its tries)."""
+        try:
+            state = await self.agent.get_run(item.run_id)
+            ctx = SlackContext.of(state)
+        except (RunNotFound, StoreCorrupt):
+            return
+        text = state.last_text()
+        thread = await self.answering.index.thread(ctx.team_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts)
+        if state.status != "completed" or not text.strip() or (thread is not None and thread.run_id != state.run_id):
+            return  # it went on (a newer run took the thread, which shows its own reply)
+        mentions = self.writer.allow_user_mentions
+        for n, (said, blocks) in enumerate(bk.reply_messages(text, allow_user_mentions=mentions, room=len(AGAIN_LINE))):
+            shown = [*(bk.task_lines([AGAIN_LINE]) if n == 0 else []), *(blocks or [])]
+            if await self.answering.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=said, blocks=shown) is None:
+                raise SlackRefused(f"Slack refused run {state.run_id}'s reply again")
+        log.info("run %s: its reply, refused by Slack before, posted again", state.run_id)
 
     # --- the deadline ----------------------------------------------------------------------------------------
 

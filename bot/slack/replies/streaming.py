@@ -414,6 +414,15 @@ class ReplyStream:
             self._shown.append((posted, look))
             await self._after_posted()
 
+    @property
+    def unshown(self) -> bool:
+        """Whether, closed in post mode (streaming off, refused or broken), some of the reply never showed: a post
+        or an update of it Slack refused past the client's retries."""
+        if self.mode != "post" or not self.started:
+            return False
+        rendered = [repr(part) for part in self._rendered()]
+        return [look for _ts, look in self._shown] != rendered
+
     def _rendered(self) -> list[tuple[str, list[dict[str, Any]] | None]]:
         """Post mode: the reply so far as messages, tool progress as a context line above the first (its text
         taken from what the first message's text may carry: Slack's ~12,000 characters a message's blocks carry,

@@ -39,6 +39,7 @@ from bot.errors import StoreUnavailable
 from bot.logs import log_context
 from bot.slack.context import SlackContext
 from bot.slack.names import NamedMentions, Names
+from bot.slack.questions.follow_up_plan import FollowUpPlan
 from bot.slack.questions.messages import QuestionMessages
 from bot.slack.render import blocks as bk
 from bot.slack.render.mrkdwn import clip, escape
@@ -104,8 +105,10 @@ class ThreadWriter:
         streaming: bool = True,
         stream_interval: float = 1.0,
         sessions: AgentSessions | None = None,
+        plan: FollowUpPlan | None = None,
     ) -> None:
         self.messages = messages  # the question and approval messages: posted, redrawn, closed
+        self.plan = plan  # what the scheduler does later: a reply Slack refused, posted again
         self.sessions = sessions  # agent sessions (agent_view), tried before the assistant status
         self.streaming = streaming  # replies through Slack's chat streaming (else posted and updated)
         self.stream_interval = stream_interval  # seconds between a reply's Web API calls while it streams
@@ -200,6 +203,8 @@ class ThreadWriter:
                             if finish.ending is not None:  # the text is not a whole answer: marked, and told why
                                 reply.cut_off(CUT_OFF)
                             await reply.close()
+                            if reply.unshown:  # Slack refused some of it past the client's retries: posted later
+                                await self._reply_again(stream.run_id)
                             if finish.ending is not None:
                                 await self._incomplete(stream.run_id, finish.ending, ctx)
                             if request is not None and status.as_session:
@@ -220,6 +225,17 @@ class ThreadWriter:
                     reply.text(held)
                 await reply.close()
                 await status.settle(final)
+
+    async def _reply_again(self, run_id: str) -> None:
+        """Plan posting run ``run_id``'s reply again (its last text, :meth:`FollowUps.on_reply_again
+        <bot.slack.questions.follow_ups.FollowUps.on_reply_again>`): Slack refused some of it."""
+        log.warning("run %s: Slack refused some of its reply; it is posted again later", run_id)
+        if self.plan is None:
+            return
+        try:
+            await self.plan.reply_again(run_id)
+        except StoreUnavailable:
+            log.error("run %s: its reply could not be planned to be posted again (Redis unavailable)", run_id)
 
     async def show_stored(self, state: RunState, ctx: SlackContext) -> None:
         """Set the thread's agent session to what the stored run ``state`` calls for (:func:`status_of`), where

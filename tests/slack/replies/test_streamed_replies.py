@@ -426,3 +426,37 @@ async def test_a_posted_reply_whose_tool_line_grows_shorter_is_shown_once(words:
         await reply.close()
         shown = " ".join(m["text"] for m in ws.messages(GENERAL, thread_ts=thread) if m["ts"] != thread)
         assert shown.count(f"w{words - 1:05d}") == 1 and shown.count("w00000") == 1
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_a_reply_slack_refused_past_the_clients_retries_is_posted_again_later(
+    fake_redis: aioredis.Redis, harness: Any, streaming: bool
+) -> None:
+    """Slack refuses every post (and stream) while the run's reply is written, past the client's own retries: the
+    run completes, and its reply is posted again, whole, under a line saying why, once Slack takes it (the
+    scheduler's item 30 s later, then a lease later). Before: the run completed and its reply was lost, nothing
+    said. Found by a break-it review."""
+    from datetime import timedelta
+
+    from bot.agent.state import utcnow
+
+    async with harness(fake_redis, settings={**FAST, "reply_streaming": streaming}) as h:
+        h.model.script(Reply(text="Deployed **web**."))
+        for method in ("chat.postMessage", "chat.startStream", "chat.appendStream", "chat.update"):
+            h.ws.fake.refuse(method, "service_unavailable")
+        d = await h.ws.mention(ALICE, GENERAL, "deploy web")
+        await h.settle()
+        assert not bot_replies(h, d.message["ts"])
+        assert h.bot.scheduler is not None
+        await h.bot.scheduler.tick(now=utcnow() + timedelta(seconds=31))  # still refused: tried again later
+        await h.settle()
+        for method in ("chat.postMessage", "chat.startStream", "chat.appendStream", "chat.update"):
+            h.ws.fake.allow(method)
+        await h.bot.scheduler.tick(now=utcnow() + timedelta(seconds=31 + 61))
+        await h.settle()
+        (again,) = bot_replies(h, d.message["ts"])
+        assert "Deployed *web*" in str(again["blocks"]) or "Deployed **web**" in str(again["blocks"])
+        assert "Posted again" in str(again["blocks"])
+        await h.bot.scheduler.tick(now=utcnow() + timedelta(seconds=31 + 61 + 121))  # once
+        await h.settle()
+        assert len(bot_replies(h, d.message["ts"])) == 1
