@@ -198,6 +198,25 @@ async def test_a_click_redelivered_to_another_worker_while_the_dead_ones_lease_s
         assert not [e for e in h.ws.ephemerals(user=ALICE)]  # nobody is told anything
 
 
+async def a_mention_two_workers_may_take(
+    h: Any, client: fakeredis.FakeAsyncRedis, server: fakeredis.FakeServer, prefix: str, text: str, *replies: Reply
+) -> tuple[Any, Any, str, dict[str, Any]]:
+    """A web/worker split with a second worker; the model scripted with ``replies``; Alice's mention ``text`` queued
+    and its job taken by a consumer that never acknowledges it. Returns ``(worker A, worker B, the thread's ts, the
+    mention's job)``: a test runs the job on A, then on B as redelivered."""
+    web, worker_a = await start_split(h, server)
+    worker_b = await h.start_process(fakeredis.FakeAsyncRedis(server=server), role="worker")
+    h.route_to(web)
+    key = Keys(prefix).work()
+    await client.xgroup_create(key, GROUP, id="0", mkstream=True)
+    h.model.script(*replies)
+    d = await h.ws.mention(ALICE, GENERAL, text)
+    await h.settle()
+    taken = await client.xreadgroup(GROUP, "dead", {key: ">"}, count=10)
+    mention = next(j for j in (json.loads(f[b"job"]) for _i, f in taken[0][1]) if j["fn"] == "on_mention")
+    return worker_a, worker_b, d.message["ts"], mention
+
+
 async def test_a_mention_redelivered_while_its_dead_workers_run_lease_stands_is_answered_once(
     fake_server: fakeredis.FakeServer, harness: Any, prefix: str
 ) -> None:
@@ -206,18 +225,10 @@ async def test_a_mention_redelivered_while_its_dead_workers_run_lease_stands_is_
     was told "still working" and the run stayed ``running`` with no reply. Found by a break-it review."""
     client = fakeredis.FakeAsyncRedis(server=fake_server)
     async with harness(client) as h:
-        web, worker_a = await start_split(h, fake_server)
-        worker_b = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="worker")
-        h.route_to(web)
-        key = Keys(prefix).work()
-        await client.xgroup_create(key, GROUP, id="0", mkstream=True)
-        h.model.script(Reply(text="never seen", delay=3.0), Reply(text="Hello after a crash."))
-        d = await h.ws.mention(ALICE, GENERAL, "hi")
-        thread = d.message["ts"]
-        await h.settle()
-        taken = await client.xreadgroup(GROUP, "dead", {key: ">"}, count=10)
-        jobs = [json.loads(fields[b"job"]) for _id, fields in taken[0][1]]
-        mention = next(j for j in jobs if j["fn"] == "on_mention")
+        replies = (Reply(text="never seen", delay=3.0), Reply(text="Hello after a crash."))
+        worker_a, worker_b, thread, mention = await a_mention_two_workers_may_take(
+            h, client, fake_server, prefix, "hi", *replies
+        )
         first = asyncio.ensure_future(worker_a.bot.run_job(mention))
         for _ in range(100):  # the run exists, its model turn under way
             await asyncio.sleep(0.05)
@@ -247,17 +258,11 @@ async def test_a_mention_redelivered_while_its_first_worker_lives_leaves_the_run
     break-it review of the lease wait."""
     client = fakeredis.FakeAsyncRedis(server=fake_server)
     async with harness(client) as h:
-        web, worker_a = await start_split(h, fake_server)
-        worker_b = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="worker")
-        h.route_to(web)
-        key = Keys(prefix).work()
-        await client.xgroup_create(key, GROUP, id="0", mkstream=True)
         refused = {"error": {"message": "bad request", "type": "invalid_request_error"}}
-        h.model.script(Reply(status=400, delay=2.0, json_body=refused), Reply(text="A reply nobody asked for."))
-        d = await h.ws.mention(ALICE, GENERAL, "hi")
-        await h.settle()
-        taken = await client.xreadgroup(GROUP, "dead", {key: ">"}, count=10)
-        mention = next(j for j in (json.loads(f[b"job"]) for _i, f in taken[0][1]) if j["fn"] == "on_mention")
+        replies = (Reply(status=400, delay=2.0, json_body=refused), Reply(text="A reply nobody asked for."))
+        worker_a, worker_b, thread, mention = await a_mention_two_workers_may_take(
+            h, client, fake_server, prefix, "hi", *replies
+        )
         first = asyncio.ensure_future(worker_a.bot.run_job(mention))
         for _ in range(100):  # its model turn under way
             await asyncio.sleep(0.05)
@@ -266,8 +271,8 @@ async def test_a_mention_redelivered_while_its_first_worker_lives_leaves_the_run
         await asyncio.wait_for(worker_b.bot.run_job({**mention, "redelivered": True}), 40)
         await asyncio.wait_for(first, 40)
         await h.settle()
-        assert len(h.model.requests) == 1, texts_in(h, d.message["ts"])
-        assert (await thread_run(client, prefix, d.message["ts"])).status == "failed"
+        assert len(h.model.requests) == 1, texts_in(h, thread)
+        assert (await thread_run(client, prefix, thread)).status == "failed"
 
 
 async def test_a_mention_redelivered_after_its_run_asked_does_not_answer_its_own_question(
@@ -278,20 +283,13 @@ async def test_a_mention_redelivered_after_its_run_asked_does_not_answer_its_own
     a break-it review."""
     client = fakeredis.FakeAsyncRedis(server=fake_server)
     async with harness(client) as h:
-        web, worker_a = await start_split(h, fake_server)
-        worker_b = await h.start_process(fakeredis.FakeAsyncRedis(server=fake_server), role="worker")
-        h.route_to(web)
-        key = Keys(prefix).work()
-        await client.xgroup_create(key, GROUP, id="0", mkstream=True)
-        own_words = Reply(text="Answered by my own words.")
-        h.model.script(Reply(tool_calls=[tool_call("ask_user", FREE, id="q1")]), own_words)
-        d = await h.ws.mention(ALICE, GENERAL, "deploy it")
-        await h.settle()
-        taken = await client.xreadgroup(GROUP, "dead", {key: ">"}, count=10)
-        mention = next(j for j in (json.loads(f[b"job"]) for _i, f in taken[0][1]) if j["fn"] == "on_mention")
+        replies = (Reply(tool_calls=[tool_call("ask_user", FREE, id="q1")]), Reply(text="Answered by my own words."))
+        worker_a, worker_b, thread, mention = await a_mention_two_workers_may_take(
+            h, client, fake_server, prefix, "deploy it", *replies
+        )
         await worker_a.bot.run_job(mention)  # asked; then the worker died before acknowledging
-        q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+        q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
         await worker_b.bot.run_job({**mention, "redelivered": True})
         await h.settle()
         assert has_controls(await current(h, q)) and len(h.model.requests) == 1
-        assert "Answered by my own words." not in texts_in(h, d.message["ts"])
+        assert "Answered by my own words." not in texts_in(h, thread)
