@@ -180,9 +180,20 @@ class FakeSlack:
     def calls_to(self, method: str | None = None) -> list[ApiCall]:
         return [c for c in self.calls if method is None or c.method == method]
 
-    def fail_next(self, method: str, error: str, *, status: int = 200, **extra: Any) -> None:
-        """Answer the next call of ``method`` with ``{"ok": false, "error": error, **extra}`` and ``status``."""
-        self._faults.setdefault(method, deque()).append(_Fault(error, status, extra))
+    def fail_next(self, method: str, error: str, *, status: int = 200, after: int = 0, **extra: Any) -> None:
+        """Answer the next call of ``method`` (``after``: once that many more were served as ever) with
+        ``{"ok": false, "error": error, **extra}`` and ``status``."""
+        queue = self._faults.setdefault(method, deque())
+        queue.extend(_Fault("", 200) for _ in range(after))  # served as ever
+        queue.append(_Fault(error, status, extra))
+
+    def _fault_for(self, method: str) -> _Fault | None:
+        """The fault this call of ``method`` gets (:meth:`fail_next`, :meth:`refuse`), or None: served as ever."""
+        faults = self._faults.get(method)
+        if faults:
+            fault = faults.popleft()
+            return fault if fault.error else None
+        return self._refusals.get(method)
 
     def refuse(self, method: str, error: str, *, status: int = 200, **extra: Any) -> None:
         """Answer every call of ``method`` with ``{"ok": false, "error": error, **extra}`` until :meth:`allow`."""
@@ -328,15 +339,13 @@ class FakeSlack:
         if delay:
             await asyncio.sleep(delay)
         status = 200
-        faults = self._faults.get(method)
         expected = self.app_token if method in APP_TOKEN_METHODS else self.bot_token
         if not token:
             body: JSON = {"ok": False, "error": "not_authed"}
         elif token != expected:
             known = token in (self.bot_token, self.app_token)
             body = {"ok": False, "error": "not_allowed_token_type" if known else "invalid_auth"}
-        elif faults or method in self._refusals:
-            fault = faults.popleft() if faults else self._refusals[method]
+        elif (fault := self._fault_for(method)) is not None:
             body, status = {"ok": False, "error": fault.error, **copy.deepcopy(fault.extra)}, fault.status
         elif method not in self.api.methods:
             body = {"ok": False, "error": "unknown_method", "req_method": method}

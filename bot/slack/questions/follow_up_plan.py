@@ -27,8 +27,8 @@ ASK_AGAIN_TRIES = 10
 """Tries at most after the first post (about 8.5 hours of them); then it waits unseen until its deadline (logged)."""
 REPLY_AGAIN = "reply_again"  # a run's reply Slack refused to show, posted again: DueItem(REPLY_AGAIN, run_id)
 REPLY_AGAIN_AFTER = 30.0
-"""Seconds after Slack refused (part of) a run's reply that it is posted again (then as the scheduler retries a
-failed item: a lease later, up to its tries)."""
+"""Seconds after Slack refused (part of) a run's reply that it is posted again (then a minute after each refusal)."""
+REPLY_AGAIN_TRIES = 10
 COALESCE_SECONDS = 10.0
 """How long the escalations (reminders) due to one target wait for each other: those that fall due within it are sent
 as one message (:meth:`FollowUpPlan.notice_message`)."""
@@ -84,10 +84,16 @@ class FollowUpPlan:
         if s.remind_after is not None and n <= s.remind_max:
             await self.schedule.add(DueItem(REMIND, run_id, call, n), after=s.remind_after)
 
-    async def reply_again(self, run_id: str) -> None:
-        """Plan posting run ``run_id``'s reply again (:data:`REPLY_AGAIN`), Slack having refused some of it. Raises
+    async def reply_again(self, run_id: str, *, posted: int = 0, tries: int = 0) -> None:
+        """Plan posting run ``run_id``'s reply again (:data:`REPLY_AGAIN`), Slack having refused some of it:
+        :data:`REPLY_AGAIN_AFTER` seconds from now, then a minute after each try Slack refused (``tries`` so far, at
+        most :data:`REPLY_AGAIN_TRIES`), from the message ``posted`` (those before it were posted again). Raises
         ``StoreUnavailable``."""
-        await self.schedule.add(DueItem(REPLY_AGAIN, run_id), after=REPLY_AGAIN_AFTER)
+        if tries >= REPLY_AGAIN_TRIES:
+            log.error("run %s: Slack refused its reply %d times; given up", run_id, tries)
+            return
+        after = REPLY_AGAIN_AFTER if tries == 0 else 60.0
+        await self.schedule.add(DueItem(REPLY_AGAIN, run_id, str(tries), posted), after=after)
 
     async def notice_message(self, kind: str, team_id: str, target: str) -> None:
         """Plan the one ``kind`` message (:data:`ESCALATE_TO`, :data:`REMIND_TO`) that sends what is queued for

@@ -126,13 +126,18 @@ class FollowUps:
         if await self.answering.index.messages(state.run_id, item.key, asked=asked_id(pending.suspended_at)):
             return  # shown by now (a copy, or another process's try)
         log.info("run %s: posting question %s again (try %d)", state.run_id, item.key, item.n)
-        await self.messages.ask_again(state.run_id, pending, ctx, tried=item.n)
+        ts = await self.messages.ask_again(state.run_id, pending, ctx, tried=item.n)
+        if ts is not None and await self._open(item) is None:  # answered (from Home), withdrawn or expired while it
+            await self._close_settled(state.run_id, pending)  # was posted: what was just posted closes too
 
     async def on_reply_again(self, item: DueItem) -> None:
         """Slack refused some of run ``item.run_id``'s reply when it was written (past the client's retries): post
         it again, whole (its last text, :meth:`RunState.last_text <bot.agent.state.RunState.last_text>`), under a
-        line saying why, while the run is still as it ended (completed, its thread's last run). Raises
-        ``SlackRefused`` while Slack still refuses it (the scheduler tries again, a lease later, up to its tries)."""
+        line saying why, while the run is still as it ended (completed, its thread's last run). ``item.n``: the
+        messages of it posted again already (each is posted once); ``item.key``: the tries so far. A part Slack
+        refuses again is tried again a minute later, from that part
+        (:meth:`~bot.slack.questions.follow_up_plan.FollowUpPlan.reply_again`), at most
+        :data:`~bot.slack.questions.follow_up_plan.REPLY_AGAIN_TRIES` tries."""
         try:
             state = await self.agent.get_run(item.run_id)
             ctx = SlackContext.of(state)
@@ -143,10 +148,13 @@ class FollowUps:
         if state.status != "completed" or not text.strip() or (thread is not None and thread.run_id != state.run_id):
             return  # it went on (a newer run took the thread, which shows its own reply)
         mentions = self.writer.allow_user_mentions
-        for n, (said, blocks) in enumerate(bk.reply_messages(text, allow_user_mentions=mentions, room=len(AGAIN_LINE))):
+        parts = bk.reply_messages(text, allow_user_mentions=mentions, room=len(AGAIN_LINE))
+        for n, (said, blocks) in enumerate(parts[item.n :], start=item.n):
             shown = [*(bk.task_lines([AGAIN_LINE]) if n == 0 else []), *(blocks or [])]
             if await self.answering.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=said, blocks=shown) is None:
-                raise SlackRefused(f"Slack refused run {state.run_id}'s reply again")
+                tries = int(item.key or 0) + 1
+                await self.plan.reply_again(state.run_id, posted=n, tries=tries)
+                return
         log.info("run %s: its reply, refused by Slack before, posted again", state.run_id)
 
     # --- the deadline ----------------------------------------------------------------------------------------

@@ -515,3 +515,33 @@ async def test_a_question_slack_refused_to_post_is_posted_again_once_slack_takes
         assert len([m for m in h.ws.messages(GENERAL, thread_ts=thread) if has_controls(m)]) == 1
         await h.ws.click(shown[0], "Approve" if kind == "approval" else "api", user=ALICE)
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Carried on.")
+
+
+async def test_a_question_reposted_while_it_is_answered_from_home_does_not_stay_open(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """The question's first post refused (it is in Alice's Home all the same); its repost is in flight (Slack slow)
+    when Alice answers it from Home: the reposted message closes too, saying so (before: it stayed with live
+    buttons, its record written after the answer's close had read where the question shows). Found by a break-it
+    review."""
+    from bot.fakeslack.home_tab import click_home, home_view, open_home
+
+    async with harness(fake_redis) as h:
+        h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="q1")]), Reply(text="Carried on."))
+        h.ws.fake.refuse("chat.postMessage", "service_unavailable")
+        d = await h.ws.mention(ALICE, GENERAL, "go")
+        thread = d.message["ts"]
+        await h.settle()
+        await open_home(h.ws, ALICE)
+        await h.settle()
+        assert "Which repo?" in blocks_text(home_view(h.ws, ALICE) or {})
+        h.ws.fake.allow("chat.postMessage")
+        h.ws.fake.set_delay("chat.postMessage", 1.5)
+        reposting = asyncio.ensure_future(scheduler(h).tick(now=utcnow() + timedelta(seconds=31)))
+        await asyncio.sleep(0.5)  # the repost is in flight
+        await click_home(h.ws, ALICE, "web")
+        await reposting
+        h.ws.fake.set_delay("chat.postMessage", 0)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Carried on.")
+        await h.settle()
+        assert not [m for m in h.ws.messages(GENERAL, thread_ts=thread) if has_controls(m)]

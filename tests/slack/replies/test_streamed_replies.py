@@ -460,3 +460,32 @@ async def test_a_reply_slack_refused_past_the_clients_retries_is_posted_again_la
         await h.bot.scheduler.tick(now=utcnow() + timedelta(seconds=31 + 61 + 121))  # once
         await h.settle()
         assert len(bot_replies(h, d.message["ts"])) == 1
+
+
+async def test_a_long_reply_reposted_in_part_posts_each_of_its_messages_once(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """A reply of two messages, refused whole; its repost's first message taken, its second refused (past the
+    client's retries): the next try goes on from the second, so each message of it shows once (before: every try
+    started again from the first, under another "Posted again"). Found by a break-it review."""
+    from datetime import timedelta
+
+    from bot.agent.state import utcnow
+
+    async with harness(fake_redis, settings={**FAST, "reply_streaming": False}) as h:
+        h.model.script(Reply(text=LONG))
+        h.ws.fake.refuse("chat.postMessage", "service_unavailable")
+        d = await h.ws.mention(ALICE, GENERAL, "write a book")
+        await h.settle()
+        assert not bot_replies(h, d.message["ts"])
+        h.ws.fake.allow("chat.postMessage")
+        h.ws.fake.fail_next("chat.postMessage", "internal_error", after=1)  # the repost's second message: refused
+        h.ws.fake.fail_next("chat.postMessage", "internal_error")  # ... and on the client's two retries
+        h.ws.fake.fail_next("chat.postMessage", "internal_error")
+        assert h.bot.scheduler is not None
+        for k in range(3):
+            await h.bot.scheduler.tick(now=utcnow() + timedelta(seconds=31 + 61 * k))
+            await h.settle()
+        replies = bot_replies(h, d.message["ts"])
+        assert len([m for m in replies if "Posted again" in str(m["blocks"])]) == 1
+        assert shown_text(h, d.message["ts"]) == LONG.replace(" ", "")
