@@ -310,10 +310,10 @@ class Answering:
     async def claimed_after_all(self, attempt: Attempt) -> tuple[bool, AgentStream | None]:
         """Redis failed while ``attempt``'s claim (an answer, a decision, a withdrawal) was sent: it may or may not
         have been applied. Read the run again as Redis comes back (:meth:`read_again`): ``(True, its stream)`` when
-        the claim was made (the call holds an answer by ``attempt.user``) and nobody drives the run (this process
-        holds its lease: the stream goes on from where the claim left it, on the caller's run slot), ``(True,
-        None)`` when made and another process went on with it; ``(False, None)`` after telling the person: not made
-        ("nothing was recorded"), Redis still down (not known yet), the run gone."""
+        the claim was made (the call holds an answer by ``attempt.user``, given since it was asked) and nobody drives
+        the run (this process holds its lease: the stream goes on from where the claim left it, on the caller's run
+        slot), ``(True, None)`` when made and another process went on with it; ``(False, None)`` after telling the
+        person: not made ("nothing was recorded"), Redis still down (not known yet), the run gone."""
         run_id, call, say = attempt.state.run_id, attempt.call, attempt.say
         try:
             state = await self.read_again(run_id)
@@ -326,7 +326,9 @@ class Answering:
             await say(GONE)
             return False, None
         answer = state.answer_for(call)
-        if answer is None or answer.answered_by != attempt.user:
+        asked = attempt.state.waiting_call(call)  # this asking (a tool call may ask more than once)
+        since = asked.suspended_at if asked is not None else None
+        if answer is None or answer.answered_by != attempt.user or (since is not None and answer.answered_at < since):
             await say(STORE_DOWN)
             return False, None
         log.info("run %s: a claim whose reply was lost in an outage was made; going on with it", run_id)
