@@ -489,7 +489,7 @@ class Agent:
                     stored = await self.store.load(state.run_id)
                 except (RunNotFound, StoreCorrupt):
                     return False
-                return stored.status == "running" and stored.run_id not in self.driving
+                return stored.status == "running" and state.run_id not in self.driving  # (not taken up meanwhile)
             if time.monotonic() >= until:
                 return False
             await asyncio.sleep(1.0)

@@ -295,13 +295,13 @@ async def ask_and_wait(
     mcp_tool: str,
     metadata: dict[str, Any] | None = None,
     fingerprinted: Any = None,
-    reasons: CancelReasons | None = None,
+    reasons: CancelReasons,
 ) -> dict[str, Any]:
     """Ask ``args`` (through ``tool_id``: the question tool by default) for MCP tool ``mcp_tool`` as ``caller``
     (default: the implicit one) and wait for the outcome, telling the client how long it waited; a client's
     cancellation withdraws it, unless it says the client's own request timeout fired (``reasons``: the server's
-    :class:`~bot.mcp_server.cancellations.CancelReasons`; without them every cancellation withdraws): the question
-    then stays, for the same call with the same ``request_key``. For a call that becomes a task
+    :class:`~bot.mcp_server.cancellations.CancelReasons`): the question then stays, for the same call with the same
+    ``request_key``. For a call that becomes a task
     (:data:`bot.mcp_server.tasks.TASKING` set) the question is posted and left there, and ``{}`` returned at once
     (the task is the answer). The defaults:
     ``MCP_ASK_CHANNEL`` (a named caller's first channel when that is not one of its), ``MCP_ASK_USER`` (when the
@@ -346,7 +346,7 @@ async def ask_and_wait(
             asked, progress=progress, every=settings.mcp_progress_seconds, cancelled=lambda: cancelled_by_client(ctx)
         )
         if outcome is None:  # the client cancelled (the SDK lets the call run on, told so)
-            if reasons is not None and not await withdrawn_by_client(ctx, reasons):
+            if not await withdrawn_by_client(ctx, reasons):
                 return {"status": "waiting", "note": "the client stopped waiting; the same request_key waits on"}
             await asker.withdraw(asked)
             return {"status": "cancelled", "cancelled_by": AGENT_THAT_ASKED}
@@ -354,7 +354,7 @@ async def ask_and_wait(
     except BaseException as exc:
         if isinstance(exc, asyncio.CancelledError) and cancelled_by_client(ctx):  # withdrawn, then gone
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                if reasons is None or await withdrawn_by_client(ctx, reasons):
+                if await withdrawn_by_client(ctx, reasons):
                     await asker.withdraw(asked)
                 else:
                     log.info("an MCP client's request timeout fired: its question stays for the same request_key")

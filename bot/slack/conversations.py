@@ -292,14 +292,14 @@ class Threads:
         said = STORE_DOWN
         try:
             state = await self.answering.read_again(run_id)
-            if state is not None and await self.agent.is_orphaned(state):
-                log.info("run %s: its start met a Redis failure but was made; going on with it", run_id)
-                return await self.agent.retry_stream(run_id=run_id)
-            if state is not None:
-                return None  # another process went on with it meanwhile
+            if state is not None:  # made: gone on with here, unless another process went on with it meanwhile
+                stream = await self.answering.take_over(state)
+                if stream is not None:
+                    log.info("run %s: its start met a Redis failure but was made; going on with it", run_id)
+                return stream
         except StoreUnavailable:
             said = STARTED_UNKNOWN
-        except (RunNotResumable, RunNotFound, StoreCorrupt):
+        except StoreCorrupt:
             return None
         await self.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=f":warning: {said}")
         return None

@@ -22,7 +22,7 @@ import logging
 from typing import Any, Protocol
 
 from bot.agent._loop.budget import HistoryBudget
-from bot.agent._loop.history import check_tool_messages, last_text, unique_ids
+from bot.agent._loop.history import check_tool_messages, unique_ids
 from bot.agent._loop.live_questions import LiveQuestions
 from bot.agent._loop.resuming import continue_pending, records_an_answer
 from bot.agent._loop.saving import RunSaver
@@ -147,7 +147,7 @@ async def _drive(agent: DrivenAgent, state: RunState, out: AgentStream) -> RunSt
                 out.emit(ApprovalChunk(run_id, approval_payload(state.pending)))
             else:
                 out.emit(SuspendedChunk(run_id, suspended_payload(agent.tools, state.pending)))
-            out.emit(FinishChunk(run_id, FinishPayload(status="suspended", text=last_text(state))))
+            out.emit(FinishChunk(run_id, FinishPayload(status="suspended", text=state.last_text())))
             return state
         except Stopped as stop:
             return await _end_stopped(agent, state, out, by=stop.by)
@@ -169,7 +169,7 @@ async def _drive(agent: DrivenAgent, state: RunState, out: AgentStream) -> RunSt
             out.emit(ErrorChunk(run_id, ErrorPayload(kind="max_turns", message=failure.message)))
             return state
         state = await saver.save_final(state)
-        out.emit(FinishChunk(run_id, FinishPayload(status="completed", text=last_text(state), ending=ending)))
+        out.emit(FinishChunk(run_id, FinishPayload(status="completed", text=state.last_text(), ending=ending)))
         return state
     except RunConflict:  # another process took the run over (this one's lease lapsed): its result wins
         log.warning("run %s: taken over by another process; this segment's result is dropped", run_id)

@@ -48,8 +48,3 @@ def check_tool_messages(messages: list[dict[str, Any]]) -> None:
     answered = [str(m.get("tool_call_id")) for m in messages if m.get("role") == "tool"]
     if sorted(wanted) != sorted(answered):
         raise AssertionError(f"tool messages do not match tool calls: {wanted} vs {answered}")
-
-
-def last_text(state: RunState) -> str:
-    """:meth:`RunState.last_text <bot.agent.state.RunState.last_text>`."""
-    return state.last_text()

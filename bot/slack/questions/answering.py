@@ -333,11 +333,20 @@ class Answering:
             return False, None
         log.info("run %s: a claim whose reply was lost in an outage was made; going on with it", run_id)
         try:
+            return True, await self.take_over(state)
+        except StoreUnavailable:  # Redis failed again: the run's next touch goes on with it
+            return True, None
+
+    async def take_over(self, state: RunState) -> AgentStream | None:
+        """Run ``state`` going on from where it was left, when no live process drives it (:meth:`Agent.is_orphaned
+        <bot.agent.Agent.is_orphaned>`: this process holds the lease of a write whose reply was lost); None when
+        another process drives it or it went on meanwhile. Raises ``StoreUnavailable``."""
+        try:
             if await self.agent.is_orphaned(state):
-                return True, await self.agent.retry_stream(run_id=run_id)
-        except (RunNotResumable, RunNotFound, StoreUnavailable, StoreCorrupt):
-            pass  # went on meanwhile, or Redis failed again: the run's next touch goes on with it
-        return True, None
+                return await self.agent.retry_stream(run_id=state.run_id)
+        except (RunNotResumable, RunNotFound, StoreCorrupt):
+            pass
+        return None
 
     async def read_again(self, run_id: str) -> RunState | None:
         """Run ``run_id`` as stored, read again after a write met a Redis failure (it may have been applied): each

@@ -302,7 +302,7 @@ def reply_messages(
     markdown block of 12,000 chars, less ``room`` (characters other blocks of the first message carry: Slack refuses
     a message whose blocks carry more than ~12,000 in all, ``msg_blocks_too_long``). Only parts with nothing visible
     (e.g. only bidi controls) are left out; a reply with nothing visible at all is posted as "(no reply)"."""
-    limit = MARKDOWN_BLOCK - room if room <= 0 else MARKDOWN_BLOCK - room - ROOM_SLACK
+    limit = MARKDOWN_BLOCK - (room + ROOM_SLACK if room > 0 else 0)
     messages = _reply_parts(text, limit, allow_user_mentions=allow_user_mentions)
     return messages or _reply_parts("(no reply)", MARKDOWN_BLOCK, allow_user_mentions=False)
 

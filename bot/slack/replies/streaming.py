@@ -184,6 +184,7 @@ class ReplyStream:
         self._message_from = 0  # where in the raw text the current message starts
         self._shown: list[tuple[str, str]] = []  # post mode: (ts, what it shows) of each message, in order
         self._room = 0  # post mode: the most characters the tool progress line took from the first message
+        self._wanted: list[str] = []  # post mode: what the last send meant each message to show, in order
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._pump: asyncio.Task[None] | None = None
@@ -400,8 +401,9 @@ class ReplyStream:
     async def _post_out(self) -> None:
         if not self.started:
             return
-        for i, (text, blocks) in enumerate(self._rendered()):
-            look = repr((text, blocks))
+        rendered = self._rendered()
+        self._wanted = [repr(part) for part in rendered]
+        for i, ((text, blocks), look) in enumerate(zip(rendered, self._wanted, strict=True)):
             if i < len(self._shown):
                 ts, shown = self._shown[i]
                 if shown != look and await self.web.update(self.ctx.channel_id, ts, text=text, blocks=blocks or []):
@@ -420,8 +422,7 @@ class ReplyStream:
         or an update of it Slack refused past the client's retries."""
         if self.mode != "post" or not self.started:
             return False
-        rendered = [repr(part) for part in self._rendered()]
-        return [look for _ts, look in self._shown] != rendered
+        return [look for _ts, look in self._shown] != self._wanted
 
     def _rendered(self) -> list[tuple[str, list[dict[str, Any]] | None]]:
         """Post mode: the reply so far as messages, tool progress as a context line above the first (its text
