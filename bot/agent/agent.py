@@ -39,7 +39,7 @@ from bot.agent._loop.live_questions import LiveQuestions
 from bot.agent._loop.saving import RunSaver
 from bot.agent._loop.stopping import StopRequests
 from bot.agent._loop.toolbox import Toolbox
-from bot.agent.answers import AnswerCheck
+from bot.agent.answers import AnswerCheck, undecided
 from bot.agent.approvals import (
     POLICY_NOTES,
     ApprovalGate,
@@ -312,18 +312,23 @@ class Agent:
     async def extend_approval(
         self, *, run_id: str, tool_call_id: str, expires_at: datetime, notes: dict[str, Any]
     ) -> RunState:
-        """Give the approval request a run waits on (its deadline passed or not, nobody decided yet) a new deadline,
+        """Give the approval request a run waits on (its deadline passed or not, nobody decided yet; the pending call or
+        one of its batch, ``tool_call_id``) a new deadline,
         ``expires_at``, and add ``notes`` to the approval gate's notes kept with it (an approval policy's ``on_deadline:
         escalate``: who it went to). One compare-and-set. Returns the saved state. Raises ``RunNotResumable`` (no
         approval request waits, or it was decided), ``RunConflict`` (another write raced this one),
         ``RunNotFound``, ``StoreUnavailable``."""
         state = await self.store.load(run_id)
-        pending = state.pending
-        waiting = state.status in ("suspended", "expired") and pending is not None and pending.resume is None
-        if not waiting or pending is None or pending.tool_call_id != tool_call_id or pending.kind != "approval":
+        head = state.pending
+        waiting = state.status in ("suspended", "expired") and head is not None and head.resume is None
+        call = next((c for c in undecided(state) if c.tool_call_id == tool_call_id), None) if waiting else None
+        if head is None or call is None or call.kind != "approval":
             raise RunNotResumable(run_id, state.status, "no approval request of that call waits")
-        payload = {**pending.suspend_payload, POLICY_NOTES: {**policy_notes(pending), **notes}}
-        extended = pending.model_copy(update={"expires_at": expires_at, "suspend_payload": payload})
+        payload = {**call.suspend_payload, POLICY_NOTES: {**policy_notes(call), **notes}}
+        extended = call.model_copy(update={"expires_at": expires_at, "suspend_payload": payload})
+        if call.tool_call_id != head.tool_call_id:  # one call of the head's batch
+            batch = [extended if c.tool_call_id == tool_call_id else c for c in head.batch]
+            extended = head.model_copy(update={"batch": batch})
         return await self.store.save(
             state.model_copy(update={"pending": extended, "status": "suspended"}), owner=self.owner
         )
@@ -365,10 +370,10 @@ class Agent:
         """Whether ``state`` can take an answer now: :meth:`Claims.check <bot.agent._loop.claims.Claims.check>`."""
         return await self.claims.check(state, tool_call_id)
 
-    async def expire(self, state: RunState) -> RunState:
-        """Close ``state``'s question if its deadline passed: :meth:`Claims.expire
-        <bot.agent._loop.claims.Claims.expire>`."""
-        return await self.claims.expire(state)
+    async def expire(self, state: RunState, tool_call_id: str | None = None, *, whole: bool = False) -> RunState:
+        """Close ``state``'s question (``tool_call_id``: that call of a batch) if its deadline passed:
+        :meth:`Claims.expire <bot.agent._loop.claims.Claims.expire>`."""
+        return await self.claims.expire(state, tool_call_id, whole=whole)
 
     # --- public API ------------------------------------------------------------------------------
 
@@ -528,6 +533,8 @@ class Agent:
 
     def _go_on(self, claimed: Claimed) -> AgentStream:
         """The stream of a run a claim of this agent won: driven here, or only ``handed_off``."""
+        if claimed.waiting:
+            return still_waiting(claimed.state)
         return claimed.handed_off_stream() if claimed.handed_off else self._launch(claimed.state)
 
     def _launch(self, state: RunState) -> AgentStream:

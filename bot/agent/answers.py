@@ -71,21 +71,35 @@ def check_answer(state: RunState, tool_call_id: str | None, *, now: datetime) ->
     if earlier_round:
         answered = None  # a decision of an earlier round: the call was asked again (an interrupted approval)
     if answered is not None and (asked is not None or state.status != "suspended"):
-        if answered.outcome == "no_answer":  # the run went on without an answer at the deadline
-            timed_out = pending is not None and pending.tool_call_id == answered.tool_call_id
-            return Expired(pending.expires_at if timed_out and pending is not None else None)
+        if answered.outcome == "no_answer":  # nobody answered by its deadline (the run went on, or waits on
+            # the rest of its batch)
+            timed_out = _call_of(pending, answered.tool_call_id)
+            return Expired(timed_out.expires_at if timed_out is not None else None)
         return Answered(answered)
     asked_call = _call_of(pending, asked)  # the pending call itself, or one of its batch (bot.agent.decisions)
     if pending is not None and asked_call is not None and state.status == "expired":
-        return Expired(pending.expires_at)
+        return Expired(asked_call.expires_at)
     waiting = state.status == "suspended" or (state.status == "running" and pending is not None and pending.live_owner)
     if waiting and pending is not None and pending.resume is None:
         if asked_call is None:
             return Closed(state.status, waiting_on=pending.tool_call_id)
-        if pending.expires_at is not None and now >= pending.expires_at:
-            return Expired(pending.expires_at)
+        if past_deadline(asked_call, now):  # each call of a batch by its own deadline
+            return Expired(asked_call.expires_at)
         return Open(asked_call)
     return Closed(state.status)
+
+
+def past_deadline(call: PendingCall, now: datetime) -> bool:
+    """Whether ``call``'s deadline (``expires_at``; None: none) has passed at ``now``."""
+    return call.expires_at is not None and now >= call.expires_at
+
+
+def deadline_of(state: RunState, tool_call_id: str | None) -> datetime | None:
+    """The deadline of ``state``'s pending call ``tool_call_id`` (itself or one of its batch; None: the pending
+    call), or None: none, or no such call waits."""
+    pending = state.pending
+    call = _call_of(pending, tool_call_id or (pending.tool_call_id if pending is not None else None))
+    return call.expires_at if call is not None else None
 
 
 def _call_of(pending: PendingCall | None, tool_call_id: str | None) -> PendingCall | None:

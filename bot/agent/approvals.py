@@ -184,7 +184,18 @@ def ask_approval(
         runner.add_result(state, call, {"error": str(exc)}, out, is_error=True)
         return
     ttl = ask_ttl if ask_ttl is not None else runner.ask_ttl
-    suspend(state, call.id, tool, valid, ask_ttl=ttl, interrupted=False, notes=notes, batch=batch, verdicts=verdicts)
+    suspend(
+        state,
+        call.id,
+        tool,
+        valid,
+        ask_ttl=ttl,
+        interrupted=False,
+        notes=notes,
+        batch=batch,
+        verdicts=verdicts,
+        batch_ttl=runner.ask_ttl,
+    )
 
 
 def suspend(
@@ -198,17 +209,25 @@ def suspend(
     notes: dict[str, Any] | None = None,
     batch: Sequence[tuple[Tool, ToolCall, dict[str, Any]]] = (),
     verdicts: Mapping[str, GateVerdict] | None = None,
+    batch_ttl: float | None = None,
 ) -> None:
     """Make ``state`` wait for a decision on ``tool_call_id`` (and on each call of ``batch``: tool, call, valid
     arguments); raises :class:`Suspended`. ``verdicts``: the gate's verdict on each call, by tool_call_id (its rule
     kept as ``suspend_payload["rule"]``, its notes as ``suspend_payload["policy"]``); ``notes``: the first call's
-    notes when it has no verdict here (a call asked again after an interrupted run)."""
+    notes when it has no verdict here (a call asked again after an interrupted run).
+
+    Each call waits until its own deadline (``expires_at``): the first call ``ask_ttl`` seconds, each call of the
+    batch its verdict's ``deadline`` (its policy rule's), else ``batch_ttl`` (the agent's ``ask_ttl``); None: no
+    deadline beyond the record's retention."""
     now = utcnow()
-    expires_at = now + timedelta(seconds=ask_ttl) if ask_ttl is not None else None
 
     def pending(call_id: str, of: Tool, call_args: dict[str, Any]) -> PendingCall:
         payload: dict[str, Any] = {"tool_name": of.id, "args": call_args, "description": of.description}
         verdict = (verdicts or {}).get(call_id)
+        if call_id == tool_call_id:
+            ttl = ask_ttl
+        else:
+            ttl = verdict.deadline if verdict is not None and verdict.deadline is not None else batch_ttl
         rule = verdict.rule if verdict is not None else None
         if rule is not None:
             payload["rule"] = rule
@@ -224,7 +243,7 @@ def suspend(
             args=call_args,
             suspend_payload=payload,
             suspended_at=now,
-            expires_at=expires_at,
+            expires_at=now + timedelta(seconds=ttl) if ttl is not None else None,
             interrupted=interrupted and call_id == tool_call_id,
         )
 

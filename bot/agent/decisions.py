@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.agent.answers import Answered, Expired, Open, check_answer, undecided
+from bot.agent.answers import Answered, Expired, Open, check_answer, deadline_of, undecided
 from bot.agent.approvals import APPROVED, DECLINED, schema_tool, takes_edits
 from bot.agent.hooks import RunHooks
 from bot.agent.state import Answer, PendingCall, ResumeData, RunState, utcnow
@@ -157,8 +157,10 @@ async def record(
     if not decisions:
         raise AnswerError("no decisions given: name at least one pending tool_call_id")
     pending = state.pending
+    deadlines = [at for at in (deadline_of(state, tool_call_id) for tool_call_id in decisions) if at is not None]
+    deadline = min(deadlines, default=None)  # each call of a batch has its own
     now = utcnow()
-    if pending is not None and pending.expires_at is not None and now >= pending.expires_at - CLOCK_MARGIN:
+    if deadline is not None and now >= deadline - CLOCK_MARGIN:
         now = await now_of_store()  # near or past the deadline: the store's clock judges (the claim is refused too)
     pairs: list[tuple[PendingCall, Answer]] = []
     for tool_call_id, decision in decisions.items():
@@ -201,7 +203,7 @@ async def record(
                 "turns": 0,
             }
         )
-    saved = await store.save(after, owner=owner, not_after=pending.expires_at)  # suspended: no lease kept
+    saved = await store.save(after, owner=owner, not_after=deadline)  # suspended: no lease kept
     for call, answer in pairs:
         hooks.on_claimed(state, call, answer)
     return Recorded(saved, complete, tuple(pairs))
@@ -209,7 +211,7 @@ async def record(
 
 def still_waiting(state: RunState) -> AgentStream:
     """The stream of decisions that left some calls of the batch undecided: one ``finish`` chunk, ``suspended``."""
-    stream = AgentStream(state.run_id)
+    stream = AgentStream(state.run_id, waiting=True)
 
     async def body() -> RunState:
         stream.emit(FinishChunk(state.run_id, FinishPayload(status="suspended", text="")))

@@ -222,12 +222,14 @@ class AgentStream:
     ``async for chunk in stream`` yields :data:`Chunk` objects; ``stream.text_stream`` only the text;
     ``await stream.result()`` waits for the end and returns the last saved :class:`RunState` (``None`` if
     the final save failed). ``handed_off``: the stream of a claim whose run goes on in another segment (the one
-    whose tool call asked): it only says so (one ``finish`` chunk, ``handed_off``).
+    whose tool call asked): it only says so (one ``finish`` chunk, ``handed_off``). ``waiting``: the stream of a
+    decision on one call of a batch of approvals while others still wait (one ``finish`` chunk, ``suspended``).
     """
 
-    def __init__(self, run_id: str, *, handed_off: bool = False) -> None:
+    def __init__(self, run_id: str, *, handed_off: bool = False, waiting: bool = False) -> None:
         self.run_id = run_id
         self.handed_off = handed_off
+        self.waiting = waiting
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._task: asyncio.Task[RunState | None] | None = None
 

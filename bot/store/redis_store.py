@@ -175,10 +175,11 @@ class RedisRunStore:
 
     def ttl_for(self, state: RunState) -> int:
         """Seconds to keep a record in this state after a save: a suspended run until its question's deadline
-        plus ``retention``, any other ``retention``."""
+        plus ``retention`` (a batch of approvals: its latest call's deadline), any other ``retention``."""
         pending = state.pending
-        if state.status == "suspended" and pending is not None and pending.expires_at is not None:
-            left = (pending.expires_at - utcnow()).total_seconds()
+        deadlines = [c.expires_at for c in pending.calls() if c.expires_at is not None] if pending is not None else []
+        if state.status == "suspended" and deadlines:
+            left = (max(deadlines) - utcnow()).total_seconds()
             return max(1, int(left) + 1) + self.retention
         return self.retention
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from bot.agent.state import RunState, utcnow
+from bot.agent.state import PendingCall, RunState, utcnow
 from bot.fakeslack.home_tab import open_home
 from bot.fakeslack.sender import block_actions_payload
 from bot.fakeslack.state import TEAM_ID
@@ -91,11 +91,17 @@ async def thread_run_id(h: Any, thread_ts: str, *, channel: str = GENERAL) -> st
     return str(raw.decode() if isinstance(raw, bytes) else raw)
 
 
-async def past_deadline(h: Any, thread_ts: str) -> RunState:
-    """Move the thread's open question past its deadline (as the clock would after ASK_TTL_SECONDS)."""
+async def past_deadline(h: Any, thread_ts: str, *, call: str | None = None) -> RunState:
+    """Move the thread's open question past its deadline (as the clock would after ASK_TTL_SECONDS): a batch of
+    approvals, every call of it, or only ``call`` (a tool_call_id)."""
     state = await h.bot.agent.get_run(await thread_run_id(h, thread_ts))
     assert state.pending is not None
-    late = state.pending.model_copy(update={"expires_at": utcnow() - timedelta(seconds=1)})
+    then = utcnow() - timedelta(seconds=1)
+
+    def moved(c: PendingCall) -> PendingCall:
+        return c.model_copy(update={"expires_at": then}) if call in (None, c.tool_call_id) else c
+
+    late = moved(state.pending).model_copy(update={"batch": [moved(c) for c in state.pending.batch]})
     saved: RunState = await h.bot.agent.store.save(state.model_copy(update={"pending": late}), owner="test")
     return saved
 

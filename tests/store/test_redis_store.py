@@ -71,6 +71,31 @@ async def test_retention_after_the_end_and_after_a_questions_deadline(fake_redis
     assert RedisRunStore(fake_redis, prefix=prefix).retention == 7 * 24 * 3600
 
 
+async def test_a_batch_of_approvals_is_kept_until_its_latest_calls_deadline(
+    fake_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Each call of a batch waits until its own deadline: the record lives until the latest (here the second's,
+    2,000 s) plus the retention; before, the first call's (500 s) alone."""
+    store = RedisRunStore(fake_redis, prefix=prefix, retention=100)
+    now = utcnow()
+
+    def call(tool_call_id: str, seconds: float) -> PendingCall:
+        at = now + timedelta(seconds=seconds)
+        return PendingCall(
+            kind="approval",
+            tool_call_id=tool_call_id,
+            tool_name="t",
+            args={},
+            suspend_payload={},
+            suspended_at=now,
+            expires_at=at,
+        )
+
+    pending = call("a", 500).model_copy(update={"batch": [call("b", 2000), call("c", 50)]})
+    await store.create(RunState(run_id="r", agent_id="a", status="suspended", pending=pending), owner=ME)
+    assert 2_098_000 < await fake_redis.pttl(Keys(prefix).run("r")) <= 2_102_000
+
+
 async def test_record_of_another_run_garbage_or_unknown_version_is_corrupt_with_its_run_id(
     fake_redis: aioredis.Redis, prefix: str
 ) -> None:

@@ -15,7 +15,17 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from bot.agent._loop.stopping import StopRequests
-from bot.agent.answers import AnswerCheck, Answered, Closed, Expired, Open, check_answer, undecided
+from bot.agent.answers import (
+    AnswerCheck,
+    Answered,
+    Closed,
+    Expired,
+    Open,
+    check_answer,
+    deadline_of,
+    past_deadline,
+    undecided,
+)
 from bot.agent.approvals import DECLINED
 from bot.agent.hooks import NO_HOOKS, RunHooks
 from bot.agent.state import Answer, PendingCall, RunState, utcnow
@@ -44,6 +54,7 @@ class Claimed:
 
     state: RunState
     handed_off: bool = False
+    waiting: bool = False  # a call of a batch decided while others still wait (the run stays suspended)
 
     def handed_off_stream(self) -> AgentStream:
         """The stream of a claim whose run goes on in another process: one ``finish`` chunk, ``handed_off``."""
@@ -114,10 +125,13 @@ class Claims:
         """Go on without an answer once the question's deadline passed (by the store's clock): the tool is told
         nobody answered (``ask_user``: ``{"status": "no_answer", "waited_seconds": N}``; an MCP server's question:
         ``cancel``; an approval: declined, reason ``"no answer"``). Exactly once, against answers too: whichever
-        claim the store takes first wins. Raises ``RunNotFound``, ``RunAlreadyResumed`` (answered in time),
-        ``RunNotResumable`` (its deadline has not passed, or it waits for nothing), ``RunConflict`` (another write
-        raced this one), ``StoreUnavailable``."""
+        claim the store takes first wins. Each call of a batch of approvals times out by its own deadline
+        (``tool_call_id``; None: every call of it whose deadline passed); the run goes on once no call of the
+        batch is left undecided, else it waits on (``Claimed.waiting``). Raises ``RunNotFound``,
+        ``RunAlreadyResumed`` (answered in time), ``RunNotResumable`` (its deadline has not passed, or it waits
+        for nothing), ``RunConflict`` (another write raced this one), ``StoreUnavailable``."""
         state = await self.store.load(run_id)
+        sweep = tool_call_id is None
         tool_call_id = tool_call_id or _first_undecided(state)
         check = await self.check(state, tool_call_id)
         pending = state.waiting_call(tool_call_id) or state.pending  # the pending call, or one of its batch
@@ -143,7 +157,28 @@ class Claims:
             reason="no answer" if approval else None,
             outcome="no_answer",
         )
+        others = [c for c in undecided(state) if c.tool_call_id != pending.tool_call_id] if approval else []
+        if others:  # a batch of approvals
+            ending = [pending]
+            if sweep:  # every call of it whose own deadline passed (by the store's clock near one)
+                near = [c.expires_at for c in others if c.expires_at is not None]
+                now = utcnow()
+                if any(now >= at - CLOCK_MARGIN for at in near):
+                    now = await self.store.now()
+                ending += [c for c in others if past_deadline(c, now)]
+            if len(ending) <= len(others):  # some call of it still waits for a decision
+                return await self._time_out_alone(state, ending, answer)
         return await self.claim(state, pending, answer, deadline=False)
+
+    async def _time_out_alone(self, state: RunState, ending: list[PendingCall], answer: Answer) -> Claimed:
+        """Record ``answer`` (nobody decided in time) for each call of ``ending``, calls of a batch whose other
+        calls still wait for their own deadlines: the run stays suspended. One compare-and-set."""
+        given = [answer.model_copy(update={"tool_call_id": c.tool_call_id}) for c in ending]
+        waiting = state.model_copy(update={"status": "suspended", "answers": [*state.answers, *given]})
+        saved = await self.store.save(waiting, owner=self.owner)
+        for call, also in zip(ending, given, strict=True):
+            self.hooks.on_claimed(state, call, also)
+        return Claimed(saved, waiting=True)
 
     async def claim(self, state: RunState, pending: PendingCall, answer: Answer, *, deadline: bool = True) -> Claimed:
         """Claim ``answer`` for ``pending`` (one compare-and-set wins, before the deadline by the store's clock):
@@ -189,17 +224,19 @@ class Claims:
         """Whether ``state`` can take an answer to ``tool_call_id`` now (see :mod:`bot.agent.answers`). A deadline
         is judged by the store's clock (one extra round trip, only when this process's clock says it is near or
         past), so a process whose clock runs fast never closes a question early. Raises ``StoreUnavailable``."""
-        pending = state.pending
+        deadline = deadline_of(state, tool_call_id)
         now = utcnow()
-        if pending is not None and pending.expires_at is not None and now >= pending.expires_at - CLOCK_MARGIN:
+        if deadline is not None and now >= deadline - CLOCK_MARGIN:
             now = await self.store.now()
         return check_answer(state, tool_call_id, now=now)
 
-    async def expire(self, state: RunState) -> RunState:
-        """Close ``state``'s question if its deadline passed unanswered (status ``expired``); returns the state
-        as stored afterwards (unchanged when there was nothing to close). Raises ``StoreUnavailable``."""
-        if isinstance(await self.check(state), Expired):
-            await self._mark_expired(state)
+    async def expire(self, state: RunState, tool_call_id: str | None = None, *, whole: bool = False) -> RunState:
+        """Close ``state``'s question (``tool_call_id``: that call of a batch; None: the one it waits on first) if
+        its deadline passed unanswered: the run's status becomes ``expired``; a batch of approvals only once no
+        call of it is still open, or ``whole``: closed as a whole (it can't go on without that call). Returns the
+        state as stored afterwards (unchanged when there was nothing to close). Raises ``StoreUnavailable``."""
+        if isinstance(await self.check(state, tool_call_id), Expired):
+            await self._mark_expired(state, whole=whole)
             return await self.store.load(state.run_id)
         return state
 
@@ -228,9 +265,13 @@ class Claims:
                 raise RunNotResumable(state.run_id, status, "it is not waiting for an answer")
         raise AssertionError("unreachable")
 
-    async def _mark_expired(self, state: RunState) -> None:
-        """Record that the run's question expired unanswered (best effort: a newer write wins)."""
-        if state.status != "suspended":
+    async def _mark_expired(self, state: RunState, *, whole: bool = False) -> None:
+        """Record that the run's question expired unanswered (best effort: a newer write wins). A batch of approvals
+        is marked only once no call of it is still open (a call's own deadline passing leaves the others open), or
+        ``whole``: closed as a whole."""
+        if state.status != "suspended" or state.pending is None:
+            return
+        if not whole and any(not past_deadline(c, utcnow()) for c in undecided(state)):
             return
         with contextlib.suppress(BotError):
             await self.store.save(state.model_copy(update={"status": "expired"}), owner=self.owner)

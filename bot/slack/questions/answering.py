@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from bot.agent import Agent
-from bot.agent.answers import AnswerCheck, Answered, Expired, Open
+from bot.agent.answers import AnswerCheck, Answered, Expired, Open, undecided
 from bot.agent.ask_user import AskUserPayload
 from bot.agent.forms import FormReply
 from bot.agent.state import PendingCall, ResumeData, RunState
@@ -482,21 +482,26 @@ class Answering:
         except (AnswerError, BadReference):
             return None
 
-    async def expire(self, state: RunState, call: str, *, clicked: MessageRef | None = None) -> RunState:
+    async def expire(
+        self, state: RunState, call: str, *, clicked: MessageRef | None = None, whole: bool = False
+    ) -> RunState:
         """Close question ``call`` of ``state`` as expired (stored status and its messages, ``clicked`` among them
-        even if never recorded). Raises nothing: a store outage leaves the messages as they are."""
+        even if never recorded). A call of a batch of approvals closes alone while another call of it waits for a
+        later deadline, unless ``whole`` (its run closed at the deadline: every call of it still undecided closes
+        too). Raises nothing: a store outage leaves the messages as they are."""
+        before = state
         try:
-            state = await self.agent.expire(state)
+            state = await self.agent.expire(state, call, whole=whole)
         except StoreUnavailable:
             return state
-        pending = state.pending
-        if pending is not None and pending.tool_call_id == call and pending.resume is None:
-            outcome = EXPIRED_OUTCOME
+        pending = next((c for c in undecided(state) if c.tool_call_id == call), None)
+        if pending is not None:
             ctx = None
             with contextlib.suppress(StoreCorrupt):
                 ctx = SlackContext.of(state)
+            batch = before if state.status == "expired" else None  # closed whole: the batch's other calls too
             await self.messages.close_pending(
-                state.run_id, pending, outcome=outcome, summary="expired", clicked=clicked, ctx=ctx
+                state.run_id, pending, outcome=EXPIRED_OUTCOME, summary="expired", clicked=clicked, ctx=ctx, state=batch
             )
         if state.status == "expired":  # closed without an answer: so is the thread's agent session
             with contextlib.suppress(StoreCorrupt):

@@ -187,8 +187,8 @@ class FollowUps:
             return
         thread = await self.answering.index.thread(ctx.team_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts)
         moved_on = thread is not None and thread.run_id != state.run_id  # a newer run took the thread
-        if self.plan.settings.on_timeout == "close" or moved_on:
-            await self.answering.expire(state, item.key)
+        if self.plan.settings.on_timeout == "close" or moved_on:  # closed: a batch can't go on without this call
+            await self.answering.expire(state, item.key, whole=True)
             return
         for _ in range(3):  # a write racing this one: look again
             try:
@@ -201,8 +201,12 @@ class FollowUps:
         else:
             raise RunConflict(item.run_id)
         outcome = _timed_out(pending)
-        await self.messages.close_pending(state.run_id, pending, outcome=outcome, summary="expired", state=state)
-        log.info("run %s: no answer by the deadline; going on without one", state.run_id)
+        batch = None if stream.waiting else state  # alone while other calls of its batch wait for later deadlines
+        await self.messages.close_pending(state.run_id, pending, outcome=outcome, summary="expired", state=batch)
+        if stream.waiting:
+            log.info("run %s: no decision on %s by its deadline; the rest of its batch waits", state.run_id, item.key)
+        else:
+            log.info("run %s: no answer by the deadline; going on without one", state.run_id)
         await self.writer.follow(stream, ctx)
 
     async def _escalate_at_deadline(self, state: RunState, ctx: SlackContext, pending: PendingCall) -> bool:

@@ -6,16 +6,31 @@ calls running in the model's order. Through the fake Slack over signed HTTP."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
+from bot.agent.state import utcnow
+from bot.fakeslack.state import Directory
+from bot.slack.questions.follow_up_plan import COALESCE_SECONDS
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
-from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, blocks_text, current, has_controls, text_is
+from bot.testing.slack_scenarios import (
+    ALICE,
+    BOB,
+    GENERAL,
+    blocks_text,
+    current,
+    has_controls,
+    past_deadline,
+    text_is,
+    thread_run_id,
+)
 
 AGENT = {"agent": "bot.testing.approval_agent:build"}
 
@@ -166,3 +181,115 @@ async def test_a_call_of_an_approved_batch_that_a_stop_kept_from_running_says_so
             assert "stopped before it ran" in shown and "ran in" not in shown, shown
     finally:
         approval_agent.GATE.clear()
+
+
+def deadlines_policy(tmp_path: Path, web_rule: str) -> dict[str, Any]:
+    """api's calls: the requester decides within 10 minutes; web's: as ``web_rule`` says (YAML lines)."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "rules:\n"
+        "  - name: web\n    tool: restart_service\n    when: {name: web}\n" + web_rule + "  - name: quick\n"
+        "    tool: '*'\n    approvers: [requester]\n    deadline: 10m\n"
+    )
+    return {**AGENT, "approval_policy": str(policy)}
+
+
+async def tick(h: Any, *, after: timedelta) -> None:
+    assert h.bot.scheduler is not None
+    await h.bot.scheduler.tick(now=utcnow() + after)
+    await h.settle()
+
+
+async def test_each_call_of_a_batch_waits_until_its_own_rules_deadline(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    """api's rule gives it 10 minutes, web's 2 hours: at api's deadline api alone is declined "no answer" (its card
+    says so), web still waits and may be approved; the run goes on once it is (before: both were declined at the
+    batch's first call's deadline, web's own 2 hours ignored)."""
+    settings = deadlines_policy(tmp_path, "    approvers: [requester]\n    deadline: 2h\n")
+    async with harness(fake_redis, settings=settings) as h:
+        thread, _header, api, web = await two_restarts(h)
+        state = await h.bot.agent.get_run(await thread_run_id(h, thread))
+        assert state.pending is not None and [c.tool_call_id for c in state.pending.calls()] == ["r_api", "r_web"]
+        left = [c.expires_at - utcnow() for c in state.pending.calls() if c.expires_at is not None]
+        assert timedelta(minutes=9) < left[0] < timedelta(minutes=11) < timedelta(hours=1, minutes=59) < left[1]
+        await past_deadline(h, thread, call="r_api")
+        await tick(h, after=timedelta(minutes=11))
+        closed = await current(h, api)
+        assert not has_controls(closed) and "No decision in time" in blocks_text(closed)
+        assert has_controls(await current(h, web)) and len(h.model.requests) == 1  # web waits: nothing went on
+        assert (await h.bot.agent.get_run(state.run_id)).status == "suspended"
+        await h.ws.click(api, "Approve", user=ALICE, as_seen=True)  # too late for api
+        await h.ws.wait_for_ephemeral(user=ALICE, predicate=lambda m: "in time" in m["text"] or "expired" in m["text"])
+        await h.ws.click(web, "Approve", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Both handled."))
+        assert approval_agent.RESTARTS == ["web"]
+        results = {m["tool_call_id"]: m["content"] for m in h.model.requests[-1]["messages"] if m["role"] == "tool"}
+        assert json.loads(results["r_api"])["outcome"] == "no_answer" and results["r_web"] == "web restarted"
+
+
+async def test_a_late_click_on_one_call_of_a_batch_leaves_the_others_open(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    """A click on api after its deadline, before the scheduler comes to it: told it is too late, api's card closes,
+    the run is not closed as a whole: web may still be approved (before: the run was marked expired, web's click
+    refused as expired)."""
+    settings = deadlines_policy(tmp_path, "    approvers: [requester]\n    deadline: 2h\n")
+    async with harness(fake_redis, settings=settings) as h:
+        thread, _header, api, web = await two_restarts(h)
+        await past_deadline(h, thread, call="r_api")
+        await h.ws.click(api, "Approve", user=ALICE)
+        await h.ws.wait_for_ephemeral(user=ALICE)
+        await h.settle()
+        assert not has_controls(await current(h, api)) and has_controls(await current(h, web))
+        run_id = await thread_run_id(h, thread)
+        assert (await h.bot.agent.get_run(run_id)).status == "suspended"
+        await h.ws.click(web, "Approve", user=ALICE)
+        await h.settle()
+        assert approval_agent.RESTARTS == [] and "runs once the other calls" in blocks_text(await current(h, web))
+        await tick(h, after=timedelta(minutes=11))  # api's deadline: declined, and the batch is complete
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Both handled."))
+        assert approval_agent.RESTARTS == ["web"]
+
+
+async def test_a_later_call_of_a_batch_escalates_at_its_own_rules_deadline(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    """web's rule: Bob within 10 minutes, then escalated to Dana; api's (the batch's first call): the requester
+    within 10 minutes. At the deadline api is declined and web goes to Dana by DM, who approves it (before: web's
+    escalation was dropped, ``extend_approval`` refusing a call that is not the batch's first, and web declined)."""
+    dana = "U_DANA"
+    web_rule = f"    approvers: [{BOB}]\n    deadline: 10m\n    on_deadline: {{escalate: [{dana}]}}\n"
+    directory = Directory.default()
+    directory.add_user(dana, "dana")
+    async with harness(fake_redis, settings=deadlines_policy(tmp_path, web_rule), directory=directory) as h:
+        thread, _header, api, web = await two_restarts(h)
+        await past_deadline(h, thread)
+        await tick(h, after=timedelta(minutes=11))
+        await tick(h, after=timedelta(minutes=11, seconds=COALESCE_SECONDS + 1))  # the DM
+        copy = await h.ws.wait_for_message(channel="D_DANA", predicate=has_controls)
+        assert "*name*: web" in blocks_text(copy)
+        assert "No decision in time" in blocks_text(await current(h, api)) and has_controls(await current(h, web))
+        state = await h.bot.agent.get_run(await thread_run_id(h, thread))
+        extended = state.waiting_call("r_web")
+        assert state.status == "suspended" and extended is not None and extended.expires_at is not None
+        assert extended.expires_at - utcnow() > timedelta(minutes=9)  # the rule's deadline again
+        await h.ws.click(copy, "Approve", user=dana)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Both handled."))
+        assert approval_agent.RESTARTS == ["web"]
+
+
+async def test_with_on_timeout_close_the_first_deadline_of_a_batch_closes_all_of_it(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    """``ASK_ON_TIMEOUT=close``: the run can't go on without api, so api's deadline closes the whole batch (web's
+    card too), nothing runs."""
+    settings = deadlines_policy(tmp_path, "    approvers: [requester]\n    deadline: 2h\n")
+    async with harness(fake_redis, settings={**settings, "ask_on_timeout": "close"}) as h:
+        thread, _header, api, web = await two_restarts(h)
+        await past_deadline(h, thread, call="r_api")
+        await tick(h, after=timedelta(minutes=11))
+        for request in (api, web):
+            assert not has_controls(await current(h, request))
+        assert (await h.bot.agent.get_run(await thread_run_id(h, thread))).status == "expired"
+        assert approval_agent.RESTARTS == [] and len(h.model.requests) == 1
