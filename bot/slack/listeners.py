@@ -5,7 +5,7 @@ its lazy functions start, so what it decides (e.g. a modal's errors) reaches the
 
 | request | ack side | lazy (work side) |
 |---|---|---|
-| ``app_mention`` event | auto-ack | :meth:`Threads.on_mention` |
+| ``app_mention`` event a person wrote (a bot's: acked, nothing else) | auto-ack | :meth:`Threads.on_mention` |
 | ``message`` a person wrote in a DM, or as a thread reply without a mention | auto-ack | :meth:`Threads.on_message` |
 | ``app_home_opened`` (Home tab) | auto-ack | :meth:`Home.on_home_opened`: the person's inbox |
 | ``app_home_opened`` (Messages tab, agent_view) | auto-ack | :meth:`AssistantPane.on_messages_tab`: greeting, prompts |
@@ -76,6 +76,13 @@ async def drop_forged_ids(body: dict[str, Any], next: Callable[[], Awaitable[Any
     return await next()
 
 
+async def _person_mentioning(body: dict[str, Any]) -> bool:
+    """Matcher of ``app_mention`` events the bot handles: a person's (another app's bot, a webhook's or a
+    workflow's post mentioning the bot neither starts a run nor answers a question: only people do, as for
+    ``message`` events, :func:`~bot.slack.conversations.is_person_speaking`)."""
+    return is_person_speaking(body.get("event") or {})
+
+
 async def _person_in_dm_or_thread(body: dict[str, Any], context: dict[str, Any]) -> bool:
     """Matcher of ``message`` events the bot handles: a person speaking, in a DM, or replying in a thread
     without mentioning the bot (a mention comes as ``app_mention`` too, which takes it)."""
@@ -112,7 +119,8 @@ def register(
     # Bolt tries the listeners in this order, each non-matching one costing ~30 µs (its matchers build all of Bolt's
     # listener arguments): the most frequent requests come first. An event never matches an action's listener nor
     # an action an event's, and no two action listeners match the same action_id, so the order picks no listener.
-    app.event("app_mention")(ack=acked, lazy=[on_mention])
+    app.event("app_mention", matchers=[_person_mentioning])(ack=acked, lazy=[on_mention])
+    app.event("app_mention")(acked)  # a bot's (or nobody's) mention: acked, nothing else
     app.action(re.compile(rf"^{bk.ACT_OPTION}_\d+$"))(ack=_ack, lazy=[on_click])
     app.event("message", matchers=[_person_in_dm_or_thread])(ack=acked, lazy=[on_message])
     on_approve = jobs.add(approving.on_approve)

@@ -7,10 +7,16 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from bot.testing.openai_server import Reply
+from bot.fakeslack.state import TEAM_ID
+from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import (
     ALICE,
+    BOB,
     GENERAL,
+    current,
+    has_controls,
+    text_is,
+    thread_run_id,
 )
 
 
@@ -60,3 +66,43 @@ async def test_event_seen_only_as_a_retry_is_processed(fake_redis: aioredis.Redi
         ack = await h.ws.sender.send_event(event, retry_num=2, retry_reason="http_timeout")
         assert ack.status == 200
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=msg["ts"], predicate=lambda m: m["text"] == "Got it.")
+
+
+def bot_mention(h: Any, text: str, *, thread_ts: str | None = None, user: str | None = "U0OTHERBOT") -> dict[str, Any]:
+    """An ``app_mention`` another app's bot (``user`` None: a webhook's or a workflow's post, nobody's) sent."""
+    stored = h.ws.add_user_message(ALICE, GENERAL, text, thread_ts=thread_ts)
+    event: dict[str, Any] = {"type": "app_mention", "text": text, "ts": stored["ts"], "channel": GENERAL}
+    event |= {"event_ts": stored["ts"], "team": TEAM_ID, "bot_id": "B0OTHER", "bot_profile": {"id": "B0OTHER"}}
+    if user is not None:
+        event["user"] = user
+    else:
+        event["subtype"] = "bot_message"
+    if thread_ts is not None:
+        event["thread_ts"] = thread_ts
+    return event
+
+
+async def test_another_bots_mention_neither_answers_a_waiting_question_nor_starts_a_run(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """Only people answer and start runs: a bot's thread reply was ignored already, its ``app_mention`` wasn't (it
+    answered a free-form question in channel mode, ``answered_by`` the bot, or with no name at all; it started runs,
+    so two agent bots could loop on each other)."""
+    async with harness(fake_redis, answerers="channel") as h:
+        h.model.script(Reply(tool_calls=[tool_call("ask_user", {"question": "Which name?"}, id="q1")]))
+        d = await h.ws.mention(ALICE, GENERAL, "name it")
+        thread = d.message["ts"]
+        q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+        for user in ("U0OTHERBOT", None):
+            ack = await h.ws.sender.send_event(bot_mention(h, "<@U_BOT> rm -rf", thread_ts=thread, user=user))
+            assert ack.status == 200
+            ack = await h.ws.sender.send_event(bot_mention(h, "<@U_BOT> start something", user=user))
+            assert ack.status == 200
+        await h.settle()
+        assert len(h.model.requests) == 1  # no run resumed, none started
+        assert has_controls(await current(h, q))
+        state = await h.bot.agent.get_run(await thread_run_id(h, thread))
+        assert state.status == "suspended" and state.answers == []
+        h.model.script(Reply(text="Named."))
+        await h.ws.mention(BOB, GENERAL, "call it nova", thread_ts=thread)  # a person's still answers
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Named."))
