@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 
+from bot.agent.text import is_blank
 from bot.fakeslack.state import dm_channel_id
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import (
@@ -110,6 +112,33 @@ async def test_empty_model_stream_finishes_with_a_visible_reply(fake_redis: aior
         d = await h.ws.mention(ALICE, GENERAL, "go")
         reply = await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"])
         assert reply["text"] == "(no reply)"
+
+
+@pytest.mark.parametrize("text", ["   ", "\n", " \n\t ", "\n" * 3000, "\u200b", "\u200d\u2060 \u200b"])
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_a_reply_with_nothing_visible_is_posted_as_no_reply(
+    fake_redis: aioredis.Redis, harness: Any, text: str, streaming: bool
+) -> None:
+    """Whitespace or zero-width characters alone, streamed or posted, after a question too: "(no reply)" (before:
+    the thread stayed silent, or showed an invisible message, the run completed)."""
+    async with harness(fake_redis, settings={"reply_streaming": streaming}) as h:
+        h.model.script(Reply(text=text), Reply(tool_calls=[tool_call("ask_user", SINGLE, id="q1")]), Reply(text=text))
+        d = await h.ws.mention(ALICE, GENERAL, "go")
+        thread = d.message["ts"]
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=no_reply)
+
+        await h.ws.mention(ALICE, GENERAL, "again", thread_ts=thread)
+        q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+        await h.ws.click(q, "web", user=ALICE)
+        await h.settle()
+        replies = [m for m in h.ws.messages(GENERAL, thread_ts=thread) if m.get("bot_id") and no_reply(m)]
+        assert len(replies) == 2, h.ws.messages(GENERAL, thread_ts=thread)
+
+
+def no_reply(message: dict[str, Any]) -> bool:
+    """The message says "(no reply)" and nothing else visible (the blank text before it may stay)."""
+    text = str(message.get("text") or "")
+    return "(no reply)" in text and is_blank(text.replace("(no reply)", ""))
 
 
 async def test_double_click_does_not_answer_the_next_question_when_call_ids_repeat(

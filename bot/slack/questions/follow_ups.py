@@ -34,6 +34,7 @@ from bot.agent.approvals import approval_payload, policy_notes
 from bot.agent.ask_user import AskUserPayload
 from bot.agent.state import PendingCall, RunState, utcnow
 from bot.agent.stream import ApprovalPayload
+from bot.agent.text import is_blank
 from bot.errors import (
     RunAlreadyResumed,
     RunConflict,
@@ -145,7 +146,7 @@ class FollowUps:
             return
         text = state.last_text()
         thread = await self.answering.index.thread(ctx.team_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts)
-        if state.status != "completed" or not text.strip() or (thread is not None and thread.run_id != state.run_id):
+        if state.status != "completed" or is_blank(text) or (thread is not None and thread.run_id != state.run_id):
             return  # it went on (a newer run took the thread, which shows its own reply)
         mentions = self.writer.allow_user_mentions
         parts = bk.reply_messages(text, allow_user_mentions=mentions, room=len(AGAIN_LINE))

@@ -304,9 +304,10 @@ def reply_messages(
     (e.g. only bidi controls) are left out; a reply with nothing visible at all is posted as "(no reply)"."""
     limit = MARKDOWN_BLOCK - (room + ROOM_SLACK if room > 0 else 0)
     messages = _reply_parts(text, limit, allow_user_mentions=allow_user_mentions)
-    return messages or _reply_parts("(no reply)", MARKDOWN_BLOCK, allow_user_mentions=False)
+    return messages or _reply_parts(NO_REPLY, MARKDOWN_BLOCK, allow_user_mentions=False)
 
 
+NO_REPLY = "(no reply)"  # what a reply with nothing visible in it is posted as
 ROOM_SLACK = 100  # characters of ``room`` to spare: Slack's cumulative limit is observed, not documented
 
 

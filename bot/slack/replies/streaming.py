@@ -45,6 +45,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.models.messages.chunk import Chunk, MarkdownTextChunk, PlanUpdateChunk, TaskUpdateChunk
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 
+from bot.agent.text import is_blank
 from bot.slack.context import SlackContext
 from bot.slack.render import blocks as bk
 from bot.slack.render.mrkdwn import split_reply, text_length
@@ -245,7 +246,7 @@ class ReplyStream:
     def cut_off(self, marker: str) -> None:
         """The run failed: end the text shown so far with ``marker`` (Markdown), after a space or, when a tool
         call came after the text, as a paragraph of its own. Nothing shown: nothing to mark."""
-        if self._text.raw.strip():
+        if not is_blank(self._text.raw):
             self._turn_ended = self._turn_ended and not self._text.raw.endswith(" ")
             self.text(marker if self._turn_ended else " " + marker)
 
@@ -433,7 +434,7 @@ class ReplyStream:
         tasks = bk.task_lines([t.line() for t in self._tasks.values()]) if self._tasks else []
         self._room = max(self._room, text_length(tasks))  # never less: the parts posted must not shrink in number
         mentions = self.allow_user_mentions
-        messages = bk.reply_messages(raw, allow_user_mentions=mentions, room=self._room) if raw.strip() else []
+        messages = bk.reply_messages(raw, allow_user_mentions=mentions, room=self._room) if not is_blank(raw) else []
         if not tasks:
             return messages
         if not messages:

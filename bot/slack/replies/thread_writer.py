@@ -35,6 +35,7 @@ from bot.agent.stream import (
     ToolResultChunk,
     ToolResultPayload,
 )
+from bot.agent.text import is_blank
 from bot.errors import StoreUnavailable
 from bot.logs import log_context
 from bot.slack.context import SlackContext
@@ -197,8 +198,9 @@ class ThreadWriter:
                             await self._tool_done(stream.run_id, result, reply, status, decided=done, ctx=ctx)
                         case FinishChunk(payload=finish) if finish.status == "completed":
                             final = "active"
-                            if not reply.raw.strip():  # nothing was written as it streamed: the run's last text
-                                last = finish.text or "(no reply)"
+                            if is_blank(reply.raw):  # nothing visible was written as it streamed: the run's last
+                                # text, or "(no reply)" when it has nothing visible either (whitespace, zero-width)
+                                last = finish.text if not is_blank(finish.text) else bk.NO_REPLY
                                 reply.text(await mentions.label(last) if mentions is not None else last)
                             if finish.ending is not None:  # the text is not a whole answer: marked, and told why
                                 reply.cut_off(CUT_OFF)
@@ -253,7 +255,7 @@ class ThreadWriter:
     async def _stopped(self, reply: ReplyStream, line: str, ctx: SlackContext) -> None:
         """The run stopped at a person's request: the reply streamed so far ends with ``line`` (who stopped it:
         :func:`stopped_line`), or ``line`` is a message of its own when nothing streamed."""
-        if reply.raw.strip():
+        if not is_blank(reply.raw):
             reply.text(("\n\n" if not reply.raw.endswith("\n") else "\n") + line)
             await reply.close()
         else:
