@@ -55,6 +55,19 @@ def json_without_surrogates(value: Any) -> Any:
     return value
 
 
+def nested_deeper_than(value: Any, limit: int) -> bool:
+    """Whether a parsed JSON value has containers more than ``limit`` deep (the value itself is depth 1);
+    iterative, so any depth json.loads accepted is measured without recursion."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
 MAX_QUESTION = 6000
 MAX_OPTION_LABEL = 300
 MAX_OPTION_DESCRIPTION = 1000

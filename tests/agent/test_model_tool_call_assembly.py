@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from bot.agent import OpenAIChatModel, ToolCallAssembler
+from bot.agent.model import MAX_ARGUMENT_DEPTH, parse_arguments
 from bot.agent.state import ToolCall
 from bot.testing.openai_server import FakeOpenAI, Reply, collect_turn
 
@@ -173,3 +176,17 @@ def test_assembler_accepts_repeated_names() -> None:
     a.feed([{"index": 0, "id": "c", "function": {"name": "ask_user", "arguments": "{}"}}])
     a.feed([{"index": 0, "function": {"name": "ask_user", "arguments": ""}}])
     assert a.calls() == [ToolCall(id="c", name="ask_user", arguments="{}")]
+
+
+def test_arguments_nest_at_most_max_argument_depth_levels() -> None:
+    """Up to :data:`MAX_ARGUMENT_DEPTH` levels parse; one more, or past what Python's recursion follows (json.loads
+    raises RecursionError), is a ``ValueError`` naming the bound (the tool error the model reads)."""
+    inner = MAX_ARGUMENT_DEPTH - 1  # the object itself is the first level
+    assert parse_arguments('{"a": ' + "[" * inner + "]" * inner + "}")["a"] is not None
+    for depth in (inner + 1, 100_000):
+        with pytest.raises(ValueError, match="nested too deeply"):
+            parse_arguments('{"a": ' + "[" * depth + "]" * depth + "}")
+    assembler = ToolCallAssembler()  # a name again on the same index asks whether the arguments so far are whole
+    assembler.feed([entry(index=0, id="c1", name="t", arguments='{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")])
+    assembler.feed([entry(index=0, name="t", arguments="")])
+    assert [c.id for c in assembler.calls()] == ["c1"]  # assembled: its arguments refused when the call is run

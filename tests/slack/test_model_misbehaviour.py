@@ -252,3 +252,20 @@ async def test_duplicate_labels_and_too_many_options_go_back_to_the_model(
         )
         errors = [json.loads(m["content"])["error"] for m in h.model.requests[-1]["messages"] if m["role"] == "tool"]
         assert "unique; repeated: a" in errors[0] and "too many options (101); offer at most 100" in errors[1]
+
+
+@pytest.mark.parametrize("depth", [150, 500, 5000])
+async def test_tool_arguments_nested_too_deeply_are_a_tool_error_the_model_reads(
+    fake_redis: aioredis.Redis, harness: Any, depth: int
+) -> None:
+    """~1 KB of nested arrays in a tool call's arguments: the model is told (a tool error) and goes on (before: a
+    RecursionError in the runtime, "Something went wrong" with no Retry, the run left ``running``)."""
+    args = '{"question": "Deploy?", "meta": ' + "[" * depth + "]" * depth + "}"
+    async with harness(fake_redis) as h:
+        h.model.script(Reply(tool_calls=[tool_call("ask_user", args, id="t1")]), Reply(text="Asked plainly instead."))
+        d = await h.ws.mention(ALICE, GENERAL, "go")
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: m["text"] == "Asked plainly instead."
+        )
+        [result] = [m for m in h.model.requests[-1]["messages"] if m["role"] == "tool"]
+        assert "nested too deeply" in result["content"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bot.agent.state import ToolCall
-from bot.agent.text import json_without_surrogates
+from bot.agent.text import json_without_surrogates, nested_deeper_than
 from bot.errors import ModelCallFailed
 
 
@@ -87,13 +87,24 @@ class NoModel:
         yield TurnDone(content="", tool_calls=[])  # pragma: no cover - makes this an async generator, as the port wants
 
 
+MAX_ARGUMENT_DEPTH = 100  # levels of objects and arrays a tool call's arguments may nest (no tool needs more)
+
+
 def parse_arguments(raw: str) -> dict[str, Any]:
     """Parse a tool call's ``arguments`` JSON text into an object (a lone surrogate its JSON escapes, ``"\\ud83d"``,
-    becomes U+FFFD: see :func:`bot.agent.text.without_surrogates`). Raises ``ValueError`` with a reason."""
+    becomes U+FFFD: see :func:`bot.agent.text.without_surrogates`). Raises ``ValueError`` with a reason: not JSON,
+    not an object, or nested more than :data:`MAX_ARGUMENT_DEPTH` deep (which Python's recursion could not follow
+    through the rest of the run)."""
+    too_deep = f"arguments are nested too deeply (more than {MAX_ARGUMENT_DEPTH} levels of objects and arrays)"
     try:
-        value = json_without_surrogates(json.loads(raw or "{}"))
+        parsed = json.loads(raw or "{}")
     except json.JSONDecodeError as exc:
         raise ValueError(f"arguments are not valid JSON ({exc.msg} at position {exc.pos})") from None
+    except RecursionError:
+        raise ValueError(too_deep) from None
+    if nested_deeper_than(parsed, MAX_ARGUMENT_DEPTH):
+        raise ValueError(too_deep)
+    value = json_without_surrogates(parsed)
     if not isinstance(value, dict):
         raise ValueError("arguments must be a JSON object")
     return value

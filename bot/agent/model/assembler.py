@@ -69,7 +69,7 @@ class _Call:
             else:
                 try:
                     self._complete = isinstance(json.loads(self.arguments()), dict)
-                except ValueError:
+                except (ValueError, RecursionError):  # not JSON (yet), or nested past Python's recursion
                     self._complete = False
         return self._complete
 

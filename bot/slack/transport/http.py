@@ -47,6 +47,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.request.internals import extract_content_type, parse_body
 from slack_sdk.signature import Clock, SignatureVerifier
 
+from bot.agent.text import nested_deeper_than
 from bot.errors import BotError
 from bot.ops.server import OpsEndpoints
 from bot.slack.transport.runner import HttpBoltRequest
@@ -289,19 +290,6 @@ def multi_headers(headers: Mapping[str, str]) -> dict[str, list[str]]:
 def first(headers: Mapping[str, list[str]], name: str) -> str | None:
     values = headers.get(name)
     return values[0] if values else None
-
-
-def nested_deeper_than(value: Any, limit: int) -> bool:
-    """Whether a parsed JSON value has containers more than ``limit`` deep (the value itself is depth 1);
-    iterative, so any depth json.loads accepted is measured without recursion."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
 
 
 class QuietParserErrors(logging.Filter):
