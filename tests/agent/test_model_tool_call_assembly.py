@@ -188,5 +188,5 @@ def test_arguments_nest_at_most_max_argument_depth_levels() -> None:
             parse_arguments('{"a": ' + "[" * depth + "]" * depth + "}")
     assembler = ToolCallAssembler()  # a name again on the same index asks whether the arguments so far are whole
     assembler.feed([entry(index=0, id="c1", name="t", arguments='{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")])
-    assembler.feed([entry(index=0, name="t", arguments="")])
+    assembler.feed([entry(index=0, name="t", arguments="{}")])
     assert [c.id for c in assembler.calls()] == ["c1"]  # assembled: its arguments refused when the call is run
