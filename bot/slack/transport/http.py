@@ -266,6 +266,26 @@ def shape_problem(body: dict[str, Any]) -> str | None:
         for name in ("selected_option",):
             if name in action and not isinstance(action[name], dict | None):
                 return f"action.{name} is not an object"
+    view = body.get("view")
+    return _view_problem(view) if isinstance(view, dict) else None
+
+
+def _view_problem(view: dict[str, Any]) -> str | None:
+    """Why a payload's ``view`` is not shaped as Slack sends it (Slack: ``view.state.values`` maps each input's
+    ``block_id`` to its ``action_id`` to the element's state object; ``private_metadata``, ``callback_id``, ``id``,
+    ``hash`` are strings), or None."""
+    for name in ("private_metadata", "callback_id", "id", "hash", "type", "external_id"):
+        if view.get(name) is not None and not isinstance(view[name], str):
+            return f"view.{name} is not a string"
+    state = view.get("state")
+    if state is None:
+        return None
+    values = state.get("values") if isinstance(state, dict) else None
+    if not isinstance(state, dict) or not isinstance(values, dict | None):
+        return "view.state is not an object of values"
+    for block in (values or {}).values():
+        if not isinstance(block, dict) or not all(isinstance(element, dict) for element in block.values()):
+            return "view.state.values is not block_id -> action_id -> an object"
     return None
 
 

@@ -237,3 +237,47 @@ async def test_odd_block_actions_get_no_500_and_no_traceback(
         assert ack.status in (200, 400, 404), ack.status
         assert tracebacks(caplog) == []
         assert has_controls(await current(h, q)) and resumed_requests(h.model) == 0
+
+
+def _set_state(p: dict[str, Any], state: Any) -> None:
+    p["view"]["state"] = state
+
+
+_ODD_VIEWS = {
+    "block-a-string": lambda p: p["view"]["state"]["values"].__setitem__(MODAL_INPUT_BLOCK, "x"),
+    "element-a-string": lambda p: p["view"]["state"]["values"][MODAL_INPUT_BLOCK].__setitem__(ACT_TEXT, "x"),
+    "values-a-list": lambda p: p["view"]["state"].__setitem__("values", ["x"]),
+    "state-a-string": lambda p: _set_state(p, "x"),
+    "metadata-a-number": lambda p: p["view"].__setitem__("private_metadata", 5),
+    "metadata-an-object": lambda p: p["view"].__setitem__("private_metadata", {"r": 1}),
+    "callback_id-a-list": lambda p: p["view"].__setitem__("callback_id", ["x"]),
+}
+
+
+@pytest.mark.parametrize("mutation", list(_ODD_VIEWS), ids=list(_ODD_VIEWS))
+async def test_odd_view_submissions_get_no_500_and_no_traceback(
+    fake_redis: aioredis.Redis, harness: Any, caplog: pytest.LogCaptureFixture, mutation: str
+) -> None:
+    """docs/security.md: "Signed bodies whose known fields have the wrong types are refused (400)". A signed
+    view_submission of the Answer modal whose state or metadata has the wrong type got an HTTP 500 and a traceback
+    ('str' object has no attribute 'get'; the JSON object must be str, not int): now 400, nothing logged but one
+    line, the question still open."""
+    caplog.set_level(logging.INFO)
+    async with harness(fake_redis) as h:
+        _thread, q = await ask(h, FREE)
+        await h.ws.click(q, "Answer", user=ALICE)
+        form = await h.ws.wait_for_view(user=ALICE, predicate=is_answer_form)
+        values = {MODAL_INPUT_BLOCK: {ACT_TEXT: {"type": "plain_text_input", "value": "my answer"}}}
+        payload = view_submission_payload(
+            directory=h.ws.state.directory,
+            user=ALICE,
+            view=form,
+            state_values=values,
+            trigger_id=h.ws.state.mint_trigger(ALICE),
+        )
+        _ODD_VIEWS[mutation](payload)
+        ack = await h.ws.sender.send_interaction(payload)
+        await h.settle()
+        assert ack.status in (200, 400), ack.status
+        assert tracebacks(caplog) == []
+        assert await still_open(h, q) and resumed_requests(h.model) == 0
