@@ -1,8 +1,8 @@
 """The persisted state of one agent run: :class:`RunState`, versioned, JSON round-trips exactly.
 
-Shape (``schema_version`` 5)::
+Shape (``schema_version`` 6)::
 
-    {"schema_version": 5, "run_id": "run_...", "agent_id": "assistant", "revision": 3,
+    {"schema_version": 6, "run_id": "run_...", "agent_id": "assistant", "revision": 3,
      "status": "running" | "suspended" | "completed" | "failed" | "expired",
      "messages": [ ...Chat Completions messages (user / assistant with tool_calls / tool), assistant
                    messages keeping the provider fields that must be sent back (e.g. reasoning_content)... ],
@@ -11,7 +11,8 @@ Shape (``schema_version`` 5)::
                  batch: [{...a pending approval of the same turn, same fields, its batch empty...}, ...]} | null,
      "queued": [{id, name, arguments, extra}, ...],   # tool calls of the last assistant turn not run yet
      "answers": [{tool_call_id, answered_by, answered_at, resume_data, reason, outcome, arguments, scope}, ...],
-     "error": {kind, message} | null, "turns": 2, "require_tool_approval": false, "metadata": {...caller's...},
+     "error": {kind: "model" | "max_turns" | "tool" | "internal", message} | null, "turns": 2,
+     "require_tool_approval": false, "metadata": {...caller's...},
      "created_at": "...", "updated_at": "..."}
 
 Versions: 1 (first release) had no ``expires_at``, no ``extra`` on queued calls and no ``expired`` status; 2 had
@@ -19,7 +20,8 @@ no tool approvals (``pending.kind``, ``executing_since``, ``interrupted``, ``ans
 ``require_tool_approval``); 3 had no ``pending.live_owner`` (a question asked over a live MCP session) and no
 ``answers[].outcome`` (every answer of version 3 is a person's); 4 had no ``pending.batch`` (several approvals of
 one turn asked together) and no ``answers[].arguments`` / ``answers[].scope`` (an approval with edited arguments,
-and the scope its approver gave).
+and the scope its approver gave); 5 had no ``error.kind`` ``internal`` (a run the runtime failed, recorded as failed
+instead of left ``running``).
 :meth:`RunState.from_json` upgrades older records on load (:data:`MIGRATIONS`).
 Every released version has a frozen
 fixture under ``tests/fixtures/`` that must keep loading and resuming.
@@ -39,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.errors import StoreCorrupt, UnknownSchemaVersion
 
-SCHEMA_VERSION: Literal[5] = 5
+SCHEMA_VERSION: Literal[6] = 6
 
 RunStatus = Literal["running", "suspended", "completed", "failed", "expired"]
 ResumeData = str | list[str]
@@ -142,16 +144,17 @@ class PendingCall(_Model):
 
 
 class RunFailure(_Model):
-    """Why a run stopped early: ``kind`` is ``model`` (call failed) or ``max_turns``."""
+    """Why a run stopped early: ``kind`` is ``model`` (the model call failed), ``max_turns``, ``tool`` or
+    ``internal`` (the runtime itself failed: a bug; Retry continues from the run's last save)."""
 
-    kind: Literal["model", "max_turns", "tool"]
+    kind: Literal["model", "max_turns", "tool", "internal"]
     message: str
 
 
 class RunState(_Model):
     """Everything needed to continue a run in any process. See the module docstring for the JSON shape."""
 
-    schema_version: Literal[5] = SCHEMA_VERSION
+    schema_version: Literal[6] = SCHEMA_VERSION
     run_id: str
     agent_id: str
     revision: int = 0
@@ -248,10 +251,16 @@ def _v4_to_v5(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "schema_version": 5}
 
 
+def _v5_to_v6(raw: dict[str, Any]) -> dict[str, Any]:
+    """Version 5 -> 6: a new ``error.kind`` (``internal``) only; no record of version 5 has it."""
+    return {**raw, "schema_version": 6}
+
+
 MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
     3: _v3_to_v4,
     4: _v4_to_v5,
+    5: _v5_to_v6,
 }
 """``{version: upgrade}``: each turns a record of that version into the next version's shape."""

@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 from pydantic import BaseModel
 
 from bot.agent import Agent, AskUserPayload, RunLimits, ask_user_tool
+from bot.agent.approvals import GateVerdict
 from bot.agent.stream import Chunk, ErrorPayload, SuspendedPayload
 from bot.agent.tools import Tool, ToolContext
 from bot.errors import AnswerError, RunAlreadyResumed, RunNotFound, RunNotResumable, ToolCallNotPending
@@ -322,6 +323,48 @@ async def test_model_failure_after_resume_loses_nothing_and_retry_continues(
     assert len(openai_server.requests) == 3
     with pytest.raises(RunNotResumable, match="finished"):
         await agent.retry_stream(run_id=stream.run_id)
+
+
+async def test_a_run_the_runtime_failed_is_recorded_failed_and_retry_continues_it(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """An exception the runtime does not expect (here an approval gate of one's own raising KeyError) ends the
+    segment with an ``internal`` error chunk and the run stored ``failed`` (``error.kind`` ``internal``), so Retry
+    continues it from its last save (before: left ``running``, an orphan the next touch of its thread ran again
+    unasked)."""
+    raised: list[str] = []
+
+    def gate(tool: Tool, args: dict[str, Any], state: Any, needs: bool) -> GateVerdict:
+        if not raised:
+            raised.append(tool.id)
+            raise KeyError("rules")
+        return GateVerdict(False)
+
+    effects: list[str] = []
+
+    async def effect(args: Any, ctx: ToolContext | None) -> Any:
+        effects.append(args.text)
+        return "effect done"
+
+    tools = [Tool(id="effect", description="effect", input_schema=Echo, execute_fn=effect)]
+    agent: Agent = make_agent(fake_redis, tools=tools)
+    agent.approval_gate = gate  # the approval policy's place (bot.slack.approvals.rules sets it so)
+    openai_server.responder = two_steps_effect
+    stream = await agent.stream("hi")
+    chunks = await stream.collect()
+    assert isinstance(chunks[-1].payload, ErrorPayload) and chunks[-1].payload.kind == "internal"
+    state = await agent.get_run(stream.run_id)
+    assert state.status == "failed" and state.error is not None and state.error.kind == "internal"
+    assert not await agent.is_orphaned(state) and effects == []
+    retried = await agent.retry_stream(run_id=stream.run_id)
+    assert "".join([t async for t in retried.text_stream]) == "Done."
+    assert (await agent.get_run(stream.run_id)).status == "completed" and effects == ["b"]
+
+
+def two_steps_effect(body: dict[str, Any]) -> Reply:
+    if body["messages"][-1]["role"] == "tool":
+        return Reply(text="Done.")
+    return Reply(tool_calls=[tool_call("effect", {"text": "b"}, id="c1")])
 
 
 async def test_model_timeout_is_an_error_chunk(

@@ -111,7 +111,7 @@ async def test_record_of_another_run_garbage_or_unknown_version_is_corrupt_with_
         await store.load("c")
     assert garbage.value.run_id == "c"
     await fake_redis.hset(
-        Keys(prefix).run("d"), mapping={"rev": 1, "state": raw.replace(b'"schema_version":5', b'"schema_version":9')}
+        Keys(prefix).run("d"), mapping={"rev": 1, "state": raw.replace(b'"schema_version":6', b'"schema_version":9')}
     )
     with pytest.raises(UnknownSchemaVersion) as newer:
         await store.load("d")

@@ -180,8 +180,27 @@ async def _drive(agent: DrivenAgent, state: RunState, out: AgentStream) -> RunSt
     except Exception:
         log.exception("run %s: internal error", run_id)
         message = "internal error in the agent runtime"
+        failed = await _failed_inside(agent, run_id, message)
         out.emit(ErrorChunk(run_id, ErrorPayload(kind="internal", message=message)))
+        return failed
     return None
+
+
+async def _failed_inside(agent: DrivenAgent, run_id: str, message: str) -> RunState | None:
+    """Record a run the runtime itself failed (a bug, or a component of one's own that raised: its model, a hook) as
+    ``failed`` (``error.kind`` ``internal``), from its last save: not left ``running``, where the next touch of its
+    thread would take it for an orphan and run its turn again unasked; Retry continues it. A run no longer
+    ``running`` as stored (suspended before the failure, taken over) is left as it is. Returns the saved state, or
+    None (not recorded: logged)."""
+    try:
+        stored = await agent.store.load(run_id)
+        if stored.status != "running":
+            return None
+        failure = RunFailure(kind="internal", message=message)
+        return await agent.saver.save_final(stored.model_copy(update={"status": "failed", "error": failure}))
+    except Exception:
+        log.exception("run %s: could not record its internal error", run_id)
+        return None
 
 
 async def _end_stopped(agent: DrivenAgent, state: RunState, out: AgentStream, *, by: str) -> RunState:

@@ -69,9 +69,10 @@ FAILURES = {
 }
 
 
-RETRYABLE = frozenset({"model", "no_reply", "max_turns"})
+RETRYABLE = frozenset({"model", "no_reply", "max_turns", "internal"})
 """The failure kinds whose notice offers Retry: asking the model again may go otherwise (a failed call, a turn that
-ended without a reply, a run that kept going). Not ``context_length``: the same request would be refused again."""
+ended without a reply, a run that kept going, the runtime's own failure: it continues from the run's last save).
+Not ``context_length``: the same request would be refused again."""
 
 
 @dataclass
