@@ -336,16 +336,19 @@ class FakeSlack:
         if param_token is not None:
             params["token"] = REDACTED
         delay = self._delays.get(method, 0.0)
+        expected = self.app_token if method in APP_TOKEN_METHODS else self.bot_token
+        # a fault is bound to the call it is meant for as the call comes (a call held up by a delay fails as it was
+        # told then, whatever is asked of the calls after it meanwhile)
+        fault = self._fault_for(method) if token == expected else None
         if delay:
             await asyncio.sleep(delay)
         status = 200
-        expected = self.app_token if method in APP_TOKEN_METHODS else self.bot_token
         if not token:
             body: JSON = {"ok": False, "error": "not_authed"}
         elif token != expected:
             known = token in (self.bot_token, self.app_token)
             body = {"ok": False, "error": "not_allowed_token_type" if known else "invalid_auth"}
-        elif (fault := self._fault_for(method)) is not None:
+        elif fault is not None:
             body, status = {"ok": False, "error": fault.error, **copy.deepcopy(fault.extra)}, fault.status
         elif method not in self.api.methods:
             body = {"ok": False, "error": "unknown_method", "req_method": method}

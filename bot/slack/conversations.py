@@ -334,6 +334,8 @@ class Threads:
             # run, nor the message taken for the answer to its own question
             if previous.status == "running":
                 await self.answering.continue_orphan(previous, prev_ctx, wait=True)
+            else:  # saved waiting on a question it may have died before posting
+                await self.answering.messages.ask_unshown(previous, prev_ctx)
             return True
         check = await self.agent.check(previous)
         if isinstance(check, Expired) and previous.pending is not None:

@@ -120,7 +120,6 @@ def register(
     # listener arguments): the most frequent requests come first. An event never matches an action's listener nor
     # an action an event's, and no two action listeners match the same action_id, so the order picks no listener.
     app.event("app_mention", matchers=[_person_mentioning])(ack=acked, lazy=[on_mention])
-    app.event("app_mention")(acked)  # a bot's (or nobody's) mention: acked, nothing else
     app.action(re.compile(rf"^{bk.ACT_OPTION}_\d+$"))(ack=_ack, lazy=[on_click])
     app.event("message", matchers=[_person_in_dm_or_thread])(ack=acked, lazy=[on_message])
     on_approve = jobs.add(approving.on_approve)
@@ -130,6 +129,7 @@ def register(
     app.event("app_context_changed")(pane.save_app_context)
     app.action(ACT_REVOKE_GRANT)(ack=_ack, lazy=[jobs.add(home.on_revoke_grant)])
     app.event("message")(acked)  # every other message event (channel chatter, edits, bots): acked, nothing else
+    app.event("app_mention")(acked)  # a bot's (or nobody's) mention: acked, nothing else
     app.action(bk.ACT_SELECT)(ack=_ack, lazy=[on_click])
     app.action(bk.ACT_SUBMIT)(ack=_ack, lazy=[on_click])
     app.action(bk.ACT_FORM_DECLINE)(ack=_ack, lazy=[on_click])

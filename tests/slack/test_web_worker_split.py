@@ -16,7 +16,7 @@ from bot.ops.metrics import exposition
 from bot.store import Keys
 from bot.store.conversations import ConversationIndex
 from bot.store.work_queue import GROUP
-from bot.testing.openai_server import Reply
+from bot.testing.openai_server import Reply, tool_call
 from bot.testing.scrape import parse
 from bot.testing.slack_scenarios import (
     ALICE,
@@ -24,6 +24,7 @@ from bot.testing.slack_scenarios import (
     GENERAL,
     SINGLE,
     ask,
+    has_controls,
     resumed_requests,
     text_is,
     thread_run,
@@ -273,3 +274,61 @@ async def test_web_and_worker_processes_split_the_work(fake_server: Any, harness
             stop.set()
             await asyncio.wait_for(working, 10)
         assert resumed_requests(h.model) == 1
+
+
+RESTARTS = [tool_call("restart_service", {"name": n}, id=f"r_{n}") for n in ("api", "web")]
+
+
+@pytest.mark.parametrize("asked", ["question", "batch"])
+async def test_a_mention_redelivered_after_its_worker_saved_the_question_but_died_before_posting_it_asks_it(
+    fake_server: fakeredis.FakeServer, harness: Any, prefix: str, asked: str
+) -> None:
+    """A worker ran a mention's job: the model asked (a question, or two calls needing approval: a batch), the run
+    was saved waiting, and the worker died while posting it (here: the post held up by Slack, the job's task
+    cancelled). The job's next delivery finds the run waiting on what no message shows, and posts it (a batch with
+    its header), which can then be answered (before: nothing was posted, the run waited, invisible, until its
+    deadline)."""
+    client = fakeredis.FakeAsyncRedis(server=fake_server)
+    settings = {"agent": "bot.testing.approval_agent:build"} if asked == "batch" else {}
+    async with harness(client, settings=settings) as h:
+        _web, worker = await start_split(h, fake_server)
+        key = Keys(prefix).work()
+        await client.xgroup_create(key, GROUP, id="0", mkstream=True)
+        calls = RESTARTS if asked == "batch" else [tool_call("ask_user", SINGLE, id="q1")]
+        h.model.script(Reply(tool_calls=calls), Reply(text="Done with api."))
+        d = await h.ws.mention(ALICE, GENERAL, "deploy it")
+        thread = d.message["ts"]
+        await h.settle()
+        taken = await client.xreadgroup(GROUP, "dead", {key: ">"}, count=10)
+        [mention] = [j for j in (json.loads(f[b"job"]) for _id, f in taken[0][1]) if j["fn"] == "on_mention"]
+        # the question's post is held up, and never gets through: the worker dies meanwhile
+        h.ws.fake.set_delay("chat.postMessage", 2)
+        h.ws.fake.fail_next("chat.postMessage", "request_timeout")
+        dying = asyncio.ensure_future(worker.bot.run_job(mention))
+        for _ in range(200):
+            record = await client.hget(Keys(prefix).thread(TEAM_ID, channel_id=GENERAL, thread_ts=thread), "run_id")
+            if record is not None and (await worker.bot.agent.get_run(record.decode())).status == "suspended":
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)  # its post of the question is in flight
+        dying.cancel()
+        await asyncio.gather(dying, return_exceptions=True)
+        h.ws.fake.set_delay("chat.postMessage", 0)
+        assert not [m for m in h.ws.messages(GENERAL, thread_ts=thread) if has_controls(m)]
+        await worker.bot.run_job({**mention, "redelivered": True})
+        q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+        await h.settle()
+        shown = [m for m in h.ws.messages(GENERAL, thread_ts=thread) if has_controls(m)]
+        assert len(shown) == (3 if asked == "batch" else 1)  # a batch: its header, then each call's request
+        stop = asyncio.Event()
+        working = consume(worker, stop)
+        try:
+            if asked == "batch":
+                [header] = [m for m in shown if "Approve all" in json.dumps(m["blocks"])]
+                await h.ws.click(header, "Approve all", user=ALICE)
+            else:
+                await h.ws.click(q, "api", user=ALICE)
+            await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done with api."))
+        finally:
+            stop.set()
+            await asyncio.wait_for(working, 10)

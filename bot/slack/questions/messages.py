@@ -124,6 +124,27 @@ class QuestionMessages:
         )
         return await self.ask(run_id, asked, ctx, tried=tried)
 
+    async def ask_unshown(self, state: RunState, ctx: SlackContext) -> int:
+        """Post what suspended run ``state`` waits on that no message shows (the question, or the calls of its
+        approval batch left undecided; a whole batch with its header): what a job
+        redelivered finds when its worker died between saving the run and posting its question. Returns how many
+        were posted. Raises ``StoreUnavailable``."""
+        pending = state.pending
+        if state.status != "suspended" or pending is None or pending.resume is not None or pending.live_owner:
+            return 0
+        asked = asked_id(pending.suspended_at)
+        calls = undecided(state) if pending.kind == "approval" else [pending]
+        unshown = [c for c in calls if not await self.index.messages(state.run_id, c.tool_call_id, asked=asked)]
+        if not unshown:
+            return 0
+        log.info("run %s: posting what it waits on, never shown (%d)", state.run_id, len(unshown))
+        if pending.kind == "approval" and pending.batch and len(unshown) == len(pending.calls()):
+            await self.ask_approval(state.run_id, approval_payload(pending), ctx)  # the header too
+        else:
+            for call in unshown:
+                await self.ask_again(state.run_id, call, ctx, tried=0)
+        return len(unshown)
+
     async def ask_approval(self, run_id: str, approval: ApprovalPayload, ctx: SlackContext) -> list[str | None]:
         """Post approval request ``approval`` of run ``run_id`` in ``ctx``'s thread (a batch: a header with Approve
         all, then each call's own request), and where its rule asks it too; returns each request's ``ts`` in the
