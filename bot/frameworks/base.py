@@ -393,14 +393,16 @@ def _text(content: Any) -> str:
     return ""
 
 
-def answer_text(decision: Decision) -> str:
-    """A question's decision as text (several options joined by ``, ``; no answer / withdrawn said as such)."""
+def answer_value(decision: Decision) -> str | list[str]:
+    """A question's decision as the tool's result: the answer's text, or several options' labels as a list (a label
+    may hold a comma: joined, ``"Red, dark"`` and ``"Green"`` would read as three); no answer / withdrawn said as
+    such."""
     if decision.outcome == "no_answer":
         return "(nobody answered in time)"
     if decision.outcome == "cancelled":
         return "(the question was withdrawn)"
     answer = decision.answer
-    return ", ".join(answer) if isinstance(answer, list) else str(answer or "")
+    return [str(a) for a in answer] if isinstance(answer, list) else str(answer or "")
 
 
 def denial_text(decision: Decision) -> str:

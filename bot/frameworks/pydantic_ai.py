@@ -41,7 +41,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.run import AgentRunResultEvent
 
 from bot.agent.ask_user import AskUserOption
-from bot.frameworks.base import Finished, FrameworkAgent, Outcome, Turn, Waiting, answer_text, denial_text
+from bot.frameworks.base import Finished, FrameworkAgent, Outcome, Turn, Waiting, answer_value, denial_text
 from bot.frameworks.record import FrameworkRecord, Request
 
 
@@ -49,13 +49,13 @@ async def ask_user(
     question: str,
     options: list[AskUserOption] | None = None,
     selection_mode: Literal["single_select", "multi_select"] | None = None,
-) -> str:
+) -> str | list[str]:
     """Ask the human user a question and wait for the answer. Give ``options`` for a choice (selection_mode
     single_select for one, multi_select for several); omit them for a free-form answer.
 
     A Pydantic AI tool (``agent.tool_plain(ask_user)``) that never answers itself: it defers the call
     (``CallDeferred(kind="question")``), and the person's answer in Slack is its result (several options: the
-    labels joined by ``, ``)."""
+    list of their labels)."""
     raise CallDeferred(kind="question")
 
 
@@ -169,7 +169,7 @@ def requests_of(deferred: DeferredToolRequests) -> list[Request]:
 def deferred_results(record: FrameworkRecord) -> DeferredToolResults:
     """The ``DeferredToolResults`` of ``record``'s decisions, keyed by ``tool_call_id``: approvals as
     ``ToolApproved`` (``override_args``: edited arguments) or ``ToolDenied`` (:func:`denial_text`), questions as the
-    answer's text (:func:`answer_text`)."""
+    answer (:func:`answer_value`: its text, or the labels of several options as a list)."""
     results = DeferredToolResults()
     for decision in record.decisions:
         if decision.kind == "approval":
@@ -177,7 +177,7 @@ def deferred_results(record: FrameworkRecord) -> DeferredToolResults:
                 ToolApproved(override_args=decision.args) if decision.approved else ToolDenied(denial_text(decision))
             )
         else:
-            results.calls[decision.tool_call_id] = answer_text(decision)
+            results.calls[decision.tool_call_id] = answer_value(decision)
         if decision.answered_by:
             results.answered_by[decision.tool_call_id] = decision.answered_by
     return results

@@ -98,6 +98,25 @@ async def test_a_question_is_answered_after_a_restart_and_the_answer_is_the_tool
     assert state.status == "completed" and state.messages[-1]["content"] == "Deploying to production."
 
 
+async def test_several_options_reach_the_tool_as_a_list_of_labels_commas_and_all(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    """A multi-select answer is the tool's result as the list of labels picked (before: joined by ", ", so "Red,
+    dark" and "Green" read as three colours)."""
+    question = {
+        "question": "Which colours?",
+        "options": [{"label": "Red, dark"}, {"label": "Green"}, {"label": "Blue"}],
+        "selection_mode": "multi_select",
+    }
+    openai_server.script(Reply(tool_calls=[tool_call("ask_user", question, id="q1")]), Reply(text="Two colours."))
+    agent = build(fake_redis, World())
+    stream = await agent.stream("paint")
+    await stream.collect()
+    resumed = await agent.resume_stream(["Red, dark", "Green"], run_id=stream.run_id, answered_by="U1")
+    await resumed.collect()
+    assert json.loads(tool_messages(openai_server)["q1"]) == ["Red, dark", "Green"]
+
+
 async def test_an_approval_approved_in_one_process_runs_the_tool_and_a_decline_in_another_tells_the_model_why(
     fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
 ) -> None:
