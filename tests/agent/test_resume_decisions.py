@@ -15,8 +15,9 @@ import redis.asyncio as aioredis
 from bot.agent import Agent, ToolContext, ask_user_tool, tool
 from bot.agent.approvals import GateVerdict
 from bot.agent.decisions import Approve, Decline, Reply
+from bot.agent.state import utcnow
 from bot.agent.stream import ApprovalChunk, FinishChunk, SuspendedChunk, ToolCallChunk, ToolResultChunk
-from bot.errors import AnswerError, NotAwaitingThisKind, RunAlreadyResumed, ToolCallNotPending
+from bot.errors import AnswerError, NotAwaitingThisKind, RunAlreadyResumed, RunNotResumable, ToolCallNotPending
 from bot.testing.openai_server import FakeOpenAI, tool_call
 from bot.testing.openai_server import Reply as ModelReply
 
@@ -301,3 +302,40 @@ async def test_past_the_deadline_the_undecided_calls_of_a_batch_are_declined_and
     assert world.done == ["lookup T-1", "restart web"]  # c_api (undecided) declined, c_web (approved) ran
     told = tool_messages(openai_server.requests[-1])
     assert json.loads(told["c_api"]) == {"status": "declined", "reason": "no answer", "outcome": "no_answer"}
+
+
+async def test_each_call_of_a_batch_times_out_by_its_own_deadline(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """c_api's deadline passed, c_web's not: ``time_out`` of c_api (or of whatever is past its deadline) declines c_api
+    alone and the run waits on (its stream finishes ``suspended``, ``waiting``); c_web is still decided on its own,
+    then the run goes on. A batch closed as a whole (``expired``) is not reopened by a time-out: all of it ends."""
+    world = World()
+    agent: Agent = make_agent(fake_redis, tools=world.tools(), ask_ttl=3600)
+    openai_server.script(three_calls(), ModelReply(text="Done."), three_calls(), ModelReply(text="Done again."))
+    stream = await agent.stream("go")
+    await stream.collect()
+    state = await agent.get_run(stream.run_id)
+    assert state.pending is not None and [c.tool_call_id for c in state.pending.calls()] == ["c_api", "c_web"]
+    late = state.pending.model_copy(update={"expires_at": utcnow() - timedelta(seconds=1)})
+    await agent.store.save(state.model_copy(update={"pending": late}), owner="t")
+    with pytest.raises(RunNotResumable):
+        await agent.time_out(run_id=stream.run_id, tool_call_id="c_web")  # its deadline has not passed
+    timed_out = await agent.time_out(run_id=stream.run_id)
+    assert timed_out.waiting and [c.payload.status for c in await timed_out.collect()] == ["suspended"]
+    assert world.done == [] and (await agent.get_run(stream.run_id)).status == "suspended"
+    await (await agent.resume(stream.run_id, {"c_web": Approve(by="U1")})).collect()
+    assert world.done == ["lookup T-1", "restart web"]
+    told = tool_messages(openai_server.requests[1])
+    assert json.loads(told["c_api"])["outcome"] == "no_answer" and told["c_web"] == "web restarted"
+
+    again = await agent.stream("go again")
+    await again.collect()
+    state = await agent.get_run(again.run_id)
+    assert state.pending is not None
+    late = state.pending.model_copy(update={"expires_at": utcnow() - timedelta(seconds=1)})
+    state = await agent.store.save(state.model_copy(update={"pending": late}), owner="t")
+    assert (await agent.expire(state, "c_api", whole=True)).status == "expired"  # ASK_ON_TIMEOUT=close's
+    await (await agent.time_out(run_id=again.run_id, tool_call_id="c_api")).collect()
+    told = tool_messages(openai_server.requests[-1])
+    assert json.loads(told["c_api"])["outcome"] == "no_answer" and json.loads(told["c_web"])["outcome"] == "no_answer"

@@ -158,7 +158,8 @@ class Claims:
             outcome="no_answer",
         )
         others = [c for c in undecided(state) if c.tool_call_id != pending.tool_call_id] if approval else []
-        if others:  # a batch of approvals
+        if others and state.status == "suspended":  # a batch of approvals (closed as a whole, ``expired``: all
+            # of it ends)
             ending = [pending]
             if sweep:  # every call of it whose own deadline passed (by the store's clock near one)
                 near = [c.expires_at for c in others if c.expires_at is not None]
