@@ -32,6 +32,7 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
+from bot.agent.text import is_blank
 from bot.slack.render.mrkdwn import clip
 from bot.slack.render.safe_text import safe_mrkdwn, safe_plain
 
@@ -169,6 +170,9 @@ def edit_modal(
     return dict(view.to_dict())
 
 
+BLANK = "Please fill this in: spaces alone don't count."
+
+
 def _read(entry: dict[str, Any]) -> str | None:
     """The raw submitted value of one input (text, or a selected option's value); None when left empty."""
     option = entry.get("selected_option")
@@ -179,8 +183,9 @@ def _read(entry: dict[str, Any]) -> str | None:
 
 
 def _coerce(raw: str | None, kind: Kind) -> tuple[bool, object, str | None]:
-    """``(given, value, error)`` of one submitted input read as ``kind``."""
-    if raw is None or (raw.strip() == "" and kind != "string"):
+    """``(given, value, error)`` of one submitted input read as ``kind``: an input with nothing visible in it
+    (spaces, zero-width characters) is not given, text too."""
+    if raw is None or is_blank(raw):
         return False, None, None
     if kind == "string":
         return True, raw, None
@@ -221,6 +226,8 @@ def edited_arguments(
             errors[block] = error
         elif given:
             out[name] = value
+        elif name in (schema.get("required") or []):  # Slack refuses it empty, but not blank
+            errors[block] = BLANK
         else:
             out.pop(name, None)
     if errors:

@@ -87,6 +87,22 @@ async def test_the_call_runs_with_the_edited_arguments_and_the_model_is_told(
     assert approved["args_before_sha256"] != approved["args_sha256"] and "api-canary" not in json.dumps(approved)
 
 
+@pytest.mark.parametrize("blank", ["   ", "\u200b", " \n\t"])
+async def test_a_required_text_argument_edited_to_nothing_visible_is_refused_under_it(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, blank: str
+) -> None:
+    """Slack refuses a required input left empty, not one of spaces: a name edited to spaces (or zero-width
+    characters) is refused under the field, nothing runs (before: the tool ran with name "   ")."""
+    settings = policy(tmp_path, f"  - tool: restart_service\n    approvers: [{BOB}]\n    edit: [name]\n")
+    async with harness(fake_redis, settings=settings) as h:
+        _thread, request = await requested(h, "restart_service", {"name": "api"})
+        form = await edit_form(h, request, user=BOB)
+        ack = await h.ws.submit_view(form, {"edit:name": {"edit_value": blank}}, user=BOB)
+        assert ack.json["response_action"] == "errors" and "spaces alone" in ack.json["errors"]["edit:name"]
+        await h.settle()
+        assert approval_agent.RESTARTS == [] and has_controls(await current(h, request))
+
+
 async def test_the_form_is_built_from_the_schema_and_refuses_what_does_not_fit_under_each_field(
     fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
 ) -> None:
