@@ -328,14 +328,15 @@ async def test_model_failure_after_resume_loses_nothing_and_retry_continues(
 async def test_a_run_the_runtime_failed_is_recorded_failed_and_retry_continues_it(
     fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
 ) -> None:
-    """An exception the runtime does not expect (here an approval gate of one's own raising KeyError) ends the
-    segment with an ``internal`` error chunk and the run stored ``failed`` (``error.kind`` ``internal``), so Retry
-    continues it from its last save (before: left ``running``, an orphan the next touch of its thread ran again
-    unasked)."""
+    """An exception the runtime does not expect (here an approval gate of one's own raising KeyError on the turn's
+    second call, once the first ran) ends the segment with an ``internal`` error chunk and the run stored ``failed``
+    (``error.kind`` ``internal``) as it was: the first call's result kept, the second queued again. Retry runs the
+    second alone and asks the model once more (before: left ``running``, an orphan the next touch of its thread ran
+    again unasked, from its last save: the first call ran twice)."""
     raised: list[str] = []
 
     def gate(tool: Tool, args: dict[str, Any], state: Any, needs: bool) -> GateVerdict:
-        if not raised:
+        if tool.id == "other" and not raised:
             raised.append(tool.id)
             raise KeyError("rules")
         return GateVerdict(False)
@@ -344,27 +345,27 @@ async def test_a_run_the_runtime_failed_is_recorded_failed_and_retry_continues_i
 
     async def effect(args: Any, ctx: ToolContext | None) -> Any:
         effects.append(args.text)
-        return "effect done"
+        return "done"
 
-    tools = [Tool(id="effect", description="effect", input_schema=Echo, execute_fn=effect)]
+    tools = [Tool(id=n, description=n, input_schema=Echo, execute_fn=effect) for n in ("effect", "other")]
     agent: Agent = make_agent(fake_redis, tools=tools)
     agent.approval_gate = gate  # the approval policy's place (bot.slack.approvals.rules sets it so)
-    openai_server.responder = two_steps_effect
+    openai_server.script(
+        Reply(tool_calls=[tool_call("effect", {"text": "a"}, id="c1"), tool_call("other", {"text": "b"}, id="c2")]),
+        Reply(text="Done."),
+    )
     stream = await agent.stream("hi")
     chunks = await stream.collect()
     assert isinstance(chunks[-1].payload, ErrorPayload) and chunks[-1].payload.kind == "internal"
     state = await agent.get_run(stream.run_id)
     assert state.status == "failed" and state.error is not None and state.error.kind == "internal"
-    assert not await agent.is_orphaned(state) and effects == []
+    assert [c.id for c in state.queued] == ["c2"] and effects == ["a"]
+    assert not await agent.is_orphaned(state)
     retried = await agent.retry_stream(run_id=stream.run_id)
     assert "".join([t async for t in retried.text_stream]) == "Done."
-    assert (await agent.get_run(stream.run_id)).status == "completed" and effects == ["b"]
-
-
-def two_steps_effect(body: dict[str, Any]) -> Reply:
-    if body["messages"][-1]["role"] == "tool":
-        return Reply(text="Done.")
-    return Reply(tool_calls=[tool_call("effect", {"text": "b"}, id="c1")])
+    assert (await agent.get_run(stream.run_id)).status == "completed"
+    assert effects == ["a", "b"] and len(openai_server.requests) == 2
+    assert_tool_messages_complete(openai_server)
 
 
 async def test_model_timeout_is_an_error_chunk(

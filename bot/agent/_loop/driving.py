@@ -177,27 +177,52 @@ async def _drive(agent: DrivenAgent, state: RunState, out: AgentStream) -> RunSt
     except BotError as exc:  # the store is down for good, or the run expired meanwhile
         log.warning("run %s: could not save: %s", run_id, exc)
         out.emit(ErrorChunk(run_id, ErrorPayload(kind="store", message=str(exc))))
-    except Exception:
+    except Exception as exc:
         log.exception("run %s: internal error", run_id)
         message = "internal error in the agent runtime"
-        failed = await _failed_inside(agent, run_id, message)
+        failed = await _failed_inside(
+            agent, run_id, message, state=exc.state if isinstance(exc, FailedInside) else None
+        )
         out.emit(ErrorChunk(run_id, ErrorPayload(kind="internal", message=message)))
         return failed
     return None
 
 
-async def _failed_inside(agent: DrivenAgent, run_id: str, message: str) -> RunState | None:
-    """Record a run the runtime itself failed (a bug, or a component of one's own that raised: its model, a hook) as
-    ``failed`` (``error.kind`` ``internal``), from its last save: not left ``running``, where the next touch of its
-    thread would take it for an orphan and run its turn again unasked; Retry continues it. A run no longer
-    ``running`` as stored (suspended before the failure, taken over) is left as it is. Returns the saved state, or
-    None (not recorded: logged)."""
+class FailedInside(Exception):
+    """An unexpected exception while a run's tool calls went on, with the run made whole again (``state``: the call
+    it happened on queued again unless it has its result): what the failed run is saved as."""
+
+    def __init__(self, state: RunState) -> None:
+        super().__init__(f"run {state.run_id}: failed inside the runtime")
+        self.state = state
+
+
+def has_result(state: RunState, tool_call_id: str) -> bool:
+    """Whether the tool call ``tool_call_id`` of ``state``'s last assistant turn has its result in the messages (a
+    model may use an id again in a later turn: only the last turn's results count)."""
+    for message in reversed(state.messages):
+        if message.get("role") == "assistant":
+            return False
+        if message.get("role") == "tool" and message.get("tool_call_id") == tool_call_id:
+            return True
+    return False
+
+
+async def _failed_inside(agent: DrivenAgent, run_id: str, message: str, *, state: RunState | None) -> RunState | None:
+    """Record a run the runtime itself failed (a bug, or a component of one's own that raised: an approval gate, a
+    grant's check) as ``failed`` (``error.kind`` ``internal``): not left ``running``, where the next touch of its
+    thread would take it for an orphan and run its turn again unasked; Retry continues it. ``state``: the run as
+    it was when the failure came between its tool calls, made whole (the calls that ran keep their results, so
+    Retry runs none of them again); None: from its last save (a call that ran since then runs again on Retry, as
+    after a crash). A run no longer ``running`` as stored (suspended before the failure, taken over) is left as it
+    is. Returns the saved state, or None (not recorded: logged)."""
     try:
-        stored = await agent.store.load(run_id)
-        if stored.status != "running":
-            return None
         failure = RunFailure(kind="internal", message=message)
-        return await agent.saver.save_final(stored.model_copy(update={"status": "failed", "error": failure}))
+        if state is None:
+            state = await agent.store.load(run_id)
+            if state.status != "running":
+                return None
+        return await agent.saver.save_final(state.model_copy(update={"status": "failed", "error": failure}))
     except Exception:
         log.exception("run %s: could not record its internal error", run_id)
         return None
@@ -233,53 +258,61 @@ async def advance(agent: DrivenAgent, state: RunState, out: AgentStream) -> tupl
             await before_step(agent, state)
             call = state.queued.pop(0)
             try:
-                args = parse_arguments(call.arguments)
-            except ValueError as exc:
-                out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, {})))
-                error = {"error": f"{call.name}: {exc}"}
-                _runner(agent, agent.tools).add_result(state, call, error, out, is_error=True)
-                continue
-            out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, args, plan=plan)))
-            plan = ()
-            # the model calls no hidden tool
-            runner = _runner(agent, agent.tools if ASK_ONLY in state.metadata else agent.toolbox.offered)
-            tool = runner.tools.get(call.name)
-            decided = decided_in_batch(state, call, tool)  # asked with an earlier call of the turn, decided
-            if decided is not None:
-                await run_decided(runner, state, decided, out, save=save_midway)
-                continue
-            gate, agent_wide = agent.approval_gate, agent.require_tool_approval
-            verdict = (
-                await verdict_of(gate, tool, args, state, agent_wide=agent_wide, tool_call_id=call.id)
-                if tool is not None
-                else None
-            )
-            covered = verdict is not None and not verdict.needs_approval and verdict.use is not None
-            if covered and verdict is not None and verdict.use is not None and not await verdict.use():
-                # its cover (a grant) went away meanwhile: asked after all, as the rule says
-                verdict = GateVerdict(True, deadline=verdict.deadline, notes=verdict.notes, rule=verdict.rule)
-            if tool is not None and verdict is not None and verdict.needs_approval:
-                if verdict.decline is not None:  # nobody could approve it: declined, nobody asked
-                    decline_at_once(runner, tool, state, call, args, out, reason=verdict.decline)
+                try:
+                    args = parse_arguments(call.arguments)
+                except ValueError as exc:
+                    out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, {})))
+                    error = {"error": f"{call.name}: {exc}"}
+                    _runner(agent, agent.tools).add_result(state, call, error, out, is_error=True)
                     continue
-                verdicts: dict[str, GateVerdict] = {call.id: verdict}
-                batch = await batch_of(
-                    state.queued, runner.tools, state, gate=gate, agent_wide=agent_wide, verdicts=verdicts
+                out.emit(ToolCallChunk(state.run_id, ToolCallPayload(call.id, call.name, args, plan=plan)))
+                plan = ()
+                # the model calls no hidden tool
+                runner = _runner(agent, agent.tools if ASK_ONLY in state.metadata else agent.toolbox.offered)
+                tool = runner.tools.get(call.name)
+                decided = decided_in_batch(state, call, tool)  # asked with an earlier call of the turn, decided
+                if decided is not None:
+                    await run_decided(runner, state, decided, out, save=save_midway)
+                    continue
+                gate, agent_wide = agent.approval_gate, agent.require_tool_approval
+                verdict = (
+                    await verdict_of(gate, tool, args, state, agent_wide=agent_wide, tool_call_id=call.id)
+                    if tool is not None
+                    else None
                 )
-                ask_approval(
-                    runner,
-                    tool,
-                    state,
-                    call,
-                    args,
-                    out,
-                    ask_ttl=verdict.deadline,
-                    notes=verdict.notes,
-                    batch=batch,
-                    verdicts=verdicts,
-                )
-                continue  # it suspended, unless its arguments were invalid
-            await runner.run(state, call, args, out)
+                covered = verdict is not None and not verdict.needs_approval and verdict.use is not None
+                if covered and verdict is not None and verdict.use is not None and not await verdict.use():
+                    # its cover (a grant) went away meanwhile: asked after all, as the rule says
+                    verdict = GateVerdict(True, deadline=verdict.deadline, notes=verdict.notes, rule=verdict.rule)
+                if tool is not None and verdict is not None and verdict.needs_approval:
+                    if verdict.decline is not None:  # nobody could approve it: declined, nobody asked
+                        decline_at_once(runner, tool, state, call, args, out, reason=verdict.decline)
+                        continue
+                    verdicts: dict[str, GateVerdict] = {call.id: verdict}
+                    batch = await batch_of(
+                        state.queued, runner.tools, state, gate=gate, agent_wide=agent_wide, verdicts=verdicts
+                    )
+                    ask_approval(
+                        runner,
+                        tool,
+                        state,
+                        call,
+                        args,
+                        out,
+                        ask_ttl=verdict.deadline,
+                        notes=verdict.notes,
+                        batch=batch,
+                        verdicts=verdicts,
+                    )
+                    continue  # it suspended, unless its arguments were invalid
+                await runner.run(state, call, args, out)
+            except (Suspended, Stopped, BotError):
+                raise
+            except Exception as exc:  # the runtime's own failure (or a gate's, a grant's of one's own): the call it
+                # was on is queued again, unless it has its result, so the run can be saved as it is and retried
+                if not has_result(state, call.id):
+                    state.queued.insert(0, call)
+                raise FailedInside(state) from exc
         if finish_ask_only(state):  # a run that only asked: the answer was all it was for
             return state, None
         if state.turns >= agent.max_turns:
