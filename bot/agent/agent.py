@@ -292,8 +292,11 @@ class Agent:
             raise ToolInputError(f"{pending.tool_name}'s calls take no edited arguments in this agent's framework")
         tool = schema_tool(pending) or self.toolbox.get(run_id, pending.tool_name)
         edited = edit_pending(tool, pending, arguments, edited_by=edited_by)
+        assert state.pending is not None  # it waits on ``pending``: itself or one of its batch
         return await self.store.save(
-            state.model_copy(update={"pending": edited}), owner=self.owner, not_after=pending.expires_at
+            state.model_copy(update={"pending": state.pending.replacing(edited)}),
+            owner=self.owner,
+            not_after=pending.expires_at,
         )
 
     def argument_schema(self, pending: PendingCall) -> dict[str, Any] | None:
@@ -326,11 +329,8 @@ class Agent:
             raise RunNotResumable(run_id, state.status, "no approval request of that call waits")
         payload = {**call.suspend_payload, POLICY_NOTES: {**policy_notes(call), **notes}}
         extended = call.model_copy(update={"expires_at": expires_at, "suspend_payload": payload})
-        if call.tool_call_id != head.tool_call_id:  # one call of the head's batch
-            batch = [extended if c.tool_call_id == tool_call_id else c for c in head.batch]
-            extended = head.model_copy(update={"batch": batch})
         return await self.store.save(
-            state.model_copy(update={"pending": extended, "status": "suspended"}), owner=self.owner
+            state.model_copy(update={"pending": head.replacing(extended), "status": "suspended"}), owner=self.owner
         )
 
     async def decline_tool_call(

@@ -33,7 +33,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.agent.answers import Answered, Expired, Open, check_answer, deadline_of, undecided
-from bot.agent.approvals import APPROVED, DECLINED, schema_tool, takes_edits
+from bot.agent.approvals import APPROVED, DECLINED, edited_of, schema_tool, takes_edits
 from bot.agent.hooks import RunHooks
 from bot.agent.state import Answer, PendingCall, ResumeData, RunState, utcnow
 from bot.agent.store import RunStore
@@ -120,6 +120,9 @@ def answer_of(decision: Approve | Decline, call: PendingCall, tool: Tool | None)
             raise AnswerError(f"edited arguments: {exc}") from None
         if arguments == call.args:
             arguments = None  # not changed after all
+    if arguments is None and edited_of(call) is not None:  # edited before (Edit): they go with the decision, which
+        # is all a call of a batch keeps once the batch's first call runs (bot.agent.approvals.decided_in_batch)
+        arguments = dict(call.args)
     return Answer(
         tool_call_id=call.tool_call_id,
         resume_data=APPROVED,

@@ -142,6 +142,14 @@ class PendingCall(_Model):
         """This call and its batch, in the order the model made them."""
         return [self, *self.batch]
 
+    def replacing(self, call: PendingCall) -> PendingCall:
+        """This call and its batch with ``call`` in the place of the one of them whose ``tool_call_id`` it has (an
+        edited or extended call of the batch: the rest stays as it is)."""
+        if call.tool_call_id == self.tool_call_id:
+            return call.model_copy(update={"batch": self.batch})
+        batch = [call if c.tool_call_id == call.tool_call_id else c for c in self.batch]
+        return self.model_copy(update={"batch": batch})
+
 
 class RunFailure(_Model):
     """Why a run stopped early: ``kind`` is ``model`` (the model call failed), ``max_turns``, ``tool`` or

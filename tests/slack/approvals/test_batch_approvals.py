@@ -293,3 +293,28 @@ async def test_with_on_timeout_close_the_first_deadline_of_a_batch_closes_all_of
             assert not has_controls(await current(h, request))
         assert (await h.bot.agent.get_run(await thread_run_id(h, thread))).status == "expired"
         assert approval_agent.RESTARTS == [] and len(h.model.requests) == 1
+
+
+async def test_an_edit_of_a_later_call_of_a_batch_changes_that_call_alone(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    """Edit (and approve) web, the batch's second call: api still waits, web runs with the edited name once api is
+    decided (before: the edited call took the batch's place, the batch was lost, the original web ran unapproved and
+    the run failed on mismatched tool results)."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("rules:\n  - tool: '*'\n    approvers: [requester]\n    edit: [name]\n")
+    async with harness(fake_redis, settings={**AGENT, "approval_policy": str(policy)}) as h:
+        thread, _header, api, web = await two_restarts(h)
+        await h.ws.click(web, "Edit", user=ALICE)
+        form = await h.ws.wait_for_view(user=ALICE, predicate=lambda v: v.get("callback_id") == "approval_edit_modal")
+        ack = await h.ws.submit_view(form, {"edit:name": {"edit_value": "web2"}}, user=ALICE)
+        assert ack.status == 200 and not ack.body
+        await h.settle()
+        assert approval_agent.RESTARTS == [] and has_controls(await current(h, api))
+        state = await h.bot.agent.get_run(await thread_run_id(h, thread))
+        assert state.pending is not None and [c.tool_call_id for c in state.pending.calls()] == ["r_api", "r_web"]
+        await h.ws.click(api, "Approve", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Both handled."))
+        assert approval_agent.RESTARTS == ["api", "web2"]
+        told = {m["tool_call_id"]: m["content"] for m in h.model.requests[-1]["messages"] if m["role"] == "tool"}
+        assert 'After (what ran): {"force": false, "name": "web2"}' in told["r_web"]  # the model is told
