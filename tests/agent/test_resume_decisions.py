@@ -339,3 +339,28 @@ async def test_each_call_of_a_batch_times_out_by_its_own_deadline(
     await (await agent.time_out(run_id=again.run_id, tool_call_id="c_api")).collect()
     told = tool_messages(openai_server.requests[-1])
     assert json.loads(told["c_api"])["outcome"] == "no_answer" and json.loads(told["c_web"])["outcome"] == "no_answer"
+
+
+async def test_a_batch_calls_time_out_is_taken_once_and_a_sweep_finds_a_later_call_past_its_deadline(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """c_web (the batch's second call) is past its deadline, c_api not: ``time_out(run_id)`` finds c_web and declines
+    it (before: it looked at c_api alone, "its deadline has not passed"); a second time-out of c_web (the scheduler
+    delivers at least once) is refused, its one answer kept (before: recorded twice, audited and counted twice)."""
+    world = World()
+    agent: Agent = make_agent(fake_redis, tools=world.tools(), ask_ttl=3600)
+    openai_server.script(three_calls(), ModelReply(text="Done."))
+    stream = await agent.stream("go")
+    await stream.collect()
+    state = await agent.get_run(stream.run_id)
+    assert state.pending is not None
+    late = state.pending.batch[0].model_copy(update={"expires_at": utcnow() - timedelta(seconds=1)})
+    await agent.store.save(state.model_copy(update={"pending": state.pending.replacing(late)}), owner="t")
+    assert (await agent.time_out(run_id=stream.run_id)).waiting
+    for again in (None, "c_web"):
+        with pytest.raises(RunAlreadyResumed if again else RunNotResumable):
+            await agent.time_out(run_id=stream.run_id, tool_call_id=again)
+    state = await agent.get_run(stream.run_id)
+    assert [a.tool_call_id for a in state.answers] == ["c_web"] and state.answers[0].outcome == "no_answer"
+    await (await agent.resume(stream.run_id, {"c_api": Approve(by="U1")})).collect()
+    assert world.done == ["restart api", "lookup T-1"]

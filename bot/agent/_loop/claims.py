@@ -131,12 +131,21 @@ class Claims:
         ``RunAlreadyResumed`` (answered in time), ``RunNotResumable`` (its deadline has not passed, or it waits
         for nothing), ``RunConflict`` (another write raced this one), ``StoreUnavailable``."""
         state = await self.store.load(run_id)
+        left = undecided(state) if state.pending is not None and state.pending.batch else []
+        now = utcnow()
+        if any(c.expires_at is not None and now >= c.expires_at - CLOCK_MARGIN for c in left):
+            now = await self.store.now()  # the store's clock judges the deadlines of a batch's calls
+        due = [c for c in left if past_deadline(c, now)]  # a batch's calls whose own deadline passed
         sweep = tool_call_id is None
-        tool_call_id = tool_call_id or _first_undecided(state)
+        tool_call_id = tool_call_id or (due[0].tool_call_id if due else _first_undecided(state))
         check = await self.check(state, tool_call_id)
         pending = state.waiting_call(tool_call_id) or state.pending  # the pending call, or one of its batch
-        if isinstance(check, Answered):
-            answer = check.answer
+        decided = (
+            state.answer_for(tool_call_id) if left and tool_call_id not in {c.tool_call_id for c in left} else None
+        )
+        if isinstance(check, Answered) or decided is not None:  # a call of a batch: timed out already too
+            answer = check.answer if isinstance(check, Answered) else decided
+            assert answer is not None
             raise RunAlreadyResumed(
                 run_id=run_id,
                 tool_call_id=answer.tool_call_id,
@@ -157,16 +166,10 @@ class Claims:
             reason="no answer" if approval else None,
             outcome="no_answer",
         )
-        others = [c for c in undecided(state) if c.tool_call_id != pending.tool_call_id] if approval else []
+        others = [c for c in left if c.tool_call_id != pending.tool_call_id] if approval else []
         if others and state.status == "suspended":  # a batch of approvals (closed as a whole, ``expired``: all
             # of it ends)
-            ending = [pending]
-            if sweep:  # every call of it whose own deadline passed (by the store's clock near one)
-                near = [c.expires_at for c in others if c.expires_at is not None]
-                now = utcnow()
-                if any(now >= at - CLOCK_MARGIN for at in near):
-                    now = await self.store.now()
-                ending += [c for c in others if past_deadline(c, now)]
+            ending = [pending, *(c for c in due if c in others and sweep)]  # swept: every call past its deadline
             if len(ending) <= len(others):  # some call of it still waits for a decision
                 return await self._time_out_alone(state, ending, answer)
         return await self.claim(state, pending, answer, deadline=False)
