@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.agent import Agent, new_run_id
-from bot.agent.answers import Expired, Open
+from bot.agent.answers import Expired, Open, undecided
 from bot.agent.state import RunState
 from bot.agent.stream import AgentStream
 from bot.agent.text import is_blank
@@ -338,8 +338,13 @@ class Threads:
                 await self.answering.messages.ask_unshown(previous, prev_ctx)
             return True
         check = await self.agent.check(previous)
-        if isinstance(check, Expired) and previous.pending is not None:
-            await self.answering.expire(previous, previous.pending.tool_call_id)
+        late = previous.pending.tool_call_id if previous.pending is not None else None
+        for waiting in undecided(previous) if previous.pending is not None and previous.pending.batch else []:
+            late, check = waiting.tool_call_id, await self.agent.check(previous, waiting.tool_call_id)
+            if not isinstance(check, Expired):  # a batch waits while any call of it is still open
+                break
+        if isinstance(check, Expired) and late is not None:  # the thread moves on: closed as a whole
+            await self.answering.expire(previous, late, whole=True)
             return False
         if isinstance(check, Open):
             call = check.pending.tool_call_id

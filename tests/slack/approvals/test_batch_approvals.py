@@ -318,3 +318,31 @@ async def test_an_edit_of_a_later_call_of_a_batch_changes_that_call_alone(
         assert approval_agent.RESTARTS == ["api", "web2"]
         told = {m["tool_call_id"]: m["content"] for m in h.model.requests[-1]["messages"] if m["role"] == "tool"}
         assert 'After (what ran): {"force": false, "name": "web2"}' in told["r_web"]  # the model is told
+
+
+@pytest.mark.parametrize("first", ["timed out", "approved"])
+async def test_a_mention_while_a_later_call_of_a_batch_waits_starts_no_run(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, first: str
+) -> None:
+    """api is decided (declined at its deadline, or approved), web still waits: a mention in the thread is told to use
+    web's buttons, and no new run takes the thread (before: a new run took it, and web's approval later finished
+    the old batch, whose reply then came into the same thread; or api's deadline closed web unasked)."""
+    settings = deadlines_policy(tmp_path, "    approvers: [requester]\n    deadline: 2h\n")
+    async with harness(fake_redis, settings=settings) as h:
+        thread, _header, api, web = await two_restarts(h)
+        if first == "approved":
+            await h.ws.click(api, "Approve", user=ALICE)
+        else:
+            await past_deadline(h, thread, call="r_api")
+            await tick(h, after=timedelta(minutes=11))
+        await h.settle()
+        run_id = await thread_run_id(h, thread)
+        h.model.script(Reply(text="A new run."))
+        await h.ws.mention(ALICE, GENERAL, "what now?", thread_ts=thread)
+        told = await h.ws.wait_for_ephemeral(user=ALICE)
+        assert "Approve or Decline" in told["text"]
+        await h.settle()
+        assert await thread_run_id(h, thread) == run_id and len(h.model.requests) == 1
+        assert has_controls(await current(h, web))
+        await h.ws.click(web, "Approve", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Both handled."))
