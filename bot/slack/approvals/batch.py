@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.agent.answers import undecided
+from bot.agent.answers import Open, undecided
 from bot.agent.approvals import approval_payload
 from bot.agent.decisions import Approve
 from bot.agent.state import PendingCall, RunState
@@ -57,11 +57,14 @@ class ApprovingAll:
         self.answering = answering
 
     async def alone(self, state: RunState, ctx: SlackContext, *, where: Origin) -> list[PendingCall]:
-        """The undecided calls of ``state``'s batch ``where.user`` may approve alone (in order)."""
+        """The undecided calls of ``state``'s batch ``where.user`` may approve alone (in order), each still open (a
+        call past its own deadline is left to it: the scheduler declines or escalates it)."""
         permissions = self.answering.permissions
         out = []
         for call in undecided(state):
             if call.kind != "approval" or required_of(permissions.approvers, ctx, call) > 1:
+                continue
+            if not isinstance(await self.answering.agent.check(state, call.tool_call_id), Open):
                 continue
             refused = await permissions.refusal(
                 state, ctx, call.tool_call_id, user=where.user, where=where, expect="approval"

@@ -346,3 +346,20 @@ async def test_a_mention_while_a_later_call_of_a_batch_waits_starts_no_run(
         assert has_controls(await current(h, web))
         await h.ws.click(web, "Approve", user=ALICE)
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Both handled."))
+
+
+async def test_approve_all_with_one_call_past_its_own_deadline_approves_the_rest(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    """api is past its deadline (the scheduler not there yet), web is open: Approve all approves web, and api is
+    declined at its deadline (before: nothing was approved, "Some of these calls were decided meanwhile")."""
+    settings = deadlines_policy(tmp_path, "    approvers: [requester]\n    deadline: 2h\n")
+    async with harness(fake_redis, settings=settings) as h:
+        thread, header, _api, web = await two_restarts(h)
+        await past_deadline(h, thread, call="r_api")
+        await h.ws.click(header, "Approve all", user=ALICE)
+        await h.settle()
+        assert "Approve all" in blocks_text(await current(h, web)) and not has_controls(await current(h, web))
+        await tick(h, after=timedelta(minutes=11))
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Both handled."))
+        assert approval_agent.RESTARTS == ["web"]
