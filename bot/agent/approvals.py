@@ -33,9 +33,10 @@ from typing import Any
 from pydantic import BaseModel, RootModel
 
 from bot.agent._loop.tool_calls import Suspended, ToolRunner
-from bot.agent.model import parse_arguments
+from bot.agent.model import MAX_ARGUMENT_DEPTH, parse_arguments
 from bot.agent.state import PendingCall, RunState, ToolCall, utcnow
 from bot.agent.stream import AgentStream, ApprovalPayload, Edited, ToolCallChunk, ToolCallPayload
+from bot.agent.text import nested_deeper_than
 from bot.agent.tools import Tool, ToolContext, ToolInputError
 
 log = logging.getLogger(__name__)
@@ -483,7 +484,10 @@ def edit_pending(tool: Tool, pending: PendingCall, args: dict[str, Any], *, edit
     """``pending`` (an approval) with its arguments replaced by ``args``, validated and defaults filled in as when
     it was asked, and the edit recorded in its ``suspend_payload`` (:data:`EDITED`: who, the arguments before the
     first edit, so the model and the audit see both, and how many edits so far: ``n``, records before it have 1).
-    Raises :class:`ToolInputError` for invalid ``args``."""
+    Raises :class:`ToolInputError` for invalid ``args`` (nested deeper than a model's may be too:
+    :data:`~bot.agent.model.MAX_ARGUMENT_DEPTH`)."""
+    if nested_deeper_than(args, MAX_ARGUMENT_DEPTH):
+        raise ToolInputError(f"arguments are nested too deeply (more than {MAX_ARGUMENT_DEPTH} levels)")
     valid = tool.parse_args(args).model_dump(mode="json")
     before = edited_of(pending)
     original = before.before if before is not None else dict(pending.args)

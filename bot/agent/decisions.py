@@ -35,9 +35,11 @@ from typing import Any
 from bot.agent.answers import Answered, Expired, Open, check_answer, deadline_of, undecided
 from bot.agent.approvals import APPROVED, DECLINED, edited_of, schema_tool, takes_edits
 from bot.agent.hooks import RunHooks
+from bot.agent.model import MAX_ARGUMENT_DEPTH
 from bot.agent.state import Answer, PendingCall, ResumeData, RunState, utcnow
 from bot.agent.store import RunStore
 from bot.agent.stream import AgentStream, FinishChunk, FinishPayload
+from bot.agent.text import nested_deeper_than
 from bot.agent.tools import Tool, ToolInputError
 from bot.errors import (
     AnswerError,
@@ -115,6 +117,8 @@ def answer_of(decision: Approve | Decline, call: PendingCall, tool: Tool | None)
         if tool is None:
             raise AnswerError(f"the arguments of {call.tool_name} can't be edited: the agent has no such tool now")
         try:
+            if nested_deeper_than(decision.arguments, MAX_ARGUMENT_DEPTH):
+                raise ToolInputError(f"nested too deeply (more than {MAX_ARGUMENT_DEPTH} levels)")
             arguments = tool.parse_args(dict(decision.arguments)).model_dump(mode="json")
         except ToolInputError as exc:
             raise AnswerError(f"edited arguments: {exc}") from None

@@ -17,6 +17,7 @@ from bot.agent.approvals import GateVerdict
 from bot.agent.decisions import Approve, Decline, Reply
 from bot.agent.state import utcnow
 from bot.agent.stream import ApprovalChunk, FinishChunk, SuspendedChunk, ToolCallChunk, ToolResultChunk
+from bot.agent.tools import ToolInputError
 from bot.errors import AnswerError, NotAwaitingThisKind, RunAlreadyResumed, RunNotResumable, ToolCallNotPending
 from bot.testing.openai_server import FakeOpenAI, tool_call
 from bot.testing.openai_server import Reply as ModelReply
@@ -364,3 +365,23 @@ async def test_a_batch_calls_time_out_is_taken_once_and_a_sweep_finds_a_later_ca
     assert [a.tool_call_id for a in state.answers] == ["c_web"] and state.answers[0].outcome == "no_answer"
     await (await agent.resume(stream.run_id, {"c_api": Approve(by="U1")})).collect()
     assert world.done == ["restart api", "lookup T-1"]
+
+
+async def test_edited_arguments_nested_too_deeply_are_refused_before_anything_changes(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """Edited arguments (``Approve(arguments=...)``, ``edit_tool_call``) are bound as a model's are: deeper than
+    MAX_ARGUMENT_DEPTH is refused (before: Python's recursion limit, an internal error, past ~500 levels)."""
+    world = World()
+    agent: Agent = make_agent(fake_redis, tools=world.tools())
+    openai_server.script(three_calls(), ModelReply(text="Done."))
+    stream = await agent.stream("go")
+    await stream.collect()
+    deep: Any = []
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(AnswerError, match="nested too deeply"):
+        await agent.resume(stream.run_id, {"c_api": Approve(by="U1", arguments={"name": "api", "x": deep})})
+    with pytest.raises(ToolInputError, match="nested too deeply"):
+        await agent.edit_tool_call(run_id=stream.run_id, tool_call_id="c_api", arguments={"x": deep}, edited_by="U1")
+    assert (await agent.get_run(stream.run_id)).answers == []

@@ -32,7 +32,8 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from bot.agent.text import is_blank
+from bot.agent.model import MAX_ARGUMENT_DEPTH
+from bot.agent.text import is_blank, nested_deeper_than
 from bot.slack.render.mrkdwn import clip
 from bot.slack.render.safe_text import safe_mrkdwn, safe_plain
 
@@ -192,7 +193,7 @@ def _coerce(raw: str | None, kind: Kind) -> tuple[bool, object, str | None]:
     if kind in ("integer", "number"):
         try:
             number = json.loads(raw.strip())
-        except ValueError:
+        except (ValueError, RecursionError):
             number = None
         if isinstance(number, bool) or not isinstance(number, (int, float)):
             return True, None, "must be a whole number" if kind == "integer" else "must be a number"
@@ -201,10 +202,16 @@ def _coerce(raw: str | None, kind: Kind) -> tuple[bool, object, str | None]:
                 return True, None, "must be a whole number"
             number = int(number)
         return True, number, None
+    too_deep = f"must nest at most {MAX_ARGUMENT_DEPTH} levels of objects and arrays"
     try:
-        return True, json.loads(raw), None
+        value = json.loads(raw)
     except json.JSONDecodeError as exc:
         return True, None, f"must be JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+    except RecursionError:  # deeper than Python's recursion follows
+        return True, None, too_deep
+    if nested_deeper_than(value, MAX_ARGUMENT_DEPTH - 1):  # an argument is one level below the call's object
+        return True, None, too_deep
+    return True, value, None
 
 
 def edited_arguments(

@@ -103,6 +103,22 @@ async def test_a_required_text_argument_edited_to_nothing_visible_is_refused_und
         assert approval_agent.RESTARTS == [] and has_controls(await current(h, request))
 
 
+@pytest.mark.parametrize("depth", [120, 1500])
+async def test_an_argument_edited_to_json_nested_too_deeply_is_refused_under_it(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, depth: int
+) -> None:
+    """3,000 characters of nested arrays (within Slack's input limit) in a JSON argument: an error under the field,
+    as for a model's arguments (before: a RecursionError in the listener, HTTP 500)."""
+    settings = policy(tmp_path, f"  - tool: scale_service\n    approvers: [{BOB}]\n    edit: [labels]\n")
+    async with harness(fake_redis, settings=settings) as h:
+        _thread, request = await requested(h, "scale_service", {"name": "api", "replicas": 3, "labels": {"a": "b"}})
+        form = await edit_form(h, request, user=BOB)
+        ack = await h.ws.submit_view(form, {"edit:labels": {"edit_value": "[" * depth + "]" * depth}}, user=BOB)
+        assert ack.status == 200 and "levels" in ack.json["errors"]["edit:labels"]
+        await h.settle()
+        assert approval_agent.SCALES == [] and has_controls(await current(h, request))
+
+
 async def test_the_form_is_built_from_the_schema_and_refuses_what_does_not_fit_under_each_field(
     fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
 ) -> None:
