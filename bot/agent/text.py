@@ -27,11 +27,22 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field
 
 
+INVISIBLE = frozenset(
+    [0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0]
+    + list(range(0x180B, 0x1810))
+    + list(range(0xFE00, 0xFE10))
+    + list(range(0xE0100, 0xE01F0))
+)
+"""Code points drawn as nothing though Unicode files them as letters, symbols or marks: the combining grapheme
+joiner, the Hangul fillers, Khmer's inherent vowels, the Braille blank, the variation selectors (Mongolian, standard,
+supplement)."""
+
+
 def is_blank(text: str) -> bool:
     """True when ``text`` has no visible character: only Unicode separators (``Z*``: spaces, line and paragraph
     separators), control and format characters (``Cc``, ``Cf``: e.g. a zero-width space or joiner, a bidi mark),
-    or unassigned/private/surrogate code points (``Cn``, ``Co``, ``Cs``)."""
-    return all(unicodedata.category(ch)[0] in "ZC" for ch in text)
+    unassigned/private/surrogate code points (``Cn``, ``Co``, ``Cs``), or the characters of :data:`INVISIBLE`."""
+    return all(unicodedata.category(ch)[0] in "ZC" or ord(ch) in INVISIBLE for ch in text)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -114,7 +114,22 @@ async def test_empty_model_stream_finishes_with_a_visible_reply(fake_redis: aior
         assert reply["text"] == "(no reply)"
 
 
-@pytest.mark.parametrize("text", ["   ", "\n", " \n\t ", "\n" * 3000, "\u200b", "\u200d\u2060 \u200b"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "   ",
+        "\n",
+        " \n\t ",
+        "\n" * 3000,
+        "\u200b",
+        "\u200d\u2060 \u200b",
+        "\u2800",
+        "\u3164",
+        "\u115f\u1160",
+        "\ufe0f",
+        "\u034f",
+    ],
+)
 @pytest.mark.parametrize("streaming", [True, False])
 async def test_a_reply_with_nothing_visible_is_posted_as_no_reply(
     fake_redis: aioredis.Redis, harness: Any, text: str, streaming: bool
