@@ -26,12 +26,13 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
-
 INVISIBLE = frozenset(
-    [0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0]
-    + list(range(0x180B, 0x1810))
-    + list(range(0xFE00, 0xFE10))
-    + list(range(0xE0100, 0xE01F0))
+    [
+        *(0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0),
+        *range(0x180B, 0x1810),
+        *range(0xFE00, 0xFE10),
+        *range(0xE0100, 0xE01F0),
+    ]
 )
 """Code points drawn as nothing though Unicode files them as letters, symbols or marks: the combining grapheme
 joiner, the Hangul fillers, Khmer's inherent vowels, the Braille blank, the variation selectors (Mongolian, standard,

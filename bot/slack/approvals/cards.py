@@ -64,7 +64,8 @@ class OpenCards:
         """The open request's Block Kit (:func:`~bot.slack.render.approvals.approval_blocks`) with ``progress`` (a
         quorum's; None: not a quorum) and every control its rule allows; ``elsewhere``: for a copy outside the run's
         channel (an escalation's), whose approvers line names that channel; ``decides`` False: for one viewer who
-        may not decide (no controls but *Details*); ``viewer``: the one person it is drawn for (App Home)."""
+        may not decide (no controls but *Details*); ``viewer``: the one person it is drawn for (App Home). Its
+        requester may withdraw it (Cancel) in its thread and their App Home, not in a copy elsewhere."""
         approvers = self.approvers_of(approval, ctx)
         rule = approval.policy.get(RULE_NOTE)
         scopes = tuple(self.grants.scopes(ctx, approval.tool_name, approval.args, rule=rule)) if self.grants else ()
@@ -77,4 +78,5 @@ class OpenCards:
             grants=scopes,
             decides=decides,
             viewer=viewer,
+            withdrawable=bool(ctx.requester) and not elsewhere and viewer in (None, ctx.requester),
         )

@@ -298,12 +298,19 @@ class Answering:
                 summary=summary,
                 clicked=attempt.clicked,
                 ctx=attempt.ctx,
+                state=attempt.state,
             )
             if later is not None:
                 await self.writer.follow(later, attempt.ctx)
             return
         await self.messages.close_pending(
-            attempt.state.run_id, pending, outcome=outcome, summary=summary, clicked=attempt.clicked, ctx=attempt.ctx
+            attempt.state.run_id,
+            pending,
+            outcome=outcome,
+            summary=summary,
+            clicked=attempt.clicked,
+            ctx=attempt.ctx,
+            state=attempt.state,  # a withdrawn request of a batch: the rest of it is withdrawn with it
         )
         await self.writer.follow(stream, attempt.ctx)
 

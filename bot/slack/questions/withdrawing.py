@@ -56,7 +56,8 @@ class Withdrawing:
         self.agent = answering.agent
 
     async def on_cancel(self, body: dict[str, Any]) -> None:
-        """Lazy listener of a question's Cancel button: withdraw it, if the clicker started the run."""
+        """Lazy listener of a question's (or an approval request's) Cancel button: withdraw it, if the clicker
+        started the run (a request of a batch: the batch's calls still undecided with it)."""
         where = Origin.of_action(body)
         say = self.answering.say_to(where)
         ref = await button_ref(body, say)
@@ -67,9 +68,11 @@ class Withdrawing:
             if found is None:
                 return
             state, ctx, call = found
+            waiting = state.waiting_call(call)
+            what = "request" if waiting is not None and waiting.kind == "approval" else "question"
             if where.user != ctx.requester:
                 audit.refused(state, call, user=where.user, reason="not_allowed")
-                await say(f"Only <@{ctx.requester}> can withdraw this question.")
+                await say(f"Only <@{ctx.requester}> can withdraw this {what}.")
                 return
             attempt = Attempt.of(found, where=where, say=say)
             check = await self.agent.check(state, call)

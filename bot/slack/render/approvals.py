@@ -24,6 +24,7 @@ from slack_sdk.models.blocks import (
 from bot.agent.asking import APPROVAL_TOOL
 from bot.agent.stream import ApprovalPayload
 from bot.slack.refs import QuestionRef
+from bot.slack.render.blocks import ACT_CANCEL
 from bot.slack.render.mrkdwn import SECTION_TEXT, clip
 from bot.slack.render.safe_text import safe_mrkdwn
 
@@ -182,6 +183,7 @@ def approval_blocks(
     grants: tuple[str, ...] = (),
     decides: bool = True,
     viewer: str | None = None,
+    withdrawable: bool = False,
 ) -> list[dict[str, Any]]:
     """The approval request; ``approvers`` (mrkdwn, the bot's own text) says who may decide; ``quorum``: the
     approvals a request needing several has gathered (:func:`quorum_blocks`: its progress line, and "Take back"
@@ -189,8 +191,10 @@ def approval_blocks(
     ``grants``: the standing grants its rule lets an approver give (``thread``, ``channel``, ``always``), each a
     button beside Approve (once) that approves and gives it; ``decides`` False: for one viewer who may not decide
     (their App Home): only *Details*, the approvers line saying who decides; ``viewer``: the one person it is drawn
-    for (their App Home; None: a message everyone sees), offered "Take back" only once they approved. Slack: at
-    most 25 elements in an actions block."""
+    for (their App Home; None: a message everyone sees), offered "Take back" only once they approved;
+    ``withdrawable``: a "Cancel" button, with which the person who asked the agent withdraws the request (the
+    question's Cancel, :data:`~bot.slack.render.blocks.ACT_CANCEL`). Slack: at most 25 elements in an actions
+    block."""
     blocks = _request_sections(payload, ref, "")
     details = ButtonElement(text="Details", action_id=ACT_DETAILS, value=ref.value(0))
     buttons = [details]
@@ -206,6 +210,8 @@ def approval_blocks(
             buttons.append(ButtonElement(text="Edit", action_id=ACT_EDIT, value=ref.value(0)))
         if quorum is not None and quorum.approvers and (viewer is None or viewer in quorum.approvers):
             buttons.append(ButtonElement(text="Take back my approval", action_id=ACT_TAKE_BACK, value=ref.value(0)))
+    if withdrawable:
+        buttons.append(ButtonElement(text="Cancel", action_id=ACT_CANCEL, value=ref.value(0)))
     blocks.append(ActionsBlock(block_id=ref.block_id("decide"), elements=buttons))
     blocks.append(ContextBlock(block_id=ref.block_id("who"), elements=[MarkdownTextObject(text=approvers)]))
     if quorum is not None:

@@ -23,6 +23,7 @@ from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import (
     ALICE,
     BOB,
+    CAROL,
     GENERAL,
     blocks_text,
     current,
@@ -363,3 +364,28 @@ async def test_approve_all_with_one_call_past_its_own_deadline_approves_the_rest
         await tick(h, after=timedelta(minutes=11))
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Both handled."))
         assert approval_agent.RESTARTS == ["web"]
+
+
+async def test_the_requester_withdraws_her_request_with_cancel_and_only_she_may(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    """A request needing Bob's and Carol's approvals, which Alice (who asked) can't approve or decline: her Cancel
+    withdraws it (the whole batch: the model told each call was withdrawn), Bob's is refused (before: no way to
+    withdraw it, and it counted toward her waiting limit until someone decided or it expired)."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(f"rules:\n  - tool: '*'\n    approvers: [{BOB}, {CAROL}]\n    required: 2\n")
+    async with harness(fake_redis, settings={**AGENT, "approval_policy": str(policy)}) as h:
+        thread, _header, api, web = await two_restarts(h)
+        assert '"Cancel"' in json.dumps(api["blocks"])
+        await h.ws.click(api, "Cancel", user=BOB)
+        told = await h.ws.wait_for_ephemeral(user=BOB)
+        assert "Only <@U_ALICE> can withdraw this request" in told["text"]
+        assert has_controls(await current(h, api))
+        await h.ws.click(web, "Cancel", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Both handled."))
+        for request in (api, web):
+            done = await current(h, request)
+            assert not has_controls(done) and "Withdrawn by <@U_ALICE>" in blocks_text(done)
+        assert approval_agent.RESTARTS == []
+        results = {m["tool_call_id"]: m["content"] for m in h.model.requests[-1]["messages"] if m["role"] == "tool"}
+        assert {json.loads(c)["outcome"] for c in results.values()} == {"cancelled"}
