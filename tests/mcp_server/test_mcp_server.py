@@ -157,7 +157,10 @@ async def test_a_call_without_anyone_to_ask_is_a_clear_tool_error(
         malformed = {"question": "Pick some", "selection_mode": "multi_select"}  # several choices need options
         result = await session.call_tool("ask_user", malformed)
         assert result.is_error and "the question was not asked" in result.content[0].text
-        assert h.ws.messages(GENERAL) == []  # refused before anything was posted
+        nobody = {"question": "x", "user": "U0NOBODY1"}  # shaped as a user id, but Slack has no such user
+        result = await asyncio.wait_for(session.call_tool("ask_user", nobody), STARTUP_SECONDS)  # before: waited
+        assert result.is_error and "U0NOBODY1 is not a user of this workspace" in result.content[0].text
+        assert h.ws.messages(GENERAL) == []  # refused before anything was posted (before: asked, waited 24 h)
 
 
 MCP_TOKEN = "mcp-test-token-0123456789abcdef"

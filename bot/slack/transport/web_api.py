@@ -125,6 +125,20 @@ class SlackWeb:
         (``user_not_found``, ``missing_scope``...; logged at INFO: the caller falls back to the id)."""
         return await self._object(lambda: self.client.users_info(user=user), key="user", method="users.info")
 
+    async def user_exists(self, user: str) -> bool | None:
+        """Whether ``user`` is a person of the workspace who can be asked: False when Slack says there is none
+        (``users.info``: ``user_not_found``) or the account is deactivated (``deleted``); None when Slack can't say
+        (``missing_scope``, an outage: the caller goes on)."""
+        try:
+            resp = await self._retrying(lambda: self.client.users_info(user=user))
+        except SlackApiError as exc:
+            if error_code(exc) == "user_not_found":
+                return False
+            log.info("users.info failed: %s", slack_error(exc))
+            return None
+        found = resp.get("user")
+        return not found.get("deleted") if isinstance(found, dict) else None
+
     async def conversation_info(self, channel: str) -> dict[str, Any] | None:
         """``conversations.info`` of ``channel`` (scope ``channels:read`` / ``groups:read`` by its type): Slack's
         conversation object, or None when Slack refused (logged at INFO: the caller falls back to the id)."""
