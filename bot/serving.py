@@ -393,8 +393,11 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
 
         async def drain() -> None:
             log.info("stopping: finishing work in flight (up to %.0f s)", DRAIN_SECONDS)
-            with contextlib.suppress(TimeoutError):
+            try:
                 await asyncio.wait_for(bot.drain(), DRAIN_SECONDS)
+            except TimeoutError:  # runs still going (a long model turn): another process goes on with them
+                if handed := await bot.hand_over():
+                    log.info("stopping: %d run(s) unfinished, to be gone on with by another process", len(handed))
 
         if role == "worker":
             stack.push_async_callback(drain)

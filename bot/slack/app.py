@@ -35,7 +35,7 @@ from bot.agent.loading import load_agent
 from bot.agent.run_limits import RunLimits
 from bot.approval_policy import Policy, load_policy
 from bot.config import Settings
-from bot.errors import ConfigError, describe_error
+from bot.errors import ConfigError, StoreUnavailable, describe_error
 from bot.frameworks import adopt
 from bot.ops.hooks import OpsHooks
 from bot.ops.metrics import QueueGauges
@@ -127,6 +127,22 @@ class Bot:
     async def drain(self) -> None:
         """Wait for the work in flight in this process (tests, graceful shutdown)."""
         await self.runner.drain()
+
+    async def hand_over(self) -> list[str]:
+        """Plan going on elsewhere with every run this process still drives (a stop whose drain ran out of time:
+        a long model turn, a slow tool): each is a :data:`~bot.slack.questions.follow_up_plan.CONTINUE` item due once
+        its lease lapses, which any process's scheduler takes (:meth:`FollowUps.on_continue
+        <bot.slack.questions.follow_ups.FollowUps.on_continue>`). Returns their run ids. Never raises (Redis down:
+        logged; each is then gone on with on the next message in its thread)."""
+        runs = list(self.agent.driving)
+        if self.plan is None:
+            return []
+        for run_id in runs:
+            try:
+                await self.plan.continue_later(run_id, after=self.agent.store.lease_ttl + 1)
+            except StoreUnavailable as exc:
+                log.warning("run %s: left unfinished, and could not be handed over (%s)", run_id, exc)
+        return runs
 
     async def work(self, *, stop: asyncio.Event) -> None:
         """The ``worker`` role: run queued jobs until ``stop`` is set, then finish those in hand. Raises

@@ -679,3 +679,40 @@ async def test_a_web_without_the_model_key_and_a_worker_answer_a_mention_end_to_
     imported = {line.rsplit("|", 1)[-1].strip() for line in lines if line.startswith("import time:")}
     assert "bot.serving" in imported  # the log is there
     assert not {name for name in imported if name == "openai" or name.startswith("openai.")}
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # processes and a lease, not store kinds
+async def test_a_run_a_stopping_serve_could_not_finish_is_gone_on_with_by_another(
+    real_redis: Any, real_redis_env: dict[str, str], prefix: str, openai_server: FakeOpenAI
+) -> None:
+    """SIGTERM while a model turn takes longer than the drain (10 s): the process hands the run over as it exits,
+    and another process on the same Redis goes on with it once its lease lapses, posting the reply in its thread
+    (before: the run stayed ``running``, nobody replied, and only a later message in the thread, past the lease,
+    took it over)."""
+    port = free_port()
+    secret = "serve-test-secret"
+    async with Workspace(f"http://127.0.0.1:{port}/slack/events", secret, bot_token=TOKEN) as ws:
+        env = live_env(ws, secret, prefix=prefix, redis_env=real_redis_env, model=openai_server, PORT=str(port))
+        first = await start_bot("serve", env=env)
+        await read_until(first, "HTTP mode")
+        openai_server.script(Reply(text="never seen", delay=40), Reply(text="Answered after the restart."))
+        d = await ws.mention("U_ALICE", "C_GENERAL", "think long")
+        for _ in range(200):  # its model turn has started
+            if openai_server.requests:
+                break
+            await asyncio.sleep(0.05)
+        log = await stop(first)
+        assert first.returncode == 0 and "1 run(s) unfinished" in log, log
+        second = await start_bot("serve", env={**env, "PORT": str(free_port())})
+        try:
+            await read_until(second, "HTTP mode")
+            await ws.wait_for_message(
+                channel="C_GENERAL",
+                thread_ts=d.message["ts"],
+                predicate=lambda m: m["text"] == "Answered after the restart.",
+                timeout=60,
+            )
+        finally:
+            rest = await stop(second)
+        assert "gone on with here" in rest, rest

@@ -25,6 +25,7 @@ ASK_AGAIN_FIRST = 30.0
 """Seconds after a refused post that a question is posted again (doubled each try, at most an hour apart)."""
 ASK_AGAIN_TRIES = 10
 """Tries at most after the first post (about 8.5 hours of them); then it waits unseen until its deadline (logged)."""
+CONTINUE = "continue"  # a run a stopping process could not finish, gone on with elsewhere: DueItem(CONTINUE, run_id)
 REPLY_AGAIN = "reply_again"  # a run's reply Slack refused to show, posted again: DueItem(REPLY_AGAIN, run_id)
 REPLY_AGAIN_AFTER = 30.0
 """Seconds after Slack refused (part of) a run's reply that it is posted again (then a minute after each refusal)."""
@@ -94,6 +95,12 @@ class FollowUpPlan:
             return
         after = REPLY_AGAIN_AFTER if tries == 0 else 60.0
         await self.schedule.add(DueItem(REPLY_AGAIN, run_id, str(tries), posted), after=after)
+
+    async def continue_later(self, run_id: str, *, after: float) -> None:
+        """Plan going on with run ``run_id`` (:data:`CONTINUE`) in whichever process's scheduler comes to it
+        ``after`` seconds from now: this process stops with the run unfinished (its lease lapses by then). Raises
+        ``StoreUnavailable``."""
+        await self.schedule.add(DueItem(CONTINUE, run_id, ""), after=after)
 
     async def notice_message(self, kind: str, team_id: str, target: str) -> None:
         """Plan the one ``kind`` message (:data:`ESCALATE_TO`, :data:`REMIND_TO`) that sends what is queued for

@@ -52,6 +52,7 @@ from bot.slack.questions.answering import Answering
 from bot.slack.questions.approvers import ESCALATED_TO, RULE_NOTE, ApproverPolicy
 from bot.slack.questions.follow_up_plan import (
     ASK_AGAIN,
+    CONTINUE,
     DEADLINE,
     ESCALATE,
     ESCALATE_TO,
@@ -99,6 +100,7 @@ class FollowUps:
             ESCALATE_TO: self.on_escalation_message,
             ASK_AGAIN: self.on_ask_again,
             REPLY_AGAIN: self.on_reply_again,
+            CONTINUE: self.on_continue,
         }
         if self.messages.home is not None:
             handlers[HOME] = self.messages.home.on_refresh
@@ -157,6 +159,19 @@ class FollowUps:
                 await self.plan.reply_again(state.run_id, posted=n, tries=tries)
                 return
         log.info("run %s: its reply, refused by Slack before, posted again", state.run_id)
+
+    async def on_continue(self, item: DueItem) -> None:
+        """Run ``item.run_id`` was left unfinished by a process that stopped (SIGTERM) before its work in flight
+        was done: go on with it here once no process drives it (its lease lapsed; :meth:`Answering.continue_orphan
+        <bot.slack.questions.answering.Answering.continue_orphan>`), its reply posted in its thread. Nothing when it
+        ended, waits for a person, or is driven again (a message in its thread took it over first)."""
+        try:
+            state = await self.agent.get_run(item.run_id)
+            ctx = SlackContext.of(state)
+        except (RunNotFound, StoreCorrupt):
+            return
+        if state.status == "running" and await self.answering.continue_orphan(state, ctx, wait=True):
+            log.info("run %s: gone on with here after the process driving it stopped", state.run_id)
 
     # --- the deadline ----------------------------------------------------------------------------------------
 
