@@ -280,10 +280,20 @@ class Settings(BaseSettings):
                 return trimmed
         return value
 
+    @field_validator("slack_signing_secret", "openai_api_key", mode="before")
+    @classmethod
+    def _secret_text(cls, value: object) -> object:
+        """A secret without the whitespace around it (a file-mounted secret ends in a newline: kept, every Slack
+        request was refused "signature mismatch", every model call "control character in headers"); nothing but
+        whitespace is not set."""
+        if isinstance(value, str):
+            return value.strip() or None
+        return value
+
     @field_validator("port", mode="before")
     @classmethod
     def _port(cls, value: object) -> int:
-        if isinstance(value, str) and value.strip().isdigit():
+        if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
             value = int(value.strip())
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 65535:
             return value
@@ -539,11 +549,23 @@ def _is_secret(field: str) -> bool:
     return bool(_SECRET_NAME.search(field)) or (info is not None and "SecretStr" in repr(info.annotation))
 
 
+def _surrogates(value: object) -> bool:
+    """Whether ``value`` is text holding a lone surrogate (bytes that were not UTF-8)."""
+    return isinstance(value, str) and any("\ud800" <= ch <= "\udfff" for ch in value)
+
+
 def load_settings(**values: Any) -> Settings:
     """The settings from the environment (``values``, by field name, take precedence over it).
 
     Raises :class:`SettingsError` (a ``ConfigError``) listing every malformed setting at once, one line each.
     """
+    not_utf8 = [  # Python keeps the environment's non-UTF-8 bytes as lone surrogates, which pydantic can't read
+        f"{name.upper()}: is not valid UTF-8 text"
+        for name in Settings.model_fields
+        if _surrogates(values.get(name, os.environ.get(name.upper())))
+    ]
+    if not_utf8:
+        raise SettingsError(not_utf8, fields=tuple(line.split(":", 1)[0].lower() for line in not_utf8))
     try:
         return Settings(**values)
     except ValidationError as exc:

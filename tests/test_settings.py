@@ -96,6 +96,9 @@ BAD_VALUES = [
     ("TOOL_RESULT_MAX_CHARS", "10", "must be at least 1000"),
     ("TOOL_RESULT_MAX_CHARS", "lots", "must be a whole number"),
     ("TOOL_RESULT_MAX_CHARS", "99999999", "must be at most 10000000"),
+    ("PORT", "\u0663\u0660\u0660\u0660", "must be a whole number from 0 to 65535"),  # Arabic-Indic digits: was 3000
+    ("PORT", "\u00b2", "must be a whole number from 0 to 65535"),  # was "invalid literal for int()"
+    ("METRICS_PORT", "\u0663", "must be a whole number from 0 to 65535"),
 ]
 SHORT_MCP_TOKEN = (
     "MCP_TOKEN: must be at least 16 characters (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')"
@@ -187,6 +190,29 @@ def test_good_values_are_normalised(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.slack_app_token is None and s.mode == "http"
     assert s.redis_url is not None and redis_address(s.redis_url.get_secret_value()) == "db.example:6380"
     assert "pw" in s.secret_values() and "xoxb-1" in s.secret_values()
+
+
+def test_secrets_are_read_without_surrounding_whitespace_and_blank_is_not_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A secret mounted from a file ends in a newline: kept, every Slack request was refused (signature mismatch)
+    and every model call failed (a control character in a header); whitespace alone counted as set."""
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "sig123456\n")
+    monkeypatch.setenv("OPENAI_API_KEY", " sk-key\r\n")
+    s = load_settings()
+    assert s.slack_signing_secret is not None and s.slack_signing_secret.get_secret_value() == "sig123456"
+    assert s.openai_api_key is not None and s.openai_api_key.get_secret_value() == "sk-key"
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "  \n")
+    assert load_settings().slack_signing_secret is None
+
+
+def test_settings_that_are_not_utf8_are_one_line_each_and_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bytes that are not UTF-8 (Python keeps them as lone surrogates): a traceback for APPROVAL_POLICY, and for the
+    rest a start that failed in every request that used them (a Redis key, a header)."""
+    bad = {"APPROVAL_POLICY": "/tmp/\udcff.yaml", "REDIS_PREFIX": "bo\udcff:", "OPENAI_API_KEY": "k\udcff"}
+    for name, value in bad.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert sorted(caught.value.problems) == sorted(f"{n}: is not valid UTF-8 text" for n in bad)
 
 
 def test_the_history_budget_is_on_by_default_and_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -160,10 +160,15 @@ class Playground:
             )
         redis_client, redis_kind, redis_text = make_redis(self.settings)
         self._stack.push_async_callback(_close_redis, redis_client)
-        try:
-            await redis_client.ping()
-        except RedisError as exc:
-            raise ConfigError(f"{redis_text} is not reachable ({type(exc).__name__}); check REDIS_URL") from None
+        if self.settings.redis_url is not None:  # a real Redis: as serve checks it (one that never answers too)
+            from bot.serving import check_redis
+
+            await check_redis(redis_client, self.settings.redis_url.get_secret_value())
+        else:
+            try:
+                await redis_client.ping()
+            except RedisError as exc:
+                raise ConfigError(f"{redis_text} is not reachable ({type(exc).__name__}); check REDIS_URL") from None
         model, model_kind, model_text = make_model(self.settings)
         if model_kind == "demo":  # also as a loopback Chat Completions endpoint, for agent frameworks' own clients
             from bot.playground.demo_endpoint import serve_demo_model

@@ -329,10 +329,27 @@ def test_redis_label_never_shows_the_password() -> None:
 async def test_unreachable_redis_url_is_a_clear_config_error() -> None:
     from bot.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"Redis at 127\.0\.0\.1:1/0 is not reachable.*check REDIS_URL") as info:
+    with pytest.raises(ConfigError, match=r"cannot reach Redis at 127\.0\.0\.1:1 .*check REDIS_URL") as info:
         async with Playground(settings(redis_url=SecretStr("redis://:pw@127.0.0.1:1/0")), ui_port=0):
             pass
     assert "pw" not in str(info.value)
+
+
+async def test_a_redis_that_never_answers_is_a_clear_config_error_not_a_hang() -> None:
+    """A Redis that accepts the connection and never answers (a stopped process, a firewall): the playground gives
+    up with the error serve gives (before: it waited forever, printing nothing)."""
+    from bot.errors import ConfigError
+    from bot.serving import REDIS_CHECK_SECONDS
+
+    silent = await asyncio.start_server(lambda _r, _w: None, "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(ConfigError, match=rf"did not answer within {REDIS_CHECK_SECONDS:.0f} s"):
+            async with asyncio.timeout(REDIS_CHECK_SECONDS + 20):  # before: a hang (TimeoutError here)
+                async with Playground(settings(redis_url=SecretStr(f"redis://127.0.0.1:{port}/0")), ui_port=0):
+                    pass
+    finally:
+        silent.close()
 
 
 @pytest.mark.real_redis
