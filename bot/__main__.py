@@ -22,6 +22,7 @@ from __future__ import annotations
 
 # ruff: noqa: E402 (SIGTERM's handler goes in before the imports, which take most of the start)
 import signal
+import sys
 
 
 def _noted(signum: int, frame: object) -> None:
@@ -34,8 +35,21 @@ def _noted(signum: int, frame: object) -> None:
 
 
 _noted.arrived = False  # type: ignore[attr-defined]
+
+
+def _quiet_on_ctrl_c(kind: type[BaseException], value: BaseException, tb: object) -> None:
+    """``sys.excepthook``: a Ctrl-C that ends the process before it took SIGINT over (while it imports its modules
+    or starts: :func:`bot.serving.on_signals` takes it once it serves) ends it without a traceback (the exit
+    status stays a Ctrl-C's, 130); any other exception as Python reports it."""
+    if issubclass(kind, KeyboardInterrupt):
+        print("stopped (Ctrl-C) while starting", file=sys.stderr)
+        return
+    sys.__excepthook__(kind, value, tb)  # type: ignore[arg-type]
+
+
 if __name__ == "__main__":  # before the imports below; not when a test imports main()
     signal.signal(signal.SIGTERM, _noted)
+    sys.excepthook = _quiet_on_ctrl_c
 
 
 def _sigterm_as_default() -> None:
@@ -50,7 +64,6 @@ def _sigterm_as_default() -> None:
 
 import argparse
 import contextlib
-import sys
 
 from bot.config import SettingsError, deployed_policy, load_settings
 from bot.errors import ConfigError

@@ -606,6 +606,29 @@ async def test_a_sigterm_while_python_m_bot_imports_stops_it_cleanly(command: st
 
 
 @pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # signal handling, no store behaviour
+@pytest.mark.parametrize("command", ["serve", "worker", "playground"])
+async def test_a_ctrl_c_while_python_m_bot_imports_stops_it_without_a_traceback(command: str) -> None:
+    """Ctrl-C (SIGINT at its default action, as from a terminal) while ``python -m bot`` imports its modules: one
+    line, no traceback, a Ctrl-C's exit status (before: a KeyboardInterrupt traceback through the imports or
+    asyncio.Runner)."""
+    env = complete_env() if command != "playground" else clean_env(PORT="0", MCP_PORT="0")
+    proc = await start_bot(command, env={**env, "LOG_LEVEL": "INFO", "PYTHONPROFILEIMPORTTIME": "1"})
+    try:
+        await read_until(proc, "pydantic")  # an import after the bot's first lines, before anything starts
+        proc.send_signal(signal.SIGINT)
+        output, _ = await asyncio.wait_for(proc.communicate(), 30)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    log = "\n".join(line for line in output.decode().splitlines() if not line.startswith("import time:"))
+    assert proc.returncode in (130, -signal.SIGINT), log
+    assert "Traceback" not in log and "KeyboardInterrupt" not in log, log
+    assert "stopped (Ctrl-C) while starting" in log, log
+
+
+@pytest.mark.real_redis
 async def test_serve_freezes_its_start_up_heap_once_it_listens(
     real_redis_env: dict[str, str], prefix: str, openai_server: FakeOpenAI
 ) -> None:
