@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import os
 import re
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
 
@@ -117,6 +118,10 @@ Transport = Literal["http", "socket"]
 
 MCP_PORT_DEFAULT = 3100  # python -m bot mcp --http, and the playground's first choice
 _SECRET_NAME = re.compile(r"(TOKEN|SECRET|KEY|PASSWORD)$", re.IGNORECASE)
+
+
+_CHECK_ACROSS: ContextVar[bool] = ContextVar("check_across", default=True)
+"""Whether :class:`Settings` checks its rules across settings (not while :func:`settings_beside` reads the rest)."""
 
 
 class SettingsError(ConfigError):
@@ -358,13 +363,23 @@ class Settings(BaseSettings):
         return value.strip()
 
     @model_validator(mode="after")
-    def _one_approval_rule(self) -> Settings:
+    def _across(self) -> Settings:
+        """The rules across settings, every one checked (one ``NAME: reason`` line each, all told at once); not while
+        :func:`settings_beside` reads the rest of refused settings."""
+        if not _CHECK_ACROSS.get():
+            return self
+        problems = [*self._one_approval_rule(), *self._mcp_caller(), *self._cluster(), *self._escalation()]
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    def _one_approval_rule(self) -> list[str]:
         if self.approval_policy is not None and "approvers" in self.model_fields_set:
-            raise ValueError(
+            return [
                 "APPROVERS: not with APPROVAL_POLICY (the policy's rules say who approves): put these approvers in"
                 " its default rule, or unset one of them"
-            )
-        return self
+            ]
+        return []
 
     @field_validator("ask_on_timeout", mode="before")
     @classmethod
@@ -406,46 +421,46 @@ class Settings(BaseSettings):
             raise ValueError(str(exc)) from None
         return value.strip()
 
-    @model_validator(mode="after")
-    def _mcp_caller(self) -> Settings:
+    def _mcp_caller(self) -> list[str]:
+        problems = []
         if self.mcp_callers is not None and self.mcp_token is not None:
-            raise ValueError("MCP_TOKEN: set MCP_TOKEN (one caller) or MCP_CALLERS (each its token), not both")
-        self._callers_rules()
+            problems.append("MCP_TOKEN: set MCP_TOKEN (one caller) or MCP_CALLERS (each its token), not both")
+        problems += self._callers_rules()
         if self.mcp_caller is None:
-            return self
+            return problems
         if self.mcp_callers is None:
-            raise ValueError("MCP_CALLER: names one of MCP_CALLERS' callers; MCP_CALLERS is not set")
+            return [*problems, "MCP_CALLER: names one of MCP_CALLERS' callers; MCP_CALLERS is not set"]
         from bot.mcp_server.callers import load_callers
 
         names = [c.name for c in load_callers(self.mcp_callers).entries]
         if self.mcp_caller not in names:
-            raise ValueError(f"MCP_CALLER: {self.mcp_caller!r} is none of MCP_CALLERS' callers ({', '.join(names)})")
-        return self
+            problems.append(f"MCP_CALLER: {self.mcp_caller!r} is none of MCP_CALLERS' callers ({', '.join(names)})")
+        return problems
 
-    def _callers_rules(self) -> None:
+    def _callers_rules(self) -> list[str]:
         """Every ``policy_rule`` of ``MCP_CALLERS`` names a rule of ``APPROVAL_POLICY``."""
         if self.mcp_callers is None:
-            return
+            return []
         from bot.approval_policy import load_policy
         from bot.mcp_server.callers import load_callers
 
         entries = load_callers(self.mcp_callers).entries
         named = [(i, c) for i, c in enumerate(entries) if c.policy_rule is not None]
         if not named:
-            return
+            return []
         if self.approval_policy is None:
             i, caller = named[0]
-            raise ValueError(
+            return [
                 f"MCP_CALLERS: callers[{i}] ({caller.name}).policy_rule: names a rule of APPROVAL_POLICY, which is"
                 " not set"
-            )
+            ]
         rules = [r.name for r in load_policy(self.approval_policy).rules if r.name]
-        for i, caller in named:
-            if caller.policy_rule not in rules:
-                raise ValueError(
-                    f"MCP_CALLERS: callers[{i}] ({caller.name}).policy_rule: {caller.policy_rule!r} is no rule of"
-                    f" APPROVAL_POLICY (its named rules: {', '.join(rules) or 'none'})"
-                )
+        return [
+            f"MCP_CALLERS: callers[{i}] ({caller.name}).policy_rule: {caller.policy_rule!r} is no rule of"
+            f" APPROVAL_POLICY (its named rules: {', '.join(rules) or 'none'})"
+            for i, caller in named
+            if caller.policy_rule not in rules
+        ]
 
     @field_validator("mcp_ask_channel", mode="before")
     @classmethod
@@ -463,33 +478,31 @@ class Settings(BaseSettings):
             raise ValueError("must be a user id (U... or W...)")
         return text
 
-    @model_validator(mode="after")
-    def _cluster(self) -> Settings:
+    def _cluster(self) -> list[str]:
         if not self.redis_cluster:
-            return self
+            return []
+        problems = []
         if "{" in self.redis_prefix or "}" in self.redis_prefix:
-            raise ValueError("REDIS_PREFIX: must not contain { or } with REDIS_CLUSTER (they decide a key's slot)")
+            problems.append("REDIS_PREFIX: must not contain { or } with REDIS_CLUSTER (they decide a key's slot)")
         if self.redis_url is not None:
             parts = urlsplit(self.redis_url.get_secret_value())
             if parts.scheme.lower() == "unix":
-                raise ValueError(
-                    "REDIS_CLUSTER: a cluster is reached over TCP; REDIS_URL must be redis:// or rediss://"
-                )
-            if url_db(self.redis_url.get_secret_value()).lstrip("0") != "":
-                raise ValueError("REDIS_CLUSTER: a cluster has only database 0; drop it from REDIS_URL")
-        return self
+                problems.append("REDIS_CLUSTER: a cluster is reached over TCP; REDIS_URL must be redis:// or rediss://")
+            elif url_db(self.redis_url.get_secret_value()).lstrip("0") != "":
+                problems.append("REDIS_CLUSTER: a cluster has only database 0; drop it from REDIS_URL")
+        return problems
 
-    @model_validator(mode="after")
-    def _escalation(self) -> Settings:
+    def _escalation(self) -> list[str]:
+        problems = []
         if self.ask_escalate_after is not None and self.ask_escalate_to is None:
-            raise ValueError("ASK_ESCALATE_TO: must be set when ASK_ESCALATE_AFTER is (whom to ask)")
+            problems.append("ASK_ESCALATE_TO: must be set when ASK_ESCALATE_AFTER is (whom to ask)")
         if self.ask_escalate_to is not None and self.ask_escalate_after is None:
-            raise ValueError("ASK_ESCALATE_AFTER: must be set when ASK_ESCALATE_TO is (when to ask them)")
+            problems.append("ASK_ESCALATE_AFTER: must be set when ASK_ESCALATE_TO is (when to ask them)")
         if self.ask_escalate_answers and self.ask_escalate_to is None:
-            raise ValueError("ASK_ESCALATE_ANSWERS: means nothing without ASK_ESCALATE_TO (whom questions escalate to)")
+            problems.append("ASK_ESCALATE_ANSWERS: means nothing without ASK_ESCALATE_TO (whom questions escalate to)")
         if self.ask_escalate_after is not None and self.ask_escalate_after >= self.ask_ttl_seconds:
-            raise ValueError("ASK_ESCALATE_AFTER: must be shorter than ASK_TTL_SECONDS (the question's deadline)")
-        return self
+            problems.append("ASK_ESCALATE_AFTER: must be shorter than ASK_TTL_SECONDS (the question's deadline)")
+        return problems
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -573,7 +586,19 @@ def load_settings(**values: Any) -> Settings:
         fields = tuple(
             dict.fromkeys(str(e["loc"][0]) for e in exc.errors() if e["loc"] and e["loc"][0] in Settings.model_fields)
         )
-        raise SettingsError(_policy_problems(exc, problems), fields=fields) from None
+        problems = _policy_problems(exc, problems)
+        if fields:  # the rules across settings, which pydantic checks only once every setting is valid: now too
+            defaults = {name: Settings.model_fields[name].get_default() for name in fields}
+            try:
+                Settings(**{**values, **defaults})
+            except ValidationError as across:
+                problems += [line for e in across.errors() if not e["loc"] for line in _across_lines(e)]
+        raise SettingsError(problems, fields=fields) from None
+
+
+def _across_lines(error: Any) -> list[str]:
+    """The ``NAME: reason`` lines of a rule across settings' refusal (pydantic's error dict, no ``loc``)."""
+    return str(error.get("ctx", {}).get("error", error["msg"])).splitlines()
 
 
 def settings_beside(error: SettingsError, **values: Any) -> Settings | None:
@@ -581,10 +606,13 @@ def settings_beside(error: SettingsError, **values: Any) -> Settings | None:
     :func:`load_settings`), so that what else is wrong with them (a required setting not set) is told in the same
     round; None when even they can't be loaded (a check across settings, with no field to leave out)."""
     defaults = {name: Settings.model_fields[name].get_default() for name in error.fields}
+    checking = _CHECK_ACROSS.set(False)  # what the rules across settings say is told already
     try:
         return Settings(**{**values, **defaults})
     except ValidationError:
         return None
+    finally:
+        _CHECK_ACROSS.reset(checking)
 
 
 def deployed_policy(settings: Settings) -> Policy:

@@ -116,6 +116,24 @@ def test_every_bad_setting_is_reported_at_once() -> None:
         assert line.startswith(f"error: {name}: {reason}") and line.endswith(f"(got {value!r})")
 
 
+def test_rules_across_settings_and_missing_ones_are_reported_with_the_bad_values(tmp_path: Path) -> None:
+    """A bad value, two rules across settings broken, and settings not set: every line in one round (before: the
+    bad value alone; then, once it was fixed, the first rule alone, and no "not set" line with it)."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("rules:\n  - tool: '*'\n")
+    env = clean_env(PORT="x", ASK_ESCALATE_TO="C1", APPROVERS="U1", APPROVAL_POLICY=str(policy))
+    lines = error_lines(run_bot("serve", env=env))
+    assert lines[0] == "error: PORT: must be a whole number from 0 to 65535 (got 'x')"
+    assert any(line.startswith("error: APPROVERS: not with APPROVAL_POLICY") for line in lines), lines
+    assert "error: ASK_ESCALATE_AFTER: must be set when ASK_ESCALATE_TO is (when to ask them)" in lines
+    assert [line.split(" (")[0] for line in lines if line.startswith("error: not set:")] == [
+        "error: not set: SLACK_BOT_TOKEN",
+        "error: not set: SLACK_SIGNING_SECRET",
+        "error: not set: REDIS_URL",
+        "error: not set: OPENAI_API_KEY",
+    ]
+
+
 def test_bad_secret_settings_are_not_echoed() -> None:
     env = complete_env(SLACK_BOT_TOKEN="xapp-1-A0-hunter2", REDIS_URL="redis//:hunter2@db.example:6379")
     lines = error_lines(run_bot("serve", env=env))
