@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import html
+import re
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
@@ -154,6 +156,7 @@ class AnswerModal:
         :meth:`on_modal_answer` claims the answer (the context says it was accepted)."""
         try:
             problem = await asyncio.wait_for(self._modal_problem(body), MODAL_CHECK_SECONDS)
+            problem = await asyncio.wait_for(self._plain(problem), MODAL_CHECK_SECONDS) if problem else None
         except (TimeoutError, StoreUnavailable):
             problem = "I'm slow to answer right now; please press Send again in a moment."
         if problem:
@@ -161,6 +164,15 @@ class AnswerModal:
         else:
             context[ACCEPTED] = True
             await ack()
+
+    async def _plain(self, notice: str) -> str:
+        """A notice written as mrkdwn (the thread's and ephemerals' wording) as a modal's error shows it, in plain
+        text (Slack: ``response_action: errors`` strings are not formatted): a person's mention as their name
+        (``users.info``, cached), no emphasis marks, entities decoded."""
+        names = self.answering.writer.names
+        for user in dict.fromkeys(re.findall(r"<@([UW][A-Z0-9_]+)>", notice)):
+            notice = notice.replace(f"<@{user}>", await names.user(user))
+        return html.unescape(re.sub(r"(?<![\w*])\*([^*\n]+)\*(?![\w*])", r"\1", notice))
 
     async def _modal_problem(self, body: dict[str, Any]) -> str | None:
         view = body.get("view") or {}
@@ -205,6 +217,7 @@ class AnswerModal:
         :meth:`on_form_answer` claims it."""
         try:
             problems = await asyncio.wait_for(self._form_problems(body), MODAL_CHECK_SECONDS)
+            problems = {block: await self._plain(text) for block, text in problems.items()}
         except (TimeoutError, StoreUnavailable):
             problems = {modals.field_block(0): "I'm slow to answer right now; please press Send again in a moment."}
         if problems:

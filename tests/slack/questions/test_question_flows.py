@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
@@ -160,3 +161,27 @@ async def test_rate_limited_web_api_calls_are_retried(fake_redis: aioredis.Redis
         posts = h.ws.calls("chat.postMessage")
         assert [p.status for p in posts[:2]] == [429, 200]
         assert q["ts"] == posts[1].response["ts"]
+
+
+@pytest.mark.parametrize("first", [ALICE, BOB])
+async def test_a_modal_sent_after_the_question_was_answered_says_so_in_plain_text(
+    fake_redis: aioredis.Redis, harness: Any, first: str
+) -> None:
+    """The Answer modal, sent once the question was answered in the thread (by its sender, or by Bob): the error
+    under the input is plain text, as Slack shows it (before: "*From the thread*" with its asterisks, and a raw
+    "<@U_BOB>")."""
+    async with harness(fake_redis, answerers="channel") as h:
+        h.model.script(
+            Reply(tool_calls=[tool_call("ask_user", {"question": "What is the goal?"}, id="f1")]), Reply(text="Ok.")
+        )
+        d = await h.ws.mention(ALICE, GENERAL, "help me")
+        thread = d.message["ts"]
+        q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_buttons)
+        await h.ws.click(q, "Answer", user=ALICE)
+        view = await h.ws.wait_for_view(user=ALICE, predicate=is_answer_form)
+        await h.ws.reply_in_thread(first, GENERAL, thread, "From the thread")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Ok.")
+        late = await h.ws.submit_view(view, {"answer_input": {"answer_text": "From the modal"}}, user=ALICE)
+        said = late.json["errors"]["answer_input"]
+        who = "You" if first == ALICE else "@bob"
+        assert said == f"{who} had already answered From the thread; your choice From the modal was not recorded."
