@@ -55,7 +55,9 @@ def load_agent(
     try:
         target: Any = _import(module_name)
     except Exception as exc:  # an import runs the module: anything can happen there
-        raise ConfigError(f"AGENT {spec!r}: cannot import {module_name} ({type(exc).__name__}: {exc})") from None
+        raise ConfigError(
+            f"AGENT {spec!r}: cannot import {module_name} ({type(exc).__name__}: {exc}){_extra_hint(exc)}"
+        ) from None
     for part in attribute.split("."):
         if not hasattr(target, part):
             raise ConfigError(f"AGENT {spec!r}: {module_name} has no attribute {attribute!r}")
@@ -69,12 +71,30 @@ def load_agent(
     try:
         agent = target(model=model, store=store, **extra)
     except Exception as exc:
-        raise ConfigError(f"AGENT {spec!r}: the factory raised {type(exc).__name__}: {exc}") from None
+        raise ConfigError(f"AGENT {spec!r}: the factory raised {type(exc).__name__}: {exc}{_extra_hint(exc)}") from None
     if not isinstance(agent, Agent) and adopt is not None:
         agent = adopt(agent) or agent
     if not isinstance(agent, Agent):
         raise ConfigError(f"AGENT {spec!r}: the factory returned {type(agent).__name__}, not a bot.agent.Agent")
     return agent.with_limits(limits) if limits is not None else agent
+
+
+FRAMEWORK_EXTRAS = {
+    "pydantic_ai": "pydantic-ai",
+    "agents": "openai-agents",
+    "langgraph": "langgraph",
+    "langchain_core": "langgraph",
+}
+"""The package extra (pyproject.toml's ``[project.optional-dependencies]``) that installs each agent framework, by
+the top-level module a missing one fails to import."""
+
+
+def _extra_hint(exc: BaseException) -> str:
+    """For a framework not installed (``ModuleNotFoundError`` of one of :data:`FRAMEWORK_EXTRAS`' modules), how to
+    install it; else ``""``."""
+    missing = exc.name.split(".", 1)[0] if isinstance(exc, ModuleNotFoundError) and exc.name else ""
+    extra = FRAMEWORK_EXTRAS.get(missing)
+    return f"; install its framework with pip install -e '.[{extra}]'" if extra else ""
 
 
 def _takes_limits(factory: Any) -> bool:

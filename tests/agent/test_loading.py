@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.agent.loading import load_agent
+from bot.agent.model import NoModel
+from bot.errors import ConfigError
 from bot.testing.ports import free_port
 
 SETTING_PREFIXES = ("SLACK_", "OPENAI_", "REDIS_", "ASK_", "RUN_", "LOG_", "PORT", "AGENT", "MCP_", "PYTHONSAFEPATH")
@@ -105,3 +108,19 @@ def test_a_module_that_fails_to_import_names_what_it_lacks_and_one_that_is_nowhe
         "error: AGENT 'nowhere_agent:build': cannot import nowhere_agent "
         "(ModuleNotFoundError: No module named 'nowhere_agent')"
     ], out.stderr
+
+
+@pytest.mark.parametrize(("module", "extra"), [("pydantic_ai", "pydantic-ai"), ("agents.run", "openai-agents")])
+def test_an_agent_whose_framework_is_not_installed_is_told_which_extra_installs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, extra: str
+) -> None:
+    """``--agent`` naming a framework agent without the framework's extra: the error says how to install it
+    (before: only "No module named 'pydantic_ai'")."""
+    name = f"needs_{extra.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text(
+        f"raise ModuleNotFoundError(\"No module named '{module}'\", name={module!r})\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as caught:
+        load_agent(f"{name}:build", model=NoModel("none"), store=None)  # type: ignore[arg-type]
+    assert str(caught.value).endswith(f"; install its framework with pip install -e '.[{extra}]'"), caught.value
