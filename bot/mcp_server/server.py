@@ -39,9 +39,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -96,8 +97,10 @@ approval request (:data:`bot.agent.asking.APPROVAL_TOOL`)."""
 
 
 class Option(BaseModel):
-    """One choice: ``label`` (what the person picks and the answer says), ``description`` (shown under it); bounded
-    as :mod:`bot.agent.text` says."""
+    """One choice: `label` (what the person picks and the answer says), `description` (shown under it)."""
+
+    # The docstring is the schema's description MCP clients show their model; both fields are bounded as
+    # bot.agent.text says (OptionLabel, OptionDescription).
 
     label: OptionLabel
     description: OptionDescription | None = None
@@ -210,7 +213,16 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
             reasons=reasons,
         )
 
-    @server.tool(name="ask_user")
+    def tool(**kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """``server.tool(**kwargs)``, described by the function's docstring without its source indentation (FastMCP
+        passes ``__doc__`` as it is: a client's model read runs of spaces in each tool's description)."""
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            return server.tool(description=inspect.cleandoc(fn.__doc__ or ""), **kwargs)(fn)
+
+        return register
+
+    @tool(name="ask_user")
     async def ask_user(
         question: Question,
         ctx: Context,
@@ -233,7 +245,7 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
             args["selection_mode"] = selection_mode
         return await ask(ctx, "ask_user", args, channel=channel, user=user, context=context, request_key=request_key)
 
-    @server.tool(name="request_approval")
+    @tool(name="request_approval")
     async def request_approval(
         action: Action,
         ctx: Context,
@@ -252,7 +264,7 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
             ctx, "request_approval", args, channel=channel, user=user, context=context, request_key=request_key
         )
 
-    @server.tool(name=PERMISSION_TOOL, structured_output=False)
+    @tool(name=PERMISSION_TOOL, structured_output=False)
     async def approve_tool_use(
         tool_name: Action,
         input: dict[str, Any],  # Claude Code's name for it

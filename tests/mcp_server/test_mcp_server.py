@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import socket
 import sys
@@ -74,6 +75,9 @@ async def test_an_mcp_client_asks_and_gets_the_answer_with_who_gave_it(
     async with harness(real_redis) as h, mcp_session(h, prefix) as session:
         listed = await session.list_tools()
         assert sorted(t.name for t in listed.tools) == ["approve_tool_use", "ask_user", "request_approval"]
+        for described in listed.tools:  # what a client's model reads: no source indentation, no developer refs
+            text = json.dumps([described.description, described.input_schema])
+            assert "  " not in (described.description or "") and ":mod:" not in text, described
         progress: list[float] = []
         told = asyncio.Event()
 
