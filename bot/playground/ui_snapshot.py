@@ -5,6 +5,7 @@ the first event of ``GET /api/events``). Shapes are the fake Slack's own (bot.fa
               "answerers"},
      "bot": {"id": "U_BOT", "name": "askbot"},
      "users": [{"id": "U_ALICE", "name": "alice", "real_name": "Alice"}],
+     "usergroups": [{"id": "S_FINANCE", "handle": "finance"}],   # what <!subteam^S_FINANCE> shows: @finance
      "channels": [{"id": "C_GENERAL", "name": "general", "is_im": false, "user": null}],
      "messages": {"C_GENERAL": [message, ...]},          # history incl. thread replies, oldest first
      "ephemerals": [{"channel", "user", "message"}],
@@ -41,6 +42,7 @@ def snapshot(workspace: Workspace, *, info: JSON, timing: JSON | None, log: list
             for u in directory.users.values()
             if not u.get("is_bot")
         ],
+        "usergroups": [{"id": g, "handle": h} for g, h in directory.usergroup_handles.items()],
         "channels": [
             {
                 "id": c["id"],

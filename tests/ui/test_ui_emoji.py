@@ -72,3 +72,21 @@ async def test_the_page_shows_shortcodes_as_characters_and_unknown_ones_as_typed
     assert rendered["titles"] == [":raised_hand:", ":bell:", ":arrow_up:", ":+1:", ":skin-tone-2:"]  # hover: the code
     assert rendered["plain"] == "🛑 Stop"
     assert rendered["rich"] == "⏸️🚀:custom_two:"
+
+
+async def test_a_user_group_mention_shows_as_its_handle(page: Any) -> None:
+    """``<!subteam^S…>`` (how the bot names a rule's approver group, e.g. "Waiting for @finance") shows as the
+    group's handle, as Slack shows it (before: "!subteam^S_FINANCE", raw), from its label or, without one, the
+    workspace's user groups (the page's state)."""
+    rendered = await page.evaluate(
+        """async () => {
+            const text = await import("/static/text.js");
+            const store = await import("/static/store.js");
+            const show = (frag) => { const div = document.createElement("div"); div.append(frag); return div; };
+            return [
+                show(text.mrkdwn("Waiting for <!subteam^S_FINANCE> to approve", store.textCtx())).textContent,
+                show(text.mrkdwn("or <!subteam^S9|@ops>", store.textCtx())).textContent,
+            ];
+        }"""
+    )
+    assert rendered == ["Waiting for @finance to approve", "or @ops"]

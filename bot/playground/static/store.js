@@ -15,6 +15,7 @@ export const S = {
   info: {},
   bot: { id: "U_BOT", name: "askbot" },
   users: [],
+  usergroups: [],
   channels: [],
   messages: new Map(),
   ephemerals: new Map(),
@@ -54,6 +55,7 @@ export function applySnapshot(state) {
   S.info = state.info || {};
   S.bot = state.bot || S.bot;
   S.users = state.users || [];
+  S.usergroups = state.usergroups || [];
   S.channels = state.channels || [];
   S.messages = new Map();
   for (const [channel, list] of Object.entries(state.messages || {})) {
@@ -186,8 +188,13 @@ export function channelName(id) {
   return channel.is_im ? S.bot.name : channel.name;
 }
 
+export function groupName(id) {
+  const group = S.usergroups.find((g) => g.id === id);
+  return group ? group.handle : null;
+}
+
 export function textCtx() {
-  return { userName, channelName, me: S.me };
+  return { userName, channelName, groupName, me: S.me };
 }
 
 export function dmOf(user) {

@@ -6,7 +6,7 @@
 //                        [label](url), `code`, ``` fences, > quotes (plus Slack's <@U> mentions).
 //   richText(block, ctx) a rich_text block (what people's messages carry).
 //   plainText(obj)       a plain_text object (:emoji: converted when emoji is not false).
-// ctx: { userName(id) -> string, channelName(id) -> string, me: "U_ALICE" }
+// ctx: { userName(id) -> string, channelName(id) -> string, groupName(id) -> string (a user group's handle), me: "U_ALICE" }
 
 // Slack's emoji shortcodes -> characters: every one the bot itself writes (tests/ui/test_ui_emoji.py checks that
 // against bot/), plus the common ones people and apps use. Unknown names stay as typed, as Slack shows them.
@@ -183,6 +183,12 @@ function controlToken(inner, ctx) {
   if (target.startsWith("!")) {
     const word = target.slice(1).split("^")[0];
     if (["here", "channel", "everyone"].includes(word)) return el("span", "mention broadcast", ["@" + word]);
+    if (word === "subteam") {
+      // a user group, shown by its handle as Slack does: <!subteam^S123|@finance>, or without a label its handle
+      const id = target.slice(1).split("^")[1] || "";
+      const handle = label.replace(/^@/, "") || (ctx.groupName && ctx.groupName(id)) || id;
+      return el("span", "mention group", ["@" + handle]);
+    }
     return document.createTextNode(label || target);
   }
   const href = unescapeSlack(target);
