@@ -139,7 +139,7 @@ class Asker:
             raise AskError(f"`user` must be a Slack user id (U…), not {clip(user, 40)!r}")
         caller = caller or implicit_caller(channel=channel_id)
         check_target(caller, channel=channel_id, person=person)
-        if person is not None and await self.threads.web.user_exists(person) is False:
+        if person is not None and await self.names.exists(person) is False:
             raise AskError(f"no one to ask: {person} is not a user of this workspace, or is deactivated")
         if tool_id == APPROVAL_TOOL:
             await self._check_approval(question, caller=caller, channel_id=channel_id, person=person)

@@ -14,6 +14,7 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 from bot.slack.transport.web_api import SlackWeb
 
@@ -38,7 +39,20 @@ class Names:
         cached = self._cached(self._users, user_id)
         if cached is not None:
             return cached
-        found = await self.web.user_info(user_id)
+        return self._named(user_id, await self.web.user_info(user_id))
+
+    async def exists(self, user_id: str) -> bool | None:
+        """Whether ``user_id`` is a person of the workspace who can be asked: False when Slack has no such user or
+        the account is deactivated, None when it can't say (a scope missing, an outage). Its name is kept for
+        :meth:`user` (one ``users.info`` for both). Never raises."""
+        found = await self.web.find_user(user_id)
+        if found is False:
+            return False
+        self._named(user_id, found)
+        return None if found is None else not found.get("deleted")
+
+    def _named(self, user_id: str, found: dict[str, Any] | None) -> str:
+        """``"@name"`` of Slack's user object ``found`` (None: the id), kept."""
         profile = (found or {}).get("profile") or {}
         name = next(
             (str(n) for n in (profile.get("display_name"), profile.get("real_name"), (found or {}).get("name")) if n),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -123,12 +123,11 @@ class SlackWeb:
     async def user_info(self, user: str) -> dict[str, Any] | None:
         """``users.info`` of ``user`` (scope ``users:read``): Slack's user object, or None when Slack refused
         (``user_not_found``, ``missing_scope``...; logged at INFO: the caller falls back to the id)."""
-        return await self._object(lambda: self.client.users_info(user=user), key="user", method="users.info")
+        return await self.find_user(user) or None
 
-    async def user_exists(self, user: str) -> bool | None:
-        """Whether ``user`` is a person of the workspace who can be asked: False when Slack says there is none
-        (``users.info``: ``user_not_found``) or the account is deactivated (``deleted``); None when Slack can't say
-        (``missing_scope``, an outage: the caller goes on)."""
+    async def find_user(self, user: str) -> dict[str, Any] | Literal[False] | None:
+        """``users.info`` of ``user`` (scope ``users:read``): Slack's user object; False when Slack says there is no
+        such user (``user_not_found``); None when it can't say (``missing_scope``, an outage; logged at INFO)."""
         try:
             resp = await self._retrying(lambda: self.client.users_info(user=user))
         except SlackApiError as exc:
@@ -137,7 +136,7 @@ class SlackWeb:
             log.info("users.info failed: %s", slack_error(exc))
             return None
         found = resp.get("user")
-        return not found.get("deleted") if isinstance(found, dict) else None
+        return found if isinstance(found, dict) else None
 
     async def conversation_info(self, channel: str) -> dict[str, Any] | None:
         """``conversations.info`` of ``channel`` (scope ``channels:read`` / ``groups:read`` by its type): Slack's
