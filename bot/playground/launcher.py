@@ -121,6 +121,16 @@ def make_model(settings: Settings) -> tuple[ChatModel, str, str]:
     return DemoModel(delay=DEMO_DELAY, words_per_piece=2), "demo", "demo model (offline)"
 
 
+DEMO_PROMPTS = [
+    {"title": "Pick where to deploy", "message": "deploy the new build: pick where"},
+    {"title": "Plan a release", "message": "plan the release: which features go in?"},
+    {"title": "Restart a service", "message": "restart web"},
+    {"title": "What can you do?", "message": "help"},
+]
+"""The assistant pane's suggested prompts with the offline demo model: each one of its demo words (README); the
+deployment's defaults (``ASSISTANT_PROMPTS``) are for a real model, and the demo answered them with another demo."""
+
+
 class Playground:
     """Fake Slack + the real bot + the browser UI, started and stopped together. See the module docstring."""
 
@@ -205,6 +215,7 @@ class Playground:
         # The offline demo model comes with the demo agent's tools (one needs approval), unless AGENT is set.
         self.agent_spec = self.settings.agent or (DEMO_AGENT if model_kind == "demo" else None)
         self.approval_policy = demo_policy(self.settings, agent_spec=self.agent_spec)
+        demo_prompts = model_kind == "demo" and "assistant_prompts" not in self.settings.model_fields_set
         bot_settings = self.settings.model_copy(
             update={
                 "slack_bot_token": SecretStr(workspace.fake.bot_token),
@@ -213,6 +224,8 @@ class Playground:
                 "slack_api_url": workspace.api_url,
                 "agent": self.agent_spec,
                 "approval_policy": self.approval_policy,
+                # the offline model's own words (README), not prompts it would answer with another demo
+                **({"assistant_prompts": DEMO_PROMPTS} if demo_prompts else {}),
             }
         )
         bot = build_bot(bot_settings, model=model, redis_client=redis_client)

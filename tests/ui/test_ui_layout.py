@@ -168,7 +168,7 @@ async def test_at_800_px_a_side_pane_opens_in_front_of_the_developer_panel(
     if side == "assistant":
         await page.locator("#assistant-toggle").click()
         pane = page.locator("#assistant-pane")
-        await expect(pane.get_by_role("button", name="Plan a change")).to_be_visible()  # its suggested prompts
+        await expect(pane.get_by_role("button", name="Plan a release")).to_be_visible()  # its suggested prompts
         composer = page.locator("#assistant-text")
     else:
         box = page.locator("#composer-text")  # under the floating panel: the keyboard reaches it

@@ -33,14 +33,17 @@ async def test_ui_messages_tab_greets_with_prompts_and_a_prompt_gets_a_reply_wit
     sent = [json.loads(a.request_body)["event"] for a in acks if a.kind == "app_home_opened"]
     assert [(e["tab"], e["user"]) for e in sent] == [("messages", "U_ALICE")]  # by the page's click, as Slack sends it
     prompts = page.locator("#tab-prompts")
-    await expect(prompts.get_by_role("button")).to_have_count(3)
-    await prompts.get_by_role("button", name="Draft an announcement").click()
+    # the offline demo model's own words, each a demo (before: the deployment's prompts, which it answered with
+    # another demo: "Pick a restaurant" asked where to deploy)
+    await expect(prompts.get_by_role("button")).to_have_count(4)
+    await prompts.get_by_role("button", name="Plan a release").click()
     thread = page.locator("#thread-pane")
     said = thread.locator("#thread-messages")
-    await expect(said.locator(".msg").first).to_contain_text("Draft a short announcement for this channel.")
+    await expect(said.locator(".msg").first).to_contain_text("plan the release: which features go in?")
     await expect(said.locator(".msg.bot").first).to_be_visible()  # the app's reply in the conversation's thread
+    await expect(said.locator("input[type=checkbox]").first).to_be_visible()  # the plan demo: several choices
     session = thread.locator(".session-line")
-    await expect(session.locator(".session-title")).to_have_text("Draft a short announcement for this channel.")
+    await expect(session.locator(".session-title")).to_have_text("plan the release: which features go in?")
     # once the reply is whole (streamed at one Web API call a second, it can take several seconds under load)
     await expect(session).to_have_attribute("data-session", re.compile("^(active|suspended)$"), timeout=60_000)
     await expect(tab.locator(".session-line")).to_have_count(1)  # under the conversation's root in the tab too
