@@ -18,7 +18,7 @@ from bot.logs import log_context
 from bot.slack.context import Origin, SlackContext
 from bot.slack.questions.answering import LOST_CLAIM, Answering
 from bot.slack.questions.approvers import ApproverPolicy
-from bot.slack.questions.notices import GONE, NOT_HERE, NOT_OPEN, STORE_DOWN
+from bot.slack.questions.notices import GONE, NOT_HERE, REQUEST_NOT_OPEN, STORE_DOWN
 from bot.slack.questions.picks import button_ref
 from bot.slack.refs import QuestionRef
 from bot.slack.render.approvals import BATCH_WAITS, batch_header_blocks, batch_title, decision_outcome
@@ -88,7 +88,7 @@ class ApprovingAll:
             await say(NOT_HERE)  # the header lives in the run's thread only
             return
         if state.pending is None or not state.pending.batch or not ref.matches(state.pending.tool_call_id):
-            await say(NOT_OPEN)
+            await say(REQUEST_NOT_OPEN)
             return
         try:
             calls = await self.alone(state, ctx, where=where)
@@ -96,7 +96,7 @@ class ApprovingAll:
             await say(STORE_DOWN)
             return
         if not calls:
-            await say(NONE_ALONE if undecided(state) else NOT_OPEN)
+            await say(NONE_ALONE if undecided(state) else REQUEST_NOT_OPEN)
             return
         slot = await self.answering.slot(ctx, say, user=where.user)
         if slot is None:

@@ -31,7 +31,7 @@ from bot.slack.questions.answering import LOST_CLAIM, Answering
 from bot.slack.questions.approvers import RULE_NOTE
 from bot.slack.questions.attempt import Attempt
 from bot.slack.questions.lookup import Found, Say
-from bot.slack.questions.notices import GONE, NOT_OPEN, STORE_DOWN, explain
+from bot.slack.questions.notices import GONE, REQUEST_NOT_OPEN, STORE_DOWN, explain
 from bot.slack.questions.picks import button_ref
 from bot.slack.refs import QuestionRef
 from bot.slack.render import modals
@@ -106,7 +106,7 @@ class Approving:
             await self.answering.not_open(check, replace(attempt, tried="approved" if approved else "declined"))
             return
         if check.pending.kind != "approval":
-            await say(NOT_OPEN)
+            await say(REQUEST_NOT_OPEN)
             return
         outcome = decision_outcome(approved=approved, user=where.user, reason=reason)
         by = where.user
@@ -199,7 +199,7 @@ class Approving:
         say = self.answering.say_to(where, ctx)
         check = await self.answering.agent.check(state, call)
         if not isinstance(check, Open) or check.pending.kind != "approval":
-            await say(NOT_OPEN)
+            await say(REQUEST_NOT_OPEN)
             return
         pending = check.pending
         approvers = self.answering.permissions.approvers.for_approval(ctx, approval_payload(pending))
@@ -306,7 +306,7 @@ class Approving:
             return
         pending = check.pending if isinstance(check, Open) else state.waiting_call(call) or state.pending
         if pending is None or pending.kind != "approval":
-            await notice(NOT_OPEN)
+            await notice(REQUEST_NOT_OPEN)
             return
         payload = approval_payload(pending)
         if not decline:
@@ -323,7 +323,7 @@ class Approving:
             await web.update_view(view_id, modals.notice_modal(details_text(payload), title="Details"))
             return
         if not isinstance(check, Open):
-            await notice(NOT_OPEN)
+            await notice(REQUEST_NOT_OPEN)
             return
         ref = QuestionRef.of(state.run_id, call)
         meta = self.modal.metadata(
@@ -379,7 +379,7 @@ class Approving:
             return refused
         check = await self.answering.agent.check(state, call)
         if not isinstance(check, Open) or check.pending.kind != "approval":
-            return NOT_OPEN
+            return REQUEST_NOT_OPEN
         return found, check.pending
 
 

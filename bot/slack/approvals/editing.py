@@ -24,7 +24,7 @@ from bot.slack.context import Origin, SlackContext
 from bot.slack.questions.answering import LOST_CLAIM
 from bot.slack.questions.approvers import RULE_NOTE
 from bot.slack.questions.lookup import Found
-from bot.slack.questions.notices import GONE, NOT_OPEN, STORE_DOWN
+from bot.slack.questions.notices import GONE, REQUEST_NOT_OPEN, STORE_DOWN
 from bot.slack.refs import QuestionRef
 from bot.slack.render.approvals import QuorumProgress
 from bot.slack.render.edit_modal import edit_modal, editable_fields, edited_arguments
@@ -58,7 +58,7 @@ class Editing:
         state, ctx, call = found
         check = await self.answering.agent.check(state, call)
         if not isinstance(check, Open) or check.pending.kind != "approval":
-            await notice(NOT_OPEN)
+            await notice(REQUEST_NOT_OPEN)
             return
         pending = check.pending
         approvers = self.answering.permissions.approvers.for_approval(ctx, approval_payload(pending))
@@ -118,7 +118,7 @@ class Editing:
         user = str((body.get("user") or {}).get("id") or "")
         found = await self._edit_form(body)
         if isinstance(found, str) or found.errors:
-            await self.answering.web.tell(user, found if isinstance(found, str) else NOT_OPEN)
+            await self.answering.web.tell(user, found if isinstance(found, str) else REQUEST_NOT_OPEN)
             return
         state, ctx, call = found.found
         where = Origin(user=user, surface="modal", team_id=ctx.team_id)

@@ -21,6 +21,7 @@ GONE = "This question has expired and its record is gone, so your answer wasn't 
 EXPIRED = "This question has expired, so your answer wasn't used. Mention me to start again."
 NOT_HERE = "This answer doesn't belong to this conversation, so I ignored it."
 NOT_OPEN = "This question is no longer open."
+REQUEST_NOT_OPEN = "This approval request is no longer open."  # an approval's buttons and forms say so of theirs
 UNKNOWN_BUTTON = "That control doesn't belong to a question I know, so I ignored it."
 MULTI_HINT = "Tick the options and press Submit, or reply with the options' names (or numbers) separated by commas."
 EXPIRED_OUTCOME = ":hourglass: This question expired without an answer."
