@@ -185,6 +185,11 @@ def _call_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]], name
         )
     if name not in offered:
         return _text_turn(f"{LABEL}This agent has no `{name}` tool. {_tool_listing(offered)}")
+    required = ((offered[name].get("parameters") or {}).get("required")) or []
+    if not args_text and required:  # no arguments given for a tool that needs some: say what it takes
+        return _text_turn(
+            f"{LABEL}`{name}` needs arguments; write them as one JSON object: {_example(name, offered[name])}"
+        )
     try:
         arguments = json.loads(args_text) if args_text else {}
     except json.JSONDecodeError as exc:

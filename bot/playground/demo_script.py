@@ -127,6 +127,7 @@ WITH_DEMO_TOOLS_HELP = (
     "• `ticket` (e.g. `ticket SUP-123`): a tool call that looks up a (made-up) support ticket\n"
     '• `call TOOL {json}` (e.g. `call lookup_ticket {"ticket_id": "SUP-7"}`): a call of any tool the agent '
     "has (your own too, with `--agent`), with that JSON object as its arguments\n"
+    "• `stop` (or `cancel`), in the thread while I work, or the thread's Stop button: stops the run\n"
     "• `help`: this message"
 )
 NEEDS_DEMO_TOOLS = (

@@ -332,8 +332,13 @@ async def test_call_reads_the_json_as_typed(fake_redis: aioredis.Redis, text: st
             "(demo model) Say which tool to call, and with what: `call TOOL {json}`. Its tools: "
             '`call ask_user {"question": …}`, `call coffee_count {"team": …}`.',
         ),
+        (  # before: called with {}, and the tool's own error came back
+            "call coffee_count",
+            "(demo model) `coffee_count` needs arguments; write them as one JSON object: "
+            '`call coffee_count {"team": …}`',
+        ),
     ],
-    ids=["unknown tool", "not JSON", "not an object", "no tool named"],
+    ids=["unknown tool", "not JSON", "not an object", "no tool named", "no arguments"],
 )
 async def test_call_with_a_wrong_tool_or_arguments_says_what_there_is(
     fake_redis: aioredis.Redis, text: str, expected: str
@@ -346,7 +351,7 @@ async def test_call_with_a_wrong_tool_or_arguments_says_what_there_is(
 
 async def test_call_with_arguments_the_tool_refuses_explains_its_error(fake_redis: aioredis.Redis) -> None:
     cups: list[str] = []
-    chunks = await (await coffee_agent(fake_redis, cups).stream("call coffee_count")).collect()  # no arguments: {}
+    chunks = await (await coffee_agent(fake_redis, cups).stream("call coffee_count {}")).collect()
     [result] = [c.payload for c in chunks if isinstance(c, ToolResultChunk)]
     assert result.is_error and cups == []
     text = final_text(chunks)
