@@ -83,6 +83,54 @@ Settings come from the environment (docs/slack-setup.md, "Set the environment");
 with one error: line each."""
 
 
+COMMAND_HELP = {
+    "serve": (
+        "Everything in one process: Slack's requests (HTTP: POST /slack/events on $PORT; Socket Mode when "
+        "SLACK_APP_TOKEN is set), the agent's runs, deadlines and reminders.",
+        ("--http", "--socket", "--agent"),
+    ),
+    "web": (
+        "The HTTP (or Socket Mode) front of the split: acks Slack's requests and queues the work.",
+        ("--http", "--socket"),
+    ),
+    "worker": (
+        "The split's workers: run the work web queued, the agent's runs, deadlines and reminders.",
+        ("--agent",),
+    ),
+    "playground": (
+        "The local fake Slack in a browser, with the real bot (no Slack workspace, no API key needed).",
+        ("--agent",),
+    ),
+    "mcp": (
+        "The MCP server for outside agents (ask_user, request_approval, approve_tool_use): stdio, or streamable "
+        "HTTP with --http (MCP_TOKEN or MCP_CALLERS).",
+        ("--http", "--agent"),
+    ),
+}
+"""Each command's ``--help``: what it runs, and the options it takes."""
+OPTION_HELP = {
+    "--http": "serve POST /slack/events on $PORT (mcp: streamable HTTP on $MCP_PORT)",
+    "--socket": "connect over Socket Mode (SLACK_APP_TOKEN)",
+    "--agent": "your agent's factory, MODULE:ATTR, build(model=..., store=...) (or AGENT=...)",
+}
+
+
+def command_help(command: str) -> str:
+    """``python -m bot COMMAND --help``: the command's usage, what it runs and its options."""
+    what, options = COMMAND_HELP[command]
+    parser = argparse.ArgumentParser(
+        prog=f"python -m bot {command}",
+        description=what,
+        epilog='Settings come from the environment (docs/slack-setup.md, "Set the environment").',
+    )
+    for option in options:
+        if option == "--agent":
+            parser.add_argument(option, metavar="MODULE:ATTR", help=OPTION_HELP[option])
+        else:
+            parser.add_argument(option, action="store_true", help=OPTION_HELP[option])
+    return parser.format_help()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: parse ``argv``, load the settings and run; returns the exit status (2: refused to start,
     with one ``error: ...`` line per problem on stderr)."""
@@ -92,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
 
         _sigterm_as_default()
         return policy_main(argv[1:], deployed=lambda: deployed_policy(load_settings()))
+    if argv[:1] and argv[0] in COMMAND_HELP and {"-h", "--help"} & set(argv[1:]):
+        print(command_help(argv[0]), end="")
+        return 0
     parser = argparse.ArgumentParser(
         prog="python -m bot",
         description="Run the Slack bot, its local playground, or its MCP server for outside agents.",

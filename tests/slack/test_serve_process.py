@@ -235,6 +235,18 @@ def test_http_flag_needs_a_signing_secret_even_with_an_app_token(command: str) -
     assert line.startswith("error: not set: SLACK_SIGNING_SECRET (") and "--http needs it" in line
 
 
+@pytest.mark.parametrize("command", ["serve", "web", "worker", "playground", "mcp"])
+def test_each_command_has_its_own_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m bot COMMAND --help``: that command's usage, what it runs and the options it takes (before: the
+    top-level help, whatever the command), without reading any setting."""
+    from bot.__main__ import main
+
+    assert main([command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: python -m bot {command} [-h]"), out
+    assert ("--http" in out) == (command in ("serve", "web", "mcp")) and "commands:" not in out
+
+
 def test_transport_flags_are_for_serve_web_and_mcp_only() -> None:
     [line] = error_lines(run_bot("worker", "--socket", env=complete_env()))
     assert line == "error: --socket applies to serve, web and mcp only, not worker"
