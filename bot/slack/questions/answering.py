@@ -276,6 +276,7 @@ class Answering:
         never recorded, and follow the run. A claim that can't be made is explained to ``attempt.user`` instead
         (:meth:`lost_claim`)."""
         say = attempt.say
+        stream: AgentStream | None
         try:
             stream = await claim()
         except AnswerError as exc:
@@ -288,21 +289,9 @@ class Answering:
             await say(GONE)
             return
         except StoreUnavailable:  # the claim may have been applied all the same (its reply lost): look again
-            made, later = await self.claimed_after_all(attempt)
+            made, stream = await self.claimed_after_all(attempt)
             if not made:
                 return
-            await self.messages.close_pending(
-                attempt.state.run_id,
-                pending,
-                outcome=outcome,
-                summary=summary,
-                clicked=attempt.clicked,
-                ctx=attempt.ctx,
-                state=attempt.state,
-            )
-            if later is not None:
-                await self.writer.follow(later, attempt.ctx)
-            return
         await self.messages.close_pending(
             attempt.state.run_id,
             pending,
@@ -312,7 +301,8 @@ class Answering:
             ctx=attempt.ctx,
             state=attempt.state,  # a withdrawn request of a batch: the rest of it is withdrawn with it
         )
-        await self.writer.follow(stream, attempt.ctx)
+        if stream is not None:  # None: the claim was made, and its run goes on elsewhere
+            await self.writer.follow(stream, attempt.ctx)
 
     async def claimed_after_all(self, attempt: Attempt) -> tuple[bool, AgentStream | None]:
         """Redis failed while ``attempt``'s claim (an answer, a decision, a withdrawal) was sent: it may or may not
