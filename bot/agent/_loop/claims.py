@@ -275,8 +275,8 @@ class Claims:
         ``whole``: closed as a whole."""
         if state.status != "suspended" or state.pending is None:
             return
-        if not whole and any(not past_deadline(c, utcnow()) for c in undecided(state)):
-            return
+        if not whole and state.pending.batch and any(not past_deadline(c, utcnow()) for c in undecided(state)):
+            return  # (a lone question: its check, by the store's clock near the deadline, said it expired)
         with contextlib.suppress(BotError):
             await self.store.save(state.model_copy(update={"status": "expired"}), owner=self.owner)
             log.info("run %s: question expired unanswered", state.run_id)
