@@ -38,11 +38,12 @@ _noted.arrived = False  # type: ignore[attr-defined]
 
 
 def _quiet_on_ctrl_c(kind: type[BaseException], value: BaseException, tb: object) -> None:
-    """``sys.excepthook``: a Ctrl-C that ends the process before it took SIGINT over (while it imports its modules
-    or starts: :func:`bot.serving.on_signals` takes it once it serves) ends it without a traceback (the exit
-    status stays a Ctrl-C's, 130); any other exception as Python reports it."""
+    """``sys.excepthook``: a Ctrl-C that ends the process where it does not take SIGINT over (while it imports its
+    modules or starts; ``mcp`` over stdio; :func:`bot.serving.on_signals` takes it once a server serves) ends it
+    with one line, no traceback (the exit status stays a Ctrl-C's, 130); any other exception as Python reports
+    it."""
     if issubclass(kind, KeyboardInterrupt):
-        print("stopped (Ctrl-C) while starting", file=sys.stderr)
+        print("stopped (Ctrl-C)", file=sys.stderr)
         return
     sys.__excepthook__(kind, value, tb)  # type: ignore[arg-type]
 

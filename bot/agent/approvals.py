@@ -323,8 +323,9 @@ async def run_decided(
     edited = edited_of(pending)
     if edited is not None:  # edited before approving (Edit): the model is told plainly (before / after)
         note_edit(state, call.id, before=edited.before, after=pending.args, by=edited.by)
-    elif decision.arguments is not None:  # the model is told plainly that a person changed them
-        note_edit(state, call.id, before=pending.args, after=decision.arguments, by=decision.answered_by)
+    elif decision.arguments is not None:  # the model is told plainly that a person changed them (who: the editor)
+        by = decision.edited_by or decision.answered_by
+        note_edit(state, call.id, before=pending.args, after=decision.arguments, by=by)
 
 
 def note_edit(

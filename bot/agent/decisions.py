@@ -124,8 +124,9 @@ def answer_of(decision: Approve | Decline, call: PendingCall, tool: Tool | None)
             raise AnswerError(f"edited arguments: {exc}") from None
         if arguments == call.args:
             arguments = None  # not changed after all
-    if arguments is None and edited_of(call) is not None:  # edited before (Edit): they go with the decision, which
-        # is all a call of a batch keeps once the batch's first call runs (bot.agent.approvals.decided_in_batch)
+    edited = edited_of(call) if arguments is None else None
+    if edited is not None:  # edited before (Edit): the arguments and their editor go with the decision, which is
+        # all a call of a batch keeps once the batch's first call runs (bot.agent.approvals.decided_in_batch)
         arguments = dict(call.args)
     return Answer(
         tool_call_id=call.tool_call_id,
@@ -134,6 +135,7 @@ def answer_of(decision: Approve | Decline, call: PendingCall, tool: Tool | None)
         answered_at=now,
         arguments=arguments,
         scope=None if scope == ONCE else scope,
+        edited_by=edited.by if edited is not None and edited.by != decision.by else None,
     )
 
 

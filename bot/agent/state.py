@@ -10,7 +10,8 @@ Shape (``schema_version`` 6)::
                  expires_at, executing_since, interrupted, live_owner, resume,
                  batch: [{...a pending approval of the same turn, same fields, its batch empty...}, ...]} | null,
      "queued": [{id, name, arguments, extra}, ...],   # tool calls of the last assistant turn not run yet
-     "answers": [{tool_call_id, answered_by, answered_at, resume_data, reason, outcome, arguments, scope}, ...],
+     "answers": [{tool_call_id, answered_by, answered_at, resume_data, reason, outcome, arguments, scope,
+                  edited_by}, ...],
      "error": {kind: "model" | "max_turns" | "tool" | "internal", message} | null, "turns": 2,
      "require_tool_approval": false, "metadata": {...caller's...},
      "created_at": "...", "updated_at": "..."}
@@ -21,7 +22,7 @@ no tool approvals (``pending.kind``, ``executing_since``, ``interrupted``, ``ans
 ``answers[].outcome`` (every answer of version 3 is a person's); 4 had no ``pending.batch`` (several approvals of
 one turn asked together) and no ``answers[].arguments`` / ``answers[].scope`` (an approval with edited arguments,
 and the scope its approver gave); 5 had no ``error.kind`` ``internal`` (a run the runtime failed, recorded as failed
-instead of left ``running``).
+instead of left ``running``) and no ``answers[].edited_by``.
 :meth:`RunState.from_json` upgrades older records on load (:data:`MIGRATIONS`).
 Every released version has a frozen
 fixture under ``tests/fixtures/`` that must keep loading and resuming.
@@ -92,7 +93,8 @@ class Answer(_Model):
     An approval may also carry ``arguments``: the arguments the approver changed the call's to (validated against
     the tool's schema; the call runs with them and the model is told), and ``scope``: what the approver's OK covers
     (``once``, the default, or a standing grant's scope such as ``thread``; the runtime only records it: the
-    deployment keeps the grant, see docs/approvals.md).
+    deployment keeps the grant, see docs/approvals.md). ``edited_by``: who changed the arguments, when it was not
+    the approver (an Edit before a quorum completed by another), so the model is told who did.
     """
 
     tool_call_id: str
@@ -103,6 +105,7 @@ class Answer(_Model):
     outcome: AnswerOutcome = "answer"
     arguments: dict[str, Any] | None = None
     scope: str | None = None
+    edited_by: str | None = None
 
 
 class PendingCall(_Model):

@@ -140,7 +140,7 @@ class Asker:
         caller = caller or implicit_caller(channel=channel_id)
         check_target(caller, channel=channel_id, person=person)
         if person is not None and await self.names.exists(person) is False:
-            raise AskError(f"no one to ask: {person} is not a user of this workspace, or is deactivated")
+            raise AskError(f"no one to ask: {person} is not a user of this workspace (or deactivated, or a bot)")
         if tool_id == APPROVAL_TOOL:
             await self._check_approval(question, caller=caller, channel_id=channel_id, person=person)
         asked_with = question if fingerprinted is None else [question, fingerprinted]

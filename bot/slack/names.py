@@ -42,14 +42,14 @@ class Names:
         return self._named(user_id, await self.web.user_info(user_id))
 
     async def exists(self, user_id: str) -> bool | None:
-        """Whether ``user_id`` is a person of the workspace who can be asked: False when Slack has no such user or
-        the account is deactivated, None when it can't say (a scope missing, an outage). Its name is kept for
-        :meth:`user` (one ``users.info`` for both). Never raises."""
+        """Whether ``user_id`` is a person of the workspace who can be asked: False when Slack has no such user, the
+        account is deactivated, or it is a bot's (which never answers); None when it can't say (a scope missing, an
+        outage). Its name is kept for :meth:`user` (one ``users.info`` for both). Never raises."""
         found = await self.web.find_user(user_id)
         if found is False:
             return False
         self._named(user_id, found)
-        return None if found is None else not found.get("deleted")
+        return None if found is None else not (found.get("deleted") or found.get("is_bot"))
 
     def _named(self, user_id: str, found: dict[str, Any] | None) -> str:
         """``"@name"`` of Slack's user object ``found`` (None: the id), kept."""

@@ -164,6 +164,8 @@ async def test_a_call_without_anyone_to_ask_is_a_clear_tool_error(
         nobody = {"question": "x", "user": "U0NOBODY1"}  # shaped as a user id, but Slack has no such user
         result = await asyncio.wait_for(session.call_tool("ask_user", nobody), STARTUP_SECONDS)  # before: waited
         assert result.is_error and "U0NOBODY1 is not a user of this workspace" in result.content[0].text
+        bot_asked = await session.call_tool("ask_user", {"question": "x", "user": "U_BOT"})  # a bot never answers
+        assert bot_asked.is_error and "or a bot" in bot_asked.content[0].text
         assert h.ws.messages(GENERAL) == []  # refused before anything was posted (before: asked, waited 24 h)
 
 

@@ -43,6 +43,18 @@ ACCEPTED = "answer_accepted"
 NOT_OURS = "This form wasn't opened for you by this question; press Answer on the question to get one."
 
 
+_MENTION = re.compile(r"<@([UW][A-Z0-9_]+)>")
+_MENTIONS = re.compile(r"(<@[UW][A-Z0-9_]+>)")  # split on, kept
+
+
+def _unquoted(quoted: str | None) -> str | None:
+    """An answer as the notices quote it (:func:`~bot.slack.questions.picks.said`: ``*web*``), without the bold
+    that plain text would show as asterisks; the answer's own characters as they are."""
+    if quoted is not None and len(quoted) >= 2 and quoted.startswith("*") and quoted.endswith("*"):
+        return quoted[1:-1]
+    return quoted
+
+
 class AnswerModal:
     """The answer modal's listeners; answers are taken by ``answering``. ``key`` signs the forms the bot opens
     (see :meth:`metadata`): derive it from a secret only this deployment has, e.g. with :func:`modal_key`."""
@@ -168,11 +180,13 @@ class AnswerModal:
     async def _plain(self, notice: str) -> str:
         """A notice written as mrkdwn (the thread's and ephemerals' wording) as a modal's error shows it, in plain
         text (Slack: ``response_action: errors`` strings are not formatted): a person's mention as their name
-        (``users.info``, cached), no emphasis marks, entities decoded."""
+        (``users.info``, cached), entities decoded (the quoted answers come without their bold: :func:`_unquoted`)."""
         names = self.answering.writer.names
-        for user in dict.fromkeys(re.findall(r"<@([UW][A-Z0-9_]+)>", notice)):
-            notice = notice.replace(f"<@{user}>", await names.user(user))
-        return html.unescape(re.sub(r"(?<![\w*])\*([^*\n]+)\*(?![\w*])", r"\1", notice))
+        shown = []
+        for part in _MENTIONS.split(notice):  # a mention the bot wrote (a person's own "<" arrives as "&lt;")
+            mention = _MENTION.fullmatch(part)
+            shown.append(await names.user(mention.group(1)) if mention else html.unescape(part))
+        return "".join(shown)
 
     async def _modal_problem(self, body: dict[str, Any]) -> str | None:
         view = body.get("view") or {}
@@ -202,7 +216,7 @@ class AnswerModal:
         payload = asked_question(state, call)
         typed = modals.modal_text(body.get("view") or {}) if payload is not None and payload.form is None else ""
         tried = said(payload, typed, allow_user_mentions=self.answering.writer.allow_user_mentions) if typed else None
-        return explain(check, user, recorded=recorded, tried=tried)
+        return explain(check, user, recorded=_unquoted(recorded), tried=_unquoted(tried))  # shown in plain text
 
     async def on_modal_answer(self, body: dict[str, Any], context: Any) -> None:
         """A submitted answer modal (lazy, after the ack): claim the typed answer, if the ack side accepted it."""

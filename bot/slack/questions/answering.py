@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -65,7 +65,7 @@ from bot.slack.questions.typed_answers import labels_in_text
 from bot.slack.refs import BadReference, QuestionRef, parse_index
 from bot.slack.render import blocks as bk
 from bot.slack.render.approvals import decision_outcome
-from bot.slack.replies.thread_writer import ThreadWriter
+from bot.slack.replies.thread_writer import Decided, ThreadWriter
 from bot.slack.run_slots import RunSlots, Slot, Taking
 from bot.slack.transport.web_api import SlackWeb
 from bot.store.batch import Batch
@@ -270,11 +270,14 @@ class Answering:
         claim: Callable[[], Awaitable[AgentStream]],
         outcome: str,
         summary: str = "answered",
+        batch: Sequence[Decided] = (),
     ) -> None:
         """Make ``claim`` (an answer, a withdrawal: ``attempt``'s) on ``pending``; then close its messages with
         ``outcome`` (mrkdwn; ``summary`` its notification suffix), ``attempt.clicked`` among them even if it was
-        never recorded, and follow the run. A claim that can't be made is explained to ``attempt.user`` instead
-        (:meth:`lost_claim`)."""
+        never recorded, and follow the run (``batch``: the calls of its approval batch approved earlier, each card
+        then saying how its call went: :meth:`ThreadWriter.follow
+        <bot.slack.replies.thread_writer.ThreadWriter.follow>`). A claim that can't be made is explained to
+        ``attempt.user`` instead (:meth:`lost_claim`)."""
         say = attempt.say
         stream: AgentStream | None
         try:
@@ -302,7 +305,7 @@ class Answering:
             state=attempt.state,  # a withdrawn request of a batch: the rest of it is withdrawn with it
         )
         if stream is not None:  # None: the claim was made, and its run goes on elsewhere
-            await self.writer.follow(stream, attempt.ctx)
+            await self.writer.follow(stream, attempt.ctx, batch=batch)
 
     async def claimed_after_all(self, attempt: Attempt) -> tuple[bool, AgentStream | None]:
         """Redis failed while ``attempt``'s claim (an answer, a decision, a withdrawal) was sent: it may or may not

@@ -43,6 +43,7 @@ from bot.slack.render.approvals import (
     QuorumProgress,
     approval_outcome_blocks,
     approval_title,
+    away_from_thread,
     batch_header_blocks,
     batch_title,
     closed_what,
@@ -190,7 +191,7 @@ class QuestionMessages:
         :meth:`ApproverPolicy.people_to_ask`; ``channel:C...``: that channel), each copy with a link back to the
         thread, and record each copy, so a decision on any of them updates them all and the thread's. A copy Slack
         refuses is logged and skipped: the thread's request still stands."""
-        copy = [*blocks, await self._link_back(ctx, thread_message)]
+        copy = [*away_from_thread(blocks), await self._link_back(ctx, thread_message)]
         if where == "dm":
             targets = await self.cards.approvers_of(approval, ctx).people_to_ask(ctx)
         else:
@@ -268,7 +269,7 @@ class QuestionMessages:
         if not copies:
             return [(m, blocks) for m in messages]
         in_thread = next((m.ts for m in messages if m.channel_id == ctx.channel_id), None)
-        copy = [*blocks, await self._link_back(ctx, in_thread)]
+        copy = [*away_from_thread(blocks), await self._link_back(ctx, in_thread)]
         return [(m, copy if m.channel_id != ctx.channel_id else blocks) for m in messages]
 
     async def close_approval(

@@ -51,7 +51,7 @@ def explain(
                 if answer.answered_by
                 else "its asker"
             )
-            return f"This question was withdrawn by {who}."
+            return f"This {'approval request' if approval else 'question'} was withdrawn by {who}."
         case Answered(answer=answer) if recorded is None:
             if answer.answered_by == user:
                 return "Your answer was recorded."

@@ -29,6 +29,7 @@ from bot.agent.stream import AgentStream
 from bot.errors import RunNotFound, StoreCorrupt, StoreUnavailable
 from bot.logs import log_context
 from bot.ops import audit
+from bot.slack.approvals.batch import approved_earlier
 from bot.slack.context import Origin, SlackContext
 from bot.slack.questions.answering import Answering
 from bot.slack.questions.attempt import Attempt
@@ -84,7 +85,10 @@ class Withdrawing:
                 return await self.agent.cancel_question(run_id=state.run_id, tool_call_id=call, cancelled_by=where.user)
 
             withdrawn = f":no_entry_sign: Withdrawn by <@{where.user}>."
-            await self.answering.settle(attempt, check.pending, claim=withdraw, outcome=withdrawn, summary="withdrawn")
+            earlier = approved_earlier(state, but=call) if what == "request" else []  # a batch's, shown as they ran
+            await self.answering.settle(
+                attempt, check.pending, claim=withdraw, outcome=withdrawn, summary="withdrawn", batch=earlier
+            )
 
     async def stop_working(
         self, state: RunState, ctx: SlackContext, where: Origin, *, acknowledge: bool = True

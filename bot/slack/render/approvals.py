@@ -219,6 +219,17 @@ def approval_blocks(
     return [b.to_dict() for b in blocks]
 
 
+def away_from_thread(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A request's blocks for a copy away from its thread (a DM, another channel, an escalation's): without the
+    requester's Cancel, which their thread's request and App Home carry."""
+    out = []
+    for block in blocks:
+        if block.get("type") == "actions":
+            block = {**block, "elements": [e for e in block.get("elements", []) if e.get("action_id") != ACT_CANCEL]}
+        out.append(block)
+    return out
+
+
 def link_back_block(text: str) -> dict[str, Any]:
     """The line a copy of a request asked away from its thread (a DM, another channel) ends with: ``text``
     (mrkdwn, the bot's own: who asked and a link to the thread)."""

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -127,13 +128,17 @@ class SlackWeb:
 
     async def find_user(self, user: str) -> dict[str, Any] | Literal[False] | None:
         """``users.info`` of ``user`` (scope ``users:read``): Slack's user object; False when Slack says there is no
-        such user (``user_not_found``); None when it can't say (``missing_scope``, an outage; logged at INFO)."""
+        such user (``user_not_found``); None when it can't say (``missing_scope``, an outage, the network; logged
+        at INFO). Never raises."""
         try:
             resp = await self._retrying(lambda: self.client.users_info(user=user))
         except SlackApiError as exc:
             if error_code(exc) == "user_not_found":
                 return False
             log.info("users.info failed: %s", slack_error(exc))
+            return None
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            log.info("users.info failed: %s", type(exc).__name__)
             return None
         found = resp.get("user")
         return found if isinstance(found, dict) else None

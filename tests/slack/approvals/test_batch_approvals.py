@@ -389,3 +389,45 @@ async def test_the_requester_withdraws_her_request_with_cancel_and_only_she_may(
         assert approval_agent.RESTARTS == []
         results = {m["tool_call_id"]: m["content"] for m in h.model.requests[-1]["messages"] if m["role"] == "tool"}
         assert {json.loads(c)["outcome"] for c in results.values()} == {"cancelled"}
+
+
+async def test_the_model_is_told_who_edited_a_later_call_of_a_batch_under_a_quorum(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    """Carol edits web (the batch's second call) and Bob's approval completes its quorum: the model's note names
+    Carol, who changed it, as the audit does (before: Bob, whose approval came last)."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(f"rules:\n  - tool: '*'\n    approvers: [{BOB}, {CAROL}]\n    required: 2\n    edit: [name]\n")
+    async with harness(fake_redis, settings={**AGENT, "approval_policy": str(policy)}) as h:
+        thread, _header, api, web = await two_restarts(h)
+        await h.ws.click(web, "Edit", user=CAROL)
+        form = await h.ws.wait_for_view(user=CAROL, predicate=lambda v: v.get("callback_id") == "approval_edit_modal")
+        await h.ws.submit_view(form, {"edit:name": {"edit_value": "web2"}}, user=CAROL)
+        await h.settle()
+        for request, user in ((web, BOB), (api, BOB), (api, CAROL)):
+            await h.ws.click(await current(h, request), "Approve", user=user)
+            await h.settle()
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Both handled."))
+        assert approval_agent.RESTARTS == ["api", "web2"]
+        told = {m["tool_call_id"]: m["content"] for m in h.model.requests[-1]["messages"] if m["role"] == "tool"}
+        assert told["r_web"].startswith(f"Note: {CAROL} changed this call's arguments"), told["r_web"]
+
+
+async def test_a_withdrawn_batch_shows_how_its_approved_call_went_and_late_clicks_say_request(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """Alice approves web, then withdraws the batch with api's Cancel: web (approved) runs and its card says how it
+    went (before: "runs once the other calls ... are decided" for good); a late click on api is told the request was
+    withdrawn (before: "This question was withdrawn")."""
+    async with harness(fake_redis, settings=AGENT) as h:
+        thread, _header, api, web = await two_restarts(h)
+        await h.ws.click(web, "Approve", user=ALICE)
+        await h.settle()
+        await h.ws.click(api, "Cancel", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Both handled."))
+        await h.settle()
+        assert approval_agent.RESTARTS == ["web"]
+        assert "ran in" in blocks_text(await current(h, web)) and "runs once" not in blocks_text(await current(h, web))
+        await h.ws.click(api, "Approve", user=ALICE, as_seen=True)
+        told = await h.ws.wait_for_ephemeral(user=ALICE, predicate=lambda m: "withdrawn" in m["text"])
+        assert told["text"] == "This approval request was withdrawn by you."

@@ -124,6 +124,18 @@ async def test_a_rules_deadline_is_the_requests_own(
         assert state.pending.suspend_payload["policy"] == {"rule": "rule 1", "arguments": "shown", "where": "thread"}
 
 
+async def test_a_copy_away_from_the_thread_has_no_cancel(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    """``where: dm``: Bob's DM copy offers Approve, Decline, Details, not the requester's Cancel, which her thread's
+    request has (before: the copy showed it, and Bob's click was told only Alice may withdraw it)."""
+    settings = policy(tmp_path, f"    approvers: [{BOB}]\n    where: dm\n")
+    async with harness(fake_redis, settings=settings) as h:
+        _thread, request = await requested(h)
+        copy = await h.ws.wait_for_message(channel="D_BOB", predicate=has_controls)
+        assert '"Cancel"' in json.dumps(request["blocks"]) and '"Cancel"' not in json.dumps(copy["blocks"])
+
+
 async def test_on_deadline_escalate_asks_the_people_named_who_may_then_decide(
     fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, prefix: str
 ) -> None:

@@ -181,7 +181,8 @@ async def test_a_modal_sent_after_the_question_was_answered_says_so_in_plain_tex
         view = await h.ws.wait_for_view(user=ALICE, predicate=is_answer_form)
         await h.ws.reply_in_thread(first, GENERAL, thread, "From the thread")
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Ok.")
-        late = await h.ws.submit_view(view, {"answer_input": {"answer_text": "From the modal"}}, user=ALICE)
+        typed = "5 * 3 & *the* modal"  # the person's own asterisks and ampersand stay as typed
+        late = await h.ws.submit_view(view, {"answer_input": {"answer_text": typed}}, user=ALICE)
         said = late.json["errors"]["answer_input"]
         who = "You" if first == ALICE else "@bob"
-        assert said == f"{who} had already answered From the thread; your choice From the modal was not recorded."
+        assert said == f"{who} had already answered From the thread; your choice {typed} was not recorded."
