@@ -572,28 +572,36 @@ def load_settings(**values: Any) -> Settings:
 
     Raises :class:`SettingsError` (a ``ConfigError``) listing every malformed setting at once, one line each.
     """
-    not_utf8 = [  # Python keeps the environment's non-UTF-8 bytes as lone surrogates, which pydantic can't read
-        f"{name.upper()}: is not valid UTF-8 text"
+    not_utf8 = [  # Python keeps the environment's non-UTF-8 bytes as lone surrogates, which pydantic can't read:
+        # each is told, and the rest is checked with it left at its default
+        name
         for name in Settings.model_fields
         if _surrogates(values.get(name, os.environ.get(name.upper())))
     ]
-    if not_utf8:
-        raise SettingsError(not_utf8, fields=tuple(line.split(":", 1)[0].lower() for line in not_utf8))
+    unreadable = [f"{name.upper()}: is not valid UTF-8 text" for name in not_utf8]
+    values = {**values, **{name: Settings.model_fields[name].get_default() for name in not_utf8}}
     try:
-        return Settings(**values)
+        settings = Settings(**values)
     except ValidationError as exc:
         problems = describe_errors(exc, order=list(Settings.model_fields), is_secret=_is_secret)
         fields = tuple(
             dict.fromkeys(str(e["loc"][0]) for e in exc.errors() if e["loc"] and e["loc"][0] in Settings.model_fields)
         )
-        problems = _policy_problems(exc, problems)
+        problems = [*unreadable, *_policy_problems(exc, problems)]
+        fields = (*not_utf8, *fields)
         if fields:  # the rules across settings, which pydantic checks only once every setting is valid: now too
             defaults = {name: Settings.model_fields[name].get_default() for name in fields}
             try:
                 Settings(**{**values, **defaults})
-            except ValidationError as across:
-                problems += [line for e in across.errors() if not e["loc"] for line in _across_lines(e)]
+            except ValidationError as across:  # each rule about settings all given well (one refused stands in for
+                # its default here: a rule naming it would judge a value nobody gave)
+                refused = {name.upper() for name in fields}
+                lines = [line for e in across.errors() if not e["loc"] for line in _across_lines(e)]
+                problems += [line for line in lines if not refused & set(re.findall(r"[A-Z][A-Z0-9_]+", line))]
         raise SettingsError(problems, fields=fields) from None
+    if unreadable:
+        raise SettingsError(unreadable, fields=tuple(not_utf8))
+    return settings
 
 
 def _across_lines(error: Any) -> list[str]:

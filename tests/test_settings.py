@@ -500,3 +500,25 @@ def test_slack_view_is_read_as_the_other_word_settings_are(monkeypatch: pytest.M
         assert load_settings().slack_view == expected, text
     monkeypatch.setenv("LOG_FORMAT", " JSON ")
     assert load_settings().log_format == "json"
+
+
+def test_a_rule_across_settings_is_not_judged_on_a_refused_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ASK_ESCALATE_TO refused: its line alone, not also the rule that it must be set with ASK_ESCALATE_AFTER (it
+    was, only wrong: the rule saw its default in its place)."""
+    monkeypatch.setenv("ASK_ESCALATE_TO", "bad!")
+    monkeypatch.setenv("ASK_ESCALATE_AFTER", "60")
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    [line] = caught.value.problems
+    assert line.startswith("ASK_ESCALATE_TO: must be a channel id")
+
+
+def test_a_setting_that_is_not_utf8_is_told_with_the_other_bad_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOG_LEVEL", "\udcff")
+    monkeypatch.setenv("PORT", "abc")
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert caught.value.problems == [
+        "LOG_LEVEL: is not valid UTF-8 text",
+        "PORT: must be a whole number from 0 to 65535 (got 'abc')",
+    ]
