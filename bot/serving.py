@@ -393,17 +393,29 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
 
         async def drain() -> None:
             log.info("stopping: finishing work in flight (up to %.0f s)", DRAIN_SECONDS)
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(bot.drain(), DRAIN_SECONDS)
-            except TimeoutError:  # runs still going (a long model turn): another process goes on with them
+            if handed := await bot.hand_over():  # runs still going (a long model turn): another process goes on
+                log.info("stopping: %d run(s) unfinished, to be gone on with by another process", len(handed))
+
+        if role == "worker":
+
+            async def hand_over() -> None:  # the jobs in hand had their drain in bot.work
                 if handed := await bot.hand_over():
                     log.info("stopping: %d run(s) unfinished, to be gone on with by another process", len(handed))
 
-        if role == "worker":
-            stack.push_async_callback(drain)
+            stack.push_async_callback(hand_over)
             log.info("worker: handling queued Slack work; Ctrl-C to stop")
             log.info("start-up heap frozen: %d objects", freeze_heap())
-            await bot.work(stop=stop)
+            async def stopping() -> None:
+                await stop.wait()
+                log.info("stopping: finishing work in flight (up to %.0f s)", DRAIN_SECONDS)
+
+            told = asyncio.ensure_future(stopping())
+            try:
+                await bot.work(stop=stop, grace=DRAIN_SECONDS)
+            finally:
+                told.cancel()
             return
         if chosen == "socket":
             assert settings.slack_app_token is not None

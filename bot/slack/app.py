@@ -144,13 +144,14 @@ class Bot:
                 log.warning("run %s: left unfinished, and could not be handed over (%s)", run_id, exc)
         return runs
 
-    async def work(self, *, stop: asyncio.Event) -> None:
-        """The ``worker`` role: run queued jobs until ``stop`` is set, then finish those in hand. Raises
-        ``ConfigError`` for a bot built without a queue."""
+    async def work(self, *, stop: asyncio.Event, grace: float | None = None) -> None:
+        """The ``worker`` role: run queued jobs until ``stop`` is set, then finish those in hand (for at most
+        ``grace`` seconds: then the runs still going are left to :meth:`hand_over`). Raises ``ConfigError`` for a
+        bot built without a queue."""
         if self.queue is None:
             raise ConfigError("this bot was not built with a work queue (role 'worker')")
         await self.start()  # the MCP servers' tools before the first job
-        await self.queue.consume(self.run_job, stop=stop)
+        await self.queue.consume(self.run_job, stop=stop, grace=grace)
 
     async def run_job(self, job: dict[str, Any]) -> None:
         """Run one queued job here (see :meth:`bot.slack.transport.runner.LazyJobs.run_job`)."""

@@ -172,11 +172,14 @@ class WorkQueue:
         block_ms: int = 1000,
         lease_ttl: float = LEASE_TTL,
         stop: asyncio.Event | None = None,
+        grace: float | None = None,
     ) -> None:
         """Run ``handler`` on jobs until ``stop`` is set (or the task is cancelled), at most ``concurrency``
-        at once; then finish the jobs in hand and drop the lease. Redis errors are logged and retried after a pause;
-        handler errors are logged and the job is acknowledged. ``consumer``: this worker's name in the group (default
-        ``host:pid:<random>``); ``lease_ttl``: seconds (see the module docstring)."""
+        at once; then finish the jobs in hand (for at most ``grace`` seconds, None: however long they take; a job
+        still going then is left unacknowledged, run again elsewhere) and drop the lease. Redis errors are logged
+        and retried after a pause; handler errors are logged and the job is acknowledged. ``consumer``: this
+        worker's name in the group (default ``host:pid:<random>``); ``lease_ttl``: seconds (see the module
+        docstring)."""
         name = consumer or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         stop = stop or asyncio.Event()
         slots = asyncio.Semaphore(concurrency)
@@ -197,7 +200,7 @@ class WorkQueue:
                 stop=stop,
             )
             if tasks:
-                await asyncio.wait(tasks)
+                await asyncio.wait(tasks, timeout=grace)
         finally:
             leasing.cancel()
             await self._acks.flush()  # before the lease goes: an unacknowledged job would be run again elsewhere

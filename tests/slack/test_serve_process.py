@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -769,3 +770,45 @@ async def test_a_run_a_stopping_serve_could_not_finish_is_gone_on_with_by_anothe
         finally:
             rest = await stop(second)
         assert "gone on with here" in rest, rest
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # processes and a lease, not store kinds
+async def test_a_run_a_stopping_worker_could_not_finish_is_gone_on_with_by_another(
+    real_redis: Any, real_redis_env: dict[str, str], prefix: str, openai_server: FakeOpenAI
+) -> None:
+    """The split: SIGTERM to the worker while a model turn takes longer than the drain: it stops within the drain
+    and hands the run over, and the next worker goes on with it (before: the worker waited for its jobs in hand
+    however long they took, and handed nothing over)."""
+    port = free_port()
+    secret = "serve-test-secret"
+    async with Workspace(f"http://127.0.0.1:{port}/slack/events", secret, bot_token=TOKEN) as ws:
+        web_env = live_env(ws, secret, prefix=prefix, redis_env=real_redis_env, PORT=str(port))
+        worker_env = live_env(ws, secret, prefix=prefix, redis_env=real_redis_env, model=openai_server)
+        web, first = await start_bot("web", env=web_env), await start_bot("worker", env=worker_env)
+        second = None
+        try:
+            await read_until(web, "HTTP mode (web)")
+            await read_until(first, "worker: handling queued Slack work")
+            openai_server.script(Reply(text="never seen", delay=60), Reply(text="Answered by the next worker."))
+            d = await ws.mention("U_ALICE", "C_GENERAL", "think long")
+            for _ in range(400):  # its model turn has started
+                if openai_server.requests:
+                    break
+                await asyncio.sleep(0.05)
+            started = time.monotonic()
+            log = await stop(first)
+            assert time.monotonic() - started < 20 and first.returncode == 0, log
+            assert "1 run(s) unfinished" in log, log
+            second = await start_bot("worker", env=worker_env)
+            await read_until(second, "worker: handling queued Slack work")
+            await ws.wait_for_message(
+                channel="C_GENERAL",
+                thread_ts=d.message["ts"],
+                predicate=lambda m: m["text"] == "Answered by the next worker.",
+                timeout=60,
+            )
+        finally:
+            await stop(web)
+            if second is not None:
+                await stop(second)
