@@ -391,22 +391,21 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
             return
         await serve_ops(bot, settings, stack)
 
+        async def hand_over() -> None:  # runs still going (a long model turn): another process goes on with them
+            if handed := await bot.hand_over():
+                log.info("stopping: %d run(s) unfinished, to be gone on with by another process", len(handed))
+
         async def drain() -> None:
             log.info("stopping: finishing work in flight (up to %.0f s)", DRAIN_SECONDS)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(bot.drain(), DRAIN_SECONDS)
-            if handed := await bot.hand_over():  # runs still going (a long model turn): another process goes on
-                log.info("stopping: %d run(s) unfinished, to be gone on with by another process", len(handed))
+            await hand_over()
 
         if role == "worker":
-
-            async def hand_over() -> None:  # the jobs in hand had their drain in bot.work
-                if handed := await bot.hand_over():
-                    log.info("stopping: %d run(s) unfinished, to be gone on with by another process", len(handed))
-
-            stack.push_async_callback(hand_over)
+            stack.push_async_callback(hand_over)  # the jobs in hand have their drain in bot.work
             log.info("worker: handling queued Slack work; Ctrl-C to stop")
             log.info("start-up heap frozen: %d objects", freeze_heap())
+
             async def stopping() -> None:
                 await stop.wait()
                 log.info("stopping: finishing work in flight (up to %.0f s)", DRAIN_SECONDS)

@@ -735,6 +735,14 @@ async def test_a_web_without_the_model_key_and_a_worker_answer_a_mention_end_to_
     assert not {name for name in imported if name == "openai" or name.startswith("openai.")}
 
 
+async def turn_started(model: FakeOpenAI, *, within: float = 20) -> None:
+    """Wait until the loopback model has been asked (a run's turn is under way)."""
+    until = time.monotonic() + within
+    while not model.requests:
+        assert time.monotonic() < until, "the model was never asked"
+        await asyncio.sleep(0.05)
+
+
 @pytest.mark.real_redis
 @pytest.mark.redis_kinds("single")  # processes and a lease, not store kinds
 async def test_a_run_a_stopping_serve_could_not_finish_is_gone_on_with_by_another(
@@ -752,10 +760,7 @@ async def test_a_run_a_stopping_serve_could_not_finish_is_gone_on_with_by_anothe
         await read_until(first, "HTTP mode")
         openai_server.script(Reply(text="never seen", delay=40), Reply(text="Answered after the restart."))
         d = await ws.mention("U_ALICE", "C_GENERAL", "think long")
-        for _ in range(200):  # its model turn has started
-            if openai_server.requests:
-                break
-            await asyncio.sleep(0.05)
+        await turn_started(openai_server)
         log = await stop(first)
         assert first.returncode == 0 and "1 run(s) unfinished" in log, log
         second = await start_bot("serve", env={**env, "PORT": str(free_port())})
@@ -792,10 +797,7 @@ async def test_a_run_a_stopping_worker_could_not_finish_is_gone_on_with_by_anoth
             await read_until(first, "worker: handling queued Slack work")
             openai_server.script(Reply(text="never seen", delay=60), Reply(text="Answered by the next worker."))
             d = await ws.mention("U_ALICE", "C_GENERAL", "think long")
-            for _ in range(400):  # its model turn has started
-                if openai_server.requests:
-                    break
-                await asyncio.sleep(0.05)
+            await turn_started(openai_server)
             started = time.monotonic()
             log = await stop(first)
             assert time.monotonic() - started < 20 and first.returncode == 0, log
