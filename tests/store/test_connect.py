@@ -84,14 +84,18 @@ def test_a_cluster_client_is_built_from_any_nodes_url() -> None:
 
 
 async def _move_slot(slot: int, keys: list[str], *, source: int, to: int) -> None:
-    """Move ``slot`` (holding ``keys``) from the node on port ``source`` to the one on ``to``, as
-    ``redis-cli --cluster reshard`` does."""
+    """Move ``slot`` (holding ``keys``, and whatever keys other tests running beside this one have in it) from the
+    node on port ``source`` to the one on ``to``, as ``redis-cli --cluster reshard`` does: every key of the slot
+    goes (a key left behind on ``source`` is lost to every client once the slot is ``to``'s: another test's GET
+    read None)."""
     nodes = {p: aioredis.Redis(host="127.0.0.1", port=p) for p in (7000, 7001, 7002)}
     try:
         src_id, dst_id = [(await nodes[p].execute_command("CLUSTER MYID")).decode() for p in (source, to)]
         await nodes[to].execute_command("CLUSTER SETSLOT", slot, "IMPORTING", src_id)
         await nodes[source].execute_command("CLUSTER SETSLOT", slot, "MIGRATING", dst_id)
         await nodes[source].execute_command("MIGRATE", "127.0.0.1", to, "", 0, 5000, "KEYS", *keys)
+        while held := await nodes[source].execute_command("CLUSTER GETKEYSINSLOT", slot, 100):
+            await nodes[source].execute_command("MIGRATE", "127.0.0.1", to, "", 0, 5000, "KEYS", *held)
         for node in nodes.values():
             await node.execute_command("CLUSTER SETSLOT", slot, "NODE", dst_id)
     finally:
