@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
@@ -579,7 +580,7 @@ def load_settings(**values: Any) -> Settings:
         if _surrogates(values.get(name, os.environ.get(name.upper())))
     ]
     unreadable = [f"{name.upper()}: is not valid UTF-8 text" for name in not_utf8]
-    values = {**values, **{name: Settings.model_fields[name].get_default() for name in not_utf8}}
+    values = {**values, **_defaults(not_utf8)}
     try:
         settings = Settings(**values)
     except ValidationError as exc:
@@ -590,9 +591,8 @@ def load_settings(**values: Any) -> Settings:
         problems = [*unreadable, *_policy_problems(exc, problems)]
         fields = (*not_utf8, *fields)
         if fields:  # the rules across settings, which pydantic checks only once every setting is valid: now too
-            defaults = {name: Settings.model_fields[name].get_default() for name in fields}
             try:
-                Settings(**{**values, **defaults})
+                Settings(**{**values, **_defaults(fields)})
             except ValidationError as across:  # each rule about settings all given well (one refused stands in for
                 # its default here: a rule naming it would judge a value nobody gave)
                 refused = {name.upper() for name in fields}
@@ -604,6 +604,11 @@ def load_settings(**values: Any) -> Settings:
     return settings
 
 
+def _defaults(fields: Sequence[str]) -> dict[str, Any]:
+    """``{field: its default}`` for ``fields`` (settings refused or unreadable, left out of a further check)."""
+    return {name: Settings.model_fields[name].get_default() for name in fields}
+
+
 def _across_lines(error: Any) -> list[str]:
     """The ``NAME: reason`` lines of a rule across settings' refusal (pydantic's error dict, no ``loc``)."""
     return str(error.get("ctx", {}).get("error", error["msg"])).splitlines()
@@ -613,10 +618,9 @@ def settings_beside(error: SettingsError, **values: Any) -> Settings | None:
     """The settings as they would be with the values ``error`` refused left at their defaults (``values`` as for
     :func:`load_settings`), so that what else is wrong with them (a required setting not set) is told in the same
     round; None when even they can't be loaded (a check across settings, with no field to leave out)."""
-    defaults = {name: Settings.model_fields[name].get_default() for name in error.fields}
     checking = _CHECK_ACROSS.set(False)  # what the rules across settings say is told already
     try:
-        return Settings(**{**values, **defaults})
+        return Settings(**{**values, **_defaults(error.fields)})
     except ValidationError:
         return None
     finally:

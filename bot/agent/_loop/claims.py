@@ -132,13 +132,14 @@ class Claims:
         for nothing), ``RunConflict`` (another write raced this one), ``StoreUnavailable``."""
         state = await self.store.load(run_id)
         left = undecided(state) if state.pending is not None and state.pending.batch else []
+        deadlines = [c.expires_at for c in left] + [deadline_of(state, tool_call_id)]
         now = utcnow()
-        if any(c.expires_at is not None and now >= c.expires_at - CLOCK_MARGIN for c in left):
-            now = await self.store.now()  # the store's clock judges the deadlines of a batch's calls
+        if any(at is not None and now >= at - CLOCK_MARGIN for at in deadlines):
+            now = await self.store.now()  # the store's clock judges the deadlines (the batch's calls' too), once
         due = [c for c in left if past_deadline(c, now)]  # a batch's calls whose own deadline passed
         sweep = tool_call_id is None
         tool_call_id = tool_call_id or (due[0].tool_call_id if due else _first_undecided(state))
-        check = await self.check(state, tool_call_id)
+        check = check_answer(state, tool_call_id, now=now)
         pending = state.waiting_call(tool_call_id) or state.pending  # the pending call, or one of its batch
         decided = (
             state.answer_for(tool_call_id) if left and tool_call_id not in {c.tool_call_id for c in left} else None

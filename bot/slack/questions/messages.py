@@ -135,7 +135,10 @@ class QuestionMessages:
             return 0
         asked = asked_id(pending.suspended_at)
         calls = undecided(state) if pending.kind == "approval" else [pending]
-        unshown = [c for c in calls if not await self.index.messages(state.run_id, c.tool_call_id, asked=asked)]
+        batch = Batch(self.index.client)
+        recorded = self.index.queue_run_messages(batch, state.run_id)  # every call's messages, one round trip
+        await batch.run("reading a run's question messages")
+        unshown = [c for c in calls if not recorded.value.of(c.tool_call_id, asked=asked)]
         if not unshown:
             return 0
         log.info("run %s: posting what it waits on, never shown (%d)", state.run_id, len(unshown))
