@@ -69,11 +69,15 @@ class Approve:
     """Run the call. ``by``: who approved (e.g. a Slack user id); ``arguments``: the arguments it runs with instead
     of the model's (the whole object, validated against the tool's schema); ``scope``: what the OK covers
     (``once``, the default; another name, e.g. ``thread``, is recorded on the answer for the deployment's standing
-    grants: the runtime itself runs this call only)."""
+    grants: the runtime itself runs this call only); ``decided_at``: when the decision was made, when that was
+    before it is claimed (a quorum the last approval completed in time, claimed by the scheduler at the call's
+    deadline): the deadline is judged at that moment, not at the claim's (None: the claim is the decision). A
+    ``decided_at`` before the call was asked, or after now, is an ``AnswerError``."""
 
     by: str | None = None
     arguments: dict[str, Any] | None = None
     scope: str = ONCE
+    decided_at: datetime | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,9 +101,10 @@ CallDecision = Approve | Decline | Reply
 
 
 def answer_of(decision: Approve | Decline, call: PendingCall, tool: Tool | None) -> Answer:
-    """The :class:`~bot.agent.state.Answer` recorded for ``decision`` on the approval ``call``. Raises
-    ``AnswerError`` for edited arguments ``tool`` refuses (or a scope that is not a short name)."""
-    now = utcnow()
+    """The :class:`~bot.agent.state.Answer` recorded for ``decision`` on the approval ``call`` (answered at its
+    ``decided_at``, else now). Raises ``AnswerError`` for edited arguments ``tool`` refuses (or a scope that is not
+    a short name)."""
+    now = decision.decided_at if isinstance(decision, Approve) and decision.decided_at is not None else utcnow()
     if isinstance(decision, Decline):
         reason = decision.reason.strip() if decision.reason and decision.reason.strip() else None
         return Answer(
@@ -166,14 +171,21 @@ async def record(
     if not decisions:
         raise AnswerError("no decisions given: name at least one pending tool_call_id")
     pending = state.pending
+    claimed_now = [k for k, d in decisions.items() if not (isinstance(d, Approve) and d.decided_at is not None)]
     deadlines = [at for at in (deadline_of(state, tool_call_id) for tool_call_id in decisions) if at is not None]
-    deadline = min(deadlines, default=None)  # each call of a batch has its own
     now = utcnow()
-    if deadline is not None and now >= deadline - CLOCK_MARGIN:
+    if deadlines and now >= min(deadlines) - CLOCK_MARGIN:
         now = await now_of_store()  # near or past the deadline: the store's clock judges (the claim is refused too)
+    # the claim is refused past the deadlines of the decisions it makes now (one made earlier is judged at its time)
+    deadline = min((at for at in (deadline_of(state, k) for k in claimed_now) if at is not None), default=None)
     pairs: list[tuple[PendingCall, Answer]] = []
     for tool_call_id, decision in decisions.items():
-        check = check_answer(state, tool_call_id, now=now)
+        at = decision.decided_at if isinstance(decision, Approve) and decision.decided_at is not None else None
+        if at is not None and at > now:
+            now = await now_of_store()  # this process's clock may lag the one that stamped it
+            if at > now:
+                raise AnswerError(f"decided_at {at.isoformat()} is after now")
+        check = check_answer(state, tool_call_id, now=at or now)
         if isinstance(check, Answered):
             answer = check.answer
             raise RunAlreadyResumed(
@@ -193,6 +205,8 @@ async def record(
         call = check.pending
         if call.kind != "approval":
             raise NotAwaitingThisKind(run_id=state.run_id, tool_call_id=tool_call_id, waits_for=call.kind)
+        if at is not None and at < call.suspended_at:
+            raise AnswerError(f"decided_at {at.isoformat()} is before the call was asked")
         if isinstance(decision, Approve) and decision.arguments is not None and not takes_edits(call):
             raise AnswerError(f"{call.tool_name}'s calls take no edited arguments in this agent's framework")
         tool = schema_tool(call) or tools.get(call.tool_name)  # a framework's call: checked against its kept schema

@@ -362,7 +362,7 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
         home=home,
         pane=pane,
     )
-    waiting = FollowUps(answering, plan=plan, approvers=policy)
+    waiting = FollowUps(answering, plan=plan, approvers=policy, approving=approving)
     bot = Bot(
         app=app,
         agent=agent,

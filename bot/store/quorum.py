@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import redis.asyncio as aioredis
@@ -47,13 +48,15 @@ local function approvers()
 end
 local function reply(status, done)
   local out = approvers()
+  table.insert(out, 1, redis.call('HGET', KEYS[1], '#at') or '')
   table.insert(out, 1, done or '')
   table.insert(out, 1, status)
   return out
 end
 """
 
-# KEYS[1] quorum hash; ARGV: [1] user, [2] required, [3] ttl s. Reply: {status, completed by, approvers...}.
+# KEYS[1] quorum hash; ARGV: [1] user, [2] required, [3] ttl s. Reply: {status, completed by, completed at (ms by
+# the server's clock; '' while gathering, and in tallies completed before it was kept), approvers...}.
 _APPROVE = (
     _APPROVERS
     + """
@@ -66,7 +69,8 @@ if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
 end
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 if #approvers() >= tonumber(ARGV[2]) then
-  redis.call('HSET', KEYS[1], '#done', ARGV[1])
+  local now = redis.call('TIME')
+  redis.call('HSET', KEYS[1], '#done', ARGV[1], '#at', now[1] .. string.format('%03d', math.floor(now[2] / 1000)))
   return reply('reached', ARGV[1])
 end
 return reply(status, '')
@@ -109,11 +113,13 @@ class Tally:
     """Where a request's quorum stands after one change: ``status`` (what the change did: :data:`COUNTED`,
     :data:`AGAIN` (already counted), :data:`REACHED` (this approval completed it), :data:`DONE` (complete before),
     :data:`WITHDRAWN`, :data:`ABSENT` (nothing to take back)); ``approvers``: user ids whose approval counts, in
-    the order given; ``completed_by``: whose approval completed it (``""`` while gathering)."""
+    the order given; ``completed_by``: whose approval completed it (``""`` while gathering); ``completed_at``: when,
+    by Redis's clock (None while gathering, and for a tally completed before this was kept)."""
 
     status: Status
     approvers: tuple[str, ...]
     completed_by: str = ""
+    completed_at: datetime | None = None
 
     @property
     def complete(self) -> bool:
@@ -156,4 +162,5 @@ class Quorums:
         except RedisError as exc:
             raise StoreUnavailable(f"Redis error while {doing}: {type(exc).__name__}") from None
         items = [v.decode() if isinstance(v, bytes) else str(v) for v in raw]
-        return Tally(status=items[0], approvers=tuple(items[2:]), completed_by=items[1])  # type: ignore[arg-type]
+        at = datetime.fromtimestamp(int(items[2]) / 1000, UTC) if items[2].isdigit() else None
+        return Tally(status=items[0], approvers=tuple(items[3:]), completed_by=items[1], completed_at=at)  # type: ignore[arg-type]

@@ -91,12 +91,14 @@ async def thread_run_id(h: Any, thread_ts: str, *, channel: str = GENERAL) -> st
     return str(raw.decode() if isinstance(raw, bytes) else raw)
 
 
-async def past_deadline(h: Any, thread_ts: str, *, call: str | None = None) -> RunState:
+async def past_deadline(
+    h: Any, thread_ts: str, *, call: str | None = None, ago: timedelta = timedelta(seconds=1)
+) -> RunState:
     """Move the thread's open question past its deadline (as the clock would after ASK_TTL_SECONDS): a batch of
-    approvals, every call of it, or only ``call`` (a tool_call_id)."""
+    approvals, every call of it, or only ``call`` (a tool_call_id); the deadline is then ``ago`` before now."""
     state = await h.bot.agent.get_run(await thread_run_id(h, thread_ts))
     assert state.pending is not None
-    then = utcnow() - timedelta(seconds=1)
+    then = utcnow() - ago
 
     def moved(c: PendingCall) -> PendingCall:
         return c.model_copy(update={"expires_at": then}) if call in (None, c.tool_call_id) else c

@@ -18,7 +18,14 @@ from bot.agent.decisions import Approve, Decline, Reply
 from bot.agent.state import utcnow
 from bot.agent.stream import ApprovalChunk, FinishChunk, SuspendedChunk, ToolCallChunk, ToolResultChunk
 from bot.agent.tools import ToolInputError
-from bot.errors import AnswerError, NotAwaitingThisKind, RunAlreadyResumed, RunNotResumable, ToolCallNotPending
+from bot.errors import (
+    AnswerError,
+    NotAwaitingThisKind,
+    QuestionExpired,
+    RunAlreadyResumed,
+    RunNotResumable,
+    ToolCallNotPending,
+)
 from bot.testing.openai_server import FakeOpenAI, tool_call
 from bot.testing.openai_server import Reply as ModelReply
 
@@ -385,3 +392,43 @@ async def test_edited_arguments_nested_too_deeply_are_refused_before_anything_ch
     with pytest.raises(ToolInputError, match="nested too deeply"):
         await agent.edit_tool_call(run_id=stream.run_id, tool_call_id="c_api", arguments={"x": deep}, edited_by="U1")
     assert (await agent.get_run(stream.run_id)).answers == []
+
+
+async def test_a_decision_made_before_the_deadline_is_claimed_after_it_judged_at_its_own_time(
+    fake_redis: aioredis.Redis, make_agent: Any, openai_server: FakeOpenAI
+) -> None:
+    """``Approve(decided_at=)``: a decision made in time (a quorum's last approval) and claimed after the deadline
+    (by the scheduler) is taken, answered at that moment; one made after the deadline is refused as late, one dated
+    before the call was asked or after now is an error, and a decision claimed now beside it is still judged now."""
+    world = World()
+    agent: Agent = make_agent(fake_redis, tools=world.tools(), ask_ttl=3600)
+    openai_server.script(three_calls(), ModelReply(text="Done."))
+    stream = await agent.stream("go")
+    await stream.collect()
+    state = await agent.get_run(stream.run_id)
+    assert state.pending is not None and state.pending.expires_at is not None
+    by = timedelta(hours=-2)  # the deadline passed an hour ago (the stored times moved back, no sleeping)
+    moved = {"expires_at": state.pending.expires_at + by, "suspended_at": state.pending.suspended_at + by}
+    late = state.pending.model_copy(update=moved)
+    late = late.model_copy(update={"batch": [c.model_copy(update=moved) for c in late.batch]})
+    await agent.store.save(state.model_copy(update={"pending": late}), owner="t")
+    asked, deadline = late.suspended_at, late.expires_at
+    assert deadline is not None
+    for wrong in (asked - timedelta(seconds=1), utcnow() + timedelta(minutes=10)):
+        with pytest.raises(AnswerError, match="decided_at"):
+            await agent.resume(stream.run_id, {"c_api": Approve(by="U1", decided_at=wrong)})
+    with pytest.raises(QuestionExpired):  # decided after the deadline
+        await agent.resume(stream.run_id, {"c_api": Approve(by="U1", decided_at=deadline + timedelta(seconds=1))})
+    await agent.store.save((await agent.get_run(stream.run_id)).model_copy(update={"status": "suspended"}), owner="t")
+    with pytest.raises(QuestionExpired):  # c_web's decision is made now, past its deadline
+        await agent.resume(
+            stream.run_id,
+            {"c_api": Approve(by="U1", decided_at=deadline - timedelta(minutes=1)), "c_web": Approve(by="U2")},
+        )
+    await agent.store.save((await agent.get_run(stream.run_id)).model_copy(update={"status": "suspended"}), owner="t")
+    in_time = deadline - timedelta(minutes=1)
+    both = {"c_api": Approve(by="U1", decided_at=in_time), "c_web": Approve(by="U2", decided_at=in_time)}
+    await (await agent.resume(stream.run_id, both)).collect()
+    assert world.done == ["restart api", "lookup T-1", "restart web"]
+    answers = {a.tool_call_id: a for a in (await agent.get_run(stream.run_id)).answers}
+    assert answers["c_api"].answered_by == "U1" and answers["c_api"].answered_at == in_time

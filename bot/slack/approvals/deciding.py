@@ -8,6 +8,7 @@ message then says who decided, and once the call ends how it went (ran in N s, o
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, cast
@@ -19,8 +20,12 @@ from bot.agent.state import PendingCall, RunState
 from bot.agent.stream import AgentStream
 from bot.errors import (
     NotAwaitingThisKind,
+    QuestionExpired,
+    RunAlreadyResumed,
     RunNotFound,
+    RunNotResumable,
     StoreUnavailable,
+    ToolCallNotPending,
 )
 from bot.logs import log_context
 from bot.slack.approvals.batch import ApprovingAll, approved_earlier
@@ -51,6 +56,7 @@ from bot.store.grants import Scope
 from bot.store.quorum import ABSENT, AGAIN, DONE, REACHED, Quorums, Tally, asking_of
 
 Ack = Callable[..., Awaitable[Any]]
+log = logging.getLogger(__name__)
 
 
 class Approving:
@@ -125,8 +131,6 @@ class Approving:
                 stream = await self._claim(attempt, approved=approved, reason=reason, scope=scope, by=by)
                 if stream is None:
                     return
-                payload = approval_payload(check.pending)
-                writer, messages = self.answering.writer, self.answering.messages
                 given = (
                     await self._give(scope, ctx, check.pending, run_id=state.run_id, user=where.user, say=say)
                     if approved
@@ -134,20 +138,68 @@ class Approving:
                 )
                 if given is not None:
                     outcome = decision_outcome(approved=approved, user=where.user, reason=reason, grant=given)
-                if [c for c in undecided(state) if c.tool_call_id != call]:  # the rest of its batch waits
-                    waits = f"{outcome} · {BATCH_WAITS}" if approved else outcome
-                    await messages.close_approval(state.run_id, payload, ctx=ctx, outcome=waits, clicked=clicked)
-                    await writer.follow(stream, ctx)
-                elif approved:
-                    running = f"{outcome} · running…"
-                    await messages.close_approval(
-                        state.run_id, payload, ctx=ctx, outcome=running, clicked=clicked, ongoing=True
-                    )
-                    decided = Decided(tool_call_id=call, payload=payload, outcome=outcome, clicked=clicked)
-                    await writer.follow(stream, ctx, decided=decided, batch=approved_earlier(state, but=call))
-                else:
-                    await messages.close_approval(state.run_id, payload, ctx=ctx, outcome=outcome, clicked=clicked)
-                    await writer.follow(stream, ctx, batch=approved_earlier(state, but=call))
+                await self.follow(
+                    stream, (state, ctx, check.pending), approved=approved, outcome=outcome, clicked=clicked
+                )
+
+    async def follow(
+        self,
+        stream: AgentStream,
+        decided: tuple[RunState, SlackContext, PendingCall],
+        *,
+        approved: bool,
+        outcome: str,
+        clicked: MessageRef | None = None,
+    ) -> None:
+        """After the claim of a decision on ``decided`` (the run as loaded before it, its context, the call):
+        close its request with ``outcome`` (mrkdwn; ``clicked``: the message acted on, recorded or not) and follow
+        ``stream``: the rest of a batch still waits, or the approved call runs (its card then says how it went), or
+        the declined one does not."""
+        state, ctx, pending = decided
+        call, payload = pending.tool_call_id, approval_payload(pending)
+        writer, messages = self.answering.writer, self.answering.messages
+        if [c for c in undecided(state) if c.tool_call_id != call]:  # the rest of its batch waits
+            waits = f"{outcome} · {BATCH_WAITS}" if approved else outcome
+            await messages.close_approval(state.run_id, payload, ctx=ctx, outcome=waits, clicked=clicked)
+            await writer.follow(stream, ctx)
+        elif approved:
+            running = f"{outcome} · running…"
+            await messages.close_approval(
+                state.run_id, payload, ctx=ctx, outcome=running, clicked=clicked, ongoing=True
+            )
+            done = Decided(tool_call_id=call, payload=payload, outcome=outcome, clicked=clicked)
+            await writer.follow(stream, ctx, decided=done, batch=approved_earlier(state, but=call))
+        else:
+            await messages.close_approval(state.run_id, payload, ctx=ctx, outcome=outcome, clicked=clicked)
+            await writer.follow(stream, ctx, batch=approved_earlier(state, but=call))
+
+    async def completed_in_time(self, state: RunState, ctx: SlackContext, pending: PendingCall) -> bool:
+        """At ``pending``'s deadline (the scheduler's): when its rule's quorum was completed before it (the last
+        approval counted in time, but its claim was never made: its person at their run limit, Redis failing after
+        the count, its process gone), claim the approval as the completer's, at the moment it completed
+        (:class:`~bot.agent.decisions.Approve` ``decided_at``), and follow the run. True when it did, or another
+        write came first (the same carry-through elsewhere, a late click's); False: no quorum, or not complete in
+        time (the deadline goes on as usual). Raises ``StoreUnavailable`` (the scheduler tries again)."""
+        payload = approval_payload(pending)
+        approvers = self.answering.permissions.approvers.for_approval(ctx, payload)
+        if not approvers.quorum or pending.expires_at is None:
+            return False
+        asking = asking_of(asked_id(pending.suspended_at), pending.args, edits=edit_count(pending))
+        tally = await self.quorums.tally(state.run_id, pending.tool_call_id, asking)
+        at = tally.completed_at
+        if not tally.complete or at is None or at > pending.expires_at or not tally.completed_by:
+            return False
+        approve = Approve(by=tally.completed_by, decided_at=at)
+        try:
+            stream = await self.answering.agent.resume(state.run_id, {pending.tool_call_id: approve}, loaded=state)
+        except QuestionExpired:
+            return False  # not in time by the store's clock after all: the deadline goes on
+        except (RunAlreadyResumed, RunNotResumable, ToolCallNotPending, RunNotFound):
+            return True  # decided or gone meanwhile: whoever did it closes it
+        outcome = quorum_outcome(tally.approvers, required=len(tally.approvers))
+        log.info("run %s: its quorum was complete by the deadline; approved as %s's", state.run_id, at.isoformat())
+        await self.follow(stream, (state, ctx, pending), approved=True, outcome=outcome)
+        return True
 
     # --- quorum (issue 23 part 2) ----------------------------------------------------------------------
 

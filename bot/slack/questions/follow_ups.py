@@ -10,7 +10,9 @@ Each handler loads the run and asks the runtime whether the question is still op
 - **Deadline.** ``ASK_ON_TIMEOUT=resume`` (default): the run goes on without an answer (``Agent.time_out``: the
   tool is told ``no_answer``; an approval is declined, reason "no answer"), the question's messages show it
   expired, and the agent's next message is posted in the thread. ``close``: the question only expires. A question
-  asked live by a running tool (:mod:`bot.agent._loop.live_questions`) is closed by that tool's own process.
+  asked live by a running tool (:mod:`bot.agent._loop.live_questions`) is closed by that tool's own process. An
+  approval whose quorum was complete before the deadline, its claim never made, is approved then instead (as its
+  completer's: :meth:`Approving.completed_in_time <bot.slack.approvals.deciding.Approving.completed_in_time>`).
 - **Reminder** ``n``: the requester (and, for an approval, each person who may decide it: ``APPROVERS``, or its
   policy rule's users, user groups' and named channels' members) is mentioned in the thread; then the next one
   is planned, up to ``ASK_REMIND_MAX``. Reminders to one person that fall due within ``COALESCE_SECONDS`` of each
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.agent.answers import Expired, Open
 from bot.agent.approvals import approval_payload, policy_notes
@@ -69,6 +71,9 @@ from bot.slack.render.mrkdwn import clip, escape, how_long
 from bot.store.conversations import MessageRef, NoticeKind, Queued, asked_id
 from bot.store.schedule import DueItem, Handler
 
+if TYPE_CHECKING:
+    from bot.slack.approvals.deciding import Approving
+
 log = logging.getLogger(__name__)
 
 AGAIN_LINE = ":repeat: Posted again: Slack refused this reply when it was written."
@@ -82,8 +87,16 @@ NO_DECISION_OUTCOME = ":hourglass: No decision in time: declined (no answer)."
 class FollowUps:
     """Handlers of the waiting questions of ``answering``'s agent; ``approvers`` names whom to remind of approvals."""
 
-    def __init__(self, answering: Answering, *, plan: FollowUpPlan, approvers: ApproverPolicy) -> None:
+    def __init__(
+        self,
+        answering: Answering,
+        *,
+        plan: FollowUpPlan,
+        approvers: ApproverPolicy,
+        approving: Approving | None = None,
+    ) -> None:
         self.answering = answering
+        self.approving = approving  # a quorum completed in time is carried through at its deadline
         self.agent = answering.agent
         self.writer = answering.writer
         self.messages = answering.messages
@@ -199,8 +212,11 @@ class FollowUps:
                 await self.messages.close_pending(state.run_id, pending, outcome=closed, summary="expired", state=state)
                 await self.answering.continue_orphan(state, ctx)
             return
-        if pending.kind == "approval" and await self._escalate_at_deadline(state, ctx, pending):
-            return
+        if pending.kind == "approval":
+            if self.approving is not None and await self.approving.completed_in_time(state, ctx, pending):
+                return
+            if await self._escalate_at_deadline(state, ctx, pending):
+                return
         thread = await self.answering.index.thread(ctx.team_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts)
         moved_on = thread is not None and thread.run_id != state.run_id  # a newer run took the thread
         if self.plan.settings.on_timeout == "close" or moved_on:  # closed: a batch can't go on without this call

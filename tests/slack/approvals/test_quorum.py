@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from bot.agent.state import utcnow
 from bot.fakeslack import Workspace
 from bot.fakeslack.sender import Sender
 from bot.fakeslack.state import Directory
@@ -32,6 +34,7 @@ from bot.testing.slack_scenarios import (
     button,
     current,
     has_controls,
+    past_deadline,
     text_is,
     thread_run,
 )
@@ -47,7 +50,9 @@ def fresh_service() -> Iterator[None]:
     yield
 
 
-def policy(tmp_path: Path, approvers: str = f"[requester, {BOB}, {CAROL}]") -> dict[str, Any]:
+def policy(tmp_path: Path, approvers: str = f"[requester, {BOB}, {CAROL}]", *, more: str = "") -> dict[str, Any]:
+    """The settings of a policy whose restarts need two approvals of ``approvers``; ``more``: the rule's other
+    lines."""
     path = tmp_path / "policy.yaml"
     path.write_text(
         "rules:\n"
@@ -55,6 +60,7 @@ def policy(tmp_path: Path, approvers: str = f"[requester, {BOB}, {CAROL}]") -> d
         "    tool: restart_service\n"
         f"    approvers: {approvers}\n"
         "    required: 2\n"
+        f"{more}"
         "  - name: default\n"
         '    tool: "*"\n'
     )
@@ -268,6 +274,50 @@ async def test_a_completed_quorum_whose_claim_was_never_made_is_carried_through_
         assert approval_agent.RESTARTS == ["api"]
         done = blocks_text(await current(h, request))
         assert f"Approved by <@{BOB}>, <@{CAROL}>" in done and f"<@{DAVE}>" not in done  # whose approvals counted
+
+
+@pytest.mark.parametrize("escalates", [False, True], ids=["plain", "escalating-rule"])
+async def test_a_quorum_completed_in_time_whose_claim_was_never_made_is_approved_at_the_deadline(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, prefix: str, escalates: bool
+) -> None:
+    """Carol's approval completed the quorum before the deadline but its claim was never made (her process died, or
+    she was at her run limit) and nobody clicked again: at the deadline the scheduler approves it as hers, at the
+    moment it completed, and the call runs once (before: declined "no answer", though both approvals came in time;
+    a rule that escalates at its deadline escalated it instead)."""
+    escalating = f"    deadline: 10m\n    on_deadline: {{escalate: [{DAVE}]}}\n"
+    settings = policy(tmp_path, more=escalating if escalates else "")
+    directory = Directory.default()
+    directory.add_user(DAVE, "dave")
+    async with harness(fake_redis, settings=settings, directory=directory) as h:
+        thread, request = await requested(h)
+        await completed_unclaimed(fake_redis, prefix, thread)
+        await past_deadline(h, thread, ago=timedelta(0))  # the deadline came just after the last approval
+        assert await h.bot.scheduler.tick(now=utcnow() + timedelta(days=2)) >= 1
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        await h.settle()
+        assert approval_agent.RESTARTS == ["api"]
+        state = await thread_run(fake_redis, prefix, thread)
+        assert [(a.answered_by, a.outcome) for a in state.answers] == [(CAROL, "answer")]  # not "no_answer"
+        done = blocks_text(await current(h, request))
+        assert f"Approved by <@{BOB}>, <@{CAROL}> (2 of 2)" in done and "no answer" not in done.lower()
+        assert not [m for m in h.ws.messages(channel=GENERAL, thread_ts=thread) if "escalated" in m["text"]]
+
+
+async def test_a_quorum_completed_after_the_deadline_is_not_approved_by_it(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, prefix: str
+) -> None:
+    """The neighbour: the last approval was counted after the deadline had passed (its click raced the deadline):
+    the request is declined for want of a decision in time, as before, and the call does not run."""
+    async with harness(fake_redis, settings=policy(tmp_path)) as h:
+        thread, _request = await requested(h)
+        await past_deadline(h, thread)
+        await completed_unclaimed(fake_redis, prefix, thread)
+        assert await h.bot.scheduler.tick(now=utcnow() + timedelta(days=2)) >= 1
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        await h.settle()
+        assert approval_agent.RESTARTS == []
+        state = await thread_run(fake_redis, prefix, thread)
+        assert [a.outcome for a in state.answers] == ["no_answer"]
 
 
 async def test_a_quorum_completed_by_someone_at_their_run_limit_is_carried_through_by_the_next_approval(
