@@ -14,10 +14,15 @@ One key, ``Keys.playground_workspace()`` (``{prefix}playground:workspace``), a J
      "views": {"V123": {"user": "U_ALICE", "data": view}},   # the open modals ...
      "view_stacks": {"U_ALICE": ["V123"]},                   # ... and each user's stack of them, top last
      "home_views": {"U_ALICE": view},                        # each user's App Home tab as last published
-     "assistant_threads": [...], "titles": [...], "suggested_prompts": [...]}   # SlackState's, in call order
+     "assistant_threads": [...], "titles": [...], "suggested_prompts": [...],   # SlackState's, in call order
+     "agent_sessions": [{"channel_id", "thread_ts", "status", "title", ...}]}   # each thread's, oldest first
+
+``agent_sessions`` came after version 1's first shape: a snapshot without it restores with no sessions (an older
+version ignores it).
 
 Bounded: each channel keeps its newest :data:`MAX_MESSAGES` messages and :data:`MAX_EPHEMERALS` ephemerals, the
-assistant lists their newest :data:`MAX_RECORDS` entries; the key expires :data:`TTL_SECONDS` after the last change.
+assistant lists and the agent sessions their newest :data:`MAX_RECORDS` entries; the key expires
+:data:`TTL_SECONDS` after the last change.
 Short-lived things are not kept: trigger_ids (3 s), response_urls, what someone ticked but did not send, the
 assistant statuses (two minutes), the Web API call log.
 
@@ -85,6 +90,7 @@ def dump(state: SlackState) -> JSON:
         "assistant_threads": state.assistant_threads[-MAX_RECORDS:],
         "titles": state.titles[-MAX_RECORDS:],
         "suggested_prompts": state.suggested_prompts[-MAX_RECORDS:],
+        "agent_sessions": list(state.sessions.values())[-MAX_RECORDS:],
     }
 
 
@@ -104,7 +110,8 @@ def restore(state: SlackState, snapshot: JSON) -> int:
         )
     conversations, views, stacks = (_dict(snapshot, n) for n in ("conversations", "views", "view_stacks"))
     homes = _dict(snapshot, "home_views")
-    lists = {n: _list(snapshot, n) for n in ("assistant_threads", "titles", "suggested_prompts")}  # all checked first
+    names = ("assistant_threads", "titles", "suggested_prompts", "agent_sessions")
+    lists = {n: _list(snapshot, n) for n in names}  # all checked first
     restored = 0
     for channel_id, saved in conversations.items():
         if channel_id not in state.conversations or not isinstance(saved, dict):
@@ -127,6 +134,10 @@ def restore(state: SlackState, snapshot: JSON) -> int:
     state.assistant_threads.extend(lists["assistant_threads"])
     state.titles.extend(lists["titles"])
     state.suggested_prompts.extend(lists["suggested_prompts"])
+    for session in lists["agent_sessions"]:
+        where = (session.get("channel_id"), session.get("thread_ts")) if isinstance(session, dict) else None
+        if where is not None and all(isinstance(part, str) for part in where):
+            state.sessions[(str(where[0]), str(where[1]))] = session
     last_us = snapshot.get("last_ts_us")
     if isinstance(last_us, int):
         state.mint_ts.continue_after(last_us)

@@ -175,3 +175,31 @@ async def test_a_stop_while_a_write_is_on_its_way_waits_for_it(fake: FakeSlack, 
         finally:
             await client.delete(key)
             await client.aclose()
+
+
+async def test_agent_sessions_come_back_with_their_titles_and_status(
+    fake_redis: aioredis.Redis, fake: FakeSlack, keys: Keys, key: str
+) -> None:
+    """A thread's agent session (agent_view) is kept: after a restart the playground shows its title and status
+    (before: it was not saved, and a thread's session came back "(untitled)", its status lost)."""
+    fake.state.agent_app = True
+    saver = WorkspaceSaver(fake_redis, fake, keys=keys)
+    saver.start()
+    client = AsyncWebClient(token=TOKEN, base_url=fake.api_url)
+    root = (await client.chat_postMessage(channel="C_GENERAL", text="restart web"))["ts"]
+    await client.agents_sessions_setStatus(channel_id="C_GENERAL", thread_ts=root, status="processing")
+    await client.agents_sessions_rename(channel_id="C_GENERAL", thread_ts=root, title="Restart the web service")
+    await client.agents_sessions_setStatus(channel_id="C_GENERAL", thread_ts=root, status="suspended")
+    await saver.stop()
+
+    async with FakeSlack(TOKEN) as again:
+        await WorkspaceSaver(fake_redis, again, keys=keys).load()
+        session = again.state.sessions[("C_GENERAL", root)]
+        assert (session["title"], session["status"]) == ("Restart the web service", "suspended")
+        assert dump(again.state) == dump(fake.state)
+    fake_redis_snapshot = json.loads(await fake_redis.get(key) or "{}")
+    fake_redis_snapshot.pop("agent_sessions")  # a snapshot written before sessions were kept
+    await fake_redis.set(key, json.dumps(fake_redis_snapshot))
+    async with FakeSlack(TOKEN) as older:
+        assert await WorkspaceSaver(fake_redis, older, keys=keys).load() == 1
+        assert older.state.sessions == {}
