@@ -9,12 +9,15 @@ import re
 from typing import Any, Protocol
 
 from bot.fakeslack.state import JSON
+from bot.slack.questions.follow_up_plan import COALESCE_SECONDS
 
 MAX_SECONDS = 10 * 365 * 86400
 
 
 class Timing(Protocol):
-    """The bot's waiting settings as the developer panel shows and changes them (seconds)."""
+    """The bot's waiting settings as the developer panel shows and changes them (seconds); ``coalesce_seconds``
+    (shown, not changed): how long a reminder or escalation message waits for others to the same person
+    (:data:`~bot.slack.questions.follow_up_plan.COALESCE_SECONDS`), so each arrives up to that much after its time."""
 
     def get(self) -> JSON:
         """The current settings."""
@@ -34,6 +37,7 @@ class BotTiming:
     def get(self) -> JSON:
         plan = self.bot.plan.settings
         return {
+            "coalesce_seconds": COALESCE_SECONDS,  # read only: reminders and escalations arrive up to this late
             "ask_ttl_seconds": self.bot.agent.ask_ttl,
             "on_timeout": plan.on_timeout,
             "remind_after": plan.remind_after,

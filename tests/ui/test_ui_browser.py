@@ -332,6 +332,7 @@ async def test_ui_home_tab_and_timing_panel(page: Any, playground: Playground) -
         await page.locator("#dev-toggle").click()
     await dev.locator("#timing summary").click()
     form = dev.locator("#timing-form")
+    await expect(dev.locator("#timing-coalesce")).to_have_text("10")  # COALESCE_SECONDS, as the bot serves it
     await form.locator("input[name=ask_ttl_seconds]").fill("120")
     await form.get_by_role("button", name="Apply").click()
     await expect(page.locator("#toasts")).to_contain_text("Applied")

@@ -24,6 +24,7 @@ from bot.fakeslack.sender import Ack
 from bot.playground.launcher import Playground, make_model, model_label, redis_label, run_playground
 from bot.playground.ui import STATIC_DIR
 from bot.playground.ui_events import ack_entry, api_call_entry, decode_params, error_messages
+from bot.slack.questions.follow_up_plan import COALESCE_SECONDS
 
 BOT = "<@U_BOT>"
 
@@ -423,6 +424,8 @@ async def test_the_home_tab_and_the_timing_controls_through_the_endpoints(
     status, set_timing = await post(http, pg, "timing", {"ask_ttl_seconds": 90, "remind_after": 30, "remind_max": 2})
     assert status == 200 and set_timing["timing"]["ask_ttl_seconds"] == 90
     assert set_timing["timing"]["remind_after"] == 30 and set_timing["timing"]["remind_max"] == 2
+    # what the panel says of a reminder's lateness (before: nothing, and reminders came ~10 s after their time)
+    assert set_timing["timing"]["coalesce_seconds"] == COALESCE_SECONDS
     status, refused = await post(http, pg, "timing", {"ask_ttl_seconds": -5})
     assert status == 400 and "ask_ttl_seconds" in refused["error"]
     async with http.get(f"{pg.url}api/state") as response:

@@ -100,6 +100,7 @@ export function renderTiming() {
   box.hidden = !S.timing;
   if (!S.timing) return;
   const form = root.querySelector("#timing-form");
+  root.querySelector("#timing-coalesce").textContent = String(S.timing.coalesce_seconds ?? 10);
   for (const [name, value] of Object.entries(S.timing)) {
     const input = form.elements.namedItem(name);
     if (input && document.activeElement !== input) input.value = value === null || value === undefined ? (input.type === "number" ? "0" : "") : String(value);
