@@ -89,13 +89,13 @@ def openai_agents(*, model: ChatModel, store: RunStore) -> FrameworkAgent:
         return _restarted(name)
 
     @function_tool
-    def lookup_ticket(ticket_id: str) -> dict[str, Any]:
+    def lookup_ticket(ticket_id: str) -> str:
         """Look up a support ticket by id, e.g. SUP-123.
 
         Args:
             ticket_id: The ticket's id.
         """
-        return fake_ticket(ticket_id)
+        return json.dumps(fake_ticket(ticket_id))  # the SDK gives the model str() of anything else: Python's form
 
     agent = Agent(
         name="openai-agents-demo",

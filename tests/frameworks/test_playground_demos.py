@@ -83,6 +83,17 @@ async def test_a_demo_agents_restart_waits_for_an_approval_and_runs_once_approve
     assert "restarted web" in text_of(rest)
 
 
+@pytest.mark.parametrize("name", ["pydantic_ai", "openai_agents"])
+async def test_a_demo_agents_ticket_lookup_reads_as_the_ticket_not_its_python_form(
+    name: str, served: DemoModel, fake_redis: aioredis.Redis, prefix: str
+) -> None:
+    """``ticket SUP-12``: the reply names the ticket's title and status (before, with the OpenAI Agents SDK: the
+    tool's dict reached the model as ``str(dict)``, Python's form, and the reply showed it as it was)."""
+    agent = load(name, served, fake_redis, prefix)
+    said = text_of(await (await agent.stream("ticket SUP-12")).collect())
+    assert "SUP-12 \u201cCSV export" in said and "{" not in said and "'id'" not in said, said
+
+
 async def test_a_bare_framework_agent_is_adopted(fake_redis: aioredis.Redis, served: DemoModel) -> None:
     store = RedisRunStore(fake_redis)
     inner = framework_demos.pydantic_ai(model=served, store=store)
