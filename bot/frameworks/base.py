@@ -191,6 +191,11 @@ class FrameworkAgent(Agent):
         """Run the framework once: from the start (``turn.record`` is None) or from ``turn.record.state`` with its
         decisions. Returns :class:`Finished` or :class:`Waiting`; any exception fails the run (retryable)."""
 
+    async def keep_waiting(self, record: FrameworkRecord, state: RunState) -> None:
+        """Called each time the run is about to wait on the next of ``record``'s requests (the first after the
+        framework stopped, or the next after a decision): a framework whose state lives outside the run record
+        keeps it until that request's deadline (LangGraph's checkpoints). Raises nothing."""
+
     # --- the runtime's step, overridden --------------------------------------------------------------
 
     async def _advance(self, state: RunState, out: AgentStream) -> tuple[RunState, Ending | None]:
@@ -211,6 +216,7 @@ class FrameworkAgent(Agent):
             if record is not None:
                 waiting = record.undecided()
                 if waiting:
+                    await self.keep_waiting(record, state)
                     self._suspend(state, waiting[0])
             await self._before_step(state)  # the framework must not run its tools twice, nor for a stopped run
             prompt, history = split_prompt(state.messages)

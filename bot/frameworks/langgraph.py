@@ -30,18 +30,23 @@ comes.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 from langgraph.types import Command, interrupt
+from redis.exceptions import RedisError
 
 from bot.agent.ask_user import AskUserOption
 from bot.agent.run_limits import RunLimits
+from bot.agent.state import RunState
 from bot.frameworks.base import Finished, FrameworkAgent, Outcome, Turn, Waiting
 from bot.frameworks.langgraph_checkpoint import RedisCheckpointSaver
 from bot.frameworks.record import Decision, FrameworkRecord, Request
+
+log = logging.getLogger(__name__)
 
 InputOf = Callable[[str, list[dict[str, str]]], Any]
 ReplyOf = Callable[[dict[str, Any]], str]
@@ -139,9 +144,20 @@ class LangGraphAgent(FrameworkAgent):
         retention = getattr(self.store, "retention", None)
         self.own_checkpoints.ttl = None if retention is None else self.limits.kept_waiting(retention)
 
+    async def keep_waiting(self, record: FrameworkRecord, state: RunState) -> None:
+        """The default checkpointer's keys live again from now (:meth:`RedisCheckpointSaver.touch`): interrupts
+        asked one after another write nothing to the graph until the last is answered, and the graph must still be
+        there then. A Redis error is logged: the keys keep the TTL of their last write."""
+        if self.own_checkpoints is None:
+            return
+        try:
+            await self.own_checkpoints.touch(_thread_of(record, state))
+        except RedisError as exc:
+            log.warning("run %s: could not renew its graph's checkpoints: %s", state.run_id, type(exc).__name__)
+
     async def run_framework(self, turn: Turn) -> Outcome:
         record = turn.record
-        thread_id = str(record.state) if record is not None and record.state else turn.state.run_id
+        thread_id = _thread_of(record, turn.state)
         config: Any = {"configurable": {"thread_id": thread_id}}
         if record is not None and record.requests and await self.checkpointer.aget_tuple(config) is None:
             # resumed with nothing to resume: LangGraph would run the graph again from its start and ask again
@@ -159,6 +175,11 @@ class LangGraphAgent(FrameworkAgent):
         if snapshot.interrupts:
             return Waiting(requests=[request_of(i.id, i.value) for i in snapshot.interrupts], state=thread_id)
         return Finished(text=self.reply_of(snapshot.values), state=thread_id)
+
+
+def _thread_of(record: FrameworkRecord | None, state: RunState) -> str:
+    """The LangGraph thread of a run: kept in its record, else (its first run) the run's id."""
+    return str(record.state) if record is not None and record.state else state.run_id
 
 
 class CheckpointGone(RuntimeError):

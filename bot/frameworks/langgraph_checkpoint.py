@@ -4,11 +4,14 @@ Why not the official ``langgraph-checkpoint-redis``: it needs the RediSearch and
 on a plain Redis, a Redis Cluster without them, or the playground's in-process fakeredis it fails. This one uses
 plain hashes only, works on all three, keeps every key under the bot's prefix (:class:`bot.store.keys.Keys`, one
 slot per thread: ``{thread_id}`` is the hash tag) and gives every key a TTL, renewed on each write (the bot's
-adapter: the run store's retention plus a question's deadline, :class:`~bot.frameworks.langgraph.LangGraphAgent`).
+adapter: the run store's retention plus a question's deadline, :class:`~bot.frameworks.langgraph.LangGraphAgent`)
+and by :meth:`RedisCheckpointSaver.touch` (the adapter's, each time a waiting run asks its next question: several
+interrupts asked one after another write nothing to the graph until the last is answered).
 
 Layout (:class:`~bot.store.keys.Keys`): ``graph_checkpoints(thread, ns)`` - hash ``{checkpoint_id: JSON [checkpoint,
 metadata, parent_checkpoint_id]}``; ``graph_blobs(thread, ns)`` - hash ``{channel NUL version: value}``;
-``graph_writes(thread, ns, checkpoint_id)`` - hash ``{task_id NUL idx: JSON [task_id, channel, value, task_path]}``.
+``graph_writes(thread, ns, checkpoint_id)`` - hash ``{task_id NUL idx: JSON [task_id, channel, value, task_path]}``;
+``graph_keys(thread)`` - set of every key above written for the thread (renewed and deleted together).
 Typed values are the saver's serializer's ``(type, bytes)``, stored as ``[type, base64]`` (so a client with
 ``decode_responses`` works too). Checkpoint ids are LangGraph's time-ordered uuid6 strings: the latest is the
 greatest.
@@ -153,7 +156,7 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             if blobs:
                 pipe.hset(blob_key, mapping=blobs)
             pipe.hset(checkpoints, checkpoint["id"], row)
-            self._expire(pipe, checkpoints, blob_key)
+            self._index(pipe, thread_id, checkpoints, blob_key)
             await pipe.execute()
         return _config(thread_id, ns, checkpoint["id"])
 
@@ -176,16 +179,29 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             return
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.hset(key, mapping=rows)
-            self._expire(pipe, key)
+            self._index(pipe, thread_id, key)
+            await pipe.execute()
+
+    async def touch(self, thread_id: str) -> None:
+        """Give every key of thread ``thread_id`` (any namespace) its TTL again from now (nothing without a TTL).
+        Raises what the client raises."""
+        if self.ttl is None:
+            return
+        index = self.keys.graph_keys(thread_id)
+        written = [_str(k) for k in await self.client.smembers(index)]
+        async with self.client.pipeline(transaction=False) as pipe:
+            for key in [*written, index]:
+                pipe.expire(key, self.ttl)
             await pipe.execute()
 
     async def adelete_thread(self, thread_id: str) -> None:
-        """Delete a thread's checkpoints, values and writes (namespace ``""``, the root graph's)."""
+        """Delete a thread's checkpoints, values and writes (every namespace its index names, and the root graph's)."""
         ns = ""
-        checkpoints = self.keys.graph_checkpoints(thread_id, ns)
+        checkpoints, index = self.keys.graph_checkpoints(thread_id, ns), self.keys.graph_keys(thread_id)
         ids = [_str(k) for k in await self.client.hkeys(checkpoints)]
         doomed = [checkpoints, self.keys.graph_blobs(thread_id, ns)]
         doomed += [self.keys.graph_writes(thread_id, ns, i) for i in ids]
+        doomed += [_str(k) for k in await self.client.smembers(index)] + [index]  # other namespaces' too
         async with self.client.pipeline(transaction=False) as pipe:
             for key in doomed:
                 pipe.delete(key)
@@ -195,9 +211,12 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
         """LangGraph's in-memory saver's versions (``<counter>.<random>``, ordered as strings)."""
         return InMemorySaver.get_next_version(self, current, channel)  # type: ignore[arg-type]
 
-    def _expire(self, pipe: Any, *keys: str) -> None:
+    def _index(self, pipe: Any, thread_id: str, *keys: str) -> None:
+        """Queue ``keys`` (written for ``thread_id``) into its index, and each with the index its TTL."""
+        index = self.keys.graph_keys(thread_id)
+        pipe.sadd(index, *keys)
         if self.ttl is not None:
-            for key in keys:
+            for key in (*keys, index):
                 pipe.expire(key, self.ttl)
 
     # --- the synchronous API: not offered --------------------------------------------------------------

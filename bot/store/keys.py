@@ -55,7 +55,8 @@ one Redis and on a cluster.
 - ``{prefix}lg:{<thread_id>}:cp:{ns}`` - hash ``{checkpoint_id: [checkpoint, metadata, parent_id]}`` (JSON, typed
   values base64): a LangGraph thread's checkpoints in namespace ``ns``; ``{prefix}lg:{<thread_id>}:blobs:{ns}`` - hash
   ``{channel NUL version: value}``; ``{prefix}lg:{<thread_id>}:writes:{ns}:{checkpoint_id}`` - hash ``{task_id NUL idx:
-  [task_id, channel, value, task_path]}``; all with the run store's retention, see
+  [task_id, channel, value, task_path]}``; ``{prefix}lg:{<thread_id>}:keys`` - set: every key above written for the
+  thread (any namespace); all with the run store's retention, renewed while the run waits, see
   :mod:`bot.frameworks.langgraph_checkpoint`.
 - ``{prefix}playground:workspace`` - string (JSON, ``schema_version``): the playground's fake Slack workspace
   (messages, threads, open views, Home tabs), kept only when the playground runs on a real Redis, see
@@ -165,6 +166,10 @@ class Keys:
     def graph_writes(self, thread_id: str, ns: str, checkpoint_id: str) -> str:
         """The pending writes of one LangGraph checkpoint."""
         return f"{self.prefix}lg:{{{thread_id}}}:writes:{ns}:{checkpoint_id}"
+
+    def graph_keys(self, thread_id: str) -> str:
+        """Every key written for a LangGraph thread, in any namespace (set): renewed and deleted together."""
+        return f"{self.prefix}lg:{{{thread_id}}}:keys"
 
     def inbox_line(self, run_id: str, tool_call_id: str) -> str:
         """The "recently closed" line last pushed for question ``tool_call_id`` of run ``run_id`` while it still

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import operator
 from collections.abc import AsyncIterator, Callable
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import pytest
 import redis.asyncio as aioredis
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import interrupt
+from langgraph.types import Send, interrupt
 from openai import AsyncOpenAI
 
 from bot.agent.run_limits import RunLimits
@@ -119,6 +120,60 @@ async def test_the_graphs_checkpoints_live_as_long_as_the_run_waiting_on_them(
     await (await later.resume_stream("production", run_id=run.run_id, answered_by="U1")).collect()
     assert last_answer(openai_server) == 'answer: "production"'
     assert (await later.get_run(run.run_id)).status == "completed"
+
+
+class Fanned(TypedDict, total=False):
+    messages: list[dict[str, str]]
+    got: Annotated[list[Any], operator.add]
+
+
+def fanned_out(which: tuple[str, ...]) -> Any:
+    """A graph whose nodes ask ``which`` at once (parallel interrupts), then reply with the answers."""
+
+    def fan(state: Fanned) -> list[Send]:
+        return [Send("ask", {"which": w}) for w in which]
+
+    def ask(state: dict[str, Any]) -> Fanned:
+        return {"got": [[state["which"], interrupt(f"{state['which']}?")]]}
+
+    def done(state: Fanned) -> Fanned:
+        return {"messages": [{"role": "assistant", "content": json.dumps(sorted(state["got"]))}]}
+
+    graph = StateGraph(Fanned)
+    graph.add_node("ask", ask)
+    graph.add_node("done", done)
+    graph.add_conditional_edges(START, fan, ["ask"])
+    graph.add_edge("ask", "done")
+    graph.add_edge("done", END)
+    return graph.compile()
+
+
+async def test_the_checkpoints_of_interrupts_asked_one_after_another_live_until_the_last_ones_deadline(
+    fake_redis: aioredis.Redis, prefix: str
+) -> None:
+    """Found by a break-it review: three parallel interrupts are asked one after another, each with its own
+    deadline, and the graph writes nothing until the last is answered: its checkpoints are kept again from each
+    question on (before: from the graph's last write only, so answers given in time, later than the retention plus
+    one deadline, found the checkpoints gone and the run failed with every answer lost)."""
+
+    def make() -> LangGraphAgent:
+        store = RedisRunStore(fake_redis, prefix=prefix, retention=600)
+        return LangGraphAgent(fanned_out(("A", "B", "C")), store=store).with_limits(RunLimits(ask_ttl=600))
+
+    run = await make().stream("go")
+    await run.collect()
+    keys = [k async for k in fake_redis.scan_iter(match=f"{prefix}lg:*")]
+    for answer in ("a", "b"):
+        for key in keys:
+            await fake_redis.expire(key, 5)  # as time would have it: 1,195 s since the graph's last write
+        chunks = await (await make().resume_stream(answer, run_id=run.run_id, answered_by="U1")).collect()
+        assert [c for c in chunks if isinstance(c, SuspendedChunk)], "the next interrupt is asked"
+        ttls = [await fake_redis.ttl(k) async for k in fake_redis.scan_iter(match=f"{prefix}lg:*")]
+        assert ttls and all(1190 <= ttl <= 1200 for ttl in ttls), ttls  # retention + the new question's deadline
+    chunks = await (await make().resume_stream("c", run_id=run.run_id, answered_by="U1")).collect()
+    assert isinstance(chunks[-1], FinishChunk) and chunks[-1].payload.status == "completed", chunks[-1]
+    text = "".join(c.payload.text for c in chunks if isinstance(c, TextDeltaChunk))
+    assert sorted(answer for _which, answer in json.loads(text)) == ["a", "b", "c"]
 
 
 async def test_an_answer_finding_the_graphs_checkpoint_gone_fails_the_run_instead_of_starting_the_graph_over(
