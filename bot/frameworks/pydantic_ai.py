@@ -17,6 +17,10 @@ Pydantic AI's human-in-the-loop primitive is the deferred tool: a run whose outp
 The run is stored as its message history (``ModelMessagesTypeAdapter`` JSON) in the run's framework record; once
 every request has its decision the agent runs again with ``message_history`` and ``DeferredToolResults`` keyed by
 ``tool_call_id``.
+
+A tool that raises is a failed tool result the model reads (:class:`ToolFailures`: ``tool NAME failed: Error:
+message``, Pydantic AI's ``ToolFailed``), as with the bot's own agent, rather than the end of the run: an approved
+call that failed would otherwise fail the run, and each Retry would run it again.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from typing import Any, Literal
 
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai import CallDeferred, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.messages import (
     FunctionToolCallEvent,
     FunctionToolResultEvent,
@@ -59,6 +65,15 @@ async def ask_user(
     raise CallDeferred(kind="question")
 
 
+class ToolFailures(AbstractCapability[Any]):
+    """A Pydantic AI capability, given to each run: a tool's exception (other than Pydantic AI's own control flow:
+    ``ModelRetry``, ``CallDeferred``, ``ApprovalRequired``...) becomes a failed tool result the model reads,
+    ``tool NAME failed: Error: message``, the bot's own agent's words (:mod:`bot.agent._loop.tool_calls`)."""
+
+    async def on_tool_execute_error(self, ctx: Any, *, call: Any, tool_def: Any, args: Any, error: Exception) -> Any:
+        raise ToolFailed(f"tool {call.tool_name} failed: {type(error).__name__}: {error}") from error
+
+
 class PydanticAIAgent(FrameworkAgent):
     """A ``pydantic_ai.Agent`` as the bot's agent. ``agent``: the Pydantic AI agent (its model, tools and
     instructions are its own; the run's output type is ``[its output type, DeferredToolRequests]``); the rest as
@@ -86,7 +101,11 @@ class PydanticAIAgent(FrameworkAgent):
         output_type = [self.agent.output_type, DeferredToolRequests]
         final: Any = None
         running: Any = self.agent.run_stream_events(  # typed per output type: ours is a union with deferred requests
-            prompt, message_history=history, deferred_tool_results=results, output_type=output_type
+            prompt,
+            message_history=history,
+            deferred_tool_results=results,
+            output_type=output_type,
+            capabilities=[ToolFailures()],
         )
         async with running as events:
             async for event in events:
@@ -97,7 +116,9 @@ class PydanticAIAgent(FrameworkAgent):
                 elif isinstance(event, FunctionToolCallEvent) and event.args_valid is True:
                     turn.tool_call(event.part.tool_call_id, event.part.tool_name, event.part.args_as_dict())
                 elif isinstance(event, FunctionToolResultEvent):
-                    turn.tool_result(event.part.tool_call_id, event.part.tool_name, event.part.content)
+                    part = event.part
+                    failed = getattr(part, "outcome", "success") == "failed"
+                    turn.tool_result(part.tool_call_id, part.tool_name, part.content, is_error=failed)
                 elif isinstance(event, AgentRunResultEvent):
                     final = event.result
         if final is None:
@@ -195,4 +216,12 @@ def _json(output: Any) -> str:
     return to_json(output).decode()
 
 
-__all__ = ["PydanticAIAgent", "ask_user", "deferred_results", "descriptions", "parameters", "requests_of"]
+__all__ = [
+    "PydanticAIAgent",
+    "ToolFailures",
+    "ask_user",
+    "deferred_results",
+    "descriptions",
+    "parameters",
+    "requests_of",
+]

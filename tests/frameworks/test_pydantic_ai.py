@@ -19,7 +19,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from bot.agent.approvals import GateVerdict
 from bot.agent.decisions import Approve
 from bot.agent.run_limits import RunLimits
-from bot.agent.stream import ApprovalChunk, ErrorChunk, FinishChunk, SuspendedChunk, TextDeltaChunk
+from bot.agent.stream import ApprovalChunk, ErrorChunk, FinishChunk, SuspendedChunk, TextDeltaChunk, ToolResultChunk
 from bot.agent.tools import ToolInputError
 from bot.errors import AnswerError, QuestionExpired, RunAlreadyResumed
 from bot.frameworks.pydantic_ai import PydanticAIAgent, ask_user
@@ -32,6 +32,7 @@ class World:
 
     def __init__(self) -> None:
         self.restarted: list[str] = []
+        self.refusal: str | None = None  # set: restarting raises this
 
 
 Build = Callable[..., PydanticAIAgent]
@@ -49,6 +50,8 @@ async def build(openai_server: FakeOpenAI, prefix: str) -> AsyncIterator[Build]:
         def restart_service(name: str) -> str:
             """Restart a service."""
             world.restarted.append(name)
+            if world.refusal is not None:
+                raise RuntimeError(world.refusal)
             return f"{name} restarted"
 
         @agent.tool_plain
@@ -145,6 +148,29 @@ async def test_an_approval_approved_in_one_process_runs_the_tool_and_a_decline_i
     assert world.restarted == ["api"]  # never ran
     assert tool_messages(openai_server)["d1"] == "The tool call was declined by U2: it is peak hour"
     assert (await decliner.get_run(declined_run.run_id)).status == "completed"
+
+
+async def test_an_approved_tool_that_raises_is_a_failed_result_the_model_reads_and_the_run_goes_on(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    """Found by a break-it review: the approved call raises. The model reads the failure (the bot's own agent's
+    words) and the run completes with its reply; the call ran once (before: the run failed as "the model call
+    failed", the card stayed "running…", and each Retry ran the call again and failed again)."""
+    world = World()
+    world.refusal = "the database refused the connection"
+    openai_server.script(restart("a1"))
+    run = await build(fake_redis, world).stream("restart api")
+    await run.collect()
+    openai_server.script(Reply(text="The restart failed: the database refused."))
+    chunks = await (await build(fake_redis, world).approve_tool_call(run_id=run.run_id, approved_by="U1")).collect()
+    assert not [c for c in chunks if isinstance(c, ErrorChunk)]
+    result = next(c for c in chunks if isinstance(c, ToolResultChunk))
+    assert result.payload.is_error and result.payload.tool_call_id == "a1"
+    told = tool_messages(openai_server)["a1"]
+    assert "tool restart_service failed: RuntimeError: the database refused the connection" in told, told
+    assert world.restarted == ["api"]
+    state = await build(fake_redis, world).get_run(run.run_id)
+    assert state.status == "completed" and state.messages[-1]["content"] == "The restart failed: the database refused."
 
 
 async def test_a_double_click_in_two_processes_runs_the_tool_once(
