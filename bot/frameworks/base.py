@@ -359,14 +359,25 @@ def decision_of(pending: PendingCall) -> Decision:
     )
 
 
+ASK_USER_KEYS = frozenset({"question", "options", "selection_mode"})
+"""The keys of the ``ask_user`` shape a framework's question may have (anything else beside them is shown too)."""
+
+
 def question_payload(request: Request, *, max_options: int | None = None) -> dict[str, Any]:
     """The ``ask_user`` payload a question request is shown with: its ``question`` when it has the ``ask_user``
-    shape (``question``, ``options``, ``selection_mode``); as free text listing its options when it offers more
-    than ``max_options`` (the frontend's bound, ``RunLimits.max_options``: Slack shows at most 100; the framework
-    gets the text typed); else a free-text question showing the request's name and arguments as JSON."""
+    shape (``question``, ``options``, ``selection_mode``), any other keys beside them listed under the question
+    (``amount: 5000``: what the person decides on, never dropped); as free text listing its options when it offers
+    more than ``max_options`` (the frontend's bound, ``RunLimits.max_options``: Slack shows at most 100; the
+    framework gets the text typed); else a free-text question showing the request's name and arguments as JSON."""
     if request.question is not None:
         with contextlib.suppress(ValidationError):
+            others = {k: v for k, v in request.question.items() if k not in ASK_USER_KEYS}
             question = AskUserPayload.model_validate(request.question)
+            if others:
+                lines = [f"{k}: {v if isinstance(v, str) else json.dumps(v, default=str)}" for k, v in others.items()]
+                question = AskUserPayload.model_validate(
+                    {**request.question, "question": "\n".join([question.question, *lines])}
+                )
             if too_many_options(question, max_options) is None:
                 return question.model_dump(mode="json", exclude_none=True)
             return {

@@ -8,7 +8,7 @@ interrupt is asked in Slack as a question:
 - a payload with the ``ask_user`` shape (``{"question": str, "options": [{"label", "description"?}, ...],
   "selection_mode": "single_select" | "multi_select"}``; :func:`ask_user` builds and asks one) is shown with
   buttons / checkboxes / a modal; the resume value is the answer: the label picked or the text typed (a string), or
-  the labels ticked (a list of strings);
+  the labels ticked (a list of strings); any other keys are listed under the question;
 - any other payload (a string is shown as it is; anything else as JSON) gets a free-text answer (a string).
 
 Nobody answered by the deadline, or the question withdrawn: the graph is resumed with ``None``. Several

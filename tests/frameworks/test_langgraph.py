@@ -220,6 +220,29 @@ async def test_any_other_payload_is_shown_as_json_with_a_free_text_answer(
 
 
 @pytest.mark.parametrize(
+    ("payload", "labels"),
+    [
+        ({"question": "Approve this refund?", "amount": 5000, "customer": "ACME", "items": ["a", "b"]}, None),
+        ({"question": "Refund?", "options": [{"label": "yes"}, {"label": "no"}], "amount": 5000}, ["yes", "no"]),
+    ],
+)
+async def test_a_question_payloads_other_keys_are_shown_with_it(
+    payload: dict[str, Any], labels: list[str] | None, fake_redis: aioredis.Redis, build: Build
+) -> None:
+    """Found by a break-it review: an ``interrupt`` payload with a ``question`` and other keys (what the person
+    decides on: the amount, the customer) shows them under the question, its options kept (before: only the
+    question was shown, the rest dropped)."""
+    agent = build(fake_redis, ask=lambda s: interrupt(payload))
+    run = await agent.stream("refund")
+    asked = next(c for c in await run.collect() if isinstance(c, SuspendedChunk))
+    shown = asked.payload.suspend_payload
+    assert shown.question.startswith(payload["question"] + "\n")
+    assert "amount: 5000" in shown.question
+    assert labels is not None or ("customer: ACME" in shown.question and 'items: ["a", "b"]' in shown.question)
+    assert shown.labels == labels if labels else shown.options is None
+
+
+@pytest.mark.parametrize(
     ("payload", "shown"),
     [
         ({1: "one", "two": {2.5: True}}, {"1": "one", "two": {"2.5": True}}),  # keys JSON writes as strings
