@@ -37,6 +37,7 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import to_json
 
 from bot.agent._loop.stopping import Stopped
 from bot.agent._loop.tool_calls import Suspended
@@ -357,6 +358,14 @@ def decision_of(pending: PendingCall) -> Decision:
         answered_by=answer.answered_by,
         outcome=answer.outcome,
     )
+
+
+def output_text(output: Any) -> str:
+    """A framework run's final output as the reply's text: a string as it is; anything else (a pydantic model, a
+    dataclass, a dict...) as its JSON (pydantic's ``to_json``; a value it can't write, as its ``str``)."""
+    if isinstance(output, str):
+        return output
+    return to_json(output, fallback=str).decode()
 
 
 ASK_USER_KEYS = frozenset({"question", "options", "selection_mode"})

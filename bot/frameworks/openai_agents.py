@@ -23,7 +23,7 @@ from agents.items import ToolApprovalItem, ToolCallItem, ToolCallOutputItem
 from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
 from openai.types.responses import ResponseTextDeltaEvent
 
-from bot.frameworks.base import Finished, FrameworkAgent, Outcome, Turn, Waiting, denial_text
+from bot.frameworks.base import Finished, FrameworkAgent, Outcome, Turn, Waiting, denial_text, output_text
 from bot.frameworks.record import FrameworkRecord, Request
 
 
@@ -72,7 +72,7 @@ class OpenAIAgentsAgent(FrameworkAgent):
             requests = [r.model_copy(update={"description": described.get(r.tool_name, "")}) for r in requests]
             return Waiting(requests=requests, state=state)
         output = result.final_output
-        text = output if isinstance(output, str) else json.dumps(output, default=str)
+        text = output_text(output)
         return Finished(text=text)
 
     async def _decided_state(self, record: FrameworkRecord) -> RunState[Any, Any]:

@@ -47,7 +47,16 @@ from pydantic_ai.messages import (
 from pydantic_ai.run import AgentRunResultEvent
 
 from bot.agent.ask_user import AskUserOption
-from bot.frameworks.base import Finished, FrameworkAgent, Outcome, Turn, Waiting, answer_value, denial_text
+from bot.frameworks.base import (
+    Finished,
+    FrameworkAgent,
+    Outcome,
+    Turn,
+    Waiting,
+    answer_value,
+    denial_text,
+    output_text,
+)
 from bot.frameworks.record import FrameworkRecord, Request
 
 
@@ -138,8 +147,7 @@ class PydanticAIAgent(FrameworkAgent):
                 for r in requests_of(output)
             ]
             return Waiting(requests=requests, state=kept)
-        text = output if isinstance(output, str) else _json(output)
-        return Finished(text=text, state=kept)
+        return Finished(text=output_text(output), state=kept)
 
 
 def descriptions(agent: PydanticAgent[Any, Any]) -> dict[str, str]:
@@ -208,12 +216,6 @@ def _message(message: dict[str, str]) -> ModelMessage:
     if message["role"] == "user":
         return ModelRequest(parts=[UserPromptPart(content=message["content"])])
     return ModelResponse(parts=[TextPart(content=message["content"])])
-
-
-def _json(output: Any) -> str:
-    from pydantic_core import to_json
-
-    return to_json(output).decode()
 
 
 __all__ = [

@@ -6,6 +6,7 @@ store) takes the click."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ import redis.asyncio as aioredis
 from agents import Agent as SdkAgent
 from agents import OpenAIChatCompletionsModel, function_tool
 from openai import AsyncOpenAI
+from pydantic import BaseModel
 
 from bot.agent.decisions import Approve
 from bot.agent.run_limits import RunLimits
@@ -39,7 +41,7 @@ async def build(openai_server: FakeOpenAI, prefix: str) -> AsyncIterator[Build]:
     """``build(redis, world, **adapter_kwargs)``: a fresh SDK agent and adapter (one "process")."""
     clients: list[AsyncOpenAI] = []
 
-    def make(client: aioredis.Redis, world: World, **kwargs: Any) -> OpenAIAgentsAgent:
+    def make(client: aioredis.Redis, world: World, *, output_type: Any = None, **kwargs: Any) -> OpenAIAgentsAgent:
         openai_client = AsyncOpenAI(base_url=openai_server.base_url, api_key="sk-test", max_retries=0)
         clients.append(openai_client)
 
@@ -59,6 +61,7 @@ async def build(openai_server: FakeOpenAI, prefix: str) -> AsyncIterator[Build]:
             instructions="Help with ops.",
             model=OpenAIChatCompletionsModel(model="test-model", openai_client=openai_client),
             tools=[restart_service, service_status],
+            **({"output_type": output_type} if output_type is not None else {}),
         )
         return OpenAIAgentsAgent(agent, store=RedisRunStore(client, prefix=prefix), **kwargs)
 
@@ -196,3 +199,20 @@ async def test_approve_with_arguments_is_refused_before_anything_changes(
         await agent.resume(run.run_id, {"m1": Approve(by="U3", arguments={"name": "db"})})
     state = await agent.get_run(run.run_id)
     assert state.status == "suspended" and state.answers == [] and world.restarted == []
+
+
+class Address(BaseModel):
+    city: str
+    zips: list[int]
+
+
+async def test_a_structured_output_is_replied_as_its_json(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    """Found by a break-it review: an agent with ``output_type`` (a pydantic model) replies with the output's JSON
+    (before: ``json.dumps(..., default=str)`` quoted its ``str``, ``"city='Zurich' zips=[8001]"``)."""
+    openai_server.script(Reply(text='{"city": "Zurich", "zips": [8001]}'))
+    chunks = await (await build(fake_redis, World(), output_type=Address).stream("where?")).collect()
+    finish = chunks[-1]
+    assert isinstance(finish, FinishChunk) and finish.payload.status == "completed"
+    assert json.loads(finish.payload.text or "") == {"city": "Zurich", "zips": [8001]}
