@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from agents import Agent as SdkAgent
-from agents import RunConfig, Runner, RunState
+from agents import RunConfig, RunContextWrapper, Runner, RunState
 from agents.items import ToolApprovalItem, ToolCallItem, ToolCallOutputItem
 from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
 from openai.types.responses import ResponseTextDeltaEvent
@@ -30,12 +30,20 @@ from bot.frameworks.record import FrameworkRecord, Request
 class OpenAIAgentsAgent(FrameworkAgent):
     """An ``agents.Agent`` as the bot's agent. ``agent``: the SDK agent (model, tools, instructions, handoffs are
     its own); ``run_config``: the SDK's :class:`agents.RunConfig` for every run (default: tracing off);
-    ``max_turns``: the SDK's turn limit per run. The rest as :class:`~bot.frameworks.base.FrameworkAgent`."""
+    ``max_turns``: the SDK's turn limit per run; ``context``: the SDK's run context every run gets (what its tools
+    read as ``ctx.context``; given again on each resume, in whichever process, rather than read back from the stored
+    state). The rest as :class:`~bot.frameworks.base.FrameworkAgent`."""
 
     framework = "openai-agents"
 
     def __init__(
-        self, agent: SdkAgent[Any], *, run_config: RunConfig | None = None, sdk_max_turns: int = 10, **kwargs: Any
+        self,
+        agent: SdkAgent[Any],
+        *,
+        run_config: RunConfig | None = None,
+        sdk_max_turns: int = 10,
+        context: Any = None,
+        **kwargs: Any,
     ) -> None:
         kwargs.setdefault("id", agent.name or "openai-agents")
         kwargs.setdefault("name", agent.name or "OpenAI Agents SDK agent")
@@ -43,6 +51,7 @@ class OpenAIAgentsAgent(FrameworkAgent):
         self.agent = agent
         self.run_config = run_config or RunConfig(tracing_disabled=True)
         self.sdk_max_turns = sdk_max_turns
+        self.context = context
 
     async def run_framework(self, turn: Turn) -> Outcome:
         record = turn.record
@@ -51,7 +60,9 @@ class OpenAIAgentsAgent(FrameworkAgent):
             start = [*turn.history, {"role": "user", "content": turn.prompt}]
         else:
             start = await self._decided_state(record)
-        result = Runner.run_streamed(self.agent, start, run_config=self.run_config, max_turns=self.sdk_max_turns)
+        result = Runner.run_streamed(
+            self.agent, start, context=self.context, run_config=self.run_config, max_turns=self.sdk_max_turns
+        )
         async for event in result.stream_events():
             if isinstance(event, RawResponsesStreamEvent) and isinstance(event.data, ResponseTextDeltaEvent):
                 turn.text(event.data.delta)
@@ -77,7 +88,8 @@ class OpenAIAgentsAgent(FrameworkAgent):
 
     async def _decided_state(self, record: FrameworkRecord) -> RunState[Any, Any]:
         """The stored ``RunState`` with every decision of ``record`` applied (approve / reject with the reason)."""
-        state: RunState[Any, Any] = await RunState.from_json(self.agent, record.state)
+        given = RunContextWrapper(context=self.context) if self.context is not None else None
+        state: RunState[Any, Any] = await RunState.from_json(self.agent, record.state, context_override=given)
         for item in state.get_interruptions():
             decision = record.decision(_call_id(item))
             if decision is None:

@@ -86,15 +86,18 @@ class ToolFailures(AbstractCapability[Any]):
 class PydanticAIAgent(FrameworkAgent):
     """A ``pydantic_ai.Agent`` as the bot's agent. ``agent``: the Pydantic AI agent (its model, tools and
     instructions are its own; the run's output type is ``[its output type, DeferredToolRequests]``); the rest as
-    :class:`~bot.frameworks.base.FrameworkAgent`. A structured (non-text) output is replied as its JSON."""
+    :class:`~bot.frameworks.base.FrameworkAgent`. A structured (non-text) output is replied as its JSON. ``deps``:
+    the agent's dependencies (its ``deps_type``), given to every run, the first and each resumed one, in whichever
+    process."""
 
     framework = "pydantic-ai"
 
-    def __init__(self, agent: PydanticAgent[Any, Any], **kwargs: Any) -> None:
+    def __init__(self, agent: PydanticAgent[Any, Any], *, deps: Any = None, **kwargs: Any) -> None:
         kwargs.setdefault("id", agent.name or "pydantic-ai")
         kwargs.setdefault("name", agent.name or "Pydantic AI agent")
         super().__init__(**kwargs)
         self.agent = agent
+        self.deps = deps
 
     async def run_framework(self, turn: Turn) -> Outcome:
         record = turn.record
@@ -114,6 +117,7 @@ class PydanticAIAgent(FrameworkAgent):
             message_history=history,
             deferred_tool_results=results,
             output_type=output_type,
+            deps=self.deps,
             capabilities=[ToolFailures()],
         )
         async with running as events:

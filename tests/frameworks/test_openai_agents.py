@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 from agents import Agent as SdkAgent
-from agents import OpenAIChatCompletionsModel, function_tool
+from agents import OpenAIChatCompletionsModel, RunContextWrapper, function_tool
 from openai import AsyncOpenAI
 from pydantic import BaseModel
 
@@ -216,3 +217,42 @@ async def test_a_structured_output_is_replied_as_its_json(
     finish = chunks[-1]
     assert isinstance(finish, FinishChunk) and finish.payload.status == "completed"
     assert json.loads(finish.payload.text or "") == {"city": "Zurich", "zips": [8001]}
+
+
+@dataclass
+class Tenant:
+    name: str
+
+
+async def test_the_run_context_reaches_its_tools_in_the_first_run_and_after_a_resume_elsewhere(
+    fake_redis: aioredis.Redis, openai_server: FakeOpenAI, prefix: str
+) -> None:
+    """``OpenAIAgentsAgent(agent, context=...)``: the SDK's run context reaches the tools in every run, a resumed
+    one in another process too (before: no way to give it; a tool reading ``ctx.context`` failed)."""
+    seen: list[str] = []
+    clients: list[AsyncOpenAI] = []
+
+    def make() -> OpenAIAgentsAgent:
+        client = AsyncOpenAI(base_url=openai_server.base_url, api_key="sk-test", max_retries=0)
+        clients.append(client)
+
+        @function_tool(needs_approval=True)
+        def refund(ctx: RunContextWrapper[Tenant], order: str) -> str:
+            """Refund an order."""
+            seen.append(f"{ctx.context.name}:{order}")
+            return "refunded"
+
+        agent: SdkAgent[Tenant] = SdkAgent(
+            name="billing", model=OpenAIChatCompletionsModel(model="test-model", openai_client=client), tools=[refund]
+        )
+        return OpenAIAgentsAgent(agent, store=RedisRunStore(fake_redis, prefix=prefix), context=Tenant("acme"))
+
+    try:
+        openai_server.script(Reply(tool_calls=[tool_call("refund", {"order": "A-1"}, id="r1")]), Reply(text="Done."))
+        run = await make().stream("refund A-1")
+        await run.collect()
+        await (await make().approve_tool_call(run_id=run.run_id, approved_by="U1")).collect()
+        assert seen == ["acme:A-1"]
+    finally:
+        for client in clients:
+            await client.close()

@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 from pydantic_ai import Agent as PydanticAgent
-from pydantic_ai import CallDeferred
+from pydantic_ai import CallDeferred, RunContext
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
@@ -341,3 +342,35 @@ async def test_approve_with_arguments_through_resume_runs_the_call_with_them(
     told = openai_server.requests[-1]["messages"][-1]
     assert told["role"] == "user" and told["content"].startswith("Note: U3 changed the arguments of tool call r1")
     assert 'After (what ran): {"name": "cache"}' in told["content"]
+
+
+async def test_the_agents_deps_reach_its_tools_in_the_first_run_and_after_a_resume_elsewhere(
+    fake_redis: aioredis.Redis, openai_server: FakeOpenAI, prefix: str
+) -> None:
+    """``PydanticAIAgent(agent, deps=...)``: an agent with ``deps_type`` gets its dependencies in every run, a
+    resumed one in another process too (before: no way to give them; a tool reading ``ctx.deps`` failed the run)."""
+    seen: list[str] = []
+
+    def make(tenant: str) -> PydanticAIAgent:
+        provider = OpenAIProvider(base_url=openai_server.base_url, api_key="sk-test")
+        agent = PydanticAgent(OpenAIChatModel("test-model", provider=provider), deps_type=Tenant)
+
+        @agent.tool(requires_approval=True)
+        def refund(ctx: RunContext[Tenant], order: str) -> str:
+            """Refund an order."""
+            seen.append(f"{ctx.deps.name}:{order}")
+            return "refunded"
+
+        return PydanticAIAgent(agent, store=RedisRunStore(fake_redis, prefix=prefix), deps=Tenant(tenant))
+
+    openai_server.script(Reply(tool_calls=[tool_call("refund", {"order": "A-1"}, id="r1")]), Reply(text="Done."))
+    run = await make("acme").stream("refund A-1")
+    await run.collect()
+    chunks = await (await make("acme").approve_tool_call(run_id=run.run_id, approved_by="U1")).collect()
+    assert not [c for c in chunks if isinstance(c, ErrorChunk)]
+    assert seen == ["acme:A-1"]
+
+
+@dataclass
+class Tenant:
+    name: str
