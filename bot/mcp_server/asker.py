@@ -51,8 +51,12 @@ AGENT_THAT_ASKED = "the agent that asked"
 withdrawal answer's ``answered_by`` and the outcome's ``cancelled_by``."""
 
 REPLY = "Your answer is recorded for the agent that asked: it gets it now, or when it asks again if it stopped waiting."
-"""Posted in the thread once a person answers. Not "went back": the client may have given up waiting (a request
-timeout, e.g. the MCP Inspector CLI's 60 s); the answer stays in Redis for its ``request_key``."""
+"""Posted in the thread once a person answers a question asked with a ``request_key``. Not "went back": the client
+may have given up waiting (a request timeout, e.g. the MCP Inspector CLI's 60 s); the answer stays in Redis for its
+``request_key``."""
+REPLY_UNKEYED = "Your answer is recorded for the agent that asked: it gets it if it is still waiting."
+"""Posted once a person answers a question asked without a ``request_key``: nothing can ask for it again (a client
+that stops waiting withdraws it; a server restart leaves it open with nobody waiting)."""
 FINGERPRINT = "ask_fingerprint"  # run metadata: what its request_key was asked with (see fingerprint)
 CALLER = "mcp_caller"  # run metadata: the name of the caller that asked (absent: the implicit caller); the audit
 # lines name it (bot.ops.audit.MCP_CALLER)
@@ -202,7 +206,8 @@ class Asker:
                 FINGERPRINT: print_,
                 **({CALLER: caller.name} if caller.name else {}),
             }
-            stream = await self.agent.ask(question, run_id=run_id, reply=REPLY, metadata=kept, tool_id=tool_id)
+            reply = REPLY if run_id is not None else REPLY_UNKEYED
+            stream = await self.agent.ask(question, run_id=run_id, reply=reply, metadata=kept, tool_id=tool_id)
         except BaseException as exc:
             await web.delete(channel_id, root)  # no question in that thread: nothing to leave behind
             if isinstance(exc, RunConflict) and run_id is not None:  # asked under the same key meanwhile

@@ -21,7 +21,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
 
 from bot.mcp_server.callers import CALLER_STATE
-from bot.mcp_server.http import SHUTTING_DOWN
+from bot.mcp_server.http import CLIENT_GONE, SHUTTING_DOWN
 
 CANCELLED = "notifications/cancelled"
 REASON_WAIT = 1.0
@@ -97,16 +97,20 @@ def client_of(request: Any) -> str:
 
 
 def cancelled_by_client(ctx: Context) -> bool:
-    """Whether the client cancelled this call (``notifications/cancelled``, or on the newer HTTP wire the request's
-    stream closed by the client), as opposed to this process stopping or a closed stdio transport. The SDK signals
-    it on the request's dispatch context, which its public ``Context`` does not expose yet: read from the
-    session's request channel, and False when it can't be read (a question is then kept, not withdrawn)."""
+    """Whether the client ended this call (``notifications/cancelled``; or over HTTP the request's stream closed by
+    the client: how the newer wire cancels, and what its request timeout and a dead client do too), as opposed to
+    this process stopping or a closed stdio transport. The SDK signals a notification on the request's dispatch
+    context, which its public ``Context`` does not expose yet: read from the session's request channel; a closed
+    stream from the request's scope (:class:`bot.mcp_server.http.Disconnects`). False when neither can be read."""
+    if SHUTTING_DOWN.is_set():
+        return False
     try:
-        session = ctx.request_context.session
+        session, request = ctx.request_context.session, ctx.request_context.request
     except ValueError:  # outside a request
         return False
     event = getattr(getattr(session, "_request_outbound", None), "cancel_requested", None)
-    return bool(event is not None and event.is_set()) and not SHUTTING_DOWN.is_set()
+    gone = ((getattr(request, "scope", None) or {}).get("state") or {}).get(CLIENT_GONE)
+    return bool(event is not None and event.is_set()) or bool(gone is not None and gone.is_set())
 
 
 def timed_out(reason: str) -> bool:
@@ -116,11 +120,16 @@ def timed_out(reason: str) -> bool:
     return "timed out" in said or "timeout" in said or "-32001" in said
 
 
-async def withdrawn_by_client(ctx: Context, reasons: CancelReasons) -> bool:
-    """Whether the client withdrew this call (cancelled it, and not because its own request timeout fired: then it
-    stopped waiting, and the question stays for the same ``request_key``). Waits up to :data:`REASON_WAIT`
-    seconds for the reason; call it shielded when the call's scope is cancelled."""
+async def withdrawn_by_client(ctx: Context, reasons: CancelReasons, *, keyed: bool) -> bool:
+    """Whether the client's end of this call (:func:`cancelled_by_client`) withdraws its question. A call without a
+    ``request_key`` (``keyed`` False): always, since nobody could collect its answer. One with a key: only when the
+    client said it cancelled (a notification whose reason is not its own request timeout: then it stopped waiting,
+    and the question stays for the same ``request_key``); a stream closed with no notification (the newer HTTP
+    wire, where a cancel, a timeout and a dead client look alike) keeps it for the key too. Waits up to
+    :data:`REASON_WAIT` seconds for the reason; call it shielded when the call's scope is cancelled."""
     if not cancelled_by_client(ctx):
         return False
+    if not keyed:
+        return True
     reason = await reasons.reason(ctx)
-    return reason is None or not timed_out(reason)
+    return reason is not None and not timed_out(reason)

@@ -44,6 +44,33 @@ ASGIApp = Any  # an ASGI application: await app(scope, receive, send)
 # this process is stopping (set by the server's signal handling): its calls are cut short, not cancelled by their
 # clients (bot.mcp_server.cancellations.cancelled_by_client reads it)
 SHUTTING_DOWN = threading.Event()
+CLIENT_GONE = "mcp_client_gone"
+"""``scope["state"]`` key of an HTTP request's :class:`threading.Event`, set once its client closed the request's
+stream (:class:`Disconnects`): how a client on the newer HTTP wire cancels a call, with no notification."""
+
+
+class Disconnects:
+    """ASGI middleware: each HTTP request carries an event in ``scope["state"][CLIENT_GONE]``, set when the server
+    hears ``http.disconnect`` while the request is handled (the client closed its stream: it cancelled the call,
+    its own timeout fired, or it died), read by :func:`bot.mcp_server.cancellations.cancelled_by_client`."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        gone = threading.Event()
+        scope.setdefault("state", {})[CLIENT_GONE] = gone
+
+        async def watched() -> dict[str, Any]:
+            message: dict[str, Any] = await receive()
+            if message.get("type") == "http.disconnect":
+                gone.set()
+            return message
+
+        await self.app(scope, watched, send)
 
 
 class BearerAuth:
@@ -169,7 +196,9 @@ def http_server(
             return contextlib.nullcontext()
 
     app = BearerAuth(  # the token first: a body is read only for a caller
-        BodyLimit(server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)), token=token, callers=callers
+        Disconnects(BodyLimit(server.streamable_http_app(streamable_http_path=MCP_PATH, host=host))),
+        token=token,
+        callers=callers,
     )
     config = uvicorn.Config(
         app,

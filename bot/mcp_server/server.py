@@ -310,10 +310,11 @@ async def ask_and_wait(
     reasons: CancelReasons,
 ) -> dict[str, Any]:
     """Ask ``args`` (through ``tool_id``: the question tool by default) for MCP tool ``mcp_tool`` as ``caller``
-    (default: the implicit one) and wait for the outcome, telling the client how long it waited; a client's
-    cancellation withdraws it, unless it says the client's own request timeout fired (``reasons``: the server's
-    :class:`~bot.mcp_server.cancellations.CancelReasons`): the question then stays, for the same call with the same
-    ``request_key``. For a call that becomes a task
+    (default: the implicit one) and wait for the outcome, telling the client how long it waited; the client's end
+    of the call withdraws it, unless it has a ``request_key`` and did not say it cancelled (its own request timeout,
+    a closed stream: ``reasons``, the server's :class:`~bot.mcp_server.cancellations.CancelReasons`,
+    :func:`~bot.mcp_server.cancellations.withdrawn_by_client`): the question then stays, for the same call with the
+    same ``request_key``. For a call that becomes a task
     (:data:`bot.mcp_server.tasks.TASKING` set) the question is posted and left there, and ``{}`` returned at once
     (the task is the answer). The defaults:
     ``MCP_ASK_CHANNEL`` (a named caller's first channel when that is not one of its), ``MCP_ASK_USER`` (when the
@@ -358,7 +359,7 @@ async def ask_and_wait(
             asked, progress=progress, every=settings.mcp_progress_seconds, cancelled=lambda: cancelled_by_client(ctx)
         )
         if outcome is None:  # the client cancelled (the SDK lets the call run on, told so)
-            if not await withdrawn_by_client(ctx, reasons):
+            if not await withdrawn_by_client(ctx, reasons, keyed=bool(request_key)):
                 return {"status": "waiting", "note": "the client stopped waiting; the same request_key waits on"}
             await asker.withdraw(asked)
             return {"status": "cancelled", "cancelled_by": AGENT_THAT_ASKED}
@@ -366,10 +367,10 @@ async def ask_and_wait(
     except BaseException as exc:
         if isinstance(exc, asyncio.CancelledError) and cancelled_by_client(ctx):  # withdrawn, then gone
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                if await withdrawn_by_client(ctx, reasons):
+                if await withdrawn_by_client(ctx, reasons, keyed=bool(request_key)):
                     await asker.withdraw(asked)
                 else:
-                    log.info("an MCP client's request timeout fired: its question stays for the same request_key")
+                    log.info("an MCP client stopped waiting: its question stays for the same request_key")
         if isinstance(exc, BotError):
             raise ToolError(f"stopped waiting: {describe_error(exc)}") from None
         raise  # the transport closed or the server stops: the question stays, a retry with its key waits on

@@ -152,6 +152,64 @@ async def test_a_client_whose_own_request_timeout_fires_keeps_the_question_for_i
         assert result.structured_content == {"status": "answered", "answer": "yes", "answered_by": ALICE}
 
 
+async def test_a_question_without_a_request_key_is_withdrawn_when_its_client_stops_waiting(
+    real_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """Found by a break-it review: a call without a ``request_key`` whose client's own timeout fired. Nothing can
+    ask for its answer again, so the question is withdrawn (before: kept open, taking an answer nobody could get
+    while Slack said the agent would get it "when it asks again")."""
+    args = {"question": "Ship it?", "options": [{"label": "yes"}, {"label": "no"}]}
+    async with harness(real_redis) as h, mcp_session(h, prefix) as session:
+        await session.list_tools()
+        first = asyncio.ensure_future(session.call_tool("ask_user", args, read_timeout_seconds=3))
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
+        with contextlib.suppress(Exception):
+            await first
+        withdrawn = await h.ws.wait_for_message(
+            channel=GENERAL,
+            predicate=lambda m: m["ts"] == question["ts"] and "Withdrawn" in str(m["blocks"]),
+            timeout=STARTUP_SECONDS,
+        )
+        assert not has_controls(withdrawn)
+
+
+@pytest.mark.parametrize(("key", "withdrawn"), [(None, True), ("k-closed", False)])
+async def test_over_http_a_call_whose_stream_the_client_closes_withdraws_a_keyless_question_and_keeps_a_keyed_one(
+    real_redis: aioredis.Redis, harness: Any, prefix: str, key: str | None, withdrawn: bool
+) -> None:
+    """On the newer HTTP wire the SDK's client cancels a call by closing its stream, with no notification; its
+    request timeout and a dead client look the same. Without a ``request_key`` the question is withdrawn (found by a
+    break-it review: before, it stayed open, its buttons live, holding a place of the caller's waiting limit); with
+    one it stays for the same call again, which gets the answer."""
+    args = {
+        "question": "Ship it?",
+        "options": [{"label": "yes"}, {"label": "no"}],
+        **({"request_key": key} if key else {}),
+    }
+    async with harness(real_redis) as h, mcp_http_server(h, prefix) as server, http_session(server.url) as session:
+        call = asyncio.ensure_future(session.call_tool("ask_user", args))
+        question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
+        call.cancel()  # the stream of the call closed
+        with contextlib.suppress(BaseException):
+            await call
+        if withdrawn:
+            shown = await h.ws.wait_for_message(
+                channel=GENERAL,
+                predicate=lambda m: m["ts"] == question["ts"] and "Withdrawn" in str(m["blocks"]),
+                timeout=STARTUP_SECONDS,
+            )
+            assert not has_controls(shown)
+            return
+        await asyncio.sleep(2)  # as long as a withdrawal would take to show
+        shown = h.ws.fake.state.message(GENERAL, question["ts"])
+        assert has_controls(shown) and "Withdrawn" not in str(shown["blocks"]), shown["blocks"]
+        again = asyncio.ensure_future(session.call_tool("ask_user", args))
+        await asyncio.sleep(1)
+        await h.ws.click(question, "yes", user=ALICE)
+        result = await asyncio.wait_for(again, STARTUP_SECONDS)
+        assert result.structured_content == {"status": "answered", "answer": "yes", "answered_by": ALICE}
+
+
 async def test_a_call_without_anyone_to_ask_is_a_clear_tool_error(
     real_redis: aioredis.Redis, harness: Any, prefix: str
 ) -> None:
