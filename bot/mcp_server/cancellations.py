@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -96,21 +96,32 @@ def client_of(request: Any) -> str:
     return f"{session}|{getattr(caller, 'name', '') or ''}"
 
 
-def cancelled_by_client(ctx: Context) -> bool:
-    """Whether the client ended this call (``notifications/cancelled``; or over HTTP the request's stream closed by
-    the client: how the newer wire cancels, and what its request timeout and a dead client do too), as opposed to
-    this process stopping or a closed stdio transport. The SDK signals a notification on the request's dispatch
-    context, which its public ``Context`` does not expose yet: read from the session's request channel; a closed
-    stream from the request's scope (:class:`bot.mcp_server.http.Disconnects`). False when neither can be read."""
+ClientEnd = Literal["cancelled", "gone"]
+"""How a client ended a call: ``cancelled`` (``notifications/cancelled``), ``gone`` (its HTTP stream closed with no
+notification: how the newer wire cancels, and what its request timeout and a dead client do too)."""
+
+
+def client_end(ctx: Context) -> ClientEnd | None:
+    """How the client ended this call (:data:`ClientEnd`), or None: it did not (this process stops, a closed stdio
+    transport, or still waiting). The SDK signals a notification on the request's dispatch context, which its
+    public ``Context`` does not expose yet: read from the session's request channel; a closed stream from the
+    request's scope (:class:`bot.mcp_server.http.Disconnects`). None when neither can be read."""
     if SHUTTING_DOWN.is_set():
-        return False
+        return None
     try:
         session, request = ctx.request_context.session, ctx.request_context.request
     except ValueError:  # outside a request
-        return False
+        return None
     event = getattr(getattr(session, "_request_outbound", None), "cancel_requested", None)
+    if event is not None and event.is_set():
+        return "cancelled"
     gone = ((getattr(request, "scope", None) or {}).get("state") or {}).get(CLIENT_GONE)
-    return bool(event is not None and event.is_set()) or bool(gone is not None and gone.is_set())
+    return "gone" if gone is not None and gone.is_set() else None
+
+
+def cancelled_by_client(ctx: Context) -> bool:
+    """Whether the client ended this call, one way or the other (:func:`client_end`)."""
+    return client_end(ctx) is not None
 
 
 def timed_out(reason: str) -> bool:
@@ -127,9 +138,12 @@ async def withdrawn_by_client(ctx: Context, reasons: CancelReasons, *, keyed: bo
     and the question stays for the same ``request_key``); a stream closed with no notification (the newer HTTP
     wire, where a cancel, a timeout and a dead client look alike) keeps it for the key too. Waits up to
     :data:`REASON_WAIT` seconds for the reason; call it shielded when the call's scope is cancelled."""
-    if not cancelled_by_client(ctx):
+    end = client_end(ctx)
+    if end is None:
         return False
     if not keyed:
         return True
-    reason = await reasons.reason(ctx)
-    return reason is not None and not timed_out(reason)
+    if end == "gone":
+        return False
+    reason = await reasons.reason(ctx)  # None: none came in time (the notification's own, a reason not read)
+    return reason is None or not timed_out(reason)

@@ -68,7 +68,7 @@ from bot.errors import BotError, describe_error
 from bot.mcp_server.asker import AGENT_THAT_ASKED, MCP_TOOL, Asker, AskError, outcome_of
 from bot.mcp_server.callers import CALLER_STATE, Caller, Callers, Refused, implicit_caller, load_callers
 from bot.mcp_server.cancellations import CancelReasons, cancelled_by_client, withdrawn_by_client
-from bot.mcp_server.http import serve_http
+from bot.mcp_server.http import SHUTTING_DOWN, serve_http
 from bot.mcp_server.permission_prompt import TOOL as PERMISSION_TOOL
 from bot.mcp_server.permission_prompt import TOOL_INPUT, approval_request, decision_result, decision_text, summary
 from bot.mcp_server.task_status import TaskListen
@@ -80,6 +80,9 @@ if TYPE_CHECKING:
     from bot.slack.app import Role
 
 log = logging.getLogger(__name__)
+
+RESTARTING = "this MCP server is restarting: call again with the same request_key to go on waiting for the answer"
+"""A keyed call's result when its server stops while it waits (``{"status": "waiting", "note": ...}``)."""
 
 INSTRUCTIONS = (
     "Ask a person on Slack and wait for the answer: a free-form question, one choice or several. Use it when a "
@@ -354,10 +357,20 @@ async def ask_and_wait(
     async def progress(waited: float, message: str) -> None:
         await ctx.report_progress(waited, None, message)
 
+    def ended() -> bool:
+        return cancelled_by_client(ctx) or SHUTTING_DOWN.is_set()
+
     try:
-        outcome = await asker.wait(
-            asked, progress=progress, every=settings.mcp_progress_seconds, cancelled=lambda: cancelled_by_client(ctx)
-        )
+        outcome = await asker.wait(asked, progress=progress, every=settings.mcp_progress_seconds, cancelled=ended)
+        if outcome is None and SHUTTING_DOWN.is_set():  # this server stops: its waiting calls end, told why, within
+            # its grace (else cut short: the client told only that the server erred, a traceback in the log)
+            if request_key:
+                return {"status": "waiting", "note": RESTARTING}
+            with anyio.CancelScope(shield=True):
+                await asker.withdraw(asked)
+            raise ToolError(
+                "this MCP server is restarting: the question was withdrawn before anyone answered; ask again"
+            )
         if outcome is None:  # the client cancelled (the SDK lets the call run on, told so)
             if not await withdrawn_by_client(ctx, reasons, keyed=bool(request_key)):
                 return {"status": "waiting", "note": "the client stopped waiting; the same request_key waits on"}
