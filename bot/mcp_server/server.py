@@ -43,14 +43,14 @@ import inspect
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.subscriptions import InMemorySubscriptionBus
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from bot.agent.asking import APPROVAL_TOOL
 from bot.agent.text import (
@@ -74,6 +74,7 @@ from bot.mcp_server.permission_prompt import TOOL_INPUT, approval_request, decis
 from bot.mcp_server.task_status import TaskListen
 from bot.mcp_server.tasks import TASKING, Tasks, structured_result
 from bot.serving import check_redis, listen_error, model_for, serve_ops
+from bot.slack.render.blocks import MAX_SELECT_OPTIONS
 from bot.store.redis_store import DEFAULT_RETENTION
 
 if TYPE_CHECKING:
@@ -107,6 +108,11 @@ class Option(BaseModel):
 
     label: OptionLabel
     description: OptionDescription | None = None
+
+
+Options = Annotated[list[Option], Field(json_schema_extra={"maxItems": MAX_SELECT_OPTIONS})]
+"""A question's options: the schema tells the client's model the bound (Slack shows at most 100); more are refused
+by the asking itself, in its own words (not a validation dump)."""
 
 
 def callers_of(settings: Settings) -> Callers | None:
@@ -229,7 +235,7 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
     async def ask_user(
         question: Question,
         ctx: Context,
-        options: list[Option] | None = None,
+        options: Options | None = None,
         selection_mode: Literal["single_select", "multi_select"] | None = None,
         channel: SlackTarget | None = None,
         user: SlackTarget | None = None,
@@ -323,6 +329,8 @@ async def ask_and_wait(
     ``MCP_ASK_CHANNEL`` (a named caller's first channel when that is not one of its), ``MCP_ASK_USER`` (when the
     caller may ask them). ``metadata`` / ``fingerprinted``: as :meth:`Asker.ask` takes them. Raises ``ToolError``
     (what went wrong, or the caller's rule refused)."""
+    if request_key is not None and not request_key.strip():
+        raise ToolError("request_key is blank: give an id of yours for this question, or leave it out")
     caller = caller or implicit_caller(channel=settings.mcp_ask_channel)
     if channel is None:
         channel = settings.mcp_ask_channel

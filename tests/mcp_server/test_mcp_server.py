@@ -26,6 +26,7 @@ from bot.fakeslack import Workspace
 from bot.mcp_server.server import RESTARTING
 from bot.slack.questions.follow_up_plan import COALESCE_SECONDS
 from bot.slack.refs import QuestionRef
+from bot.slack.render.blocks import MAX_SELECT_OPTIONS
 from bot.store import Keys
 from bot.testing.mcp_process import McpProcess, mcp_http_process
 from bot.testing.ports import free_port
@@ -687,6 +688,11 @@ async def test_every_text_an_outside_agent_sends_is_bounded_before_anything_is_p
     async with harness(real_redis) as h, mcp_session(h, prefix) as session:
         schemas = {t.name: t.input_schema for t in (await session.list_tools()).tools}
         assert schemas["ask_user"]["properties"]["question"]["maxLength"] == limits.MAX_QUESTION
+        # the options' bound is in the schema the client's model reads (found by a break-it review: only refused)
+        options = schemas["ask_user"]["properties"]["options"]
+        assert [o.get("maxItems") for o in options["anyOf"] if o.get("type") == "array"] == [MAX_SELECT_OPTIONS]
+        blank_key = await session.call_tool("ask_user", {"question": "Ship?", "request_key": "  "})
+        assert blank_key.is_error and "request_key is blank" in blank_key.content[0].text  # before: asked, keyless
         for (tool, field), args in over.items():
             result = await session.call_tool(tool, args)
             text = result.content[0].text
