@@ -350,6 +350,8 @@ class Threads:
             call = check.pending.tool_call_id
             if is_blank(text):
                 await say("A question above is waiting for an answer.")
+            elif await self._withdrawn_by_stop(previous, prev_ctx, where, text):
+                pass
             elif refused := await self.answering.permissions.refusal(
                 previous, prev_ctx, call, user=where.user, where=where
             ):
@@ -371,6 +373,17 @@ class Threads:
                 return True
             return False
         return False
+
+    async def _withdrawn_by_stop(self, state: RunState, ctx: SlackContext, where: Origin, text: str) -> bool:
+        """``stop`` / ``cancel`` said in the thread by its requester while an approval request of the run waits:
+        withdrawn, as the request's Cancel does (text never decides an approval, so it can't be an answer; before,
+        the requester was told they may not decide it, once, then nothing). True when it was. Raises
+        ``StoreUnavailable``."""
+        left = undecided(state)
+        if not says_stop(text) or not left or left[0].kind != "approval" or where.user != ctx.requester:
+            return False
+        await self.withdrawing.withdraw((state, ctx, left[0].tool_call_id), where, self.answering.say_to(where))
+        return True
 
     async def _thread_reply(self, body: dict[str, Any]) -> None:
         where = Origin.of_event(body)
@@ -399,6 +412,8 @@ class Threads:
         call = state.pending.tool_call_id
         with log_context(run_id=state.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id, user_id=where.user):
             try:
+                if await self._withdrawn_by_stop(state, ctx, where, text):
+                    return
                 refused = await self.answering.permissions.refusal(state, ctx, call, user=where.user, where=where)
                 if refused is not None:
                     if await self.index.tell_once(state.run_id, tool_call_id=call, user=where.user, topic="refused"):

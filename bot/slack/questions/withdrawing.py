@@ -33,6 +33,7 @@ from bot.slack.approvals.batch import approved_earlier
 from bot.slack.context import Origin, SlackContext
 from bot.slack.questions.answering import Answering
 from bot.slack.questions.attempt import Attempt
+from bot.slack.questions.lookup import Found, Say
 from bot.slack.questions.notices import STORE_DOWN
 from bot.slack.questions.picks import button_ref
 
@@ -66,9 +67,14 @@ class Withdrawing:
             return
         with log_context(run_id=ref.run_id, team_id=where.team_id, channel_id=where.channel_id, user_id=where.user):
             found = await self.answering.find(ref, say, where=where)
-            if found is None:
-                return
-            state, ctx, call = found
+            if found is not None:
+                await self.withdraw(found, where, say)
+
+    async def withdraw(self, found: Found, where: Origin, say: Say) -> None:
+        """Withdraw the question (or approval request) ``found`` names for ``where.user``, who must have started its
+        run (else told who may); a request of a batch: the batch's calls still undecided with it."""
+        state, ctx, call = found
+        with log_context(run_id=state.run_id, team_id=where.team_id, channel_id=where.channel_id, user_id=where.user):
             waiting = state.waiting_call(call)
             what = "request" if waiting is not None and waiting.kind == "approval" else "question"
             if where.user != ctx.requester:

@@ -391,6 +391,32 @@ async def test_the_requester_withdraws_her_request_with_cancel_and_only_she_may(
         assert {json.loads(c)["outcome"] for c in results.values()} == {"cancelled"}
 
 
+@pytest.mark.parametrize("said", ["reply", "mention"])
+async def test_the_requester_saying_stop_in_the_thread_withdraws_her_waiting_request(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, said: str
+) -> None:
+    """Found by a break-it review: Alice (who asked, not an approver) says ``stop`` in the thread while the request
+    waits: it is withdrawn, as her Cancel would (before: told once she may not decide it, then silence, the request
+    left waiting). Bob (an approver) saying ``cancel`` is told to use the buttons; nothing is withdrawn by him."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(f"rules:\n  - tool: '*'\n    approvers: [{BOB}, {CAROL}]\n    required: 2\n")
+    async with harness(fake_redis, settings={**AGENT, "approval_policy": str(policy)}) as h:
+        thread, _header, api, web = await two_restarts(h)
+        await h.ws.reply_in_thread(BOB, GENERAL, thread, "cancel")
+        told = await h.ws.wait_for_ephemeral(user=BOB)
+        assert "Use the Approve or Decline button" in told["text"], told["text"]
+        assert has_controls(await current(h, api))
+        if said == "reply":
+            await h.ws.reply_in_thread(ALICE, GENERAL, thread, "stop")
+        else:
+            await h.ws.mention(ALICE, GENERAL, "stop", thread_ts=thread)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Both handled."))
+        for request in (api, web):
+            done = await current(h, request)
+            assert not has_controls(done) and "Withdrawn by <@U_ALICE>" in blocks_text(done)
+        assert approval_agent.RESTARTS == []
+
+
 async def test_the_model_is_told_who_edited_a_later_call_of_a_batch_under_a_quorum(
     fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
 ) -> None:
