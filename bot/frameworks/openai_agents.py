@@ -76,9 +76,7 @@ class OpenAIAgentsAgent(FrameworkAgent):
                 turn.tool_result(call_id, "", event.item.output)
         if result.interruptions:
             state = result.to_state().to_json()
-            described = {
-                str(getattr(t, "name", "")): str(getattr(t, "description", "") or "") for t in self.agent.tools
-            }
+            described = descriptions(self.agent)
             requests = [request_of(item) for item in result.interruptions]
             requests = [r.model_copy(update={"description": described.get(r.tool_name, "")}) for r in requests]
             return Waiting(requests=requests, state=state)
@@ -99,6 +97,27 @@ class OpenAIAgentsAgent(FrameworkAgent):
             else:
                 state.reject(item, rejection_message=denial_text(decision))
         return state
+
+
+def descriptions(agent: SdkAgent[Any]) -> dict[str, str]:
+    """``{tool name: description}`` of the tools of ``agent`` and of every agent its handoffs reach (a handed-off
+    agent's tool asks for approval too), the first agent's first where names repeat."""
+    found: dict[str, str] = {}
+    seen: set[int] = set()
+    queue: list[Any] = [agent]
+    while queue:
+        current = queue.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        for tool in getattr(current, "tools", None) or []:
+            found.setdefault(str(getattr(tool, "name", "")), str(getattr(tool, "description", "") or ""))
+        for handoff in getattr(current, "handoffs", None) or []:
+            if isinstance(handoff, SdkAgent):
+                queue.append(handoff)
+            elif callable(ref := getattr(handoff, "_agent_ref", None)) and (target := ref()) is not None:
+                queue.append(target)  # a Handoff made by handoff(agent): the SDK keeps a weak reference to it
+    return found
 
 
 def request_of(item: ToolApprovalItem) -> Request:

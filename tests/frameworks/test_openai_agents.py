@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 from agents import Agent as SdkAgent
-from agents import OpenAIChatCompletionsModel, RunContextWrapper, function_tool
+from agents import OpenAIChatCompletionsModel, RunContextWrapper, function_tool, handoff
 from openai import AsyncOpenAI
 from pydantic import BaseModel
 
@@ -256,3 +256,39 @@ async def test_the_run_context_reaches_its_tools_in_the_first_run_and_after_a_re
     finally:
         for client in clients:
             await client.close()
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["agent", "handoff(agent)"])
+async def test_a_handed_off_agents_approval_shows_its_tools_description(
+    fake_redis: aioredis.Redis, openai_server: FakeOpenAI, prefix: str, wrapped: bool
+) -> None:
+    """Found by a break-it review: the triage agent hands off to billing, whose refund needs approval: the request
+    shows refund's description (before: empty, only the first agent's tools were looked at), and runs once."""
+    refunds: list[int] = []
+    client = AsyncOpenAI(base_url=openai_server.base_url, api_key="sk-test", max_retries=0)
+    model = OpenAIChatCompletionsModel(model="test-model", openai_client=client)
+
+    @function_tool(needs_approval=True)
+    def refund(amount: int) -> str:
+        """Refund money."""
+        refunds.append(amount)
+        return "refunded"
+
+    billing: SdkAgent[Any] = SdkAgent(name="billing", instructions="b", model=model, tools=[refund])
+    triage: SdkAgent[Any] = SdkAgent(
+        name="triage", instructions="t", model=model, handoffs=[handoff(billing) if wrapped else billing]
+    )
+    try:
+        openai_server.script(
+            Reply(tool_calls=[tool_call("transfer_to_billing", {}, id="h1")]),
+            Reply(tool_calls=[tool_call("refund", {"amount": 5}, id="r1")]),
+        )
+        run = await OpenAIAgentsAgent(triage, store=RedisRunStore(fake_redis, prefix=prefix)).stream("refund me")
+        approval = next(c for c in await run.collect() if isinstance(c, ApprovalChunk))
+        assert (approval.payload.tool_name, approval.payload.description) == ("refund", "Refund money.")
+        openai_server.script(Reply(text="Refunded."))
+        again = OpenAIAgentsAgent(triage, store=RedisRunStore(fake_redis, prefix=prefix))
+        await (await again.approve_tool_call(run_id=run.run_id, approved_by="U1")).collect()
+        assert refunds == [5]
+    finally:
+        await client.close()
