@@ -42,6 +42,7 @@ from pydantic_ai.messages import (
     PartStartEvent,
     TextPart,
     TextPartDelta,
+    ToolCallPart,
     UserPromptPart,
 )
 from pydantic_ai.run import AgentRunResultEvent
@@ -150,6 +151,8 @@ class PydanticAIAgent(FrameworkAgent):
                 )
                 for r in requests_of(output)
             ]
+            made = {p.tool_call_id: i for i, p in enumerate(_tool_calls(final.all_messages()))}
+            requests.sort(key=lambda r: made.get(r.tool_call_id, len(made)))  # asked in the order the model made them
             return Waiting(requests=requests, state=kept)
         return Finished(text=output_text(output), state=kept)
 
@@ -214,6 +217,11 @@ def deferred_results(record: FrameworkRecord) -> DeferredToolResults:
         if decision.answered_by:
             results.answered_by[decision.tool_call_id] = decision.answered_by
     return results
+
+
+def _tool_calls(messages: list[ModelMessage]) -> list[ToolCallPart]:
+    """Every tool call of ``messages``' model responses, in the order the model made them."""
+    return [p for m in messages if isinstance(m, ModelResponse) for p in m.parts if isinstance(p, ToolCallPart)]
 
 
 def _message(message: dict[str, str]) -> ModelMessage:

@@ -252,6 +252,31 @@ async def test_several_deferred_calls_are_asked_one_at_a_time_and_the_agent_runs
     assert tool_messages(openai_server) == {"r1": "api restarted", "q1": "a deploy"}
 
 
+async def test_questions_and_approvals_of_one_turn_are_asked_in_the_order_the_model_made_them(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    """Found by a break-it review: the model asks, then restarts, then asks again: they are asked in that order
+    (before: every approval first, then the questions, whatever the model's order)."""
+    world = World()
+    calls = [
+        tool_call("ask_user", {"question": "Why?"}, id="q1"),
+        tool_call("restart_service", {"name": "api"}, id="r1"),
+        tool_call("ask_user", {"question": "When?"}, id="q2"),
+    ]
+    openai_server.script(Reply(tool_calls=calls), Reply(text="Done."))
+    agent = build(fake_redis, world)
+    run = await agent.stream("ask, restart, ask")
+    asked = [next(c for c in await run.collect() if isinstance(c, SuspendedChunk)).payload.tool_call_id]
+    second = await agent.resume_stream("a deploy", run_id=run.run_id, answered_by="U1")
+    asked += [c.payload.tool_call_id for c in await second.collect() if isinstance(c, ApprovalChunk)]
+    third = await agent.approve_tool_call(run_id=run.run_id, approved_by="U1")
+    asked += [c.payload.tool_call_id for c in await third.collect() if isinstance(c, SuspendedChunk)]
+    assert asked == ["q1", "r1", "q2"]
+    await (await agent.resume_stream("now", run_id=run.run_id, answered_by="U1")).collect()
+    assert world.restarted == ["api"]
+    assert tool_messages(openai_server) == {"q1": "a deploy", "r1": "api restarted", "q2": "now"}
+
+
 async def test_the_approval_gate_declines_at_once_without_asking(
     fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
 ) -> None:
