@@ -65,6 +65,7 @@ from bot.agent.text import (
 )
 from bot.config import Settings
 from bot.errors import BotError, describe_error
+from bot.mcp_server.arguments import ArgumentErrors
 from bot.mcp_server.asker import AGENT_THAT_ASKED, MCP_TOOL, Asker, AskError, outcome_of
 from bot.mcp_server.callers import CALLER_STATE, Caller, Callers, Refused, implicit_caller, load_callers
 from bot.mcp_server.cancellations import CancelReasons, cancelled_by_client, withdrawn_by_client
@@ -188,7 +189,7 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
         log_level=settings.log_level,
         extensions=[tasks],
         subscriptions=bus,
-        middleware=[TaskListen(tasks, bus), reasons],
+        middleware=[TaskListen(tasks, bus), reasons, ArgumentErrors()],
     )
 
     async def ask(

@@ -109,6 +109,15 @@ async def test_an_mcp_client_asks_and_gets_the_answer_with_who_gave_it(
         assert h.model.requests == []  # the serve process that took the answer ran no model turn
 
 
+async def withdrawn_shown(h: Any, question: dict[str, Any]) -> dict[str, Any]:
+    """``question``'s message once it says it was withdrawn."""
+    return await h.ws.wait_for_message(
+        channel=GENERAL,
+        predicate=lambda m: m["ts"] == question["ts"] and "Withdrawn" in str(m["blocks"]),
+        timeout=STARTUP_SECONDS,
+    )
+
+
 async def test_a_client_that_cancels_its_call_withdraws_the_question(
     real_redis: aioredis.Redis, harness: Any, prefix: str
 ) -> None:
@@ -118,11 +127,7 @@ async def test_a_client_that_cancels_its_call_withdraws_the_question(
         call.cancel()  # the SDK sends notifications/cancelled
         with contextlib.suppress(BaseException):
             await call
-        withdrawn = await h.ws.wait_for_message(
-            channel=GENERAL,
-            predicate=lambda m: m["ts"] == question["ts"] and "Withdrawn" in str(m["blocks"]),
-            timeout=STARTUP_SECONDS,
-        )
+        withdrawn = await withdrawn_shown(h, question)
         assert not has_controls(withdrawn)
         again = await session.call_tool("ask_user", {"question": "Ship it?", "request_key": "k-1"})
         assert again.structured_content is not None and again.structured_content["status"] == "cancelled"
@@ -167,11 +172,7 @@ async def test_a_question_without_a_request_key_is_withdrawn_when_its_client_sto
         question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
         with contextlib.suppress(Exception):
             await first
-        withdrawn = await h.ws.wait_for_message(
-            channel=GENERAL,
-            predicate=lambda m: m["ts"] == question["ts"] and "Withdrawn" in str(m["blocks"]),
-            timeout=STARTUP_SECONDS,
-        )
+        withdrawn = await withdrawn_shown(h, question)
         assert not has_controls(withdrawn)
 
 
@@ -195,11 +196,7 @@ async def test_over_http_a_call_whose_stream_the_client_closes_withdraws_a_keyle
         with contextlib.suppress(BaseException):
             await call
         if withdrawn:
-            shown = await h.ws.wait_for_message(
-                channel=GENERAL,
-                predicate=lambda m: m["ts"] == question["ts"] and "Withdrawn" in str(m["blocks"]),
-                timeout=STARTUP_SECONDS,
-            )
+            shown = await withdrawn_shown(h, question)
             assert not has_controls(shown)
             return
         await asyncio.sleep(2)  # as long as a withdrawal would take to show
@@ -691,6 +688,10 @@ async def test_every_text_an_outside_agent_sends_is_bounded_before_anything_is_p
         # the options' bound is in the schema the client's model reads (found by a break-it review: only refused)
         options = schemas["ask_user"]["properties"]["options"]
         assert [o.get("maxItems") for o in options["anyOf"] if o.get("type") == "array"] == [MAX_SELECT_OPTIONS]
+        missing = await session.call_tool("ask_user", {})  # found by a break-it review: pydantic's report before
+        assert missing.is_error and missing.content[0].text == (
+            "ask_user: the arguments don't fit the tool's input schema: question: Field required"
+        )
         blank_key = await session.call_tool("ask_user", {"question": "Ship?", "request_key": "  "})
         assert blank_key.is_error and "request_key is blank" in blank_key.content[0].text  # before: asked, keyless
         for (tool, field), args in over.items():
@@ -698,6 +699,7 @@ async def test_every_text_an_outside_agent_sends_is_bounded_before_anything_is_p
             text = result.content[0].text
             assert result.is_error, (tool, field)
             assert field.split()[0] in text and "at most" in text, (tool, field, text)
+            assert "errors.pydantic.dev" not in text and "input_value" not in text, text  # one plain line
         assert h.ws.messages(GENERAL) == []  # nothing posted
         assert [k async for k in real_redis.scan_iter(f"{prefix}*")] == []  # nothing stored
         at_the_bound = {"question": "q" * limits.MAX_QUESTION, "request_key": "at-the-bound"}
@@ -818,3 +820,25 @@ async def test_a_cancellations_reason_is_read_only_by_the_call_of_the_same_clien
     ]
     assert await reasons.reason(call(http("b"), 1), within=0.2) == "McpError: MCP error -32001: Request timed out"
     assert await reasons.reason(call(None, 1), within=0.2) is None  # stdio's own client: none noted
+
+
+@pytest.mark.parametrize(
+    ("text", "plain_line"),
+    [
+        (
+            "Error executing tool ask_user: 2 validation errors for ask_userArguments\nquestion\n  Field required "
+            "[type=missing, input_value={}, input_type=dict]\n    For further information visit "
+            "https://errors.pydantic.dev/2.14/v/missing\noptions.0.label\n  String should have at least 1 character "
+            "[type=string_too_short, input_value='', input_type=str]\n    For further information visit "
+            "https://errors.pydantic.dev/2.14/v/string_too_short",
+            "ask_user: the arguments don't fit the tool's input schema: question: Field required; options.0.label: "
+            "String should have at least 1 character",
+        ),
+        ("ask_user: too many options (101); offer at most 100", None),  # the project's own refusals pass as they are
+        ("Error executing tool ask_user", None),
+    ],
+)
+def test_an_argument_validation_report_is_one_plain_line(text: str, plain_line: str | None) -> None:
+    from bot.mcp_server.arguments import plain
+
+    assert plain(text) == plain_line
