@@ -21,6 +21,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import math
 import re
 import secrets
 import time
@@ -61,6 +62,7 @@ FINGERPRINT = "ask_fingerprint"  # run metadata: what its request_key was asked 
 CALLER = "mcp_caller"  # run metadata: the name of the caller that asked (absent: the implicit caller); the audit
 # lines name it (bot.ops.audit.MCP_CALLER)
 MCP_TOOL = "mcp_tool"  # run metadata: the MCP tool that asked (its result's shape; absent: by the run's tool)
+CANCEL_CHECK = 0.2  # seconds between looks at whether a waiting call ended (between its reads of Redis)
 CLIENT_NAME = 60  # characters of the client's own name (clientInfo.name) shown in Slack
 ENDED = ("completed", "failed", "expired")
 
@@ -335,7 +337,12 @@ class Asker:
             if progress is not None and waited - told >= every:
                 told = waited
                 await progress(waited, await self.waiting_for(asked))
-            await asyncio.sleep(min(self.poll, every))
+            pause = min(self.poll, every)
+            steps = max(1, math.ceil(pause / CANCEL_CHECK))  # Redis read each poll, the call's end seen sooner
+            for _ in range(steps):  # (a stopping server's grace is short)
+                if cancelled():
+                    return None
+                await asyncio.sleep(pause / steps)
 
     async def withdraw(self, asked: Asked, *, by: str = AGENT_THAT_ASKED) -> None:
         """The asking agent gave up (MCP cancellation): the question is withdrawn, its messages say so and can't be
