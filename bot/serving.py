@@ -171,11 +171,20 @@ def default_command(settings: Settings, transport: Transport | None) -> str:
     return "serve" if transport or settings.mode != "playground" else "playground"
 
 
+METRICS_ON_PORT_CLASH = (
+    "METRICS_PORT is PORT: give /metrics, /healthz and /readyz a port of their own, or unset METRICS_PORT"
+    " (PORT serves them then)"
+)
+"""The line told (with the settings not set) when a process serving HTTP on ``PORT`` has ``METRICS_PORT`` set to
+the same port: two servers can't listen there."""
+
+
 def check_required(
     settings: Settings, *, role: Role, transport: Transport, explicit: bool = False, refused: Collection[str] = ()
 ) -> None:
-    """Raise ``ConfigError`` naming every setting ``role`` over ``transport`` needs but lacks, a line each;
-    ``refused``: settings (``REDIS_URL``) whose value was refused already, so not told as not set too."""
+    """Raise ``ConfigError`` naming every setting ``role`` over ``transport`` needs but lacks, a line each, and
+    ``METRICS_PORT`` set to ``PORT`` where ``PORT`` serves HTTP (:data:`METRICS_ON_PORT_CLASH`); ``refused``:
+    settings (``REDIS_URL``) whose value was refused already, so not told as not set too."""
     flag = f"; --{transport} needs it" if explicit else ""
     required: list[tuple[str, object, str]] = [
         ("SLACK_BOT_TOKEN", settings.slack_bot_token, "xoxb-; `python -m bot playground` tries it without Slack")
@@ -193,8 +202,13 @@ def check_required(
         why = "the model's key; OPENAI_BASE_URL picks another OpenAI-compatible server"
         required.append(("OPENAI_API_KEY", settings.openai_api_key, why))
     missing = [f"not set: {name} ({why})" for name, value, why in required if value is None and name not in refused]
+    serves_http = role != "worker" and transport == "http"
+    clash = serves_http and settings.metrics_port is not None and settings.metrics_port == settings.port
+    lines = [METRICS_ON_PORT_CLASH] if clash and not {"PORT", "METRICS_PORT"} & set(refused) else []
     if missing:  # all at once, so setting up takes one round: a line each (the last points at the README)
-        raise ConfigError("\n".join(missing) + ". " + SEE_README)
+        lines += [*missing[:-1], f"{missing[-1]}. {SEE_README}"]
+    if lines:
+        raise ConfigError("\n".join(lines))
 
 
 def with_missing(
@@ -369,12 +383,6 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
 
     chosen = choose_transport(settings, transport)
     check_required(settings, role=role, transport=chosen, explicit=transport is not None)
-    serves_http = role != "worker" and chosen == "http"
-    if serves_http and settings.metrics_port and settings.metrics_port == settings.port:
-        raise ConfigError(
-            "METRICS_PORT is PORT: give /metrics, /healthz and /readyz a port of their own, or unset METRICS_PORT"
-            " (PORT serves them then)"
-        )
     assert settings.redis_url is not None
     redis_url = settings.redis_url.get_secret_value()
 

@@ -170,12 +170,28 @@ async def test_socket_mode_serves_metrics_health_and_readiness_on_metrics_port(r
     assert proc.returncode == 0, rest
 
 
+CLASH = (
+    "error: METRICS_PORT is PORT: give /metrics, /healthz and /readyz a port of their own, or unset METRICS_PORT"
+    " (PORT serves them then)"
+)
+
+
 def test_metrics_port_equal_to_the_http_port_is_refused() -> None:
     [line] = error_lines(run_bot("serve", env=complete_env(PORT="3555", METRICS_PORT="3555")))
-    assert line == (
-        "error: METRICS_PORT is PORT: give /metrics, /healthz and /readyz a port of their own, or unset METRICS_PORT"
-        " (PORT serves them then)"
-    )
+    assert line == CLASH
+
+
+def test_metrics_port_equal_to_the_http_port_is_told_with_the_other_settings_in_one_round() -> None:
+    """Found by a break-it review: the clash was checked after everything else, so a setup with another problem took
+    two rounds to fix. Now one: with a setting not set, and with another's bad value; a worker (no HTTP) is not told."""
+    env = complete_env(PORT="3555", METRICS_PORT="3555")
+    del env["OPENAI_API_KEY"]
+    lines = error_lines(run_bot("serve", env=env))
+    assert lines[0] == CLASH and lines[1].startswith("error: not set: OPENAI_API_KEY"), lines
+    lines = error_lines(run_bot("serve", env={**env, "ASK_TTL_SECONDS": "soon"}))
+    assert CLASH in lines and any(line.startswith("error: ASK_TTL_SECONDS") for line in lines), lines
+    lines = error_lines(run_bot("worker", env=env))
+    assert CLASH not in lines and lines[0].startswith("error: not set: OPENAI_API_KEY"), lines
 
 
 @pytest.mark.real_redis
