@@ -54,6 +54,7 @@
 | ``MCP_ASK_USER`` | unset | ``python -m bot mcp``: the user id asked when a call names none |
 | ``LOG_LEVEL`` | ``INFO`` | ``DEBUG``, ``INFO``, ``WARNING``, ``ERROR`` or ``CRITICAL`` (any case) |
 | ``LOG_FORMAT`` | ``text`` | ``text`` (one line per record) or ``json`` (one JSON object per line) |
+| ``OTEL_TRACES_EXPORTER`` | unset | span exporters (``otlp``, ``console``, ``none``): docs/operations.md, tracing |
 
 Durations are whole seconds (``90``) or a number with a unit, ``30s`` / ``30m`` / ``1h`` / ``2d``, or several
 (``1h30m``); each must be more than 0. A variable set to the empty string counts as unset.
@@ -206,6 +207,7 @@ class Settings(BaseSettings):
     mcp_progress_seconds: float = Field(default=10.0, ge=0.5, le=600)
     log_level: LogLevel = "INFO"
     log_format: LogFormat = "text"
+    otel_traces_exporter: str | None = None  # read by bot.ops.tracing from the environment; checked here with the rest
 
     @field_validator("slack_bot_token", mode="before")
     @classmethod
@@ -514,6 +516,18 @@ class Settings(BaseSettings):
     @classmethod
     def _log_format(cls, value: object) -> str:
         return one_of(value, get_args(LogFormat))
+
+    @field_validator("otel_traces_exporter", mode="before")
+    @classmethod
+    def _otel_traces_exporter(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        from bot.ops.tracing import exporter_problem  # importlib only: no OpenTelemetry import
+
+        problem = exporter_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @field_validator("slack_view", mode="before")
     @classmethod

@@ -21,6 +21,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
+from importlib.util import find_spec
 from typing import Any
 
 from bot.errors import ConfigError
@@ -71,13 +72,25 @@ def configure_tracing(env: Mapping[str, str] | None = None) -> Any | None:
     return provider
 
 
+def exporter_problem(value: str) -> str | None:
+    """Why ``OTEL_TRACES_EXPORTER=value`` can't be set up: a name no installed span exporter has (only with the
+    OpenTelemetry SDK installed: without it tracing is off, with a warning), else None. Checked with the other
+    settings (:class:`bot.config.Settings`), so it is told in the same round as theirs."""
+    if find_spec("opentelemetry.sdk") is None:
+        return None
+    for name in exporter_names({"OTEL_TRACES_EXPORTER": value}):
+        if not list(entry_points(group="opentelemetry_traces_exporter", name=name)):
+            return (
+                f"no span exporter {name!r} is installed "
+                "(otlp: pip install 'slack-ask-user[otel]'; console comes with the SDK)"
+            )
+    return None
+
+
 def _exporter_class(name: str) -> Callable[[], Any]:
     found = list(entry_points(group="opentelemetry_traces_exporter", name=name))
     if not found:
-        raise ConfigError(
-            f"OTEL_TRACES_EXPORTER: no span exporter {name!r} is installed "
-            "(otlp: pip install 'slack-ask-user[otel]'; console comes with the SDK)"
-        )
+        raise ConfigError(f"OTEL_TRACES_EXPORTER: {exporter_problem(name) or f'no span exporter {name!r}'}")
     loaded: Callable[[], Any] = found[0].load()
     return loaded
 

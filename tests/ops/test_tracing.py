@@ -134,6 +134,17 @@ def test_an_exporter_that_is_not_installed_is_a_start_up_error() -> None:
     assert line.startswith("error: OTEL_TRACES_EXPORTER: no span exporter 'zipkin' is installed")
 
 
+def test_an_exporter_that_is_not_installed_is_told_with_the_other_settings_in_one_round() -> None:
+    """Found by a break-it review: it was told alone (checked after the settings), so a set-up with another problem
+    took two rounds. Now with a bad value and with a setting not set."""
+    env = complete_env(OTEL_TRACES_EXPORTER="zipkin", ASK_TTL_SECONDS="soon")
+    del env["OPENAI_API_KEY"]
+    lines = error_lines(run_bot("serve", env=env, timeout=30))
+    assert any(line.startswith("error: OTEL_TRACES_EXPORTER: no span exporter 'zipkin'") for line in lines), lines
+    assert any(line.startswith("error: ASK_TTL_SECONDS") for line in lines), lines
+    assert any(line.startswith("error: not set: OPENAI_API_KEY") for line in lines), lines
+
+
 def test_a_span_keeps_slack_s_error_when_the_metric_s_label_set_is_full() -> None:
     """The metric's error labels are a bounded set; a span is no series, so it keeps the error Slack gave."""
     from slack_sdk.errors import SlackApiError
