@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from bot.agent.answers import Answered, Open, undecided
-from bot.agent.approvals import approval_payload, edit_count
+from bot.agent.approvals import APPROVED, approval_payload, edit_count
 from bot.agent.decisions import Approve
 from bot.agent.state import PendingCall, RunState
 from bot.agent.stream import AgentStream
@@ -194,12 +194,48 @@ class Approving:
             stream = await self.answering.agent.resume(state.run_id, {pending.tool_call_id: approve}, loaded=state)
         except QuestionExpired:
             return False  # not in time by the store's clock after all: the deadline goes on
-        except (RunAlreadyResumed, RunNotResumable, ToolCallNotPending, RunNotFound):
-            return True  # decided or gone meanwhile: whoever did it closes it
+        except (RunAlreadyResumed, RunNotResumable, ToolCallNotPending, RunNotFound, StoreUnavailable) as exc:
+            return await self._decided_meanwhile(state.run_id, ctx, pending, exc)
         outcome = quorum_outcome(tally.approvers, required=len(tally.approvers))
         log.info("run %s: its quorum was complete by the deadline; approved as %s's", state.run_id, at.isoformat())
         await self.follow(stream, (state, ctx, pending), approved=True, outcome=outcome)
         return True
+
+    async def _decided_meanwhile(
+        self, run_id: str, ctx: SlackContext, pending: PendingCall, exc: Exception
+    ) -> Literal[True]:
+        """:meth:`completed_in_time`'s claim failed with ``exc``: decided meanwhile (a click's), or made by this
+        very claim with its reply lost (Redis failed under it, or a retry of it found it made). A decision that
+        nobody drives on is gone on with here (:meth:`go_on_claimed`). Raises ``exc`` (``StoreUnavailable``) when
+        no decision was made, for the scheduler to try again."""
+        try:
+            now = await self.answering.agent.get_run(run_id)
+        except RunNotFound:
+            return True
+        if now.answer_for(pending.tool_call_id) is None:
+            if isinstance(exc, StoreUnavailable):
+                raise exc
+            return True  # not resumable, or another call waits: whatever closed it says so
+        if now.status == "running" and await self.answering.agent.is_orphaned(now):
+            await self.go_on_claimed(now, ctx, pending)
+        return True
+
+    async def go_on_claimed(self, state: RunState, ctx: SlackContext, pending: PendingCall) -> None:
+        """At ``pending``'s deadline, its decision claimed (by :meth:`completed_in_time` whose reply an outage lost,
+        or a process that died before going on) and nobody driving the run (the caller checked): close its request
+        as decided (a quorum's approvers named) and go on with the run here."""
+        answer = state.answer_for(pending.tool_call_id)
+        if answer is None:
+            return
+        approved = answer.resume_data == APPROVED
+        outcome = decision_outcome(approved=approved, user=answer.answered_by or "someone")
+        if approved:
+            progress = await self.answering.messages.cards.progress(state.run_id, approval_payload(pending), ctx)
+            if progress is not None and len(progress.approvers) > 1:
+                outcome = quorum_outcome(progress.approvers, required=len(progress.approvers))
+        payload = approval_payload(pending)
+        await self.answering.messages.close_approval(state.run_id, payload, ctx=ctx, outcome=outcome)
+        await self.answering.continue_orphan(state, ctx)
 
     # --- quorum (issue 23 part 2) ----------------------------------------------------------------------
 

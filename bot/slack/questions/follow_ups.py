@@ -31,7 +31,7 @@ import logging
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from bot.agent.answers import Expired, Open
+from bot.agent.answers import Answered, Expired, Open
 from bot.agent.approvals import approval_payload, policy_notes
 from bot.agent.ask_user import AskUserPayload
 from bot.agent.state import PendingCall, RunState, utcnow
@@ -199,6 +199,18 @@ class FollowUps:
         pending = state.waiting_call(item.key)  # the pending call, or one of its batch
         if isinstance(check, Open) and check.pending.expires_at is not None:  # early by the store's clock
             await self.plan.later(item, at=check.pending.expires_at)
+            return
+        if isinstance(check, Answered) and state.pending is not None and state.pending.resume is not None:
+            # decided (a quorum carried through at this deadline, a click) and its run left undriven (the claim's
+            # reply lost in an outage, or its process died before going on): go on with it here
+            decided = next((c for c in state.pending.calls() if c.tool_call_id == item.key), None)
+            if (
+                decided is not None
+                and decided.kind == "approval"
+                and self.approving is not None
+                and await self.agent.is_orphaned(state)
+            ):
+                await self.approving.go_on_claimed(state, ctx, decided)
             return
         if not isinstance(check, Expired) or pending is None or state.pending is None:
             return

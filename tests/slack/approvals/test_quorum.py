@@ -303,6 +303,42 @@ async def test_a_quorum_completed_in_time_whose_claim_was_never_made_is_approved
         assert not [m for m in h.ws.messages(channel=GENERAL, thread_ts=thread) if "escalated" in m["text"]]
 
 
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # a TcpProxy in front of one server
+async def test_a_quorum_approved_at_the_deadline_whose_claims_reply_is_lost_still_runs_once(
+    real_redis: aioredis.Redis, harness: Any, tmp_path: Path, prefix: str
+) -> None:
+    """Found by a break-it review: the deadline's claim of a completed quorum is applied and its reply lost (Redis
+    failed under it): the scheduler finds its own claim made and goes on with the run, which nobody drives (before:
+    taken for someone else's decision, or on the retry for a run going on already; the call never ran, the run
+    stayed "running" and the request kept its buttons)."""
+    from bot.store import connect_redis
+    from bot.testing.tcp_proxy import TcpProxy
+
+    async with TcpProxy("127.0.0.1", 6379) as proxy:
+        client = connect_redis(f"redis://127.0.0.1:{proxy.port}/0")
+        try:
+            async with harness(client, settings=policy(tmp_path)) as h:
+                thread, request = await requested(h)
+                await completed_unclaimed(client, prefix, thread)
+                await past_deadline(h, thread, ago=timedelta(0))
+                # the claim: applied, then Redis gone (its reply and the client's retries lost) for 2 s
+                proxy.cut_at(containing=b'"status":"running"', when="applied", lasting=2.0)
+                await h.bot.scheduler.tick(now=utcnow() + timedelta(days=2))
+                await h.settle()
+                await asyncio.sleep(2.5)  # Redis is back
+                await h.bot.scheduler.tick(now=utcnow() + timedelta(days=2, minutes=5))  # the scheduler's retry
+                await h.settle()
+                await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+                await h.settle()
+                assert approval_agent.RESTARTS == ["api"]
+                done = blocks_text(await current(h, request))
+                assert not has_controls(await current(h, request)) and f"<@{CAROL}>" in done, done
+                assert (await thread_run(client, prefix, thread)).status == "completed"
+        finally:
+            await client.aclose()
+
+
 async def test_a_quorum_completed_after_the_deadline_is_not_approved_by_it(
     fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, prefix: str
 ) -> None:
