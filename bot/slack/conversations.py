@@ -382,8 +382,11 @@ class Threads:
         left = undecided(state)
         if not says_stop(text) or not left or left[0].kind != "approval" or where.user != ctx.requester:
             return False
-        await self.withdrawing.withdraw((state, ctx, left[0].tool_call_id), where, self.answering.say_to(where))
-        return True
+        for call in left:  # the first still open (a batch's earlier call may be past its own deadline)
+            if isinstance(await self.agent.check(state, call.tool_call_id), Open):
+                await self.withdrawing.withdraw((state, ctx, call.tool_call_id), where, self.answering.say_to(where))
+                return True
+        return False
 
     async def _thread_reply(self, body: dict[str, Any]) -> None:
         where = Origin.of_event(body)

@@ -417,6 +417,28 @@ async def test_the_requester_saying_stop_in_the_thread_withdraws_her_waiting_req
         assert approval_agent.RESTARTS == []
 
 
+@pytest.mark.parametrize("said", ["reply", "mention"])
+async def test_the_requesters_stop_withdraws_the_open_calls_when_an_earlier_one_is_past_its_deadline(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, said: str
+) -> None:
+    """Found by a break-it review: api (the batch's first call) is past its own deadline, the scheduler not there yet,
+    web still open: Alice's ``stop`` withdraws web, as its Cancel would (before: it tried api, and she was told "this
+    question has expired, so your answer wasn't used"; web kept its buttons)."""
+    settings = deadlines_policy(tmp_path, "    approvers: [requester]\n    deadline: 2h\n")
+    async with harness(fake_redis, settings=settings) as h:
+        thread, _header, _api, web = await two_restarts(h)
+        await past_deadline(h, thread, call="r_api")
+        if said == "reply":
+            await h.ws.reply_in_thread(ALICE, GENERAL, thread, "stop")
+        else:
+            await h.ws.mention(ALICE, GENERAL, "stop", thread_ts=thread)
+        await h.settle()
+        done = await current(h, web)
+        assert not has_controls(done) and "Withdrawn by <@U_ALICE>" in blocks_text(done)
+        assert not [m for m in h.ws.ephemerals(user=ALICE) if "expired" in m["text"]]
+        assert approval_agent.RESTARTS == []
+
+
 async def test_the_model_is_told_who_edited_a_later_call_of_a_batch_under_a_quorum(
     fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
 ) -> None:
