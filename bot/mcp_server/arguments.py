@@ -21,7 +21,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types import CallToolResult, TextContent
 
 _HEAD = re.compile(r"^Error executing tool (?P<tool>\S+): \d+ validation errors? for \S+\n")
-_DETAILS = re.compile(r" \[type=[^\]]*\]$")  # pydantic's type, input_value and input_type after the message
+_DETAILS = " [type="  # where pydantic's type, input_value and input_type follow the message
 
 
 def plain(text: str) -> str | None:
@@ -36,7 +36,7 @@ def plain(text: str) -> str | None:
         if not line.startswith(" "):
             where = line.strip()  # the error's location: "question", "options.0.label"
         elif not line.startswith("    ") and line.strip():
-            message = _DETAILS.sub("", line.strip())
+            message = line.strip().split(_DETAILS, 1)[0]  # the input echoed back after it may hold anything
             errors.append(f"{where}: {message}" if where else message)
     if not errors:
         return None

@@ -834,6 +834,12 @@ async def test_a_cancellations_reason_is_read_only_by_the_call_of_the_same_clien
             "ask_user: the arguments don't fit the tool's input schema: question: Field required; options.0.label: "
             "String should have at least 1 character",
         ),
+        (  # found by a break-it review: a "]" in the input echoed back kept pydantic's details in the line
+            "Error executing tool ask_user: 1 validation error for ask_userArguments\nquestion\n  Input should be a "
+            "valid string [type=string_type, input_value=['a] [type=x]'], input_type=list]\n    For further "
+            "information visit https://errors.pydantic.dev/2.14/v/string_type",
+            "ask_user: the arguments don't fit the tool's input schema: question: Input should be a valid string",
+        ),
         ("ask_user: too many options (101); offer at most 100", None),  # the project's own refusals pass as they are
         ("Error executing tool ask_user", None),
     ],
