@@ -119,6 +119,16 @@ def client_end(ctx: Context) -> ClientEnd | None:
     return "gone" if gone is not None and gone.is_set() else None
 
 
+def over_stdio(ctx: Context) -> bool:
+    """Whether this call came over stdio (no HTTP request: one client, the process's own): its handler is cut short
+    only when that transport closes (its client went away) or the process is interrupted with it."""
+    try:
+        request = ctx.request_context.request
+    except ValueError:  # outside a request
+        return False
+    return getattr(request, "scope", None) is None
+
+
 def cancelled_by_client(ctx: Context) -> bool:
     """Whether the client ended this call, one way or the other (:func:`client_end`)."""
     return client_end(ctx) is not None
@@ -131,14 +141,17 @@ def timed_out(reason: str) -> bool:
     return "timed out" in said or "timeout" in said or "-32001" in said
 
 
-async def withdrawn_by_client(ctx: Context, reasons: CancelReasons, *, keyed: bool) -> bool:
+async def withdrawn_by_client(ctx: Context, reasons: CancelReasons, *, keyed: bool, cut_short: bool = False) -> bool:
     """Whether the client's end of this call (:func:`cancelled_by_client`) withdraws its question. A call without a
     ``request_key`` (``keyed`` False): always, since nobody could collect its answer. One with a key: only when the
     client said it cancelled (a notification whose reason is not its own request timeout: then it stopped waiting,
     and the question stays for the same ``request_key``); a stream closed with no notification (the newer HTTP
-    wire, where a cancel, a timeout and a dead client look alike) keeps it for the key too. Waits up to
-    :data:`REASON_WAIT` seconds for the reason; call it shielded when the call's scope is cancelled."""
+    wire, where a cancel, a timeout and a dead client look alike) keeps it for the key too, and so does a stdio
+    transport that closed (``cut_short``: the call's handler was cancelled; over stdio, its client went away).
+    Waits up to :data:`REASON_WAIT` seconds for the reason; call it shielded when the call's scope is cancelled."""
     end = client_end(ctx)
+    if end is None and cut_short and over_stdio(ctx) and not SHUTTING_DOWN.is_set():
+        end = "gone"
     if end is None:
         return False
     if not keyed:

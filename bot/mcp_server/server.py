@@ -68,7 +68,7 @@ from bot.errors import BotError, describe_error
 from bot.mcp_server.arguments import ArgumentErrors
 from bot.mcp_server.asker import AGENT_THAT_ASKED, MCP_TOOL, Asker, AskError, outcome_of
 from bot.mcp_server.callers import CALLER_STATE, Caller, Callers, Refused, implicit_caller, load_callers
-from bot.mcp_server.cancellations import CancelReasons, cancelled_by_client, withdrawn_by_client
+from bot.mcp_server.cancellations import CancelReasons, cancelled_by_client, over_stdio, withdrawn_by_client
 from bot.mcp_server.http import SHUTTING_DOWN, serve_http
 from bot.mcp_server.permission_prompt import TOOL as PERMISSION_TOOL
 from bot.mcp_server.permission_prompt import TOOL_INPUT, approval_request, decision_result, decision_text, summary
@@ -387,9 +387,10 @@ async def ask_and_wait(
             return {"status": "cancelled", "cancelled_by": AGENT_THAT_ASKED}
         return outcome
     except BaseException as exc:
-        if isinstance(exc, asyncio.CancelledError) and cancelled_by_client(ctx):  # withdrawn, then gone
+        cut = isinstance(exc, asyncio.CancelledError)
+        if cut and (cancelled_by_client(ctx) or over_stdio(ctx)):  # withdrawn, then gone; or stdio's client gone
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                if await withdrawn_by_client(ctx, reasons, keyed=bool(request_key)):
+                if await withdrawn_by_client(ctx, reasons, keyed=bool(request_key), cut_short=True):
                     await asker.withdraw(asked)
                 else:
                     log.info("an MCP client stopped waiting: its question stays for the same request_key")

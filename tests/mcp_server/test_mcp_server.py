@@ -176,6 +176,32 @@ async def test_a_question_without_a_request_key_is_withdrawn_when_its_client_sto
         assert not has_controls(withdrawn)
 
 
+@pytest.mark.parametrize(("key", "withdrawn"), [(None, True), ("k-stdio", False)])
+async def test_over_stdio_a_client_that_goes_away_withdraws_a_keyless_question_and_keeps_a_keyed_one(
+    real_redis: aioredis.Redis, harness: Any, prefix: str, key: str | None, withdrawn: bool
+) -> None:
+    """Found by a break-it review: the stdio client exits (its stdin closes) while a call waits. Without a
+    ``request_key`` nothing can collect the answer, so the question is withdrawn (before: kept open, its buttons
+    live); with one it stays for the same call, from a client started again."""
+    args = {
+        "question": "Ship it?",
+        "options": [{"label": "yes"}, {"label": "no"}],
+        **({"request_key": key} if key else {}),
+    }
+    async with harness(real_redis) as h:
+        with contextlib.suppress(BaseException):  # the session ends while its call waits
+            async with mcp_session(h, prefix) as session:
+                call = asyncio.ensure_future(session.call_tool("ask_user", args))
+                question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
+        call.cancel()
+        if withdrawn:
+            assert not has_controls(await withdrawn_shown(h, question))
+            return
+        await asyncio.sleep(2)  # as long as a withdrawal would take to show
+        shown = h.ws.fake.state.message(GENERAL, question["ts"])
+        assert has_controls(shown) and "Withdrawn" not in str(shown["blocks"]), shown["blocks"]
+
+
 @pytest.mark.parametrize(("key", "withdrawn"), [(None, True), ("k-closed", False)])
 async def test_over_http_a_call_whose_stream_the_client_closes_withdraws_a_keyless_question_and_keeps_a_keyed_one(
     real_redis: aioredis.Redis, harness: Any, prefix: str, key: str | None, withdrawn: bool
