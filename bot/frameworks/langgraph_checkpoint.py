@@ -189,6 +189,14 @@ class RedisCheckpointSaver(BaseCheckpointSaver[str]):
             return
         index = self.keys.graph_keys(thread_id)
         written = [_str(k) for k in await self.client.smembers(index)]
+        if not written:  # a thread written before the index was kept: its root graph's keys, as they are named
+            checkpoints = self.keys.graph_checkpoints(thread_id, "")
+            ids = [_str(k) for k in await self.client.hkeys(checkpoints)]
+            written = [
+                checkpoints,
+                self.keys.graph_blobs(thread_id, ""),
+                *(self.keys.graph_writes(thread_id, "", i) for i in ids),
+            ]
         async with self.client.pipeline(transaction=False) as pipe:
             for key in [*written, index]:
                 pipe.expire(key, self.ttl)
