@@ -212,7 +212,8 @@ class Approving:
             now = await self.answering.agent.get_run(run_id)
         except RunNotFound:
             return True
-        if now.answer_for(pending.tool_call_id) is None:
+        answer = now.answer_for(pending.tool_call_id)
+        if answer is None or answer.answered_at < pending.suspended_at:  # none this asking
             if isinstance(exc, StoreUnavailable):
                 raise exc
             return True  # not resumable, or another call waits: whatever closed it says so
@@ -227,13 +228,15 @@ class Approving:
         answer = state.answer_for(pending.tool_call_id)
         if answer is None:
             return
-        approved = answer.resume_data == APPROVED
-        outcome = decision_outcome(approved=approved, user=answer.answered_by or "someone")
+        approved, payload = answer.resume_data == APPROVED, approval_payload(pending)
+        if answer.answered_by:
+            outcome = decision_outcome(approved=approved, user=answer.answered_by)
+        else:  # decided through the runtime's API, by nobody named
+            outcome = ":white_check_mark: Approved" if approved else ":no_entry_sign: Declined"
         if approved:
-            progress = await self.answering.messages.cards.progress(state.run_id, approval_payload(pending), ctx)
+            progress = await self.answering.messages.cards.progress(state.run_id, payload, ctx)
             if progress is not None and len(progress.approvers) > 1:
                 outcome = quorum_outcome(progress.approvers, required=len(progress.approvers))
-        payload = approval_payload(pending)
         await self.answering.messages.close_approval(state.run_id, payload, ctx=ctx, outcome=outcome)
         await self.answering.continue_orphan(state, ctx)
 
