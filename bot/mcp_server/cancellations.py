@@ -3,8 +3,10 @@
 Both MCP SDKs send ``notifications/cancelled`` for a call the client gave up on, whether its user cancelled it or
 its own request timeout fired (the Python SDK's ``read_timeout_seconds``: reason ``"timed out after 60.0s"``; the
 TypeScript SDK's, used by the MCP Inspector, Claude Code, Cursor and VS Code: ``"McpError: MCP error -32001:
-Request timed out"``). The first withdraws the question (Slack says so); the second must not: docs/mcp-server.md
-promises that the answer is kept and that the same call with the same ``request_key`` picks it up later.
+Request timed out"``). The first withdraws the question (Slack says so); the second must not when the call has a
+``request_key``: docs/mcp-server.md promises that the answer is kept and that the same call with the same key picks
+it up later. A call without a key can't be picked up again: any end of it by its client withdraws its question (a
+cancel, its timeout, its HTTP stream closed with no notification, its stdio client gone).
 
 :class:`CancelReasons` (server middleware) notes each cancellation's ``reason`` by client and request id, as it
 arrives; :func:`withdrawn_by_client` tells the two apart for the call being handled.

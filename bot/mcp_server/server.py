@@ -10,8 +10,9 @@ Built on the official ``mcp`` SDK's ``MCPServer``; served over stdio, or streama
   however long the answer takes (up to the question's deadline, ``ASK_TTL_SECONDS``), sending progress
   notifications every ``MCP_PROGRESS_SECONDS`` (10 s) when the client asked for them (a progress token).
   Result: ``{"status": "answered", "answer": text | [labels], "answered_by": "U…"}``, ``{"status":
-  "no_answer"}`` or ``{"status": "cancelled", ...}``. A client's cancellation withdraws the question in Slack; a
-  closed transport or a stopping server does not (the same ``request_key`` later waits for it).
+  "no_answer"}`` or ``{"status": "cancelled", ...}``. A client's cancellation withdraws the question in Slack;
+  with a ``request_key``, a client's own timeout, a closed transport or a stopping server does not (the same key
+  later waits for it); without one, any end of the call does (nothing could pick the answer up).
 - ``request_approval``: ``action`` (one line), ``details`` (Markdown or key/values), ``channel`` / ``user`` /
   ``context`` / ``request_key`` as above; asked as the bot's own tool approvals are (Approve, Decline with a
   reason; ``APPROVERS`` decides who may). Result: ``{"status": "approved", "approved_by"}`` or ``{"status":
