@@ -21,10 +21,15 @@ from agents import Agent as SdkAgent
 from agents import RunConfig, RunContextWrapper, Runner, RunState
 from agents.items import ToolApprovalItem, ToolCallItem, ToolCallOutputItem
 from agents.stream_events import RawResponsesStreamEvent, RunItemStreamEvent
+from agents.tool import default_tool_error_function
 from openai.types.responses import ResponseTextDeltaEvent
 
 from bot.frameworks.base import Finished, FrameworkAgent, Outcome, Turn, Waiting, denial_text, output_text
 from bot.frameworks.record import FrameworkRecord, Request
+
+SDK_TOOL_FAILURE = default_tool_error_function(RunContextWrapper(context=None), RuntimeError())
+"""What the SDK gives the model for a function tool that raised (its default ``failure_error_function``: a fixed
+text): such a result is reported as a failed tool call (an approved call's request then says it failed)."""
 
 
 class OpenAIAgentsAgent(FrameworkAgent):
@@ -73,7 +78,8 @@ class OpenAIAgentsAgent(FrameworkAgent):
             elif isinstance(event, RunItemStreamEvent) and isinstance(event.item, ToolCallOutputItem):
                 raw_output = event.item.raw_item
                 call_id = str(raw_output.get("call_id", "") if isinstance(raw_output, dict) else "")
-                turn.tool_result(call_id, "", event.item.output)
+                output = event.item.output
+                turn.tool_result(call_id, "", output, is_error=isinstance(output, str) and output == SDK_TOOL_FAILURE)
         if result.interruptions:
             state = result.to_state().to_json()
             described = descriptions(self.agent)

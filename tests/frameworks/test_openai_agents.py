@@ -32,6 +32,7 @@ from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
 class World:
     def __init__(self) -> None:
         self.restarted: list[str] = []
+        self.refusal: str | None = None  # set: restarting raises this
 
 
 Build = Callable[..., OpenAIAgentsAgent]
@@ -50,6 +51,8 @@ async def build(openai_server: FakeOpenAI, prefix: str) -> AsyncIterator[Build]:
         def restart_service(name: str) -> str:
             """Restart a service."""
             world.restarted.append(name)
+            if world.refusal is not None:
+                raise RuntimeError(world.refusal)
             return f"{name} restarted"
 
         @function_tool
@@ -292,3 +295,23 @@ async def test_a_handed_off_agents_approval_shows_its_tools_description(
         assert refunds == [5]
     finally:
         await client.close()
+
+
+async def test_an_approved_tool_that_raises_is_reported_as_failed(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    """Found by a break-it review: the SDK gives the model a fixed text for a tool that raised; the adapter reports
+    that result as a failed call (before: as a success, so an approved call's request said it ran), and the run goes
+    on with the model's reply."""
+    world = World()
+    world.refusal = "the database refused"
+    openai_server.script(restart("a1"))
+    run = await build(fake_redis, world).stream("restart api")
+    await run.collect()
+    openai_server.script(Reply(text="It failed."))
+    chunks = await (await build(fake_redis, world).approve_tool_call(run_id=run.run_id, approved_by="U1")).collect()
+    result = next(c for c in chunks if isinstance(c, ToolResultChunk))
+    assert result.payload.is_error and result.payload.tool_call_id == "a1"
+    assert world.restarted == ["api"]
+    finish = chunks[-1]
+    assert isinstance(finish, FinishChunk) and finish.payload.status == "completed"
