@@ -83,8 +83,10 @@ class OpenAIAgentsAgent(FrameworkAgent):
         if result.interruptions:
             state = result.to_state().to_json()
             described = descriptions(self.agent)
-            requests = [request_of(item) for item in result.interruptions]
-            requests = [r.model_copy(update={"description": described.get(r.tool_name, "")}) for r in requests]
+            requests = [
+                request_of(item, description=described.get(str(item.tool_name or item.name or ""), ""))
+                for item in result.interruptions
+            ]
             return Waiting(requests=requests, state=state)
         output = result.final_output
         text = output_text(output)
@@ -126,14 +128,34 @@ def descriptions(agent: SdkAgent[Any]) -> dict[str, str]:
     return found
 
 
-def request_of(item: ToolApprovalItem) -> Request:
-    """The approval request of one ``ToolApprovalItem`` (its ``call_id``, tool name and arguments)."""
+BROKEN_ARGUMENTS = (
+    ":warning: The model's arguments are not valid JSON: approving runs nothing (the SDK refuses them and tells the"
+    " model so)."
+)
+"""Put before the description of a request whose arguments the SDK can't parse (shown as they came)."""
+
+
+def request_of(item: ToolApprovalItem, *, description: str = "") -> Request:
+    """The approval request of one ``ToolApprovalItem`` (its ``call_id``, tool name and arguments; ``description``:
+    its tool's, after :data:`BROKEN_ARGUMENTS` when the arguments are not valid JSON)."""
+    args = _args(item.arguments)
+    if isinstance(item.arguments, str) and not _is_json(item.arguments):
+        description = f"{BROKEN_ARGUMENTS} {description}".strip()
     return Request(
         tool_call_id=_call_id(item),
         kind="approval",
         tool_name=str(item.tool_name or item.name or ""),
-        args=_args(item.arguments),
+        args=args,
+        description=description,
     )
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text or "{}")
+    except ValueError:
+        return False
+    return True
 
 
 def _call_id(item: ToolApprovalItem) -> str:

@@ -23,7 +23,7 @@ from bot.agent.run_limits import RunLimits
 from bot.agent.stream import ApprovalChunk, FinishChunk, TextDeltaChunk, ToolResultChunk
 from bot.agent.tools import ToolInputError
 from bot.errors import AnswerError, QuestionExpired, RunAlreadyResumed
-from bot.frameworks.openai_agents import OpenAIAgentsAgent
+from bot.frameworks.openai_agents import BROKEN_ARGUMENTS, OpenAIAgentsAgent
 from bot.frameworks.record import FrameworkRecord
 from bot.store import RedisRunStore
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
@@ -315,3 +315,14 @@ async def test_an_approved_tool_that_raises_is_reported_as_failed(
     assert world.restarted == ["api"]
     finish = chunks[-1]
     assert isinstance(finish, FinishChunk) and finish.payload.status == "completed"
+
+
+async def test_an_approval_whose_arguments_are_not_json_says_so(
+    fake_redis: aioredis.Redis, build: Build, openai_server: FakeOpenAI
+) -> None:
+    """Found by a break-it review: the model's arguments for a call needing approval are broken JSON. The request
+    says so before the tool's description (before: it looked like any other, and approving it ran nothing)."""
+    openai_server.script(Reply(tool_calls=[("b1", "restart_service", '{"name": "api"')]))
+    chunks = await (await build(fake_redis, World()).stream("restart api")).collect()
+    approval = next(c for c in chunks if isinstance(c, ApprovalChunk))
+    assert approval.payload.description == f"{BROKEN_ARGUMENTS} Restart a service."
