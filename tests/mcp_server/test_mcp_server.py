@@ -118,6 +118,20 @@ async def withdrawn_shown(h: Any, question: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+async def kept_and_picked_up(h: Any, session: Any, question: dict[str, Any], args: dict[str, Any]) -> None:
+    """``question`` stays open (its buttons live, not withdrawn), and the same call again with its ``request_key``
+    gets Alice's answer, "yes"."""
+    await asyncio.sleep(2)  # as long as a withdrawal would take to show
+    await h.settle()
+    shown = h.ws.fake.state.message(GENERAL, question["ts"])
+    assert has_controls(shown) and "Withdrawn" not in str(shown["blocks"]), shown["blocks"]
+    again = asyncio.ensure_future(session.call_tool("ask_user", args))
+    await asyncio.sleep(1)
+    await h.ws.click(question, "yes", user=ALICE)
+    result = await asyncio.wait_for(again, STARTUP_SECONDS)
+    assert result.structured_content == {"status": "answered", "answer": "yes", "answered_by": ALICE}
+
+
 async def test_a_client_that_cancels_its_call_withdraws_the_question(
     real_redis: aioredis.Redis, harness: Any, prefix: str
 ) -> None:
@@ -148,15 +162,7 @@ async def test_a_client_whose_own_request_timeout_fires_keeps_the_question_for_i
         with contextlib.suppress(Exception):
             await first  # the client's own timeout: an MCPError for the caller
         assert first.done() and first.exception() is not None
-        await asyncio.sleep(2)  # as long as a withdrawal would take to show
-        await h.settle()
-        shown = h.ws.fake.state.message(GENERAL, question["ts"])
-        assert has_controls(shown) and "Withdrawn" not in str(shown["blocks"]), shown["blocks"]
-        again = asyncio.ensure_future(session.call_tool("ask_user", args))
-        await asyncio.sleep(1)
-        await h.ws.click(question, "yes", user=ALICE)
-        result = await asyncio.wait_for(again, STARTUP_SECONDS)
-        assert result.structured_content == {"status": "answered", "answer": "yes", "answered_by": ALICE}
+        await kept_and_picked_up(h, session, question, args)
 
 
 async def test_a_question_without_a_request_key_is_withdrawn_when_its_client_stops_waiting(
@@ -225,14 +231,7 @@ async def test_over_http_a_call_whose_stream_the_client_closes_withdraws_a_keyle
             shown = await withdrawn_shown(h, question)
             assert not has_controls(shown)
             return
-        await asyncio.sleep(2)  # as long as a withdrawal would take to show
-        shown = h.ws.fake.state.message(GENERAL, question["ts"])
-        assert has_controls(shown) and "Withdrawn" not in str(shown["blocks"]), shown["blocks"]
-        again = asyncio.ensure_future(session.call_tool("ask_user", args))
-        await asyncio.sleep(1)
-        await h.ws.click(question, "yes", user=ALICE)
-        result = await asyncio.wait_for(again, STARTUP_SECONDS)
-        assert result.structured_content == {"status": "answered", "answer": "yes", "answered_by": ALICE}
+        await kept_and_picked_up(h, session, question, args)
 
 
 async def test_a_call_without_anyone_to_ask_is_a_clear_tool_error(
