@@ -23,7 +23,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
 
 from bot.mcp_server.callers import CALLER_STATE
-from bot.mcp_server.http import CLIENT_GONE, SHUTTING_DOWN
+from bot.mcp_server.http import CLIENT_GONE, STOPPING
 
 CANCELLED = "notifications/cancelled"
 REASON_WAIT = 1.0
@@ -103,12 +103,23 @@ ClientEnd = Literal["cancelled", "gone"]
 notification: how the newer wire cancels, and what its request timeout and a dead client do too)."""
 
 
+def server_stopping(ctx: Context) -> bool:
+    """Whether the server serving this call stops (:data:`bot.mcp_server.http.STOPPING`, in the request's scope:
+    SIGTERM or Ctrl-C of ``mcp --http``, the playground's stop); never over stdio (its process handles no signal)."""
+    try:
+        request = ctx.request_context.request
+    except ValueError:  # outside a request
+        return False
+    event = ((getattr(request, "scope", None) or {}).get("state") or {}).get(STOPPING)
+    return bool(event is not None and event.is_set())
+
+
 def client_end(ctx: Context) -> ClientEnd | None:
     """How the client ended this call (:data:`ClientEnd`), or None: it did not (this process stops, a closed stdio
     transport, or still waiting). The SDK signals a notification on the request's dispatch context, which its
     public ``Context`` does not expose yet: read from the session's request channel; a closed stream from the
     request's scope (:class:`bot.mcp_server.http.Disconnects`). None when neither can be read."""
-    if SHUTTING_DOWN.is_set():
+    if server_stopping(ctx):
         return None
     try:
         session, request = ctx.request_context.session, ctx.request_context.request
@@ -152,7 +163,7 @@ async def withdrawn_by_client(ctx: Context, reasons: CancelReasons, *, keyed: bo
     transport that closed (``cut_short``: the call's handler was cancelled; over stdio, its client went away).
     Waits up to :data:`REASON_WAIT` seconds for the reason; call it shielded when the call's scope is cancelled."""
     end = client_end(ctx)
-    if end is None and cut_short and over_stdio(ctx) and not SHUTTING_DOWN.is_set():
+    if end is None and cut_short and over_stdio(ctx):
         end = "gone"
     if end is None:
         return False

@@ -41,28 +41,32 @@ MAX_BODY = 4 * 1024 * 1024  # bytes of one request body: the largest call (a per
 # 100,000 characters of JSON, bot.mcp_server.permission_prompt.MAX_INPUT, escaped up to 6 bytes each) fits
 GRACE = 3  # seconds a stopping server gives requests in flight; waiting calls are cut short (their questions stay)
 ASGIApp = Any  # an ASGI application: await app(scope, receive, send)
-# this process is stopping (set by the server's signal handling): its calls are cut short, not cancelled by their
-# clients (bot.mcp_server.cancellations.cancelled_by_client reads it)
-SHUTTING_DOWN = threading.Event()
 CLIENT_GONE = "mcp_client_gone"
 """``scope["state"]`` key of an HTTP request's :class:`threading.Event`, set once its client closed the request's
 stream (:class:`Disconnects`): how a client on the newer HTTP wire cancels a call, with no notification."""
+STOPPING = "mcp_server_stopping"
+"""``scope["state"]`` key of the serving server's :class:`threading.Event`, set once it stops (SIGTERM, Ctrl-C, the
+playground's stop): its calls are ended by it, not cancelled by their clients
+(:func:`bot.mcp_server.cancellations.server_stopping`)."""
 
 
 class Disconnects:
     """ASGI middleware: each HTTP request carries an event in ``scope["state"][CLIENT_GONE]``, set when the server
     hears ``http.disconnect`` while the request is handled (the client closed its stream: it cancelled the call,
-    its own timeout fired, or it died), read by :func:`bot.mcp_server.cancellations.cancelled_by_client`."""
+    its own timeout fired, or it died), and the server's ``stopping`` event in ``scope["state"][STOPPING]``; both
+    read by :mod:`bot.mcp_server.cancellations`."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, stopping: threading.Event) -> None:
         self.app = app
+        self.stopping = stopping
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
         gone = threading.Event()
-        scope.setdefault("state", {})[CLIENT_GONE] = gone
+        state = scope.setdefault("state", {})
+        state[CLIENT_GONE], state[STOPPING] = gone, self.stopping
 
         async def watched() -> dict[str, Any]:
             message: dict[str, Any] = await receive()
@@ -187,16 +191,18 @@ def http_server(
     until the process is gone, nested until ``RecursionError``."""
     import uvicorn
 
+    stopping = threading.Event()  # the calls ended now are not the clients' cancellations
+
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
-            SHUTTING_DOWN.set()  # the calls cut short now are not the clients' cancellations
+            stopping.set()
             super().handle_exit(sig, frame)
 
         def capture_signals(self) -> Any:  # the process's own (serve_http's, or the playground's)
             return contextlib.nullcontext()
 
     app = BearerAuth(  # the token first: a body is read only for a caller
-        Disconnects(BodyLimit(server.streamable_http_app(streamable_http_path=MCP_PATH, host=host))),
+        Disconnects(BodyLimit(server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)), stopping=stopping),
         token=token,
         callers=callers,
     )

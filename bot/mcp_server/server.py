@@ -69,8 +69,14 @@ from bot.errors import BotError, describe_error
 from bot.mcp_server.arguments import ArgumentErrors
 from bot.mcp_server.asker import AGENT_THAT_ASKED, MCP_TOOL, Asker, AskError, outcome_of
 from bot.mcp_server.callers import CALLER_STATE, Caller, Callers, Refused, implicit_caller, load_callers
-from bot.mcp_server.cancellations import CancelReasons, cancelled_by_client, over_stdio, withdrawn_by_client
-from bot.mcp_server.http import SHUTTING_DOWN, serve_http
+from bot.mcp_server.cancellations import (
+    CancelReasons,
+    cancelled_by_client,
+    over_stdio,
+    server_stopping,
+    withdrawn_by_client,
+)
+from bot.mcp_server.http import serve_http
 from bot.mcp_server.permission_prompt import TOOL as PERMISSION_TOOL
 from bot.mcp_server.permission_prompt import TOOL_INPUT, approval_request, decision_result, decision_text, summary
 from bot.mcp_server.task_status import TaskListen
@@ -368,11 +374,11 @@ async def ask_and_wait(
         await ctx.report_progress(waited, None, message)
 
     def ended() -> bool:
-        return cancelled_by_client(ctx) or SHUTTING_DOWN.is_set()
+        return cancelled_by_client(ctx) or server_stopping(ctx)
 
     try:
         outcome = await asker.wait(asked, progress=progress, every=settings.mcp_progress_seconds, cancelled=ended)
-        if outcome is None and SHUTTING_DOWN.is_set():  # this server stops: its waiting calls end, told why, within
+        if outcome is None and server_stopping(ctx):  # this server stops: its waiting calls end, told why, within
             # its grace (else cut short: the client told only that the server erred, a traceback in the log)
             if request_key:
                 return {"status": "waiting", "note": RESTARTING}

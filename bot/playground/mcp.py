@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import signal
 import socket
 from dataclasses import dataclass
 from typing import Any
@@ -38,8 +39,9 @@ class PlaygroundMcp:
     _task: asyncio.Task[None]
 
     async def stop(self) -> None:
-        """Stop serving (calls still waiting are cut short; their questions stay)."""
-        self._server.should_exit = True
+        """Stop serving, as ``mcp --http`` stops on SIGTERM: calls still waiting end within the server's grace, told
+        why (a keyed call's question stays for its key; a keyless one's is withdrawn)."""
+        self._server.handle_exit(signal.SIGTERM, None)
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(self._task, 10)
 
