@@ -94,7 +94,7 @@ def _extra_hint(exc: BaseException) -> str:
     install it; else ``""``."""
     missing = exc.name.split(".", 1)[0] if isinstance(exc, ModuleNotFoundError) and exc.name else ""
     extra = FRAMEWORK_EXTRAS.get(missing)
-    return f"; install its framework with pip install -e '.[{extra}]'" if extra else ""
+    return f"; install its framework with {sys.executable} -m pip install -e '.[{extra}]'" if extra else ""
 
 
 def _takes_limits(factory: Any) -> bool:

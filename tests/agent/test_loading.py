@@ -123,4 +123,6 @@ def test_an_agent_whose_framework_is_not_installed_is_told_which_extra_installs_
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError) as caught:
         load_agent(f"{name}:build", model=NoModel("none"), store=None)  # type: ignore[arg-type]
-    assert str(caught.value).endswith(f"; install its framework with pip install -e '.[{extra}]'"), caught.value
+    assert str(caught.value).endswith(
+        f"; install its framework with {sys.executable} -m pip install -e '.[{extra}]'"
+    ), caught.value
