@@ -96,18 +96,23 @@ def scope_key(scope: Scope, *, tool_name: str, channel_id: str = "", thread_ts: 
     return f"always:{tool_name}:{args_hash}"
 
 
+# KEYS[1] a scope's grants, KEYS[2] the team's uses; ARGV[1] now (ms), ARGV[2] the grant id to use ('': the first
+# live one). Expired grants found on the way are dropped. Reply: the grant used (JSON), or false.
 _USE = """
 local now = tonumber(ARGV[1])
 local found = redis.call('HGETALL', KEYS[1])
+local chosen = false
 for i = 1, #found, 2 do
   local grant = cjson.decode(found[i + 1])
   if tonumber(grant['expires_ms']) > now then
-    redis.call('HINCRBY', KEYS[2], found[i], 1)
-    return found[i + 1]
+    if not chosen and (ARGV[2] == '' or found[i] == ARGV[2]) then chosen = i end
+  else
+    redis.call('HDEL', KEYS[1], found[i])
   end
-  redis.call('HDEL', KEYS[1], found[i])
 end
-return false
+if not chosen then return false end
+redis.call('HINCRBY', KEYS[2], found[chosen], 1)
+return found[chosen + 1]
 """
 
 _REVOKE = """
@@ -162,36 +167,43 @@ class GrantStore:
         except RedisError as exc:
             raise StoreUnavailable(str(exc)) from exc
 
-    async def use(self, team_id: str, key: str) -> Grant | None:
-        """A live grant covering scope ``key`` (:func:`scope_key`) of ``team_id``, its use counted, in one script
-        (expired ones found on the way are dropped); None when none covers it. Raises ``StoreUnavailable``,
-        ``StoreCorrupt``."""
+    async def use(self, team_id: str, key: str, *, grant_id: str = "") -> Grant | None:
+        """A live grant covering scope ``key`` (:func:`scope_key`) of ``team_id`` (``grant_id``: that one, when
+        still live; else the first), its use counted, in one script (expired ones found on the way are dropped);
+        None when none covers it. Raises ``StoreUnavailable``, ``StoreCorrupt``."""
         try:
             now = await self.now()
             found = await self._use(
                 keys=[self.keys.grant(team_id, key), self.keys.grant_uses(team_id)],
-                args=[int(now.timestamp() * 1000)],
+                args=[int(now.timestamp() * 1000), grant_id],
             )
         except RedisError as exc:
             raise StoreUnavailable(str(exc)) from exc
         return Grant.from_json(_stored(found)) if found else None
 
     async def peek(self, team_id: str, key: str) -> Grant | None:
-        """A live grant covering scope ``key`` of ``team_id``, nothing counted (whether a call will be covered when its
-        turn comes: :meth:`use` decides then). Raises ``StoreUnavailable``."""
+        """The first of :meth:`live`, or None. Raises ``StoreUnavailable``."""
+        grants = await self.live(team_id, key)
+        return grants[0] if grants else None
+
+    async def live(self, team_id: str, key: str) -> list[Grant]:
+        """Every live grant covering scope ``key`` of ``team_id`` (several people may have given one: each its rule
+        and giver, for the caller to judge), nothing counted (whether a call will be covered when its turn comes:
+        :meth:`use` decides then). Raises ``StoreUnavailable``."""
         try:
             found = await self.client.hgetall(self.keys.grant(team_id, key))
             now = await self.now()
         except RedisError as exc:
             raise StoreUnavailable(str(exc)) from exc
+        grants = []
         for raw in found.values():
             try:
                 grant = Grant.from_json(_stored(raw))
             except StoreCorrupt:
                 continue
             if grant.expires_at > now:
-                return grant
-        return None
+                grants.append(grant)
+        return sorted(grants, key=lambda g: g.granted_at)
 
     async def revoke(self, team_id: str, user: str, grant_id: str) -> int | None:
         """Remove grant ``grant_id`` that ``user`` gave; returns how many calls it approved, or None when there is

@@ -163,17 +163,19 @@ class StandingGrants:
         decision = self._decide(ctx, tool.id, args, rule=rule)
         if decision.required > 1:
             return None
+        approvers = self.approvers.for_call(ctx, tool.id, args, rule=decision.name)
         for scope in outside_scopes(tool.id, args):
             if scope not in decision.grants:
                 continue
             key = self.key(scope, ctx, tool.id, args)
-            grant = await (self.store.use if count else self.store.peek)(ctx.team_id, key)
-            if grant is None or grant.rule != decision.name:
-                continue
-            if await self.approvers.for_call(ctx, tool.id, args, rule=decision.name).admits(
-                ctx, grant.granted_by, where=None
-            ):
-                return grant
+            for grant in await self.store.live(ctx.team_id, key):  # several people's, several rules': any that fits
+                if grant.rule != decision.name or not await approvers.admits(ctx, grant.granted_by, where=None):
+                    continue
+                if not count:
+                    return grant
+                used = await self.store.use(ctx.team_id, key, grant_id=grant.grant_id)
+                if used is not None:  # (else it lapsed or was revoked meanwhile: the next one)
+                    return used
         return None
 
     def gate(self) -> ApprovalGate:

@@ -29,7 +29,7 @@ from bot.store.grants import GrantStore
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.scrape import scrape
-from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, blocks_text, current, has_controls, text_is
+from bot.testing.slack_scenarios import ALICE, BOB, CAROL, GENERAL, blocks_text, current, has_controls, text_is
 
 AGENT = {"agent": "bot.testing.approval_agent:build"}
 POLICY = f"""
@@ -58,13 +58,37 @@ def settings(tmp_path: Path) -> dict[str, str]:
     return {**AGENT, "approval_policy": str(path)}
 
 
-async def restart(h: Any, name: str, *, thread: str | None = None, call: str) -> str:
-    """Alice asks for a restart of ``name`` (in ``thread``, or a new one); returns the thread's ts."""
+async def restart(h: Any, name: str, *, thread: str | None = None, call: str, user: str = ALICE) -> str:
+    """``user`` (Alice) asks for a restart of ``name`` (in ``thread``, or a new one); returns the thread's ts."""
     h.model.script(
         Reply(tool_calls=[tool_call("restart_service", {"name": name}, id=call)]), Reply(text=f"Done {call}.")
     )
-    d = await h.ws.mention(ALICE, GENERAL, f"restart {name}", thread_ts=thread)
+    d = await h.ws.mention(user, GENERAL, f"restart {name}", thread_ts=thread)
     return thread or d.message["ts"]
+
+
+async def test_a_second_persons_thread_grant_covers_what_the_first_ones_does_not(
+    fake_redis: aioredis.Redis, harness: Any, settings: dict[str, str]
+) -> None:
+    """Found by a break-it review: Alice gives a thread grant (it covers her own calls: she is an approver as their
+    requester); Carol asks in the same thread, Alice's grant does not cover her, Bob approves for the thread. Carol's
+    next call runs under Bob's grant (before: the store answered with Alice's grant only, the first on that scope,
+    which did not fit, and Carol's call was asked again though Bob's grant was live)."""
+    async with harness(fake_redis, settings=settings) as h:
+        thread = await restart(h, "api", call="c1")
+        first = await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
+        await h.ws.click(first, "Approve for this thread", user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done c1."))
+        await restart(h, "web", thread=thread, call="c2", user=CAROL)
+        second = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: has_controls(m) and "web" in blocks_text(m)
+        )
+        await h.ws.click(second, "Approve for this thread", user=BOB)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done c2."))
+        await restart(h, "db", thread=thread, call="c3", user=CAROL)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done c3."))
+        assert approval_agent.RESTARTS == ["api", "web", "db"]
+        assert not [m for m in h.ws.messages(GENERAL, thread_ts=thread) if has_controls(m) and "db" in blocks_text(m)]
 
 
 async def test_a_thread_grant_lets_later_calls_in_the_thread_run_unasked_until_revoked_on_home(
