@@ -358,7 +358,8 @@ class Approving:
         except StoreUnavailable:
             await say("Approved once: I couldn't record the standing grant (storage is unavailable); ask again later.")
             return None
-        if grant is None:
+        if grant is None:  # not one of the rule's own approvers (the request was escalated to them)
+            await say("Approved once: standing grants are given by the rule's own approvers.")
             return None
         return f"{SCOPE_WORDS[grant.scope]} until {when(grant.expires_at.timestamp())}"
 

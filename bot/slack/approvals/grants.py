@@ -129,11 +129,14 @@ class StandingGrants:
         tool_call_id: str,
         rule: object = None,
     ) -> StoredGrant | None:
-        """Record the grant ``by`` gave approving ``tool_call_id`` (``scope`` must be one the call's rule allows: else
-        None, nothing recorded). Raises ``StoreUnavailable``."""
+        """Record the grant ``by`` gave approving ``tool_call_id`` (``scope`` must be one the call's rule allows, and
+        ``by`` one of the rule's own approvers, as :meth:`_covering` asks of a grant it uses: else None, nothing
+        recorded; a person the request was escalated to decides it, and it alone). Raises ``StoreUnavailable``."""
         if scope not in self.scopes(ctx, tool_name, args, rule=rule):
             return None
         decision = self._decide(ctx, tool_name, args, rule=rule)
+        if not await self.approvers.for_call(ctx, tool_name, args, rule=decision.name).admits(ctx, by, where=None):
+            return None
         now = await self.store.now()
         grant = StoredGrant(
             grant_id=new_grant_id(),

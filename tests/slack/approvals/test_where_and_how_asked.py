@@ -60,6 +60,36 @@ async def requested(h: Any) -> tuple[str, dict[str, Any]]:
     return d.message["ts"], request
 
 
+async def test_a_person_an_approval_was_escalated_to_approves_it_once_and_gives_no_standing_grant(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    """Found by a break-it review: Dana, to whom the request was escalated at its deadline, clicks "Approve for this
+    thread". The call runs, approved by her, once; she is told grants are the rule's approvers' to give, and none is
+    recorded (before: a grant shown live on her Home and in the outcome, which covered nothing: the next call in the
+    thread was asked again all the same)."""
+    dana = "U_DANA"
+    rule = (
+        f"    approvers: [{BOB}]\n    grants: [once, thread]\n    deadline: 10m\n"
+        f"    on_deadline: {{escalate: [{dana}]}}\n"
+    )
+    directory = Directory.default()
+    directory.add_user(dana, "dana")
+    async with harness(fake_redis, settings=policy(tmp_path, rule), directory=directory) as h:
+        thread, _request = await requested(h)
+        await past_deadline(h, thread)
+        await h.bot.scheduler.tick(now=utcnow() + timedelta(minutes=11))
+        await h.settle()
+        await h.bot.scheduler.tick(now=utcnow() + timedelta(minutes=11, seconds=COALESCE_SECONDS + 1))
+        copy = await h.ws.wait_for_message(channel="D_DANA", predicate=has_controls)
+        await h.ws.click(copy, "Approve for this thread", user=dana)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        told = await h.ws.wait_for_ephemeral(user=dana)
+        assert "Approved once: standing grants are given by the rule's own approvers" in told["text"], told["text"]
+        assert approval_agent.RESTARTS == ["db-7"]
+        assert "for this thread until" not in blocks_text(await current(h, copy))
+        assert [k async for k in fake_redis.scan_iter("*grant*")] == []  # none recorded
+
+
 async def test_where_dm_asks_each_approver_by_dm_and_a_decision_there_closes_the_thread_request(
     fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
 ) -> None:
