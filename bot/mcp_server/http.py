@@ -215,7 +215,9 @@ def http_server(
         lifespan="on",
         timeout_graceful_shutdown=GRACE,  # calls waiting for a person would hold a stop forever
     )
-    return Server(config)
+    running = Server(config)
+    running.stopping = stopping  # type: ignore[attr-defined]  # set once it stops (handle_exit)
+    return running
 
 
 def listen_socket(host: str, port: int) -> socket.socket:

@@ -38,6 +38,11 @@ class PlaygroundMcp:
     _server: Any
     _task: asyncio.Task[None]
 
+    @property
+    def stopping(self) -> bool:
+        """Whether it stops (its calls are then ended by it, told why: :data:`bot.mcp_server.http.STOPPING`)."""
+        return bool(self._server.stopping.is_set())
+
     async def stop(self) -> None:
         """Stop serving, as ``mcp --http`` stops on SIGTERM: calls still waiting end within the server's grace, told
         why (a keyed call's question stays for its key; a keyless one's is withdrawn)."""

@@ -58,3 +58,15 @@ async def test_the_mcp_address_and_token_are_printed_at_start(capsys: Any) -> No
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_the_playground_stops_its_mcp_server_as_mcp_http_stops_on_sigterm() -> None:
+    """Found by a new user's trial: Ctrl-C while an MCP call waited cut it short (the client told only "Server
+    returned an error response", a traceback in the terminal): the playground set uvicorn's ``should_exit`` itself,
+    so its calls never learnt the server stopped. Now it stops as ``mcp --http`` does on SIGTERM (``handle_exit``:
+    the server's stop flag, which waiting calls read to end with "call again with the same request_key", as
+    ``tests/mcp_server/test_mcp_server.py`` shows end to end)."""
+    async with Playground(settings(), ui_port=0) as pg:
+        assert pg.mcp is not None and not pg.mcp.stopping
+        await pg.mcp.stop()
+        assert pg.mcp.stopping

@@ -4,10 +4,8 @@ address it serves (the bot's /healthz, /readyz, /metrics among them) is printed 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import re
-import signal
 import socket
 from collections.abc import Iterator
 
@@ -17,7 +15,6 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bot.config import MCP_PORT_DEFAULT
-from bot.mcp_server.server import RESTARTING
 from bot.testing.scrape import get
 from tests.slack.test_serve_process import clean_env, error_lines, free_port, read_until, run_bot, start_bot, stop
 
@@ -152,30 +149,3 @@ async def test_metrics_port_is_honoured_in_the_playground() -> None:
     assert printed(lines, HEALTH) == f"http://127.0.0.1:{metrics_port}/healthz"
     assert statuses == [200, 200, 200]
     assert on_bot_port == 404  # with METRICS_PORT they have their own port, as in serve
-
-
-async def test_a_call_waiting_when_the_playground_stops_is_told_to_call_again_with_its_key() -> None:
-    """Found by a new user's trial: Ctrl-C while an MCP call waited cut it short (the client told only "Server
-    returned an error response", a traceback in the terminal). The playground stops its MCP server as ``mcp --http``
-    stops on SIGTERM: the keyed call is told to call again with its key, and nothing is printed as an error."""
-    proc = await start_bot("playground", env=clean_env(PORT="0", MCP_PORT="0"))
-    try:
-        lines = await read_until(proc, HEALTH)
-        token = next(line for line in lines if line.startswith("MCP server:")).rsplit("Bearer ", 1)[1].rstrip(")")
-        result = None
-        with contextlib.suppress(Exception):  # the client's goodbye (its session's DELETE) finds the server gone
-            async with (
-                create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
-                streamable_http_client(printed(lines, "MCP server:"), http_client=http) as streams,
-                Client(contextlib.nullcontext(streams), mode="auto") as client,
-            ):
-                call = asyncio.ensure_future(
-                    client.session.call_tool("ask_user", {"question": "Ship?", "request_key": "k"})
-                )
-                await asyncio.sleep(2)  # asked, and waiting
-                proc.send_signal(signal.SIGINT)  # Ctrl-C
-                result = await asyncio.wait_for(call, 15)
-    finally:
-        output = await stop(proc)
-    assert result is not None and result.structured_content == {"status": "waiting", "note": RESTARTING}, output
-    assert "Traceback" not in output and "ERROR" not in output, output
