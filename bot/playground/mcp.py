@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-import signal
 import socket
 from dataclasses import dataclass
 from typing import Any
@@ -46,7 +45,8 @@ class PlaygroundMcp:
     async def stop(self) -> None:
         """Stop serving, as ``mcp --http`` stops on SIGTERM: calls still waiting end within the server's grace, told
         why (a keyed call's question stays for its key; a keyless one's is withdrawn)."""
-        self._server.handle_exit(signal.SIGTERM, None)
+        self._server.stopping.set()  # what handle_exit sets, without uvicorn recording a signal
+        self._server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(self._task, 10)
 
