@@ -103,15 +103,26 @@ ClientEnd = Literal["cancelled", "gone"]
 notification: how the newer wire cancels, and what its request timeout and a dead client do too)."""
 
 
-def server_stopping(ctx: Context) -> bool:
-    """Whether the server serving this call stops (:data:`bot.mcp_server.http.STOPPING`, in the request's scope:
-    SIGTERM or Ctrl-C of ``mcp --http``, the playground's stop); never over stdio (its process handles no signal)."""
+def _http_state(ctx: Context) -> dict[str, Any] | None:
+    """The ``scope["state"]`` of the HTTP request carrying this call (what :mod:`bot.mcp_server.http`'s middleware
+    put there), ``{}`` when it has none; None over stdio (no HTTP request) or outside a request."""
     try:
         request = ctx.request_context.request
     except ValueError:  # outside a request
-        return False
-    event = ((getattr(request, "scope", None) or {}).get("state") or {}).get(STOPPING)
+        return None
+    scope = getattr(request, "scope", None)
+    return (scope.get("state") or {}) if isinstance(scope, dict) else None
+
+
+def _is_set(state: dict[str, Any] | None, key: str) -> bool:
+    event = (state or {}).get(key)
     return bool(event is not None and event.is_set())
+
+
+def server_stopping(ctx: Context) -> bool:
+    """Whether the server serving this call stops (:data:`bot.mcp_server.http.STOPPING`, in the request's scope:
+    SIGTERM or Ctrl-C of ``mcp --http``, the playground's stop); never over stdio (its process handles no signal)."""
+    return _is_set(_http_state(ctx), STOPPING)
 
 
 def client_end(ctx: Context) -> ClientEnd | None:
@@ -119,17 +130,17 @@ def client_end(ctx: Context) -> ClientEnd | None:
     transport, or still waiting). The SDK signals a notification on the request's dispatch context, which its
     public ``Context`` does not expose yet: read from the session's request channel; a closed stream from the
     request's scope (:class:`bot.mcp_server.http.Disconnects`). None when neither can be read."""
-    if server_stopping(ctx):
+    state = _http_state(ctx)
+    if _is_set(state, STOPPING):
         return None
     try:
-        session, request = ctx.request_context.session, ctx.request_context.request
+        session = ctx.request_context.session
     except ValueError:  # outside a request
         return None
     event = getattr(getattr(session, "_request_outbound", None), "cancel_requested", None)
     if event is not None and event.is_set():
         return "cancelled"
-    gone = ((getattr(request, "scope", None) or {}).get("state") or {}).get(CLIENT_GONE)
-    return "gone" if gone is not None and gone.is_set() else None
+    return "gone" if _is_set(state, CLIENT_GONE) else None
 
 
 def over_stdio(ctx: Context) -> bool:
@@ -139,7 +150,7 @@ def over_stdio(ctx: Context) -> bool:
         request = ctx.request_context.request
     except ValueError:  # outside a request
         return False
-    return getattr(request, "scope", None) is None
+    return not isinstance(getattr(request, "scope", None), dict)
 
 
 def cancelled_by_client(ctx: Context) -> bool:

@@ -26,6 +26,7 @@ from bot.__main__ import main
 from bot.fakeslack import Workspace
 from bot.testing.openai_server import FakeOpenAI, Reply, tool_call
 from bot.testing.ports import free_port
+from bot.testing.slack_scenarios import text_is
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SETTING_PREFIXES = ("SLACK_", "OPENAI_", "REDIS_", "ASK_", "RUN_", "LOG_", "PORT", "AGENT_")
@@ -769,7 +770,7 @@ async def test_a_run_a_stopping_serve_could_not_finish_is_gone_on_with_by_anothe
             await ws.wait_for_message(
                 channel="C_GENERAL",
                 thread_ts=d.message["ts"],
-                predicate=lambda m: m["text"] == "Answered after the restart.",
+                predicate=text_is("Answered after the restart."),
                 timeout=60,
             )
         finally:
@@ -807,7 +808,7 @@ async def test_a_run_a_stopping_worker_could_not_finish_is_gone_on_with_by_anoth
             await ws.wait_for_message(
                 channel="C_GENERAL",
                 thread_ts=d.message["ts"],
-                predicate=lambda m: m["text"] == "Answered by the next worker.",
+                predicate=text_is("Answered by the next worker."),
                 timeout=60,
             )
         finally:
