@@ -18,10 +18,10 @@ click is taken by a ``serve`` process, a ``tasks/cancel`` may reach another MCP 
 watched tasks' runs from Redis every :data:`WATCH_SECONDS` (one read per task not yet ended; a store outage is
 waited through) and sends a notification when a task's status or ``lastUpdatedAt`` changed since the last one it
 sent. Right after the acknowledgement it sends each task's current state, so a change between the client's
-``tasks/get`` and its listen is not missed. ``working`` (the answer being recorded) lasts milliseconds and is
-reported only when a read sees it: a client is told ``input_required``, then ``completed`` or ``cancelled``. Once
-every task it watches has ended (or expired), and it asked for none of the SDK's events, the stream ends
-gracefully (the ``subscriptions/listen`` result).
+``tasks/get`` and its listen is not missed. A task is ``working`` while it waits for a person (its
+``statusMessage`` says whom) and while its answer is recorded (milliseconds): a client is told ``working``, then
+``completed`` or ``cancelled``. Once every task it watches has ended (or expired), and it asked for none of the
+SDK's events, the stream ends gracefully (the ``subscriptions/listen`` result).
 
 The 2025-11-25 revision's ``notifications/tasks/status`` is not sent: on that wire the SDK serves no tasks at all
 (:mod:`bot.mcp_server.tasks`), so a client there keeps the blocking call and its progress notifications.

@@ -18,10 +18,12 @@ A task is the question's run (``taskId`` is its run id); its status is read from
 ``tasks/get``, so any server process on the same Redis answers for any task, across restarts of the server and
 of the client:
 
-- ``input_required`` while the question waits for a person in Slack (``statusMessage``: whom and where). The
-  input is the person's, none of it the client's to give: ``inputRequests`` is empty and ``tasks/update`` has
-  nothing to take (it is acknowledged, its responses ignored, as the extension says of unknown keys);
-- ``working`` once answered while the answer is recorded (the run resumes);
+- ``working`` while the question waits for a person in Slack (``statusMessage``: whom and where), and once
+  answered while the answer is recorded (``statusMessage``: "the answer is being recorded"). Not
+  ``input_required``: the extension means by it input the *client* must give (its ``inputRequests``, answered with
+  ``tasks/update``), and here none of it is the client's to give: a generic client told ``input_required`` looks for
+  requests to fulfil and finds none. ``tasks/update`` has nothing to take (it is acknowledged, its responses
+  ignored, as the extension says of unknown keys);
 - ``completed`` with ``result``: the very ``CallToolResult`` the blocking call returns (``no_answer`` past the
   deadline included);
 - ``cancelled`` once withdrawn (``tasks/cancel``, which withdraws the question in Slack as a client's
@@ -117,7 +119,8 @@ class TaskFields(Result):
 
 class TaskResult(TaskFields):
     """A task as ``tasks/get`` returns it (SEP-2663 ``DetailedTask``): ``result`` once ``completed`` (the tool's
-    ``CallToolResult``), ``inputRequests`` while ``input_required``, ``error`` once ``failed``."""
+    ``CallToolResult``), ``error`` once ``failed``; ``inputRequests`` (``input_required`` only) is never sent here:
+    :class:`Tasks` asks the client for nothing."""
 
     result_type: Literal["complete"] = "complete"
     input_requests: dict[str, Any] | None = None
@@ -258,7 +261,7 @@ class Tasks(Extension):
         if state.status == "suspended":
             waiting = await self.asker.waiting_for(asked)
             return TaskResult.model_validate(
-                {**base, "status": "input_required", "statusMessage": waiting, "inputRequests": {}}
+                {**base, "status": "working", "statusMessage": waiting}
             )
         return TaskResult.model_validate({**base, "status": "working", "statusMessage": "the answer is being recorded"})
 

@@ -84,7 +84,7 @@ async def test_as_a_task_a_declined_prompt_completes_with_the_deny_claude_code_r
     prompt = {"tool_name": "Bash", "input": {"command": "rm -rf build"}, "tool_use_id": "toolu_01rm"}
     async with harness(real_redis) as h, client_of(h, prefix, tasks=True) as client:
         created = await client.session.call_tool("approve_tool_use", prompt, allow_claimed=True)
-        assert isinstance(created, CreateTaskResult) and created.status == "input_required"
+        assert isinstance(created, CreateTaskResult) and created.status == "working"
         request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
         await h.ws.click(request, "Decline", user=ALICE)
         form = await h.ws.wait_for_view(
