@@ -260,9 +260,7 @@ class Tasks(Extension):
             )
         if state.status == "suspended":
             waiting = await self.asker.waiting_for(asked)
-            return TaskResult.model_validate(
-                {**base, "status": "working", "statusMessage": waiting}
-            )
+            return TaskResult.model_validate({**base, "status": "working", "statusMessage": waiting})
         return TaskResult.model_validate({**base, "status": "working", "statusMessage": "the answer is being recorded"})
 
     def _render(self, state: RunState) -> CallToolResult:
