@@ -266,7 +266,10 @@ class Home:
             approval = approval_payload(pending)  # whoever may decide; to the others, what waits and on whom
             progress = await self.cards.progress(run_id, approval, ctx)
             decides = await self.cards.approvers_of(approval, ctx).may_approve(ctx, user)
-            blocks = self.cards.blocks(approval, ctx, ref=ref, progress=progress, decides=decides, viewer=user)
+            gives = decides and await self.cards.gives_grants(approval, ctx, user)
+            blocks = self.cards.blocks(
+                approval, ctx, ref=ref, progress=progress, decides=decides, viewer=user, gives_grants=gives
+            )
         else:
             payload = AskUserPayload.model_validate(pending.suspend_payload)
             blocks = bk.question_blocks(

@@ -60,15 +60,22 @@ class OpenCards:
         elsewhere: bool = False,
         decides: bool = True,
         viewer: str | None = None,
+        gives_grants: bool = True,
     ) -> list[dict[str, Any]]:
         """The open request's Block Kit (:func:`~bot.slack.render.approvals.approval_blocks`) with ``progress`` (a
         quorum's; None: not a quorum) and every control its rule allows; ``elsewhere``: for a copy outside the run's
-        channel (an escalation's), whose approvers line names that channel; ``decides`` False: for one viewer who
-        may not decide (no controls but *Details*); ``viewer``: the one person it is drawn for (App Home). Its
-        requester may withdraw it (Cancel) in its thread and their App Home, not in a copy elsewhere."""
+        channel (an escalation's), whose approvers line names that channel, and which offers no standing grant (it
+        goes to the people the request was escalated to, who approve it once: only the rule's own approvers give
+        grants, :meth:`~bot.slack.approvals.grants.StandingGrants.may_give`); ``decides`` False: for one viewer who
+        may not decide (no controls but *Details*); ``viewer``: the one person it is drawn for (App Home), whose
+        grant buttons say "that thread" / "that channel"; ``gives_grants`` False: that viewer may decide but not
+        give a grant (:meth:`gives_grants`). Its requester may withdraw it (Cancel) in its thread and their App
+        Home, not in a copy elsewhere."""
         approvers = self.approvers_of(approval, ctx)
         rule = approval.policy.get(RULE_NOTE)
-        scopes = tuple(self.grants.scopes(ctx, approval.tool_name, approval.args, rule=rule)) if self.grants else ()
+        scopes: tuple[str, ...] = ()
+        if self.grants is not None and gives_grants and not elsewhere:
+            scopes = tuple(self.grants.scopes(ctx, approval.tool_name, approval.args, rule=rule))
         return approval_blocks(
             approval,
             ref=ref,
@@ -79,4 +86,14 @@ class OpenCards:
             decides=decides,
             viewer=viewer,
             withdrawable=bool(ctx.requester) and not elsewhere and viewer in (None, ctx.requester),
+            away=viewer is not None,
         )
+
+    async def gives_grants(self, approval: ApprovalPayload, ctx: SlackContext, user: str) -> bool:
+        """Whether ``user`` may give the standing grants ``approval``'s rule allows (one of the rule's own
+        approvers, not only a person it was escalated to); False without ``APPROVAL_POLICY``. Raises
+        ``StoreUnavailable`` / ``SlackRefused`` (a user group's or channel's members looked up)."""
+        if self.grants is None:
+            return False
+        rule = approval.policy.get(RULE_NOTE)
+        return await self.grants.may_give(ctx, approval.tool_name, approval.args, by=user, rule=rule)

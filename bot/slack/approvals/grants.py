@@ -98,6 +98,16 @@ class StandingGrants:
             return []
         return [s for s in outside_scopes(tool_name, args) if s in decision.grants]
 
+    async def may_give(
+        self, ctx: SlackContext, tool_name: str, args: dict[str, Any], *, by: str, rule: object = None
+    ) -> bool:
+        """Whether ``by`` may give a standing grant on this call: one of its rule's own approvers (``rule``: the
+        rule its request was asked under), wherever they ask from; not a person it was only escalated to
+        (``on_deadline: escalate``), who decides that request once. Raises ``StoreUnavailable`` /
+        ``SlackRefused`` as :meth:`~bot.slack.questions.approvers.ApproverPolicy.admits` (a user group's or a
+        channel's members looked up)."""
+        return await self.approvers.for_call(ctx, tool_name, args, rule=rule).admits(ctx, by, where=None)
+
     def _decide(self, ctx: SlackContext, tool_name: str, args: dict[str, Any], *, rule: object = None) -> Decision:
         """The decision of ``rule`` (the name the call's request or gate decided under; the one place that
         matched it, with the requester's user groups) for this call, else of the rule that matches it."""
@@ -135,7 +145,7 @@ class StandingGrants:
         if scope not in self.scopes(ctx, tool_name, args, rule=rule):
             return None
         decision = self._decide(ctx, tool_name, args, rule=rule)
-        if not await self.approvers.for_call(ctx, tool_name, args, rule=decision.name).admits(ctx, by, where=None):
+        if not await self.may_give(ctx, tool_name, args, by=by, rule=decision.name):
             return None
         now = await self.store.now()
         grant = StoredGrant(

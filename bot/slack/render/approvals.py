@@ -160,6 +160,9 @@ GRANT_BUTTONS = {
     "always": "Approve always (these arguments)",
 }
 """The standing grants' buttons (Slack: button text <= 75 chars); their action ids are :func:`grant_action`."""
+GRANT_BUTTONS_AWAY = {**GRANT_BUTTONS, "thread": "Approve for that thread", "channel": "Approve in that channel"}
+"""The same buttons on a drawing away from the request's thread (a DM or channel copy, App Home), which names the
+run's channel and links to its thread: "this thread" there would be the DM or the Home tab."""
 
 
 def grant_action(scope: str) -> str:
@@ -184,6 +187,7 @@ def approval_blocks(
     decides: bool = True,
     viewer: str | None = None,
     withdrawable: bool = False,
+    away: bool = False,
 ) -> list[dict[str, Any]]:
     """The approval request; ``approvers`` (mrkdwn, the bot's own text) says who may decide; ``quorum``: the
     approvals a request needing several has gathered (:func:`quorum_blocks`: its progress line, and "Take back"
@@ -193,17 +197,17 @@ def approval_blocks(
     (their App Home): only *Details*, the approvers line saying who decides; ``viewer``: the one person it is drawn
     for (their App Home; None: a message everyone sees), offered "Take back" only once they approved;
     ``withdrawable``: a "Cancel" button, with which the person who asked the agent withdraws the request (the
-    question's Cancel, :data:`~bot.slack.render.blocks.ACT_CANCEL`). Slack: at most 25 elements in an actions
-    block."""
+    question's Cancel, :data:`~bot.slack.render.blocks.ACT_CANCEL`); ``away``: drawn away from its thread (App
+    Home; a copy is made so by :func:`away_from_thread`), its grant buttons saying "that thread" / "that channel".
+    Slack: at most 25 elements in an actions block."""
     blocks = _request_sections(payload, ref, "")
+    labels = GRANT_BUTTONS_AWAY if away else GRANT_BUTTONS
     details = ButtonElement(text="Details", action_id=ACT_DETAILS, value=ref.value(0))
     buttons = [details]
     if decides:
         buttons = [ButtonElement(text="Approve", action_id=ACT_APPROVE, value=ref.value(0), style="primary")]
         buttons += [
-            ButtonElement(text=GRANT_BUTTONS[g], action_id=grant_action(g), value=ref.value(0))
-            for g in grants
-            if g in GRANT_BUTTONS
+            ButtonElement(text=labels[g], action_id=grant_action(g), value=ref.value(0)) for g in grants if g in labels
         ]
         buttons += [ButtonElement(text="Decline", action_id=ACT_DECLINE, value=ref.value(0), style="danger"), details]
         if editable:
@@ -221,13 +225,23 @@ def approval_blocks(
 
 def away_from_thread(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A request's blocks for a copy away from its thread (a DM, another channel, an escalation's): without the
-    requester's Cancel, which their thread's request and App Home carry."""
+    requester's Cancel, which their thread's request and App Home carry; its grant buttons saying "that thread" /
+    "that channel" (:data:`GRANT_BUTTONS_AWAY`)."""
     out = []
     for block in blocks:
         if block.get("type") == "actions":
-            block = {**block, "elements": [e for e in block.get("elements", []) if e.get("action_id") != ACT_CANCEL]}
+            elements = [_away_label(e) for e in block.get("elements", []) if e.get("action_id") != ACT_CANCEL]
+            block = {**block, "elements": elements}
         out.append(block)
     return out
+
+
+def _away_label(element: dict[str, Any]) -> dict[str, Any]:
+    """A button of a request's actions, a grant's relabelled for a copy away from the thread."""
+    scope = scope_of_action(str(element.get("action_id", "")))
+    if scope == "once" or element.get("action_id") != grant_action(scope):
+        return element
+    return {**element, "text": {**element.get("text", {}), "text": GRANT_BUTTONS_AWAY[scope]}}
 
 
 def link_back_block(text: str) -> dict[str, Any]:

@@ -98,7 +98,7 @@ async def test_each_approver_of_the_rule_sees_the_request_in_app_home_and_is_rem
         for person in (BOB, CAROL):
             view = home_view(h.ws, person)
             assert view is not None and "restart_service" in blocks_text(view), person
-            assert {"Approve", "Approve for this thread", "Decline"} <= set(buttons(view)), person
+            assert {"Approve", "Approve for that thread", "Decline"} <= set(buttons(view)), person  # away from it
         dave = home_view(h.ws, DAVE)  # opened: it lists nothing
         assert dave is not None and "restart_service" not in blocks_text(dave)
         assert home_view(h.ws, BOT_USER_ID) is None  # #random's bot: nobody

@@ -66,7 +66,8 @@ async def test_a_person_an_approval_was_escalated_to_approves_it_once_and_gives_
     """Found by a break-it review: Dana, to whom the request was escalated at its deadline, clicks "Approve for this
     thread". The call runs, approved by her, once; she is told grants are the rule's approvers' to give, and none is
     recorded (before: a grant shown live on her Home and in the outcome, which covered nothing: the next call in the
-    thread was asked again all the same)."""
+    thread was asked again all the same). Her DM copy and her App Home offer her no grant button at all (before:
+    offered, then refused)."""
     dana = "U_DANA"
     rule = (
         f"    approvers: [{BOB}]\n    grants: [once, thread]\n    deadline: 10m\n"
@@ -75,13 +76,20 @@ async def test_a_person_an_approval_was_escalated_to_approves_it_once_and_gives_
     directory = Directory.default()
     directory.add_user(dana, "dana")
     async with harness(fake_redis, settings=policy(tmp_path, rule), directory=directory) as h:
-        thread, _request = await requested(h)
+        await open_homes(h, dana)
+        thread, request = await requested(h)
+        assert "Approve for this thread" in blocks_text(request)  # Bob's, the rule's approver, in the thread
         await past_deadline(h, thread)
         await h.bot.scheduler.tick(now=utcnow() + timedelta(minutes=11))
         await h.settle()
         await h.bot.scheduler.tick(now=utcnow() + timedelta(minutes=11, seconds=COALESCE_SECONDS + 1))
+        await h.settle()
         copy = await h.ws.wait_for_message(channel="D_DANA", predicate=has_controls)
-        await h.ws.click(copy, "Approve for this thread", user=dana)
+        home = home_view(h.ws, dana)
+        assert home is not None and "restart_service" in blocks_text(home) and "Approve" in blocks_text(home)
+        for drawing in (copy, home):  # hers: Approve (once), no grant to give
+            assert "Approve for" not in blocks_text(drawing) and "Approve always" not in blocks_text(drawing)
+        await h.ws.click(await current(h, request), "Approve for this thread", user=dana)  # the thread's, as Bob's
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
         told = await h.ws.wait_for_ephemeral(user=dana)
         assert "Approved once: standing grants are given by the rule's own approvers" in told["text"], told["text"]
@@ -124,6 +132,31 @@ async def test_where_a_channel_posts_a_copy_there_with_a_link_back(
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
         assert approval_agent.RESTARTS == []
         assert f"Declined by <@{BOB}>" in blocks_text(await current(h, request))
+
+
+async def test_a_copy_elsewhere_says_that_thread_and_that_channel_and_its_grant_is_the_runs_channels(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    """Found by a review: a copy in #random offered "Approve in this channel", which there reads as #random; it
+    says "that channel" (the run's, named above it), and the grant it gives is the run's channel's: the next
+    request in #general runs without asking."""
+    rule = f"    approvers: [{BOB}]\n    where: channel:C_RANDOM\n    grants: [once, thread, channel]\n"
+    async with harness(fake_redis, settings=policy(tmp_path, rule)) as h:
+        thread, request = await requested(h)
+        elsewhere = await h.ws.wait_for_message(channel="C_RANDOM", predicate=has_controls)
+        assert "Approve for this thread" in blocks_text(request) and "Approve in this channel" in blocks_text(request)
+        assert "Approve for that thread" in blocks_text(elsewhere) and "Approve in that channel" in blocks_text(
+            elsewhere
+        )
+        assert "this thread" not in blocks_text(elsewhere) and "this channel" not in blocks_text(elsewhere)
+        await h.ws.click(elsewhere, "Approve in that channel", user=BOB)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        h.model.script(Reply(tool_calls=[tool_call("restart_service", {"name": "db-7"}, id="r2")]), Reply(text="Done."))
+        again = await h.ws.mention(CAROL, GENERAL, "restart db-7")  # a new thread: the channel's grant covers it
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=again.message["ts"], predicate=text_is("Done."))
+        said = " ".join(m.get("text", "") + blocks_text(m) for m in h.ws.messages(GENERAL))
+        assert "ran without asking" in said and "in this channel" in said
+        assert approval_agent.RESTARTS == ["db-7", "db-7"]
 
 
 async def test_details_only_keeps_the_arguments_out_of_the_channel(
