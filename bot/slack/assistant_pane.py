@@ -95,6 +95,7 @@ class AssistantPane:
         messages_tab: bool = False,
     ) -> None:
         self.threads, self.web, self.contexts = threads, web, contexts
+        self.names = threads.writer.names  # a thread's title as Slack shows its request (mentions as names)
         self.greeting, self.prompts = greeting, prompts
         self.messages_tab = messages_tab  # agent_view: greet in the Messages tab, keep app_context_changed
 
@@ -197,7 +198,7 @@ class AssistantPane:
             return
 
         async def name_thread(text: str) -> None:  # the thread's first request names it
-            await self.web.set_title(channel, thread_ts, _title(text))
+            await self.web.set_title(channel, thread_ts, _title(await self.names.readable(text)))
 
         note = _context_note(pane)
         await self.threads.converse(body, bot_user=context.get("bot_user_id"), note=note, first_request=name_thread)
@@ -255,8 +256,8 @@ def _authorized_user(body: dict[str, Any]) -> str | None:
 
 
 def _title(text: str) -> str:
-    """A pane thread's title from its first request (as the model gets it: Slack's entities read back): plain, on
-    one line, at most :data:`TITLE` characters."""
+    """A pane thread's title from its first request as Slack shows it (:meth:`bot.slack.names.Names.readable`):
+    plain, on one line, at most :data:`TITLE` characters."""
     line = " ".join(safe_plain(text).split()) or "New conversation"
     return clip(line, TITLE)
 

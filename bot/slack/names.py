@@ -1,7 +1,8 @@
 """People's and channels' names for text that is not shown by Slack: :class:`Names`.
 
 Slack renders ``<@U…>`` and ``<#C…>`` as names in its own surfaces; anything else (an MCP client's progress
-messages, for one) shows them raw ("waiting for <@U_ALICE> in <#C_GENERAL>"). There the bot writes names:
+messages, for one, or a plain-text title: :meth:`Names.readable`) shows them raw ("waiting for <@U_ALICE> in
+<#C_GENERAL>"). There the bot writes names:
 ``@alice`` (the profile's display name, else its real name, else the user name; ``users.info``) and ``#general``
 (``conversations.info``), each remembered for :data:`TTL` seconds (at most :data:`KEPT` of each), and the id itself
 where Slack can't say (no ``users:read`` / ``channels:read`` scope, an unknown id, Slack down).
@@ -72,6 +73,38 @@ class Names:
         name = str((found or {}).get("name") or "")
         return self._keep(self._channels, channel_id, f"#{name or channel_id}", known=bool(name))
 
+    async def readable(self, text: str) -> str:
+        """A person's message ``text`` (Slack's markup kept, its ``&lt;`` ``&gt;`` ``&amp;`` read back) as it reads
+        in Slack, for plain text (an agent session's or a pane thread's title): ``<@U1>`` -> ``@alice``,
+        ``<#C1|general>`` / ``<#C1>`` -> ``#general``, ``<https://x|the doc>`` -> ``the doc`` (``<https://x>`` ->
+        ``https://x``, ``<mailto:a@b>`` -> ``a@b``), ``<!here>`` -> ``@here``, ``<!subteam^S1|@oncall>`` ->
+        ``@oncall``, ``<!date^…|Feb 18>`` -> ``Feb 18`` (Slack: formatting-message-text). A label Slack sent is
+        used as it is; at most :data:`LOOKUPS` people and channels are looked up (the rest: their ids). Never
+        raises."""
+        looked = 0
+        out: list[str] = []
+        last = 0
+        for m in _MARKUP.finditer(text):
+            out.append(text[last : m.start()])
+            last = m.end()
+            label = m.group("label")
+            if m.group("user") or m.group("channel"):
+                sign, ident = ("@", m.group("user")) if m.group("user") else ("#", m.group("channel"))
+                if label:
+                    out.append(sign + label.removeprefix(sign))
+                elif looked < LOOKUPS:
+                    looked += 1
+                    out.append(await (self.user(ident) if sign == "@" else self.channel(ident)))
+                else:
+                    out.append(sign + ident)
+            elif m.group("special") is not None:
+                word, _, rest = m.group("special").partition("^")  # here, subteam^S1, date^…
+                out.append(label or f"@{rest.split('^', 1)[0] if word == 'subteam' else word}")
+            else:
+                out.append(label or m.group("url").removeprefix("mailto:"))
+        out.append(text[last:])
+        return "".join(out)
+
     def _cached(self, kept: OrderedDict[str, tuple[str, float]], key: str) -> str | None:
         hit = kept.get(key)
         if hit is None or self.clock() >= hit[1]:
@@ -89,6 +122,10 @@ class Names:
 
 
 _BARE_MENTION = re.compile(r"<@([UW][A-Z0-9_]{2,})>")  # a mention without a label: Slack shows the name
+_MARKUP = re.compile(
+    r"<(?:@(?P<user>[UW][A-Z0-9_]+)|#(?P<channel>[CGD][A-Z0-9_]+)|!(?P<special>[a-z]+(?:\^[^|>]*)?)"
+    r"|(?P<url>[A-Za-z][A-Za-z0-9+.-]*:[^|<>\s]+))(?:\|(?P<label>[^<>]*))?>"
+)  # Slack's markup in a message's text: a mention, a channel, a special (here, subteam^S…, date^…), a link
 _PARTIAL_MENTION = re.compile(r"<(?:@[A-Z0-9_]{0,40})?$")  # the start of one a text ends with
 
 

@@ -71,12 +71,27 @@ async def test_a_thread_is_processing_then_suspended_while_it_asks_then_active_a
         assert not h.ws.calls("assistant.threads.setStatus") and not h.ws.calls("reactions.add")  # no fallback
 
 
+CUT = "x" * 79 + "…"  # a request of 100 x's, titled
+
+
 @pytest.mark.parametrize(
     ("request_text", "reply", "title"),
     [
         ("hi", "## Release checklist for 2.1\n- tag\n- ship", "Release checklist for 2.1"),  # a heading
+        ("hi", "*Release plan*\nmore", "Release plan"),  # a bold line (mrkdwn)
+        ("hi", "**Release plan:**\nmore", "Release plan"),  # a bold line (Markdown), its colon dropped
         ("what is up", "Nothing much.", "what is up"),  # a plain reply to a fine title: kept
         ("x" * 100, "Summary of the long request\nmore", "Summary of the long request"),  # a cut request title
+        # Found by a break-it pass: none of these is a heading or a first line to title a session with
+        ("what should I check first?", "* the logs\n* the metrics", "what should I check first?"),  # list items
+        ("what to check?", "** not bold\nmore", "what to check?"),
+        ("x" * 100, "```python\nprint(1)\n```", CUT),  # a code fence
+        ("x" * 100, "~~~\ncode\n~~~", CUT),
+        ("x" * 100, "| a | b |\n|---|---|\n| 1 | 2 |", CUT),  # a table row
+        ("x" * 100, "- first\n- second", CUT),  # a list
+        ("x" * 100, "1. first\n2. second", CUT),
+        ("x" * 100, "> quoted\nmore", CUT),
+        ("x" * 100, "---\nmore", CUT),
     ],
 )
 async def test_the_first_reply_renames_the_session_when_it_makes_a_better_title(
@@ -88,7 +103,32 @@ async def test_the_first_reply_renames_the_session_when_it_makes_a_better_title(
         await settled_status(h, d.message["ts"], "active")
         await h.settle()
         assert h.ws.session(GENERAL, d.message["ts"])["title"] == title  # type: ignore[index]
-        assert len(h.ws.calls("agents.sessions.rename")) == (0 if title == request_text else 1)
+        assert len(h.ws.calls("agents.sessions.rename")) == (0 if title in (request_text, CUT) else 1)
+
+
+@pytest.mark.parametrize(
+    ("request_text", "title"),
+    [
+        (  # Found by a break-it pass: the title showed Slack's markup as it is
+            f"ask <@{BOB}> about <#C_RANDOM|random> and <https://x.example/a|the doc>",
+            "ask @bob about #random and the doc",
+        ),
+        (
+            f"ping <@{BOB}> in <#C_RANDOM> re <https://x.example/a> &amp; <!here> <!subteam^S_ONCALL|@oncall>",
+            "ping @bob in #random re https://x.example/a & @here @oncall",
+        ),
+        ("a" * 76 + "\U0001f468\u200d\U0001f469\u200d\U0001f467 family", "a" * 76 + "…"),  # no half emoji
+        ("e" * 78 + "e\u0301e\u0301", "e" * 78 + "…"),  # no accent cut off its letter
+    ],
+)
+async def test_a_session_is_titled_from_its_request_as_slack_shows_it(
+    fake_redis: aioredis.Redis, harness: Any, request_text: str, title: str
+) -> None:
+    async with harness(fake_redis, **AGENT) as h:
+        h.model.script(Reply(text="- ok"))  # a list: never a better title (sessions.better_title)
+        d = await h.ws.mention(ALICE, GENERAL, request_text)
+        await settled_status(h, d.message["ts"], "active")
+        assert h.ws.session(GENERAL, d.message["ts"])["title"] == title  # type: ignore[index]
 
 
 async def test_a_question_that_expires_closed_its_session(fake_redis: aioredis.Redis, harness: Any) -> None:

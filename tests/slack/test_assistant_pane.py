@@ -36,6 +36,20 @@ async def test_a_new_pane_thread_is_greeted_with_suggested_prompts(fake_redis: a
         assert h.model.requests == []  # opening the pane runs no model
 
 
+async def test_a_pane_threads_title_reads_as_slack_shows_its_request(fake_redis: aioredis.Redis, harness: Any) -> None:
+    """Found by a break-it pass: the title showed Slack's markup (``<@U_BOB>``, ``<#C_RANDOM|random>``, a link)."""
+    async with harness(fake_redis, settings=FAST) as h:
+        h.model.script(Reply(text="ok"))
+        thread = await h.ws.open_assistant(ALICE, context_channel=GENERAL)
+        await h.ws.wait_for_call("assistant.threads.setSuggestedPrompts")
+        await h.ws.dm(
+            ALICE, "ask <@U_BOB> about <#C_RANDOM|random> and <https://x.example/a|the doc>", thread_ts=thread
+        )
+        title = await h.ws.wait_for_call("assistant.threads.setTitle")
+        assert title.params["title"] == "ask @bob about #random and the doc"
+        await h.settle()
+
+
 async def test_a_request_in_the_pane_names_the_thread_and_tells_the_model_the_channel(
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:

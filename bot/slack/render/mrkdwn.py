@@ -21,8 +21,36 @@ MARKDOWN_BLOCK = 12000  # Slack: markdown block text <= 12000
 
 
 def clip(text: str, limit: int) -> str:
-    """``text`` shortened to ``limit`` characters with a trailing ellipsis when it was longer."""
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    """``text`` shortened to ``limit`` characters with a trailing ellipsis when it was longer, never inside a
+    character people see as one (:func:`whole_cut`: an emoji sequence, a letter and its accents, a flag)."""
+    return text if len(text) <= limit else text[: whole_cut(text, limit - 1)].rstrip() + "…"
+
+
+_JOINING = frozenset("\u200d\u20e3") | frozenset(chr(c) for c in range(0xFE00, 0xFE10))  # ZWJ, keycap, VS1-16
+_MODIFIERS = range(0x1F3FB, 0x1F400)  # emoji skin tones
+_TAGS = range(0xE0020, 0xE0080)  # emoji tag sequences (subdivision flags)
+_REGIONAL = range(0x1F1E6, 0x1F200)  # regional indicators: a flag is two
+
+
+def whole_cut(text: str, cut: int) -> int:
+    """``cut`` (an index into ``text``, 0 <= cut <= len) moved back so that ``text[:cut]`` ends on a whole
+    character as people see it: not before a combining mark, a variation selector, a skin tone, a tag or a
+    zero-width joiner, not after a joiner, not between a flag's two regional indicators (a grapheme cluster, Unicode
+    UAX #29, as far as emoji and accents need it; no dependency for the rest)."""
+    cut = max(0, min(cut, len(text)))
+
+    def joins(c: str) -> bool:
+        o = ord(c)
+        return c in _JOINING or o in _MODIFIERS or o in _TAGS or unicodedata.combining(c) > 0
+
+    while 0 < cut < len(text) and (joins(text[cut]) or text[cut - 1] == "\u200d"):
+        cut -= 1
+    if 0 < cut < len(text) and ord(text[cut]) in _REGIONAL:
+        run = 0
+        while cut - run > 0 and ord(text[cut - run - 1]) in _REGIONAL:
+            run += 1
+        cut -= run % 2  # an odd run before: the last indicator's pair is text[cut]
+    return cut
 
 
 def escape(text: str) -> str:

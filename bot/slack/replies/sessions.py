@@ -49,7 +49,10 @@ TITLE = 80  # characters of a session title (Slack allows 200; a title is for re
 REFUSAL_MEMORY = 3600.0  # seconds a workspace's refusal of sessions is remembered (an app may be moved meanwhile)
 THREAD_ERRORS = frozenset({"thread_not_found", "channel_not_found", "invalid_arguments", "session_not_found"})
 """Errors that concern one call or thread, not whether the workspace takes sessions."""
-_HEADING = re.compile(r"^\s{0,3}(?:#{1,6}\s+|\*{1,2})(?P<title>[^*\n]+?)\**\s*$")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(?P<title>.+?)(?:\s+#+)?\s*$")  # Markdown: "## Title"
+_BOLD = re.compile(r"^\s{0,3}(?P<stars>\*{1,2})(?P<title>[^*\s](?:[^*\n]*[^*\s])?)(?P=stars):?\s*$")  # "*Title*"
+_NOT_PROSE = re.compile(r"^\s*(?:```|~~~|\||[-*+]\s|\d{1,9}[.)]\s|>|(?:[-*_]\s*){3,}$)")
+"""A line that is code, a table row, a list item, a quote or a rule: never a title."""
 
 
 def status_of(state: RunState) -> SessionStatus:
@@ -68,8 +71,10 @@ def status_of(state: RunState) -> SessionStatus:
 
 
 def request_title(text: str) -> str:
-    """A session's title from the request that starts it: its first non-blank line, plain (Slack's entities read
-    back), on one line, at most :data:`TITLE` characters; ``"New conversation"`` for a blank request."""
+    """A session's title from the request that starts it: its first non-blank line, plain (Slack's entities and
+    markup read back: :meth:`bot.slack.names.Names.readable`, which its callers apply), on one line, at most
+    :data:`TITLE` characters (never cutting an emoji or an accent off its letter); ``"New conversation"`` for a
+    blank request."""
     for line in safe_plain(text).splitlines():
         if line.strip():
             return clip(" ".join(line.split()), TITLE)
@@ -80,19 +85,20 @@ def better_title(request: str, reply: str) -> str | None:
     """A better title than :func:`request_title` of ``request`` from the first reply ``reply``, or None. The reply
     gives one when it opens with a heading (a Markdown ``#`` line or a bold line) of at most :data:`TITLE`
     characters, or, when the request made a poor title (blank, or cut at :data:`TITLE`), with a first line that
-    fits. The bot's rule: Slack's docs only say a title is "for recall"."""
+    fits and reads as prose (not code, a table row, a list item, a quote or a rule: :data:`_NOT_PROSE`). ``request``
+    as :func:`request_title` takes it. The bot's rule: Slack's docs only say a title is "for recall"."""
     lines = [line for line in reply.splitlines() if line.strip()]
     if not lines:
         return None
-    heading = _HEADING.match(lines[0])
+    heading = _HEADING.match(lines[0]) or _BOLD.match(lines[0])
     if heading is not None:
-        candidate = " ".join(safe_plain(heading.group("title")).split())
+        candidate = " ".join(safe_plain(heading.group("title")).split()).rstrip(":")
         if 0 < len(candidate) <= TITLE and candidate != request_title(request):
             return candidate
         return None
     poor = not request.strip() or len(" ".join(safe_plain(request).split())) > TITLE
     first = " ".join(safe_plain(lines[0]).split())
-    return first if poor and 0 < len(first) <= TITLE else None
+    return first if poor and 0 < len(first) <= TITLE and not _NOT_PROSE.match(lines[0]) else None
 
 
 class AgentSessions:

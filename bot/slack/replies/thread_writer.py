@@ -141,6 +141,7 @@ class ThreadWriter:
         :mod:`bot.slack.replies.sessions`)."""
         watched = {d.tool_call_id: d for d in (*batch, *([decided] if decided else []))}
         with log_context(run_id=stream.run_id, team_id=ctx.team_id, channel_id=ctx.channel_id):
+            request = await self.names.readable(request) if request is not None else None  # as Slack shows it
             title = request_title(request) if request is not None else None
             status = ThreadStatus(self.web, ctx, refusals=self.status_refusals, sessions=self.sessions, title=title)
             reply = self._new_reply(ctx, status)
