@@ -58,6 +58,16 @@ may have given up waiting (a request timeout, e.g. the MCP Inspector CLI's 60 s)
 REPLY_UNKEYED = "Your answer is recorded for the agent that asked: it gets it if it is still waiting."
 """Posted once a person answers a question asked without a ``request_key``: nothing can ask for it again (a client
 that stops waiting withdraws it; a server restart leaves it open with nobody waiting)."""
+
+
+def reply_of(*, keyed: bool, approval: bool) -> str:
+    """What the thread says once a person answered (:data:`REPLY`, :data:`REPLY_UNKEYED`), of an approval request
+    (``request_approval``) as a decision: "Your decision is recorded ..." (an approval is approved or declined, not
+    answered)."""
+    text = REPLY if keyed else REPLY_UNKEYED
+    return text.replace("Your answer", "Your decision") if approval else text
+
+
 FINGERPRINT = "ask_fingerprint"  # run metadata: what its request_key was asked with (see fingerprint)
 CALLER = "mcp_caller"  # run metadata: the name of the caller that asked (absent: the implicit caller); the audit
 # lines name it (bot.ops.audit.MCP_CALLER)
@@ -208,7 +218,7 @@ class Asker:
                 FINGERPRINT: print_,
                 **({CALLER: caller.name} if caller.name else {}),
             }
-            reply = REPLY if run_id is not None else REPLY_UNKEYED
+            reply = reply_of(keyed=run_id is not None, approval=tool_id == APPROVAL_TOOL)
             stream = await self.agent.ask(question, run_id=run_id, reply=reply, metadata=kept, tool_id=tool_id)
         except BaseException as exc:
             await web.delete(channel_id, root)  # no question in that thread: nothing to leave behind

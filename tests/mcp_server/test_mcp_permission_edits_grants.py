@@ -157,7 +157,7 @@ async def test_an_always_grant_covers_the_same_callers_same_input_only(
         assert "`Bash`" in note["text"] and f"standing grant from <@{ALICE}>" in note["text"]
         assert not [m for m in h.ws.messages(GENERAL) if asked_since(seen)(m)]
         thread = [m["text"] for m in h.ws.messages(GENERAL) if note["thread_ts"] in (m.get("thread_ts"), m["ts"])]
-        assert not [t for t in thread if "Your answer is recorded" in t]  # nobody answered
+        assert not [t for t in thread if "is recorded for the agent" in t]  # nobody answered
         # The use is audited where it is made (this server process): which call, whose grant, which caller.
         used = [line for line in server.lines if "bot.audit: grant used" in line]
         assert len(used) == 1, used

@@ -630,7 +630,7 @@ async def test_an_approval_requests_thread_holds_the_request_and_no_progress_lin
         thread = [m for m in h.ws.messages(GENERAL, thread_ts=request["thread_ts"]) if m["ts"] != request["thread_ts"]]
         assert [m["ts"] for m in thread] == [request["ts"], thread[-1]["ts"]], [m["text"] for m in thread]
         # the request, then the reply: no progress line of the hidden tool
-        assert "recorded for the agent" in thread[-1]["text"]
+        assert "Your decision is recorded for the agent" in thread[-1]["text"]  # not "answer" (new-user trial)
         closed = blocks_text(await current(h, request))  # nothing ran here: no "ran in 0.0 s"
         assert f"Approved by <@{ALICE}> \\u00b7 the agent that asked was told" in closed and "ran in" not in closed
         root = next(m for m in h.ws.messages(GENERAL) if m["ts"] == request["thread_ts"])
