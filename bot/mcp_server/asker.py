@@ -37,7 +37,7 @@ from bot.errors import BotError, RunConflict, RunNotFound, StoreUnavailable
 from bot.mcp_server.callers import IMPLICIT, Caller, check_approval, check_target, implicit_caller
 from bot.mcp_server.limits import CallerLimits
 from bot.slack.approvals.rules import call_decision
-from bot.slack.context import SlackContext, slack_id
+from bot.slack.context import ASKER_KEY, SlackContext, slack_id
 from bot.slack.conversations import Threads
 from bot.slack.names import Names
 from bot.slack.questions.attempt import Attempt
@@ -217,6 +217,7 @@ class Asker:
                 **ctx.to_metadata(),
                 FINGERPRINT: print_,
                 **({CALLER: caller.name} if caller.name else {}),
+                ASKER_KEY: who,
             }
             reply = reply_of(keyed=run_id is not None, approval=tool_id == APPROVAL_TOOL)
             stream = await self.agent.ask(question, run_id=run_id, reply=reply, metadata=kept, tool_id=tool_id)
@@ -229,7 +230,9 @@ class Asker:
             raise
         index = self.threads.index
         await index.claim_thread(ctx.team_id, channel_id=channel_id, thread_ts=root, run_id=stream.run_id, after=None)
-        await self.threads.writer.follow(stream, ctx)
+        asked = question.get("question") or question.get("action")  # the agent session's title: who asks what
+        title = f"{who}: {' '.join(str(asked).split())}" if isinstance(asked, str) and asked.strip() else who
+        await self.threads.writer.follow(stream, ctx, request=title)
         state = await self.agent.get_run(stream.run_id)
         outcome = ask_outcome(state)  # None: waiting (or answered already)
         if outcome is not None and "error" in outcome:

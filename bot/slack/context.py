@@ -28,6 +28,17 @@ from bot.errors import StoreCorrupt
 from bot.store.conversations import MessageRef
 
 SLACK_KEY = "slack"
+ASKER_KEY = "asker"
+"""Run metadata: who asked, for a run an outside agent asked through the MCP server ("Claude Code on build-42"):
+where a run's asker is named (App Home's "asked by"), this instead of its ``requester``, who is the person asked
+(or nobody in particular)."""
+
+
+def asker_of(state: RunState) -> str | None:
+    """Who asked run ``state`` when an outside agent did (:data:`ASKER_KEY`, plain text), else None (its
+    requester did)."""
+    asker = state.metadata.get(ASKER_KEY)
+    return asker if isinstance(asker, str) and asker.strip() else None
 
 
 class SlackContext(BaseModel):

@@ -38,7 +38,7 @@ from bot.errors import RunNotFound, SlackRefused, StoreCorrupt, StoreUnavailable
 from bot.ops import audit
 from bot.slack.approvals.cards import OpenCards
 from bot.slack.approvals.rules import policy_call
-from bot.slack.context import Origin, SlackContext
+from bot.slack.context import Origin, SlackContext, asker_of
 from bot.slack.questions.approvers import ApproverPolicy
 from bot.slack.refs import QuestionRef
 from bot.slack.render import blocks as bk
@@ -278,7 +278,9 @@ class Home:
         waited = _ago(asked_ms)
         link = await self.thread_link(run_id, call, ctx)
         place = "In a DM with the app" if ctx.channel_id.startswith("D") else f"In <#{ctx.channel_id}>"
-        where = f"{place} · asked by <@{ctx.requester}> · waiting {waited}"
+        asker = asker_of(state)  # an outside agent's question: the agent asked, the requester is the person asked
+        who = safe_mrkdwn(asker) if asker else f"<@{ctx.requester}>" if ctx.requester else "someone"
+        where = f"{place} · asked by {who} · waiting {waited}"
         where += f" · <{link}|Open the thread>" if link else ""
         return [_context(where), *blocks]
 

@@ -23,6 +23,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from bot.agent.state import utcnow
 from bot.fakeslack import Workspace
+from bot.fakeslack.home_tab import home_view
+from bot.fakeslack.workspace import DEFAULT_SUBSCRIPTIONS
 from bot.mcp_server.server import RESTARTING
 from bot.slack.questions.follow_up_plan import COALESCE_SECONDS
 from bot.slack.refs import QuestionRef
@@ -30,7 +32,7 @@ from bot.slack.render.blocks import MAX_SELECT_OPTIONS
 from bot.store import Keys
 from bot.testing.mcp_process import McpProcess, mcp_http_process
 from bot.testing.ports import free_port
-from bot.testing.slack_scenarios import ALICE, BOB, CAROL, GENERAL, blocks_text, current, has_controls
+from bot.testing.slack_scenarios import ALICE, BOB, CAROL, GENERAL, blocks_text, current, has_controls, open_homes
 from bot.testing.tcp_proxy import TcpProxy
 from tests.mcp_server.mcp_support import STARTUP_SECONDS, bearer_client
 
@@ -635,6 +637,34 @@ async def test_an_approval_requests_thread_holds_the_request_and_no_progress_lin
         assert f"Approved by <@{ALICE}> \\u00b7 the agent that asked was told" in closed and "ran in" not in closed
         root = next(m for m in h.ws.messages(GENERAL) if m["ts"] == request["thread_ts"])
         assert root["text"].endswith(f"asks <@{ALICE}> to approve (in the thread)"), root["text"]  # no dangling ":"
+
+
+@pytest.mark.parametrize("user", [ALICE, None])
+async def test_an_agents_question_names_the_agent_in_app_home_and_its_agent_session(
+    real_redis: aioredis.Redis, harness: Any, prefix: str, user: str | None
+) -> None:
+    """Found by a new user's trial: App Home said "asked by @alice" of the question the agent asked Alice ("asked
+    by <@>" for one asked of nobody in particular), and its thread's agent session had no title. Both name the
+    client that asked (the SDK's client calls itself "mcp")."""
+    events = (*DEFAULT_SUBSCRIPTIONS, "agent_session_stopped", "app_context_changed", "app_home_opened")
+    async with harness(real_redis, agent_view=True, subscriptions=events) as h:
+        await open_homes(h, ALICE)
+        async with mcp_session(h, prefix, user=user) as session:
+            args = {"question": "Ship  it\nnow?", "options": [{"label": "yes"}, {"label": "no"}]}
+            call = asyncio.ensure_future(session.call_tool("ask_user", args))
+            question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
+            session_shown = h.ws.session(GENERAL, question["thread_ts"])
+            assert session_shown is not None and session_shown["title"] == "mcp: Ship it now?"
+            if user is not None:  # in her inbox (a question for nobody in particular is in nobody's)
+                await h.settle()
+                assert h.bot.scheduler is not None
+                await h.bot.scheduler.tick(now=utcnow() + timedelta(seconds=5))  # her Home's refresh
+                await h.settle()
+                home = home_view(h.ws, ALICE)
+                assert home is not None and "Ship" in blocks_text(home)
+                assert "asked by mcp" in blocks_text(home) and f"asked by <@{ALICE}>" not in blocks_text(home)
+            await h.ws.click(question, "yes", user=ALICE)
+            await asyncio.wait_for(call, 20)
 
 
 async def test_several_choices_come_back_as_the_labels_ticked(
