@@ -1,9 +1,9 @@
 """Starting and stopping the bot's processes, shared by every command of ``python -m bot`` (``bot/__main__.py`` only
 parses arguments and dispatches here): the event loop (uvloop where installed), SIGTERM handling, the transport
-choice, the start-up checks (required settings, a reachable Redis, a free port: each a ``ConfigError`` naming the
-setting to change), the ops server (``/metrics``, ``/healthz``, ``/readyz``) and ``serve``, the Slack-facing process
-(roles ``all``, ``web`` and ``worker``). ``bot.mcp_server.server`` and ``bot.playground.launcher`` use the same
-checks and ops server.
+choice, the start-up checks (required settings, a reachable Redis, a bot token Slack takes, a free port: each a
+``ConfigError`` naming the setting to change), the ops server (``/metrics``, ``/healthz``, ``/readyz``) and
+``serve``, the Slack-facing process (roles ``all``, ``web`` and ``worker``). ``bot.mcp_server.server`` and
+``bot.playground.launcher`` use the same checks and ops server.
 """
 
 from __future__ import annotations
@@ -33,6 +33,11 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 REDIS_CHECK_SECONDS = 10.0
+SLACK_CHECK_SECONDS = 15.0  # start-up's auth.test, its client's retries included
+TOKEN_REFUSED = frozenset(
+    {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired", "not_allowed_token_type"}
+)
+"""auth.test's errors that say the token itself is no good (Slack: reference/methods/auth.test): start-up stops."""
 STEP_CANCELS, STEP_CANCEL_SECONDS = 4, 0.5  # a start-up step stopped by SIGTERM: cancelled up to 4 times, 0.5 s apart
 DRAIN_SECONDS = 10.0
 SEE_README = "See docs/slack-setup.md (the README's 'Put it in Slack')."
@@ -287,6 +292,42 @@ async def check_redis(client: aioredis.Redis, url: str, *, within: float = REDIS
         ) from None
 
 
+async def slack_team(client: Any, *, required: bool = True, within: float = SLACK_CHECK_SECONDS) -> str | None:
+    """The bot's team id, by ``auth.test`` on ``client`` (the bot token's ``AsyncWebClient``): the start-up check of
+    ``SLACK_BOT_TOKEN``. A token Slack refuses (:data:`TOKEN_REFUSED`) raises ``ConfigError`` naming the setting
+    (never its value). Slack unreachable (no such host, nothing listening, no answer within ``within`` seconds) or
+    failing otherwise (``ratelimited``, ``fatal_error``): ``required`` (the MCP server, which needs the team id)
+    raises ``ConfigError`` naming the host and ``SLACK_API_URL``; else logs a warning and returns None (``serve``
+    starts: Slack may be back in a moment, and ``/readyz`` answers 503 until ``auth.test`` passes,
+    :mod:`bot.ops.server`)."""
+    from urllib.parse import urlsplit
+
+    import aiohttp
+    from slack_sdk.errors import SlackApiError
+
+    from bot.slack.transport.web_api import slack_error
+
+    host = urlsplit(str(getattr(client, "base_url", ""))).netloc or "?"
+    try:
+        resp = await asyncio.wait_for(client.auth_test(), within)
+    except SlackApiError as exc:
+        code = exc.response.get("error") if exc.response is not None else None
+        if code in TOKEN_REFUSED:
+            raise ConfigError(
+                f"Slack refused SLACK_BOT_TOKEN (auth.test: {code}); check the token (xoxb-...) and that the app is"
+                " installed in the workspace"
+            ) from None
+        problem = f"Slack's auth.test failed ({slack_error(exc)})"
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        problem = f"cannot reach the Slack API at {host} ({describe_os_error(exc)}); check SLACK_API_URL"
+    else:
+        return str(resp.get("team_id") or "")
+    if required:
+        raise ConfigError(problem)
+    log.warning("start-up: %s; starting anyway (/readyz answers 503 until auth.test passes)", problem)
+    return None
+
+
 def listen_error(
     exc: OSError, host: str, port: int, *, port_setting: str = "PORT", host_setting: str = "HTTP_HOST"
 ) -> ConfigError:
@@ -376,7 +417,8 @@ async def unless_stopped(stop: asyncio.Event, step: Coroutine[Any, Any, T]) -> T
 async def serve(settings: Settings, *, role: Role = "all", transport: Transport | None = None) -> None:
     """Run against a real Slack workspace until SIGINT/SIGTERM; ``transport`` overrides the choice by
     ``SLACK_APP_TOKEN`` (ignored by the ``worker`` role). Raises ``ConfigError`` for missing settings, an
-    unreachable Redis, a port in use or a refused Socket Mode connection (nothing keeps running then)."""
+    unreachable Redis, a bot token Slack refuses (:func:`slack_team`), a port in use or a refused Socket Mode
+    connection (nothing keeps running then)."""
     from bot.slack.app import build_bot, start_http
     from bot.slack.transport.socket_mode import connect_socket_mode
     from bot.store import connect_redis
@@ -395,6 +437,8 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
             return
         bot = build_bot(settings, model=model_for(settings, role=role), redis_client=redis_client, role=role)
         stack.push_async_callback(bot.aclose)
+        if await unless_stopped(stop, slack_team(bot.client, required=False)) is STOPPED:  # a refused token: stop
+            return
         if await unless_stopped(stop, bot.start()) is STOPPED:  # MCP servers' tools are there before the first request
             return
         await serve_ops(bot, settings, stack)

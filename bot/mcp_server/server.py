@@ -81,7 +81,7 @@ from bot.mcp_server.permission_prompt import TOOL as PERMISSION_TOOL
 from bot.mcp_server.permission_prompt import TOOL_INPUT, approval_request, decision_result, decision_text, summary
 from bot.mcp_server.task_status import TaskListen
 from bot.mcp_server.tasks import TASKING, Tasks, structured_result
-from bot.serving import check_redis, listen_error, model_for, serve_ops
+from bot.serving import check_redis, listen_error, model_for, serve_ops, slack_team
 from bot.slack.render.blocks import MAX_SELECT_OPTIONS
 from bot.store.redis_store import DEFAULT_RETENTION
 
@@ -426,7 +426,7 @@ async def asking(settings: Settings) -> AsyncIterator[Asker]:
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(bot.aclose)
             stack.push_async_callback(bot.drain)
-            team_id = await bot_team(bot.client)
+            team_id = await slack_team(bot.client) or ""
             await serve_ops(bot, settings, stack)  # METRICS_PORT: /metrics, /healthz, /readyz
             if socket:
                 from bot.slack.transport.socket_mode import connect_socket_mode
@@ -442,29 +442,6 @@ async def asking(settings: Settings) -> AsyncIterator[Asker]:
             yield Asker(bot.threads, team_id=team_id)
     finally:
         await redis_client.aclose()
-
-
-async def bot_team(client: Any) -> str:
-    """The bot's team id (``auth.test``). Raises ``ConfigError`` when Slack refuses the token, or can't be reached
-    (no such host, nothing listening, a timeout: one line naming the host and ``SLACK_API_URL``)."""
-    from urllib.parse import urlsplit
-
-    import aiohttp
-    from slack_sdk.errors import SlackApiError
-
-    from bot.errors import ConfigError, describe_os_error
-    from bot.slack.transport.web_api import slack_error
-
-    try:
-        resp = await client.auth_test()
-    except SlackApiError as exc:
-        raise ConfigError(f"Slack refused the bot token (auth.test: {slack_error(exc)})") from None
-    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        host = urlsplit(str(getattr(client, "base_url", ""))).netloc or "?"
-        raise ConfigError(
-            f"cannot reach the Slack API at {host} ({describe_os_error(exc)}); check SLACK_API_URL"
-        ) from None
-    return str(resp.get("team_id") or "")
 
 
 async def run_mcp(settings: Settings, *, http: bool = False) -> None:

@@ -84,10 +84,12 @@ def run_bot(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.
 
 
 def error_lines(out: subprocess.CompletedProcess[str]) -> list[str]:
-    """stderr's lines, checked to be a clean refusal: exit status 2, no traceback, nothing on stdout."""
+    """stderr's lines, checked to be a clean refusal: exit status 2, no traceback, nothing on stdout. Without
+    ``SLACK_API_URL`` a process that got as far as checking its token warns it can't reach slack.com (no Slack
+    here) and goes on: that warning is left out."""
     assert out.returncode == 2, out.stderr
     assert "Traceback" not in out.stderr and out.stdout == ""
-    return out.stderr.splitlines()
+    return [line for line in out.stderr.splitlines() if "start-up: cannot reach the Slack API" not in line]
 
 
 # --- malformed and missing settings ------------------------------------------------------------
@@ -382,6 +384,50 @@ async def test_socket_mode_says_connected_only_once_connected(real_redis: Any, p
     assert established and established[0] < len(lines) - 1, "\n".join(lines)  # slack_sdk's own line comes first
     assert proc.returncode == 0, rest
     assert TOKEN not in rest and APP_TOKEN not in rest and APP_TOKEN not in "\n".join(lines)
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # start-up checks, no store behaviour
+@pytest.mark.parametrize("command", ["serve", "web", "worker"])
+async def test_a_bot_token_slack_refuses_stops_start_up_with_one_line(
+    real_redis: Any, prefix: str, command: str
+) -> None:
+    """Found by a new user's trial: a well-formed but wrong SLACK_BOT_TOKEN started and served (the only sign a
+    warning once /readyz was asked); it stops start-up, naming the setting, never showing the token."""
+    async with Workspace(bot_token=TOKEN) as ws:
+        wrong = "xoxb-123-456-not-this-one"
+        env = complete_env(SLACK_BOT_TOKEN=wrong, SLACK_API_URL=ws.api_url, REDIS_PREFIX=prefix)
+        proc = await start_bot(command, env=env)
+        try:
+            await asyncio.wait_for(proc.wait(), 30)
+        except TimeoutError:
+            pytest.fail("still running with a refused bot token:\n" + await stop(proc))
+        output = await stop(proc)
+    assert proc.returncode == 2, output
+    assert output.splitlines() == [
+        "error: Slack refused SLACK_BOT_TOKEN (auth.test: invalid_auth); check the token (xoxb-...) and that the app"
+        " is installed in the workspace"
+    ]
+    assert wrong not in output
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # start-up checks, no store behaviour
+async def test_a_slack_api_out_of_reach_at_start_up_is_a_warning_and_the_process_serves(
+    real_redis: Any, prefix: str
+) -> None:
+    """Slack down for a moment must not stop a deployment's processes (they would restart in a loop): serve warns,
+    names SLACK_API_URL, and serves; /readyz says 503 until auth.test passes (tests/ops/test_health.py)."""
+    closed = f"http://127.0.0.1:{free_port()}/api/"  # nothing listens there
+    env = complete_env(SLACK_API_URL=closed, REDIS_PREFIX=prefix, LOG_LEVEL="info")
+    proc = await start_bot("serve", env=env)
+    try:
+        lines = await read_until(proc, "HTTP mode")
+    finally:
+        rest = await stop(proc)
+    warned = [line for line in lines if "start-up: cannot reach the Slack API at 127.0.0.1:" in line]
+    assert warned and "check SLACK_API_URL" in warned[0], "\n".join(lines)
+    assert proc.returncode == 0, rest
 
 
 @pytest.mark.real_redis
