@@ -4,8 +4,15 @@ Streamed text can't be rewritten once appended (``chat.appendStream`` only adds)
 message's whole text as one Markdown document, so every piece must stay safe next to the pieces before and after
 it. :func:`bot.slack.render.safe_text.safe_markdown` works on a whole text; cut at the right places it works on pieces:
 
-- a cut falls only after a space or a newline, so no word, mention (``<@U1>``), entity (``&lt;``), emoji code or
-  ``@here`` is split;
+- a cut falls after a space or a newline, so no word, mention (``<@U1>``), entity (``&lt;``), emoji code or
+  ``@here`` is split. Text written without spaces (Chinese, Japanese, Thai) is cut inside its runs too
+  (:func:`last_cut`): after CJK punctuation (:data:`CJK_PUNCTUATION`) among the last :data:`SOFT_RUN` characters,
+  else between two non-ASCII characters; never inside a character as people see it (a base and its combining
+  marks, an emoji ZWJ sequence, a flag: :func:`joined`), in a bare URL or in what may be an emoji code
+  (``:名前:``). A run with none of those cuts longer than :data:`HOLD_LIMIT` (a 30,000-character blob, a long
+  URL) is cut inside a long run of letters or digits not after ``&``, ``#`` or ``:``. So a piece ends after
+  whitespace, CJK punctuation, a non-ASCII character or a letter or digit: never after a ``\\`` (which would
+  unescape the next piece's ``[``), inside an ``&…;`` entity or an ``@here``;
 - never while a ``<`` (or its entity form ``&lt;``) is open: Slack's ``<url|text>`` link may run over words, lines
   and paragraphs (its text is anything but ``<`` and ``>``), so an open one is held back until it closes, for at
   most :data:`HOLD_LIMIT` characters; past that, and at the end of a model turn, its ``<`` is sealed with a word
@@ -14,13 +21,15 @@ it. :func:`bot.slack.render.safe_text.safe_markdown` works on a whole text; cut 
   made safe, then taken off), so code stays code and gets no link-host notes.
 
 The rest of what safe_markdown does is local to a piece: controls go per character, every ``<!`` / ``<@`` is broken
-whether closed or not, every ``[`` and ``]`` is escaped (no Markdown link can form across pieces), and a bare
+whether closed or not, every ``[`` and ``]`` is escaped (no Markdown link can form across pieces; a piece never ends
+in the middle of a run of ASCII punctuation, so no ``\\`` at its end can unescape the next piece's ``[``), and a bare
 ``@here`` needs no context. :meth:`StreamText.raw` keeps what was written, for renderings of the whole text.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from bot.slack.render.safe_text import WORD_JOINER, safe_markdown
 
@@ -29,6 +38,14 @@ _OPEN = re.compile(r"<|&(?:lt|#0*60|#x0*3c);", re.IGNORECASE)
 _CLOSE = re.compile(r">|&(?:gt|#0*62|#x0*3e);", re.IGNORECASE)
 _LINK_END_OPEN, _LINK_END_CLOSE = re.compile(r"\]\("), re.compile(r"\)")  # a Markdown link's "](url ...)"
 _FENCE = re.compile(r"[ ]{0,3}(`{3,}|~{3,})([^\n]*)")
+SOFT_RUN = 24  # characters after CJK punctuation a cut there may hold back (else: between two letters)
+EMOJI_NAME = 100  # characters after a ":" held as a possible emoji code's name (a generous bound)
+LONG_WORD = 9  # letters or digits before a cut inside a long run (longer than "everyone", so no @here is split)
+# CJK and fullwidth punctuation a sentence or clause ends with (and the closing brackets after it).
+CJK_PUNCTUATION = frozenset("。、，．！？；：…‥」』）】〕〉》〗〙〛｝］｣､｡")  # noqa: RUF001 - fullwidth on purpose
+# Variation selectors, emoji modifiers (skin tones) and tags (subdivision flags): part of the character before them.
+_EXTEND = ((0xFE00, 0xFE0F), (0xE0100, 0xE01EF), (0x1F3FB, 0x1F3FF), (0xE0020, 0xE007F))
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://|mailto:|www\.", re.IGNORECASE)  # a bare link Slack may make
 
 
 class StreamText:
@@ -76,12 +93,12 @@ class StreamText:
     def _cut(self) -> tuple[int, bool]:
         """``(where the pending text may be cut, whether the piece's open ``<`` must be sealed)``."""
         text = self._pending
-        cut = max(text.rfind(" "), text.rfind("\n")) + 1
+        cut = last_cut(text, len(text))
         opened = _held_at(text[:cut])
         if opened is not None and cut - opened > HOLD_LIMIT:  # no Slack link is that long: text, sealed
             return cut, True
         while opened is not None and cut > 0:  # back to a cut with nothing open before it (constructs nest)
-            cut = max(text.rfind(" ", 0, opened), text.rfind("\n", 0, opened)) + 1
+            cut = last_cut(text, opened)
             opened = _held_at(text[:cut])
         return cut, False
 
@@ -108,6 +125,83 @@ class StreamText:
                 self._fence = mark
             elif self._fence is not None and mark[0] == self._fence[0] and len(mark) >= len(self._fence):
                 self._fence = None if not rest.strip() else self._fence
+
+
+def last_cut(text: str, end: int) -> int:
+    """The last place at or before ``end`` (an index of ``text``) where ``text`` may be cut between two pieces (0:
+    none): after its last space or newline, or, in the run of ``text[:end]`` after it that has neither (text
+    written without spaces), a cut the module docstring describes. A cut inside the run needs the character after
+    it (it may be a combining mark), so it is never at the end of ``text``."""
+    spaced = max(text.rfind(" ", 0, end), text.rfind("\n", 0, end)) + 1
+    last = min(end, len(text) - 1)  # the last index a cut inside the run may have
+    if last <= spaced:
+        return spaced
+    run = text[spaced:last]
+    url = _URL.search(run)
+    letters_until = spaced + url.start() if url else last  # no cut between letters inside a bare link
+    between, colons = 0, text.count(":", spaced, letters_until)  # colons: in text[spaced:at]
+    for at in range(letters_until, spaced, -1):
+        colons -= at < letters_until and text[at] == ":"
+        in_emoji = colons % 2 == 1 and at - text.rfind(":", max(spaced, at - EMOJI_NAME - 1), at) <= EMOJI_NAME + 1
+        if text[at - 1] in CJK_PUNCTUATION and not joined(text, at) and not in_emoji:
+            return at  # punctuation as near the end as any other cut: preferred
+        if not between and _between_letters(text, at) and not in_emoji:
+            between = at
+        if between and between - at > SOFT_RUN:
+            break  # punctuation further back would hold too much back
+    if between:
+        return between
+    if last - spaced > HOLD_LIMIT:  # a run too long for anything people read: cut inside a long word
+        return _last_cut_in_long_word(text, spaced, last) or spaced
+    return spaced
+
+
+def joined(text: str, at: int) -> bool:
+    """Whether ``text[at - 1]`` and ``text[at]`` belong to one character as people see it (Unicode UAX #29's
+    extended grapheme clusters, as far as a streamed reply needs them: a combining mark, a variation selector, an
+    emoji modifier or tag, a Thai/Lao SARA AM or a Hangul vowel/final jamo after its base; either side of a zero
+    width joiner; two regional indicators (a flag); CR LF; a Hangul leading jamo before the rest)."""
+    before, after = text[at - 1], text[at]
+    if before == "\u200d" or after == "\u200d" or (before, after) == ("\r", "\n"):
+        return True
+    code, prev = ord(after), ord(before)
+    if unicodedata.category(after) in ("Mn", "Mc", "Me") or after in "\u0e33\u0eb3":
+        return True
+    if any(low <= code <= high for low, high in _EXTEND):
+        return True
+    if 0x1F1E6 <= prev <= 0x1F1FF and 0x1F1E6 <= code <= 0x1F1FF:
+        return True
+    if 0x1160 <= code <= 0x11FF or 0xD7B0 <= code <= 0xD7FF:  # Hangul vowel and final jamo
+        return True
+    return 0x1100 <= prev <= 0x115F or 0xA960 <= prev <= 0xA97F  # a Hangul leading jamo starts a syllable
+
+
+def _between_letters(text: str, at: int) -> bool:
+    """A cut between two non-ASCII characters of one run (no ASCII syntax, entity, emoji code or ``\\`` is
+    beside it), not inside a character as people see it."""
+    before, after = text[at - 1], text[at]
+    return not before.isascii() and not after.isascii() and not after.isspace() and not joined(text, at)
+
+
+def _last_cut_in_long_word(text: str, start: int, last: int) -> int:
+    """The last cut in ``text[start:last + 1]`` inside a run of letters or digits (any script) with at least
+    :data:`LONG_WORD` of them before it, the run not after ``&``, ``#`` (an entity such as ``&#00060;``) or
+    ``:`` (an emoji code, within :data:`EMOJI_NAME`), nor inside a character as people see it; 0 when none."""
+    at = last
+    while at > start:
+        if not (text[at - 1].isalnum() and text[at].isalnum()):
+            at -= 1
+            continue
+        run = at
+        while run > 0 and text[run - 1].isalnum():
+            run -= 1
+        before = text[run - 1] if run > 0 else ""
+        allowed = before not in ("&", "#") and not (before == ":" and at - run <= EMOJI_NAME)
+        for cut in range(at, max(run + LONG_WORD, start + 1) - 1, -1) if allowed else ():
+            if not joined(text, cut):
+                return cut
+        at = run - 1  # nothing in this run: the one before it
+    return 0
 
 
 def _held_at(text: str) -> int | None:

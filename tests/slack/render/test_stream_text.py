@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import re
+import unicodedata
 
 import pytest
 
@@ -119,3 +120,139 @@ def test_raw_keeps_what_the_model_wrote() -> None:
         st.add(part)
         st.take()
     assert st.raw == "a <b|c> d"
+
+
+# Text written without spaces (Chinese, Japanese, Thai) is cut inside its runs too, never inside a character as
+# people see it, a bare link, an emoji code or Slack syntax. Before: cut only after a space or a newline, so such a
+# reply showed nothing until the model finished (found by a break-it review).
+JAPANESE = "これは日本語の長い返答です。モデルは空白を使わずに文章を書きます、そして続けます！" * 4  # noqa: RUF001
+THAI = "ภาษาไทยไม่มีการเว้นวรรคระหว่างคำและน้ำกำลังไหล" * 4  # combining vowels and tone marks, SARA AM
+# Characters of more than one code point: a ZWJ family, two flags, a skin tone, a keycap, e + combining acute.
+GRAPHEMES = [
+    "家",
+    "族",
+    "👨\u200d👩\u200d👧\u200d👦",
+    "と",
+    "🇯🇵",
+    "🇺🇸",
+    "と",
+    "👍🏽",
+    "の",
+    "1\ufe0f\u20e3",
+    "と",
+    "e\u0301",
+    "だ",
+]
+WITHOUT_SPACES = [
+    JAPANESE,
+    "日本語<https://evil.example|ここをクリック>です。日本語&lt;!here&gt;です。日本語<@U_BOB>さん",
+    "日本語\\\\[リンク\\\\](http://e.example)です。日本語\\[x](http://f.example)です。",
+    "これは&#00060;!here&#62;です。これは&#x3c;https://evil.example|請求書&#x3e;です。",
+    "絵文字:いいね:と:thumbsup:です。絵文字：全角：です。" + "漢字" * 30,  # noqa: RUF001
+    "詳細はhttps://ja.wikipedia.org/wiki/日本語を参照、それから[リンク](https://evil.example/日本)です。",
+]
+
+
+def pieces_of(text: str, size: int) -> list[str]:
+    """``text`` fed in deltas of ``size``, taking after each; the last take is final."""
+    st, out = StreamText(), []
+    for at in range(0, len(text), size):
+        st.add(text[at : at + size])
+        out.append(st.take())
+    out.append(st.take(final=True))
+    return out
+
+
+def cuts(pieces: list[str]) -> set[int]:
+    """Where, in the pieces joined, one ends and the next starts (of those not empty)."""
+    ends, at = set(), 0
+    for piece in pieces[:-1]:
+        at += len(piece)
+        ends.add(at)
+    return ends - {0, sum(map(len, pieces))}
+
+
+@pytest.mark.parametrize("text", WITHOUT_SPACES, ids=["japanese", "slack", "escapes", "entities", "emoji", "link"])
+@pytest.mark.parametrize("size", [1, 3, 10, 29])
+def test_text_without_spaces_is_cut_safely_while_written(text: str, size: int) -> None:
+    pieces = pieces_of(text, size)
+    shown = "".join(pieces)
+    assert_safe(shown)
+    assert shown.replace("<" + WORD_JOINER, "<") == safe_markdown(text).replace("<" + WORD_JOINER, "<")
+    assert any(pieces[:-1]), "nothing was sent before the model finished"
+
+
+@pytest.mark.parametrize("size", [1, 4, 10])
+def test_japanese_streams_in_pieces_and_ends_as_written(size: int) -> None:
+    pieces = pieces_of(JAPANESE, size)
+    assert "".join(pieces) == JAPANESE  # nothing lost or doubled
+    assert len([p for p in pieces[:-1] if p]) >= len(JAPANESE) // 40  # pieces while written, not one at the end
+
+
+def test_a_cut_prefers_cjk_punctuation_near_the_end() -> None:
+    st = StreamText()
+    st.add("これは日本語の文です。次の文")
+    assert st.take() == "これは日本語の文です。"
+    st.add("は句読点なしでとても長く長く長く長く長く長く長く長く続きます")
+    piece = st.take()
+    assert piece and not piece.endswith("。")  # none near the end: cut between two letters
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5])
+def test_thai_is_never_cut_before_a_combining_mark(size: int) -> None:
+    pieces = pieces_of(THAI, size)
+    assert "".join(pieces) == THAI
+    assert any(pieces[:-1])
+    for at in cuts(pieces):
+        assert unicodedata.category(THAI[at]) not in ("Mn", "Mc") and THAI[at] != "\u0e33", (at, THAI[at - 2 : at + 2])
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7])
+def test_an_emoji_sequence_at_the_cut_stays_whole(size: int) -> None:
+    text = "".join(GRAPHEMES) * 3
+    bounds, at = set(), 0
+    for grapheme in GRAPHEMES * 3:
+        at += len(grapheme)
+        bounds.add(at)
+    pieces = pieces_of(text, size)
+    assert "".join(pieces) == text
+    assert any(pieces[:-1])
+    assert cuts(pieces) <= bounds  # every cut between two characters as people see them
+
+
+def test_a_bare_link_without_spaces_is_not_cut_inside() -> None:
+    url = "https://ja.wikipedia.org/wiki/日本語の記事"
+    text = "詳細は" + url + "を見てください。 それから"
+    pieces = pieces_of(text, 3)
+    start = text.index(url)
+    assert not {at for at in cuts(pieces) if start < at < text.index(" ")}  # held until the space after it
+    assert "".join(pieces) == text
+
+
+def test_a_long_token_without_spaces_is_cut_once_past_the_hold_limit() -> None:
+    url = "https://example.com/" + "a" * (3 * HOLD_LIMIT)
+    pieces = pieces_of("See " + url, 500)
+    assert "".join(pieces) == "See " + url
+    sent = [p for p in pieces[:-1] if p]
+    assert len(sent) >= 3 and sent[0] == "See "  # the token streams, in pieces ...
+    assert len(sent[1]) > HOLD_LIMIT  # ... once held as long as any link may be
+
+
+def test_a_long_run_is_not_cut_inside_an_entity_or_after_a_backslash() -> None:
+    """The long-run cut is inside letters or digits only, and not in a run after ``&`` or ``#`` (an entity such as
+    ``&#000…60;``, decoded by Markdown as ``<``)."""
+    text = "x" + "\\" * 3000 + "&#" + "0" * 3000 + "60;!here&#62;" + "[a" * 1500 + "](http://evil.example)"
+    pieces = pieces_of(text, 250)
+    shown = "".join(pieces)
+    assert_safe(shown)
+    assert shown.replace("<" + WORD_JOINER, "<") == safe_markdown(text).replace("<" + WORD_JOINER, "<")
+    assert not any(pieces[:-1])  # no cut was safe: all of it at the end
+
+
+@pytest.mark.parametrize("size", [1, 2, 5])
+def test_an_emoji_code_without_spaces_is_not_cut_inside(size: int) -> None:
+    text = "今日は:いいね:を押しました。" * 3 + "明日も:thumbsup::skin-tone-2:です" + "漢字" * 40
+    pieces = pieces_of(text, size)
+    assert "".join(pieces) == text and any(pieces[:-1])
+    codes = [(m.start(), m.end()) for m in re.finditer(r":[^:\s]+:", text)]
+    assert not [at for at in cuts(pieces) for start, end in codes if start < at < end]

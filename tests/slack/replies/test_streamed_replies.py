@@ -489,3 +489,52 @@ async def test_a_long_reply_reposted_in_part_posts_each_of_its_messages_once(
         replies = bot_replies(h, d.message["ts"])
         assert len([m for m in replies if "Posted again" in str(m["blocks"])]) == 1
         assert shown_text(h, d.message["ts"]) == LONG.replace(" ", "")
+
+
+JAPANESE = "これは日本語の長い返答です。モデルは空白を使わずに文章を書きます。" * 20  # ~700 characters, no spaces
+
+
+async def test_a_reply_written_without_spaces_streams_while_the_model_writes_it(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """Japanese (no spaces, no newlines) shows piece by piece, and ends exactly as written. Before: nothing showed
+    until the model finished, then all of it at once, with no chat.appendStream (found by a break-it review)."""
+    async with harness(fake_redis, settings=FAST) as h:
+        pieces = [JAPANESE[i : i + 10] for i in range(0, len(JAPANESE), 10)]
+        h.model.script(Reply(chunks=[{"content": p} for p in pieces], chunk_delay=0.03))  # about 2 s of writing
+        d = await h.ws.mention(ALICE, GENERAL, "日本語で説明して")
+        thread = d.message["ts"]
+        partial = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: bool(m.get("streaming") and m["text"])
+        )
+        assert 0 < len(partial["text"]) < len(JAPANESE)  # visible before the model finished
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=thread, predicate=lambda m: not m.get("streaming") and m["text"] == JAPANESE
+        )
+        await h.settle()
+        assert len(h.ws.calls("chat.appendStream")) >= 2
+        assert [m["text"] for m in bot_replies(h, thread)] == [JAPANESE]  # nothing lost or doubled
+
+
+async def test_a_long_run_without_spaces_shares_its_message_with_the_text_before_it(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """A 30,000-character blob with no spaces streams in pieces, its lead-in in the same message as its start.
+    Before: the blob came as one piece at the end, and the lead-in, sent before, was left a message of its own."""
+    blob = "A" * 30_000
+    async with harness(fake_redis, settings=FAST) as h:
+        parts = [{"content": "Here it is: "}] + [{"content": blob[i : i + 1000]} for i in range(0, 30_000, 1000)]
+        h.model.script(Reply(chunks=parts, chunk_delay=0.02))
+        d = await h.ws.mention(ALICE, GENERAL, "blob")
+        thread = d.message["ts"]
+        await h.ws.wait_for_message(
+            channel=GENERAL,
+            thread_ts=thread,
+            predicate=lambda m: not m.get("streaming") and m["text"].endswith("A") and m["ts"] != thread,
+        )
+        await h.settle()
+        replies = bot_replies(h, thread)
+        assert replies[0]["text"].startswith("Here it is: A")
+        assert "".join(m["text"] for m in replies) == "Here it is: " + blob
+        assert all(len(m["text"]) <= 12_000 and not m["streaming"] for m in replies)
+        assert not [c for c in h.ws.calls() if c.error]
