@@ -20,7 +20,8 @@ Two ways to show it, chosen per reply:
 - posted and updated (``chat.postMessage`` once, then ``chat.update`` with the whole reply so far, rendered as a
   finished reply is: :func:`bot.slack.render.blocks.reply_messages`, tool progress as one context line above it) when
   streaming is off, refused (an older workspace, a channel type, a method error, a rate limit past the client's
-  retries) or breaks midway; the message streamed so far is then updated in place.
+  retries) or breaks midway; the message streamed so far is then stopped (``chat.stopStream`` with nothing more,
+  unless Slack ended it itself) and updated in place.
 
 A reply whose whole text is there before any of it was streamed (a short one, or one the model wrote within
 :data:`FIRST_SEND_AFTER` of its first word) is posted whole: one ``chat.postMessage`` shows what
@@ -41,7 +42,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.models.messages.chunk import Chunk, MarkdownTextChunk, PlanUpdateChunk, TaskUpdateChunk
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 
@@ -181,6 +182,7 @@ class ReplyStream:
         self._tasks: dict[str, Task] = {}
         self._outgoing: list[Chunk | _NewMessage | _Display] = []  # stream mode: what to send, in order
         self._stream: AsyncChatStream | None = None
+        self._unstopped: list[AsyncChatStream] = []  # streamed messages a fallback left streaming: to stop
         self._queued = 0  # safe characters queued for the current streamed message
         self._message_from = 0  # where in the raw text the current message starts
         self._shown: list[tuple[str, str]] = []  # post mode: (ts, what it shows) of each message, in order
@@ -311,6 +313,7 @@ class ReplyStream:
                 elif self._outgoing or (final and self._stream is not None):
                     await self._stream_out(final=final)
             if self.mode == "post":
+                await self._stop_unstopped()  # first: a stop after the update might show the streamed text again
                 await self._post_out()
         except Exception:  # a bug here must not stop the run's other messages
             log.exception("reply stream: sending failed")
@@ -340,7 +343,7 @@ class ReplyStream:
                     batch.append(item)
             await self._to_stream(batch, final=final)
         except Exception as exc:
-            self._fall_back(exc)
+            self._fall_back(exc)  # the message it leaves streaming is stopped before it is updated (_send)
 
     async def _to_stream(self, chunks: list[Chunk], *, final: bool) -> None:
         """``chunks`` into the current streamed message (started first when there is none); ``final``: and stop
@@ -386,18 +389,44 @@ class ReplyStream:
 
     def _fall_back(self, exc: Exception) -> None:
         """Streaming failed: post and update from here on, from the start of the message being streamed (updated
-        in place when it shows). Slack's refusal to start one (not a passing error) is remembered."""
-        shown = self._stream.ts if self._stream is not None else None
-        if shown is not None and (isinstance(exc, _EndedBySlack) or error_code(exc) == ENDED_BY_SLACK):
+        in place when it shows, after :meth:`_stop_unstopped` stopped it, unless Slack ended it itself). Slack's
+        refusal to start one (not a passing error) is remembered."""
+        stream = self._stream
+        shown = stream.ts if stream is not None else None
+        ended = isinstance(exc, _EndedBySlack) or error_code(exc) == ENDED_BY_SLACK
+        if shown is not None and ended:
             log.info("Slack ended the streamed message %s (its Stop); finishing it with chat.update", shown)
         else:
             log.warning("streaming a reply failed (%s); posting it instead", _describe(exc))
         if shown is None and error_code(exc) not in PASSING:
             self.refusals.refused(self.ctx)
         self.mode = "post"
-        if shown is not None:
+        if stream is not None and shown is not None:
             self._shown.append((shown, ""))
+            if not ended:
+                self._unstopped.append(stream)
         self._stream = None
+
+    async def _stop_unstopped(self) -> None:
+        """Stop the streamed messages a fallback left streaming (:meth:`_fall_back`): ``chat.stopStream`` with
+        nothing more (Slack: only ``channel`` and ``ts`` are required, docs.slack.dev reference/methods/
+        chat.stopStream), so a message whose last append or stop was refused doesn't show "streaming" until Slack's
+        own timeout; its whole text then comes with ``chat.update`` (:meth:`_post_out`). A stop refused with a
+        passing error (after :meth:`_stop`'s retry) or failed by the network is tried again at the next send, and
+        the message updated again after it (a stop may show the streamed text); Slack's :data:`ENDED_BY_SLACK`
+        means stopped already; any other refusal is logged and given up (nothing else stops a stream)."""
+        for stream in list(self._unstopped):
+            try:
+                await self._stop(stream, [])
+            except Exception as exc:
+                code = error_code(exc)
+                if code in PASSING or not isinstance(exc, SlackClientError):  # the network's failure: passing too
+                    log.warning("stopping streamed message %s failed (%s); trying later", stream.ts, _describe(exc))
+                    continue
+                if code != ENDED_BY_SLACK:
+                    log.warning("stopping streamed message %s failed (%s); left to Slack", stream.ts, _describe(exc))
+            self._unstopped.remove(stream)
+            self._shown = [(ts, "" if ts == stream.ts else look) for ts, look in self._shown]  # update it again
 
     async def _post_out(self) -> None:
         if not self.started:

@@ -5,6 +5,7 @@ where Slack refuses streaming, the reply is posted and updated instead, and the 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -538,3 +539,119 @@ async def test_a_long_run_without_spaces_shares_its_message_with_the_text_before
         assert "".join(m["text"] for m in replies) == "Here it is: " + blob
         assert all(len(m["text"]) <= 12_000 and not m["streaming"] for m in replies)
         assert not [c for c in h.ws.calls() if c.error]
+
+
+def stopped_with_nothing(call: Any) -> bool:
+    """Whether a chat.stopStream call added nothing to its message (no text, no chunks, no blocks)."""
+    chunks = call.params.get("chunks")
+    chunks = json.loads(chunks) if isinstance(chunks, str) else chunks
+    return not chunks and not call.params.get("markdown_text") and not call.params.get("blocks")
+
+
+def assert_one_whole_reply_stopped(h: Any, thread: str) -> None:
+    """The reply is one message, its whole text, not streaming: stopped with nothing more (after the refusal),
+    then updated with the whole text; nothing posted twice."""
+    (reply,) = bot_replies(h, thread)
+    assert not reply.get("streaming"), "left streaming until Slack's own timeout"
+    assert [b["text"] for b in reply["blocks"] if b["type"] == "markdown"] == [WORDS]
+    assert h.ws.calls("chat.postMessage") == []
+    calls = [c for c in h.ws.calls() if c.method in ("chat.stopStream", "chat.update")]
+    stops = [i for i, c in enumerate(calls) if c.method == "chat.stopStream" and not c.error]
+    assert len(stops) == 1 and stopped_with_nothing(calls[stops[0]])
+    assert calls[-1].method == "chat.update" and stops[0] < len(calls) - 1  # stopped, then updated
+
+
+@pytest.mark.parametrize("error", ["ratelimited", "internal_error", "invalid_arguments", "msg_too_long"])
+async def test_a_stream_an_append_broke_midway_is_stopped_and_finished_in_place(
+    fake_redis: aioredis.Redis, harness: Any, error: str
+) -> None:
+    """Slack refuses a chat.appendStream midway: the message is stopped (chat.stopStream with nothing more) and
+    its whole text shown with chat.update. Before: updated but never stopped, so Slack showed it streaming until
+    its own timeout (found by a break-it review)."""
+    async with harness(fake_redis, settings=FAST) as h:
+        h.model.script(Reply(text=WORDS, chunk_delay=0.03))
+        d = await h.ws.mention(ALICE, GENERAL, "write a lot")
+        thread = d.message["ts"]
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: bool(m.get("streaming")))
+        h.ws.fake.fail_next("chat.appendStream", error)
+        await h.settle()
+        assert [c.error for c in h.ws.calls("chat.appendStream")].count(error) == 1
+        assert_one_whole_reply_stopped(h, thread)
+
+
+async def test_a_stream_whose_first_append_is_refused_is_stopped_and_finished_in_place(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    async with harness(fake_redis, settings=FAST) as h:
+        h.model.script(Reply(text=WORDS, chunk_delay=0.03))
+        h.ws.fake.fail_next("chat.appendStream", "invalid_arguments")  # the first append after chat.startStream
+        d = await h.ws.mention(ALICE, GENERAL, "write a lot")
+        await h.settle()
+        assert h.ws.calls("chat.appendStream")[0].error == "invalid_arguments"
+        assert_one_whole_reply_stopped(h, d.message["ts"])
+
+
+async def test_a_stream_slacks_servers_failed_midway_is_stopped_and_finished_in_place(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """HTTP 500s past the client's two retries on a chat.appendStream midway, as a network failure would."""
+    async with harness(fake_redis, settings=FAST) as h:
+        h.model.script(Reply(text=WORDS, chunk_delay=0.03))
+        d = await h.ws.mention(ALICE, GENERAL, "write a lot")
+        thread = d.message["ts"]
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: bool(m.get("streaming")))
+        for _ in range(3):
+            h.ws.fake.fail_next("chat.appendStream", "internal_error", status=500)
+        await h.settle()
+        assert [c.status for c in h.ws.calls("chat.appendStream")].count(500) == 3
+        assert_one_whole_reply_stopped(h, thread)
+
+
+@pytest.mark.parametrize(("error", "times"), [("invalid_blocks", 1), ("msg_too_long", 1), ("internal_error", 2)])
+async def test_a_stream_whose_stop_is_refused_is_stopped_with_nothing_and_finished_in_place(
+    fake_redis: aioredis.Redis, harness: Any, error: str, times: int
+) -> None:
+    """Slack refuses the chat.stopStream carrying the message's last text (a passing error: on its retry too):
+    the message is stopped with nothing more, then shows its whole text with chat.update. Before: left streaming
+    until Slack's own timeout (found by a break-it review)."""
+    async with harness(fake_redis, settings=FAST) as h:
+        for _ in range(times):
+            h.ws.fake.fail_next("chat.stopStream", error)
+        h.model.script(Reply(text=WORDS, chunk_delay=0.03))
+        d = await h.ws.mention(ALICE, GENERAL, "write a lot")
+        await h.settle()
+        assert [c.error for c in h.ws.calls("chat.stopStream")] == [error] * times + [None]
+        assert_one_whole_reply_stopped(h, d.message["ts"])
+
+
+async def test_a_stream_slack_ended_itself_is_not_stopped_again(fake_redis: aioredis.Redis, harness: Any) -> None:
+    """Slack answers message_not_in_streaming_state (a person pressed Stop, or its timeout): the message is
+    finished with chat.update only; chat.stopStream would be refused the same way."""
+    async with harness(fake_redis, settings=FAST) as h:
+        h.model.script(Reply(text=WORDS, chunk_delay=0.03))
+        d = await h.ws.mention(ALICE, GENERAL, "write a lot")
+        thread = d.message["ts"]
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: bool(m.get("streaming")))
+        h.ws.fake.fail_next("chat.appendStream", "message_not_in_streaming_state")
+        await h.settle()
+        assert h.ws.calls("chat.stopStream") == []
+        (reply,) = bot_replies(h, thread)
+        assert [b["text"] for b in reply["blocks"] if b["type"] == "markdown"] == [WORDS]
+
+
+async def test_a_stop_after_a_fallback_refused_for_now_is_tried_again_and_the_text_shown_again(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """The stop after an append broke is refused with a passing error (and on its retry): it is tried again at the
+    next send, and the message updated again after it (a stop may show the streamed text again)."""
+    async with harness(fake_redis, settings=FAST) as h:
+        h.model.script(Reply(text=WORDS, chunk_delay=0.03))
+        d = await h.ws.mention(ALICE, GENERAL, "write a lot")
+        thread = d.message["ts"]
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: bool(m.get("streaming")))
+        h.ws.fake.fail_next("chat.appendStream", "invalid_arguments")
+        h.ws.fake.fail_next("chat.stopStream", "internal_error")
+        h.ws.fake.fail_next("chat.stopStream", "internal_error")
+        await h.settle()
+        assert [c.error for c in h.ws.calls("chat.stopStream")] == ["internal_error", "internal_error", None]
+        assert_one_whole_reply_stopped(h, thread)
