@@ -26,30 +26,44 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: whole_cut(text, limit - 1)].rstrip() + "…"
 
 
-_JOINING = frozenset("\u200d\u20e3") | frozenset(chr(c) for c in range(0xFE00, 0xFE10))  # ZWJ, keycap, VS1-16
-_MODIFIERS = range(0x1F3FB, 0x1F400)  # emoji skin tones
-_TAGS = range(0xE0020, 0xE0080)  # emoji tag sequences (subdivision flags)
-_REGIONAL = range(0x1F1E6, 0x1F200)  # regional indicators: a flag is two
+_EXTEND = ((0xFE00, 0xFE0F), (0xE0100, 0xE01EF), (0x1F3FB, 0x1F3FF), (0xE0020, 0xE007F))  # VS, skin tones, tags
+
+
+def _regional(c: str) -> bool:
+    return 0x1F1E6 <= ord(c) <= 0x1F1FF  # a regional indicator: a flag is two
+
+
+def joined(text: str, at: int) -> bool:
+    """Whether ``text[at - 1]`` and ``text[at]`` (``0 < at < len(text)``) belong to one character as people see it
+    (Unicode UAX #29's extended grapheme clusters, as far as Slack text needs them: a combining mark, a variation
+    selector, an emoji modifier or tag, a Thai/Lao SARA AM or a Hangul vowel/final jamo after its base; either side
+    of a zero width joiner; a flag's two regional indicators (counted from the run's start: two flags in a row are
+    two characters); CR LF; a Hangul leading jamo before the rest). The one rule for every cut of text
+    (:func:`whole_cut`, :mod:`bot.slack.render.stream_text`)."""
+    before, after = text[at - 1], text[at]
+    if before == "\u200d" or after == "\u200d" or (before, after) == ("\r", "\n"):
+        return True
+    code, prev = ord(after), ord(before)
+    if unicodedata.category(after) in ("Mn", "Mc", "Me") or after in "\u0e33\u0eb3":
+        return True
+    if any(low <= code <= high for low, high in _EXTEND):
+        return True
+    if _regional(before) and _regional(after):
+        run = 1
+        while at - run - 1 >= 0 and _regional(text[at - run - 1]):
+            run += 1
+        return run % 2 == 1  # an odd run before: text[at] is the second half of a flag
+    if 0x1160 <= code <= 0x11FF or 0xD7B0 <= code <= 0xD7FF:  # Hangul vowel and final jamo
+        return True
+    return 0x1100 <= prev <= 0x115F or 0xA960 <= prev <= 0xA97F  # a Hangul leading jamo starts a syllable
 
 
 def whole_cut(text: str, cut: int) -> int:
-    """``cut`` (an index into ``text``, 0 <= cut <= len) moved back so that ``text[:cut]`` ends on a whole
-    character as people see it: not before a combining mark, a variation selector, a skin tone, a tag or a
-    zero-width joiner, not after a joiner, not between a flag's two regional indicators (a grapheme cluster, Unicode
-    UAX #29, as far as emoji and accents need it; no dependency for the rest)."""
+    """``cut`` (an index into ``text``, clamped to 0..len) moved back so that ``text[:cut]`` ends on a whole
+    character as people see it (:func:`joined`): never an emoji sequence, a flag or a letter's accents cut."""
     cut = max(0, min(cut, len(text)))
-
-    def joins(c: str) -> bool:
-        o = ord(c)
-        return c in _JOINING or o in _MODIFIERS or o in _TAGS or unicodedata.combining(c) > 0
-
-    while 0 < cut < len(text) and (joins(text[cut]) or text[cut - 1] == "\u200d"):
+    while 0 < cut < len(text) and joined(text, cut):
         cut -= 1
-    if 0 < cut < len(text) and ord(text[cut]) in _REGIONAL:
-        run = 0
-        while cut - run > 0 and ord(text[cut - run - 1]) in _REGIONAL:
-            run += 1
-        cut -= run % 2  # an odd run before: the last indicator's pair is text[cut]
     return cut
 
 

@@ -29,8 +29,8 @@ in the middle of a run of ASCII punctuation, so no ``\\`` at its end can unescap
 from __future__ import annotations
 
 import re
-import unicodedata
 
+from bot.slack.render.mrkdwn import joined
 from bot.slack.render.safe_text import WORD_JOINER, safe_markdown
 
 HOLD_LIMIT = 2000  # characters an open ``<`` may hold a piece back (a Slack link's URL and text fit easily)
@@ -44,7 +44,6 @@ LONG_WORD = 9  # letters or digits before a cut inside a long run (longer than "
 # CJK and fullwidth punctuation a sentence or clause ends with (and the closing brackets after it).
 CJK_PUNCTUATION = frozenset("。、，．！？；：…‥」』）】〕〉》〗〙〛｝］｣､｡")  # noqa: RUF001 - fullwidth on purpose
 # Variation selectors, emoji modifiers (skin tones) and tags (subdivision flags): part of the character before them.
-_EXTEND = ((0xFE00, 0xFE0F), (0xE0100, 0xE01EF), (0x1F3FB, 0x1F3FF), (0xE0020, 0xE007F))
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://|mailto:|www\.", re.IGNORECASE)  # a bare link Slack may make
 
 
@@ -154,26 +153,6 @@ def last_cut(text: str, end: int) -> int:
     if last - spaced > HOLD_LIMIT:  # a run too long for anything people read: cut inside a long word
         return _last_cut_in_long_word(text, spaced, last) or spaced
     return spaced
-
-
-def joined(text: str, at: int) -> bool:
-    """Whether ``text[at - 1]`` and ``text[at]`` belong to one character as people see it (Unicode UAX #29's
-    extended grapheme clusters, as far as a streamed reply needs them: a combining mark, a variation selector, an
-    emoji modifier or tag, a Thai/Lao SARA AM or a Hangul vowel/final jamo after its base; either side of a zero
-    width joiner; two regional indicators (a flag); CR LF; a Hangul leading jamo before the rest)."""
-    before, after = text[at - 1], text[at]
-    if before == "\u200d" or after == "\u200d" or (before, after) == ("\r", "\n"):
-        return True
-    code, prev = ord(after), ord(before)
-    if unicodedata.category(after) in ("Mn", "Mc", "Me") or after in "\u0e33\u0eb3":
-        return True
-    if any(low <= code <= high for low, high in _EXTEND):
-        return True
-    if 0x1F1E6 <= prev <= 0x1F1FF and 0x1F1E6 <= code <= 0x1F1FF:
-        return True
-    if 0x1160 <= code <= 0x11FF or 0xD7B0 <= code <= 0xD7FF:  # Hangul vowel and final jamo
-        return True
-    return 0x1100 <= prev <= 0x115F or 0xA960 <= prev <= 0xA97F  # a Hangul leading jamo starts a syllable
 
 
 def _between_letters(text: str, at: int) -> bool:

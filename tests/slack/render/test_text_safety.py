@@ -14,7 +14,7 @@ from bot.agent.ask_user import AskUserPayload
 from bot.fakeslack.blockkit import blocks_text_length, validate_message_blocks
 from bot.slack.refs import QuestionRef
 from bot.slack.render.blocks import MESSAGE_TEXT_BUDGET, answer_display, question_blocks, reply_blocks, reply_messages
-from bot.slack.render.mrkdwn import MARKDOWN_BLOCK, distinct_clips, escape
+from bot.slack.render.mrkdwn import MARKDOWN_BLOCK, clip, distinct_clips, escape
 from bot.slack.render.safe_text import WORD_JOINER, link_host, safe_markdown, safe_mrkdwn, strip_controls
 from bot.testing.openai_server import FakeOpenAI, Reply
 from bot.testing.slack_scenarios import (
@@ -390,3 +390,20 @@ async def test_long_look_alike_labels_are_told_apart_on_the_buttons(
         shown = [e["text"]["text"] for b in q["blocks"] if is_choice_block(b) for e in b["elements"]]
         seen = [unicodedata.normalize("NFKC", s).translate(_CONFUSABLES) for s in shown]
         assert len(set(seen)) == 2, shown
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("a" * 76 + "\U0001f468\u200d\U0001f469\u200d\U0001f467\u200d\U0001f466 tail", "a" * 76),  # a ZWJ family
+        ("a" * 77 + "\U0001f1eb\U0001f1f7\U0001f1e9\U0001f1ea", "a" * 77 + "\U0001f1eb\U0001f1f7"),  # two flags
+        ("a" * 78 + "e\u0301xyz", "a" * 78),  # an accent stays on its letter
+        ("a" * 78 + "\U0001f44d\U0001f3fdxyz", "a" * 78),  # a skin tone stays on its emoji
+        ("a" * 78 + "1\ufe0f\u20e3xyz", "a" * 78),  # a keycap
+        ("a" * 85, "a" * 79),  # plain text: the limit, as before
+    ],
+)
+def test_clip_never_cuts_a_character_as_people_see_it(text: str, kept: str) -> None:
+    """Found by a break-it pass: a session title clipped at 80 ended in half an emoji sequence (a dangling joiner
+    before the ellipsis)."""
+    assert clip(text, 80) == kept + "…"
