@@ -155,7 +155,7 @@ def _markdown(params: JSON, *, required: bool) -> str | None:
 
 
 def _task_notes(task: JSON) -> str:
-    """A task's ``details`` and ``output`` after its title (`` - waits for approval``), when it has them."""
+    """A task's ``details`` and ``output`` after its title (`` - approval asked``), when it has them."""
     return "".join(f" - {task[field]}" for field in ("details", "output") if task.get(field))
 
 

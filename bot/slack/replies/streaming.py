@@ -107,7 +107,7 @@ _MARKS = {
 @dataclass
 class Task:
     """A tool call shown with the reply: ``title`` (a tool name, see :func:`task_title`), its ``status``, and
-    ``details`` (plain text, e.g. what a ``pending`` call waits for: :data:`WAITS_FOR_APPROVAL`; Slack shows a
+    ``details`` (plain text, e.g. what a ``pending`` call waits for: :data:`APPROVAL_ASKED`; Slack shows a
     task_update's ``details`` with the task)."""
 
     id: str
@@ -125,9 +125,11 @@ class Task:
         return f"{_MARKS[self.status]} `{self.title}`{note}"
 
 
-WAITS_FOR_APPROVAL = "waits for approval"
-"""The details of a tool call shown ``pending`` while its approval request waits (the message it shows in ends
-then: the call's run, once approved, shows in the reply after the request)."""
+APPROVAL_ASKED = "approval asked"
+"""The details of a tool call shown ``pending`` when its approval request is posted. The message it shows in ends
+then and is never updated again (the call's run, once decided, shows in the reply after the request), so it says
+what happened, not a state that goes stale: "waits for approval" stayed in every approval thread after the call
+ran or was declined (a new user's trial)."""
 WAITS_FOR_A_PERSON = "waits for a person"
 """The details of a running tool call shown ``pending`` while the run waits for a person (:meth:`ReplyStream.pause`)."""
 

@@ -46,7 +46,7 @@ from bot.slack.render import blocks as bk
 from bot.slack.render.mrkdwn import clip, escape
 from bot.slack.replies.sessions import AgentSessions, SessionStatus, better_title, request_title, status_of
 from bot.slack.replies.status import THINKING, ThreadStatus, running
-from bot.slack.replies.streaming import WAITS_FOR_APPROVAL, EndedStreams, ReplyStream, TaskStatus
+from bot.slack.replies.streaming import APPROVAL_ASKED, EndedStreams, ReplyStream, TaskStatus
 from bot.slack.replies.unsupported import FeatureRefusals
 from bot.slack.transport.web_api import SlackWeb
 from bot.store.conversations import ConversationIndex, MessageRef
@@ -178,7 +178,7 @@ class ThreadWriter:
                                     approval.tool_call_id,
                                     tool_name=approval.tool_name,
                                     status="pending",
-                                    details=WAITS_FOR_APPROVAL,
+                                    details=APPROVAL_ASKED,
                                 )
                             reply = await self._pause(reply, status, ctx)
                             await self._posted(status, await self.messages.ask_approval(stream.run_id, approval, ctx))

@@ -189,9 +189,10 @@ async def test_an_approval_shows_its_task_waiting_then_done(fake_redis: aioredis
         await h.settle()
         waiting = bot_replies(h, thread)[0]
         assert waiting["tasks"]["r1"]["status"] == "pending" and not waiting["streaming"]
-        # what it waits for, so the hollow mark left in this message reads as history once it ran (in the next one)
-        assert waiting["tasks"]["r1"]["details"] == "waits for approval"
-        assert "restart_service - waits for approval" in str(waiting["blocks"])
+        # what happened, so the hollow mark left in this message reads as history once it ran (in the next one);
+        # before: "waits for approval", stale in every thread after the decision (a new user's trial)
+        assert waiting["tasks"]["r1"]["details"] == "approval asked"
+        assert "restart_service - approval asked" in str(waiting["blocks"]) and "waits" not in str(waiting["blocks"])
         await h.ws.click(request, "Approve", user=ALICE)
         done = await h.ws.wait_for_message(
             channel=GENERAL, thread_ts=thread, predicate=lambda m: not m.get("streaming") and m["text"] == "Restarted."
@@ -232,7 +233,7 @@ async def declined_task_shows_not_run(fake_redis: aioredis.Redis, harness: Any, 
 async def test_posted_and_updated_an_approval_says_what_its_task_waits_for(
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:
-    """Streaming off: the tool's line above the reply says what it waits for, as a streamed task's details do."""
+    """Streaming off: the tool's line above the reply says its approval was asked, as a streamed task's details do."""
     approval_agent.RESTARTS.clear()
     settings = {**FAST, "reply_streaming": False, "agent": "bot.testing.approval_agent:build"}
     async with harness(fake_redis, settings=settings) as h:
@@ -243,7 +244,7 @@ async def test_posted_and_updated_an_approval_says_what_its_task_waits_for(
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=has_controls)
         await h.settle()
         (reply,) = [m for m in bot_replies(h, thread) if "Restarting it." in str(m.get("blocks"))]
-        assert ":double_vertical_bar: `restart_service` waits for approval" in str(reply["blocks"])
+        assert ":double_vertical_bar: `restart_service` approval asked" in str(reply["blocks"])
 
 
 async def test_where_slack_refuses_the_status_the_reaction_shows_instead(
