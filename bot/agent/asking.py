@@ -20,12 +20,16 @@ from bot.agent.tools import Tool, ToolContext
 
 ASK_ONLY = "ask_only"  # metadata key: the run only asks; its value is the reply shown once it is answered
 ASKED_BY = "(a question from an agent outside this workspace)"
-APPROVAL_TOOL = "request_approval"
+APPROVAL_TOOL = "request_approval"  # the hidden tool whose call an outside agent's approval request is
+ASKER = "the agent that asked"
+"""Who withdrew a question its asking agent gave up on (a client's cancellation, ``tasks/cancel``): the withdrawal
+answer's ``answered_by`` (no Slack user: the audit trail says ``by=asker``, :mod:`bot.ops.audit`)."""
 ENDED = {  # the run's last text when nobody answered: the reply is for an answer only
     "no_answer": "Nobody answered in time; the agent that asked was told so.",
     "cancelled": "The question was withdrawn; the agent that asked was told so.",
+    "cancelled_by_asker": "The agent that asked withdrew the question.",
     "unasked": "Nobody was asked: it was approved as the approval policy allows; the agent that asked was told so.",
-}  # the hidden tool whose call an outside agent's approval request is
+}
 
 
 class ApprovalRequest(BaseModel):
@@ -89,6 +93,8 @@ def finish_ask_only(state: RunState) -> bool:
     outcome: str = decided[-1].outcome if decided else "answer"
     if not decided and _ran_with(state, f"ask_{state.run_id}") is not None:
         outcome = "unasked"  # an approval that ran unasked (the deployment's gate let it: a standing grant)
+    if outcome == "cancelled" and decided[-1].answered_by == ASKER:  # not "... was told so": it withdrew it
+        outcome = "cancelled_by_asker"
     state.messages.append({"role": "assistant", "content": str(reply) if outcome == "answer" else ENDED[outcome]})
     state.status = "completed"
     return True

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.agent.answers import Open
-from bot.agent.asking import APPROVAL_TOOL, approval_outcome, ask_outcome, asked_tool
+from bot.agent.asking import APPROVAL_TOOL, ASKER, approval_outcome, ask_outcome, asked_tool
 from bot.agent.state import RunState
 from bot.agent.tools import ToolInputError
 from bot.errors import BotError, RunConflict, RunNotFound, StoreUnavailable
@@ -47,9 +47,9 @@ from bot.slack.render.safe_text import safe_mrkdwn
 
 log = logging.getLogger(__name__)
 
-AGENT_THAT_ASKED = "the agent that asked"
+AGENT_THAT_ASKED = ASKER
 """Who withdrew a question its asking agent gave up on (a client's cancellation, ``tasks/cancel``): its run's
-withdrawal answer's ``answered_by`` and the outcome's ``cancelled_by``."""
+withdrawal answer's ``answered_by`` and the outcome's ``cancelled_by`` (:data:`bot.agent.asking.ASKER`)."""
 
 REPLY = "Your answer is recorded for the agent that asked: it gets it now, or when it asks again if it stopped waiting."
 """Posted in the thread once a person answers a question asked with a ``request_key``. Not "went back": the client

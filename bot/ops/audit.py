@@ -39,6 +39,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from bot.agent.approvals import edited_of
+from bot.agent.asking import ASKER
 from bot.agent.decisions import args_hash
 from bot.agent.state import Answer, PendingCall, RunState, utcnow
 from bot.ops import metrics as m
@@ -170,7 +171,9 @@ def claimed(state: RunState, pending: PendingCall, answer: Answer) -> None:
         m.TIME_TO_ANSWER.labels(kind).observe(waited)
     m.RESUMES.labels(trigger).inc()
     fields = _base(state, pending, pending.tool_call_id, outcome=outcome)
-    if answer.answered_by:
+    if answer.answered_by == ASKER:  # an outside agent withdrew its own question: no Slack user
+        fields["by"] = "asker"
+    elif answer.answered_by:
         fields["user_id"] = answer.answered_by
     fields["at"] = _iso(answer.answered_at)
     fields["waited_seconds"] = round(waited, 3)

@@ -168,3 +168,22 @@ async def test_in_text_format_an_audit_record_is_one_line_with_its_fields(
         logging.getLogger().removeHandler(handler)
     [line] = [line for line in buffer.getvalue().splitlines() if " bot.audit: question answered " in line]
     assert "tool_call_id=c1" in line and f"user_id={ALICE}" in line and 'answer_labels=["web"]' in line
+
+
+async def test_an_outside_agent_withdrawing_its_question_is_audited_by_the_asker_not_as_a_user(
+    fake_redis: aioredis.Redis, harness: Any, json_logs: io.StringIO
+) -> None:
+    """Found by a new user's trial: the line said ``user_id=the agent that asked`` (a field that holds Slack ids),
+    and the thread said the agent "was told so" of its own withdrawal."""
+    from bot.mcp_server.asker import Asker
+
+    async with harness(fake_redis) as h:
+        asker = Asker(h.bot.threads, team_id=TEAM_ID, poll=0.05)
+        asked = await asker.ask({"question": "Ship it?"}, channel=GENERAL, user=ALICE)
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=asked.thread_ts, predicate=has_controls)
+        await asker.withdraw(asked)
+        await h.settle()
+        said = [m["text"] for m in h.ws.messages(GENERAL, thread_ts=asked.thread_ts)]
+    (line,) = [a for a in audit_lines(json_logs) if a["outcome"] == "withdrawn"]
+    assert line["by"] == "asker" and "user_id" not in line, line
+    assert "The agent that asked withdrew the question." in said and not [t for t in said if "told so" in t], said
