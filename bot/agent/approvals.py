@@ -156,6 +156,11 @@ def declined_result(**fields: Any) -> dict[str, Any]:
     return {"status": DECLINED, **fields}
 
 
+DECLINED_TEXT = "The tool call was declined"
+"""How a framework's model is told its call was declined (:func:`bot.frameworks.base.denial_text`: the frameworks
+take a rejection as text, not :func:`declined_result`'s dict), followed by who declined it and why."""
+
+
 def was_declined(result: Any) -> bool:
     """Whether a tool call's ``result`` is a declined call's (:func:`declined_result`): it did not run."""
     return isinstance(result, dict) and result.get("status") == DECLINED

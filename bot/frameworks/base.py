@@ -42,7 +42,15 @@ from pydantic_core import to_json
 from bot.agent._loop.stopping import Stopped
 from bot.agent._loop.tool_calls import Suspended
 from bot.agent.agent import Agent
-from bot.agent.approvals import APPROVED, PARAMETERS, declined_result, edit_note, edited_of, verdict_of
+from bot.agent.approvals import (
+    APPROVED,
+    DECLINED_TEXT,
+    PARAMETERS,
+    declined_result,
+    edit_note,
+    edited_of,
+    verdict_of,
+)
 from bot.agent.ask_user import AskUserPayload, fallback_text, make_ask_user_tool, too_many_options
 from bot.agent.asking import ASK_ONLY
 from bot.agent.hooks import NO_HOOKS, RunHooks
@@ -437,6 +445,6 @@ def denial_text(decision: Decision) -> str:
         return "The tool call was not run: nobody approved it in time."
     if decision.outcome == "cancelled":
         return "The tool call was not run: the approval request was withdrawn."
-    who = f" by {decision.answered_by}" if decision.answered_by else ""
+    who = f" by <@{decision.answered_by}>" if decision.answered_by else ""  # Slack shows the name if it is echoed
     why = f": {decision.reason}" if decision.reason else ""
-    return f"The tool call was declined{who}{why}"
+    return f"{DECLINED_TEXT}{who}{why}"

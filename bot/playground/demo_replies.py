@@ -10,6 +10,7 @@ import json
 import re
 from typing import Any
 
+from bot.agent.approvals import DECLINED_TEXT
 from bot.playground.demo_script import (
     CITIES,
     DEPLOY_TOOL,
@@ -96,6 +97,8 @@ def _tool_sentence(name: str, content: Any, result: dict[str, Any] | None) -> st
         REFUND_TOOL: "refund it",
         DEPLOY_TOOL: "deploy it",
     }.get(name, f"call `{name}`")
+    if isinstance(content, str) and content.startswith(DECLINED_TEXT):  # a framework agent's (their rejection text)
+        result = {"status": "declined", "reason": content.partition(": ")[2]}
     if result is not None and result.get("status") == "declined":
         reason = result.get("reason")
         because = f" ({_esc(str(reason))})" if isinstance(reason, str) and reason.strip() else ""

@@ -134,7 +134,7 @@ async def test_a_decline_in_another_process_rejects_with_the_reason(
     decliner = build(fake_redis, world)
     await (await decliner.decline_tool_call(run_id=run.run_id, reason="a deploy is on", declined_by="U2")).collect()
     assert world.restarted == []
-    assert tool_messages(openai_server) == {"d1": "The tool call was declined by U2: a deploy is on"}
+    assert tool_messages(openai_server) == {"d1": "The tool call was declined by <@U2>: a deploy is on"}
 
 
 async def test_a_double_click_runs_the_tool_once(

@@ -147,7 +147,7 @@ async def test_an_approval_approved_in_one_process_runs_the_tool_and_a_decline_i
     stream = await decliner.decline_tool_call(run_id=declined_run.run_id, reason="it is peak hour", declined_by="U2")
     await stream.collect()
     assert world.restarted == ["api"]  # never ran
-    assert tool_messages(openai_server)["d1"] == "The tool call was declined by U2: it is peak hour"
+    assert tool_messages(openai_server)["d1"] == "The tool call was declined by <@U2>: it is peak hour"
     assert (await decliner.get_run(declined_run.run_id)).status == "completed"
 
 

@@ -190,6 +190,13 @@ async def test_tool_errors_are_explained() -> None:
         (TICKET_TOOL, {"error": "invalid arguments for lookup_ticket: ticket_id: bad"}, "I couldn't look up the"),
         (RESTART_TOOL, {"error": "tool restart_service failed: OSError: boom"}, "I couldn't restart it: tool"),
         (RESTART_TOOL, "all good.", "Done: all good."),
+        # a framework agent's decline (its rejection text): before "Done: The tool call was declined by U_ALICE..."
+        (
+            RESTART_TOOL,
+            "The tool call was declined by <@U_ALICE>: freeze week",
+            "OK, I won't restart it (freeze week).",
+        ),
+        ("restart_web", "The tool call was declined by <@U_ALICE>", "OK, I won't call `restart_web`."),
     ]:
         call = {"id": "c1", "type": "function", "function": {"name": name, "arguments": "{}"}}
         messages: list[dict[str, Any]] = [
