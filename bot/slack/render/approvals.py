@@ -119,7 +119,11 @@ def _request_sections(payload: ApprovalPayload, ref: QuestionRef, part: str) -> 
     if details_only(payload):
         blocks.append(SectionBlock(block_id=ref.block_id(f"{part}args"), text=MarkdownTextObject(text=DETAILS_ONLY)))
     elif shown or payload.tool_name != APPROVAL_TOOL:  # an outside agent's action alone says it all
-        text = clip(args_lines(shown), SECTION_TEXT)
+        prose = payload.args.get("details") if payload.tool_name == APPROVAL_TOOL else None
+        if isinstance(prose, str) and prose:  # an outside agent's Markdown details: its text, no "details:" label
+            text = clip(safe_mrkdwn(prose), SECTION_TEXT)
+        else:
+            text = clip(args_lines(shown), SECTION_TEXT)
         blocks.append(SectionBlock(block_id=ref.block_id(f"{part}args"), text=MarkdownTextObject(text=text)))
     if payload.edited is not None:
         blocks.append(edited_block(payload, ref=ref, part=part))

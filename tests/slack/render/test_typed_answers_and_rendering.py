@@ -158,3 +158,24 @@ async def test_limits_hold_and_full_labels_reach_the_model(fake_redis: aioredis.
         await h.settle()
         posts = h.ws.calls("chat.postMessage") + h.ws.calls("chat.update")
         assert posts and [c.error for c in posts if c.error] == []
+
+
+def test_an_outside_agents_markdown_details_show_as_text_under_the_action_not_as_a_details_key() -> None:
+    """Found by a new user's trial: ``"details": "db: staging-eu\\nsize: 40 GB"`` showed as "*details*: db: ...";
+    key/value details keep their keys."""
+    from bot.agent.asking import APPROVAL_TOOL
+    from bot.agent.stream import ApprovalPayload
+    from bot.slack.refs import QuestionRef
+    from bot.slack.render.approvals import approval_blocks
+
+    ref = QuestionRef.of("run_1", "c1")
+    for details, shown, hidden in (
+        ("db: staging-eu\nsize: 40 GB", "db: staging-eu\nsize: 40 GB", "*details*"),
+        ({"db": "staging-eu"}, "*db*: staging-eu", "*details*"),
+    ):
+        payload = ApprovalPayload(
+            tool_call_id="c1", tool_name=APPROVAL_TOOL, args={"action": "Resize", "details": details}, description=""
+        )
+        blocks = approval_blocks(payload, ref=ref, approvers="Waiting for <@U1>")
+        texts = [b["text"]["text"] for b in blocks if b["type"] == "section"]
+        assert texts[0].endswith("*Approval needed*: Resize") and texts[1] == shown and hidden not in str(texts)
