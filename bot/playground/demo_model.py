@@ -87,16 +87,11 @@ from bot.agent.state import ToolCall
 from bot.playground.demo_replies import reply
 from bot.playground.demo_script import (
     DEMO_AGENT_SPEC,
-    DEPLOY_TOOL,
     HELP_HINT,
-    HELP_TEXT,
     LABEL,
-    REFUND_TOOL,
-    RESTART_TOOL,
-    TICKET_TOOL,
-    WITH_DEMO_TOOLS_HELP,
     choose_flow,
     choose_tool_flow,
+    help_text,
     parse_call,
 )
 
@@ -159,8 +154,7 @@ class DemoModel:
                     f"{LABEL}This is where I'd call the `{tool_flow[0]}` tool, but this run has no such tool. The "
                     f"playground's demo agent has it: start it with `AGENT={DEMO_AGENT_SPEC}`. {HELP_HINT}"
                 )
-            demo_tools = all(_has_tool(tools, name) for name in (RESTART_TOOL, REFUND_TOOL, DEPLOY_TOOL, TICKET_TOOL))
-            return _text_turn(WITH_DEMO_TOOLS_HELP if demo_tools else HELP_TEXT)
+            return _text_turn(help_text({str((t.get("function") or {}).get("name")) for t in tools}))
         if not _has_tool(tools, self.tool_name):
             return _text_turn(
                 f"{LABEL}This is where I'd ask you a question (the {flow.replace('_', '-')} flow), but this run "

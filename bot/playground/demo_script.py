@@ -135,7 +135,43 @@ NEEDS_DEMO_TOOLS = (
 )
 HELP_TEXT = WITH_DEMO_TOOLS_HELP + NEEDS_DEMO_TOOLS
 """The reply to ``help`` and to anything the script does not know; it names every keyword, and how to get the demo
-tools (:data:`WITH_DEMO_TOOLS_HELP` alone where the turn has them: the playground's own agent)."""
+tools (:data:`WITH_DEMO_TOOLS_HELP` alone where the turn has them: the playground's own agent; :func:`help_text`
+for a run with only some of them)."""
+_TOOL_WORDS = {
+    RESTART_TOOL: "`restart`",
+    REFUND_TOOL: "`refund`",
+    DEPLOY_TOOL: "`deploy prod`",
+    TICKET_TOOL: "`ticket`",
+}
+_TOOL_LINES = {  # the help's line of each demo tool, in WITH_DEMO_TOOLS_HELP
+    RESTART_TOOL: "• `restart` (e.g. `restart web`)",
+    REFUND_TOOL: "• `refund` (e.g. `refund 250`)",
+    DEPLOY_TOOL: "• `deploy prod` (or `deploy staging`)",
+    TICKET_TOOL: "• `ticket` (e.g. `ticket SUP-123`)",
+}
+
+
+def help_text(tools: set[str]) -> str:
+    """The help for a run whose agent has the tools named ``tools``: :data:`WITH_DEMO_TOOLS_HELP` with all four demo
+    tools (the playground's own agent: its lines tell its approval rules); :data:`HELP_TEXT` with none; with some
+    (an agent of a framework's example), their lines say only what the call does (that agent's own rules decide who
+    approves it) and the footer names only the tools it lacks. Found by a new user's trial: with the Pydantic AI
+    agent ``help`` promised Bob and Carol for a restart Alice alone approved, and said restart needs the demo agent."""
+    have = [t for t in _TOOL_LINES if t in tools]
+    if len(have) == len(_TOOL_LINES):
+        return WITH_DEMO_TOOLS_HELP
+    if not have:
+        return HELP_TEXT
+    lines = []
+    for line in WITH_DEMO_TOOLS_HELP.split("\n"):
+        tool = next((t for t, start in _TOOL_LINES.items() if line.startswith(start)), None)
+        if tool is None:
+            lines.append(line)
+        elif tool in tools:
+            lines.append(f"{_TOOL_LINES[tool]}: a call of this agent's `{tool}` tool (its own rules say who approves)")
+    missing = ", ".join(_TOOL_WORDS[t] for t in _TOOL_LINES if t not in tools)
+    return "\n".join(lines) + f"\n({missing}: need the demo agent's tools: `AGENT={DEMO_AGENT_SPEC}`)"
+
 
 _SLACK_TOKEN = re.compile(r"<[^<>]*>")
 

@@ -340,3 +340,21 @@ async def test_without_the_demo_tools_old_flows_win(agent: Agent) -> None:
         assert text.startswith(f"(demo model) This is where I'd call the `{tool_name}` tool, but this run has no")
         assert "`AGENT=bot.playground.demo_agent:build`" in text and text.endswith(HINT)
     assert "AGENT=bot.playground.demo_agent:build" in HELP_TEXT
+
+
+def test_help_with_some_of_the_demo_tools_describes_only_those_and_names_the_missing_ones() -> None:
+    """Found by a new user's trial: with a framework example's agent (only ``restart_service``), ``help`` promised
+    Bob and Carol for a restart Alice alone approved, and said restart needs the demo agent's tools."""
+    from bot.playground.demo_script import WITH_DEMO_TOOLS_HELP, help_text
+
+    def tool(name: str) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": name, "parameters": {}}}
+
+    some = DemoModel().turn([{"role": "user", "content": "help"}], tools=[tool("ask_user"), tool("restart_service")])
+    assert "`restart` (e.g. `restart web`): a call of this agent's `restart_service` tool" in some.content
+    assert "Bob and Carol" not in some.content and "`ticket` (e.g." not in some.content
+    assert some.content.endswith(
+        "(`refund`, `deploy prod`, `ticket`: need the demo agent's tools: `AGENT=bot.playground.demo_agent:build`)"
+    )
+    assert help_text({"restart_service", "refund", "deploy", "lookup_ticket"}) == WITH_DEMO_TOOLS_HELP
+    assert help_text(set()) == HELP_TEXT
