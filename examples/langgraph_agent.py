@@ -41,7 +41,8 @@ def build(*, model: ChatModel, store: RunStore) -> LangGraphAgent:
         return {"confirmed": interrupt({"action": "deploy", "environment": state.get("environment")})}
 
     async def reply(state: Deploy) -> Deploy:
-        note = f"Environment: {state.get('environment')}; confirmation: {state.get('confirmed')}"
+        # (the playground's offline demo model replies a "Summarize:" message's text as it is)
+        note = f"Summarize: deploy to {state.get('environment')}; the person said: {state.get('confirmed')}"
         messages = [*state["messages"], {"role": "user", "content": note}]
         done = await client.chat.completions.create(model=endpoint.model, messages=messages)  # type: ignore[arg-type]
         answer = {"role": "assistant", "content": done.choices[0].message.content or ""}

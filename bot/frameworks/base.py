@@ -380,12 +380,19 @@ ASK_USER_KEYS = frozenset({"question", "options", "selection_mode"})
 """The keys of the ``ask_user`` shape a framework's question may have (anything else beside them is shown too)."""
 
 
+MAX_LISTED = 20  # keys of a plain payload listed one per line (more, or any nested value: the payload as JSON)
+IN_YOUR_WORDS = "Answer in your own words: the agent gets what you write."
+
+
 def question_payload(request: Request, *, max_options: int | None = None) -> dict[str, Any]:
     """The ``ask_user`` payload a question request is shown with: its ``question`` when it has the ``ask_user``
     shape (``question``, ``options``, ``selection_mode``), any other keys beside them listed under the question
     (``amount: 5000``: what the person decides on, never dropped); as free text listing its options when it offers
     more than ``max_options`` (the frontend's bound, ``RunLimits.max_options``: Slack shows at most 100; the
-    framework gets the text typed); else a free-text question showing the request's name and arguments as JSON."""
+    framework gets the text typed); else a free-text question saying the agent stopped to ask, with the request's
+    name and its arguments (a plain payload's, at most :data:`MAX_LISTED` of them, ``key: value`` a line; any other
+    as JSON), and that the answer is the person's own words (a new user's trial: before, "`interrupt` needs an
+    answer:" over JSON, with no hint of what to type)."""
     if request.question is not None:
         with contextlib.suppress(ValidationError):
             others = {k: v for k, v in request.question.items() if k not in ASK_USER_KEYS}
@@ -401,8 +408,17 @@ def question_payload(request: Request, *, max_options: int | None = None) -> dic
                 "question": f"{fallback_text(question)}\n(Reply with your choice: too many options to show as a list.)"
             }
 
-    shown = json.dumps(request.args, indent=2, default=str)
-    text = f"`{request.tool_name}` needs an answer:\n```\n{shown}\n```"
+    args = request.args
+    if (
+        args
+        and len(args) <= MAX_LISTED
+        and all(v is None or isinstance(v, str | int | float | bool) for v in args.values())
+    ):
+        listed = "\n".join(f"• {k}: {v if isinstance(v, str) else json.dumps(v)}" for k, v in args.items())
+        text = f"The agent stopped to ask about this (`{request.tool_name}`):\n{listed}\n{IN_YOUR_WORDS}"
+        return {"question": text}
+    shown = json.dumps(args, indent=2, default=str)
+    text = f"The agent stopped to ask about this (`{request.tool_name}`):\n```\n{shown}\n```\n{IN_YOUR_WORDS}"
     return {"question": text}
 
 

@@ -47,6 +47,8 @@ What it does is decided from the conversation (Chat Completions messages)::
   ``plan``, ``features``, ``several``,          multi_select with 5 options with descriptions
   ``multi``
   ``help``                                      the help text (no tool call)
+  ``Summarize: TEXT`` (a message that starts    ``TEXT`` as the reply (no tool call): what an agent's own
+  so; ``Summarise:`` too)                       model call asks of it (``examples/langgraph_agent.py``)
   ``name``, ``free``, ``text``, or a ``?``      a free-form question
   anything else                                 the help text (no tool call)
   ============================================  ==========================================================
@@ -89,11 +91,13 @@ from bot.playground.demo_script import (
     DEMO_AGENT_SPEC,
     HELP_HINT,
     LABEL,
+    SUMMARY,
     choose_flow,
     choose_tool_flow,
     help_text,
     parse_call,
 )
+from bot.slack.render.mrkdwn import escape
 
 
 class DemoModel:
@@ -141,6 +145,9 @@ class DemoModel:
         wanted = parse_call(text)
         if wanted is not None:
             return _call_turn(messages, tools, *wanted)
+        summary = SUMMARY.match(text)
+        if summary is not None:  # an agent's own model call (a framework's graph): the text it gave, as it is
+            return _text_turn(LABEL + escape(summary.group("text").strip()))
         tool_flow = choose_tool_flow(text)
         if tool_flow is not None and _has_tool(tools, tool_flow[0]):
             name, arguments = tool_flow

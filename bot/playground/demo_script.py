@@ -176,6 +176,8 @@ def help_text(tools: set[str]) -> str:
 _SLACK_TOKEN = re.compile(r"<[^<>]*>")
 
 
+SUMMARY = re.compile(r"\s*summari[sz]e:\s*(?P<text>\S.*)", re.DOTALL | re.IGNORECASE)
+"""``Summarize: TEXT``: the demo model replies ``TEXT`` (:class:`bot.playground.demo_model.DemoModel`)."""
 _CALL = re.compile(r"\s*call(?:\s+(?P<name>[^\s{]+)(?P<args>.*)|\s*)$", re.DOTALL | re.IGNORECASE)
 _QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"})
 

@@ -133,7 +133,7 @@ async def test_the_openai_agents_example_waits_for_an_approval(
     assert text_of(rest)
 
 
-async def test_the_langgraph_example_asks_a_choice_then_shows_another_payload_as_json(
+async def test_the_langgraph_example_asks_a_choice_then_lists_another_payload_and_asks_for_words(
     served: DemoModel, fake_redis: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     agent = load_example("langgraph_agent", served, fake_redis, prefix, monkeypatch)
@@ -142,6 +142,11 @@ async def test_the_langgraph_example_asks_a_choice_then_shows_another_payload_as
     assert first.payload.suspend_payload.labels == ["staging", "production"]
     chunks = await (await agent.resume_stream("staging", run_id=run.run_id, answered_by="U1")).collect()
     second = next(c for c in chunks if isinstance(c, SuspendedChunk))
-    assert '"environment": "staging"' in second.payload.suspend_payload.question
-    rest = await (await agent.resume_stream("yes", run_id=run.run_id, answered_by="U1")).collect()
-    assert text_of(rest)
+    # a plain payload listed a key a line, saying what to do (a new user's trial: before, JSON and no hint)
+    assert second.payload.suspend_payload.question == (
+        "The agent stopped to ask about this (`interrupt`):\n• action: deploy\n• environment: staging\n"
+        "Answer in your own words: the agent gets what you write."
+    )
+    rest = await (await agent.resume_stream("yes, go", run_id=run.run_id, answered_by="U1")).collect()
+    # its reply node's model call, answered by the demo model (before: the demo model's whole help text)
+    assert text_of(rest) == "(demo model) deploy to staging; the person said: yes, go"
