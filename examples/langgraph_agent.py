@@ -4,7 +4,7 @@
     AGENT=examples.langgraph_agent:build python -m bot          # the playground (no Slack credentials)
 
 The graph asks with ``interrupt``: ``ask_user(...)`` (options -> buttons, ``multi_select`` -> checkboxes) or any
-other payload (shown as JSON, answered with free text); ``Command(resume=...)`` continues it with the answer in
+other payload (listed a key a line, answered with free text); ``Command(resume=...)`` continues it with the answer in
 whichever process took the click. Its checkpoints live in the bot's Redis (``RedisCheckpointSaver``, plain hashes:
 no Redis Stack needed). The reply node calls the bot's model endpoint with the ``openai`` client.
 """
