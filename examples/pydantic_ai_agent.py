@@ -9,7 +9,9 @@ the playground without a key, its offline demo model). ``agent`` is a plain Pyda
 
 In Slack: "restart web" asks for an approval (a decline's reason reaches the model as ToolDenied's message);
 "deploy" asks a question with buttons (the ``ask_user`` deferred tool); "where is order A-1" asks a person for the
-result of ``order_status`` (CallDeferred), shown as its arguments with a free-text answer.
+result of ``order_status`` (CallDeferred), shown as its arguments with a free-text answer. The playground's offline
+demo model knows only its keywords (``help`` lists them): there, ``call order_status {"order_id": "A-1"}`` makes
+that call.
 """
 
 from __future__ import annotations
