@@ -46,8 +46,9 @@ async def refresh(h: Any, after: float = 5) -> None:
     await h.settle()
 
 
-async def asked(h: Any, user: str = ALICE, *, then: str = "ok") -> tuple[str, dict[str, Any]]:
-    h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="q1")]), Reply(text=then))
+async def asked(h: Any, user: str = ALICE, *, then: str | Reply = "ok") -> tuple[str, dict[str, Any]]:
+    reply = then if isinstance(then, Reply) else Reply(text=then)
+    h.model.script(Reply(tool_calls=[tool_call("ask_user", SINGLE, id="q1")]), reply)
     d = await h.ws.mention(user, GENERAL, "summarize")
     return d.message["ts"], await h.ws.wait_for_message(
         channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls
@@ -79,6 +80,29 @@ async def test_home_lists_what_waits_and_answering_there_answers_the_thread(
         assert after is not None
         assert "Nothing is waiting for you." in blocks_text(after) and "Recently closed" in blocks_text(after)
         assert home_view(h.ws, BOB) is None  # not Bob's question
+
+
+async def test_an_answer_from_home_leaves_waiting_for_you_at_once_before_the_run_goes_on(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """Found by a new user's trial: after a click on Home the question stayed under "Waiting for you", its buttons
+    live, until the scheduled refresh (2 to 3 s): the clicker's Home is published again as soon as the answer is
+    taken, before the run's next model turn (no scheduler tick here)."""
+    async with harness(fake_redis) as h:
+        await open_home(h.ws, ALICE)
+        await h.settle()
+        thread, _q = await asked(h, then=Reply(text="Thanks.", chunk_delay=1.0))  # a slow turn after the answer
+        await refresh(h)
+        assert "Which repo?" in blocks_text(home_view(h.ws, ALICE) or {})
+        await click_home(h.ws, ALICE, "web")
+        published = await h.ws.fake.wait_until(
+            lambda: (v := home_view(h.ws, ALICE)) is not None and "Nothing is waiting for you." in blocks_text(v) and v,
+            timeout=5,
+            what="Alice's Home with nothing waiting",
+        )
+        assert "Recently closed" in blocks_text(published)
+        assert not [m for m in h.ws.messages(GENERAL, thread_ts=thread) if m["text"] == "Thanks."]  # still writing
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Thanks.")
 
 
 async def test_a_home_nobody_opened_costs_no_calls_and_is_published_fresh_when_opened(

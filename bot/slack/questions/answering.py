@@ -39,6 +39,7 @@ from bot.errors import (
     RunLimitReached,
     RunNotFound,
     RunNotResumable,
+    SlackRefused,
     StoreCorrupt,
     StoreUnavailable,
     ToolCallNotPending,
@@ -304,8 +305,22 @@ class Answering:
             ctx=attempt.ctx,
             state=attempt.state,  # a withdrawn request of a batch: the rest of it is withdrawn with it
         )
+        if attempt.from_home:
+            await self._home_now(attempt)
         if stream is not None:  # None: the claim was made, and its run goes on elsewhere
             await self.writer.follow(stream, attempt.ctx, batch=batch)
+
+    async def _home_now(self, attempt: Attempt) -> None:
+        """An answer or decision taken from ``attempt.user``'s App Home: their Home published again now, before the
+        run goes on, so what they clicked leaves "Waiting for you" at once (a new user's trial: it stayed, its buttons
+        live, for the scheduled refresh's 2 to 3 s). Where Redis or Slack fails, the scheduled refresh still comes."""
+        home = self.messages.home
+        if home is None or not attempt.ctx.team_id:
+            return
+        try:
+            await home.publish(attempt.ctx.team_id, attempt.user)
+        except (StoreUnavailable, SlackRefused) as exc:
+            log.info("%s's Home not published at once (%s); its scheduled refresh follows", attempt.user, exc)
 
     async def claimed_after_all(self, attempt: Attempt) -> tuple[bool, AgentStream | None]:
         """Redis failed while ``attempt``'s claim (an answer, a decision, a withdrawal) was sent: it may or may not

@@ -21,8 +21,9 @@ class Attempt:
     thread they acted on (closed with the recorded messages, recorded or not; None for an ephemeral, a thread
     reply, Home, a modal). ``tried``: what they tried, as the notices quote it (:func:`bot.slack.questions.picks.said`,
     or ``"approved"`` / ``"declined"``), once known (``dataclasses.replace(attempt, tried=...)``); ``kind``:
-    ``"approval"`` for a decision (audited as one even when the call is no longer pending to tell). Frozen: a
-    changed attempt is a new one (``dataclasses.replace``)."""
+    ``"approval"`` for a decision (audited as one even when the call is no longer pending to tell); ``from_home``:
+    made on the person's App Home (its Home is published again at once once it is taken). Frozen: a changed attempt
+    is a new one (``dataclasses.replace``)."""
 
     state: RunState
     ctx: SlackContext
@@ -32,6 +33,7 @@ class Attempt:
     clicked: MessageRef | None = None
     tried: str | None = None
     kind: audit.Kind | None = None
+    from_home: bool = False
 
     @classmethod
     def of(
@@ -41,4 +43,7 @@ class Attempt:
         ``where`` in the run's thread (:meth:`Origin.message_in <bot.slack.context.Origin.message_in>`)."""
         state, ctx, call = found
         clicked = clicked or where.message_in(ctx)
-        return cls(state=state, ctx=ctx, call=call, user=where.user, say=say, clicked=clicked, kind=kind)
+        home = where.surface == "home"
+        return cls(
+            state=state, ctx=ctx, call=call, user=where.user, say=say, clicked=clicked, kind=kind, from_home=home
+        )
