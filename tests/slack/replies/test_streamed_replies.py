@@ -656,3 +656,45 @@ async def test_a_stop_after_a_fallback_refused_for_now_is_tried_again_and_the_te
         await h.settle()
         assert [c.error for c in h.ws.calls("chat.stopStream")] == ["internal_error", "internal_error", None]
         assert_one_whole_reply_stopped(h, thread)
+
+
+CODE = "\n".join(f"line_{i} = {i} * 2  # <@U_BOB> [x](http://evil.example) *not bold*" for i in range(400))
+LONG_CODE = "Here:\n```python\n" + CODE + "\n```\nDone."  # about 30,000 characters: three messages
+
+
+def shown_markdown(message: dict[str, Any]) -> str:
+    markdown = [b["text"] for b in message.get("blocks", []) if b["type"] == "markdown"]
+    return "".join(markdown) if markdown else str(message["text"])
+
+
+@pytest.mark.parametrize("how", ["streamed_at_once", "streamed_in_pieces", "posted", "broken_in_its_second_message"])
+async def test_a_code_block_longer_than_a_message_is_closed_and_reopened_in_each(
+    fake_redis: aioredis.Redis, harness: Any, how: str
+) -> None:
+    """Before, the first message opened the block and never closed it, the next showed raw code (Slack rendered its
+    * and # as Markdown) and the last a lone fence that opened a block swallowing the prose after it."""
+    async with harness(fake_redis, settings=FAST) as h:
+        if how == "posted":
+            h.ws.fake.refuse("chat.startStream", "unknown_method")
+        h.model.script(Reply(text=LONG_CODE, chunk_delay=0.0 if how == "streamed_at_once" else 0.0005))
+        d = await h.ws.mention(ALICE, GENERAL, "write code")
+        thread = d.message["ts"]
+        if how == "broken_in_its_second_message":  # finished by chat.update, rendered from the raw text
+            await h.ws.wait_for_call("chat.stopStream", timeout=60)
+            h.ws.fake.fail_next("chat.appendStream", "message_not_in_streaming_state")
+        await h.ws.wait_for_message(
+            channel=GENERAL,
+            thread_ts=thread,
+            predicate=lambda m: "Done." in m["text"] and not m.get("streaming"),
+            timeout=60,
+        )
+        await h.settle()
+        shown = [shown_markdown(m) for m in bot_replies(h, thread)]
+        assert len(shown) >= 3 and all(len(s) <= 12_000 for s in shown), [len(s) for s in shown]
+        assert [s.count("```") for s in shown] == [2] * len(shown)  # each block opened and closed in its message
+        assert all(s.startswith("```python\n") for s in shown[1:]) and shown[-1].endswith("\n```\nDone.")
+        lines = [line for s in shown for line in s.splitlines() if line.startswith("line_")]
+        assert [line.split(" ")[0] for line in lines] == [f"line_{i}" for i in range(400)]  # whole, once, in order
+        assert [line for line in lines if not line.endswith("[x](http://evil.example) *not bold*")] == []
+        assert bool(h.ws.calls("chat.update")) == (how in ("posted", "broken_in_its_second_message"))
+        assert not [c for c in h.ws.calls() if c.error and c.method not in ("chat.startStream", "chat.appendStream")]
