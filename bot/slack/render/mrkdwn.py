@@ -161,18 +161,13 @@ def split_reply(text: str, limit: int = MARKDOWN_BLOCK, *, before: CodeReader | 
 
 def _break(text: str, size: int) -> int:
     """Where to cut ``text`` for a piece of at most ``size`` (>= 1) characters: after the coarsest break in its last
-    quarter (a paragraph, a line, a word), else near ``size``: never inside a character as people see it
-    (:func:`whole_cut`), nor after a backslash (the piece would end in a stray ``\\`` and the next start with the
-    bracket it escaped, bare); at least 1."""
+    quarter (a paragraph, a line, a word), else at ``size``."""
     window = text[:size]
     for sep in ("\n\n", "\n", " "):
         at = window.rfind(sep)
         if at > size * 3 // 4:
             return at + len(sep)
-    cut = whole_cut(text, size)
-    while cut > 1 and text[cut - 1] == "\\":
-        cut -= 1
-    return max(cut, 1)
+    return size
 
 
 def open_fence(reader: CodeReader, limit: int = MARKDOWN_BLOCK) -> Fence | None:
