@@ -4,9 +4,8 @@
   three control characters escaped, controls removed, bare broadcasts broken) and Slack's entities read back.
 - :func:`clip`: shorten with an ellipsis; :func:`clip_mrkdwn`: the same for escaped mrkdwn (never inside an
   entity); :func:`distinct_clips`: labels shortened so that no two look alike; :func:`split_mrkdwn`: pieces for
-  section blocks (never inside an entity); :func:`split_reply`: a long reply cut into messages (a fenced code
-  block closed and reopened across them: :func:`open_fence`, :func:`closing_room`); :func:`text_length`: what
-  Slack's undocumented ~12,000-character cap on a message's blocks counts.
+  section blocks (never inside an entity); :func:`split_reply`: a long reply cut into messages;
+  :func:`text_length`: what Slack's undocumented ~12,000-character cap on a message's blocks counts.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
-from bot.slack.render.markdown_code import CodeReader, Fence
 from bot.slack.render.safe_text import safe_mrkdwn
 
 SECTION_TEXT = 3000  # Slack: section text <= 3000 (docs.slack.dev reference/block-kit/blocks/section-block)
@@ -120,74 +118,23 @@ def text_length(blocks: Any) -> int:
     return 0
 
 
-def split_reply(text: str, limit: int = MARKDOWN_BLOCK, *, before: CodeReader | None = None) -> list[str]:
-    """A long Markdown reply cut into messages of <= ``limit`` chars, at a paragraph, line or word break when there
+def split_reply(text: str, limit: int = MARKDOWN_BLOCK) -> list[str]:
+    """A long reply cut into messages of <= ``limit`` chars, at a paragraph, line or word break when there
     is one in the last quarter (Slack truncates a message's text beyond 40,000 chars; a markdown block holds
-    12,000), each whole Markdown: a part that ends inside a fenced code block closes it with a closing fence line,
-    and the next part opens it again with its opening line (indent, fence and info string, e.g. ``python``), so code
-    stays code in every message (:class:`~bot.slack.render.markdown_code.Fence`). ``limit`` counts those lines, and
-    a last part that ends inside a fence leaves room for its closing line (a caller may go on writing into that
-    message, and close it there). ``before``: the reader of the text ``text`` goes on from (a streamed message's),
-    whose open fence the first part reopens. Nothing is dropped but whitespace-only pieces; the parts, the fence
-    lines added taken off, joined give ``text`` back. A fence whose two lines would take more than a quarter of
-    ``limit`` is not reopened."""
-    reader = before.copy() if before is not None else CodeReader()
-    parts: list[tuple[str, str]] = []  # (the part, its piece of ``text``)
-    while True:
-        fence = open_fence(reader, limit)
-        head = fence.opening if fence else ""
-        room = limit - len(head)
-        if len(text) + closing_room(_fence_after(reader, text, limit)) <= room:
-            parts.append((head + text, text))
-            break
-        reserve, cut, end = 0, 0, None
-        while True:  # room for the closing line of the fence the piece ends in (the cut moves, the fence may change)
-            cut = _break(text, room - reserve)
-            end = _fence_after(reader, text[:cut], limit)
-            if closing_room(end) <= reserve:
+    12,000). Nothing is dropped but whitespace-only pieces; the parts joined give ``text`` back."""
+    parts: list[str] = []
+    while len(text) > limit:
+        window, cut = text[:limit], limit
+        for sep in ("\n\n", "\n", " "):  # the coarsest break in the last quarter: a paragraph, a line, a word
+            at = window.rfind(sep)
+            if at > limit * 3 // 4:
+                cut = at + len(sep)
                 break
-            reserve = closing_room(end)
-        if end is not None:  # a cut right after a fence's opening line: cut before it (no empty block)
-            line = text.rfind("\n", 0, cut - 1) + 1
-            if line > 0 and _fence_after(reader, text[:line], limit) is None:
-                cut, end = line, None
-        piece, text = text[:cut], text[cut:]
-        reader.read(piece)
-        closing = ("" if piece.endswith("\n") else "\n") + end.closing if end else ""
-        parts.append((head + piece + closing, piece))
-    kept = [part for part, piece in parts if piece.strip()]
-    return kept or [parts[-1][0]]
-
-
-def _break(text: str, size: int) -> int:
-    """Where to cut ``text`` for a piece of at most ``size`` (>= 1) characters: after the coarsest break in its last
-    quarter (a paragraph, a line, a word), else at ``size``."""
-    window = text[:size]
-    for sep in ("\n\n", "\n", " "):
-        at = window.rfind(sep)
-        if at > size * 3 // 4:
-            return at + len(sep)
-    return size
-
-
-def open_fence(reader: CodeReader, limit: int = MARKDOWN_BLOCK) -> Fence | None:
-    """The fenced code block the text ``reader`` read ends inside, as :func:`split_reply` closes and reopens it
-    across parts of at most ``limit`` characters: None outside one, or for a fence whose opening and closing lines
-    together take more than a quarter of ``limit`` (not repeated)."""
-    fence = reader.ended()
-    return fence if fence is not None and len(fence.opening) + closing_room(fence) <= limit // 4 else None
-
-
-def closing_room(fence: Fence | None) -> int:
-    """The characters that close ``fence`` at the end of a part: a newline and its closing line (0 for None)."""
-    return len(fence.closing) + 1 if fence is not None else 0
-
-
-def _fence_after(reader: CodeReader, text: str, limit: int) -> Fence | None:
-    """:func:`open_fence` of ``text`` read on from ``reader`` (left as it is)."""
-    after = reader.copy()
-    after.read(text)
-    return open_fence(after, limit)
+        parts.append(text[:cut])
+        text = text[cut:]
+    parts.append(text)
+    kept = [part for part in parts if part.strip()]
+    return kept or [text]
 
 
 def distinct_clips(texts: Sequence[str], limit: int) -> list[str]:

@@ -12,9 +12,7 @@ it. :func:`bot.slack.render.safe_text.safe_markdown` works on a whole text; cut 
   (``:名前:``). A run with none of those cuts longer than :data:`HOLD_LIMIT` (a 30,000-character blob, a long
   URL) is cut inside a long run of letters or digits not after ``&``, ``#`` or ``:``. So a piece ends after
   whitespace, CJK punctuation, a non-ASCII character or a letter or digit: never after ASCII punctuation (a
-  ``\\`` there would unescape the next piece's ``[``: see the last rule), inside an ``&…;`` entity or an ``@here``.
-  Inside a fenced code block a cut falls after a newline when there is one (a message that ends there, its block
-  closed, leaves no code line cut in two);
+  ``\\`` there would unescape the next piece's ``[``: see the last rule), inside an ``&…;`` entity or an ``@here``;
 - never while a ``<`` (or its entity form ``&lt;``) is open: Slack's ``<url|text>`` link may run over words, lines
   and paragraphs (its text is anything but ``<`` and ``>``), so an open one is held back until it closes, for at
   most :data:`HOLD_LIMIT` characters; past that, and at the end of a model turn, its ``<`` is sealed with a word
@@ -109,10 +107,6 @@ class StreamText:
         """``(where the pending text may be cut, whether the piece's open ``<`` must be sealed)``."""
         text = self._pending
         cut = last_cut(text, len(text))
-        code = self._raw_code.copy()
-        code.read(text)
-        if code.fence is not None and "\n" in text:  # in code, at a line's end: a message may end there
-            cut = text.rfind("\n") + 1
         opened = self._held_at(text[:cut])
         if opened is not None and cut - opened > HOLD_LIMIT:  # no Slack link is that long: text, sealed
             return cut, True

@@ -15,8 +15,7 @@ Two ways to show it, chosen per reply:
   ``task_display_mode: "plan"`` (Slack: "plan displays all tasks together"), titled by a ``plan_update`` chunk, every
   call listed ``pending`` at once, then each updated as it runs; a lone tool call stays a ``task_update`` in the
   timeline. A message holds at most
-  :data:`MESSAGE_BUDGET` characters; the rest goes on in a new streamed message (a fenced code block the message ends
-  inside is closed there and opened again in the next, its info string kept). Streaming needs the requester and
+  :data:`MESSAGE_BUDGET` characters; the rest goes on in a new streamed message. Streaming needs the requester and
   team outside DMs (``recipient_user_id`` / ``recipient_team_id``);
 - posted and updated (``chat.postMessage`` once, then ``chat.update`` with the whole reply so far, rendered as a
   finished reply is: :func:`bot.slack.render.blocks.reply_messages`, tool progress as one context line above it) when
@@ -50,8 +49,7 @@ from slack_sdk.web.async_chat_stream import AsyncChatStream
 from bot.agent.text import is_blank
 from bot.slack.context import SlackContext
 from bot.slack.render import blocks as bk
-from bot.slack.render.markdown_code import Fence
-from bot.slack.render.mrkdwn import closing_room, open_fence, split_reply, text_length
+from bot.slack.render.mrkdwn import split_reply, text_length
 from bot.slack.render.stream_text import StreamText
 from bot.slack.replies.unsupported import FeatureRefusals
 from bot.slack.transport.web_api import TRANSIENT, SlackWeb, error_code, slack_error
@@ -153,11 +151,9 @@ class _Display:
 @dataclass(frozen=True)
 class _NewMessage:
     """In the outgoing queue: the streamed message is full; the text after this starts a new one, from
-    ``raw_from`` in the raw text (where a fallback renders it from), inside the fenced code block ``reopen`` opens
-    (its opening line, ``""`` when outside code: a fallback puts it first)."""
+    ``raw_from`` in the raw text (where a fallback renders it from)."""
 
     raw_from: int
-    reopen: str = ""
 
 
 class ReplyStream:
@@ -191,8 +187,6 @@ class ReplyStream:
         self._unstopped: list[AsyncChatStream] = []  # streamed messages a fallback left streaming: to stop
         self._queued = 0  # safe characters queued for the current streamed message
         self._message_from = 0  # where in the raw text the current message starts
-        self._reopen = ""  # the opening line of the fenced code block the current message starts inside, if any
-        self._ends_line = True  # the current streamed message's text ends with a newline (or is empty)
         self._shown: list[tuple[str, str]] = []  # post mode: (ts, what it shows) of each message, in order
         self._room = 0  # post mode: the most characters the tool progress line took from the first message
         self._wanted: list[str] = []  # post mode: what the last send meant each message to show, in order
@@ -246,7 +240,8 @@ class ReplyStream:
         if self.mode == "stream":
             self._queue_text(final=True)
             if self._stream is not None or self._outgoing:
-                self._new_message(self._text.taken, open_fence(self._text.code, MESSAGE_BUDGET))
+                self._outgoing.append(_NewMessage(raw_from=self._text.taken))
+                self._queued = 0
             self._outgoing.append(_Display("plan"))
             self._outgoing.append(PlanUpdateChunk(title=title))
             self._outgoing.extend(self._tasks[task_id].chunk() for task_id, _ in calls)
@@ -297,36 +292,17 @@ class ReplyStream:
             await asyncio.sleep(self.interval)
 
     def _queue_text(self, *, final: bool) -> None:
-        """Take what can be sent into the outgoing queue. A piece that would take the streamed message past
-        :data:`MESSAGE_BUDGET` (counting the closing line of a fenced code block it ends inside) starts a new
-        message, after a :class:`_NewMessage` mark; a piece longer than that is cut into messages of its own
-        (:func:`~bot.slack.render.mrkdwn.split_reply`). A message that ends inside a fenced code block closes it, and
-        the next one opens it again, so code shows as code in each."""
-        start, code = self._text.taken, self._text.code  # the safe text sent so far, read
+        """Take what can be sent into the outgoing queue; a :class:`_NewMessage` mark goes before a piece that
+        would take the streamed message past :data:`MESSAGE_BUDGET` (a piece longer than that is cut, at
+        whitespace, into messages of its own)."""
+        start = self._text.taken
         piece = self._text.take(final=final)
-        if not piece:
-            return
-        if self._queued:
-            end = closing_room(open_fence(self._text.code, MESSAGE_BUDGET))
-            if self._queued + len(piece) + end <= MESSAGE_BUDGET:  # room kept to close a fence it ends inside
-                self._outgoing.append(MarkdownTextChunk(text=piece))
-                self._queued += len(piece)
-                self._ends_line = piece.endswith("\n")
-                return
-            self._new_message(start, open_fence(code, MESSAGE_BUDGET))
-        for i, part in enumerate(split_reply(piece, MESSAGE_BUDGET, before=code)):  # each part a message
-            if i:
-                self._outgoing.append(_NewMessage(raw_from=start, reopen=_opening(open_fence(code, MESSAGE_BUDGET))))
+        for part in split_reply(piece, MESSAGE_BUDGET) if piece else []:
+            if self._queued and self._queued + len(part) > MESSAGE_BUDGET:
+                self._outgoing.append(_NewMessage(raw_from=start))
+                self._queued = 0
             self._outgoing.append(MarkdownTextChunk(text=part))
-            self._queued, self._ends_line = len(part), part.endswith("\n")
-
-    def _new_message(self, raw_from: int, fence: Fence | None) -> None:
-        """End the streamed message (closing the fenced code block ``fence`` it ends inside, if any): the text after
-        this starts a new one, from ``raw_from`` in the raw text."""
-        if fence is not None:
-            self._outgoing.append(MarkdownTextChunk(text=("" if self._ends_line else "\n") + fence.closing))
-        self._outgoing.append(_NewMessage(raw_from=raw_from, reopen=_opening(fence)))
-        self._queued, self._ends_line = 0, True
+            self._queued += len(part)
 
     async def _send(self, *, final: bool) -> None:
         """Send what is queued; ``final``: all of it, and end the streamed message (its last text goes with
@@ -362,7 +338,7 @@ class ReplyStream:
             for item in queue:
                 if isinstance(item, _NewMessage):
                     await self._to_stream(batch, final=True)  # this message is full
-                    batch, self._message_from, self._reopen = [], item.raw_from, item.reopen
+                    batch, self._message_from = [], item.raw_from
                 elif isinstance(item, _Display):
                     self._next_display = item.mode
                 else:
@@ -485,7 +461,7 @@ class ReplyStream:
         taken from what the first message's text may carry: Slack's ~12,000 characters a message's blocks carry,
         :func:`~bot.slack.render.blocks.reply_messages`; the most it ever took, so that a line growing shorter, a
         tool done, never leaves a message posted for a part that is no longer rendered)."""
-        raw = self._reopen + self._text.raw[self._message_from :]
+        raw = self._text.raw[self._message_from :]
         tasks = bk.task_lines([t.line() for t in self._tasks.values()]) if self._tasks else []
         self._room = max(self._room, text_length(tasks))  # never less: the parts posted must not shrink in number
         mentions = self.allow_user_mentions
@@ -508,10 +484,6 @@ class ReplyStream:
             await self.after_posted()
         except Exception:  # the status is a sign only: never the reply's failure (nor a fallback to posting)
             log.exception("reply stream: showing the status again failed")
-
-
-def _opening(fence: Fence | None) -> str:
-    return fence.opening if fence is not None else ""
 
 
 def _can_stream(ctx: SlackContext) -> bool:

@@ -9,8 +9,6 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.slack.questions.typed_answers import labels_in_text
-from bot.slack.render.blocks import reply_messages
-from bot.slack.render.markdown_code import CodeReader
 from bot.slack.render.mrkdwn import MARKDOWN_BLOCK, split_reply, text_length
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import (
@@ -76,89 +74,6 @@ def test_split_reply_keeps_indentation_of_a_long_code_listing() -> None:
 def test_split_reply_never_yields_an_empty_part() -> None:
     parts = split_reply(" " * 13_000 + "hi")
     assert parts and all(p.strip() for p in parts), [len(p) for p in parts]
-
-
-def code(lines: int, width: int = 30) -> str:
-    return "".join(f"x_{i:04d} = arr[{i}] * 2{'#' * (width - 22)}\n" for i in range(lines))
-
-
-def unfenced(parts: list[str], opening: str, closing: str) -> str:
-    """``parts`` joined, less the fence lines split_reply added (a closing line ending a part but the last, an
-    opening line starting a part but the first; a newline before a closing line stays)."""
-    out = [p.removeprefix(opening) if i else p for i, p in enumerate(parts)]
-    out = [p.removesuffix(closing) if i < len(out) - 1 else p for i, p in enumerate(out)]
-    return "".join(out)
-
-
-def fence_open_at_end(part: str) -> bool:
-    reader = CodeReader()
-    reader.read(part)
-    return reader.ended() is not None
-
-
-@pytest.mark.parametrize(
-    ("opening", "closing"),
-    [
-        ("```python\n", "```"),  # a language
-        ("```\n", "```"),  # none
-        ("~~~~ts\n", "~~~~"),  # tildes, four
-        ("````md\n", "````"),  # four backticks around code that holds backticks: ``x`` and a ``` line
-    ],
-)
-def test_split_reply_closes_a_fence_it_cuts_and_reopens_it_with_its_info_string(opening: str, closing: str) -> None:
-    inner = "y = ``x``\n" + ("```\n" if opening.startswith("````") else "")  # a ``` line closes only a ``` fence
-    body = code(40) + inner + code(40)
-    text = "Here:\n" + opening + body + closing + "\nDone."
-    parts = split_reply(text, 600)
-    assert len(parts) >= 3 and all(len(p) <= 600 for p in parts), [len(p) for p in parts]
-    assert all(p.startswith(opening) for p in parts[1:])  # reopened with its info string
-    assert not any(fence_open_at_end(p) for p in parts)  # closed in each: no message swallows the next's prose
-    assert all(p.endswith("\n" + closing) for p in parts[:-1])
-    assert parts[-1].endswith(closing + "\nDone.")
-    assert unfenced(parts, opening, closing) == text  # nothing lost, nothing but fence lines added
-
-
-def test_split_reply_of_two_code_blocks_reopens_each_its_own() -> None:
-    text = "A:\n```js\n" + code(30) + "```\nB, between them.\n```sh\n" + code(30) + "```\nEnd."
-    parts = split_reply(text, 700)
-    assert [p.split("\n", 1)[0] for p in parts[1:]] == ["```js", "```sh", "```sh"][: len(parts) - 1], parts
-    assert not any(fence_open_at_end(p) for p in parts) and all(len(p) <= 700 for p in parts)
-
-
-def test_split_reply_cut_right_after_an_opening_fence_line_cuts_before_it() -> None:
-    prose = "word " * 110 + "\n"  # 551 characters: the next line, the fence's opening, ends near 600
-    text = prose + "```python\n" + code(30, width=50) + "```\n"
-    parts = split_reply(text, 600)
-    assert parts[0] == prose  # no empty code block at the end of the first part
-    assert parts[1].startswith("```python\nx_0000")
-
-
-def test_split_reply_cut_right_after_a_closing_fence_adds_no_fence_line() -> None:
-    block = "```python\n" + code(18) + "```\n"  # 568 characters
-    text = block + "And after it, prose. " * 10
-    parts = split_reply(text, 600)
-    assert parts[0] == block and "".join(parts) == text
-
-
-def test_split_reply_keeps_room_for_fence_lines_at_every_size() -> None:
-    opening = "```python title='a very long info string for this block'\n"
-    text = "Intro.\n" + opening + code(60, width=47) + "```\nDone."
-    for limit in range(300, 900, 37):
-        parts = split_reply(text, limit)
-        assert all(len(p) <= limit for p in parts), (limit, [len(p) for p in parts])
-        assert not any(fence_open_at_end(p) for p in parts[:-1]) and all(p.startswith(opening) for p in parts[1:-1])
-        assert unfenced(parts, opening, "```").replace("\n", "") == text.replace("\n", "")
-
-
-def test_posted_reply_messages_each_show_their_code_as_code() -> None:
-    """The repro: a code block longer than a message, once made safe, opened in the first message and never
-    closed, the second raw code (Slack rendered its * and # as Markdown), the last a lone fence."""
-    text = "Here:\n```python\n" + "\n".join(f"l{i} = {i} * 2  # [x]" for i in range(1200)) + "\n```\nDone."
-    messages = reply_messages(text)
-    shown = [blocks[0]["text"] for _, blocks in messages if blocks]
-    assert len(shown) >= 2 and all(s.count("```") == 2 for s in shown), [s.count("```") for s in shown]
-    assert all(s.startswith("```python\n") for s in shown[1:]) and shown[-1].endswith("```\nDone.")
-    assert all(len(s) <= MARKDOWN_BLOCK for s in shown) and "l1199 = 1199 * 2  # [x]" in shown[-1]
 
 
 @pytest.mark.parametrize("mode", ["single_select", "multi_select"])
