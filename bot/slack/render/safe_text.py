@@ -16,9 +16,7 @@ What Slack parses, and so what each surface neutralises (everything first loses 
   and Slack's own ``<…>`` syntax (Slack: docs.slack.dev reference/block-kit/blocks/markdown-block).
   :func:`safe_markdown` writes disallowed mentions as ``@\\u2060name`` (a word joiner after the ``@``), turns
   ``<url|text>`` into ``[text](url) (host)`` and appends `` (host)`` to every Markdown link and image; the same
-  syntax written with HTML entities (``&lt;!here&gt;``, which Markdown decodes) is treated alike. Last, every
-  bracket outside code is escaped, so no link forms at all; code (read narrowly,
-  :mod:`bot.slack.render.markdown_code`) keeps its brackets as written, where CommonMark makes no link.
+  syntax written with HTML entities (``&lt;!here&gt;``, which Markdown decodes) is treated alike.
 
 A person is pinged only by ``<@U…>`` and only when ``allow_user_mentions`` (the operator's setting); a channel,
 ``@here``, ``@everyone`` or a user group never. Nothing a person wrote is dropped: mentions keep their name,
@@ -31,8 +29,6 @@ import html
 import re
 from collections.abc import Callable
 from urllib.parse import urlsplit
-
-from bot.slack.render.markdown_code import CodeReader
 
 WORD_JOINER = "\u2060"  # invisible and unbreakable: "@\u2060here" looks like @here and pings nobody
 
@@ -57,7 +53,6 @@ _MD_LINK_END = re.compile(
 _MD_REFERENCE = re.compile(r"^([ ]{0,3})\[(?=[^\]\n]+\]:)", re.MULTILINE)
 _MD_CODE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^[ ]{0,3}\1[`~]*[ \t]*$|\Z)|(`+)[^\n]+?\2", re.M | re.S)
 _MD_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
-_BRACKET = re.compile(r"\\*([\[\]])")  # a bracket and the backslashes before it
 # The same syntax written with HTML entities, which Markdown decodes: &lt;!here&gt;, &#60;@U1&#62;, &#64;here.
 _LT, _GT = r"&(?:lt|#0*60|#x0*3c);", r"&(?:gt|#0*62|#x0*3e);"
 # A tag written with entities on either side, or inside (``&lt;!here&gt;``, ``&lt;!here>``, ``<&#33;here>``); the
@@ -106,16 +101,10 @@ def safe_markdown(text: str, *, allow_user_mentions: bool = False) -> str:
     ``<url|text>`` as ``[text](url) (host)``; every Markdown link and image followed by `` (host)``; reference
     definitions (``[id]: url``) shown as text; nested Slack syntax undone from the innermost out (an outer link can't
     hide its host behind an inner one's text); any other ``<!`` / ``<@`` and bare broadcasts broken with a word
-    joiner (:func:`neutralise_markdown`); finally every ``[`` and ``]`` outside code escaped, so no Markdown link or
-    image can form at all, while code shows as written (:func:`escape_brackets`).
+    joiner; finally every ``[`` and ``]`` escaped, so no Markdown link or image can form at all (whatever tricks
+    of nesting, escapes, code spans or reference definitions a parser and a renderer might disagree on).
     ``"[login](https://evil.example) <!here>"`` -> ``"\\[login\\](https://evil.example) (evil.example)
-    @\\u2060here"``; ``"`arr[0]`"`` -> ``"`arr[0]`"``."""
-    return escape_brackets(neutralise_markdown(text, allow_user_mentions=allow_user_mentions), CodeReader())
-
-
-def neutralise_markdown(text: str, *, allow_user_mentions: bool = False) -> str:
-    """What :func:`safe_markdown` does to ``text`` but its last step (:func:`escape_brackets`): Slack syntax and
-    broadcasts neutralised, Markdown links given their host."""
+    @\\u2060here"``."""
     text = _outside_code(_decode_encoded_syntax(strip_controls(text)), _hosts_after_links)
     for _ in range(_NESTING):  # innermost first: "<https://a|<https://b|c>>" is two links, the outer hiding its host
         before = text
@@ -126,23 +115,10 @@ def neutralise_markdown(text: str, *, allow_user_mentions: bool = False) -> str:
             break
     text = _LINK_START.sub("<" + WORD_JOINER, text)  # nested deeper than that: no link at all
     kept = rf"(?!@{_USER_ID}>)" if allow_user_mentions else ""
-    return defang_broadcasts(re.sub(rf"<(?=[!@]){kept}", "<" + WORD_JOINER, text))
-
-
-def escape_brackets(text: str, code: CodeReader) -> str:
-    """The last step of :func:`safe_markdown`: every ``[`` and ``]`` of neutralised ``text`` outside code escaped
-    with exactly one backslash (however many were there), so no Markdown link or image can form and no link text can
-    hide where it goes (whatever tricks of nesting, escapes or reference definitions a parser and a renderer might
-    disagree on); inside code they stay as written, as every other character there: CommonMark makes no link in code
-    and shows a backslash there, so an escape would show (``arr\\[0\\]``) and a run of backslashes would lose
-    characters. What is code is read narrowly (:mod:`bot.slack.render.markdown_code`): where a renderer might see
-    prose, brackets are escaped. ``code``: the reader of the text before this one (a fresh one for a whole text; a
-    streamed reply's, piece after piece), moved on past ``text``."""
-    out, at = [], 0
-    for start, end in code.read(text):
-        out += [_BRACKET.sub(r"\\\1", text[at:start]), text[start:end]]
-        at = end
-    return "".join([*out, _BRACKET.sub(r"\\\1", text[at:])])
+    text = defang_broadcasts(re.sub(rf"<(?=[!@]){kept}", "<" + WORD_JOINER, text))
+    # Last, and everywhere (code included: a renderer may not see code where a parser does): no bracket can open a
+    # Markdown link or image, so no link text can hide where it goes; a link shows as its text, its URL and host.
+    return re.sub(r"\\*([\[\]])", r"\\\1", text)  # exactly one backslash before each, however many were there
 
 
 def link_host(url: str) -> str:

@@ -11,46 +11,39 @@ it. :func:`bot.slack.render.safe_text.safe_markdown` works on a whole text; cut 
   marks, an emoji ZWJ sequence, a flag: :func:`joined`), in a bare URL or in what may be an emoji code
   (``:名前:``). A run with none of those cuts longer than :data:`HOLD_LIMIT` (a 30,000-character blob, a long
   URL) is cut inside a long run of letters or digits not after ``&``, ``#`` or ``:``. So a piece ends after
-  whitespace, CJK punctuation, a non-ASCII character or a letter or digit: never after ASCII punctuation (a
-  ``\\`` there would unescape the next piece's ``[``: see the last rule), inside an ``&…;`` entity or an ``@here``;
+  whitespace, CJK punctuation, a non-ASCII character or a letter or digit: never after a ``\\`` (which would
+  unescape the next piece's ``[``), inside an ``&…;`` entity or an ``@here``;
 - never while a ``<`` (or its entity form ``&lt;``) is open: Slack's ``<url|text>`` link may run over words, lines
   and paragraphs (its text is anything but ``<`` and ``>``), so an open one is held back until it closes, for at
   most :data:`HOLD_LIMIT` characters; past that, and at the end of a model turn, its ``<`` is sealed with a word
   joiner (``<\\u2060``, invisible: Slack makes no link or mention of it);
 - a piece that starts inside a fenced code block is made safe as code (a fence line is put before it while it is
-  made safe, then taken off), so code stays code and gets no link-host notes;
-- never inside a line while code may be open in it (a backtick string not paired yet, or a line that may be a fence
-  line: :func:`bot.slack.render.markdown_code.open_code_at`), for at most :data:`HOLD_LIMIT` characters, so that
-  what is code reads the same in the pieces as in the whole text;
-- brackets are escaped outside code (:func:`bot.slack.render.safe_text.escape_brackets`) by one
-  :class:`~bot.slack.render.markdown_code.CodeReader` that reads the safe pieces in turn, as it would the whole:
-  outside code every ``[`` and ``]`` gets exactly one backslash, so no Markdown link can form across pieces; inside
-  code they stay as written. The backslashes counted are those before the bracket in its own piece, so a piece
-  ending in a ``\\`` would turn the next piece's escaped ``[`` into an escaped backslash and a bare ``[``; the
-  first rule keeps every piece from ending in ASCII punctuation, so none does.
+  made safe, then taken off), so code stays code and gets no link-host notes.
 
 The rest of what safe_markdown does is local to a piece: controls go per character, every ``<!`` / ``<@`` is broken
-whether closed or not, and a bare ``@here`` needs no context. :meth:`StreamText.raw` keeps what was written, for
-renderings of the whole text.
+whether closed or not, every ``[`` and ``]`` is escaped (no Markdown link can form across pieces; a piece never ends
+in the middle of a run of ASCII punctuation, so no ``\\`` at its end can unescape the next piece's ``[``), and a bare
+``@here`` needs no context. :meth:`StreamText.raw` keeps what was written, for renderings of the whole text.
 """
 
 from __future__ import annotations
 
 import re
 
-from bot.slack.render.markdown_code import CodeReader, open_code_at
 from bot.slack.render.mrkdwn import joined
-from bot.slack.render.safe_text import WORD_JOINER, escape_brackets, neutralise_markdown
+from bot.slack.render.safe_text import WORD_JOINER, safe_markdown
 
 HOLD_LIMIT = 2000  # characters an open ``<`` may hold a piece back (a Slack link's URL and text fit easily)
 _OPEN = re.compile(r"<|&(?:lt|#0*60|#x0*3c);", re.IGNORECASE)
 _CLOSE = re.compile(r">|&(?:gt|#0*62|#x0*3e);", re.IGNORECASE)
 _LINK_END_OPEN, _LINK_END_CLOSE = re.compile(r"\]\("), re.compile(r"\)")  # a Markdown link's "](url ...)"
+_FENCE = re.compile(r"[ ]{0,3}(`{3,}|~{3,})([^\n]*)")
 SOFT_RUN = 24  # characters after CJK punctuation a cut there may hold back (else: between two letters)
 EMOJI_NAME = 100  # characters after a ":" held as a possible emoji code's name (a generous bound)
 LONG_WORD = 9  # letters or digits before a cut inside a long run (longer than "everyone", so no @here is split)
 # CJK and fullwidth punctuation a sentence or clause ends with (and the closing brackets after it).
 CJK_PUNCTUATION = frozenset("。、，．！？；：…‥」』）】〕〉》〗〙〛｝］｣､｡")  # noqa: RUF001 - fullwidth on purpose
+# Variation selectors, emoji modifiers (skin tones) and tags (subdivision flags): part of the character before them.
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://|mailto:|www\.", re.IGNORECASE)  # a bare link Slack may make
 
 
@@ -65,8 +58,7 @@ class StreamText:
         self._pending = ""  # written, not yet taken
         self._taken: list[str] = []  # raw pieces taken, in order
         self.taken = 0  # how many characters of :attr:`raw` were taken
-        self._raw_code = CodeReader()  # reads the raw text taken (where it is inside a fenced block)
-        self._code = CodeReader()  # reads the safe text taken (which brackets are code)
+        self._fence: str | None = None  # the fence (e.g. "```") the taken text ends inside, if any
         self._line = ""  # the taken text's last, unfinished line
 
     @property
@@ -78,11 +70,6 @@ class StreamText:
     def pending(self) -> str:
         """What was written and not taken yet."""
         return self._pending
-
-    @property
-    def code(self) -> CodeReader:
-        """A copy of the reader of the safe text taken so far (e.g. the fenced block it ends inside)."""
-        return self._code.copy()
 
     def add(self, text: str) -> None:
         """Append the model's ``text``."""
@@ -96,9 +83,8 @@ class StreamText:
         if cut <= 0:
             return ""
         piece, self._pending = self._pending[:cut], self._pending[cut:]
-        safe = escape_brackets(self._neutralised(piece), self._code)
-        self._raw_code.read(piece)
-        self._line = (self._line + piece).rpartition("\n")[2]
+        safe = self._safe(piece)
+        self._advance(piece)
         self._taken.append(piece)
         self.taken += len(piece)
         return _seal(safe) if seal else safe
@@ -107,32 +93,37 @@ class StreamText:
         """``(where the pending text may be cut, whether the piece's open ``<`` must be sealed)``."""
         text = self._pending
         cut = last_cut(text, len(text))
-        opened = self._held_at(text[:cut])
+        opened = _held_at(text[:cut])
         if opened is not None and cut - opened > HOLD_LIMIT:  # no Slack link is that long: text, sealed
             return cut, True
         while opened is not None and cut > 0:  # back to a cut with nothing open before it (constructs nest)
             cut = last_cut(text, opened)
-            opened = self._held_at(text[:cut])
+            opened = _held_at(text[:cut])
         return cut, False
 
-    def _held_at(self, text: str) -> int | None:
-        """Where in pending ``text`` the first construct still open at its end starts (:func:`_held_at`), or code
-        still open in its last line (:func:`~bot.slack.render.markdown_code.open_code_at`; not when it opened in
-        text already taken), or None."""
-        start = text.rfind("\n") + 1
-        line = text[start:] if start else self._line + text
-        code = open_code_at(line)
-        code_at = None if code is None else code + start - (0 if start else len(self._line))
-        opened = [at for at in (_held_at(text), code_at) if at is not None and at >= 0]
-        return min(opened) if opened else None
-
-    def _neutralised(self, piece: str) -> str:
-        fence = self._raw_code.fence
-        if fence is None:
-            return neutralise_markdown(piece, allow_user_mentions=self.allow_user_mentions)
-        context = fence.mark + "\n"
-        safe = neutralise_markdown(context + piece, allow_user_mentions=self.allow_user_mentions)
+    def _safe(self, piece: str) -> str:
+        if self._fence is None:
+            return safe_markdown(piece, allow_user_mentions=self.allow_user_mentions)
+        context = self._fence + "\n"
+        safe = safe_markdown(context + piece, allow_user_mentions=self.allow_user_mentions)
         return safe[len(context) :] if safe.startswith(context) else safe
+
+    def _advance(self, piece: str) -> None:
+        """Follow fenced code blocks over ``piece`` (CommonMark: a fence of 3+ backticks or tildes opens; one of
+        the same character, at least as long, with nothing after it, closes)."""
+        for part in piece.splitlines(keepends=True):
+            line, self._line = self._line + part, ""
+            if not line.endswith("\n"):
+                self._line = line
+                continue
+            fence = _FENCE.fullmatch(line.rstrip("\n"))
+            if fence is None:
+                continue
+            mark, rest = fence.group(1), fence.group(2)
+            if self._fence is None and not (mark[0] == "`" and "`" in rest):
+                self._fence = mark
+            elif self._fence is not None and mark[0] == self._fence[0] and len(mark) >= len(self._fence):
+                self._fence = None if not rest.strip() else self._fence
 
 
 def last_cut(text: str, end: int) -> int:

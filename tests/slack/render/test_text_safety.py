@@ -110,8 +110,8 @@ def test_mrkdwn_escapes_slack_syntax_and_breaks_bare_broadcasts() -> None:
 def test_markdown_keeps_what_was_written_outside_mentions_and_links() -> None:
     text = 'Use `a < b` & see [docs](https://docs.example/x "t")\n```\nx = [1](2)\n```\n@herein <#C1|general>'
     out = reply_markdown(text)
-    assert out == (  # brackets escaped outside code, code as written (CommonMark makes no link there)
-        'Use `a < b` & see \\[docs\\](https://docs.example/x "t") (docs.example)\n```\nx = [1](2)\n```\n'
+    assert out == (  # brackets escaped everywhere (code too): no link can form, whatever a renderer thinks is code
+        'Use `a < b` & see \\[docs\\](https://docs.example/x "t") (docs.example)\n```\nx = \\[1\\](2)\n```\n'
         "@herein <#C1|general>"
     )
 
@@ -245,36 +245,6 @@ async def test_reply_with_injected_mentions_and_links_pings_nobody(fake_redis: a
         assert [c.error for c in h.ws.calls() if c.error and c.method != "users.info"] == []  # <@U123>: nobody
 
 
-def _finished_with(word: str) -> Any:
-    return lambda m: word in m["text"] and not m.get("streaming")
-
-
-CODE_REPLY = "Here:\n```python\nx = arr[0][1]  # re: r'\\\\[a]'\n```\nand `d[k]`, not [x](http://evil.example)."
-
-
-@pytest.mark.parametrize("streaming", [True, False])
-async def test_code_in_a_reply_shows_as_written_streamed_or_posted(
-    fake_redis: aioredis.Redis, harness: Any, streaming: bool
-) -> None:
-    async with harness(fake_redis, settings={"stream_interval": 0.2}) as h:
-        if not streaming:
-            h.ws.fake.refuse("chat.startStream", "unknown_method")
-        h.model.script(Reply(text=CODE_REPLY, chunk_delay=0.1))  # a word every 0.1 s: streamed in pieces
-        d = await h.ws.mention(ALICE, GENERAL, "go")
-        reply = await h.ws.wait_for_message(
-            channel=GENERAL,
-            thread_ts=d.message["ts"],
-            predicate=lambda m: "evil" in m["text"] and not m.get("streaming"),
-        )
-        await h.settle()
-        reply = h.ws.messages(GENERAL, thread_ts=d.message["ts"])[-1]  # as it is in the end
-        shown = markdown_of(reply) or reply["text"]
-        assert shown == safe_markdown(CODE_REPLY), shown
-        assert "x = arr[0][1]  # re: r'\\\\[a]'\n" in shown and "`d[k]`" in shown
-        assert "\\[x\\](http://evil.example) (evil.example)" in shown
-        assert bool(h.ws.calls("chat.appendStream")) == streaming  # streamed in pieces, or posted and updated
-
-
 async def test_typed_answer_is_quoted_without_pings_or_bidi_and_reaches_the_model_whole(
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:
@@ -355,16 +325,6 @@ async def test_allow_user_mentions_lets_a_reply_ping_a_person_but_never_a_channe
         "[paypal.com][x]\n\n[\nx]: https://evil.example",  # ... whose label starts on the line before
         "\\\\[paypal.com\\\\](https://evil.example)",  # escaped backslashes before the brackets
         "&#91;paypal.com&#93;(https://evil.example)",  # brackets written as entities
-        # Where code is read narrowly (bot.slack.render.markdown_code): prose to some reader, so escaped.
-        "`a\n`[paypal.com](https://evil.example)`",  # a span over two lines pairs its first backtick elsewhere
-        "# `a\nb` c `[paypal.com](https://evil.example)` d",  # ... or not, where the paragraph ends
-        "| `a | [paypal.com](https://evil.example) | b` |",  # a table row's cells split a span
-        "<span title='`'> [paypal.com](https://evil.example) `",  # an HTML tag holds the backtick
-        "- a\n  ```\n[paypal.com](https://evil.example)\n  ```",  # a line that may end the fence's list item
-        "<div>\n```\n\n[paypal.com](https://evil.example)\n```\n[paypal.com](https://evil.example)\n```",  # HTML
-        "~~~\n```\n~~~\n[paypal.com](https://evil.example)\n```",  # a tilde block, to a reader without them
-        "~~~\n`a\n~~~\nb` c `[paypal.com](https://evil.example)` d",  # ... prose, so its backtick pairs later
-        "    ```\n    [paypal.com](https://evil.example)\n    ```",  # indented 4: a paragraph's lines, maybe
     ],
 )
 def test_no_markdown_link_can_form_however_the_parser_is_tricked(reply: str) -> None:
@@ -374,31 +334,6 @@ def test_no_markdown_link_can_form_however_the_parser_is_tricked(reply: str) -> 
     shown = reply_markdown(reply)
     assert not re.search(r"(?<!\\)[\[\]]", shown) and "\\\\[" not in shown and "\\\\]" not in shown, shown
     assert "evil.example" in shown
-
-
-@pytest.mark.parametrize(
-    ("reply", "shown"),
-    [
-        ("```python\nx = arr[0]\n```", "```python\nx = arr[0]\n```"),  # a fenced block
-        ("Use `arr[i][j]` here", "Use `arr[i][j]` here"),  # a code span
-        ("```\nrx = r'\\\\[a]\\]'\n```", "```\nrx = r'\\\\[a]\\]'\n```"),  # backslash runs kept
-        ("`\\\\[x]`", "`\\\\[x]`"),
-        ("```\n[a](http://x.example)\n```", "```\n[a](http://x.example)\n```"),  # no link in code: as written
-        (  # a link outside code is still neutralised, next to code
-            "`arr[0]` and [x](http://evil.example)",
-            "`arr[0]` and \\[x\\](http://evil.example) (evil.example)",
-        ),
-        (  # two blocks and the prose between them
-            "```\na[0]\n```\n[x](http://evil.example)\n```js\nb[1](2)\n```",
-            "```\na[0]\n```\n\\[x\\](http://evil.example) (evil.example)\n```js\nb[1](2)\n```",
-        ),
-        ("~~~\narr[0]\n~~~", "~~~\narr\\[0\\]\n~~~"),  # tilde fences: a reader without them sees prose
-    ],
-)
-def test_code_shows_brackets_as_written_and_links_outside_it_stay_neutralised(reply: str, shown: str) -> None:
-    """CommonMark makes no link inside code and shows a backslash there: an escaped bracket in code showed as
-    ``arr\\[0\\]`` and a run of backslashes lost characters."""
-    assert safe_markdown(reply) == shown
 
 
 @pytest.mark.parametrize(
