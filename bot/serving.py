@@ -311,13 +311,13 @@ async def slack_team(client: Any, *, required: bool = True, within: float = SLAC
     try:
         resp = await asyncio.wait_for(client.auth_test(), within)
     except SlackApiError as exc:
-        code = exc.response.get("error") if exc.response is not None else None
+        code = slack_error(exc)  # a proxy may answer anything: then not a code
         if code in TOKEN_REFUSED:
             raise ConfigError(
                 f"Slack refused SLACK_BOT_TOKEN (auth.test: {code}); check the token (xoxb-...) and that the app is"
                 " installed in the workspace"
             ) from None
-        problem = f"Slack's auth.test failed ({slack_error(exc)})"
+        problem = f"Slack's auth.test failed ({code})"
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
         problem = f"cannot reach the Slack API at {host} ({describe_os_error(exc)}); check SLACK_API_URL"
     else:

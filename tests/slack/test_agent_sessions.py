@@ -430,3 +430,16 @@ async def test_an_mcp_servers_elicitation_suspends_the_session_until_answered(
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Deployed web.")
         await settled_status(h, thread, "active")
         assert statuses(h, thread) == ["processing", "suspended", "processing", "active"]
+
+
+def test_a_reply_whose_first_line_is_very_long_is_judged_for_a_title_at_once() -> None:
+    """Found by a break-it pass: ``"# a" + 20,000 spaces + "b"`` kept the event loop busy for seconds (the heading
+    regex backtracking over the spaces); a title is 80 characters, so only the start of the line is read."""
+    import time
+
+    from bot.slack.replies.sessions import better_title
+
+    started = time.process_time()
+    for reply in ("# a" + " " * 40_000 + "b", "*a" + " " * 40_000 + "b*", "x" * 100_000):
+        better_title("hi", reply)
+    assert time.process_time() - started < 1.0  # before: 20 s and more (not a benchmark: orders of magnitude)

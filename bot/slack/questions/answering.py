@@ -321,6 +321,8 @@ class Answering:
             await home.publish(attempt.ctx.team_id, attempt.user)
         except (StoreUnavailable, SlackRefused) as exc:
             log.info("%s's Home not published at once (%s); its scheduled refresh follows", attempt.user, exc)
+        except Exception:  # the network, a timeout, a bug: never in the way of the run going on (a break-it pass)
+            log.exception("%s's Home not published at once; its scheduled refresh follows", attempt.user)
 
     async def claimed_after_all(self, attempt: Attempt) -> tuple[bool, AgentStream | None]:
         """Redis failed while ``attempt``'s claim (an answer, a decision, a withdrawal) was sent: it may or may not

@@ -121,10 +121,15 @@ def text_length(blocks: Any) -> int:
 def split_reply(text: str, limit: int = MARKDOWN_BLOCK) -> list[str]:
     """A long reply cut into messages of <= ``limit`` chars, at a paragraph, line or word break when there
     is one in the last quarter (Slack truncates a message's text beyond 40,000 chars; a markdown block holds
-    12,000). Nothing is dropped but whitespace-only pieces; the parts joined give ``text`` back."""
+    12,000), else near the limit but never inside a character as people see it (:func:`whole_cut`) nor right
+    after a backslash (the message would end in a stray ``\\`` and the next begin with the bracket it escaped,
+    bare). Nothing is dropped but whitespace-only pieces; the parts joined give ``text`` back."""
     parts: list[str] = []
     while len(text) > limit:
-        window, cut = text[:limit], limit
+        window, cut = text[:limit], whole_cut(text, limit)
+        while cut > 1 and text[cut - 1] == "\\":
+            cut -= 1
+        cut = max(cut, 1)
         for sep in ("\n\n", "\n", " "):  # the coarsest break in the last quarter: a paragraph, a line, a word
             at = window.rfind(sep)
             if at > limit * 3 // 4:

@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 SessionStatus = Literal["processing", "active", "suspended", "closed"]
 TITLE = 80  # characters of a session title (Slack allows 200; a title is for recall in a list)
+HEADING_READ = 4 * TITLE  # characters of a reply's first line read for a title (the regexes never see a long one)
 REFUSAL_MEMORY = 3600.0  # seconds a workspace's refusal of sessions is remembered (an app may be moved meanwhile)
 THREAD_ERRORS = frozenset({"thread_not_found", "channel_not_found", "invalid_arguments", "session_not_found"})
 """Errors that concern one call or thread, not whether the workspace takes sessions."""
@@ -87,7 +88,7 @@ def better_title(request: str, reply: str) -> str | None:
     characters, or, when the request made a poor title (blank, or cut at :data:`TITLE`), with a first line that
     fits and reads as prose (not code, a table row, a list item, a quote or a rule: :data:`_NOT_PROSE`). ``request``
     as :func:`request_title` takes it. The bot's rule: Slack's docs only say a title is "for recall"."""
-    lines = [line for line in reply.splitlines() if line.strip()]
+    lines = [line[:HEADING_READ] for line in reply.splitlines() if line.strip()]  # a title is 80: no more is read
     if not lines:
         return None
     heading = _HEADING.match(lines[0]) or _BOLD.match(lines[0])

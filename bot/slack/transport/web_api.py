@@ -40,10 +40,12 @@ def error_code(exc: Exception) -> str | None:
 
 
 def slack_error(exc: SlackApiError) -> str:
-    """Slack's error code of a refused call, with its `errors` details when there are any (never a token)."""
-    response: Any = exc.response
-    code = response.get("error") if response is not None else None
-    details = response.get("errors") if response is not None else None
+    """Slack's error code of a refused call, with its `errors` details when there are any (never a token); an
+    answer that is not Slack's JSON object (a proxy's list, HTML, bytes) says so instead of raising."""
+    data: Any = getattr(exc.response, "data", exc.response)
+    if not isinstance(data, dict):
+        return "an answer that is not Slack's JSON"
+    code, details = data.get("error"), data.get("errors")
     return f"{code}{' ' + str(details) if details else ''}"
 
 

@@ -179,3 +179,15 @@ def test_an_outside_agents_markdown_details_show_as_text_under_the_action_not_as
         blocks = approval_blocks(payload, ref=ref, approvers="Waiting for <@U1>")
         texts = [b["text"]["text"] for b in blocks if b["type"] == "section"]
         assert texts[0].endswith("*Approval needed*: Resize") and texts[1] == shown and hidden not in str(texts)
+
+
+def test_split_reply_with_no_break_near_the_limit_cuts_no_escape_or_character_in_two() -> None:
+    """Found by a review: with no break in the last quarter, the cut at exactly the limit could end a message in
+    the ``\\`` of an escaped ``\\[`` (the next one then starting with a bare bracket) or inside an emoji."""
+    from bot.slack.render.mrkdwn import split_reply
+
+    escaped = split_reply("x" * 11_999 + "\\[a" * 10)
+    assert not escaped[0].endswith("\\") and "".join(escaped) == "x" * 11_999 + "\\[a" * 10
+    emoji = "x" * 11_999 + "\U0001f44d\U0001f3fd" + "y" * 10
+    parts = split_reply(emoji)
+    assert parts[0] == "x" * 11_999 and "".join(parts) == emoji
