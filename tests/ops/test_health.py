@@ -222,30 +222,25 @@ async def test_readyz_stays_fast_while_slack_hangs(fake_redis: aioredis.Redis) -
     timeout), not after the 5 s the check itself may take; a later /readyz tells the check's outcome."""
     from aiohttp import web
 
+    from bot.testing.loopback import one_route
+
     async def hang(request: web.Request) -> web.Response:
         await asyncio.sleep(8)
         return web.json_response({"ok": True})
 
-    app = web.Application()
-    app.router.add_post("/api/auth.test", hang)
-    slack_runner = web.AppRunner(app)
-    await slack_runner.setup()
-    site = web.TCPSite(slack_runner, "127.0.0.1", 0)
-    await site.start()
-    slack_port = slack_runner.addresses[0][1]
-    client = AsyncWebClient(token=TOKEN, base_url=f"http://127.0.0.1:{slack_port}/api/")
-    ops = OpsEndpoints(health=Health(fake_redis, slack=client))
-    runner, port = await start_ops_server(ops, host="127.0.0.1", port=0)
-    loop = asyncio.get_running_loop()
-    try:
-        started = loop.time()
-        first = await asyncio.gather(*(get(f"http://127.0.0.1:{port}", "/readyz") for _ in range(5)))
-        took = loop.time() - started
-        await asyncio.sleep(5.5)  # the check gives up (SLACK_CHECK_SECONDS)
-        later, later_body, _ = await get(f"http://127.0.0.1:{port}", "/readyz")
-    finally:
-        await runner.cleanup()
-        await slack_runner.cleanup()
+    async with one_route("/api/auth.test", hang) as slack_url:
+        client = AsyncWebClient(token=TOKEN, base_url=f"{slack_url}/api/")
+        ops = OpsEndpoints(health=Health(fake_redis, slack=client))
+        runner, port = await start_ops_server(ops, host="127.0.0.1", port=0)
+        loop = asyncio.get_running_loop()
+        try:
+            started = loop.time()
+            first = await asyncio.gather(*(get(f"http://127.0.0.1:{port}", "/readyz") for _ in range(5)))
+            took = loop.time() - started
+            await asyncio.sleep(5.5)  # the check gives up (SLACK_CHECK_SECONDS)
+            later, later_body, _ = await get(f"http://127.0.0.1:{port}", "/readyz")
+        finally:
+            await runner.cleanup()
     assert took < 1.8, took
     assert {status for status, _, _ in first} == {503}
     assert json.loads(first[0][1])["reason"].startswith("slack auth.test: ")

@@ -163,6 +163,8 @@ async def test_a_reply_stream_cut_off_before_its_end_is_not_posted_as_the_final_
     bot's final answer and the run marked completed."""
     from aiohttp import web
 
+    from bot.testing.loopback import one_route
+
     async def cut_short(request: web.Request) -> web.StreamResponse:
         await request.json()
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -178,24 +180,14 @@ async def test_a_reply_stream_cut_off_before_its_end_is_not_posted_as_the_final_
             await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
         return resp  # ends the body here: no finish_reason, no [DONE]
 
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", cut_short)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        async with harness(fake_redis) as h:
-            h.model.base_url = f"http://127.0.0.1:{port}/v1"
-            h.route_to(await h.start_process(fake_redis))
-            d = await h.ws.mention(ALICE, GENERAL, "how do I deploy?")
-            await h.settle()
-            thread = d.message["ts"]
-            texts = texts_in(h, thread)
-            # What streamed before the cut is shown as cut off, never as the answer.
-            assert "To deploy safely you must first disable the" not in texts, texts
-            assert any(t.startswith("To deploy safely") and t.endswith(CUT_OFF) for t in texts), texts
-            assert any("Retry" in blocks_text(m) for m in h.ws.messages(GENERAL, thread_ts=thread)), texts
-    finally:
-        await runner.cleanup()
+    async with one_route("/v1/chat/completions", cut_short) as url, harness(fake_redis) as h:
+        h.model.base_url = f"{url}/v1"
+        h.route_to(await h.start_process(fake_redis))
+        d = await h.ws.mention(ALICE, GENERAL, "how do I deploy?")
+        await h.settle()
+        thread = d.message["ts"]
+        texts = texts_in(h, thread)
+        # What streamed before the cut is shown as cut off, never as the answer.
+        assert "To deploy safely you must first disable the" not in texts, texts
+        assert any(t.startswith("To deploy safely") and t.endswith(CUT_OFF) for t in texts), texts
+        assert any("Retry" in blocks_text(m) for m in h.ws.messages(GENERAL, thread_ts=thread)), texts

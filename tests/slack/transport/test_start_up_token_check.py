@@ -12,6 +12,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import ConfigError
 from bot.serving import slack_team
+from bot.testing.loopback import one_route
 
 TOKEN = "xoxb-start-up-check-token-0123456789"
 
@@ -23,17 +24,8 @@ async def answering(request: pytest.FixtureRequest) -> AsyncIterator[str]:
     async def auth_test(_request: web.Request) -> web.Response:
         return web.Response(text=body, content_type=content_type, status=status, headers={"Retry-After": "0"})
 
-    app = web.Application()
-    app.router.add_post("/api/auth.test", auth_test)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        yield f"http://127.0.0.1:{port}/api/"
-    finally:
-        await runner.cleanup()
+    async with one_route("/api/auth.test", auth_test) as url:
+        yield f"{url}/api/"
 
 
 @pytest.mark.parametrize(
