@@ -339,6 +339,19 @@ async def start_bot(*args: str, env: dict[str, str], sigint: bool = True) -> asy
     )
 
 
+async def refused_at_start(*args: str, env: dict[str, str], within: float = 30) -> str:
+    """``python -m bot *args`` run until it exits on its own (within ``within`` seconds, else the test fails with
+    its output), checked to exit 2 (a start-up refusal); its output."""
+    proc = await start_bot(*args, env=env)
+    try:
+        await asyncio.wait_for(proc.wait(), within)
+    except TimeoutError:
+        pytest.fail("still running, not refused at start:\n" + await stop(proc))
+    output = await stop(proc)
+    assert proc.returncode == 2, output
+    return output
+
+
 async def read_until(proc: asyncio.subprocess.Process, marker: str, *, within: float = 60) -> list[str]:
     """The process's output lines up to the first containing ``marker`` (or its end); ``within``: a budget for a
     loaded machine (a parallel suite starts several bot processes at once), not a speed requirement."""
@@ -397,13 +410,7 @@ async def test_a_bot_token_slack_refuses_stops_start_up_with_one_line(
     async with Workspace(bot_token=TOKEN) as ws:
         wrong = "xoxb-123-456-not-this-one"
         env = complete_env(SLACK_BOT_TOKEN=wrong, SLACK_API_URL=ws.api_url, REDIS_PREFIX=prefix)
-        proc = await start_bot(command, env=env)
-        try:
-            await asyncio.wait_for(proc.wait(), 30)
-        except TimeoutError:
-            pytest.fail("still running with a refused bot token:\n" + await stop(proc))
-        output = await stop(proc)
-    assert proc.returncode == 2, output
+        output = await refused_at_start(command, env=env)
     assert output.splitlines() == [
         "error: Slack refused SLACK_BOT_TOKEN (auth.test: invalid_auth); check the token (xoxb-...) and that the app"
         " is installed in the workspace"
@@ -436,13 +443,7 @@ async def test_socket_mode_refused_app_token_is_a_clear_error(real_redis: Any, p
     async with Workspace(bot_token=TOKEN, transport="socket", app_token=APP_TOKEN) as ws:
         wrong = "xapp-1-A0PLAYGRND-not-this-one"
         env = complete_env(SLACK_APP_TOKEN=wrong, SLACK_API_URL=ws.api_url, REDIS_PREFIX=prefix)
-        proc = await start_bot("serve", "--socket", env=env)
-        try:
-            await asyncio.wait_for(proc.wait(), 20)
-        except TimeoutError:
-            pytest.fail("still running with a refused app token:\n" + await stop(proc))
-        output = await stop(proc)
-    assert proc.returncode == 2, output
+        output = await refused_at_start("serve", "--socket", env=env)
     assert output.splitlines() == [
         "error: Socket Mode: Slack refused SLACK_APP_TOKEN (invalid_auth); it must be the app's app-level token "
         "(xapp-) with the connections:write scope, and the app must have Socket Mode enabled"
