@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from bot.fakeslack.state import BOT_USER_ID
+from bot.fakeslack.state import BOT_USER_ID, TEAM_ID
 from bot.slack.replies.streaming import FIRST_SEND_AFTER
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
@@ -29,26 +29,34 @@ def methods(h: Any, *names: str) -> list[str]:
     return [c.method for c in h.ws.calls() if c.method in names]
 
 
+async def shown_while_written(h: Any, reply: Reply, *, request: str, whole: str) -> str:
+    """A mention of ``request``, the model writing ``reply``: part of ``whole`` shows in a streaming message before
+    the model finished, then the message ends as ``whole``; the thread's ts (settled)."""
+    h.model.script(reply)
+    d = await h.ws.mention(ALICE, GENERAL, request)
+    thread = str(d.message["ts"])
+    partial = await h.ws.wait_for_message(
+        channel=GENERAL, thread_ts=thread, predicate=lambda m: bool(m.get("streaming") and m["text"])
+    )
+    assert 0 < len(partial["text"]) < len(whole)  # visible before the model finished
+    await h.ws.wait_for_message(
+        channel=GENERAL, thread_ts=thread, predicate=lambda m: not m.get("streaming") and m["text"] == whole
+    )
+    await h.settle()
+    return thread
+
+
 async def test_a_reply_shows_while_the_model_writes_it_and_ends_whole(fake_redis: aioredis.Redis, harness: Any) -> None:
     async with harness(fake_redis, settings=FAST) as h:
-        h.model.script(Reply(text=WORDS, chunk_delay=0.02))  # about 1.2 s of writing
-        d = await h.ws.mention(ALICE, GENERAL, "write a lot")
-        thread = d.message["ts"]
-        partial = await h.ws.wait_for_message(
-            channel=GENERAL, thread_ts=thread, predicate=lambda m: bool(m.get("streaming") and m["text"])
-        )
-        assert 0 < len(partial["text"]) < len(WORDS)  # visible before the model finished
-        await h.ws.wait_for_message(
-            channel=GENERAL, thread_ts=thread, predicate=lambda m: not m.get("streaming") and m["text"] == WORDS
-        )
-        await h.settle()
+        reply = Reply(text=WORDS, chunk_delay=0.02)  # about 1.2 s of writing
+        thread = await shown_while_written(h, reply, request="write a lot", whole=WORDS)
         assert methods(h, "chat.startStream", "chat.stopStream").count("chat.startStream") == 1
         assert len(h.ws.calls("chat.stopStream")) == 1
         assert 1 <= len(h.ws.calls("chat.appendStream")) <= 10  # bounded by the interval, not one call per word
         assert h.ws.calls("chat.postMessage") == []  # no second copy of the reply
         assert len(bot_replies(h, thread)) == 1
         start = h.ws.calls("chat.startStream")[0].params
-        assert (start["recipient_user_id"], start["recipient_team_id"]) == (ALICE, d.message["team"])
+        assert (start["recipient_user_id"], start["recipient_team_id"]) == (ALICE, TEAM_ID)
 
 
 async def test_where_slack_refuses_streaming_the_reply_is_posted_then_updated(
@@ -503,17 +511,8 @@ async def test_a_reply_written_without_spaces_streams_while_the_model_writes_it(
     until the model finished, then all of it at once, with no chat.appendStream (found by a break-it review)."""
     async with harness(fake_redis, settings=FAST) as h:
         pieces = [JAPANESE[i : i + 10] for i in range(0, len(JAPANESE), 10)]
-        h.model.script(Reply(chunks=[{"content": p} for p in pieces], chunk_delay=0.03))  # about 2 s of writing
-        d = await h.ws.mention(ALICE, GENERAL, "日本語で説明して")
-        thread = d.message["ts"]
-        partial = await h.ws.wait_for_message(
-            channel=GENERAL, thread_ts=thread, predicate=lambda m: bool(m.get("streaming") and m["text"])
-        )
-        assert 0 < len(partial["text"]) < len(JAPANESE)  # visible before the model finished
-        await h.ws.wait_for_message(
-            channel=GENERAL, thread_ts=thread, predicate=lambda m: not m.get("streaming") and m["text"] == JAPANESE
-        )
-        await h.settle()
+        reply = Reply(chunks=[{"content": p} for p in pieces], chunk_delay=0.03)  # about 2 s of writing
+        thread = await shown_while_written(h, reply, request="日本語で説明して", whole=JAPANESE)
         assert len(h.ws.calls("chat.appendStream")) >= 2
         assert [m["text"] for m in bot_replies(h, thread)] == [JAPANESE]  # nothing lost or doubled
 
@@ -562,6 +561,15 @@ def assert_one_whole_reply_stopped(h: Any, thread: str) -> None:
     assert calls[-1].method == "chat.update" and stops[0] < len(calls) - 1  # stopped, then updated
 
 
+async def streaming_now(h: Any) -> str:
+    """A mention whose reply (:data:`WORDS`, about 2 s of writing) is streaming now; its thread's ts."""
+    h.model.script(Reply(text=WORDS, chunk_delay=0.03))
+    d = await h.ws.mention(ALICE, GENERAL, "write a lot")
+    thread = str(d.message["ts"])
+    await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: bool(m.get("streaming")))
+    return thread
+
+
 @pytest.mark.parametrize("error", ["ratelimited", "internal_error", "invalid_arguments", "msg_too_long"])
 async def test_a_stream_an_append_broke_midway_is_stopped_and_finished_in_place(
     fake_redis: aioredis.Redis, harness: Any, error: str
@@ -570,10 +578,7 @@ async def test_a_stream_an_append_broke_midway_is_stopped_and_finished_in_place(
     its whole text shown with chat.update. Before: updated but never stopped, so Slack showed it streaming until
     its own timeout (found by a break-it review)."""
     async with harness(fake_redis, settings=FAST) as h:
-        h.model.script(Reply(text=WORDS, chunk_delay=0.03))
-        d = await h.ws.mention(ALICE, GENERAL, "write a lot")
-        thread = d.message["ts"]
-        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: bool(m.get("streaming")))
+        thread = await streaming_now(h)
         h.ws.fake.fail_next("chat.appendStream", error)
         await h.settle()
         assert [c.error for c in h.ws.calls("chat.appendStream")].count(error) == 1
@@ -597,10 +602,7 @@ async def test_a_stream_slacks_servers_failed_midway_is_stopped_and_finished_in_
 ) -> None:
     """HTTP 500s past the client's two retries on a chat.appendStream midway, as a network failure would."""
     async with harness(fake_redis, settings=FAST) as h:
-        h.model.script(Reply(text=WORDS, chunk_delay=0.03))
-        d = await h.ws.mention(ALICE, GENERAL, "write a lot")
-        thread = d.message["ts"]
-        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: bool(m.get("streaming")))
+        thread = await streaming_now(h)
         for _ in range(3):
             h.ws.fake.fail_next("chat.appendStream", "internal_error", status=500)
         await h.settle()
@@ -629,10 +631,7 @@ async def test_a_stream_slack_ended_itself_is_not_stopped_again(fake_redis: aior
     """Slack answers message_not_in_streaming_state (a person pressed Stop, or its timeout): the message is
     finished with chat.update only; chat.stopStream would be refused the same way."""
     async with harness(fake_redis, settings=FAST) as h:
-        h.model.script(Reply(text=WORDS, chunk_delay=0.03))
-        d = await h.ws.mention(ALICE, GENERAL, "write a lot")
-        thread = d.message["ts"]
-        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: bool(m.get("streaming")))
+        thread = await streaming_now(h)
         h.ws.fake.fail_next("chat.appendStream", "message_not_in_streaming_state")
         await h.settle()
         assert h.ws.calls("chat.stopStream") == []
@@ -646,10 +645,7 @@ async def test_a_stop_after_a_fallback_refused_for_now_is_tried_again_and_the_te
     """The stop after an append broke is refused with a passing error (and on its retry): it is tried again at the
     next send, and the message updated again after it (a stop may show the streamed text again)."""
     async with harness(fake_redis, settings=FAST) as h:
-        h.model.script(Reply(text=WORDS, chunk_delay=0.03))
-        d = await h.ws.mention(ALICE, GENERAL, "write a lot")
-        thread = d.message["ts"]
-        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=lambda m: bool(m.get("streaming")))
+        thread = await streaming_now(h)
         h.ws.fake.fail_next("chat.appendStream", "invalid_arguments")
         h.ws.fake.fail_next("chat.stopStream", "internal_error")
         h.ws.fake.fail_next("chat.stopStream", "internal_error")
