@@ -397,7 +397,9 @@ async def test_answer_button_opens_modal_while_redis_is_slow(real_redis: aioredi
             _thread, q = await ask(h, {"question": "Why?"})
             proxy.delay = 3.5
             ack = await h.ws.click(q, "Answer", user=ALICE)
-            assert ack.status == 200 and ack.duration_ms < 1000
+            # the ack waits for no Redis (3.5 s late here): well under Slack's 3 s even on a loaded machine (1,000 ms
+            # was missed by 64 ms under CI's load, stop 43)
+            assert ack.status == 200 and ack.duration_ms < 2500
             loading = await h.ws.wait_for_view(user=ALICE, timeout=2)  # within the trigger's 3 s, Redis or not
             assert "Opening" in json.dumps(loading["blocks"])
             opened = h.ws.calls("views.open")
