@@ -305,19 +305,19 @@ async def slack_team(client: Any, *, required: bool = True, within: float = SLAC
     import aiohttp
     from slack_sdk.errors import SlackApiError
 
-    from bot.slack.transport.web_api import slack_error
+    from bot.slack.transport.web_api import error_code, slack_error
 
     host = urlsplit(str(getattr(client, "base_url", ""))).netloc or "?"
     try:
         resp = await asyncio.wait_for(client.auth_test(), within)
     except SlackApiError as exc:
-        code = slack_error(exc)  # a proxy may answer anything: then not a code
+        code = error_code(exc)  # None for an answer that is not Slack's JSON (a proxy's)
         if code in TOKEN_REFUSED:
             raise ConfigError(
                 f"Slack refused SLACK_BOT_TOKEN (auth.test: {code}); check the token (xoxb-...) and that the app is"
                 " installed in the workspace"
             ) from None
-        problem = f"Slack's auth.test failed ({code})"
+        problem = f"Slack's auth.test failed ({slack_error(exc)})"
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
         problem = f"cannot reach the Slack API at {host} ({describe_os_error(exc)}); check SLACK_API_URL"
     else:

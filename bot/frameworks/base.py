@@ -409,17 +409,12 @@ def question_payload(request: Request, *, max_options: int | None = None) -> dic
             }
 
     args = request.args
-    if (
-        args
-        and len(args) <= MAX_LISTED
-        and all(v is None or isinstance(v, str | int | float | bool) for v in args.values())
-    ):
-        listed = "\n".join(f"• {k}: {v if isinstance(v, str) else json.dumps(v)}" for k, v in args.items())
-        text = f"The agent stopped to ask about this (`{request.tool_name}`):\n{listed}\n{IN_YOUR_WORDS}"
-        return {"question": text}
-    shown = json.dumps(args, indent=2, default=str)
-    text = f"The agent stopped to ask about this (`{request.tool_name}`):\n```\n{shown}\n```\n{IN_YOUR_WORDS}"
-    return {"question": text}
+    plain = all(v is None or isinstance(v, str | int | float | bool) for v in args.values())
+    if args and len(args) <= MAX_LISTED and plain:
+        shown = "\n".join(f"• {k}: {v if isinstance(v, str) else json.dumps(v)}" for k, v in args.items())
+    else:
+        shown = f"```\n{json.dumps(args, indent=2, default=str)}\n```"
+    return {"question": f"The agent stopped to ask about this (`{request.tool_name}`):\n{shown}\n{IN_YOUR_WORDS}"}
 
 
 def split_prompt(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, str]]]:

@@ -243,7 +243,7 @@ def away_from_thread(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _away_label(element: dict[str, Any]) -> dict[str, Any]:
     """A button of a request's actions, a grant's relabelled for a copy away from the thread."""
     scope = scope_of_action(str(element.get("action_id", "")))
-    if scope == "once" or element.get("action_id") != grant_action(scope):
+    if scope == "once":  # not a grant's button
         return element
     return {**element, "text": {**element.get("text", {}), "text": GRANT_BUTTONS_AWAY[scope]}}
 

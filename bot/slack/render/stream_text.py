@@ -43,7 +43,6 @@ EMOJI_NAME = 100  # characters after a ":" held as a possible emoji code's name 
 LONG_WORD = 9  # letters or digits before a cut inside a long run (longer than "everyone", so no @here is split)
 # CJK and fullwidth punctuation a sentence or clause ends with (and the closing brackets after it).
 CJK_PUNCTUATION = frozenset("。、，．！？；：…‥」』）】〕〉》〗〙〛｝］｣､｡")  # noqa: RUF001 - fullwidth on purpose
-# Variation selectors, emoji modifiers (skin tones) and tags (subdivision flags): part of the character before them.
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://|mailto:|www\.", re.IGNORECASE)  # a bare link Slack may make
 
 

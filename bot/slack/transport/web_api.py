@@ -32,18 +32,26 @@ WORKING_REACTION = "hourglass_flowing_sand"
 TRANSIENT = frozenset({"internal_error", "fatal_error", "service_unavailable", "request_timeout"})
 
 
+def _answer(exc: Exception) -> dict[str, Any] | None:
+    """The JSON object Slack answered a refused call with (``exc`` a ``SlackApiError``), or None: another error,
+    or an answer that is not Slack's JSON object (a proxy's list, HTML, bytes)."""
+    if not isinstance(exc, SlackApiError):
+        return None
+    data: Any = getattr(exc.response, "data", exc.response)
+    return data if isinstance(data, dict) else None
+
+
 def error_code(exc: Exception) -> str | None:
     """Slack's error code of a refused call (``exc`` a ``SlackApiError``), else None."""
-    response: Any = exc.response if isinstance(exc, SlackApiError) else None
-    code = response.get("error") if response is not None else None
+    code = (_answer(exc) or {}).get("error")
     return str(code) if code is not None else None
 
 
 def slack_error(exc: SlackApiError) -> str:
     """Slack's error code of a refused call, with its `errors` details when there are any (never a token); an
     answer that is not Slack's JSON object (a proxy's list, HTML, bytes) says so instead of raising."""
-    data: Any = getattr(exc.response, "data", exc.response)
-    if not isinstance(data, dict):
+    data = _answer(exc)
+    if data is None:
         return "an answer that is not Slack's JSON"
     code, details = data.get("error"), data.get("errors")
     return f"{code}{' ' + str(details) if details else ''}"
