@@ -349,7 +349,9 @@ async def test_ui_home_tab_and_timing_panel(page: Any, playground: Playground) -
     await page.locator("#channel-list").get_by_role("button", name="general").click()
     await page.locator("#messages").get_by_role("button", name="2 replies").click()
     # the whole reply (the Home shows the answer at once now, before the reply has finished streaming)
-    await expect(page.locator("#thread-pane").get_by_text(re.compile(r"Deploying to .* chose"))).to_be_visible()
+    await expect(page.locator("#thread-pane").get_by_text(re.compile(r"Deploying to .* chose"))).to_be_visible(
+        timeout=20000  # a loaded CI machine: the reply may take a while to finish
+    )
     said = await page.locator("#thread-pane").get_by_text("Deploying to").inner_text()
     assert "U_ALICE" not in said and "as @\u2060alice chose" in said, said  # a name, not "as @U_ALICE chose"
     await expect(page.locator("#thread-pane").get_by_text("answered: production")).to_be_visible()
