@@ -54,7 +54,7 @@ from bot.slack.render.mrkdwn import (
     split_reply,
     text_length,
 )
-from bot.slack.render.safe_text import safe_markdown, safe_mrkdwn, safe_plain
+from bot.slack.render.safe_text import named_mentions, safe_markdown, safe_mrkdwn, safe_plain
 
 # Slack limits (docs.slack.dev reference/block-kit/...); see the module docstring.
 BUTTON_TEXT = 75
@@ -289,8 +289,12 @@ def reply_blocks(text: str, *, allow_user_mentions: bool = False) -> list[dict[s
 
 def reply_text(text: str, *, allow_user_mentions: bool = False) -> str:
     """A reply's top-level ``text`` (notifications; the message itself when its blocks are refused): mrkdwn from
-    :func:`bot.slack.render.safe_text.safe_mrkdwn`."""
-    return safe_mrkdwn(text, allow_user_mentions=allow_user_mentions)
+    :func:`bot.slack.render.safe_text.safe_mrkdwn`, its mentions named as its ``markdown`` block names them
+    (:func:`bot.slack.render.safe_text.named_mentions`: ``"Stopped by <@U1|alice>."`` -> ``"Stopped by
+    @\\u2060alice."``, not the syntax escaped)."""
+    return safe_mrkdwn(
+        named_mentions(text, allow_user_mentions=allow_user_mentions), allow_user_mentions=allow_user_mentions
+    )
 
 
 def reply_messages(

@@ -108,9 +108,7 @@ def safe_markdown(text: str, *, allow_user_mentions: bool = False) -> str:
     text = _outside_code(_decode_encoded_syntax(strip_controls(text)), _hosts_after_links)
     for _ in range(_NESTING):  # innermost first: "<https://a|<https://b|c>>" is two links, the outer hiding its host
         before = text
-        text = _SLACK_LINK.sub(_slack_link, text)
-        text = _USER.sub(lambda m: _user_mention(m, allow=allow_user_mentions), text)
-        text = _SPECIAL.sub(_special_mention, text)
+        text = named_mentions(_SLACK_LINK.sub(_slack_link, text), allow_user_mentions=allow_user_mentions)
         if text == before:
             break
     text = _LINK_START.sub("<" + WORD_JOINER, text)  # nested deeper than that: no link at all
@@ -119,6 +117,16 @@ def safe_markdown(text: str, *, allow_user_mentions: bool = False) -> str:
     # Last, and everywhere (code included: a renderer may not see code where a parser does): no bracket can open a
     # Markdown link or image, so no link text can hide where it goes; a link shows as its text, its URL and host.
     return re.sub(r"\\*([\[\]])", r"\\\1", text)  # exactly one backslash before each, however many were there
+
+
+def named_mentions(text: str, *, allow_user_mentions: bool = False) -> str:
+    """Slack's mention syntax in ``text`` as a ``markdown`` block shows it, pinging nobody: ``<@U1|ann>`` ->
+    ``@\\u2060ann`` (``<@U1>`` kept when ``allow_user_mentions``), ``<!here>`` -> ``@\\u2060here``, a user group
+    ``<!subteam^S1|@team>`` -> ``@\\u2060team``, ``<!date^…|text>`` -> its text; one pass (innermost syntax only).
+    :func:`safe_markdown` uses it for a block, and a reply's notification text for the same words
+    (:func:`bot.slack.render.blocks.reply_text`), so both name the same person."""
+    text = _USER.sub(lambda m: _user_mention(m, allow=allow_user_mentions), text)
+    return _SPECIAL.sub(_special_mention, text)
 
 
 def link_host(url: str) -> str:

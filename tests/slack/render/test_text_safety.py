@@ -98,6 +98,24 @@ def test_user_mentions_ping_only_when_the_operator_allows_it() -> None:
     assert safe_mrkdwn("hi <@U123>") == "hi &lt;@U123&gt;"
 
 
+@pytest.mark.parametrize(
+    ("written", "allow", "named"),
+    [
+        (":octagonal_sign: Stopped by <@U_ALICE|alice>.", False, f":octagonal_sign: Stopped by @{WJ}alice."),
+        (":octagonal_sign: Stopped by <@U_ALICE|alice>.", True, ":octagonal_sign: Stopped by <@U_ALICE>."),
+        ("ask <@W42ABC>", False, f"ask @{WJ}W42ABC"),
+        ("cc <!here> and <!subteam^S1|@ops>", False, f"cc @{WJ}here and @{WJ}ops"),
+        ("due <!date^1700000000^{date}|Nov 14>", True, "due Nov 14"),
+    ],
+)
+def test_a_replys_notification_names_people_as_its_block_does(written: str, allow: bool, named: str) -> None:
+    """The notification text (and the fallback shown when blocks are refused) of a reply names a mention as the
+    markdown block does: a DM's "Stopped by" notification read ``Stopped by &lt;@U_ALICE|alice&gt;.`` before."""
+    [(text, blocks)] = reply_messages(written, allow_user_mentions=allow)
+    assert text == named and blocks is not None and blocks[0]["text"] == named
+    assert not PINGS.search(text.replace("<@U_ALICE>", "").replace("<@W42ABC>", ""))
+
+
 def test_mrkdwn_escapes_slack_syntax_and_breaks_bare_broadcasts() -> None:
     out = escape("@channel @Here @everyone: <!channel> & <https://evil.example|login> a@here.example")
     assert out == (
