@@ -82,9 +82,9 @@ async def test_click_ack_is_fast_while_the_model_takes_6s(fake_redis: aioredis.R
     async with harness(fake_redis) as h:
         thread, q = await ask(h, then=Reply(text="Slow reply.", delay=6.0))
         ack = await h.ws.click(q, "api", user=ALICE)
-        assert ack.status == 200 and ack.duration_ms < 1000, ack.duration_ms
+        assert ack.status == 200 and ack.duration_ms < 3000, ack.duration_ms  # Slack's 3 s, well under the 6 s
         updated = await h.ws.wait_for_message(
-            channel=GENERAL, predicate=lambda m: m["ts"] == q["ts"] and not has_controls(m), timeout=2
+            channel=GENERAL, predicate=lambda m: m["ts"] == q["ts"] and not has_controls(m), timeout=4.5
         )
         assert "answered" in json.dumps(updated["blocks"])  # the question closes before the model answers
         await h.ws.wait_for_message(
