@@ -375,6 +375,11 @@ class FollowUps:
         for target in targets:
             await index.queue_notice("escalation", ctx.team_id, target=target, run_id=state.run_id, key=item.key)
             await self.plan.notice_message(ESCALATE_TO, ctx.team_id, target)
+        if targets and await index.tell_once(state.run_id, tool_call_id=item.key, user="", topic=ESCALATED_NOTE):
+            answers = self.answering.permissions.escalation_answers(pending.kind)
+            after = self.plan.settings.escalate_after or (utcnow() - pending.suspended_at).total_seconds()
+            text = escalation_note(targets, kind=pending.kind, after=after, answers=answers)
+            await self.answering.web.post(ctx.channel_id, thread_ts=ctx.thread_ts, text=text)
 
     async def on_escalation_message(self, item: DueItem) -> None:
         """Post to ``item.key`` (a channel or user id; team ``item.run_id``) what is queued for it and still waits,
@@ -529,6 +534,22 @@ class FollowUps:
 
 
 MAX_LISTED = 20  # questions one escalation message lists at most
+ESCALATED_NOTE = "escalated-note"  # the ``tell_once`` topic of the thread's note that a question was escalated
+
+
+def escalation_note(targets: list[str], *, kind: str, after: float, answers: bool) -> str:
+    """The note in a question's own thread when ``ASK_ESCALATE_AFTER`` (``after``, seconds) escalated it to
+    ``targets`` (user ids, or a channel id): whom, and whether they may answer it too (``answers``:
+    ``ASK_ESCALATE_ANSWERS``, questions only). Posted once (:data:`ESCALATED_NOTE`), as an approval escalated at its
+    deadline says so in its thread. ``"No answer after 30 minutes: escalated to <@U1> and <#C1>. They may answer it
+    too."``"""
+    named = [f"<#{t}>" if t.startswith(("C", "G")) else f"<@{t}>" for t in targets]
+    whom = ", ".join(named[:-1]) + f" and {named[-1]}" if len(named) > 1 else named[0]
+    what = "decision" if kind == "approval" else "answer"
+    text = f":arrow_up: No {what} after {how_long(after)}: escalated to {whom}."
+    if answers:
+        text += " Anyone there may answer it too." if named[0].startswith("<#") else " They may answer it too."
+    return text
 
 
 Waiter = tuple[Queued, RunState, SlackContext, PendingCall]

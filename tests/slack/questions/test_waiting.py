@@ -149,6 +149,10 @@ async def test_a_question_escalated_to_a_channel_can_be_answered_there_and_every
         assert "Open the thread" in shown and "/archives/C_GENERAL/" in shown  # linked to the thread
         await tick(h, after=3600)
         assert len([m for m in h.ws.messages(RANDOM) if has_controls(m)]) == 1  # once
+        noted = [t for t in texts(h, thread) if t.startswith(":arrow_up:")]  # the thread says so, once
+        assert noted == [
+            f":arrow_up: No answer after 30 min: escalated to <#{RANDOM}>. Anyone there may answer it too."
+        ]
         await h.ws.click(escalated, "web", user=BOB)
         await h.ws.wait_for_message(
             channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Bob chose web."
@@ -169,6 +173,10 @@ async def test_a_question_escalated_to_people_reaches_each_by_dm_and_they_may_an
         dm_bob = [m for m in h.ws.messages("D_BOB") if has_controls(m)]
         dm_carol = [m for m in h.ws.messages("D_CAROL") if has_controls(m)]
         assert len(dm_bob) == 1 and len(dm_carol) == 1
+        noted = [t for t in texts(h, thread) if t.startswith(":arrow_up:")]
+        assert noted == [
+            f":arrow_up: No answer after 1 h: escalated to <@{BOB}> and <@{CAROL}>. They may answer it too."
+        ]
         await h.ws.click(dm_carol[0], "api", user=CAROL)
         await h.ws.wait_for_message(
             channel=GENERAL, thread_ts=thread, predicate=lambda m: m["text"] == "Carol chose api."
@@ -467,10 +475,29 @@ async def test_an_escalation_refused_once_by_slack_is_posted_on_its_retry(
 ) -> None:
     settings = {"ask_escalate_after": "30m", "ask_escalate_to": RANDOM, "ask_escalate_answers": True}
     async with harness(fake_redis, settings=settings) as h:
-        await asked(h)
+        thread, _q = await asked(h)
         h.ws.fake.fail_next("chat.postMessage", "internal_error")
         await escalate(h, after=1801)
         assert len([m for m in h.ws.messages(RANDOM) if has_controls(m)]) == 1
+        await escalate(h, after=3601)
+        assert len([t for t in texts(h, thread) if t.startswith(":arrow_up:")]) == 1  # noted once, not per retry
+
+
+async def test_an_escalation_whose_targets_may_not_answer_says_only_whom_it_reached(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """``ASK_ESCALATE_ANSWERS=false``: the thread says whom the question was escalated to, and not that they may
+    answer it (they may not). Before: an escalated question said nothing in its own thread, where an approval
+    escalated at its deadline says so."""
+    settings = {"ask_escalate_after": "2h", "ask_escalate_to": BOB, "ask_escalate_answers": False}
+    async with harness(fake_redis, ttl=86400, settings=settings) as h:
+        thread, _q = await asked(h)
+        await escalate(h, after=3601)
+        assert not [t for t in texts(h, thread) if t.startswith(":arrow_up:")]  # not due yet
+        await escalate(h, after=7201)
+        await escalate(h, after=3 * 3601)
+        noted = [t for t in texts(h, thread) if t.startswith(":arrow_up:")]
+        assert noted == [f":arrow_up: No answer after 2 h: escalated to <@{BOB}>."]
 
 
 async def test_what_a_question_waiting_past_the_run_retention_needs_is_kept_until_its_deadline_ends(
