@@ -43,7 +43,7 @@ from bot.slack.names import NamedMentions, Names
 from bot.slack.questions.follow_up_plan import FollowUpPlan
 from bot.slack.questions.messages import QuestionMessages
 from bot.slack.render import blocks as bk
-from bot.slack.render.mrkdwn import clip, escape
+from bot.slack.render.mrkdwn import clip, escape, how_long
 from bot.slack.replies.sessions import AgentSessions, SessionStatus, better_title, request_title, status_of
 from bot.slack.replies.status import THINKING, ThreadStatus, running
 from bot.slack.replies.streaming import APPROVAL_ASKED, EndedStreams, ReplyStream, TaskStatus
@@ -321,7 +321,7 @@ class ThreadWriter:
             elif result.tool_name == APPROVAL_TOOL:  # an outside agent's request: it runs there, not here
                 how = "the agent that asked was told"
             else:
-                how = f"ran in {took:.1f} s"
+                how = ran_in(took)
             outcome = f"{decided.outcome} · {how}"
             await self.messages.close_approval(
                 run_id, decided.payload, ctx=ctx, outcome=outcome, clicked=decided.clicked
@@ -355,6 +355,14 @@ class ThreadWriter:
 def plan_title(steps: int) -> str:
     """The title of a model turn's plan of ``steps`` tool calls (a ``plan_update`` chunk's plain text)."""
     return f"Working through {steps} steps"
+
+
+def ran_in(seconds: float) -> str:
+    """How long an approved call ran, for its request's outcome line: ``"ran in under 0.1 s"`` (a call that took
+    no time read "ran in 0.0 s"), ``"ran in 2.4 s"``, then whole units from a minute (``"ran in 3 min"``)."""
+    if seconds < 0.05:
+        return "ran in under 0.1 s"
+    return f"ran in {seconds:.1f} s" if seconds < 60 else f"ran in {how_long(seconds)}"
 
 
 def stopped_line(by: str, text: str) -> str:

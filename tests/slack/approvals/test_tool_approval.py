@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from bot.slack.replies.thread_writer import ran_in
 from bot.testing import approval_agent
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import ALICE, BOB, CAROL, GENERAL, blocks_text, current, has_controls
@@ -50,8 +51,23 @@ async def test_approve_runs_the_tool_once_and_the_message_says_who_and_how_it_we
         assert approval_agent.RESTARTS == ["api"]
         done = await current(h, q)
         assert not has_controls(done) and "Approved by <@U_ALICE>" in blocks_text(done)
-        assert "ran in" in blocks_text(done)
+        assert "ran in under 0.1 s" in blocks_text(done)  # the test's tool takes no time (it read "ran in 0.0 s")
         assert h.model.requests[-1]["messages"][-1]["content"] == "api restarted"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [
+        (0.0, "ran in under 0.1 s"),
+        (0.049, "ran in under 0.1 s"),
+        (0.05, "ran in 0.1 s"),
+        (2.44, "ran in 2.4 s"),
+        (59.9, "ran in 59.9 s"),
+        (185, "ran in 3 min"),
+    ],
+)
+def test_how_long_an_approved_call_ran_reads_as_a_person_would_say_it(seconds: float, shown: str) -> None:
+    assert ran_in(seconds) == shown
 
 
 async def test_while_an_approved_call_runs_the_status_says_it_is_running(
