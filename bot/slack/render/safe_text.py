@@ -35,7 +35,9 @@ WORD_JOINER = "\u2060"  # invisible and unbreakable: "@\u2060here" looks like @h
 # Bidi controls (Unicode UAX #9: embeddings/overrides U+202A-U+202E, isolates U+2066-U+2069, ALM U+061C,
 # LRM/RLM U+200E/U+200F) and C0/C1 controls but \t and \n (\r is turned into \n first).
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_BROADCAST = re.compile(r"(?<![\w@])@(?=(?:channel|here|everyone|group)\b)", re.IGNORECASE)
+# "@here" not inside an ASCII word: an address (a@here.example) is left alone, "語@here" or "@here語" is broken (a
+# Unicode \w would have taken CJK letters beside it as part of a word, which Slack's parser may not)
+_BROADCAST = re.compile(r"(?<![A-Za-z0-9_@])@(?=(?:channel|here|everyone|group)(?![A-Za-z0-9_]))", re.IGNORECASE)
 _USER_ID = r"[UW][A-Z0-9_]{2,}"
 _ESCAPED_USER = re.compile(rf"&lt;@({_USER_ID})(?:\|[^&\n]*)?&gt;")
 

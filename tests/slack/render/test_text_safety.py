@@ -116,6 +116,14 @@ def test_a_replys_notification_names_people_as_its_block_does(written: str, allo
     assert not PINGS.search(text.replace("<@U_ALICE>", "").replace("<@W42ABC>", ""))
 
 
+@pytest.mark.parametrize("written", ["語@here", "@here語", "данные@channel", "é@everyone", "(@here)", "@here_"])
+def test_a_broadcast_beside_a_letter_of_any_script_is_broken(written: str) -> None:
+    """Only an ASCII word around "@here" makes it part of something else (an address); "語@here" was left live."""
+    broken = written != "@here_"
+    for out in (escape(written), safe_markdown(written), safe_mrkdwn(written)):
+        assert (WJ in out) is broken, out
+
+
 def test_mrkdwn_escapes_slack_syntax_and_breaks_bare_broadcasts() -> None:
     out = escape("@channel @Here @everyone: <!channel> & <https://evil.example|login> a@here.example")
     assert out == (
