@@ -27,7 +27,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from bot.agent.answers import Open
 from bot.agent.asking import APPROVAL_TOOL, ASKER, approval_outcome, ask_outcome, asked_tool
@@ -91,6 +91,15 @@ class Asked:
     user: str  # "" when anyone in the channel may answer
 
 
+class WholeCall(NamedTuple):
+    """The call an outside agent's approval request shows only in part (Claude Code's permission prompt: its
+    ``tool_name`` and ``input``, shown cut and as text): what its request_key stands for, and what
+    ``APPROVAL_POLICY``'s rules match on (:meth:`Asker.ask`)."""
+
+    tool_name: str
+    input: dict[str, Any]
+
+
 def fingerprint(question: Any, *, tool_id: str | None, channel: str, user: str | None) -> str:
     """What a request_key stands for: the question, its tool, where and whom (a digest, kept with the run)."""
     what = json.dumps([question, tool_id, channel, user], sort_keys=True, default=str)
@@ -137,7 +146,7 @@ class Asker:
         caller: Caller | None = None,
         client: str | None = None,
         metadata: dict[str, Any] | None = None,
-        fingerprinted: Any = None,
+        whole: WholeCall | None = None,
     ) -> Asked:
         """Post ``question`` (the agent's ``ask_user`` input; with ``tool_id`` another tool's, e.g. an approval
         request) in ``channel`` for ``user`` (None: anyone there may answer) as ``caller`` (default: an implicit
@@ -146,8 +155,9 @@ class Asker:
         refused). Raises :class:`AskError` (bad channel or person, a malformed question, Slack refused to post it,
         the key is taken), :class:`~bot.mcp_server.callers.Refused` (the caller may not ask there or that person,
         may not request this approval, or is over a limit), ``StoreUnavailable``. ``metadata``: kept with the run
-        (e.g. :data:`MCP_TOOL`); ``fingerprinted``: what else the request_key stands for (e.g. input the question
-        shows only in part)."""
+        (e.g. :data:`MCP_TOOL`); ``whole``: the call an approval request shows only in part (Claude Code's
+        permission prompt: its input cut and as text), which the request_key stands for too and ``APPROVAL_POLICY``'s
+        rules match on (here, once: the rule is named in the request, :meth:`_ruled`)."""
         channel_id, person = slack_id(channel), slack_id(user)
         if channel_id is None:
             raise AskError("no channel to ask in: give `channel` (a Slack channel id) or set MCP_ASK_CHANNEL")
@@ -157,10 +167,12 @@ class Asker:
         check_target(caller, channel=channel_id, person=person)
         if person is not None and await self.names.exists(person) is False:
             raise AskError(f"no one to ask: {person} is not a user of this workspace (or deactivated, or a bot)")
-        if tool_id == APPROVAL_TOOL:
-            await self._check_approval(question, caller=caller, channel_id=channel_id, person=person)
-        asked_with = question if fingerprinted is None else [question, fingerprinted]
+        asked_with = question if whole is None else [question, whole.input]
         print_ = fingerprint(asked_with, tool_id=tool_id, channel=channel_id, user=person)
+        if tool_id == APPROVAL_TOOL:
+            if whole is not None:  # after the fingerprint: the same request asked again after a policy change
+                question = await self._ruled(question, whole, channel_id=channel_id, person=person)
+            await self._check_approval(question, caller=caller, channel_id=channel_id, person=person)
         run_id = run_id_for(request_key, caller=caller.name) if request_key else None
         if run_id is not None and (found := await self._find(run_id, fingerprint=print_)) is not None:
             return found
@@ -267,6 +279,29 @@ class Asker:
         action = question.get("action")
         what = clip(action, 200) if isinstance(action, str) and action.strip() else "the request"
         return f"{what} (its arguments are shown only in Details)"
+
+    async def _ruled(
+        self, question: dict[str, Any], whole: WholeCall, *, channel_id: str, person: str | None
+    ) -> dict[str, Any]:
+        """``question`` naming the ``APPROVAL_POLICY`` rule that ``whole`` (the call it shows in part) matches for
+        ``person`` in ``channel_id``, as its ``policy_rule`` (what every later decision on it reads:
+        :func:`bot.slack.approvals.rules.named_rule`); unchanged without a policy or when its caller names a rule.
+        A permission prompt shows its input cut and as text (:func:`bot.mcp_server.permission_prompt.details_of`),
+        so its rules must not match on what it shows: a command's end past the cut escaped ``*git push*``, and
+        ``run_in_background: true`` never matched a value shown as ``"true"`` (a break-it pass)."""
+        approvers = self.threads.writer.messages.approvers
+        if approvers.policy is None or "policy_rule" in question:
+            return question
+        decision = await call_decision(
+            approvers.policy,
+            whole.tool_name,
+            whole.input,
+            requester=person or "",
+            channel=channel_id,
+            tool_requires=True,
+            people=approvers.people,
+        )
+        return {**question, "policy_rule": decision.name}
 
     async def _check_approval(
         self, question: dict[str, Any], *, caller: Caller, channel_id: str, person: str | None

@@ -67,7 +67,7 @@ from bot.agent.text import (
 from bot.config import Settings
 from bot.errors import BotError, describe_error
 from bot.mcp_server.arguments import ArgumentErrors
-from bot.mcp_server.asker import AGENT_THAT_ASKED, MCP_TOOL, Asker, AskError, outcome_of
+from bot.mcp_server.asker import AGENT_THAT_ASKED, MCP_TOOL, Asker, AskError, WholeCall, outcome_of
 from bot.mcp_server.callers import CALLER_STATE, Caller, Callers, Refused, implicit_caller, load_callers
 from bot.mcp_server.cancellations import (
     CancelReasons,
@@ -209,7 +209,7 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
         context: str | None = None,
         request_key: str | None = None,
         metadata: dict[str, Any] | None = None,
-        fingerprinted: Any = None,
+        whole: WholeCall | None = None,
     ) -> dict[str, Any]:
         """The one place a tool asks: as this request's caller, through the tool :data:`ASKED_THROUGH` names for
         ``mcp_tool`` (:func:`ask_and_wait`)."""
@@ -226,7 +226,7 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
             caller=caller_of(ctx, default),
             mcp_tool=mcp_tool,
             metadata=metadata,
-            fingerprinted=fingerprinted,
+            whole=whole,
             reasons=reasons,
         )
 
@@ -302,7 +302,7 @@ def build_mcp_server(settings: Settings, asker: Asker, *, callers: Callers | Non
             context=summary(tool_name, input),
             request_key=tool_use_id,
             metadata={TOOL_INPUT: json.dumps(input, ensure_ascii=False)},
-            fingerprinted=input,
+            whole=WholeCall(tool_name, input),
         )
         return decision_text(outcome, input)
 
@@ -323,7 +323,7 @@ async def ask_and_wait(
     caller: Caller | None = None,
     mcp_tool: str,
     metadata: dict[str, Any] | None = None,
-    fingerprinted: Any = None,
+    whole: WholeCall | None = None,
     reasons: CancelReasons,
 ) -> dict[str, Any]:
     """Ask ``args`` (through ``tool_id``: the question tool by default) for MCP tool ``mcp_tool`` as ``caller``
@@ -335,7 +335,7 @@ async def ask_and_wait(
     (:data:`bot.mcp_server.tasks.TASKING` set) the question is posted and left there, and ``{}`` returned at once
     (the task is the answer). The defaults:
     ``MCP_ASK_CHANNEL`` (a named caller's first channel when that is not one of its), ``MCP_ASK_USER`` (when the
-    caller may ask them). ``metadata`` / ``fingerprinted``: as :meth:`Asker.ask` takes them. Raises ``ToolError``
+    caller may ask them). ``metadata`` / ``whole``: as :meth:`Asker.ask` takes them. Raises ``ToolError``
     (what went wrong, or the caller's rule refused)."""
     if request_key is not None and not request_key.strip():
         raise ToolError("request_key is blank: give an id of yours for this question, or leave it out")
@@ -360,7 +360,7 @@ async def ask_and_wait(
                 caller=caller,
                 client=client_name(ctx),
                 metadata={**(metadata or {}), MCP_TOOL: mcp_tool},
-                fingerprinted=fingerprinted,
+                whole=whole,
             )
     except (AskError, Refused) as exc:
         raise ToolError(str(exc)) from None

@@ -21,7 +21,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from bot.mcp_server.tasks import CreateTaskResult, TasksClient, get_task
-from bot.testing.slack_scenarios import ALICE, GENERAL, has_controls
+from bot.testing.slack_scenarios import ALICE, BOB, GENERAL, has_controls
 from tests.mcp_server.mcp_support import SLACK_TOKEN, STARTUP_SECONDS
 
 pytestmark = [pytest.mark.real_redis, pytest.mark.redis_kinds("single")]
@@ -139,3 +139,54 @@ async def test_a_details_only_prompt_keeps_its_command_out_of_the_channel(
         posted = [c.method for c in calls if secret in json.dumps(c.params)]
     assert posted == []  # never in the channel: the root message, its notification, the card, its copies
     assert json.loads(result.content[0].text) == {"behavior": "allow", "updatedInput": prompt["input"]}
+
+
+PUSH_POLICY = f"""
+rules:
+  - name: pushes need bob
+    tool: Bash
+    when: {{command: {{glob: "*git push*"}}}}
+    approvers: [{BOB}]
+  - name: background needs bob
+    tool: Bash
+    when: {{run_in_background: true}}
+    approvers: [{BOB}]
+  - name: long timeouts need bob
+    tool: Bash
+    when: {{timeout: {{gt: 60000}}}}
+    approvers: [{BOB}]
+  - name: default
+    approvers: [requester]
+"""
+
+
+@pytest.mark.parametrize(
+    "tool_input",
+    [
+        {"command": "echo " + "x" * 3000 + " && git push --force origin main"},  # the push past what is shown
+        {"command": "sleep 1", "run_in_background": True},  # shown as the text "true"
+        {"command": "sleep 1", "timeout": 600000},  # shown as the text "600000"
+    ],
+    ids=["push-past-the-cut", "boolean", "number"],
+)
+async def test_a_prompts_rule_is_matched_on_its_whole_input_not_on_what_it_shows(
+    real_redis: aioredis.Redis, harness: Any, prefix: str, tmp_path: Path, tool_input: dict[str, Any]
+) -> None:
+    """A permission prompt shows its input cut and as text; its policy rule was matched on that, so a long
+    command's ``git push`` past the cut, a ``true`` or a number fell to the default rule and the requester approved
+    what needed Bob (a break-it pass). The rule is matched on the whole input as Claude Code gave it."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(PUSH_POLICY, encoding="utf-8")
+    prompt = {"tool_name": "Bash", "input": tool_input, "tool_use_id": "toolu_01bob"}
+    async with (
+        harness(real_redis, settings={"approval_policy": str(policy)}) as h,
+        client_of(h, prefix, more={"APPROVAL_POLICY": str(policy)}) as client,
+    ):
+        call = asyncio.ensure_future(client.call_tool("approve_tool_use", prompt))
+        request = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
+        assert f"Waiting for <@{BOB}>" in str(request["blocks"]), str(request["blocks"])[-600:]
+        await h.ws.click(request, "Approve", user=ALICE)
+        await h.ws.wait_for_ephemeral(user=ALICE, predicate=lambda m: "Only" in m["text"])
+        await h.ws.click(request, "Approve", user=BOB)
+        result = await asyncio.wait_for(call, 20)
+    assert json.loads(result.content[0].text) == {"behavior": "allow", "updatedInput": tool_input}
