@@ -59,6 +59,9 @@ Ack = Callable[..., Awaitable[Any]]
 log = logging.getLogger(__name__)
 
 
+EDITED_SINCE = "It now shows the arguments as they are; approve again if they are right."
+
+
 class Approving:
     """Approve / Decline / Details listeners for ``answering``'s agent (who may decide:
     ``answering.permissions``); ``all``: a batch's Approve all (:class:`~bot.slack.approvals.batch.ApprovingAll`)."""
@@ -78,8 +81,10 @@ class Approving:
         found = await self.found_for(body, where, self.answering.say_to(where))
         if found is not None:
             state, ctx, call = found
-            scope = scope_of_action(str((body.get("actions") or [{}])[0].get("action_id", "")))
-            await self.decide(state, ctx, call, where=where, approved=True, reason=None, scope=scope)
+            action = (body.get("actions") or [{}])[0]
+            scope = scope_of_action(str(action.get("action_id", "")))
+            _ref, shown = QuestionRef.from_value(str(action.get("value", "")))  # parsed already by found_for
+            await self.decide(state, ctx, call, where=where, approved=True, reason=None, scope=scope, shown=shown)
 
     async def found_for(self, body: dict[str, Any], where: Origin, say: Say) -> Found | None:
         """The run, context and call a click is about, checked (its message, who may decide:
@@ -97,9 +102,13 @@ class Approving:
         approved: bool,
         reason: str | None,
         scope: str = "once",
+        shown: int | None = None,
     ) -> None:
         """Claim the decision on ``call`` (policy already applied) and follow the run it continues; ``scope``: an
-        approval's standing grant (``once``: none), recorded once the claim won, when the call's rule allows it."""
+        approval's standing grant (``once``: none), recorded once the claim won, when the call's rule allows it;
+        ``shown``: which arguments the approver saw (a button's :func:`~bot.slack.render.approvals.shown_edit`;
+        None: the caller shows them itself, as the Edit form does): an approval of arguments edited since is
+        refused, and the clicked copy redrawn with the current ones."""
         say = self.answering.say_to(where, ctx)
         # the message clicked is closed with the recorded messages, recorded or not
         attempt = Attempt.of((state, ctx, call), where=where, say=say, kind="approval")
@@ -113,6 +122,9 @@ class Approving:
             return
         if check.pending.kind != "approval":
             await say(REQUEST_NOT_OPEN)
+            return
+        if approved and shown is not None and shown != edit_count(check.pending):
+            await self._edited_since(state, ctx, check.pending, say=say, clicked=clicked)
             return
         outcome = decision_outcome(approved=approved, user=where.user, reason=reason)
         by = where.user
@@ -141,6 +153,21 @@ class Approving:
                 await self.follow(
                     stream, (state, ctx, check.pending), approved=approved, outcome=outcome, clicked=clicked
                 )
+
+    async def _edited_since(
+        self, state: RunState, ctx: SlackContext, pending: PendingCall, *, say: Say, clicked: MessageRef | None
+    ) -> None:
+        """An Approve click on a copy of ``pending``'s request drawn before its arguments were last edited: not
+        counted (an approval is of the arguments its approver saw); the person is told, and the copy they clicked
+        (with every other) redrawn with the current arguments and progress."""
+        payload = approval_payload(pending)
+        by = f" by <@{payload.edited.by}>" if payload.edited is not None else ""
+        await say(f"Not approved: the arguments were changed{by} after this copy was drawn. {EDITED_SINCE}")
+        try:
+            progress = await self.answering.messages.cards.progress(state.run_id, payload, ctx)
+        except StoreUnavailable:
+            progress = None
+        await self.answering.messages.show_quorum(state.run_id, payload, ctx, progress=progress, clicked=clicked)
 
     async def follow(
         self,

@@ -209,9 +209,10 @@ def approval_blocks(
     details = ButtonElement(text="Details", action_id=ACT_DETAILS, value=ref.value(0))
     buttons = [details]
     if decides:
-        buttons = [ButtonElement(text="Approve", action_id=ACT_APPROVE, value=ref.value(0), style="primary")]
+        shown = ref.value(shown_edit(payload))  # what an approval approves: these arguments, not later ones
+        buttons = [ButtonElement(text="Approve", action_id=ACT_APPROVE, value=shown, style="primary")]
         buttons += [
-            ButtonElement(text=labels[g], action_id=grant_action(g), value=ref.value(0)) for g in grants if g in labels
+            ButtonElement(text=labels[g], action_id=grant_action(g), value=shown) for g in grants if g in labels
         ]
         buttons += [ButtonElement(text="Decline", action_id=ACT_DECLINE, value=ref.value(0), style="danger"), details]
         if editable:
@@ -225,6 +226,14 @@ def approval_blocks(
     if quorum is not None:
         blocks.extend(quorum_blocks(quorum, ref=ref))
     return [b.to_dict() for b in blocks]
+
+
+def shown_edit(payload: ApprovalPayload) -> int:
+    """Which arguments a request's card shows: how many times a person edited them (0: the model's), carried by its
+    Approve buttons' ``value`` (:meth:`~bot.slack.refs.QuestionRef.value`'s index), so an approval counts only for
+    the arguments its approver saw (``Approving.on_approve``): under a quorum, a copy drawn before an edit (a Home
+    tab, a client not yet refreshed) approved the edited arguments (a break-it pass)."""
+    return payload.edited.n if payload.edited is not None else 0
 
 
 def away_from_thread(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:

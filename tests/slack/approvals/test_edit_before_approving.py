@@ -192,10 +192,36 @@ async def test_under_a_quorum_an_edit_resets_the_approvals_gathered_so_far(
         now = blocks_text(await current(h, request))
         assert f"1 of 2: approved by <@{CAROL}>" in now and "*name*: web" in now  # Bob approved "api", not "web"
         assert approval_agent.RESTARTS == []
-        await h.ws.click(request, "Approve", user=BOB)  # Bob approves the new arguments
+        await h.ws.click(await current(h, request), "Approve", user=BOB)  # Bob approves the new arguments
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
         assert approval_agent.RESTARTS == ["web"]
         assert f"Approved by <@{CAROL}>, <@{BOB}> (2 of 2)" in blocks_text(await current(h, request))
+
+
+async def test_an_approval_clicked_on_a_copy_drawn_before_an_edit_is_not_counted_for_the_edited_arguments(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path
+) -> None:
+    """Carol's client still shows the request for ``name: api``; Bob edits it to ``db`` (under a quorum, his
+    approval: 1 of 2); Carol's click on what she sees completed the quorum for ``db``, which she never saw (a break-it
+    pass). It is refused, she is told, the copy shows the current arguments, and her click on it counts. (Only under
+    a quorum does a request wait on after an edit: one approval decides it, and a quorum offers no grant buttons.)"""
+    rule = f"  - tool: restart_service\n    approvers: [{BOB}, {CAROL}]\n    required: 2\n    edit: [name]\n"
+    async with harness(fake_redis, settings=policy(tmp_path, rule)) as h:
+        thread, request = await requested(h, "restart_service", {"name": "api"})
+        seen_by_carol = dict(request)  # her client has not redrawn it
+        form = await edit_form(h, request, user=BOB)
+        await h.ws.submit_view(form, {"edit:name": {"edit_value": "db"}}, user=BOB)
+        await h.settle()
+        await h.ws.click(seen_by_carol, "Approve", user=CAROL, as_seen=True)
+        told = await h.ws.wait_for_ephemeral(user=CAROL, predicate=lambda m: "Not approved" in m["text"])
+        assert f"the arguments were changed by <@{BOB}>" in told["text"], told["text"]
+        await h.settle()
+        assert approval_agent.RESTARTS == []
+        now = await current(h, request)
+        assert "*name*: db" in blocks_text(now) and f"1 of 2: approved by <@{BOB}>" in blocks_text(now)
+        await h.ws.click(now, "Approve", user=CAROL)  # the copy as it is now: counted
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
+        assert approval_agent.RESTARTS == ["db"]
 
 
 async def test_an_edit_back_to_arguments_approved_before_does_not_bring_those_approvals_back(
