@@ -9,6 +9,7 @@ in :mod:`bot.slack.render.blocks` (section text <= 3000, button text <= 75).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -303,29 +304,37 @@ def approval_outcome_blocks(payload: ApprovalPayload, *, ref: QuestionRef, outco
 
 
 def details_text(payload: ApprovalPayload) -> str:
-    """The call's full arguments (mrkdwn, for the Details modal): a JSON code block under the tool's name; for an
-    outside agent's request its action, then each key/value detail as its own code block, values as written
-    (a command, a file's content: readable, not JSON-escaped); an edited call's also the arguments
-    the model asked for."""
+    """The call's full arguments (mrkdwn, for the Details modal) under the tool's name (an outside agent's request:
+    its action), each key in bold over its value in a code block (a string as written: a command, a file's content,
+    readable, not JSON-escaped; anything else as JSON); an edited call's also the arguments the model asked for.
+    Within Slack's section text (3,000 characters) every key stays in view: the values share the room fairly, each
+    one cut saying so (:func:`fair_cut`); the whole JSON cut at 3,000 hid every key after a long value, and under
+    ``arguments: details-only`` this is the only place they show (a break-it pass)."""
     action, details = _action(payload), payload.args.get("details")
     if action is not None and isinstance(details, dict):
-        head = clip(f"*{action}*", 300)
-        names = [clip(f"*{safe_mrkdwn(str(key))}*", 300) for key in details]
-        values = [
-            safe_mrkdwn(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)).replace(
-                "```", "` ` `"
-            )
-            for value in details.values()
-        ]
-        room = SECTION_TEXT - len(head) - sum(len(n) + 8 for n in names)  # "\n" + name + "\n```" + "```"
-        shown = fair_cut(values, room)  # every key stays in view (escaping can make values longer than sent)
-        return clip("\n".join([head, *(f"{n}\n```{v}```" for n, v in zip(names, shown, strict=True))]), SECTION_TEXT)
-    body = safe_mrkdwn(json.dumps(payload.args, ensure_ascii=False, indent=2)).replace("```", "` ` `")
-    text = f"`{safe_mrkdwn(payload.tool_name)}`\n```{body}```"
+        return _keyed(clip(f"*{action}*", 300), list(details.items()))
+    pairs = list(payload.args.items())
     if payload.edited is not None:
-        before = safe_mrkdwn(json.dumps(payload.edited.before, ensure_ascii=False, indent=2)).replace("```", "` ` `")
-        text += f"\nThe model asked for:\n```{before}```"
-    return clip(text, SECTION_TEXT)
+        pairs.append(("The model asked for", payload.edited.before))
+    return _keyed(f"`{safe_mrkdwn(payload.tool_name)}`", pairs)
+
+
+def _keyed(head: str, pairs: Sequence[tuple[object, object]]) -> str:
+    """``head``, then each ``(key, value)`` of ``pairs`` as :func:`details_text` shows it."""
+    names = [clip(f"*{safe_mrkdwn(str(key))}*", 300) for key, _ in pairs]
+    values = [safe_mrkdwn(_written(value)).replace("```", "` ` `") for _, value in pairs]
+    room = SECTION_TEXT - len(head) - sum(len(n) + 8 for n in names)  # "\n" + name + "\n```" + "```"
+    shown = fair_cut(values, room)  # every key stays in view (escaping can make values longer than sent)
+    return clip("\n".join([head, *(f"{n}\n```{v}```" for n, v in zip(names, shown, strict=True))]), SECTION_TEXT)
+
+
+def _written(value: object) -> str:
+    """A value as the Details modal shows it: a string as written, a list or an object as indented JSON, anything
+    else as JSON."""
+    if isinstance(value, str):
+        return value
+    indent = 2 if isinstance(value, (dict, list)) and value else None
+    return json.dumps(value, ensure_ascii=False, indent=indent)
 
 
 VALUE_CUT = " … (cut to fit)"

@@ -279,3 +279,27 @@ async def test_an_edit_that_would_move_the_call_under_another_rule_is_refused_in
         assert ack.status == 200 and not ack.json
         await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Done."))
         assert [s["replicas"] for s in approval_agent.SCALES] == [4]
+
+
+@pytest.mark.parametrize("edited", [False, True])
+async def test_details_show_every_argument_when_a_long_one_is_cut(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, edited: bool
+) -> None:
+    """Under ``arguments: details-only`` Details is the only place the arguments show; a ~4,000-character ``name``
+    pushed ``force: true`` out of it, with nothing saying anything was cut (a break-it pass). Every key stays in
+    view, the long value cut saying so; an edited call's "model asked for" too."""
+    rule = f"  - tool: restart_service\n    approvers: [{BOB}, {CAROL}]\n    arguments: details-only\n"
+    rule += "    required: 2\n    edit: [name]\n" if edited else ""
+    name = "api-" + "-".join(f"shard{i}" for i in range(500))
+    async with harness(fake_redis, settings=policy(tmp_path, rule)) as h:
+        _thread, request = await requested(h, "restart_service", {"name": name, "force": True}, then=None)
+        if edited:
+            form = await edit_form(h, request, user=BOB)
+            await h.ws.submit_view(form, {"edit:name": {"edit_value": "db-" + name[:2000]}}, user=BOB)
+            await h.settle()
+        await h.ws.click(await current(h, request), "Details", user=CAROL)
+        view = await h.ws.wait_for_view(user=CAROL, predicate=lambda v: "restart_service" in json.dumps(v["blocks"]))
+        text = blocks_text(view)
+        assert "*force*\\n```true```" in text and "(cut to fit)" in text, text[-400:]
+        assert ("*The model asked for*" in text) is edited
+        assert len(json.loads(text)[0]["text"]["text"]) <= 3000
