@@ -43,7 +43,7 @@ from bot.slack.questions.approvers import ApproverPolicy
 from bot.slack.refs import QuestionRef
 from bot.slack.render import blocks as bk
 from bot.slack.render.mrkdwn import clip, escape, how_long
-from bot.slack.render.safe_text import safe_mrkdwn
+from bot.slack.render.safe_text import one_line, safe_mrkdwn
 from bot.slack.transport.web_api import SlackWeb
 from bot.store.batch import Batch
 from bot.store.conversations import ConversationIndex
@@ -310,7 +310,9 @@ def grant_line(grant: Grant) -> str:
     elif grant.scope == "channel":
         where = f"in <#{grant.channel_id}>"
     else:
-        shown = ", ".join(f"{safe_mrkdwn(str(k))}={safe_mrkdwn(clip(str(v), 60))}" for k, v in args.items())
+        shown = ", ".join(
+            f"{safe_mrkdwn(one_line(str(k)))}={safe_mrkdwn(clip(one_line(str(v)), 60))}" for k, v in args.items()
+        )
         where = f"with these arguments ({clip(shown, 500)}) anywhere"
     expires = int(grant.expires_at.timestamp())
     return clip(

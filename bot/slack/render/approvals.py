@@ -27,7 +27,7 @@ from bot.agent.stream import ApprovalPayload
 from bot.slack.refs import QuestionRef
 from bot.slack.render.blocks import ACT_CANCEL
 from bot.slack.render.mrkdwn import SECTION_TEXT, clip
-from bot.slack.render.safe_text import safe_mrkdwn
+from bot.slack.render.safe_text import one_line, safe_mrkdwn
 
 ACT_APPROVE = "approval_approve"
 ACT_DECLINE = "approval_decline"
@@ -46,11 +46,12 @@ def _first_line(text: str) -> str:
 
 
 def args_lines(args: dict[str, Any]) -> str:
-    """``key: value`` lines (mrkdwn, neutralised), each value at most :data:`ARG_VALUE` characters."""
+    """``key: value`` lines (mrkdwn, neutralised), each value at most :data:`ARG_VALUE` characters, one line per
+    argument whatever its text holds (:func:`one_line`)."""
     lines = []
     for key, value in args.items():
         shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        lines.append(f"*{safe_mrkdwn(str(key))}*: {safe_mrkdwn(clip(shown, ARG_VALUE))}")
+        lines.append(f"*{safe_mrkdwn(one_line(str(key)))}*: {safe_mrkdwn(clip(one_line(shown), ARG_VALUE))}")
     return clip("\n".join(lines), ARGS_TEXT) if lines else "_(no arguments)_"
 
 

@@ -63,6 +63,17 @@ _ENCODED_TAG = re.compile(rf"(?:<|{_LT})((?:(?!{_GT}|{_LT})[^<>])*)(?:>|{_GT})",
 _ENCODED_AT = re.compile(r"&(?:commat|#0*64|#x0*40);(?=(?:channel|here|everyone|group)\b)", re.IGNORECASE)
 
 
+_LINE_BREAK = re.compile(r"\r\n|[\n\r\x0b\x0c\x85\u2028\u2029]")
+LINE_MARK = " \u21b5 "  # "↵": where a value's text breaks its line
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line, each line break shown as :data:`LINE_MARK`: an argument's value drawn on a card can't
+    start a line of its own, so text in it can't pass for another argument or a note of the bot's
+    (``"api\\n*force*: false"`` drew a false ``force`` line above the real ``force: true``: a break-it pass)."""
+    return _LINE_BREAK.sub(LINE_MARK, text)
+
+
 def strip_controls(text: str) -> str:
     """``text`` without bidi controls (U+202A-U+202E, U+2066-U+2069, U+061C, LRM/RLM) and C0/C1 control
     characters other than tab and newline; ``\\r\\n`` and a lone ``\\r`` become ``\\n``."""

@@ -303,3 +303,18 @@ async def test_details_show_every_argument_when_a_long_one_is_cut(
         assert "*force*\\n```true```" in text and "(cut to fit)" in text, text[-400:]
         assert ("*The model asked for*" in text) is edited
         assert len(json.loads(text)[0]["text"]["text"]) <= 3000
+
+
+@pytest.mark.parametrize("brk", ["\n", "\r\n", "\r", "\u2028", "\u2029", "\x0b", "\x85"])
+async def test_an_argument_value_stays_on_its_own_line_whatever_breaks_its_text(
+    fake_redis: aioredis.Redis, harness: Any, tmp_path: Path, brk: str
+) -> None:
+    """A model-chosen value with line breaks drew lines of its own on the card: a false ``force: false`` and a
+    "checked" note above the real ``force: true`` (a break-it pass). Each argument is one line, its breaks shown."""
+    settings = policy(tmp_path, f"  - tool: restart_service\n    approvers: [{BOB}]\n")
+    name = f"api{brk}*force*: false{brk}{brk}:white_check_mark: Checked by the safety linter." + brk * 30 + "."
+    async with harness(fake_redis, settings=settings) as h:
+        _thread, request = await requested(h, "restart_service", {"name": name, "force": True}, then=None)
+        [args] = [b["text"]["text"] for b in request["blocks"] if b.get("block_id", "").endswith("|args")]
+        lines = args.split("\n")
+        assert len(lines) == 2 and lines[0].startswith("*name*: api \u21b5 ") and lines[1] == "*force*: true", args
