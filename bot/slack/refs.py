@@ -61,17 +61,18 @@ class QuestionRef:
             raise BadReference("not a question block")
         return cls(run_id=parts[1], call=parts[2]), parts[3]
 
-    def shown_in(self, message: dict[str, Any]) -> bool:
+    def shown_in(self, message: dict[str, Any], *, part: str | None = None) -> bool:
         """Whether ``message`` (as Slack returns it) shows this question: one of its blocks carries this reference
-        (:meth:`block_id`: the question, its outcome, an approval request or its decision)."""
+        (:meth:`block_id`: the question, its outcome, an approval request or its decision), with ``part`` when
+        given (e.g. a batch's header: ``"batch-head"``)."""
         for block in message.get("blocks") or []:
             try:
-                ref, _part = QuestionRef.from_block_id(
+                ref, shown = QuestionRef.from_block_id(
                     str(block.get("block_id", "")) if isinstance(block, dict) else ""
                 )
             except BadReference:
                 continue
-            if ref == self:
+            if ref == self and part in (None, shown):
                 return True
         return False
 

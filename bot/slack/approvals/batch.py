@@ -7,6 +7,7 @@ to its own request. Each approved call's request then says so; the header says w
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from bot.agent.answers import Open, undecided
@@ -23,6 +24,9 @@ from bot.slack.questions.picks import button_ref
 from bot.slack.refs import QuestionRef
 from bot.slack.render.approvals import BATCH_WAITS, batch_header_blocks, batch_title, decision_outcome
 from bot.slack.replies.thread_writer import Decided
+from bot.store.conversations import MessageRef
+
+log = logging.getLogger(__name__)
 
 NONE_ALONE = "There is nothing here you can approve on your own: each call left needs someone else's approval."
 
@@ -107,6 +111,20 @@ class ApprovingAll:
         finally:
             await slot.release()
 
+    async def _header(self, where: Origin, ctx: SlackContext, head: QuestionRef) -> MessageRef | None:
+        """The message Approve all was clicked on (the click's ``container``: the payload's word) when it is this
+        batch's header: in the run's thread, and showing the header's block when read back from Slack (the header
+        is not recorded); else None. A forged ``container`` made the bot rewrite any of its messages in the channel
+        with the header (a break-it pass)."""
+        clicked = where.message_in(ctx)
+        if clicked is None:
+            return None
+        message = await self.answering.web.message(clicked.channel_id, clicked.ts)
+        if message is not None and head.shown_in(message, part="batch-head"):
+            return clicked
+        log.warning("run %s: the message Approve all was clicked on is not its header; left as it is", head.run_id)
+        return None
+
     async def _approve(
         self, state: RunState, ctx: SlackContext, calls: list[PendingCall], *, where: Origin, body: dict[str, Any]
     ) -> None:
@@ -138,13 +156,12 @@ class ApprovingAll:
         assert state.pending is not None
         note = f"<@{where.user}> approved {len(calls)} of {len(state.pending.calls())} with Approve all"
         note += f"; {len(left)} still wait{'s' if len(left) == 1 else ''} for a decision." if left else "."
-        header_ts = where.message_ts
-        if header_ts:
-            head = QuestionRef.of(state.run_id, state.pending.tool_call_id)
+        head = QuestionRef.of(state.run_id, state.pending.tool_call_id)
+        if (header := await self._header(where, ctx, head)) is not None:
             payload = approval_payload(state.pending)
             if left:
                 blocks = batch_header_blocks(payload, ref=head, note=note)
             else:
                 blocks = [b for b in batch_header_blocks(payload, ref=head, note=note) if b["type"] != "actions"]
-            await self.answering.web.update(ctx.channel_id, header_ts, text=batch_title(payload), blocks=blocks)
+            await self.answering.web.update(header.channel_id, header.ts, text=batch_title(payload), blocks=blocks)
         await writer.follow(stream, ctx, batch=[] if left else [*earlier, *mine])

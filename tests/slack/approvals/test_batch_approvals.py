@@ -25,6 +25,7 @@ from bot.testing.slack_scenarios import (
     BOB,
     CAROL,
     GENERAL,
+    action_payload,
     blocks_text,
     current,
     has_controls,
@@ -479,3 +480,38 @@ async def test_a_withdrawn_batch_shows_how_its_approved_call_went_and_late_click
         await h.ws.click(api, "Approve", user=ALICE, as_seen=True)
         told = await h.ws.wait_for_ephemeral(user=ALICE, predicate=lambda m: "withdrawn" in m["text"])
         assert told["text"] == "This approval request was withdrawn by you."
+
+
+@pytest.mark.parametrize("named", ["another thread's reply", "a call's own request", "the thread's first message"])
+async def test_approve_all_whose_container_names_another_message_rewrites_none(
+    fake_redis: aioredis.Redis, harness: Any, named: str
+) -> None:
+    """A signed Approve all whose ``container`` names another of the bot's messages (Bob's reply in another thread,
+    with no ``thread_ts``; one of the batch's own requests; the thread's first message) replaced that message with
+    the batch's header (a break-it pass): the calls are approved, only the header is ever rewritten as one."""
+    async with harness(fake_redis, settings=AGENT) as h:
+        h.model.script(Reply(text="Bob's own answer."))
+        d = await h.ws.mention(BOB, GENERAL, "hello")
+        bobs = await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d.message["ts"], predicate=text_is("Bob's own answer.")
+        )
+        await h.settle()
+        thread, header, api, _web = await two_restarts(h)
+        root = next(m for m in h.ws.messages(GENERAL) if m["ts"] == thread)
+        victim = {"another thread's reply": bobs, "a call's own request": api, "the thread's first message": root}[
+            named
+        ]
+        container = {k: v for k, v in victim.items() if k != "thread_ts"} if named != "a call's own request" else victim
+        approve_all = next(
+            e
+            for b in header["blocks"]
+            if b["type"] == "actions"
+            for e in b["elements"]
+            if e["text"]["text"] == "Approve all"
+        )
+        await h.ws.sender.send_interaction(action_payload(h, container, approve_all, user=ALICE))
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Both handled."))
+        await h.settle()
+        assert approval_agent.RESTARTS == ["api", "web"]
+        rewritten = [c.params.get("text") for c in h.ws.calls("chat.update") if c.params.get("ts") == victim["ts"]]
+        assert not any("calls need approval" in str(t) for t in rewritten), rewritten
