@@ -189,9 +189,18 @@ class Policy:
         return next(((n, r) for n, r in enumerate(self.rules, start=1) if rule_name(r, n) == name), None)
 
     def warnings(self) -> list[str]:
-        """A line per rule that can't be satisfied for some requesters (``policy check`` prints them)."""
+        """A line per rule that can't be satisfied for some requesters, and per rule whose standing ``grants`` are
+        never offered (it needs several approvals: a grant is one person's, so it would stand in for the others;
+        :meth:`bot.slack.approvals.grants.StandingGrants.scopes`). ``policy check`` prints them, and the bot logs
+        them as it starts."""
         out = []
         for number, rule in enumerate(self.rules, start=1):
+            if rule.required > 1 and set(rule.grants) - {"once"}:
+                given = ", ".join(g for g in rule.grants if g != "once")
+                out.append(
+                    f"rule {number} ({rule_name(rule, number)!r}): grants {given} are never offered: it needs "
+                    f"{rule.required} approvals (a standing grant is one person's)"
+                )
             candidates = set(rule.named_users()) | set(rule.requester.users)
             if rule.requester.users and not (rule.requester.groups or rule.requester.channels):
                 candidates = set(rule.requester.users)  # only they can hit it

@@ -5,6 +5,7 @@ must be a number``). YAML is read with a safe loader that refuses a key given tw
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,7 +34,18 @@ class PolicyError(ConfigError, ValueError):
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last silently)."""
+    """PyYAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last silently), with YAML
+    1.2's booleans: only ``true`` / ``false`` (any case as YAML 1.2 writes them). PyYAML reads YAML 1.1, where
+    ``NO``, ``yes``, ``on`` and ``off`` are booleans too: ``when: {country: NO}`` matched ``False``, never the
+    string ``"NO"`` (a break-it pass). A field that is a boolean still takes ``yes`` / ``on`` (pydantic reads them)."""
+
+
+_BOOL = "tag:yaml.org,2002:bool"
+_UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != _BOOL]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_UniqueKeyLoader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 
 
 def _mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:

@@ -122,6 +122,34 @@ def test_check_warns_of_rules_some_requesters_cant_satisfy(issue: Policy) -> Non
     assert counted.warnings() == []
 
 
+def test_check_warns_of_grants_a_rule_needing_several_approvals_never_offers() -> None:
+    """A rule needing 2 approvals offers no standing grant (one person's grant would stand in for the others): its
+    ``grants: [once, thread]`` was dropped without a word (a break-it pass)."""
+    rule = {"tool": "x", "approvers": [BOB, CAROL, ALICE], "required": 2, "grants": ["once", "thread", "channel"]}
+    [warning] = policy_of(rule).warnings()
+    never = "grants thread, channel are never offered: it needs 2 approvals (a standing grant is one person's)"
+    assert warning == f"rule 1 ('rule 1'): {never}"
+    assert policy_of({**rule, "required": 1}).warnings() == []
+    assert policy_of({**rule, "grants": ["once"]}).warnings() == []
+
+
+@pytest.mark.parametrize("word", ["NO", "no", "yes", "Yes", "on", "OFF", "y", "n"])
+def test_a_yaml_word_is_a_string_not_a_yaml_1_1_boolean(word: str) -> None:
+    """PyYAML reads YAML 1.1, where ``NO`` / ``yes`` / ``on`` are booleans: ``when: {country: NO}`` matched False,
+    never the country "NO" (a break-it pass). Only YAML 1.2's ``true`` / ``false`` are booleans."""
+    rule = f"  - name: norway\n    tool: refund\n    when: {{country: {word}}}\n    approvers: [{BOB}]\n"
+    text = f"rules:\n{rule}  - name: default\n"
+    policy = parse_text(text, kind="yaml")
+    assert (
+        policy.decide("refund", {"country": word}, requester=ALICE, channel="C1", tool_requires=True).name == "norway"
+    )
+    assert (
+        policy.decide("refund", {"country": False}, requester=ALICE, channel="C1", tool_requires=True).name == "default"
+    )
+    typed = parse_text(text.replace(f"country: {word}", "urgent: true"), kind="yaml")
+    assert typed.decide("refund", {"urgent": True}, requester=ALICE, channel="C1", tool_requires=True).name == "norway"
+
+
 def test_an_unsatisfiable_rule_for_every_requester_is_an_error() -> None:
     [line] = problems_of({"name": "solo", "tool": "x", "approvers": ["requester"], "required": 2})
     assert line == (
