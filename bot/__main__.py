@@ -140,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         from bot.approval_policy.cli import main as policy_main
 
         _sigterm_as_default()
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # a filter's end: `policy check ... | head` just stops there
+        # (Python's own ignored SIGPIPE made it a BrokenPipeError traceback)
         return policy_main(argv[1:], deployed=lambda: deployed_policy(load_settings()))
     if argv[:1] and argv[0] in COMMAND_HELP and {"-h", "--help"} & set(argv[1:]):
         print(command_help(argv[0]), end="")

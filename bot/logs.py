@@ -54,6 +54,8 @@ PINNED_LIBRARY_LOGGERS = (
     "slack_bolt.AsyncApp",
     "slack_bolt.AsyncIgnoringSelfEvents",
 )
+QUIET_LIBRARY_LOGGERS = ("mcp.server.streamable_http_manager",)  # their INFO lines ("StreamableHTTP session manager
+# started") say nothing to whoever runs the bot: shown from WARNING, or all at DEBUG
 MIN_SECRET_LENGTH = 6  # shorter registered values would blank out ordinary words
 
 _NO_FIELDS: Mapping[str, str] = MappingProxyType({})
@@ -290,6 +292,8 @@ def configure_logging(
     root.setLevel(numeric)
     for name in PINNED_LIBRARY_LOGGERS:
         logging.getLogger(name).setLevel(numeric)
+    for name in QUIET_LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(numeric if numeric <= logging.DEBUG else max(numeric, logging.WARNING))
     bolt = logging.getLogger("slack_bolt.AsyncApp")
     if not any(isinstance(f, _DropBoltUnusedTokenWarning) for f in bolt.filters):
         bolt.addFilter(_DropBoltUnusedTokenWarning())

@@ -99,7 +99,14 @@ def url_schemes(value: object) -> tuple[str, ...]:
     schemes = tuple(dict.fromkeys(p for p in parts if p))
     if not schemes or not all(re.fullmatch(r"[a-z][a-z0-9+.-]*", p) for p in schemes):
         raise ValueError("must be comma-separated URL schemes, e.g. https or https,http")
+    if unsafe := [p for p in schemes if p in NEVER_SCHEMES]:
+        raise ValueError(f"must not include {', '.join(unsafe)}: such a link runs code or reads files, not a page")
     return schemes
+
+
+NEVER_SCHEMES = frozenset({"javascript", "vbscript", "data", "file"})
+"""URL schemes no link shown to a person may have (:func:`url_schemes`): they run code in the browser or read local
+files, which URL-mode elicitation (open this page) never means."""
 
 
 def http_url(value: object, example: str) -> str:
@@ -176,11 +183,13 @@ def suggested_prompts(value: object) -> list[dict[str, str]]:
     items: Any = value
     if isinstance(value, str):
         text = value.strip()
-        if text.startswith("["):
+        if text.startswith(("[", "{")):  # JSON (an object alone is refused below: not a list)
             try:
                 items = json.loads(text)
             except json.JSONDecodeError:
                 raise ValueError("is not valid JSON (a list of {title, message} objects)") from None
+            if isinstance(items, dict):  # read as one prompt of raw JSON before
+                raise ValueError("is one JSON object: give a list of them ([{title, message}, ...])")
         else:
             items = [part.strip() for part in text.split("|") if part.strip()]
     if not isinstance(items, list) or not 1 <= len(items) <= PROMPTS_MAX:

@@ -55,3 +55,20 @@ async def test_at_debug_the_web_client_still_logs_its_requests() -> None:
         configure_logging("WARNING")
         for name in PINNED_LIBRARY_LOGGERS:
             logging.getLogger(name).setLevel(logging.NOTSET)
+
+
+def test_the_mcp_sdks_session_manager_says_nothing_at_info_and_all_at_debug() -> None:
+    """Its "StreamableHTTP session manager started" / "... shutting down" came before the playground's banner and
+    after it on every stop (a new user's trial); its warnings still show."""
+    manager = logging.getLogger("mcp.server.streamable_http_manager")
+    try:
+        for level, info_shown in (("INFO", False), ("DEBUG", True)):
+            out = io.StringIO()
+            configure_logging(level, stream=out)
+            manager.info("StreamableHTTP session manager started")
+            manager.warning("a warning of its own")
+            logged = out.getvalue()
+            assert ("session manager started" in logged) is info_shown and "a warning of its own" in logged, logged
+    finally:
+        configure_logging("WARNING")
+        manager.setLevel(logging.NOTSET)

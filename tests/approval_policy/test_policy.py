@@ -499,6 +499,23 @@ def test_policy_check_prints_the_rules_and_warnings() -> None:
     assert lines[6].startswith("warning: rule 1 ('restarts need two'): can't be satisfied when U0BOB0001 or U0CAROL01")
 
 
+def test_policy_check_read_by_a_reader_that_stops_early_ends_without_a_traceback() -> None:
+    """``policy check FILE | head -2``: the reader closes the pipe; Python's ignored SIGPIPE made the next print a
+    BrokenPipeError traceback (a new user's trial)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    with subprocess.Popen(
+        [sys.executable, "-m", "bot", "policy", "check", str(ISSUE_YAML)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # as head does after its lines: before the process writes, so every write finds it closed
+        err = proc.stderr.read().decode()
+        proc.wait(timeout=30)
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
 def test_policy_check_refuses_a_bad_file_with_one_error_line_per_problem(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("rules:\n  - name: a\n    required: 0\n    where: email\n  - tool: '*'\n")
