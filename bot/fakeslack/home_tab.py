@@ -31,10 +31,20 @@ def home_view(ws: Workspace, user: str) -> JSON | None:
     return copy.deepcopy(view) if view is not None else None
 
 
-async def click_home(ws: Workspace, user: str, label: str, *, within: str = "", view_of: str | None = None) -> Ack:
+async def click_home(
+    ws: Workspace,
+    user: str,
+    label: str,
+    *,
+    within: str = "",
+    view_of: str | None = None,
+    values: dict[str, dict[str, JSON]] | None = None,
+) -> Ack:
     """``user`` clicks the button ``label`` on their Home tab (the first one, or the first in a block whose id
     contains ``within``). ``view_of``: on a copy of that person's Home instead (a forged request, which Slack's
-    clients never send: for tests that the app decides from its own records, not from what a view showed)."""
+    clients never send: for tests that the app decides from its own records, not from what a view showed).
+    ``values``: the state of the view's stateful elements as the person left them (``{block_id: {action_id:
+    element state}}``, e.g. checkboxes ticked before Submit), sent as Slack sends a view's: in ``view.state``."""
     owner = view_of or user
     view = ws.state.home_views.get(owner)
     if view is None:
@@ -61,7 +71,7 @@ async def click_home(ws: Workspace, user: str, label: str, *, within: str = "", 
                 "team": {"id": TEAM_ID, "domain": TEAM_DOMAIN},
                 "enterprise": None,
                 "is_enterprise_install": False,
-                "view": copy.deepcopy(view),
+                "view": {**copy.deepcopy(view), "state": {"values": copy.deepcopy(values or {})}},
                 "state": {"values": {}},
                 "actions": [action],
             }

@@ -13,6 +13,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.agent.state import utcnow
+from bot.fakeslack.elements import iter_elements
 from bot.fakeslack.home_tab import click_home, home_view, open_home
 from bot.fakeslack.state import TEAM_ID
 from bot.slack.questions.follow_up_plan import COALESCE_SECONDS
@@ -24,6 +25,7 @@ from bot.testing.slack_scenarios import (
     BOB,
     CAROL,
     GENERAL,
+    MULTI,
     SINGLE,
     ask,
     blocks_text,
@@ -31,6 +33,7 @@ from bot.testing.slack_scenarios import (
     has_controls,
     open_homes,
     text_is,
+    tool_results,
 )
 from bot.testing.tcp_proxy import TcpProxy
 
@@ -501,3 +504,27 @@ async def test_a_click_on_a_closed_question_in_the_home_takes_it_off_the_home(
         await refresh(h)  # before the failed refresh's own retry (after its lease, a minute)
         shown = blocks_text(home_view(h.ws, ALICE) or {})
         assert "Nothing is waiting for you." in shown, "told it was answered; the Home still offers its buttons"
+
+
+async def test_a_multi_select_question_is_answered_from_home_with_what_was_ticked_there(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """Ticked on Home, then Submit: the ticks come in the view's state (``view.state.values``), where the bot did not
+    look, so a Submit on Home always said "Select at least one option" (a new user's trial, in the playground)."""
+    async with harness(fake_redis) as h:
+        await open_home(h.ws, ALICE)
+        await h.settle()
+        h.model.script(Reply(tool_calls=[tool_call("ask_user", MULTI, id="m1")]), Reply(text="Picked from Home."))
+        d = await h.ws.mention(ALICE, GENERAL, "plan")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+        await refresh(h)
+        view = home_view(h.ws, ALICE) or {}
+        [(block, boxes)] = [(b, e) for b, e in iter_elements(view.get("blocks", [])) if e.get("type") == "checkboxes"]
+        picked = [o for o in boxes["options"] if o["text"]["text"] in ("Add tests", "Refactor")]
+        ticks = {block["block_id"]: {boxes["action_id"]: {"type": "checkboxes", "selected_options": picked}}}
+        await click_home(h.ws, ALICE, "Submit", values=ticks)
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: m["text"] == "Picked from Home."
+        )
+        [result] = tool_results(h.model)
+        assert result == {"answers": ["Add tests", "Refactor"], "answer_type": "options", "answered_by": ALICE}

@@ -43,8 +43,15 @@ def shown(payload: AskUserPayload, data: ResumeData) -> str | list[str]:
 
 
 def ticked(body: dict[str, Any], ref: QuestionRef) -> list[str]:
-    """The option values ticked in this question's checkboxes / multi-select (``state.values`` of its block)."""
-    values = ((body.get("state") or {}).get("values") or {}).get(ref.block_id("picks")) or {}
+    """The option values ticked in this question's checkboxes / multi-select: ``state.values`` of its block, or, for
+    a click in a view (App Home), ``view.state.values`` (Slack sends a view's state there, and may leave the
+    top-level ``state`` out: a Submit on Home read nothing ticked)."""
+    block = ref.block_id("picks")
+    values = ((body.get("state") or {}).get("values") or {}).get(block)
+    if not values:
+        view = body.get("view")
+        state = view.get("state") if isinstance(view, dict) else None
+        values = ((state or {}).get("values") or {}).get(block) or {}
     return [
         str(o.get("value", ""))
         for element in values.values()
