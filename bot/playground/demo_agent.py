@@ -99,7 +99,9 @@ def demo_tools(
 
     @tool(require_approval=True)
     async def refund(
-        amount: Annotated[float, Field(gt=0, le=1_000_000, description="How much to refund, e.g. 250.")],
+        amount: Annotated[  # a whole amount stays an int: its approval card shows 250, not 250.0
+            int | float, Field(gt=0, le=1_000_000, description="How much to refund, e.g. 250.")
+        ],
         order_id: Annotated[
             str, Field(pattern=ORDER_ID_PATTERN, description='The order to refund, e.g. "ORD-1".')
         ] = DEFAULT_ORDER,
