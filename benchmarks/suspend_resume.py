@@ -89,6 +89,7 @@ async def main() -> None:
             async for _event in model.stream_turn([{"role": "user", "content": "x"}], tools=[]):
                 pass
             model_ms.append((time.perf_counter() - t3) * 1000)
+        await model.aclose()
 
     keys = [k async for k in client.scan_iter(match=f"{prefix}*")]
     if keys:
