@@ -34,7 +34,7 @@ from bot.agent.asking import APPROVAL_TOOL, ASKER, approval_outcome, ask_outcome
 from bot.agent.state import RunState
 from bot.agent.tools import ToolInputError
 from bot.errors import BotError, RunConflict, RunNotFound, StoreUnavailable
-from bot.mcp_server.callers import IMPLICIT, Caller, check_approval, check_target, implicit_caller
+from bot.mcp_server.callers import IMPLICIT, PERSON, Caller, check_approval, check_target, implicit_caller
 from bot.mcp_server.limits import CallerLimits
 from bot.slack.approvals.rules import call_decision
 from bot.slack.context import ASKER_KEY, SlackContext, slack_id
@@ -165,6 +165,10 @@ class Asker:
             raise AskError(f"`user` must be a Slack user id (U…), not {clip(user, 40)!r}")
         caller = caller or implicit_caller(channel=channel_id)
         check_target(caller, channel=channel_id, person=person)
+        if PERSON.fullmatch(channel_id):  # a DM: its question is its person's (nobody else reads that DM)
+            if person not in (None, channel_id):
+                raise AskError(f"a question in {channel_id}'s DM is for {channel_id}: give them as `user`, or none")
+            person = channel_id
         if person is not None and await self.names.exists(person) is False:
             raise AskError(f"no one to ask: {person} is not a user of this workspace (or deactivated, or a bot)")
         asked_with = question if whole is None else [question, whole.input]
@@ -217,9 +221,12 @@ class Asker:
         context = await self._channel_context(question, context, tool_id=tool_id, channel_id=channel_id, person=person)
         quoted = f":\n>{clip(safe_mrkdwn(context), 2000)}" if context else " (in the thread)"
         who = asked_by(caller, client)
-        root = await web.post(channel_id, thread_ts=None, text=f":robot_face: {who} asks {whom}{what}{quoted}")
-        if root is None:
+        posted = await web.post_to(channel_id, text=f":robot_face: {who} asks {whom}{what}{quoted}")
+        if posted is None:
             raise AskError(f"Slack refused to post in {channel_id} (is the bot in that channel?)")
+        # where Slack put it: a DM asked as its person's user id is its D… conversation, where clicks come from (the
+        # run kept the U… id: every answer was refused as not this conversation's, a break-it pass)
+        channel_id, root = posted
         ctx = SlackContext(
             team_id=self.team_id, channel_id=channel_id, thread_ts=root, requester=person or "", message_ts=root
         )

@@ -364,3 +364,27 @@ async def test_one_mcp_token_alone_is_one_caller_confined_to_mcp_ask_channel(
             "answer": "yes",
             "answered_by": BOB,
         }
+
+
+@pytest.mark.parametrize("user", [None, ALICE])
+async def test_a_question_asked_in_a_persons_dm_is_theirs_and_answered_there(
+    real_redis: aioredis.Redis, harness: Any, prefix: str, callers_file: str, user: str | None
+) -> None:
+    """A caller may ask its people "as a DM (a user id given as `channel`)": Slack posts it in the person's DM with
+    the app (``D…``), but the run kept the user id as its channel, so the person's click was refused ("doesn't
+    belong to this conversation"), their reply ignored, and the agent waited to the deadline (a break-it pass); with
+    no ``user`` the thread also said "asks anyone here". It is theirs, answered where it shows; someone else named
+    as ``user`` in that DM is refused."""
+    async with harness(real_redis) as h, sessions(h, prefix, "stdio", callers_file, "build-42") as [build]:
+        args = {"question": "Ship it?", "options": [{"label": "yes"}, {"label": "no"}], "channel": ALICE}
+        if user:
+            args["user"] = user
+        call = asyncio.ensure_future(build.call_tool("ask_user", args))
+        question = await h.ws.wait_for_message(channel="D_ALICE", predicate=has_controls, timeout=STARTUP_SECONDS)
+        [root] = roots(h, "D_ALICE")
+        assert root["text"].startswith(f":robot_face: Claude Code on build-42 asks <@{ALICE}>"), root["text"]
+        await h.ws.click(question, "yes", user=ALICE)
+        result = await asyncio.wait_for(call, 20)
+        assert result.structured_content == {"status": "answered", "answer": "yes", "answered_by": ALICE}
+        text = await refused(build, "ask_user", {**args, "user": BOB, "question": "And this?"})
+        assert f"is for {ALICE}" in text, text
