@@ -431,8 +431,9 @@ answered or decided."""
 
 def outcome_of(state: RunState) -> dict[str, Any]:
     """What the asking agent gets of an ended question run (see :meth:`Asker.wait`; one stopped in Slack before
-    anyone answered: :data:`STOPPED`); of an approval request's, :func:`bot.agent.asking.approval_outcome`'s decision
-    (no decision at all: ``no_answer``, or :data:`STOPPED`)."""
+    anyone answered: :data:`STOPPED`; an answer typed instead of picking one of the options: ``"typed": true``);
+    of an approval request's, :func:`bot.agent.asking.approval_outcome`'s decision (no decision at all:
+    ``no_answer``, or :data:`STOPPED`)."""
     result = ask_outcome(state)
     stopped = result is not None and result.get("status") == "stopped"  # in Slack, before anyone answered
     if asked_tool(state) == APPROVAL_TOOL:
@@ -446,4 +447,8 @@ def outcome_of(state: RunState) -> dict[str, Any]:
     if "error" in result:
         return {"status": "error", "error": str(result["error"])}
     answer = result.get("answers", result.get("answer"))
-    return {"status": "answered", "answer": answer, "answered_by": result.get("answered_by")}
+    out = {"status": "answered", "answer": answer, "answered_by": result.get("answered_by")}
+    if result.get("answer_type") == "typed_text":  # written in the thread instead of picking an option: none of
+        # their labels, which an agent comparing the answer with its labels must know (its own model is told so)
+        out["typed"] = True
+    return out

@@ -9,7 +9,8 @@ Built on the official ``mcp`` SDK's ``MCPServer``; served over stdio, or streama
   ``request_key`` (the same key again waits for the same question instead of asking anew). The call waits
   however long the answer takes (up to the question's deadline, ``ASK_TTL_SECONDS``), sending progress
   notifications every ``MCP_PROGRESS_SECONDS`` (10 s) when the client asked for them (a progress token).
-  Result: ``{"status": "answered", "answer": text | [labels], "answered_by": "U…"}``, ``{"status":
+  Result: ``{"status": "answered", "answer": text | [labels], "answered_by": "U…"}`` (with ``"typed": true`` when
+  the person wrote an answer of their own instead of picking one of the options), ``{"status":
   "no_answer"}`` or ``{"status": "cancelled", ...}``. A client's cancellation withdraws the question in Slack;
   with a ``request_key``, a client's own timeout, a closed transport or a stopping server does not (the same key
   later waits for it); without one, any end of the call does (nothing could pick the answer up).

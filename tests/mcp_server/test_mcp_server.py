@@ -357,6 +357,28 @@ async def test_over_http_an_mcp_client_asks_and_gets_the_answer(
         assert result.structured_content == {"status": "answered", "answer": "Aurora", "answered_by": ALICE}
 
 
+@pytest.mark.parametrize("how", ["picked", "typed"])
+async def test_an_answer_typed_instead_of_picking_an_option_says_so(
+    real_redis: aioredis.Redis, harness: Any, prefix: str, how: str
+) -> None:
+    """A reply in the thread answers a question with options in the person's own words; its result looked like a
+    pick, so an agent comparing the answer with its labels got neither "yes" nor "no" without knowing why (its
+    own model is told; a break-it pass). It says ``"typed": true``; a pick stays as it was."""
+    async with harness(real_redis) as h, mcp_http_server(h, prefix) as server:
+        async with http_session(server.url) as session:
+            args = {"question": "Ship it?", "options": [{"label": "yes"}, {"label": "no"}]}
+            call = asyncio.ensure_future(session.call_tool("ask_user", args))
+            question = await h.ws.wait_for_message(channel=GENERAL, predicate=has_controls, timeout=STARTUP_SECONDS)
+            if how == "typed":
+                await h.ws.reply_in_thread(ALICE, GENERAL, question["thread_ts"], "Yes, but not before the freeze")
+            else:
+                await h.ws.click(question, "yes", user=ALICE)
+            result = await asyncio.wait_for(call, 20)
+        picked = {"status": "answered", "answer": "yes", "answered_by": ALICE}
+        typed = {"status": "answered", "answer": "Yes, but not before the freeze", "answered_by": ALICE, "typed": True}
+        assert result.structured_content == (typed if how == "typed" else picked)
+
+
 async def test_a_server_restart_is_not_a_cancellation_and_the_same_key_waits_for_the_same_question(
     real_redis: aioredis.Redis, harness: Any, prefix: str
 ) -> None:
