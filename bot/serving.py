@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Collection, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bot.config import Settings, SettingsError, Transport, redis_address, settings_beside
+from bot.config import Settings, SettingsError, Transport, deployed_policy, redis_address, settings_beside
 from bot.errors import ConfigError, describe_error, describe_os_error
 
 if TYPE_CHECKING:  # bot.slack imports Bolt, openai and redis: only what starts needs them
@@ -437,6 +437,8 @@ async def serve(settings: Settings, *, role: Role = "all", transport: Transport 
             return
         bot = build_bot(settings, model=model_for(settings, role=role), redis_client=redis_client, role=role)
         stack.push_async_callback(bot.aclose)
+        for warning in deployed_policy(settings).warnings():  # as `policy check` prints them (not the playground's
+            log.warning("APPROVAL_POLICY %s", warning)  # demo policy: its one rule nobody else satisfies is its point)
         if await unless_stopped(stop, slack_team(bot.client, required=False)) is STOPPED:  # a refused token: stop
             return
         if await unless_stopped(stop, bot.start()) is STOPPED:  # MCP servers' tools are there before the first request

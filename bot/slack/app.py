@@ -218,8 +218,6 @@ def build_bot(settings: Settings, *, model: ChatModel, redis_client: aioredis.Re
     retention = int(settings.run_retention_seconds)
     store = RedisRunStore(redis_client, prefix=settings.redis_prefix, retention=retention)
     rules = load_policy(settings.approval_policy) if settings.approval_policy else None  # checked by bot.config
-    for warning in rules.warnings() if rules is not None and role != "asker" else ():
-        log.warning("APPROVAL_POLICY %s", warning)
     limits = run_limits(settings, rules=rules)  # the deployment's limits apply to every agent, its own or built-in
     kept = limits.kept_waiting(retention)  # what a waiting run's questions need outlives its longest wait
     if settings.agent:

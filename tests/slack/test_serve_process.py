@@ -439,6 +439,31 @@ async def test_a_slack_api_out_of_reach_at_start_up_is_a_warning_and_the_process
 
 @pytest.mark.real_redis
 @pytest.mark.redis_kinds("single")  # start-up checks, no store behaviour
+async def test_serve_logs_its_approval_policys_warnings_as_it_starts(
+    real_redis: Any, prefix: str, tmp_path: Path
+) -> None:
+    """What `policy check` warns of (a rule nobody may satisfy for some requesters, grants a quorum never offers)
+    reached no log: an operator who never ran `policy check` learned of it from declined calls."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "rules:\n  - name: two\n    tool: deploy\n    approvers: [U0BOB0001, U0CAROL01]\n    required: 2\n"
+        "    grants: [once, thread]\n  - name: default\n",
+        encoding="utf-8",
+    )
+    closed = f"http://127.0.0.1:{free_port()}/api/"
+    env = complete_env(SLACK_API_URL=closed, REDIS_PREFIX=prefix, LOG_LEVEL="info", APPROVAL_POLICY=str(policy))
+    proc = await start_bot("serve", env=env)
+    try:
+        lines = await read_until(proc, "HTTP mode")
+    finally:
+        await stop(proc)
+    warned = [line for line in lines if "APPROVAL_POLICY rule 1 ('two')" in line]
+    assert any("can't be satisfied when U0BOB0001 or U0CAROL01 asks" in w for w in warned), "\n".join(lines)
+    assert any("grants thread are never offered" in w for w in warned), "\n".join(lines)
+
+
+@pytest.mark.real_redis
+@pytest.mark.redis_kinds("single")  # start-up checks, no store behaviour
 async def test_socket_mode_refused_app_token_is_a_clear_error(real_redis: Any, prefix: str) -> None:
     async with Workspace(bot_token=TOKEN, transport="socket", app_token=APP_TOKEN) as ws:
         wrong = "xapp-1-A0PLAYGRND-not-this-one"

@@ -302,7 +302,8 @@ async def test_ui_tool_approval_approve_then_decline_with_a_reason(page: Any, pl
     await expect(thread.get_by_text("staging").first).to_be_visible()
     await thread.get_by_role("button", name="Details").click()
     details = page.get_by_role("dialog", name="Details")
-    await expect(details.get_by_text('"environment": "staging"')).to_be_visible()
+    await expect(details.get_by_text("environment", exact=True)).to_be_visible()  # each key over its value
+    await expect(details.get_by_text("staging", exact=True)).to_be_visible()
     await details.get_by_role("button", name="Close").first.click()
     await expect(details).to_have_count(0)
     await thread.get_by_role("button", name="Approve").click()
