@@ -4,6 +4,8 @@
   flattened; ``labels_of(message)``: every button and option label (for error messages).
 - ``element_of(block, action_id)``; ``entry_for(element, raw)``: the ``state.values`` entry a test value (text,
   label or labels) makes (docs.slack.dev reference/interaction-payloads/view-interactions-payload#view_submission).
+- ``carried_state(previous, blocks)``: the state a view republished with ``blocks`` (App Home's ``views.publish``)
+  keeps of the previous one's: what was ticked or chosen in an element that keeps its ids.
 - ``check_submittable(blocks, state)``: refuse (``PlaygroundError``) what Slack's client refuses to submit: an empty
   required input, text outside ``min_length`` / ``max_length``.
 """
@@ -13,7 +15,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from bot.fakeslack.elements import JSON, iter_elements
+from bot.fakeslack import blockkit
+from bot.fakeslack.elements import JSON, initial_state, iter_elements
 from bot.fakeslack.state import PlaygroundError
 
 
@@ -89,3 +92,29 @@ def check_submittable(blocks: list[JSON], state: dict[str, dict[str, JSON]]) -> 
                 raise PlaygroundError(f"Slack would not submit: {label!r} is longer than max_length")
             if value and len(value) < int(element.get("min_length", 0)):
                 raise PlaygroundError(f"Slack would not submit: {label!r} is shorter than min_length")
+
+
+def carried_state(previous: dict[str, dict[str, JSON]], blocks: list[JSON]) -> dict[str, dict[str, JSON]]:
+    """The state of a newly published view of ``blocks`` (App Home's ``views.publish``), given the previous view's
+    state ``previous``.
+
+    Slack's clients keep what a person ticked or chose in an element across an update only when the element keeps
+    its ids; the fake's rule, kept simple: an element's entry is carried over when its block has the same explicit
+    ``block_id``, it has the same ``action_id`` and the same ``type``, and every option the entry holds is still one
+    of its options; any other element starts from its initial value (``initial_option(s)``), as a new one does.
+    Blocks without a ``block_id`` never carry anything (Slack gives them a new id each time)."""
+    state = initial_state(blocks)
+    for block, element in iter_elements(blocks):
+        block_id, action_id = block.get("block_id"), element.get("action_id")
+        if not block_id or not action_id:
+            continue
+        before = (previous.get(str(block_id)) or {}).get(str(action_id))
+        if before is None or before.get("type") != element.get("type"):
+            continue
+        offered = {blockkit.option_key(o) for o in options_of(element)}
+        held = list(before.get("selected_options") or [])
+        if before.get("selected_option"):
+            held.append(before["selected_option"])
+        if all(blockkit.option_key(o) in offered for o in held):
+            state[str(block_id)][str(action_id)] = copy.deepcopy(before)
+    return state

@@ -315,6 +315,8 @@ class SlackState:
         self.views: dict[str, View] = {}
         self.view_stacks: dict[str, list[str]] = {}
         self.home_views: dict[str, JSON] = {}  # user -> the App Home view published for them
+        # user -> the state of their Home view, what they ticked and chose there (bot.fakeslack.home_tab)
+        self.home_values: dict[str, dict[str, dict[str, JSON]]] = {}
         self.triggers: dict[str, Trigger] = {}
         self.interactions: dict[tuple[str, str, str], InteractionState] = {}
         self.response_urls: dict[str, ResponseUrl] = {}

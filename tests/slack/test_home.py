@@ -8,13 +8,14 @@ import json
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 import pytest
 import redis.asyncio as aioredis
 
 from bot.agent.state import utcnow
 from bot.fakeslack.elements import iter_elements
-from bot.fakeslack.home_tab import click_home, home_view, open_home
+from bot.fakeslack.home_tab import choose_home, click_home, home_view, open_home, tick_home
 from bot.fakeslack.state import TEAM_ID
 from bot.slack.questions.follow_up_plan import COALESCE_SECONDS
 from bot.store import Keys
@@ -528,3 +529,69 @@ async def test_a_multi_select_question_is_answered_from_home_with_what_was_ticke
         )
         [result] = tool_results(h.model)
         assert result == {"answers": ["Add tests", "Refactor"], "answer_type": "options", "answered_by": ALICE}
+
+
+def sent_payload(ack: Any) -> dict[str, Any]:
+    """The interaction payload an ``Ack`` answered (form-encoded ``payload=<json>``)."""
+    [payload] = parse_qs(ack.request_body)["payload"]
+    return dict(json.loads(payload))
+
+
+async def test_ticks_on_home_are_kept_and_sent_with_submit(fake_redis: aioredis.Redis, harness: Any) -> None:
+    """Ticked on Home box by box, as a person does (each tick a ``block_actions`` from the view, with the view's
+    state so far), the Home published afresh, then Submit with no ``values=``: the fake Slack keeps the Home view's
+    state per person (across a publish that keeps the elements' ids) and sends it, so the multi-select question is
+    answered with what is ticked (the playground's Home could not tick)."""
+    async with harness(fake_redis) as h:
+        await open_home(h.ws, ALICE)
+        await h.settle()
+        h.model.script(Reply(tool_calls=[tool_call("ask_user", MULTI, id="m1")]), Reply(text="Ticked on Home."))
+        d = await h.ws.mention(ALICE, GENERAL, "plan")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+        await refresh(h)
+        for label in ("Add tests", "Update docs", "Refactor", "Update docs"):  # the last one unticked again
+            ack = await tick_home(h.ws, ALICE, label)
+            assert ack.ok
+        tick = sent_payload(ack)
+        [action] = tick["actions"]
+        assert tick["container"]["type"] == "view" and action["type"] == "checkboxes"
+        assert [o["text"]["text"] for o in action["selected_options"]] == ["Add tests", "Refactor"]
+        state = tick["view"]["state"]["values"][action["block_id"]][action["action_id"]]
+        assert state == {"type": "checkboxes", "selected_options": action["selected_options"]}
+        published = len(h.ws.calls("views.publish"))
+        await open_homes(h, ALICE)  # published afresh: the question keeps its ids, so its ticks stay
+        assert len(h.ws.calls("views.publish")) > published
+        await click_home(h.ws, ALICE, "Submit")
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: m["text"] == "Ticked on Home."
+        )
+        [result] = tool_results(h.model)
+        assert result == {"answers": ["Add tests", "Refactor"], "answer_type": "options", "answered_by": ALICE}
+
+
+async def test_a_choice_in_a_menu_on_home_answers_the_question(fake_redis: aioredis.Redis, harness: Any) -> None:
+    """A single-select question with more options than buttons shows a menu (static_select), on Home too: choosing
+    there sends its ``block_actions`` with the ``selected_option``, which answers the question."""
+    cities = {"question": "Which city?", "options": [{"label": f"City {i}"} for i in range(30)]}
+    async with harness(fake_redis) as h:
+        await open_home(h.ws, ALICE)
+        await h.settle()
+        h.model.script(Reply(tool_calls=[tool_call("ask_user", cities, id="s1")]), Reply(text="Chosen on Home."))
+        d = await h.ws.mention(ALICE, GENERAL, "where")
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+        await refresh(h)
+        kinds = [e.get("type") for _b, e in iter_elements((home_view(h.ws, ALICE) or {}).get("blocks", []))]
+        assert "static_select" in kinds, kinds
+        ack = await choose_home(h.ws, ALICE, "City 17")
+        chosen = sent_payload(ack)
+        [action] = chosen["actions"]
+        assert action["type"] == "static_select" and action["selected_option"]["text"]["text"] == "City 17"
+        assert chosen["view"]["state"]["values"][action["block_id"]][action["action_id"]] == {
+            "type": "static_select",
+            "selected_option": action["selected_option"],
+        }
+        await h.ws.wait_for_message(
+            channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: m["text"] == "Chosen on Home."
+        )
+        [result] = tool_results(h.model)
+        assert result["answer"] == "City 17" and result["answered_by"] == ALICE

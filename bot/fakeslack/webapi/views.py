@@ -10,6 +10,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from bot.fakeslack.inputs import carried_state
 from bot.fakeslack.state import JSON, VIEW_STACK_LIMIT, SlackState, make_view
 from bot.fakeslack.webapi.args import ApiError, invalid, require
 from bot.fakeslack.webapi.core import Family
@@ -77,7 +78,16 @@ class Views(Family):
             raise invalid("invalid_arguments", ["must be a home view [json-pointer:/view/type]"], with_errors=False)
         published = {**copy.deepcopy(view), "id": f"V_HOME_{user}", "type": "home"}
         self.state.home_views[user] = published
-        self.state.changed({"type": "home_published", "user": user, "view": copy.deepcopy(published)})
+        # what the person ticked and chose stays where the new view keeps the element's ids (inputs.carried_state)
+        values = carried_state(self.state.home_values.get(user) or {}, published.get("blocks") or [])
+        self.state.home_values[user] = values
+        event = {
+            "type": "home_published",
+            "user": user,
+            "view": copy.deepcopy(published),
+            "values": copy.deepcopy(values),
+        }
+        self.state.changed(event)
         return {"ok": True, "view": copy.deepcopy(published)}
 
 
