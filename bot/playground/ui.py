@@ -19,7 +19,12 @@ Routes (JSON in and out; POST bodies must be ``application/json`` from this orig
                                 -> {"ok", "ack", "errors": {block_id: message}}
     POST /api/close_view        {"user", "view_id"} -> {"ok", "ack": LogEntry | null}
     POST /api/open_home         {"user"} -> {"ok", "ack"}: the person opens the app's Home tab (app_home_opened)
-    POST /api/home_click        {"user", "label", "block_id"?} -> {"ok", "ack"}: a button on their Home tab
+    POST /api/home_click        {"user", "label", "block_id"?} -> {"ok", "ack", "values"}: a button on their Home
+                                tab (the first so labelled, or the first in a block whose id contains ``block_id``);
+                                the view's state as ticked and chosen there goes with it (``view.state.values``)
+    POST /api/home_toggle       same with the checkbox "label" -> {"ok", "ack", "values"}: a tick (or untick) there
+    POST /api/home_select       same with "labels": [str] (static/multi select, radio, overflow) -> {"ok", "ack",
+                                "values"}; ``values``: the Home view's state after it (bot.fakeslack.home_tab)
     POST /api/open_assistant    {"user", "context_channel"?} -> {"ok", "channel", "thread_ts", "ack": LogEntry | null}:
                                 the person opens a new thread in the app's assistant pane while viewing
                                 ``context_channel`` (assistant_thread_started; see bot.fakeslack.assistant_pane)
@@ -61,7 +66,7 @@ from aiohttp import hdrs, web
 from aiohttp.typedefs import Middleware
 
 from bot.fakeslack.assistant_pane import change_context, open_pane
-from bot.fakeslack.home_tab import click_home, open_home
+from bot.fakeslack.home_tab import choose_home, click_home, home_values, open_home, tick_home
 from bot.fakeslack.sender import Ack
 from bot.fakeslack.state import JSON, PlaygroundError, dm_channel_id
 from bot.fakeslack.workspace import Workspace
@@ -130,6 +135,8 @@ class PlaygroundUI:
             ("close_view", self._close_view),
             ("open_home", self._open_home),
             ("home_click", self._home_click),
+            ("home_toggle", self._home_toggle),
+            ("home_select", self._home_select),
             ("open_assistant", self._open_assistant),
             ("assistant_context", self._assistant_context),
             ("stop_session", self._stop_session),
@@ -229,10 +236,7 @@ class PlaygroundUI:
 
     async def _select(self, body: JSON) -> JSON:
         user, message = self._user(body), self._message(body)
-        labels = body.get("labels")
-        if not isinstance(labels, list) or not labels or not all(isinstance(x, str) for x in labels):
-            raise BadRequest("labels must be a non-empty list of option labels")
-        ack = await self.workspace.select(message, labels, user=user)
+        ack = await self.workspace.select(message, _labels(body), user=user)
         return self._interaction_result(ack, message, user)
 
     async def _submit_view(self, body: JSON) -> JSON:
@@ -251,9 +255,19 @@ class PlaygroundUI:
         return {"ok": ack.ok, "ack": self.hub.add_acks([ack])[0]}
 
     async def _home_click(self, body: JSON) -> JSON:
-        user = self._user(body)
-        ack = await click_home(self.workspace, user, _str(body, "label"), within=_str(body, "block_id", required=False))
-        return {"ok": ack.ok, "ack": self.hub.add_acks([ack])[0]}
+        user, within = self._user(body), _str(body, "block_id", required=False)
+        ack = await click_home(self.workspace, user, _str(body, "label"), within=within)
+        return self._home_result(ack, user)
+
+    async def _home_toggle(self, body: JSON) -> JSON:
+        user, within = self._user(body), _str(body, "block_id", required=False)
+        ack = await tick_home(self.workspace, user, _str(body, "label"), within=within)
+        return self._home_result(ack, user)
+
+    async def _home_select(self, body: JSON) -> JSON:
+        user, within = self._user(body), _str(body, "block_id", required=False)
+        ack = await choose_home(self.workspace, user, _labels(body), within=within)
+        return self._home_result(ack, user)
 
     async def _open_assistant(self, body: JSON) -> JSON:
         user = self._user(body)
@@ -311,6 +325,12 @@ class PlaygroundUI:
         )
         return {"ok": ack.ok, "ack": entry, "values": values}
 
+    def _home_result(self, ack: Ack, user: str) -> JSON:
+        entry = self.hub.add_acks([ack])[0]
+        values = home_values(self.workspace, user)
+        self.hub.publish({"type": "home_values", "user": user, "values": values})
+        return {"ok": ack.ok, "ack": entry, "values": values}
+
     def _user(self, body: JSON) -> str:
         user = _str(body, "user")
         known = self.workspace.state.directory.users.get(user)
@@ -343,6 +363,13 @@ def _str(body: JSON, key: str, *, required: bool = True) -> str:
     if not isinstance(value, str) or (required and not value):
         raise BadRequest(f"{key} must be a non-empty string")
     return value
+
+
+def _labels(body: JSON) -> list[str]:
+    labels = body.get("labels")
+    if not isinstance(labels, list) or not labels or not all(isinstance(x, str) for x in labels):
+        raise BadRequest("labels must be a non-empty list of option labels")
+    return labels
 
 
 def _dumps(value: Any) -> str:

@@ -19,7 +19,8 @@ Events a page receives (JSON objects; FakeSlack's own change events pass through
     {"type": "assistant_thread", "thread": {"user_id", "channel_id", "thread_ts", "context"}}   # pane opened/moved
     {"type": "agent_session", "session": {"channel_id", "thread_ts", "status", "title", "initiator_user_id",
      "statuses"}}                                      # agents.sessions.setStatus / rename
-    {"type": "home_published", "user", "view"}
+    {"type": "home_published", "user", "view", "values"}   # values: the view's state, what was kept of the last
+    {"type": "home_values", "user", "values": {block_id: {action_id: {...}}}}   # a tick or choice on their Home
     {"type": "log", "entry": LogEntry}                 # an API call or a request to the app
     {"type": "values", "channel", "ts", "user", "values": {block_id: {action_id: {...}}}}
     {"type": "view_errors", "user", "view_id", "errors": {block_id: "message"} | {}}

@@ -13,6 +13,7 @@ the first event of ``GET /api/events``). Shapes are the fake Slack's own (bot.fa
      "view_errors": {"V123": {"block_id": "message"}},
      "values": [{"channel", "ts", "user", "values"}],    # what each user ticked/selected per message
      "home": {"U_ALICE": view},                          # each user's App Home tab as last published
+     "home_values": {"U_ALICE": values},                 # what each user ticked/selected on their Home
      "assistant": {"threads": [{"user_id", "channel_id", "thread_ts", "context"}],   # assistant panes opened
                    "statuses": [{"channel_id", "thread_ts", "status"}],            # current ones only
                    "prompts": [{"channel_id", "thread_ts", "title", "prompts"}],   # the latest per thread
@@ -68,6 +69,7 @@ def snapshot(workspace: Workspace, *, info: JSON, timing: JSON | None, log: list
             {"channel": c, "ts": t, "user": u, "values": s.values} for (c, t, u), s in state.interactions.items()
         ],
         "home": dict(state.home_views),
+        "home_values": {user: values for user, values in state.home_values.items() if user in state.home_views},
         "assistant": assistant_snapshot(state),
         "sessions": list(state.sessions.values()),
         "timing": timing,

@@ -451,3 +451,43 @@ async def test_the_home_tab_and_the_timing_controls_through_the_endpoints(
     assert status == 200 and clicked["ok"]
     reply = await bot_message(pg, ts, "Deploying to *production*")  # the whole sentence: it may still be streaming
     assert "production" in reply["text"]
+
+
+async def home_with(pg: Playground, http: aiohttp.ClientSession, text: str, needle: str) -> str:
+    """Alice mentions the bot with ``text`` and opens her Home; returns the thread once the Home shows ``needle``."""
+    _, said = await post(http, pg, "say", {"user": "U_ALICE", "channel": "C_GENERAL", "text": f"{BOT} {text}"})
+    await bot_message(pg, said["message"]["ts"], needle)
+    status, _ = await post(http, pg, "open_home", {"user": "U_ALICE"})
+    assert status == 200 and pg.workspace is not None
+    await pg.workspace.fake.wait_until(
+        lambda: needle in json.dumps(pg.workspace.state.home_views.get("U_ALICE") if pg.workspace else None),
+        timeout=10,
+        what=f"Alice's Home showing {needle!r}",
+    )
+    return str(said["message"]["ts"])
+
+
+async def test_ticks_and_menus_on_the_home_tab_through_the_endpoints(
+    pg: Playground, http: aiohttp.ClientSession
+) -> None:
+    """On Home, checkboxes are ticked one by one (home_toggle answers the view's state so far) and Submit
+    (home_click) sends them; a menu choice (home_select) answers a single-select question with many options.
+    Unknown labels are a 400 that sends nothing."""
+    ts = await home_with(pg, http, "plan", "Which features")
+    for label in ("Dark mode", "Search"):
+        status, ticked = await post(http, pg, "home_toggle", {"user": "U_ALICE", "label": label})
+        assert status == 200 and ticked["ok"] and ticked["ack"]["name"] == "block_actions"
+    picked = [e["selected_options"] for by in ticked["values"].values() for e in by.values() if "selected_options" in e]
+    assert [[o["text"]["text"] for o in p] for p in picked] == [["Dark mode", "Search"]]
+    status, refused = await post(http, pg, "home_toggle", {"user": "U_ALICE", "label": "Nope"})
+    assert status == 400 and "Nope" in refused["error"]
+    status, clicked = await post(http, pg, "home_click", {"user": "U_ALICE", "label": "Submit"})
+    assert status == 200 and clicked["ok"]
+    await bot_message(pg, ts, "Planned: Dark mode, Search")
+    ts = await home_with(pg, http, "many cities", "Which city")
+    status, refused = await post(http, pg, "home_select", {"user": "U_ALICE", "labels": []})
+    assert status == 400 and "labels" in refused["error"]
+    status, chosen = await post(http, pg, "home_select", {"user": "U_ALICE", "labels": ["Lisbon"]})
+    assert status == 200 and chosen["ok"]
+    reply = await bot_message(pg, ts, "The next meetup is in")
+    assert "Lisbon" in reply["text"]
