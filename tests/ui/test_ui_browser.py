@@ -359,6 +359,31 @@ async def test_ui_home_tab_and_timing_panel(page: Any, playground: Playground) -
     await shoot(page, "ui-home-tab")
 
 
+async def test_ui_home_tab_ticks_and_submit(page: Any, playground: Playground) -> None:
+    """A multi-select question waits on Alice's Home tab: she ticks two boxes there (each tick a block_actions from
+    her Home view, drawn ticked from the view's state) and presses Submit, which sends them; the thread's question is
+    answered with both. (The Home's checkboxes only showed a toast saying to use the buttons.)"""
+    from playwright.async_api import expect
+
+    thread = await mention(page, "plan the release")
+    await expect(thread.get_by_label("Dark mode")).to_be_visible()
+    await page.locator("#app-list").get_by_role("button", name="Home").click()
+    home = page.locator("#messages .home")
+    await expect(home.get_by_label("Dark mode")).to_be_visible()
+    await home.get_by_label("Dark mode").check()
+    await home.get_by_label("Search").check()
+    await expect(home.get_by_label("Dark mode")).to_be_checked()  # both still ticked once the state came back
+    await expect(home.get_by_label("Search")).to_be_checked()
+    await expect(page.locator("#toasts")).not_to_contain_text("use the buttons")
+    await home.get_by_role("button", name="Submit").click()
+    await expect(home.get_by_text("Nothing is waiting for you.")).to_be_visible(timeout=15000)
+    await page.locator("#channel-list").get_by_role("button", name="general").click()
+    await page.locator("#messages").get_by_role("button", name="2 replies").click()
+    await expect(page.locator("#thread-pane").get_by_text("Planned: Dark mode, Search")).to_be_visible(timeout=20000)
+    await expect(page.locator("#thread-pane").get_by_role("checkbox")).to_have_count(0)
+    await shoot(page, "ui-home-ticks")
+
+
 async def test_ui_stop_button_of_a_working_thread_stops_its_reply(page: Any, playground: Playground) -> None:
     """Each thread shows its agent session (title, status); while it works Slack's Stop shows, and a click stops the
     reply mid-way (agent_session_stopped through the real bot), in the thread pane and under the thread's root."""

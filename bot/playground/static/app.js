@@ -111,7 +111,8 @@ function renderHome() {
   $("channel-sub").textContent = `${S.bot.name}'s App Home, as @${userName(S.me) || S.me}`; // a name, not U_ALICE
   $("composer").hidden = true;
   const view = S.home.get(S.me);
-  const ctx = { ...textCtx(), surface: "message", values: {}, act: (kind, detail) => homeAct(kind, detail) };
+  const values = S.homeValues.get(S.me) || {}; // what this person ticked and chose on their Home (the view's state)
+  const ctx = { ...textCtx(), surface: "message", values, act: (kind, detail) => homeAct(kind, detail) };
   const body = view ? renderBlocks(view.blocks || [], ctx) : el("p", { class: "muted" }, ["The app has not published a Home tab for you yet."]);
   $("messages").replaceChildren(el("div", { class: "home blocks" }, [body]));
 }
@@ -181,10 +182,31 @@ function openThread(channel, ts) {
   requestAnimationFrame(() => threadComposer && threadComposer.focus());
 }
 
-async function homeAct(kind, detail) {
-  if (kind !== "click") return toast("On the Home tab, use the buttons (menus and checkboxes open the thread's message).");
-  const result = await api("/api/home_click", { user: S.me, label: detail.label, block_id: detail.block_id || "" });
-  if (!result.ok) toast(result.error || "The app refused the click (see the developer panel)");
+// On the Home tab a click, a tick or a choice is a block_actions from the person's Home view, with the view's state
+// (what they ticked and chose there) as the fake Slack keeps it; one at a time per person, like a message's actions.
+const HOME_ROUTES = { click: "home_click", toggle: "home_toggle", select: "home_select" };
+
+function homeAct(kind, detail) {
+  const user = S.me;
+  const key = `home|${user}`;
+  const run = (acting.get(key) || Promise.resolve()).catch(() => {}).then(() => sendHomeAction(user, kind, detail));
+  acting.set(key, run);
+  run.finally(() => {
+    if (acting.get(key) === run) acting.delete(key);
+  });
+  return run;
+}
+
+async function sendHomeAction(user, kind, detail) {
+  const result = await api(`/api/${HOME_ROUTES[kind]}`, { user, ...detail, block_id: detail.block_id || "" });
+  if (result.values) {
+    S.homeValues.set(user, result.values);
+    schedule("values");
+  }
+  if (!result.ok) {
+    const ack = result.ack;
+    toast(result.error || (ack ? `The app answered ${ack.error || ack.status} (see the developer panel)` : "failed"));
+  }
 }
 
 // A message's actions reach the app one at a time, in the order they were made: two ticks and a Submit made fast

@@ -5,7 +5,8 @@
 // ctx: text ctx (userName, channelName, me) plus
 //   surface: "message" | "modal"
 //   values: state.values of this user for this message/view: {block_id: {action_id: {selected_options...}}}
-//   act(kind, detail): message interactions; kind "click" {label} | "toggle" {label} | "select" {labels}
+//   act(kind, detail): message (and App Home) interactions; kind "click" {label} | "toggle" {label} |
+//     "select" {labels}, each with the element's block_id (a Home shows many questions, whose labels may repeat)
 //   inputs: [] (modal only): each input registers {blockId, actionId, label, optional, get() -> value}
 //   errors: {block_id: message} (modal only): shown under the input, like Slack
 // Block types: section (text, fields, accessory), header, context, divider, actions, image (as a link),
@@ -117,7 +118,7 @@ function staticSelect(block, element, ctx) {
   } else {
     select.addEventListener("change", () => {
       const o = allOptions(element).find((x) => x.value === select.value);
-      if (o && confirmed(element)) ctx.act("select", { labels: [textOf(o.text)] });
+      if (o && confirmed(element)) ctx.act("select", { labels: [textOf(o.text)], block_id: block.block_id || "" });
     });
   }
   return select;
@@ -148,7 +149,7 @@ function checkboxes(block, element, ctx) {
     registerInput(ctx, block, element, () => boxes.filter((b) => b.input.checked).map((b) => textOf(b.option.text)));
     return fieldset;
   }
-  const { fieldset } = checkList(block, element, ctx, (o) => ctx.act("toggle", { label: textOf(o.text) }));
+  const { fieldset } = checkList(block, element, ctx, (o) => ctx.act("toggle", { label: textOf(o.text), block_id: block.block_id || "" }));
   fieldset.setAttribute("aria-label", "Options");
   return fieldset;
 }
@@ -165,7 +166,7 @@ function multiSelect(block, element, ctx) {
   const onChange = ctx.surface === "modal" ? refresh : () => {
     refresh();
     const picked = chosenNow();
-    if (picked.length) ctx.act("select", { labels: picked });
+    if (picked.length) ctx.act("select", { labels: picked, block_id: block.block_id || "" });
   };
   const { fieldset, boxes } = checkList(block, element, ctx, onChange);
   details.append(summary, fieldset);
@@ -187,7 +188,7 @@ function radios(block, element, ctx) {
     input.checked = chosen.has(o.value);
     const label = el("label", "bk-check", [input, el("span", "bk-check-text", [textObject(o.text, ctx)])]);
     if (o.description) label.append(el("span", "bk-desc", [textObject(o.description, ctx)]));
-    if (ctx.surface !== "modal") input.addEventListener("change", () => ctx.act("select", { labels: [textOf(o.text)] }));
+    if (ctx.surface !== "modal") input.addEventListener("change", () => ctx.act("select", { labels: [textOf(o.text)], block_id: block.block_id || "" }));
     inputs.push({ option: o, input });
     fieldset.append(label);
   }
@@ -210,7 +211,7 @@ function overflow(block, element, ctx) {
     item.type = "button";
     item.addEventListener("click", () => {
       details.open = false;
-      if (confirmed(element)) ctx.act("select", { labels: [textOf(o.text)] });
+      if (confirmed(element)) ctx.act("select", { labels: [textOf(o.text)], block_id: block.block_id || "" });
     });
     menu.append(item);
   }

@@ -4,6 +4,7 @@
 // S.views: Map user -> [view] (top last)              S.viewErrors: Map view_id -> {block_id: message}
 // S.values: Map "channel|ts|user" -> state.values     S.log: Map seq -> LogEntry (bot.playground.ui_events)
 // S.home: Map user -> their App Home view             S.timing: the bot's deadline and reminder times
+// S.homeValues: Map user -> their Home view's state.values (what they ticked and chose there)
 // S.statuses: Map "channel|thread_ts" -> {status, at}  (assistant.threads.setStatus; gone after STATUS_TTL_MS)
 // S.prompts / S.titles: Map "channel|thread_ts" -> the latest setSuggestedPrompts / setTitle record
 // S.panes: Map "channel|thread_ts" -> assistant pane thread {user_id, channel_id, thread_ts, context}
@@ -24,6 +25,7 @@ export const S = {
   values: new Map(),
   log: new Map(),
   home: new Map(), // user -> the App Home view the app published for them
+  homeValues: new Map(), // user -> that view's state.values: what they ticked and chose on it
   timing: null, // the bot's deadlines and reminder times (developer panel)
   dismissed: new Set(),
   unread: new Map(),
@@ -71,6 +73,7 @@ export function applySnapshot(state) {
   S.log = new Map();
   for (const entry of state.log || []) S.log.set(entry.seq, entry);
   S.home = new Map(Object.entries(state.home || {}));
+  S.homeValues = new Map(Object.entries(state.home_values || {}));
   S.timing = state.timing || null;
   const assistant = state.assistant || {};
   S.statuses = new Map();
@@ -145,7 +148,11 @@ export function applyEvent(ev) {
       return "values";
     case "home_published":
       S.home.set(ev.user, ev.view);
+      S.homeValues.set(ev.user, ev.values || {}); // what the fake kept of the state (same ids) with the new view
       return "messages";
+    case "home_values":
+      S.homeValues.set(ev.user, ev.values || {});
+      return "values";
     case "timing":
       S.timing = ev.timing;
       return "timing";
