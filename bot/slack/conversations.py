@@ -448,7 +448,7 @@ class Threads:
                     await say("This doesn't belong to a conversation I know.")
                     return
                 if not self.answering.permissions.is_answerer(ctx, where.user, where=where):
-                    await say(f"Only <@{ctx.requester}> can retry this.")
+                    await say(f"Only <@{ctx.requester}> can retry this." if ctx.requester else "You can't retry this.")
                     return
                 record = await self.index.thread(ctx.team_id, channel_id=ctx.channel_id, thread_ts=ctx.thread_ts)
                 if record is not None and record.run_id != run_id:

@@ -411,3 +411,26 @@ async def test_channel_policy_lets_anyone_answer_once(fake_redis: aioredis.Redis
         loser = ALICE if winner["answered_by"] == BOB else BOB
         note = await h.ws.wait_for_ephemeral(user=loser)
         assert note["text"].startswith(f"<@{winner['answered_by']}> had already answered *")
+
+
+async def test_a_question_for_anyone_in_the_channel_offers_no_cancel_nobody_could_use(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """An outside agent's question for anyone in the channel has no requester: its Cancel told whoever clicked it
+    "Only <@> can withdraw this question." (a break-it pass). It shows none (a forged click is told nobody here can);
+    a question with a requester keeps its Cancel."""
+    async with harness(fake_redis) as h:
+        assert h.bot.threads is not None
+        asker = Asker(h.bot.threads, team_id=TEAM_ID, poll=0.05)
+        anyone = await asker.ask(SINGLE, channel=GENERAL, user=None, metadata={"mcp_tool": "ask_user"})
+        q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=anyone.thread_ts, predicate=has_controls)
+        labels = [e["text"]["text"] for b in q["blocks"] if b["type"] == "actions" for e in b["elements"]]
+        assert labels == ["api", "web"], labels
+        forged = {**button(q, 0), "action_id": "ask_cancel"}
+        await h.ws.sender.send_interaction(action_payload(h, q, forged, user=BOB))
+        told = await h.ws.wait_for_ephemeral(user=BOB, predicate=lambda m: "withdraw" in m["text"])
+        assert told["text"] == "Nobody can withdraw this question here: the agent that asked it can.", told["text"]
+        assert (await h.bot.agent.get_run(anyone.run_id)).status == "suspended"
+        alices = await asker.ask(SINGLE, channel=GENERAL, user=ALICE, metadata={"mcp_tool": "ask_user"})
+        q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=alices.thread_ts, predicate=has_controls)
+        assert "Cancel" in [e["text"]["text"] for b in q["blocks"] if b["type"] == "actions" for e in b["elements"]]

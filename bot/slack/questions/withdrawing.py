@@ -79,7 +79,10 @@ class Withdrawing:
             what = "request" if waiting is not None and waiting.kind == "approval" else "question"
             if where.user != ctx.requester:
                 audit.refused(state, call, user=where.user, reason="not_allowed")
-                await say(f"Only <@{ctx.requester}> can withdraw this {what}.")
+                if ctx.requester:
+                    await say(f"Only <@{ctx.requester}> can withdraw this {what}.")
+                else:  # asked of anyone in the channel (an outside agent's): nobody here started it
+                    await say(f"Nobody can withdraw this {what} here: the agent that asked it can.")
                 return
             attempt = Attempt.of(found, where=where, say=say)
             check = await self.agent.check(state, call)

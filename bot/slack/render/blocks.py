@@ -221,12 +221,15 @@ def _question_message(
                 elements=[ButtonElement(text="Submit", action_id=ACT_SUBMIT, value=ref.value(0), style="primary")],
             )
         )
-    more = [ButtonElement(text="Cancel", action_id=ACT_CANCEL, value=ref.value(0))]  # the requester withdraws it
+    # the requester withdraws it: no Cancel where there is none (an outside agent's question for anyone in the
+    # channel) or where it is shown to others (an escalated copy): whoever clicked it was told "Only <@> can ..."
+    more = [ButtonElement(text="Cancel", action_id=ACT_CANCEL, value=ref.value(0))] if requester else []
     if payload.form is not None:  # a server's question (a form) can be declined
         if len(payload.form.fields) > 1:
             hint = "press Answer to fill in the form"
         more.insert(0, ButtonElement(text="Decline", action_id=ACT_FORM_DECLINE, value=ref.value(0)))
-    blocks.append(ActionsBlock(block_id=ref.block_id("more"), elements=more))
+    if more:
+        blocks.append(ActionsBlock(block_id=ref.block_id("more"), elements=more))
     who = _who(requester, answerers, in_thread=in_thread) + (f" · {hint}" if hint else "")
     blocks.append(ContextBlock(block_id=ref.block_id("who"), elements=[MarkdownTextObject(text=who)]))
     return [b.to_dict() for b in blocks]
