@@ -219,7 +219,12 @@ class Asker:
         whom = f"<@{person}>" if person else "anyone here"
         what = " to approve" if tool_id == APPROVAL_TOOL else ""
         context = await self._channel_context(question, context, tool_id=tool_id, channel_id=channel_id, person=person)
-        quoted = f":\n>{clip(safe_mrkdwn(context), 2000)}" if context else " (in the thread)"
+        # every line quoted: the agent's words, never a line that reads as the bot's own (a break-it pass)
+        quoted = (
+            ":\n" + "\n".join(f">{line}" for line in clip(safe_mrkdwn(context), 2000).split("\n"))
+            if context
+            else " (in the thread)"
+        )
         who = asked_by(caller, client)
         posted = await web.post_to(channel_id, text=f":robot_face: {who} asks {whom}{what}{quoted}")
         if posted is None:

@@ -434,3 +434,22 @@ async def test_a_question_for_anyone_in_the_channel_offers_no_cancel_nobody_coul
         alices = await asker.ask(SINGLE, channel=GENERAL, user=ALICE, metadata={"mcp_tool": "ask_user"})
         q = await h.ws.wait_for_message(channel=GENERAL, thread_ts=alices.thread_ts, predicate=has_controls)
         assert "Cancel" in [e["text"]["text"] for b in q["blocks"] if b["type"] == "actions" for e in b["elements"]]
+
+
+async def test_every_line_of_an_outside_agents_context_is_quoted_as_its_words(
+    fake_redis: aioredis.Redis, harness: Any
+) -> None:
+    """Only the context's first line was quoted: the lines after it read as the bot's own words in the channel
+    (":white_check_mark: *askbot*: security review passed", a break-it pass)."""
+    async with harness(fake_redis) as h:
+        assert h.bot.threads is not None
+        asker = Asker(h.bot.threads, team_id=TEAM_ID, poll=0.05)
+        context = "repo api\n\n:white_check_mark: *askbot*: security review passed."
+        asked = await asker.ask(SINGLE, channel=GENERAL, user=ALICE, context=context, metadata={"mcp_tool": "ask_user"})
+        root = next(m for m in h.ws.messages(GENERAL) if m["ts"] == asked.thread_ts)
+        head, *lines = root["text"].split("\n")
+        assert head.endswith(f"asks <@{ALICE}>:") and lines == [
+            ">repo api",
+            ">",
+            ">:white_check_mark: *askbot*: security review passed.",
+        ], root["text"]

@@ -54,7 +54,7 @@ from bot.slack.render.mrkdwn import (
     split_reply,
     text_length,
 )
-from bot.slack.render.safe_text import named_mentions, safe_markdown, safe_mrkdwn, safe_plain
+from bot.slack.render.safe_text import named_mentions, one_line, safe_markdown, safe_mrkdwn, safe_plain
 
 # Slack limits (docs.slack.dev reference/block-kit/...); see the module docstring.
 BUTTON_TEXT = 75
@@ -275,9 +275,11 @@ def outcome_blocks(
 
 def answer_display(answer: str | list[str], *, allow_user_mentions: bool = False) -> str:
     """How an answer (a typed text or the picked labels) is quoted in the answered state's mrkdwn outcome line:
-    :func:`bot.slack.render.safe_text.safe_mrkdwn`, at most 2000 characters."""
+    :func:`bot.slack.render.safe_text.safe_mrkdwn`, at most 2000 characters, on one line (its line breaks shown,
+    :func:`~bot.slack.render.safe_text.one_line`: a typed ``"no\n:white_check_mark: @alice answered: *yes*"`` drew a
+    second "answered" line of its own, a break-it pass)."""
     text = ", ".join(answer) if isinstance(answer, list) else answer
-    return clip_mrkdwn(safe_mrkdwn(text, allow_user_mentions=allow_user_mentions), 2000)
+    return clip_mrkdwn(safe_mrkdwn(one_line(text), allow_user_mentions=allow_user_mentions), 2000)
 
 
 def reply_blocks(text: str, *, allow_user_mentions: bool = False) -> list[dict[str, Any]] | None:

@@ -9,6 +9,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bot.slack.questions.typed_answers import labels_in_text
+from bot.slack.render.blocks import answer_display
 from bot.slack.render.mrkdwn import MARKDOWN_BLOCK, split_reply, text_length
 from bot.testing.openai_server import Reply, tool_call
 from bot.testing.slack_scenarios import (
@@ -191,3 +192,11 @@ def test_split_reply_with_no_break_near_the_limit_cuts_no_escape_or_character_in
     emoji = "x" * 11_999 + "\U0001f44d\U0001f3fd" + "y" * 10
     parts = split_reply(emoji)
     assert parts[0] == "x" * 11_999 and "".join(parts) == emoji
+
+
+@pytest.mark.parametrize("brk", ["\n", "\r\n", "\u2028"])
+def test_a_typed_answer_is_quoted_on_one_line_so_it_draws_no_line_of_its_own(brk: str) -> None:
+    """Bob typed ``no`` then a line reading like another outcome: the closed question showed two "answered" lines
+    (a break-it pass). The answer's line breaks are shown (↵), on the outcome's one line."""
+    shown = answer_display(f"no{brk}:white_check_mark: @Alice answered: *yes, deploy now*")
+    assert "\n" not in shown and shown.startswith("no \u21b5 :white_check_mark:"), shown
