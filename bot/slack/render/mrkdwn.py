@@ -14,6 +14,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
+from bot.agent.text import INVISIBLE
 from bot.slack.render.safe_text import safe_mrkdwn
 
 SECTION_TEXT = 3000  # Slack: section text <= 3000 (docs.slack.dev reference/block-kit/blocks/section-block)
@@ -176,8 +177,14 @@ _HOMOGLYPHS = str.maketrans(
 
 def _look(text: str) -> str:
     """What a person sees of ``text``: composed and decomposed forms alike (NFKC), look-alike letters of other
-    scripts as their Latin twins, whitespace runs as one space, invisible format characters (``Cf``) gone."""
-    visible = "".join(ch for ch in unicodedata.normalize("NFKC", text) if unicodedata.category(ch) != "Cf")
+    scripts as their Latin twins, whitespace runs as one space, invisible format characters (``Cf``) and the
+    characters drawn as nothing that Unicode files otherwise (:data:`bot.agent.text.INVISIBLE`: variation selectors,
+    the combining grapheme joiner; ``"ok"`` and ``"ok\ufe0f"`` were two buttons reading alike) gone."""
+    visible = "".join(
+        ch
+        for ch in unicodedata.normalize("NFKC", text)
+        if unicodedata.category(ch) != "Cf" and ord(ch) not in INVISIBLE
+    )
     return " ".join(visible.translate(_HOMOGLYPHS).split())
 
 

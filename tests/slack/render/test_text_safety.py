@@ -236,6 +236,14 @@ def test_labels_that_still_look_alike_are_numbered() -> None:
     assert shown[3] == "short" and shown[1].startswith("2. ")
 
 
+@pytest.mark.parametrize("mark", ["\ufe0f", "\u034f", "\U000e0100", "\u180b"])
+def test_labels_that_differ_only_by_a_mark_drawn_as_nothing_are_numbered(mark: str) -> None:
+    """A variation selector or the combining grapheme joiner is drawn as nothing but is not a format character:
+    ``"ok"`` and ``"ok\ufe0f"`` were two buttons reading "ok" (a break-it pass)."""
+    shown = distinct_clips(["ok", f"ok{mark}", "no"], 75)
+    assert shown[0].startswith("1. ") and shown[1].startswith("2. ") and shown[2] == "no", shown
+
+
 @pytest.mark.parametrize("mode", ["single_select", "multi_select"])
 @pytest.mark.parametrize("count", [8, 20, 100])
 def test_question_with_look_alike_long_labels_renders_distinct_valid_options(mode: str, count: int) -> None:
