@@ -81,6 +81,12 @@ class AskError(BotError):
     """A question that can't be asked (no channel or person to ask, Slack refused the post); ``str`` says why."""
 
 
+class KeyTaken(AskError):
+    """The request_key names a question asked otherwise (another question, channel, person or tool), stored
+    already: by an earlier call, or by one racing this one (which then holds the key's place in its caller's
+    waiting count: :meth:`Asker.ask` leaves it)."""
+
+
 @dataclass(frozen=True)
 class Asked:
     """A question in Slack: its run, where it is, who may answer."""
@@ -196,6 +202,8 @@ class Asker:
                 client=client,
                 metadata=metadata or {},
             )
+        except KeyTaken:  # another call asked under this key meanwhile: its place in the count, not this one's
+            raise
         except BaseException:
             await self.limits.release(caller, run_id=run_id)
             raise
@@ -350,7 +358,7 @@ class Asker:
         except RunNotFound:
             return None
         if state.metadata.get(FINGERPRINT) != fingerprint:
-            raise AskError(
+            raise KeyTaken(
                 "this request_key names another question (or another channel, person or tool); use a new key"
             )
         return self.asked_of(state)

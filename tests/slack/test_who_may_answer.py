@@ -453,3 +453,32 @@ async def test_every_line_of_an_outside_agents_context_is_quoted_as_its_words(
             ">",
             ">:white_check_mark: *askbot*: security review passed.",
         ], root["text"]
+
+
+async def test_two_questions_racing_under_one_request_key_leave_the_winner_counted(
+    fake_redis: aioredis.Redis, harness: Any, prefix: str
+) -> None:
+    """Two calls of one caller with the same request_key and different questions at once: one asks, the other is
+    refused (the key names another question); the refused one gave back the winner's place in the caller's waiting
+    count, so the caller could pass its max_waiting by one per such race (a break-it pass)."""
+    from bot.mcp_server.callers import Caller
+    from bot.store import Keys
+
+    caller = Caller(name="build-42", channels=(GENERAL,), people=(ALICE,), max_waiting=5)
+    async with harness(fake_redis) as h:
+        assert h.bot.threads is not None
+        asker = Asker(h.bot.threads, team_id=TEAM_ID, poll=0.05)
+        first = {"question": "Ship it?", "options": [{"label": "yes"}, {"label": "no"}]}
+        second = {"question": "Roll back?", "options": [{"label": "yes"}, {"label": "no"}]}
+        results = await asyncio.gather(
+            *(
+                asker.ask(q, channel=GENERAL, user=ALICE, caller=caller, request_key="k1", metadata={"mcp_tool": "x"})
+                for q in (first, second)
+            ),
+            return_exceptions=True,
+        )
+        [asked] = [r for r in results if not isinstance(r, BaseException)]
+        [refusal] = [r for r in results if isinstance(r, BaseException)]
+        assert "request_key names another question" in str(refusal), refusal
+        waiting = await fake_redis.zrange(Keys(prefix).mcp_waiting("build-42"), 0, -1)
+        assert [w.decode() for w in waiting] == [asked.run_id]
