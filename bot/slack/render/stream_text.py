@@ -43,7 +43,11 @@ EMOJI_NAME = 100  # characters after a ":" held as a possible emoji code's name 
 LONG_WORD = 9  # letters or digits before a cut inside a long run (longer than "everyone", so no @here is split)
 # CJK and fullwidth punctuation a sentence or clause ends with (and the closing brackets after it).
 CJK_PUNCTUATION = frozenset("。、，．！？；：…‥」』）】〕〉》〗〙〛｝］｣､｡")  # noqa: RUF001 - fullwidth on purpose
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://|mailto:|www\.", re.IGNORECASE)  # a bare link Slack may make
+# A bare link Slack may make. Its scheme bounded (32 characters: RFC 3986 sets none, none in use is near it): an
+# unbounded one was tried from every letter of a long run without "://" and backtracked over the rest of it, so a
+# 40 KB hash or minified line streamed in 20-character deltas held the event loop for tens of seconds.
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}://|mailto:|www\.", re.IGNORECASE)
 
 
 class StreamText:
@@ -134,19 +138,26 @@ def last_cut(text: str, end: int) -> int:
     last = min(end, len(text) - 1)  # the last index a cut inside the run may have
     if last <= spaced:
         return spaced
-    run = text[spaced:last]
-    url = _URL.search(run)
-    letters_until = spaced + url.start() if url else last  # no cut between letters inside a bare link
-    between, colons = 0, text.count(":", spaced, letters_until)  # colons: in text[spaced:at]
-    for at in range(letters_until, spaced, -1):
-        colons -= at < letters_until and text[at] == ":"
-        in_emoji = colons % 2 == 1 and at - text.rfind(":", max(spaced, at - EMOJI_NAME - 1), at) <= EMOJI_NAME + 1
-        if text[at - 1] in CJK_PUNCTUATION and not joined(text, at) and not in_emoji:
-            return at  # punctuation as near the end as any other cut: preferred
-        if not between and _between_letters(text, at) and not in_emoji:
-            between = at
-        if between and between - at > SOFT_RUN:
-            break  # punctuation further back would hold too much back
+    between = 0
+    # Both cuts inside the run follow a non-ASCII character: an ASCII run (a hash, base64, a minified line) has
+    # neither, and the scan starts after the run's last one. Scanned whole at every take, a 40 KB ASCII run
+    # streamed in 20-character deltas held the event loop for seconds.
+    if not text[spaced:last].isascii():
+        url = _URL.search(text, spaced, last)
+        letters_until = url.start() if url else last  # no cut between letters inside a bare link
+        start = spaced
+        for non_ascii in _NON_ASCII.finditer(text, spaced, letters_until):
+            start = non_ascii.end()  # the last one's
+        colons = text.count(":", spaced, start)  # colons: in text[spaced:at]
+        for at in range(start, spaced, -1):
+            colons -= at < start and text[at] == ":"
+            in_emoji = colons % 2 == 1 and at - text.rfind(":", max(spaced, at - EMOJI_NAME - 1), at) <= EMOJI_NAME + 1
+            if text[at - 1] in CJK_PUNCTUATION and not joined(text, at) and not in_emoji:
+                return at  # punctuation as near the end as any other cut: preferred
+            if not between and _between_letters(text, at) and not in_emoji:
+                between = at
+            if between and between - at > SOFT_RUN:
+                break  # punctuation further back would hold too much back
     if between:
         return between
     if last - spaced > HOLD_LIMIT:  # a run too long for anything people read: cut inside a long word
