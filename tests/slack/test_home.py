@@ -507,26 +507,31 @@ async def test_a_click_on_a_closed_question_in_the_home_takes_it_off_the_home(
         assert "Nothing is waiting for you." in shown, "told it was answered; the Home still offers its buttons"
 
 
+async def asked_on_home(h: Any, question: dict[str, Any], *, then: str) -> str:
+    """Alice opens her Home, then asks; the model asks ``question`` (then replies ``then``) and her Home lists it.
+    Returns the thread's ts."""
+    await open_home(h.ws, ALICE)
+    await h.settle()
+    h.model.script(Reply(tool_calls=[tool_call("ask_user", question, id="q1")]), Reply(text=then))
+    d = await h.ws.mention(ALICE, GENERAL, "ask me")
+    await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
+    await refresh(h)
+    return str(d.message["ts"])
+
+
 async def test_a_multi_select_question_is_answered_from_home_with_what_was_ticked_there(
     fake_redis: aioredis.Redis, harness: Any
 ) -> None:
     """Ticked on Home, then Submit: the ticks come in the view's state (``view.state.values``), where the bot did not
     look, so a Submit on Home always said "Select at least one option" (a new user's trial, in the playground)."""
     async with harness(fake_redis) as h:
-        await open_home(h.ws, ALICE)
-        await h.settle()
-        h.model.script(Reply(tool_calls=[tool_call("ask_user", MULTI, id="m1")]), Reply(text="Picked from Home."))
-        d = await h.ws.mention(ALICE, GENERAL, "plan")
-        await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
-        await refresh(h)
+        thread = await asked_on_home(h, MULTI, then="Picked from Home.")
         view = home_view(h.ws, ALICE) or {}
         [(block, boxes)] = [(b, e) for b, e in iter_elements(view.get("blocks", [])) if e.get("type") == "checkboxes"]
         picked = [o for o in boxes["options"] if o["text"]["text"] in ("Add tests", "Refactor")]
         ticks = {block["block_id"]: {boxes["action_id"]: {"type": "checkboxes", "selected_options": picked}}}
         await click_home(h.ws, ALICE, "Submit", values=ticks)
-        await h.ws.wait_for_message(
-            channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: m["text"] == "Picked from Home."
-        )
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Picked from Home."))
         [result] = tool_results(h.model)
         assert result == {"answers": ["Add tests", "Refactor"], "answer_type": "options", "answered_by": ALICE}
 
@@ -543,12 +548,7 @@ async def test_ticks_on_home_are_kept_and_sent_with_submit(fake_redis: aioredis.
     state per person (across a publish that keeps the elements' ids) and sends it, so the multi-select question is
     answered with what is ticked (the playground's Home could not tick)."""
     async with harness(fake_redis) as h:
-        await open_home(h.ws, ALICE)
-        await h.settle()
-        h.model.script(Reply(tool_calls=[tool_call("ask_user", MULTI, id="m1")]), Reply(text="Ticked on Home."))
-        d = await h.ws.mention(ALICE, GENERAL, "plan")
-        await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
-        await refresh(h)
+        thread = await asked_on_home(h, MULTI, then="Ticked on Home.")
         for label in ("Add tests", "Update docs", "Refactor", "Update docs"):  # the last one unticked again
             ack = await tick_home(h.ws, ALICE, label)
             assert ack.ok
@@ -562,9 +562,7 @@ async def test_ticks_on_home_are_kept_and_sent_with_submit(fake_redis: aioredis.
         await open_homes(h, ALICE)  # published afresh: the question keeps its ids, so its ticks stay
         assert len(h.ws.calls("views.publish")) > published
         await click_home(h.ws, ALICE, "Submit")
-        await h.ws.wait_for_message(
-            channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: m["text"] == "Ticked on Home."
-        )
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Ticked on Home."))
         [result] = tool_results(h.model)
         assert result == {"answers": ["Add tests", "Refactor"], "answer_type": "options", "answered_by": ALICE}
 
@@ -574,12 +572,7 @@ async def test_a_choice_in_a_menu_on_home_answers_the_question(fake_redis: aiore
     there sends its ``block_actions`` with the ``selected_option``, which answers the question."""
     cities = {"question": "Which city?", "options": [{"label": f"City {i}"} for i in range(30)]}
     async with harness(fake_redis) as h:
-        await open_home(h.ws, ALICE)
-        await h.settle()
-        h.model.script(Reply(tool_calls=[tool_call("ask_user", cities, id="s1")]), Reply(text="Chosen on Home."))
-        d = await h.ws.mention(ALICE, GENERAL, "where")
-        await h.ws.wait_for_message(channel=GENERAL, thread_ts=d.message["ts"], predicate=has_controls)
-        await refresh(h)
+        thread = await asked_on_home(h, cities, then="Chosen on Home.")
         kinds = [e.get("type") for _b, e in iter_elements((home_view(h.ws, ALICE) or {}).get("blocks", []))]
         assert "static_select" in kinds, kinds
         ack = await choose_home(h.ws, ALICE, "City 17")
@@ -590,8 +583,6 @@ async def test_a_choice_in_a_menu_on_home_answers_the_question(fake_redis: aiore
             "type": "static_select",
             "selected_option": action["selected_option"],
         }
-        await h.ws.wait_for_message(
-            channel=GENERAL, thread_ts=d.message["ts"], predicate=lambda m: m["text"] == "Chosen on Home."
-        )
+        await h.ws.wait_for_message(channel=GENERAL, thread_ts=thread, predicate=text_is("Chosen on Home."))
         [result] = tool_results(h.model)
         assert result["answer"] == "City 17" and result["answered_by"] == ALICE

@@ -182,19 +182,33 @@ function openThread(channel, ts) {
   requestAnimationFrame(() => threadComposer && threadComposer.focus());
 }
 
-// On the Home tab a click, a tick or a choice is a block_actions from the person's Home view, with the view's state
-// (what they ticked and chose there) as the fake Slack keeps it; one at a time per person, like a message's actions.
-const HOME_ROUTES = { click: "home_click", toggle: "home_toggle", select: "home_select" };
+// Actions on one message, or on one person's Home tab, reach the app one at a time, in the order they were made: two
+// ticks and a Submit made fast must not race (a Submit handled before the last tick sent without it; an older
+// tick's state drawn last).
+const acting = new Map(); // values key (a message's, or "home|user") -> the promise of its last action
 
-function homeAct(kind, detail) {
-  const user = S.me;
-  const key = `home|${user}`;
-  const run = (acting.get(key) || Promise.resolve()).catch(() => {}).then(() => sendHomeAction(user, kind, detail));
+function inOrder(key, send) {
+  const run = (acting.get(key) || Promise.resolve()).catch(() => {}).then(send);
   acting.set(key, run);
   run.finally(() => {
     if (acting.get(key) === run) acting.delete(key);
   });
   return run;
+}
+
+function refused(result) {
+  if (result.ok) return;
+  const ack = result.ack;
+  toast(result.error || (ack ? `The app answered ${ack.error || ack.status} (see the developer panel)` : "failed"));
+}
+
+// On the Home tab a click, a tick or a choice is a block_actions from the person's Home view, with the view's state
+// (what they ticked and chose there) as the fake Slack keeps it.
+const HOME_ROUTES = { click: "home_click", toggle: "home_toggle", select: "home_select" };
+
+function homeAct(kind, detail) {
+  const user = S.me;
+  return inOrder(`home|${user}`, () => sendHomeAction(user, kind, detail));
 }
 
 async function sendHomeAction(user, kind, detail) {
@@ -203,24 +217,11 @@ async function sendHomeAction(user, kind, detail) {
     S.homeValues.set(user, result.values);
     schedule("values");
   }
-  if (!result.ok) {
-    const ack = result.ack;
-    toast(result.error || (ack ? `The app answered ${ack.error || ack.status} (see the developer panel)` : "failed"));
-  }
+  refused(result);
 }
 
-// A message's actions reach the app one at a time, in the order they were made: two ticks and a Submit made fast
-// must not race (a Submit handled before the last tick sent without it; an older tick's state drawn last).
-const acting = new Map(); // values key -> the promise of that message's last action
-
 function act(target, kind, detail) {
-  const key = valuesKey(target.channel, target.ts, S.me);
-  const run = (acting.get(key) || Promise.resolve()).catch(() => {}).then(() => sendAction(target, kind, detail));
-  acting.set(key, run);
-  run.finally(() => {
-    if (acting.get(key) === run) acting.delete(key);
-  });
-  return run;
+  return inOrder(valuesKey(target.channel, target.ts, S.me), () => sendAction(target, kind, detail));
 }
 
 async function sendAction(target, kind, detail) {
@@ -229,10 +230,7 @@ async function sendAction(target, kind, detail) {
     S.values.set(valuesKey(target.channel, target.ts, S.me), result.values);
     schedule("values");
   }
-  if (!result.ok) {
-    const ack = result.ack;
-    toast(result.error || (ack ? `The app answered ${ack.error || ack.status} (see the developer panel)` : "failed"));
-  }
+  refused(result);
 }
 
 function switchUser(user) {
