@@ -47,6 +47,8 @@ CJK_PUNCTUATION = frozenset("。、，．！？；：…‥」』）】〕〉》
 # unbounded one was tried from every letter of a long run without "://" and backtracked over the rest of it, so a
 # 40 KB hash or minified line streamed in 20-character deltas held the event loop for tens of seconds.
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_LONG_RUN = re.compile(rf"[^\W_]{{{LONG_WORD + 1},}}")  # letters or digits (str.isalnum) long enough for a cut
+_RUN_END = re.compile(r"[\W_]")
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}://|mailto:|www\.", re.IGNORECASE)
 
 
@@ -175,21 +177,23 @@ def _between_letters(text: str, at: int) -> bool:
 def _last_cut_in_long_word(text: str, start: int, last: int) -> int:
     """The last cut in ``text[start:last + 1]`` inside a run of letters or digits (any script) with at least
     :data:`LONG_WORD` of them before it, the run not after ``&``, ``#`` (an entity such as ``&#00060;``) or
-    ``:`` (an emoji code, within :data:`EMOJI_NAME`), nor inside a character as people see it; 0 when none."""
-    at = last
-    while at > start:
-        if not (text[at - 1].isalnum() and text[at].isalnum()):
-            at -= 1
+    ``:`` (an emoji code, within :data:`EMOJI_NAME`), nor inside a character as people see it; 0 when none. The runs
+    are found by one search (a run too short for a cut is never looked at) over the last 2 x :data:`HOLD_LIMIT`
+    characters: read a character at a time over the whole run, a held run with no cut (minified JSON, a line of
+    brackets) cost a pass in Python at every take, 10 to 60 s of event loop for 30 KB streamed in small deltas."""
+    window = max(start, last + 1 - 2 * HOLD_LIMIT)  # a cut further back would hold that much text: none looked for
+    for run in reversed([m.start() for m in _LONG_RUN.finditer(text, window, last + 1)]):
+        ended = _RUN_END.search(text, run)
+        at = min(ended.start() - 1 if ended else len(text) - 1, last)  # the run's last cut: a letter or digit after
+        back = _RUN_END.search(text[start:run][::-1])  # a run begun before the window: where it truly begins
+        begun = run - (back.start() if back else run - start)
+        before = text[begun - 1] if begun > 0 else ""  # what it follows ("&#" with any number of zeros after it is
+        # an entity: a cut inside it, the pieces' concatenation decodes to "<")
+        if before in ("&", "#") or (before == ":" and at - begun <= EMOJI_NAME):
             continue
-        run = at
-        while run > 0 and text[run - 1].isalnum():
-            run -= 1
-        before = text[run - 1] if run > 0 else ""
-        allowed = before not in ("&", "#") and not (before == ":" and at - run <= EMOJI_NAME)
-        for cut in range(at, max(run + LONG_WORD, start + 1) - 1, -1) if allowed else ():
+        for cut in range(at, max(begun + LONG_WORD, start + 1) - 1, -1):
             if not joined(text, cut):
                 return cut
-        at = run - 1  # nothing in this run: the one before it
     return 0
 
 

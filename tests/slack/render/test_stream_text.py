@@ -4,6 +4,7 @@ show no live Slack link, mention or Markdown link, and read as the whole reply m
 from __future__ import annotations
 
 import base64
+import json
 import random
 import re
 import time
@@ -281,3 +282,23 @@ def test_a_long_run_without_spaces_streams_in_time_linear_in_its_length(kind: st
     shown.append(stream.take(final=True))
     assert time.process_time() - started < 2.0
     assert "".join(shown).replace("\\", "") == safe_markdown(text).replace("\\", "")
+
+
+@pytest.mark.parametrize("kind", ["brackets", "minified JSON"])
+def test_a_run_with_no_cut_at_all_is_held_at_a_cost_linear_in_its_length(kind: str) -> None:
+    """A 30 KB run with neither a space nor a long word to cut in (a line of brackets, minified JSON with short keys
+    and numbers) is held to the end of the turn; each take looked for a cut character by character over all of it,
+    so 4-character deltas cost 9 to 14 s of event loop. Not a benchmark: the bound is CPU seconds against that."""
+    if kind == "brackets":
+        text = "[" * 30_000
+    else:
+        text = json.dumps([{"id": i, "tags": ["a", "b"]} for i in range(1200)], separators=(",", ":"))[:30_000]
+    stream = StreamText()
+    started = time.process_time()
+    shown = []
+    for i in range(0, len(text), 4):
+        stream.add(text[i : i + 4])
+        shown.append(stream.take())
+    shown.append(stream.take(final=True))
+    assert time.process_time() - started < 4.0
+    assert "".join(shown) == safe_markdown(text)
