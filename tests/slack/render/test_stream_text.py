@@ -261,6 +261,19 @@ def test_an_emoji_code_without_spaces_is_not_cut_inside(size: int) -> None:
     assert not [at for at in cuts(pieces) for start, end in codes if start < at < end]
 
 
+def streamed_timed(text: str, *, delta: int) -> tuple[str, float]:
+    """``text`` streamed in ``delta``-character pieces, each taken at once: what was shown, and the CPU seconds it
+    took."""
+    stream = StreamText()
+    started = time.process_time()
+    shown = []
+    for i in range(0, len(text), delta):
+        stream.add(text[i : i + delta])
+        shown.append(stream.take())
+    shown.append(stream.take(final=True))
+    return "".join(shown), time.process_time() - started
+
+
 @pytest.mark.parametrize("kind", ["letters and digits", "base64", "a link's tail"])
 def test_a_long_run_without_spaces_streams_in_time_linear_in_its_length(kind: str) -> None:
     """A 60 KB run with no space (a hash, base64, minified code) streamed in 20-character deltas: every take scanned
@@ -273,15 +286,9 @@ def test_a_long_run_without_spaces_streams_in_time_linear_in_its_length(kind: st
         text = ("abcdefghij0123456789" * 3000)[:60_000]
     else:
         text = "see https://example.com/" + "a1" * 30_000
-    stream = StreamText()
-    started = time.process_time()
-    shown = []
-    for i in range(0, len(text), 20):
-        stream.add(text[i : i + 20])
-        shown.append(stream.take())
-    shown.append(stream.take(final=True))
-    assert time.process_time() - started < 2.0
-    assert "".join(shown).replace("\\", "") == safe_markdown(text).replace("\\", "")
+    shown, cpu = streamed_timed(text, delta=20)
+    assert cpu < 2.0
+    assert shown.replace("\\", "") == safe_markdown(text).replace("\\", "")
 
 
 @pytest.mark.parametrize("kind", ["brackets", "minified JSON"])
@@ -293,12 +300,6 @@ def test_a_run_with_no_cut_at_all_is_held_at_a_cost_linear_in_its_length(kind: s
         text = "[" * 30_000
     else:
         text = json.dumps([{"id": i, "tags": ["a", "b"]} for i in range(1200)], separators=(",", ":"))[:30_000]
-    stream = StreamText()
-    started = time.process_time()
-    shown = []
-    for i in range(0, len(text), 4):
-        stream.add(text[i : i + 4])
-        shown.append(stream.take())
-    shown.append(stream.take(final=True))
-    assert time.process_time() - started < 4.0
-    assert "".join(shown) == safe_markdown(text)
+    shown, cpu = streamed_timed(text, delta=4)
+    assert cpu < 4.0
+    assert shown == safe_markdown(text)
