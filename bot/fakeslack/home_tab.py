@@ -21,9 +21,8 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING
 
-from bot.fakeslack import blockkit
 from bot.fakeslack.elements import initial_state, iter_elements
-from bot.fakeslack.inputs import options_of, text_of
+from bot.fakeslack.inputs import choose, text_of, tick
 from bot.fakeslack.sender import VERIFICATION_TOKEN, Ack, user_ref
 from bot.fakeslack.state import APP_ID, JSON, TEAM_DOMAIN, TEAM_ID, PlaygroundError
 
@@ -31,7 +30,6 @@ if TYPE_CHECKING:
     from bot.fakeslack.workspace import Workspace
 
 Values = dict[str, dict[str, JSON]]
-CHOICE_TYPES = ("static_select", "multi_static_select", "radio_buttons", "overflow")
 
 
 async def open_home(ws: Workspace, user: str) -> Ack:
@@ -60,24 +58,10 @@ async def tick_home(ws: Workspace, user: str, label: str, *, within: str = "") -
     the first in a block whose id contains ``within``): one ``block_actions`` with the group's new selection, the
     view's state holding it."""
     view = _view(ws, user)
-    for block, element in iter_elements(view.get("blocks", [])):
-        if element.get("type") != "checkboxes" or within not in str(block.get("block_id", "")):
-            continue
-        option = next((o for o in options_of(element) if text_of(o.get("text")) == label), None)
-        if option is None:
-            continue
-        entry = _entry(ws, user, block, element)
-        chosen = {blockkit.option_key(o) for o in entry.get("selected_options") or []}
-        chosen ^= {blockkit.option_key(option)}
-        entry["selected_options"] = [copy.deepcopy(o) for o in options_of(element) if blockkit.option_key(o) in chosen]
-        action: JSON = {
-            "type": "checkboxes",
-            "action_id": element.get("action_id"),
-            "block_id": block.get("block_id"),
-            "selected_options": copy.deepcopy(entry["selected_options"]),
-        }
-        return await _send(ws, user, view, action, _values(ws, user))
-    raise PlaygroundError(f"no checkbox {label!r} on {user}'s Home tab")
+    action = tick(view.get("blocks", []), label, _values(ws, user), within=within)
+    if action is None:
+        raise PlaygroundError(f"no checkbox {label!r} on {user}'s Home tab")
+    return await _send(ws, user, view, action, _values(ws, user))
 
 
 async def choose_home(ws: Workspace, user: str, labels: str | list[str], *, within: str = "") -> Ack:
@@ -85,25 +69,12 @@ async def choose_home(ws: Workspace, user: str, labels: str | list[str], *, with
     overflow menu that offers them (a single-choice element takes exactly one label; the first such element, or the
     first in a block whose id contains ``within``): one ``block_actions`` with ``selected_option`` (or
     ``selected_options``), the view's state holding the choice (an overflow menu keeps no state)."""
-    wanted = [labels] if isinstance(labels, str) else list(labels)
     view = _view(ws, user)
-    for block, element in iter_elements(view.get("blocks", [])):
-        kind = element.get("type")
-        if kind not in CHOICE_TYPES or within not in str(block.get("block_id", "")):
-            continue
-        options = options_of(element)
-        picked = [next((o for o in options if text_of(o.get("text")) == w), None) for w in wanted]
-        if not wanted or any(p is None for p in picked) or (kind != "multi_static_select" and len(picked) != 1):
-            continue
-        key = "selected_options" if kind == "multi_static_select" else "selected_option"
-        action: JSON = {"type": kind, "action_id": element.get("action_id"), "block_id": block.get("block_id")}
-        action[key] = copy.deepcopy(picked) if kind == "multi_static_select" else copy.deepcopy(picked[0])
-        if "placeholder" in element:
-            action["placeholder"] = element["placeholder"]
-        if kind != "overflow":
-            _entry(ws, user, block, element)[key] = copy.deepcopy(action[key])
-        return await _send(ws, user, view, action, _values(ws, user))
-    raise PlaygroundError(f"no menu offering {wanted} on {user}'s Home tab")
+    action = choose(view.get("blocks", []), labels, _values(ws, user), within=within)
+    if action is None:
+        wanted = [labels] if isinstance(labels, str) else list(labels)
+        raise PlaygroundError(f"no menu offering {wanted} on {user}'s Home tab")
+    return await _send(ws, user, view, action, _values(ws, user))
 
 
 async def click_home(
@@ -152,11 +123,6 @@ def _values(ws: Workspace, user: str) -> Values:
     if user not in ws.state.home_values:
         ws.state.home_values[user] = initial_state(_view(ws, user).get("blocks", []))
     return ws.state.home_values[user]
-
-
-def _entry(ws: Workspace, user: str, block: JSON, element: JSON) -> JSON:
-    """The kept state entry of one element of ``user``'s Home view (changed in place)."""
-    return _values(ws, user)[str(block.get("block_id"))][str(element.get("action_id"))]
 
 
 async def _send(ws: Workspace, user: str, view: JSON, action: JSON, values: Values) -> Ack:

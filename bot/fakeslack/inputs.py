@@ -4,6 +4,9 @@
   flattened; ``labels_of(message)``: every button and option label (for error messages).
 - ``element_of(block, action_id)``; ``entry_for(element, raw)``: the ``state.values`` entry a test value (text,
   label or labels) makes (docs.slack.dev reference/interaction-payloads/view-interactions-payload#view_submission).
+- ``tick(blocks, label, values)``, ``choose(blocks, labels, values)``: the ``block_actions`` action of a person
+  ticking a checkbox or choosing in a menu, its entry in ``values`` (the surface's state) changed, wherever the
+  blocks are (a message, a Home view).
 - ``carried_state(previous, blocks)``: the state a view republished with ``blocks`` (App Home's ``views.publish``)
   keeps of the previous one's: what was ticked or chosen in an element that keeps its ids.
 - ``check_submittable(blocks, state)``: refuse (``PlaygroundError``) what Slack's client refuses to submit: an empty
@@ -118,3 +121,56 @@ def carried_state(previous: dict[str, dict[str, JSON]], blocks: list[JSON]) -> d
         if all(blockkit.option_key(o) in offered for o in held):
             state[str(block_id)][str(action_id)] = copy.deepcopy(before)
     return state
+
+
+CHOICE_TYPES = ("static_select", "multi_static_select", "radio_buttons", "overflow")
+
+
+def tick(blocks: list[JSON], label: str, values: dict[str, dict[str, JSON]], *, within: str = "") -> JSON | None:
+    """A person ticks (or unticks) the checkbox ``label`` in the first checkboxes of ``blocks`` offering it (in a
+    block whose id contains ``within``): the ``block_actions`` action with the group's new selection, that
+    selection written in ``values`` (the surface's ``state.values``); None when no checkboxes offer it."""
+    for block, element in iter_elements(blocks):
+        if element.get("type") != "checkboxes" or within not in str(block.get("block_id", "")):
+            continue
+        option = next((o for o in options_of(element) if text_of(o.get("text")) == label), None)
+        if option is None:
+            continue
+        entry = values[str(block.get("block_id"))][str(element.get("action_id"))]
+        chosen = {blockkit.option_key(o) for o in entry.get("selected_options") or []}
+        chosen ^= {blockkit.option_key(option)}
+        entry["selected_options"] = [copy.deepcopy(o) for o in options_of(element) if blockkit.option_key(o) in chosen]
+        return {
+            "type": "checkboxes",
+            "action_id": element.get("action_id"),
+            "block_id": block.get("block_id"),
+            "selected_options": copy.deepcopy(entry["selected_options"]),
+        }
+    return None
+
+
+def choose(
+    blocks: list[JSON], labels: str | list[str], values: dict[str, dict[str, JSON]], *, within: str = ""
+) -> JSON | None:
+    """A person chooses ``labels`` in the first static_select / multi_static_select / radio group / overflow menu
+    of ``blocks`` offering them (a single-choice element takes exactly one label; in a block whose id contains
+    ``within``): the ``block_actions`` action with ``selected_option`` (or ``selected_options``), the choice written
+    in ``values`` (an overflow menu keeps none); None when no element offers them."""
+    wanted = [labels] if isinstance(labels, str) else list(labels)
+    for block, element in iter_elements(blocks):
+        kind = element.get("type")
+        if kind not in CHOICE_TYPES or within not in str(block.get("block_id", "")):
+            continue
+        options = options_of(element)
+        picked = [next((o for o in options if text_of(o.get("text")) == w), None) for w in wanted]
+        if not wanted or any(p is None for p in picked) or (kind != "multi_static_select" and len(picked) != 1):
+            continue
+        key = "selected_options" if kind == "multi_static_select" else "selected_option"
+        action: JSON = {"type": kind, "action_id": element.get("action_id"), "block_id": block.get("block_id")}
+        action[key] = copy.deepcopy(picked) if kind == "multi_static_select" else copy.deepcopy(picked[0])
+        if "placeholder" in element:
+            action["placeholder"] = element["placeholder"]
+        if kind != "overflow":
+            values[str(block.get("block_id"))][str(element.get("action_id"))][key] = copy.deepcopy(action[key])
+        return action
+    return None

@@ -13,7 +13,7 @@ from typing import Any
 from bot.fakeslack import blockkit
 from bot.fakeslack.elements import initial_state, iter_elements
 from bot.fakeslack.fake_slack import FakeSlack
-from bot.fakeslack.inputs import check_submittable, element_of, entry_for, labels_of, options_of, text_of
+from bot.fakeslack.inputs import check_submittable, choose, element_of, entry_for, labels_of, options_of, text_of, tick
 from bot.fakeslack.sender import Ack, Sender, block_actions_payload, view_submission_payload
 from bot.fakeslack.socket_mode import SocketSender
 from bot.fakeslack.state import APP_ID, BOT_USER_ID, JSON, TEAM_ID, Clock, PlaygroundError, SlackState, make_view
@@ -70,54 +70,20 @@ class Interactions:
     async def toggle(self, message: JSON, label: str, *, user: str) -> Ack:
         """Tick (or untick) the checkbox ``label``: one block_actions with the group's new selection."""
         channel, current, is_ephemeral = self._current(message)
-        for block, element in iter_elements(current.get("blocks", [])):
-            if element.get("type") != "checkboxes":
-                continue
-            option = next((o for o in element.get("options", []) if text_of(o.get("text")) == label), None)
-            if option is None:
-                continue
-            values = self._values(channel, current, user)
-            entry = values[str(block.get("block_id"))][str(element.get("action_id"))]
-            chosen = {blockkit.option_key(o) for o in entry["selected_options"]}
-            chosen ^= {blockkit.option_key(option)}
-            entry["selected_options"] = [
-                copy.deepcopy(o) for o in element["options"] if blockkit.option_key(o) in chosen
-            ]
-            action = {
-                "type": "checkboxes",
-                "action_id": element.get("action_id"),
-                "block_id": block.get("block_id"),
-                "selected_options": copy.deepcopy(entry["selected_options"]),
-            }
-            return await self._send_block_action(channel, current, is_ephemeral, action, user=user)
-        raise PlaygroundError(f"no checkbox {label!r}; the message offers {labels_of(current)}")
+        action = tick(current.get("blocks", []), label, self._values(channel, current, user))
+        if action is None:
+            raise PlaygroundError(f"no checkbox {label!r}; the message offers {labels_of(current)}")
+        return await self._send_block_action(channel, current, is_ephemeral, action, user=user)
 
     async def select(self, message: JSON, labels: str | list[str], *, user: str) -> Ack:
         """Choose ``labels`` in the static_select / multi_static_select / radio group / overflow that has them
         (a single-choice element takes exactly one label)."""
-        wanted = [labels] if isinstance(labels, str) else list(labels)
         channel, current, is_ephemeral = self._current(message)
-        for block, element in iter_elements(current.get("blocks", [])):
-            kind = element.get("type")
-            options = options_of(element)
-            picked = [next((o for o in options if text_of(o.get("text")) == w), None) for w in wanted]
-            if kind not in ("static_select", "multi_static_select", "radio_buttons", "overflow"):
-                continue
-            if not wanted or any(p is None for p in picked) or (kind != "multi_static_select" and len(picked) != 1):
-                continue
-            action: JSON = {"type": kind, "action_id": element.get("action_id"), "block_id": block.get("block_id")}
-            if kind == "multi_static_select":
-                action["selected_options"] = copy.deepcopy(picked)
-            else:
-                action["selected_option"] = copy.deepcopy(picked[0])
-            if "placeholder" in element:
-                action["placeholder"] = element["placeholder"]
-            if kind != "overflow":
-                entry = self._values(channel, current, user)[str(block.get("block_id"))][str(element.get("action_id"))]
-                key = "selected_options" if kind == "multi_static_select" else "selected_option"
-                entry[key] = copy.deepcopy(action[key])
-            return await self._send_block_action(channel, current, is_ephemeral, action, user=user)
-        raise PlaygroundError(f"no select offering {wanted}; the message offers {labels_of(current)}")
+        action = choose(current.get("blocks", []), labels, self._values(channel, current, user))
+        if action is None:
+            wanted = [labels] if isinstance(labels, str) else list(labels)
+            raise PlaygroundError(f"no select offering {wanted}; the message offers {labels_of(current)}")
+        return await self._send_block_action(channel, current, is_ephemeral, action, user=user)
 
     def _current(self, message: JSON) -> tuple[str, JSON, bool]:
         """The message as stored now: ``(channel, message, is_ephemeral)``."""
