@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from bot.agent.stream import ApprovalPayload
+from bot.errors import StoreUnavailable
 from bot.slack.approvals.grants import StandingGrants
 from bot.slack.context import SlackContext
 from bot.slack.questions.approvers import RULE_NOTE, ApproverPolicy
 from bot.slack.refs import QuestionRef
-from bot.slack.render.approvals import QuorumProgress, approval_blocks
+from bot.slack.render.approvals import QuorumProgress, approval_blocks, shown_edit
 from bot.store.conversations import asked_id
 from bot.store.quorum import Quorums, asking_of
 
@@ -45,10 +46,18 @@ class OpenCards:
             return None
         if self.quorums is None:
             return QuorumProgress(approvers.required)
-        edits = approval.edited.n if approval.edited is not None else 0
-        asking = asking_of(asked_id(approval.asked_at), approval.args, edits=edits)
+        asking = asking_of(asked_id(approval.asked_at), approval.args, edits=shown_edit(approval))
         tally = await self.quorums.tally(run_id, approval.tool_call_id, asking)
         return QuorumProgress(approvers.required, tally.approvers)
+
+    async def shown_progress(self, run_id: str, approval: ApprovalPayload, ctx: SlackContext) -> QuorumProgress | None:
+        """:meth:`progress` to draw a card with, left at none gathered when Redis can't say (the next change
+        redraws it)."""
+        try:
+            return await self.progress(run_id, approval, ctx)
+        except StoreUnavailable:
+            approvers = self.approvers_of(approval, ctx)
+            return QuorumProgress(approvers.required) if approvers.quorum else None
 
     def blocks(
         self,

@@ -163,10 +163,7 @@ class Approving:
         payload = approval_payload(pending)
         by = f" by <@{payload.edited.by}>" if payload.edited is not None else ""
         await say(f"Not approved: the arguments were changed{by} after this copy was drawn. {EDITED_SINCE}")
-        try:
-            progress = await self.answering.messages.cards.progress(state.run_id, payload, ctx)
-        except StoreUnavailable:
-            progress = None
+        progress = await self.answering.messages.cards.shown_progress(state.run_id, payload, ctx)
         await self.answering.messages.show_quorum(state.run_id, payload, ctx, progress=progress, clicked=clicked)
 
     async def follow(

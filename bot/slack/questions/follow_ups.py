@@ -44,7 +44,6 @@ from bot.errors import (
     RunNotResumable,
     SlackRefused,
     StoreCorrupt,
-    StoreUnavailable,
 )
 from bot.slack.approvals.rules import DEADLINE as DEADLINE_NOTE
 from bot.slack.approvals.rules import ESCALATE as ESCALATE_NOTE
@@ -66,7 +65,7 @@ from bot.slack.questions.follow_up_plan import (
 from bot.slack.questions.notices import EXPIRED_OUTCOME
 from bot.slack.refs import QuestionRef
 from bot.slack.render import blocks as bk
-from bot.slack.render.approvals import QuorumProgress, approval_title
+from bot.slack.render.approvals import approval_title
 from bot.slack.render.mrkdwn import clip, escape, how_long
 from bot.store.conversations import MessageRef, NoticeKind, Queued, asked_id
 from bot.store.schedule import DueItem, Handler
@@ -501,11 +500,7 @@ class FollowUps:
         grants: :class:`~bot.slack.approvals.cards.OpenCards`), naming the run's channel; the progress left at
         none gathered when Redis can't say (the next change redraws it)."""
         cards = self.messages.cards
-        try:
-            progress = await cards.progress(run_id, payload, ctx)
-        except StoreUnavailable:
-            approvers = cards.approvers_of(payload, ctx)
-            progress = QuorumProgress(approvers.required) if approvers.quorum else None
+        progress = await cards.shown_progress(run_id, payload, ctx)
         return cards.blocks(payload, ctx, ref=ref, progress=progress, elsewhere=True)
 
     async def _close_settled(self, run_id: str, pending: PendingCall) -> None:

@@ -50,7 +50,7 @@ def args_lines(args: dict[str, Any]) -> str:
     argument whatever its text holds (:func:`one_line`)."""
     lines = []
     for key, value in args.items():
-        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        shown = _written(value, indented=False)
         lines.append(f"*{safe_mrkdwn(one_line(str(key)))}*: {safe_mrkdwn(clip(one_line(shown), ARG_VALUE))}")
     return clip("\n".join(lines), ARGS_TEXT) if lines else "_(no arguments)_"
 
@@ -323,18 +323,18 @@ def details_text(payload: ApprovalPayload) -> str:
 def _keyed(head: str, pairs: Sequence[tuple[object, object]]) -> str:
     """``head``, then each ``(key, value)`` of ``pairs`` as :func:`details_text` shows it."""
     names = [clip(f"*{safe_mrkdwn(str(key))}*", 300) for key, _ in pairs]
-    values = [safe_mrkdwn(_written(value)).replace("```", "` ` `") for _, value in pairs]
+    values = [safe_mrkdwn(_written(value, indented=True)).replace("```", "` ` `") for _, value in pairs]
     room = SECTION_TEXT - len(head) - sum(len(n) + 8 for n in names)  # "\n" + name + "\n```" + "```"
     shown = fair_cut(values, room)  # every key stays in view (escaping can make values longer than sent)
     return clip("\n".join([head, *(f"{n}\n```{v}```" for n, v in zip(names, shown, strict=True))]), SECTION_TEXT)
 
 
-def _written(value: object) -> str:
-    """A value as the Details modal shows it: a string as written, a list or an object as indented JSON, anything
-    else as JSON."""
+def _written(value: object, *, indented: bool) -> str:
+    """An argument's value as shown: a string as written, anything else as JSON (``indented``: a list or an object
+    over indented lines, as the Details modal shows it)."""
     if isinstance(value, str):
         return value
-    indent = 2 if isinstance(value, (dict, list)) and value else None
+    indent = 2 if indented and isinstance(value, (dict, list)) and value else None
     return json.dumps(value, ensure_ascii=False, indent=indent)
 
 
