@@ -43,12 +43,12 @@ EMOJI_NAME = 100  # characters after a ":" held as a possible emoji code's name 
 LONG_WORD = 9  # letters or digits before a cut inside a long run (longer than "everyone", so no @here is split)
 # CJK and fullwidth punctuation a sentence or clause ends with (and the closing brackets after it).
 CJK_PUNCTUATION = frozenset("。、，．！？；：…‥」』）】〕〉》〗〙〛｝］｣､｡")  # noqa: RUF001 - fullwidth on purpose
-# A bare link Slack may make. Its scheme bounded (32 characters: RFC 3986 sets none, none in use is near it): an
-# unbounded one was tried from every letter of a long run without "://" and backtracked over the rest of it, so a
-# 40 KB hash or minified line streamed in 20-character deltas held the event loop for tens of seconds.
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _LONG_RUN = re.compile(rf"[^\W_]{{{LONG_WORD + 1},}}")  # letters or digits (str.isalnum) long enough for a cut
 _RUN_END = re.compile(r"[\W_]")
+# A bare link Slack may make. Its scheme bounded (32 characters: RFC 3986 sets none, none in use is near it): an
+# unbounded one was tried from every letter of a long run without "://" and backtracked over the rest of it, so a
+# 40 KB hash or minified line streamed in 20-character deltas held the event loop for tens of seconds.
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}://|mailto:|www\.", re.IGNORECASE)
 
 
@@ -185,8 +185,10 @@ def _last_cut_in_long_word(text: str, start: int, last: int) -> int:
     for run in reversed([m.start() for m in _LONG_RUN.finditer(text, window, last + 1)]):
         ended = _RUN_END.search(text, run)
         at = min(ended.start() - 1 if ended else len(text) - 1, last)  # the run's last cut: a letter or digit after
-        back = _RUN_END.search(text[start:run][::-1])  # a run begun before the window: where it truly begins
-        begun = run - (back.start() if back else run - start)
+        begun = run
+        if run == window > start and text[run - 1].isalnum():  # begun before the window: where it truly begins
+            back = _RUN_END.search(text[start:run][::-1])
+            begun = run - (back.start() if back else run - start)
         before = text[begun - 1] if begun > 0 else ""  # what it follows ("&#" with any number of zeros after it is
         # an entity: a cut inside it, the pieces' concatenation decodes to "<")
         if before in ("&", "#") or (before == ":" and at - begun <= EMOJI_NAME):
