@@ -195,8 +195,7 @@ class Policy:
         them as it starts."""
         out = []
         for number, rule in enumerate(self.rules, start=1):
-            if rule.required > 1 and set(rule.grants) - {"once"}:
-                given = ", ".join(g for g in rule.grants if g != "once")
+            if given := ", ".join(g for g in rule.grants if g != "once" and g not in rule.standing_grants):
                 out.append(
                     f"rule {number} ({rule_name(rule, number)!r}): grants {given} are never offered: it needs "
                     f"{rule.required} approvals (a standing grant is one person's)"

@@ -253,6 +253,12 @@ class Rule(BaseModel):
         one approval is required)."""
         return self.requester_counts if self.requester_counts is not None else self.required == 1
 
+    @property
+    def standing_grants(self) -> tuple[Grant, ...]:
+        """The standing grants (``thread``, ``channel``, ``always``) its approvers are offered: those of ``grants``,
+        none when it needs several approvals (a grant is one person's: it would stand in for the others)."""
+        return tuple(g for g in self.grants if g != "once") if self.required == 1 else ()
+
     def is_default(self) -> bool:
         """Whether it matches every call (``tool: "*"``, no ``when``, no ``requester``)."""
         return "*" in self.tool and not self.when and self.requester.is_open()

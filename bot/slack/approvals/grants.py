@@ -93,10 +93,8 @@ class StandingGrants:
         """The standing grants an approver may give on a call of ``tool_name`` with ``args`` in ``ctx`` (in
         :data:`STANDING` order; none for a call needing more than one approval); ``rule``: the rule its request was
         asked under (its policy notes' ``rule``; else the matching one)."""
-        decision = self._decide(ctx, tool_name, args, rule=rule)
-        if decision.required > 1:
-            return []
-        return [s for s in outside_scopes(tool_name, args) if s in decision.grants]
+        standing = self._decide(ctx, tool_name, args, rule=rule).rule.standing_grants
+        return [s for s in outside_scopes(tool_name, args) if s in standing]
 
     async def may_give(
         self, ctx: SlackContext, tool_name: str, args: dict[str, Any], *, by: str, rule: object = None
