@@ -172,11 +172,12 @@ class StandingGrants:
         """The grant that covers this call (its use counted when ``count``: :meth:`GrantStore.use
         <bot.store.grants.GrantStore.use>`; else a look), or None."""
         decision = self._decide(ctx, tool.id, args, rule=rule)
-        if decision.required > 1:
+        standing = decision.rule.standing_grants
+        if not standing:
             return None
         approvers = self.approvers.for_call(ctx, tool.id, args, rule=decision.name)
         for scope in outside_scopes(tool.id, args):
-            if scope not in decision.grants:
+            if scope not in standing:
                 continue
             key = self.key(scope, ctx, tool.id, args)
             for grant in await self.store.live(ctx.team_id, key):  # several people's, several rules': any that fits
